@@ -1,0 +1,116 @@
+//! Names of the things the resilience layers track.
+//!
+//! Ids are cheap to clone (`Arc<str>`) because the registry keys its maps by them and events
+//! carry them to the store and the UI. A credential id is unique within its provider only, so
+//! every credential-scoped key carries the provider as well.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            pub fn new(s: impl Into<Arc<str>>) -> Self {
+                Self(s.into())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self::new(s)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                Self::new(s)
+            }
+        }
+
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+id!(
+    /// A configured upstream provider, e.g. `openai` or `groq-personal`.
+    ProviderId
+);
+id!(
+    /// One API key or OAuth token of a provider; unique within that provider.
+    CredentialId
+);
+id!(
+    /// A model name as the provider spells it, e.g. `gpt-4o-mini`.
+    ModelId
+);
+
+/// One credential of one provider: the scope of a credential cooldown.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CredentialKey {
+    pub provider: ProviderId,
+    pub credential: CredentialId,
+}
+
+/// One model on one credential of one provider: the scope of a model lockout, and the unit the
+/// planner asks about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CandidateKey {
+    pub provider: ProviderId,
+    pub credential: CredentialId,
+    pub model: ModelId,
+}
+
+impl CandidateKey {
+    pub fn new(
+        provider: impl Into<ProviderId>,
+        credential: impl Into<CredentialId>,
+        model: impl Into<ModelId>,
+    ) -> Self {
+        Self {
+            provider: provider.into(),
+            credential: credential.into(),
+            model: model.into(),
+        }
+    }
+
+    pub fn credential_key(&self) -> CredentialKey {
+        CredentialKey {
+            provider: self.provider.clone(),
+            credential: self.credential.clone(),
+        }
+    }
+}
+
+impl fmt::Display for CandidateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}@{}", self.provider, self.model, self.credential)
+    }
+}

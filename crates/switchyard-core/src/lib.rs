@@ -1,0 +1,15 @@
+//! Switchyard's domain: ids, time, outcome classification and the three resilience layers
+//! (provider breaker, credential cooldown, model lockout) behind one health registry.
+//!
+//! No I/O lives here: time comes from an injected [`Clock`], persistence and networking belong to
+//! the crates around this one. tokio is used for `sync` only (the event broadcast).
+
+pub mod clock;
+pub mod ids;
+pub mod outcome;
+pub mod resilience;
+pub mod settings;
+
+pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
+pub use ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};
+pub use outcome::{Outcome, Upstream, Verdict, classify};

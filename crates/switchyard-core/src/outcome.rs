@@ -1,0 +1,524 @@
+//! What happened upstream, and what it means: the one place that decides which resilience
+//! layer an outcome charges (RESILIENCE.md §2).
+//!
+//! Adapters describe an attempt as an [`Outcome`]; [`classify`] turns it into a [`Verdict`].
+//! Nothing else in the code base decides whether a failure blames the provider, the key or the
+//! model. Adapters may refine the *input* (for example by recognising "insufficient quota" in a
+//! 429 body and setting [`BodyHint::InsufficientQuota`]) but never the mapping itself.
+
+mod hint;
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+
+pub use self::hint::{MAX_RETRY_AFTER, retry_after};
+use crate::clock::UnixMillis;
+
+/// One finished upstream attempt, as the attempt loop saw it.
+#[derive(Clone, Copy, Debug)]
+pub struct Outcome<'a> {
+    pub upstream: Upstream<'a>,
+    /// Some bytes of this attempt already reached the client. From then on nothing may fall
+    /// back or retry: the client would see two answers spliced together.
+    pub bytes_sent: bool,
+    /// The client went away before the attempt finished. Nobody is to blame.
+    pub client_aborted: bool,
+}
+
+impl<'a> Outcome<'a> {
+    /// An attempt that ended before anything reached the client and with the client waiting.
+    pub fn new(upstream: Upstream<'a>) -> Self {
+        Self {
+            upstream,
+            bytes_sent: false,
+            client_aborted: false,
+        }
+    }
+}
+
+/// What the upstream did.
+#[derive(Clone, Copy, Debug)]
+pub enum Upstream<'a> {
+    /// Response headers arrived. For a 2xx this means the body (or stream) also completed.
+    Response {
+        status: u16,
+        headers: &'a HeaderMap,
+        body: BodyHint,
+    },
+    /// No usable connection or the connection died before response headers.
+    Transport(TransportFault),
+    /// A deadline passed with nothing to show for it.
+    Timeout(TimeoutPhase),
+    /// A 2xx stream that did not finish properly.
+    Stream(StreamFault),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportFault {
+    ConnectRefused,
+    Dns,
+    Tls,
+    /// The connection was reset (or closed) before response headers arrived.
+    ResetBeforeHeaders,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutPhase {
+    Connect,
+    /// Connected, but no response headers within the deadline.
+    Headers,
+    /// Headers arrived, but no first real event (keep-alives do not count) within the deadline.
+    FirstEvent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamFault {
+    /// The connection broke mid-body.
+    Cut,
+    /// No event within the idle deadline.
+    Stalled,
+    /// The stream ended without a finish reason.
+    Truncated,
+}
+
+/// What the response body said, as far as the adapter could tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyHint {
+    #[default]
+    None,
+    ContextLengthExceeded,
+    ContentPolicy,
+    InsufficientQuota,
+    ModelNotFound,
+}
+
+impl BodyHint {
+    /// A dialect-independent guess from an error body's text. Adapters that know their
+    /// provider's error codes should prefer them; this catches the common spellings.
+    pub fn sniff(body: &str) -> Self {
+        const RULES: &[(&[&str], BodyHint)] = &[
+            (
+                &[
+                    "context_length_exceeded",
+                    "maximum context length",
+                    "prompt is too long",
+                    "context window",
+                ],
+                BodyHint::ContextLengthExceeded,
+            ),
+            (
+                &[
+                    "insufficient_quota",
+                    "insufficient quota",
+                    "credit balance",
+                    "billing",
+                    "exceeded your current quota",
+                    "payment required",
+                ],
+                BodyHint::InsufficientQuota,
+            ),
+            (
+                &[
+                    "content_policy",
+                    "content policy",
+                    "content_filter",
+                    "safety system",
+                    "flagged",
+                ],
+                BodyHint::ContentPolicy,
+            ),
+            (
+                &[
+                    "model_not_found",
+                    "does not exist",
+                    "no such model",
+                    "unknown model",
+                ],
+                BodyHint::ModelNotFound,
+            ),
+        ];
+        let lower = body.to_ascii_lowercase();
+        RULES
+            .iter()
+            .find(|(needles, _)| needles.iter().any(|n| lower.contains(n)))
+            .map_or(Self::None, |&(_, hint)| hint)
+    }
+}
+
+/// The class of an outcome; one row of the §2 table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeKind {
+    Success,
+    Transport,
+    Timeout,
+    Transient,
+    RateLimit,
+    Auth,
+    QuotaExhausted,
+    ModelUnavailable,
+    RequestTooLarge,
+    Policy,
+    ClientError,
+    StreamBroken,
+    Aborted,
+}
+
+impl OutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Transport => "transport",
+            Self::Timeout => "timeout",
+            Self::Transient => "transient",
+            Self::RateLimit => "rate_limit",
+            Self::Auth => "auth",
+            Self::QuotaExhausted => "quota_exhausted",
+            Self::ModelUnavailable => "model_unavailable",
+            Self::RequestTooLarge => "request_too_large",
+            Self::Policy => "policy",
+            Self::ClientError => "client_error",
+            Self::StreamBroken => "stream_broken",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+/// The provider-level fault a failure charges to the breaker; per-fault overrides key on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerFault {
+    Connect,
+    Tls,
+    Reset,
+    Timeout,
+    Transient,
+    StreamBroken,
+}
+
+impl BreakerFault {
+    pub const ALL: [Self; 6] = [
+        Self::Connect,
+        Self::Tls,
+        Self::Reset,
+        Self::Timeout,
+        Self::Transient,
+        Self::StreamBroken,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Connect => "connect",
+            Self::Tls => "tls",
+            Self::Reset => "reset",
+            Self::Timeout => "timeout",
+            Self::Transient => "transient",
+            Self::StreamBroken => "stream_broken",
+        }
+    }
+}
+
+/// The credential-level fault a failure charges to the credential cooldown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialFault {
+    /// Too many requests on this key: a short, hinted, backed-off cooldown.
+    RateLimit,
+    /// The key was refused: it is `invalid` until fixed or reset.
+    Auth,
+    /// The account is out of credit: a long cooldown.
+    Quota,
+}
+
+/// Which layers an outcome charges. A success charges none and is recorded as success on all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Charges {
+    pub provider: Option<BreakerFault>,
+    pub credential: Option<CredentialFault>,
+    /// Lock this model on this credential.
+    pub model: bool,
+}
+
+impl Charges {
+    pub const NOTHING: Self = Self {
+        provider: None,
+        credential: None,
+        model: false,
+    };
+}
+
+/// May the attempt loop send the same request to the same target again?
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrySame {
+    No,
+    /// Once, if the global retry budget allows.
+    OnceWithinBudget,
+    /// Only after the credential was refreshed (OAuth), then once.
+    AfterRefresh,
+    /// Only by waiting out `retry_after` in place, when no other candidate exists and the wait
+    /// fits the request's deadline.
+    WaitIfAlone,
+}
+
+/// May the attempt loop move on to another candidate?
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    Yes,
+    No,
+    /// Only to targets with a larger context window; otherwise return the error.
+    LargerContextOnly,
+}
+
+/// The classification of one outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub kind: OutcomeKind,
+    /// The upstream status code, when there was a response.
+    pub status: Option<u16>,
+    pub charges: Charges,
+    pub retry_same: RetrySame,
+    pub fallback: Fallback,
+    /// How long the upstream asked us to wait, already clamped to [`MAX_RETRY_AFTER`].
+    pub retry_after: Option<Duration>,
+}
+
+/// The knobs that change classification. Built from the model-lockout settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassifyPolicy {
+    /// Model lockouts are on.
+    pub lockout_enabled: bool,
+    /// Status codes that (besides 404/410) charge the model lockout.
+    pub lockout_codes: StatusSet,
+    /// Whether a content-policy refusal may fall back to another target (default: no).
+    pub policy_fallback: bool,
+}
+
+impl Default for ClassifyPolicy {
+    fn default() -> Self {
+        Self {
+            lockout_enabled: true,
+            lockout_codes: StatusSet::from_iter([404, 429, 503]),
+            policy_fallback: false,
+        }
+    }
+}
+
+impl ClassifyPolicy {
+    fn locks(&self, status: u16) -> bool {
+        self.lockout_enabled && self.lockout_codes.contains(status)
+    }
+}
+
+/// A set of HTTP status codes (100..=599) as a bitmap: `contains` is one shift and one mask.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatusSet([u64; 10]);
+
+impl StatusSet {
+    pub fn insert(&mut self, status: u16) {
+        if let Some((word, bit)) = Self::slot(status) {
+            self.0[word] |= 1 << bit;
+        }
+    }
+
+    pub fn contains(&self, status: u16) -> bool {
+        Self::slot(status).is_some_and(|(word, bit)| self.0[word] & (1 << bit) != 0)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0u16..600).filter(|&s| self.contains(s))
+    }
+
+    fn slot(status: u16) -> Option<(usize, u32)> {
+        (status < 600).then(|| (usize::from(status / 64), u32::from(status % 64)))
+    }
+}
+
+impl FromIterator<u16> for StatusSet {
+    fn from_iter<I: IntoIterator<Item = u16>>(iter: I) -> Self {
+        let mut set = Self::default();
+        for status in iter {
+            set.insert(status);
+        }
+        set
+    }
+}
+
+impl std::fmt::Debug for StatusSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// Classifies one outcome. `now` is needed only to turn an HTTP-date `Retry-After` into a wait.
+///
+/// The order of the checks is the precedence of the table: a client that left blames nobody;
+/// once bytes reached the client nothing may be retried or fall back; then the upstream's own
+/// signal decides.
+pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis) -> Verdict {
+    use Fallback as F;
+    use RetrySame as R;
+
+    let v = |kind, charges, retry_same, fallback| Verdict {
+        kind,
+        status: None,
+        charges,
+        retry_same,
+        fallback,
+        retry_after: None,
+    };
+    let provider = |fault| Charges {
+        provider: Some(fault),
+        ..Charges::NOTHING
+    };
+
+    if outcome.client_aborted {
+        return v(OutcomeKind::Aborted, Charges::NOTHING, R::No, F::No);
+    }
+    // Once the client has bytes, anything short of a completed 2xx is a broken stream: it
+    // cannot be retried or handed to another target without splicing two answers together.
+    if outcome.bytes_sent
+        && !matches!(
+            outcome.upstream,
+            Upstream::Response {
+                status: 200..=299,
+                ..
+            }
+        )
+    {
+        return v(
+            OutcomeKind::StreamBroken,
+            provider(BreakerFault::StreamBroken),
+            R::No,
+            F::No,
+        );
+    }
+
+    match outcome.upstream {
+        Upstream::Transport(fault) => {
+            let (charge, retry) = match fault {
+                TransportFault::ConnectRefused | TransportFault::Dns => {
+                    (BreakerFault::Connect, R::No)
+                }
+                TransportFault::Tls => (BreakerFault::Tls, R::No),
+                TransportFault::ResetBeforeHeaders => (BreakerFault::Reset, R::OnceWithinBudget),
+            };
+            v(OutcomeKind::Transport, provider(charge), retry, F::Yes)
+        }
+        Upstream::Timeout(_) | Upstream::Stream(StreamFault::Stalled) => v(
+            OutcomeKind::Timeout,
+            provider(BreakerFault::Timeout),
+            R::No,
+            F::Yes,
+        ),
+        // Broke before anything reached the client: as good as a reset before headers.
+        Upstream::Stream(StreamFault::Cut | StreamFault::Truncated) => v(
+            OutcomeKind::Transport,
+            provider(BreakerFault::Reset),
+            R::OnceWithinBudget,
+            F::Yes,
+        ),
+        Upstream::Response {
+            status,
+            headers,
+            body,
+        } => {
+            let mut verdict = classify_response(status, body, policy);
+            verdict.status = Some(status);
+            if verdict.kind != OutcomeKind::Success {
+                verdict.retry_after = retry_after(headers, now);
+            }
+            verdict
+        }
+    }
+}
+
+fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Verdict {
+    use Fallback as F;
+    use OutcomeKind as K;
+    use RetrySame as R;
+
+    let v = |kind, charges, retry_same, fallback| Verdict {
+        kind,
+        status: None,
+        charges,
+        retry_same,
+        fallback,
+        retry_after: None,
+    };
+    let credential = |fault| Charges {
+        credential: Some(fault),
+        ..Charges::NOTHING
+    };
+    let model = Charges {
+        model: policy.lockout_enabled,
+        ..Charges::NOTHING
+    };
+
+    match (status, body) {
+        (200..=299, _) => v(K::Success, Charges::NOTHING, R::No, F::No),
+        (_, BodyHint::InsufficientQuota) | (402, _) => v(
+            K::QuotaExhausted,
+            credential(CredentialFault::Quota),
+            R::No,
+            F::Yes,
+        ),
+        (429, _) => {
+            let charges = if policy.locks(429) {
+                model
+            } else {
+                credential(CredentialFault::RateLimit)
+            };
+            v(K::RateLimit, charges, R::WaitIfAlone, F::Yes)
+        }
+        (401 | 403, _) => v(
+            K::Auth,
+            credential(CredentialFault::Auth),
+            R::AfterRefresh,
+            F::Yes,
+        ),
+        (404 | 410, _) | (400, BodyHint::ModelNotFound) => {
+            v(K::ModelUnavailable, model, R::No, F::Yes)
+        }
+        (400 | 413, BodyHint::ContextLengthExceeded) => v(
+            K::RequestTooLarge,
+            Charges::NOTHING,
+            R::No,
+            F::LargerContextOnly,
+        ),
+        (400, BodyHint::ContentPolicy) => {
+            let fallback = if policy.policy_fallback {
+                F::Yes
+            } else {
+                F::No
+            };
+            v(K::Policy, Charges::NOTHING, R::No, fallback)
+        }
+        (408 | 500..=599, _) => {
+            let charges = Charges {
+                provider: Some(BreakerFault::Transient),
+                model: policy.locks(status),
+                credential: None,
+            };
+            v(K::Transient, charges, R::OnceWithinBudget, F::Yes)
+        }
+        (400..=499, _) => v(K::ClientError, Charges::NOTHING, R::No, F::No),
+        // 1xx and 3xx as a final answer mean a broken or misconfigured upstream.
+        _ => v(
+            K::Transient,
+            Charges {
+                provider: Some(BreakerFault::Transient),
+                ..Charges::NOTHING
+            },
+            R::OnceWithinBudget,
+            F::Yes,
+        ),
+    }
+}

@@ -1,0 +1,96 @@
+//! The three resilience layers, finest last, and the registry that owns them
+//! (RESILIENCE.md §3–§5).
+//!
+//! Each layer is a pure state machine over `now`: no timers, no background tasks. Recovery is
+//! lazy (an open breaker becomes half-open when someone asks after its cooldown), so a state
+//! restored from the database behaves exactly like one that never left memory.
+
+pub mod breaker;
+pub mod cooldown;
+pub mod event;
+pub mod lockout;
+pub mod registry;
+pub mod selection;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::breaker::{Breaker, BreakerRecord, BreakerState};
+pub use self::cooldown::{CredentialCooldown, CredentialKind, CredentialRecord, CredentialStatus};
+pub use self::event::HealthEvent;
+pub use self::lockout::{LockoutRecord, ModelLockout};
+pub use self::registry::{Attempt, HealthRegistry, HealthSnapshot, RegistryLimits};
+pub use self::selection::{CredentialSelector, SelectionStrategy};
+
+/// Why the planner may not use a candidate right now. Kept in each request's routing trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum SkipReason {
+    BreakerOpen {
+        retry_in_ms: u64,
+    },
+    /// Half-open, and every probe slot is taken.
+    BreakerProbing {
+        retry_in_ms: u64,
+    },
+    CredentialCooling {
+        retry_in_ms: u64,
+    },
+    CredentialQuotaExhausted {
+        retry_in_ms: u64,
+    },
+    CredentialInvalid,
+    CredentialExpired,
+    CredentialRefreshing,
+    ModelLocked {
+        retry_in_ms: u64,
+    },
+}
+
+impl SkipReason {
+    /// The stable machine name, as used in traces and error bodies.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::BreakerOpen { .. } => "breaker_open",
+            Self::BreakerProbing { .. } => "breaker_probing",
+            Self::CredentialCooling { .. } => "credential_cooling",
+            Self::CredentialQuotaExhausted { .. } => "credential_quota_exhausted",
+            Self::CredentialInvalid => "credential_invalid",
+            Self::CredentialExpired => "credential_expired",
+            Self::CredentialRefreshing => "credential_refreshing",
+            Self::ModelLocked { .. } => "model_locked",
+        }
+    }
+
+    /// When the candidate becomes eligible again by itself; `None` when it needs a person
+    /// (an invalid key) or another component (an OAuth refresh).
+    pub fn retry_in(self) -> Option<Duration> {
+        match self {
+            Self::BreakerOpen { retry_in_ms }
+            | Self::BreakerProbing { retry_in_ms }
+            | Self::CredentialCooling { retry_in_ms }
+            | Self::CredentialQuotaExhausted { retry_in_ms }
+            | Self::ModelLocked { retry_in_ms } => Some(Duration::from_millis(retry_in_ms)),
+            Self::CredentialInvalid | Self::CredentialExpired | Self::CredentialRefreshing => None,
+        }
+    }
+}
+
+/// Whether a layer's entry changed and must be published (and so persisted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Changed {
+    No,
+    Yes,
+}
+
+impl Changed {
+    fn from(changed: bool) -> Self {
+        if changed { Self::Yes } else { Self::No }
+    }
+
+    pub fn is_yes(self) -> bool {
+        self == Self::Yes
+    }
+}

@@ -1,0 +1,581 @@
+//! Layer 1: the provider circuit breaker (RESILIENCE.md §3).
+//!
+//! Invariants:
+//! - `closed`/`degraded` is one phase; degraded is derived from the leaky failure count, so a
+//!   live change of the thresholds reclassifies at once.
+//! - `open` → `half_open` happens lazily on the first read at or after `until`.
+//! - `half_open` holds at most `half_open_probes` probes, each with a deadline. A probe that is
+//!   released (its attempt dropped) or that passes its deadline frees its slot, so a breaker can
+//!   never stay half-open forever waiting for a result that will not come.
+//! - Only a probe's own result moves `half_open`; stragglers admitted before the breaker opened
+//!   are ignored while it is open or half-open.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Changed, SkipReason};
+use crate::clock::{UnixMillis, millis};
+use crate::outcome::BreakerFault;
+use crate::settings::BreakerPolicy;
+
+/// The state a breaker shows to the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    Closed,
+    /// Still admitting traffic, but failing often enough that the planner ranks it lower.
+    Degraded,
+    Open,
+    HalfOpen,
+}
+
+/// Identifies one half-open probe; unique for the life of the registry.
+pub type ProbeId = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Probe {
+    id: ProbeId,
+    deadline: UnixMillis,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Closed,
+    Open { until: UnixMillis },
+    HalfOpen { probes: Vec<Probe> },
+}
+
+/// How the breaker let an attempt through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    Normal,
+    /// A half-open probe; its result decides the breaker.
+    Probe(ProbeId),
+}
+
+/// One provider's breaker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Breaker {
+    phase: Phase,
+    /// Leaky: +1 per failure, −1 per success.
+    failures: u32,
+    /// Consecutive re-opens without a successful probe: the backoff exponent.
+    reopens: u32,
+    last_fault: Option<BreakerFault>,
+    changed_at: UnixMillis,
+}
+
+/// What is persisted of a breaker. Probes in flight are not: they die with the process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerRecord {
+    pub state: BreakerState,
+    pub failures: u32,
+    pub reopens: u32,
+    /// Set while open: when it may become half-open.
+    pub open_until: Option<UnixMillis>,
+    pub last_fault: Option<BreakerFault>,
+    pub changed_at: UnixMillis,
+}
+
+impl Breaker {
+    pub fn new(now: UnixMillis) -> Self {
+        Self {
+            phase: Phase::Closed,
+            failures: 0,
+            reopens: 0,
+            last_fault: None,
+            changed_at: now,
+        }
+    }
+
+    /// A closed breaker with no failures carries no information: it need not be tracked.
+    pub fn is_pristine(&self) -> bool {
+        self.phase == Phase::Closed && self.failures == 0 && self.reopens == 0
+    }
+
+    pub fn changed_at(&self) -> UnixMillis {
+        self.changed_at
+    }
+
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    pub fn reopens(&self) -> u32 {
+        self.reopens
+    }
+
+    pub fn last_fault(&self) -> Option<BreakerFault> {
+        self.last_fault
+    }
+
+    /// The state at `now`, performing the lazy open → half-open move (and the clamp against
+    /// clock jumps). Returns whether anything changed.
+    pub fn refresh(&mut self, now: UnixMillis, policy: &BreakerPolicy) -> Changed {
+        let mut changed = false;
+        if let Phase::Open { until } = &mut self.phase {
+            let clamped = until.clamp_from(now, policy.longest());
+            if clamped != *until {
+                *until = clamped;
+                changed = true;
+            }
+            if now >= *until {
+                self.phase = Phase::HalfOpen { probes: Vec::new() };
+                changed = true;
+            }
+        }
+        if let Phase::HalfOpen { probes } = &mut self.phase {
+            // Abandon probes that never reported back: their slots are free again.
+            probes.retain(|p| p.deadline > now);
+        }
+        if changed {
+            self.changed_at = now;
+        }
+        Changed::from(changed)
+    }
+
+    /// The state as last refreshed.
+    pub fn state(&self, policy: &BreakerPolicy) -> BreakerState {
+        match self.phase {
+            Phase::Closed if self.failures >= policy.degraded_threshold => BreakerState::Degraded,
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// Would an attempt be let through at `now`? Call [`Self::refresh`] first.
+    pub fn check(&self, now: UnixMillis, policy: &BreakerPolicy) -> Result<(), SkipReason> {
+        if !policy.enabled {
+            return Ok(());
+        }
+        match &self.phase {
+            Phase::Closed => Ok(()),
+            Phase::Open { until } => Err(SkipReason::BreakerOpen {
+                retry_in_ms: ms(until.since(now)),
+            }),
+            Phase::HalfOpen { probes } if probes.len() < policy.half_open_probes as usize => Ok(()),
+            Phase::HalfOpen { probes } => {
+                let first_free = probes.iter().map(|p| p.deadline).min().unwrap_or(now);
+                Err(SkipReason::BreakerProbing {
+                    retry_in_ms: ms(first_free.since(now)),
+                })
+            }
+        }
+    }
+
+    /// Lets an attempt through, claiming a probe slot when half-open. Call [`Self::refresh`]
+    /// first. Claiming a slot is not a persisted change: probes do not survive a restart.
+    pub fn admit(
+        &mut self,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        probe_id: impl FnOnce() -> ProbeId,
+    ) -> Result<Admission, SkipReason> {
+        self.check(now, policy)?;
+        match &mut self.phase {
+            Phase::HalfOpen { probes } if policy.enabled => {
+                let id = probe_id();
+                probes.push(Probe {
+                    id,
+                    deadline: now.plus(policy.probe_timeout),
+                });
+                Ok(Admission::Probe(id))
+            }
+            _ => Ok(Admission::Normal),
+        }
+    }
+
+    /// Frees a probe's slot without a verdict (the client left, the attempt was dropped).
+    pub fn release(&mut self, probe: ProbeId) {
+        if let Phase::HalfOpen { probes } = &mut self.phase {
+            probes.retain(|p| p.id != probe);
+        }
+    }
+
+    /// The provider answered without a fault of its own.
+    pub fn on_success(&mut self, now: UnixMillis, admission: Admission) -> Changed {
+        match (&self.phase, admission) {
+            (Phase::Closed, _) if self.failures > 0 => {
+                self.failures -= 1;
+            }
+            (Phase::HalfOpen { probes }, Admission::Probe(id))
+                if probes.iter().any(|p| p.id == id) =>
+            {
+                self.phase = Phase::Closed;
+                self.failures = 0;
+                self.reopens = 0;
+            }
+            _ => return Changed::No,
+        }
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// The provider failed with `fault`.
+    pub fn on_failure(
+        &mut self,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        fault: BreakerFault,
+        admission: Admission,
+    ) -> Changed {
+        if !policy.enabled {
+            return Changed::No;
+        }
+        match (&self.phase, admission) {
+            (Phase::Closed, _) => {
+                self.failures = self.failures.saturating_add(1);
+                self.last_fault = Some(fault);
+                let o = policy.for_fault(fault);
+                let threshold = o.threshold.unwrap_or(policy.failure_threshold);
+                if o.immediate_open || self.failures >= threshold {
+                    self.open(now, policy, fault);
+                }
+            }
+            (Phase::HalfOpen { probes }, Admission::Probe(id))
+                if probes.iter().any(|p| p.id == id) =>
+            {
+                self.last_fault = Some(fault);
+                self.reopens = self.reopens.saturating_add(1);
+                self.open(now, policy, fault);
+            }
+            _ => return Changed::No,
+        }
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    fn open(&mut self, now: UnixMillis, policy: &BreakerPolicy, fault: BreakerFault) {
+        self.phase = Phase::Open {
+            until: now.plus(cooldown(policy, fault, self.reopens)),
+        };
+    }
+
+    /// How long until an attempt could be admitted; zero when it could be now.
+    pub fn retry_in(&self, now: UnixMillis, policy: &BreakerPolicy) -> Duration {
+        self.check(now, policy)
+            .err()
+            .and_then(SkipReason::retry_in)
+            .unwrap_or_default()
+    }
+
+    pub fn record(&self, policy: &BreakerPolicy) -> BreakerRecord {
+        BreakerRecord {
+            state: self.state(policy),
+            failures: self.failures,
+            reopens: self.reopens,
+            open_until: match self.phase {
+                Phase::Open { until } => Some(until),
+                _ => None,
+            },
+            last_fault: self.last_fault,
+            changed_at: self.changed_at,
+        }
+    }
+
+    /// Rebuilds a breaker from its record. The re-open time is clamped to
+    /// `[now, now + longest]`; a breaker saved half-open comes back half-open with no probes.
+    pub fn restore(record: &BreakerRecord, now: UnixMillis, policy: &BreakerPolicy) -> Self {
+        let phase = match (record.state, record.open_until) {
+            (BreakerState::Open, Some(until)) => Phase::Open {
+                until: until.clamp_from(now, policy.longest()),
+            },
+            (BreakerState::Open | BreakerState::HalfOpen, _) => {
+                Phase::HalfOpen { probes: Vec::new() }
+            }
+            (BreakerState::Closed | BreakerState::Degraded, _) => Phase::Closed,
+        };
+        Self {
+            phase,
+            failures: record.failures,
+            reopens: record.reopens,
+            last_fault: record.last_fault,
+            changed_at: record.changed_at.min(now),
+        }
+    }
+}
+
+/// `base × min(2^reopens, max_backoff_multiplier)`, where the base may be overridden per fault.
+pub fn cooldown(policy: &BreakerPolicy, fault: BreakerFault, reopens: u32) -> Duration {
+    let base = policy
+        .for_fault(fault)
+        .cooldown
+        .unwrap_or(policy.reset_timeout);
+    let multiplier = 1u32
+        .checked_shl(reopens)
+        .unwrap_or(u32::MAX)
+        .min(policy.max_backoff_multiplier);
+    base.saturating_mul(multiplier)
+}
+
+fn ms(d: Duration) -> u64 {
+    millis(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{BreakerSettings, FaultOverride};
+
+    const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn policy() -> BreakerPolicy {
+        BreakerPolicy::default()
+    }
+
+    fn fail(b: &mut Breaker, now: UnixMillis, p: &BreakerPolicy) -> Changed {
+        let _ = b.refresh(now, p);
+        b.on_failure(now, p, BreakerFault::Transient, Admission::Normal)
+    }
+
+    fn state_at(b: &mut Breaker, now: UnixMillis, p: &BreakerPolicy) -> BreakerState {
+        let _ = b.refresh(now, p);
+        b.state(p)
+    }
+
+    fn trip(b: &mut Breaker, now: UnixMillis, p: &BreakerPolicy) {
+        for _ in 0..p.failure_threshold {
+            let _ = fail(b, now, p);
+        }
+        assert_eq!(state_at(b, now, p), BreakerState::Open);
+    }
+
+    fn probe(
+        b: &mut Breaker,
+        now: UnixMillis,
+        p: &BreakerPolicy,
+        id: ProbeId,
+    ) -> Result<Admission, SkipReason> {
+        let _ = b.refresh(now, p);
+        b.admit(now, p, || id)
+    }
+
+    #[test]
+    fn third_failure_degrades_and_fifth_opens_with_default_thresholds() {
+        let p = policy();
+        assert_eq!((p.failure_threshold, p.degraded_threshold), (5, 3));
+        let mut b = Breaker::new(T0);
+        let expected = [
+            BreakerState::Closed,
+            BreakerState::Closed,
+            BreakerState::Degraded,
+            BreakerState::Degraded,
+            BreakerState::Open,
+        ];
+        for (call, want) in expected.into_iter().enumerate() {
+            assert!(fail(&mut b, T0, &p).is_yes());
+            assert_eq!(state_at(&mut b, T0, &p), want, "after failure {}", call + 1);
+        }
+    }
+
+    #[test]
+    fn open_admits_nothing_until_the_cooldown_has_elapsed() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let just_before = T0.plus(p.reset_timeout).minus(Duration::from_millis(1));
+        assert_eq!(
+            probe(&mut b, T0, &p, 1),
+            Err(SkipReason::BreakerOpen {
+                retry_in_ms: 30_000
+            })
+        );
+        assert_eq!(
+            probe(&mut b, just_before, &p, 2),
+            Err(SkipReason::BreakerOpen { retry_in_ms: 1 })
+        );
+        assert_eq!(b.retry_in(just_before, &p), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn first_read_after_the_cooldown_is_half_open() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        assert!(b.refresh(at, &p).is_yes());
+        assert_eq!(b.state(&p), BreakerState::HalfOpen);
+        assert!(b.refresh(at, &p) == Changed::No, "the move happens once");
+    }
+
+    #[test]
+    fn half_open_admits_only_the_configured_number_of_probes() {
+        let p = BreakerSettings {
+            half_open_probes: 2,
+            ..BreakerSettings::default()
+        }
+        .validate()
+        .unwrap();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        assert_eq!(probe(&mut b, at, &p, 1), Ok(Admission::Probe(1)));
+        assert_eq!(probe(&mut b, at, &p, 2), Ok(Admission::Probe(2)));
+        assert_eq!(
+            probe(&mut b, at, &p, 3),
+            Err(SkipReason::BreakerProbing {
+                retry_in_ms: ms(p.probe_timeout)
+            })
+        );
+    }
+
+    #[test]
+    fn released_probe_frees_its_slot_and_leaves_the_breaker_half_open() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        assert_eq!(probe(&mut b, at, &p, 7), Ok(Admission::Probe(7)));
+        assert!(probe(&mut b, at, &p, 8).is_err());
+        b.release(7);
+        assert_eq!(b.state(&p), BreakerState::HalfOpen);
+        assert_eq!(probe(&mut b, at, &p, 9), Ok(Admission::Probe(9)));
+    }
+
+    #[test]
+    fn probe_past_its_deadline_is_abandoned_and_its_late_result_ignored() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        assert_eq!(probe(&mut b, at, &p, 1), Ok(Admission::Probe(1)));
+        let late = at.plus(p.probe_timeout);
+        assert_eq!(probe(&mut b, late, &p, 2), Ok(Admission::Probe(2)));
+        assert!(b.on_success(late, Admission::Probe(1)) == Changed::No);
+        assert_eq!(b.state(&p), BreakerState::HalfOpen);
+        assert!(b.on_success(late, Admission::Probe(2)).is_yes());
+        assert_eq!(b.state(&p), BreakerState::Closed);
+    }
+
+    #[test]
+    fn probe_success_closes_with_counters_reset() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        let admission = probe(&mut b, at, &p, 1).unwrap();
+        assert!(b.on_success(at, admission).is_yes());
+        assert_eq!(b.state(&p), BreakerState::Closed);
+        assert!(b.is_pristine());
+    }
+
+    #[test]
+    fn backoff_doubles_per_reopen_up_to_the_cap() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let mut now = T0;
+        let mut cooldowns = Vec::new();
+        for id in 0..7 {
+            let retry_in = b.retry_in(now, &p);
+            cooldowns.push(retry_in.as_secs());
+            now = now.plus(retry_in);
+            let admission = probe(&mut b, now, &p, id).unwrap();
+            assert!(
+                b.on_failure(now, &p, BreakerFault::Timeout, admission)
+                    .is_yes()
+            );
+            assert_eq!(b.state(&p), BreakerState::Open);
+        }
+        assert_eq!(cooldowns, [30, 60, 120, 240, 480, 480, 480]);
+    }
+
+    #[test]
+    fn tls_failure_opens_at_once_by_default() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        assert!(
+            b.on_failure(T0, &p, BreakerFault::Tls, Admission::Normal)
+                .is_yes()
+        );
+        assert_eq!(state_at(&mut b, T0, &p), BreakerState::Open);
+    }
+
+    #[test]
+    fn per_fault_threshold_and_cooldown_override_the_profile() {
+        let mut s = BreakerSettings::default();
+        s.overrides.insert(
+            BreakerFault::Timeout,
+            FaultOverride {
+                threshold: Some(2),
+                cooldown_ms: Some(5_000),
+                immediate_open: false,
+            },
+        );
+        let p = s.validate().unwrap();
+        let mut b = Breaker::new(T0);
+        let _ = b.on_failure(T0, &p, BreakerFault::Timeout, Admission::Normal);
+        assert_eq!(state_at(&mut b, T0, &p), BreakerState::Closed);
+        let _ = b.on_failure(T0, &p, BreakerFault::Timeout, Admission::Normal);
+        assert_eq!(state_at(&mut b, T0, &p), BreakerState::Open);
+        assert_eq!(b.retry_in(T0, &p), 5 * SEC);
+    }
+
+    #[test]
+    fn success_leaks_one_failure_so_a_half_failing_provider_never_trips() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        for _ in 0..1_000 {
+            let _ = fail(&mut b, T0, &p);
+            let _ = b.on_success(T0, Admission::Normal);
+        }
+        assert_eq!(state_at(&mut b, T0, &p), BreakerState::Closed);
+        assert!(b.is_pristine());
+    }
+
+    #[test]
+    fn success_on_a_healthy_breaker_changes_nothing() {
+        let mut b = Breaker::new(T0);
+        assert!(b.on_success(T0, Admission::Normal) == Changed::No);
+    }
+
+    #[test]
+    fn stragglers_do_not_move_an_open_or_half_open_breaker() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        assert!(b.on_failure(T0, &p, BreakerFault::Transient, Admission::Normal) == Changed::No);
+        assert!(b.on_success(T0, Admission::Normal) == Changed::No);
+        let at = T0.plus(p.reset_timeout);
+        let _ = b.refresh(at, &p);
+        assert!(b.on_success(at, Admission::Normal) == Changed::No);
+        assert_eq!(b.state(&p), BreakerState::HalfOpen);
+    }
+
+    #[test]
+    fn opted_out_provider_is_always_admitted_and_never_trips() {
+        let p = BreakerSettings {
+            enabled: false,
+            ..BreakerSettings::default()
+        }
+        .validate()
+        .unwrap();
+        let mut b = Breaker::new(T0);
+        for _ in 0..100 {
+            assert!(fail(&mut b, T0, &p) == Changed::No);
+        }
+        assert_eq!(probe(&mut b, T0, &p, 1), Ok(Admission::Normal));
+    }
+
+    #[test]
+    fn clock_jumping_back_cannot_stretch_an_open_breaker_past_its_longest_cooldown() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let year_ago = T0.minus(Duration::from_secs(365 * 24 * 3600));
+        let _ = b.refresh(year_ago, &p);
+        assert!(b.retry_in(year_ago, &p) <= p.longest());
+    }
+
+    #[test]
+    fn record_round_trip_restores_an_identical_breaker() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let restored = Breaker::restore(&b.record(&p), T0, &p);
+        assert_eq!(restored, b);
+    }
+}

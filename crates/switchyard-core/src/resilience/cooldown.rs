@@ -1,0 +1,375 @@
+//! Layer 2: the credential cooldown (RESILIENCE.md §4).
+//!
+//! Invariants:
+//! - Expiry is lazy: a timed status (`cooling`, `quota_exhausted`) ends at the first read at or
+//!   after `until`.
+//! - `backoff_level` only decays on success; a cooldown running out does not reset it, so a
+//!   flapping key waits longer each time instead of being hammered again and again.
+//! - A failure of the same kind on a credential that is already benched neither extends the
+//!   cooldown nor raises the level: a burst of concurrent 429s counts once.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Changed, SkipReason};
+use crate::clock::{UnixMillis, millis};
+use crate::outcome::CredentialFault;
+use crate::settings::CooldownPolicy;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialStatus {
+    #[default]
+    Active,
+    Cooling,
+    /// Refused by the upstream (401/403); stays benched until reset or replaced.
+    Invalid,
+    /// An OAuth token past its expiry that could not be refreshed.
+    Expired,
+    QuotaExhausted,
+    /// An OAuth refresh is in progress.
+    Refreshing,
+}
+
+/// Whether a credential is an API key or an OAuth token: they start from different bases.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    #[default]
+    ApiKey,
+    Oauth,
+}
+
+/// One credential's cooldown state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CredentialCooldown {
+    status: CredentialStatus,
+    until: Option<UnixMillis>,
+    backoff_level: u32,
+    last_error: Option<CredentialFault>,
+    changed_at: UnixMillis,
+}
+
+/// What is persisted of a credential's cooldown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialRecord {
+    pub status: CredentialStatus,
+    pub cooling_until: Option<UnixMillis>,
+    pub backoff_level: u32,
+    pub last_error: Option<CredentialFault>,
+    pub changed_at: UnixMillis,
+}
+
+impl CredentialCooldown {
+    pub fn new(now: UnixMillis) -> Self {
+        Self {
+            changed_at: now,
+            ..Self::default()
+        }
+    }
+
+    /// Active with no backoff: carries no information and need not be tracked.
+    pub fn is_pristine(&self) -> bool {
+        self.status == CredentialStatus::Active && self.backoff_level == 0
+    }
+
+    pub fn status(&self) -> CredentialStatus {
+        self.status
+    }
+
+    pub fn backoff_level(&self) -> u32 {
+        self.backoff_level
+    }
+
+    pub fn changed_at(&self) -> UnixMillis {
+        self.changed_at
+    }
+
+    /// Ends an expired timed status and clamps `until` against clock jumps.
+    pub fn refresh(&mut self, now: UnixMillis, policy: &CooldownPolicy) -> Changed {
+        let Some(until) = self.until.as_mut() else {
+            return Changed::No;
+        };
+        let mut changed = false;
+        let clamped = until.clamp_from(now, policy.longest());
+        if clamped != *until {
+            *until = clamped;
+            changed = true;
+        }
+        if now >= *until {
+            self.status = CredentialStatus::Active;
+            self.until = None;
+            changed = true;
+        }
+        if changed {
+            self.changed_at = now;
+        }
+        Changed::from(changed)
+    }
+
+    /// May this credential be used at `now`? Call [`Self::refresh`] first.
+    pub fn check(&self, now: UnixMillis) -> Result<(), SkipReason> {
+        let retry_in_ms = self.until.map_or(0, |u| millis(u.since(now)));
+        match self.status {
+            CredentialStatus::Active => Ok(()),
+            CredentialStatus::Cooling => Err(SkipReason::CredentialCooling { retry_in_ms }),
+            CredentialStatus::QuotaExhausted => {
+                Err(SkipReason::CredentialQuotaExhausted { retry_in_ms })
+            }
+            CredentialStatus::Invalid => Err(SkipReason::CredentialInvalid),
+            CredentialStatus::Expired => Err(SkipReason::CredentialExpired),
+            CredentialStatus::Refreshing => Err(SkipReason::CredentialRefreshing),
+        }
+    }
+
+    pub fn on_success(&mut self, now: UnixMillis) -> Changed {
+        if self.backoff_level == 0 {
+            return Changed::No;
+        }
+        self.backoff_level -= 1;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Charges `fault` to this credential. `hint` is the upstream's wait, already clamped by the
+    /// classifier; call [`Self::refresh`] first.
+    pub fn on_failure(
+        &mut self,
+        now: UnixMillis,
+        policy: &CooldownPolicy,
+        kind: CredentialKind,
+        fault: CredentialFault,
+        hint: Option<Duration>,
+    ) -> Changed {
+        use CredentialStatus as S;
+        let benched_for = |status| self.status == status;
+        match fault {
+            CredentialFault::Auth if benched_for(S::Invalid) => return Changed::No,
+            CredentialFault::Auth => {
+                self.status = S::Invalid;
+                self.until = None;
+            }
+            // A quota verdict outranks a plain rate limit, but does not extend itself.
+            CredentialFault::Quota if benched_for(S::QuotaExhausted) || self.is_dead() => {
+                return Changed::No;
+            }
+            CredentialFault::Quota => {
+                let wait = hint.map_or(policy.quota_cooldown, |h| h.max(policy.quota_cooldown));
+                self.status = S::QuotaExhausted;
+                self.until = Some(now.plus(wait));
+            }
+            CredentialFault::RateLimit if self.status != S::Active => return Changed::No,
+            CredentialFault::RateLimit => {
+                let wait = hint.unwrap_or_else(|| formula(policy, kind, self.backoff_level));
+                self.status = S::Cooling;
+                self.until = Some(now.plus(wait));
+                self.backoff_level = (self.backoff_level + 1).min(policy.max_backoff_level);
+            }
+        }
+        self.last_error = Some(fault);
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Sets a status owned by another component (the OAuth refresher): `refreshing`,
+    /// `expired`, or back to `active`.
+    pub fn set_status(&mut self, now: UnixMillis, status: CredentialStatus) -> Changed {
+        if self.status == status {
+            return Changed::No;
+        }
+        self.status = status;
+        self.until = None;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Benched until a person or the OAuth refresher acts.
+    fn is_dead(&self) -> bool {
+        matches!(
+            self.status,
+            CredentialStatus::Invalid | CredentialStatus::Expired
+        )
+    }
+
+    pub fn record(&self) -> CredentialRecord {
+        CredentialRecord {
+            status: self.status,
+            cooling_until: self.until,
+            backoff_level: self.backoff_level,
+            last_error: self.last_error,
+            changed_at: self.changed_at,
+        }
+    }
+
+    /// Rebuilds from a record, clamping `cooling_until` to `[now, now + longest]`. A credential
+    /// saved mid-refresh comes back `expired`: the refresh died with the process.
+    pub fn restore(record: &CredentialRecord, now: UnixMillis, policy: &CooldownPolicy) -> Self {
+        let status = match record.status {
+            CredentialStatus::Refreshing => CredentialStatus::Expired,
+            other => other,
+        };
+        let timed = matches!(
+            status,
+            CredentialStatus::Cooling | CredentialStatus::QuotaExhausted
+        );
+        Self {
+            status,
+            until: timed.then(|| {
+                record
+                    .cooling_until
+                    .unwrap_or(now)
+                    .clamp_from(now, policy.longest())
+            }),
+            backoff_level: record.backoff_level.min(policy.max_backoff_level),
+            last_error: record.last_error,
+            changed_at: record.changed_at.min(now),
+        }
+    }
+}
+
+/// `base × 2^level`, capped at `max_cooldown`.
+pub fn formula(policy: &CooldownPolicy, kind: CredentialKind, level: u32) -> Duration {
+    let base = match kind {
+        CredentialKind::ApiKey => policy.api_key_base,
+        CredentialKind::Oauth => policy.oauth_base,
+    };
+    base.saturating_mul(1u32.checked_shl(level).unwrap_or(u32::MAX))
+        .min(policy.max_cooldown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn rate_limit(c: &mut CredentialCooldown, now: UnixMillis, hint: Option<Duration>) -> Changed {
+        let p = CooldownPolicy::default();
+        let _ = c.refresh(now, &p);
+        c.on_failure(
+            now,
+            &p,
+            CredentialKind::ApiKey,
+            CredentialFault::RateLimit,
+            hint,
+        )
+    }
+
+    fn check_at(c: &mut CredentialCooldown, now: UnixMillis) -> Result<(), SkipReason> {
+        let _ = c.refresh(now, &CooldownPolicy::default());
+        c.check(now)
+    }
+
+    #[test]
+    fn upstream_hint_beats_the_formula() {
+        let mut c = CredentialCooldown::new(T0);
+        assert!(rate_limit(&mut c, T0, Some(42 * SEC)).is_yes());
+        assert_eq!(
+            check_at(&mut c, T0),
+            Err(SkipReason::CredentialCooling {
+                retry_in_ms: 42_000
+            })
+        );
+        assert_eq!(check_at(&mut c, T0.plus(42 * SEC)), Ok(()));
+    }
+
+    #[test]
+    fn formula_doubles_from_the_base_and_stops_at_the_cap() {
+        let p = CooldownPolicy::default();
+        let waits: Vec<u64> = (0..10)
+            .map(|l| formula(&p, CredentialKind::ApiKey, l).as_secs())
+            .collect();
+        assert_eq!(waits, [3, 6, 12, 24, 48, 96, 192, 300, 300, 300]);
+        assert_eq!(formula(&p, CredentialKind::Oauth, 0), 5 * SEC);
+    }
+
+    #[test]
+    fn concurrent_failures_on_a_cooling_key_do_not_extend_or_escalate() {
+        let mut c = CredentialCooldown::new(T0);
+        let _ = rate_limit(&mut c, T0, None);
+        let later = T0.plus(2 * SEC);
+        assert!(rate_limit(&mut c, later, None) == Changed::No);
+        assert!(rate_limit(&mut c, later, Some(600 * SEC)) == Changed::No);
+        assert_eq!(
+            check_at(&mut c, later),
+            Err(SkipReason::CredentialCooling { retry_in_ms: 1_000 })
+        );
+        assert_eq!(c.backoff_level(), 1);
+    }
+
+    #[test]
+    fn expiry_does_not_reset_the_backoff_but_success_decays_it_by_one() {
+        let mut c = CredentialCooldown::new(T0);
+        let mut now = T0;
+        for _ in 0..3 {
+            let _ = rate_limit(&mut c, now, None);
+            now = now.plus(300 * SEC);
+            assert_eq!(check_at(&mut c, now), Ok(()));
+        }
+        assert_eq!(c.backoff_level(), 3, "expiry kept the level");
+        let _ = rate_limit(&mut c, now, None);
+        assert_eq!(
+            check_at(&mut c, now),
+            Err(SkipReason::CredentialCooling {
+                retry_in_ms: 24_000
+            })
+        );
+        now = now.plus(24 * SEC);
+        assert!(c.on_success(now).is_yes());
+        assert_eq!(c.backoff_level(), 3);
+        let _ = rate_limit(&mut c, now, None);
+        assert_eq!(
+            check_at(&mut c, now),
+            Err(SkipReason::CredentialCooling {
+                retry_in_ms: 24_000
+            })
+        );
+    }
+
+    #[test]
+    fn auth_failure_marks_the_key_invalid_until_reset() {
+        let p = CooldownPolicy::default();
+        let mut c = CredentialCooldown::new(T0);
+        let _ = c.on_failure(T0, &p, CredentialKind::ApiKey, CredentialFault::Auth, None);
+        assert_eq!(
+            check_at(&mut c, T0.plus(Duration::from_secs(86_400 * 30))),
+            Err(SkipReason::CredentialInvalid)
+        );
+        assert!(c.set_status(T0, CredentialStatus::Active).is_yes());
+        assert_eq!(c.check(T0), Ok(()));
+    }
+
+    #[test]
+    fn quota_exhaustion_benches_for_the_long_cooldown_even_while_cooling() {
+        let p = CooldownPolicy::default();
+        let mut c = CredentialCooldown::new(T0);
+        let _ = rate_limit(&mut c, T0, None);
+        assert!(
+            c.on_failure(
+                T0,
+                &p,
+                CredentialKind::ApiKey,
+                CredentialFault::Quota,
+                Some(SEC)
+            )
+            .is_yes()
+        );
+        assert_eq!(
+            check_at(&mut c, T0),
+            Err(SkipReason::CredentialQuotaExhausted {
+                retry_in_ms: millis(p.quota_cooldown)
+            })
+        );
+    }
+
+    #[test]
+    fn refreshing_credential_restores_as_expired() {
+        let p = CooldownPolicy::default();
+        let mut c = CredentialCooldown::new(T0);
+        let _ = c.set_status(T0, CredentialStatus::Refreshing);
+        let restored = CredentialCooldown::restore(&c.record(), T0, &p);
+        assert_eq!(restored.check(T0), Err(SkipReason::CredentialExpired));
+    }
+}

@@ -1,0 +1,266 @@
+//! Layer 3: the model lockout (RESILIENCE.md §5), scoped to (provider, credential, model).
+//!
+//! Invariants:
+//! - A lock runs out by itself (lazy expiry); success does not lift it, it halves the
+//!   consecutive-failure count that sizes the next lock.
+//! - Failures that arrive while locked (stragglers admitted before the lock) change nothing.
+//! - An entry with no lock and no failures carries no information and is not kept.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Changed, SkipReason};
+use crate::clock::{UnixMillis, millis};
+use crate::outcome::OutcomeKind;
+use crate::settings::LockoutPolicy;
+
+/// Why a model was locked: the outcome kind and the upstream status, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockReason {
+    pub kind: OutcomeKind,
+    pub status: Option<u16>,
+}
+
+/// One (provider, credential, model)'s lockout state. Also its persisted form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelLockout {
+    pub locked_until: Option<UnixMillis>,
+    pub consecutive_failures: u32,
+    pub reason: Option<LockReason>,
+    pub changed_at: UnixMillis,
+}
+
+/// The persisted form of a lockout.
+pub type LockoutRecord = ModelLockout;
+
+impl ModelLockout {
+    pub fn new(now: UnixMillis) -> Self {
+        Self {
+            changed_at: now,
+            ..Self::default()
+        }
+    }
+
+    pub fn is_pristine(&self) -> bool {
+        self.locked_until.is_none() && self.consecutive_failures == 0
+    }
+
+    /// Whether a lock is in force at `now`.
+    pub fn is_locked(&self, now: UnixMillis) -> bool {
+        self.locked_until.is_some_and(|until| now < until)
+    }
+
+    /// Drops an expired lock and clamps a live one against clock jumps.
+    pub fn refresh(&mut self, now: UnixMillis, policy: &LockoutPolicy) -> Changed {
+        let Some(until) = self.locked_until.as_mut() else {
+            return Changed::No;
+        };
+        let clamped = until.clamp_from(now, policy.longest());
+        let changed = if now >= *until {
+            self.locked_until = None;
+            true
+        } else if clamped != *until {
+            *until = clamped;
+            true
+        } else {
+            false
+        };
+        if changed {
+            self.changed_at = now;
+        }
+        Changed::from(changed)
+    }
+
+    /// Call [`Self::refresh`] first.
+    pub fn check(&self, now: UnixMillis) -> Result<(), SkipReason> {
+        match self.locked_until {
+            Some(until) if now < until => Err(SkipReason::ModelLocked {
+                retry_in_ms: millis(until.since(now)),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn on_success(&mut self, now: UnixMillis) -> Changed {
+        if self.consecutive_failures == 0 {
+            return Changed::No;
+        }
+        self.consecutive_failures /= 2;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Counts a failure and locks once the threshold is reached. Call [`Self::refresh`] first.
+    pub fn on_failure(
+        &mut self,
+        now: UnixMillis,
+        policy: &LockoutPolicy,
+        reason: LockReason,
+        hint: Option<Duration>,
+    ) -> Changed {
+        if !policy.enabled || self.is_locked(now) {
+            return Changed::No;
+        }
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+        self.reason = Some(reason);
+        if self.consecutive_failures >= policy.failure_threshold {
+            let wait = hint.unwrap_or_else(|| formula(policy, self.consecutive_failures));
+            self.locked_until = Some(now.plus(wait));
+        }
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// The stored lock, clamped to `[now, now + longest]`.
+    pub fn restore(record: &LockoutRecord, now: UnixMillis, policy: &LockoutPolicy) -> Self {
+        let mut lockout = record.clone();
+        lockout.changed_at = lockout.changed_at.min(now);
+        lockout.locked_until = record
+            .locked_until
+            .map(|until| until.clamp_from(now, policy.longest()))
+            .filter(|&until| until > now);
+        lockout
+    }
+}
+
+/// `exponential ? min(base × 2^steps, max) : base`, where `steps` counts the failures beyond
+/// the threshold (at the default threshold of 1 this is RESILIENCE.md's
+/// `consecutive_failures − 1`), capped at `max_backoff_steps`.
+pub fn formula(policy: &LockoutPolicy, consecutive_failures: u32) -> Duration {
+    if !policy.exponential_backoff {
+        return policy.base_cooldown;
+    }
+    let steps = consecutive_failures
+        .saturating_sub(policy.failure_threshold)
+        .min(policy.max_backoff_steps);
+    policy
+        .base_cooldown
+        .saturating_mul(1u32.checked_shl(steps).unwrap_or(u32::MAX))
+        .min(policy.max_cooldown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::LockoutSettings;
+
+    const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+    const SEC: Duration = Duration::from_secs(1);
+    const NOT_FOUND: LockReason = LockReason {
+        kind: OutcomeKind::ModelUnavailable,
+        status: Some(404),
+    };
+
+    fn fail(
+        l: &mut ModelLockout,
+        now: UnixMillis,
+        p: &LockoutPolicy,
+        hint: Option<Duration>,
+    ) -> Changed {
+        let _ = l.refresh(now, p);
+        l.on_failure(now, p, NOT_FOUND, hint)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let p = LockoutPolicy::default();
+        assert!(p.enabled && p.exponential_backoff);
+        assert_eq!(p.error_codes.iter().collect::<Vec<_>>(), [404, 429, 503]);
+        assert_eq!((p.failure_threshold, p.max_backoff_steps), (1, 5));
+        assert_eq!((p.base_cooldown, p.max_cooldown), (10 * SEC, 300 * SEC));
+    }
+
+    #[test]
+    fn each_consecutive_failure_doubles_the_lock_up_to_the_max() {
+        let p = LockoutPolicy::default();
+        let mut l = ModelLockout::new(T0);
+        let mut now = T0;
+        let mut locks = Vec::new();
+        for _ in 0..7 {
+            assert!(fail(&mut l, now, &p, None).is_yes());
+            let until = l.locked_until.unwrap();
+            locks.push(until.since(now).as_secs());
+            now = until;
+        }
+        assert_eq!(locks, [10, 20, 40, 80, 160, 300, 300]);
+    }
+
+    #[test]
+    fn max_backoff_steps_caps_the_exponent() {
+        let p = LockoutSettings {
+            max_backoff_steps: 2,
+            max_cooldown_ms: 3_600_000,
+            ..LockoutSettings::default()
+        }
+        .validate()
+        .unwrap();
+        let waits: Vec<u64> = (1..=6).map(|cf| formula(&p, cf).as_secs()).collect();
+        assert_eq!(waits, [10, 20, 40, 40, 40, 40]);
+    }
+
+    #[test]
+    fn threshold_counts_failures_before_the_first_lock() {
+        let p = LockoutSettings {
+            failure_threshold: 3,
+            ..LockoutSettings::default()
+        }
+        .validate()
+        .unwrap();
+        let mut l = ModelLockout::new(T0);
+        let _ = fail(&mut l, T0, &p, None);
+        let _ = fail(&mut l, T0, &p, None);
+        assert_eq!(l.check(T0), Ok(()));
+        let _ = fail(&mut l, T0, &p, None);
+        assert_eq!(
+            l.check(T0),
+            Err(SkipReason::ModelLocked {
+                retry_in_ms: 10_000
+            })
+        );
+    }
+
+    #[test]
+    fn hint_beats_the_formula_and_locked_failures_do_not_extend() {
+        let p = LockoutPolicy::default();
+        let mut l = ModelLockout::new(T0);
+        let _ = fail(&mut l, T0, &p, Some(90 * SEC));
+        assert!(fail(&mut l, T0.plus(SEC), &p, Some(900 * SEC)) == Changed::No);
+        assert_eq!(
+            l.check(T0.plus(SEC)),
+            Err(SkipReason::ModelLocked {
+                retry_in_ms: 89_000
+            })
+        );
+        assert_eq!(l.consecutive_failures, 1);
+    }
+
+    #[test]
+    fn success_halves_the_count_but_leaves_the_lock_to_run_out() {
+        let p = LockoutPolicy::default();
+        let mut l = ModelLockout {
+            consecutive_failures: 4,
+            ..ModelLockout::new(T0)
+        };
+        let _ = fail(&mut l, T0, &p, None);
+        assert!(l.on_success(T0).is_yes());
+        assert_eq!(l.consecutive_failures, 2);
+        assert!(l.is_locked(T0));
+        let expiry = l.locked_until.unwrap();
+        assert!(l.refresh(expiry, &p).is_yes());
+        assert_eq!(l.check(expiry), Ok(()));
+    }
+
+    #[test]
+    fn disabled_lockouts_never_lock() {
+        let p = LockoutSettings {
+            enabled: false,
+            ..LockoutSettings::default()
+        }
+        .validate()
+        .unwrap();
+        let mut l = ModelLockout::new(T0);
+        assert!(fail(&mut l, T0, &p, None) == Changed::No);
+        assert!(l.is_pristine());
+    }
+}

@@ -1,0 +1,1014 @@
+//! The health registry: the one owner of all three layers' state.
+//!
+//! The planner asks [`HealthRegistry::eligible`] about each candidate (O(1): three hash
+//! lookups under one short lock, no allocation), the attempt loop takes an [`Attempt`] from
+//! [`HealthRegistry::admit`] and settles it with [`Attempt::finish`]. Every change of an entry
+//! is published as a [`HealthEvent`] while the lock is held, so consumers see changes in the
+//! order they happened.
+//!
+//! Memory is bounded: an entry that returns to its pristine state is dropped at once; a bounded
+//! sweep, run a few entries at a time whenever an entry is created, forgets entries that are
+//! healthy and idle; and past `max_entries` healthy entries are evicted, or (when every entry is
+//! benched) the new failure goes untracked, failing open rather than growing without bound.
+
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use indexmap::{Equivalent, IndexMap};
+use parking_lot::Mutex;
+use rustc_hash::FxBuildHasher;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use super::breaker::{Admission, ProbeId};
+use super::event::HealthRecords;
+use super::lockout::LockReason;
+use super::{
+    Breaker, BreakerRecord, BreakerState, Changed, CredentialCooldown, CredentialKind,
+    CredentialRecord, CredentialStatus, HealthEvent, LockoutRecord, ModelLockout, SkipReason,
+};
+use crate::clock::{UnixMillis, millis};
+use crate::ids::{CandidateKey, CredentialId, CredentialKey, ProviderId};
+use crate::outcome::{ClassifyPolicy, OutcomeKind, Verdict};
+use crate::settings::{BreakerPolicy, CooldownPolicy, LockoutPolicy};
+
+type FxIndexMap<K, V> = IndexMap<K, V, FxBuildHasher>;
+
+/// Bounds on what the registry keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistryLimits {
+    /// Tracked entries across all three layers.
+    pub max_entries: usize,
+    /// A healthy entry untouched this long is forgotten by the sweep.
+    pub idle_ttl: Duration,
+    /// Entries the sweep visits per created entry.
+    pub sweep_budget: usize,
+    /// Capacity of the event channel; a consumer that falls further behind must resync.
+    pub event_capacity: usize,
+}
+
+impl Default for RegistryLimits {
+    fn default() -> Self {
+        Self {
+            max_entries: 100_000,
+            idle_ttl: Duration::from_secs(3600),
+            sweep_budget: 16,
+            event_capacity: 4096,
+        }
+    }
+}
+
+/// The policies every layer runs on; all can be replaced live.
+#[derive(Clone, Debug, Default)]
+struct Policies {
+    default_breaker: BreakerPolicy,
+    breakers: FxIndexMap<ProviderId, BreakerPolicy>,
+    cooldown: CooldownPolicy,
+    credential_kinds: FxIndexMap<CredentialKey, CredentialKind>,
+    lockout: LockoutPolicy,
+}
+
+impl Policies {
+    fn breaker(&self, provider: &ProviderId) -> &BreakerPolicy {
+        self.breakers.get(provider).unwrap_or(&self.default_breaker)
+    }
+
+    fn kind(&self, key: CredRef<'_>) -> CredentialKind {
+        self.credential_kinds.get(&key).copied().unwrap_or_default()
+    }
+}
+
+/// A credential key made of borrowed parts, so the hot path looks up credentials without
+/// cloning ids. Hashes exactly like [`CredentialKey`] (fields in the same order).
+#[derive(Clone, Copy, Hash)]
+struct CredRef<'a> {
+    provider: &'a ProviderId,
+    credential: &'a CredentialId,
+}
+
+impl Equivalent<CredentialKey> for CredRef<'_> {
+    fn equivalent(&self, key: &CredentialKey) -> bool {
+        *self.provider == key.provider && *self.credential == key.credential
+    }
+}
+
+impl<'a> From<&'a CandidateKey> for CredRef<'a> {
+    fn from(k: &'a CandidateKey) -> Self {
+        Self {
+            provider: &k.provider,
+            credential: &k.credential,
+        }
+    }
+}
+
+/// What one layer's table needs to know about its entries.
+trait Layer {
+    type Key: Hash + Eq + Clone;
+    type Entry;
+    type Policy;
+    type Record;
+
+    fn refresh(entry: &mut Self::Entry, now: UnixMillis, policy: &Self::Policy) -> Changed;
+    fn is_pristine(entry: &Self::Entry) -> bool;
+    /// Eligible right now: such an entry may be forgotten when idle or when room is needed.
+    fn is_healthy(entry: &Self::Entry, now: UnixMillis, policy: &Self::Policy) -> bool;
+    fn changed_at(entry: &Self::Entry) -> UnixMillis;
+    fn record(entry: &Self::Entry, policy: &Self::Policy) -> Self::Record;
+    fn event(key: &Self::Key, record: Option<Self::Record>, at: UnixMillis) -> HealthEvent;
+}
+
+struct Breakers;
+struct Credentials;
+struct Lockouts;
+
+impl Layer for Breakers {
+    type Key = ProviderId;
+    type Entry = Breaker;
+    type Policy = BreakerPolicy;
+    type Record = BreakerRecord;
+
+    fn refresh(e: &mut Breaker, now: UnixMillis, p: &BreakerPolicy) -> Changed {
+        e.refresh(now, p)
+    }
+    fn is_pristine(e: &Breaker) -> bool {
+        e.is_pristine()
+    }
+    fn is_healthy(e: &Breaker, _: UnixMillis, p: &BreakerPolicy) -> bool {
+        matches!(e.state(p), BreakerState::Closed | BreakerState::Degraded)
+    }
+    fn changed_at(e: &Breaker) -> UnixMillis {
+        e.changed_at()
+    }
+    fn record(e: &Breaker, p: &BreakerPolicy) -> BreakerRecord {
+        e.record(p)
+    }
+    fn event(provider: &ProviderId, record: Option<BreakerRecord>, at: UnixMillis) -> HealthEvent {
+        HealthEvent::Breaker {
+            provider: provider.clone(),
+            record,
+            at,
+        }
+    }
+}
+
+impl Layer for Credentials {
+    type Key = CredentialKey;
+    type Entry = CredentialCooldown;
+    type Policy = CooldownPolicy;
+    type Record = CredentialRecord;
+
+    fn refresh(e: &mut CredentialCooldown, now: UnixMillis, p: &CooldownPolicy) -> Changed {
+        e.refresh(now, p)
+    }
+    fn is_pristine(e: &CredentialCooldown) -> bool {
+        e.is_pristine()
+    }
+    fn is_healthy(e: &CredentialCooldown, now: UnixMillis, _: &CooldownPolicy) -> bool {
+        e.check(now).is_ok()
+    }
+    fn changed_at(e: &CredentialCooldown) -> UnixMillis {
+        e.changed_at()
+    }
+    fn record(e: &CredentialCooldown, _: &CooldownPolicy) -> CredentialRecord {
+        e.record()
+    }
+    fn event(key: &CredentialKey, record: Option<CredentialRecord>, at: UnixMillis) -> HealthEvent {
+        HealthEvent::Credential {
+            key: key.clone(),
+            record,
+            at,
+        }
+    }
+}
+
+impl Layer for Lockouts {
+    type Key = CandidateKey;
+    type Entry = ModelLockout;
+    type Policy = LockoutPolicy;
+    type Record = LockoutRecord;
+
+    fn refresh(e: &mut ModelLockout, now: UnixMillis, p: &LockoutPolicy) -> Changed {
+        e.refresh(now, p)
+    }
+    fn is_pristine(e: &ModelLockout) -> bool {
+        e.is_pristine()
+    }
+    fn is_healthy(e: &ModelLockout, now: UnixMillis, _: &LockoutPolicy) -> bool {
+        !e.is_locked(now)
+    }
+    fn changed_at(e: &ModelLockout) -> UnixMillis {
+        e.changed_at
+    }
+    fn record(e: &ModelLockout, _: &LockoutPolicy) -> LockoutRecord {
+        e.clone()
+    }
+    fn event(key: &CandidateKey, record: Option<LockoutRecord>, at: UnixMillis) -> HealthEvent {
+        HealthEvent::Lockout {
+            key: key.clone(),
+            record,
+            at,
+        }
+    }
+}
+
+/// Publishes events; sending never blocks and works with no subscriber.
+#[derive(Debug)]
+struct Publisher(broadcast::Sender<HealthEvent>);
+
+impl Publisher {
+    fn send(&self, event: HealthEvent) {
+        // An error only means nobody is listening right now, which is fine.
+        let _ = self.0.send(event);
+    }
+}
+
+struct Table<L: Layer> {
+    map: FxIndexMap<L::Key, L::Entry>,
+    /// Where the next sweep starts.
+    cursor: usize,
+}
+
+impl<L: Layer> Default for Table<L> {
+    fn default() -> Self {
+        Self {
+            map: FxIndexMap::default(),
+            cursor: 0,
+        }
+    }
+}
+
+impl<L: Layer> Table<L> {
+    fn publish(&self, index: usize, policy: &L::Policy, now: UnixMillis, out: &Publisher) {
+        let (k, e) = self.map.get_index(index).expect("index is live");
+        out.send(L::event(k, Some(L::record(e, policy)), now));
+    }
+
+    /// Publishes a change to the entry at `index`, dropping it if it became pristine.
+    /// Returns whether the entry is still there.
+    fn settle(
+        &mut self,
+        index: usize,
+        changed: bool,
+        policy: &L::Policy,
+        now: UnixMillis,
+        out: &Publisher,
+    ) -> bool {
+        let (_, entry) = self.map.get_index(index).expect("index is live");
+        if L::is_pristine(entry) {
+            let (k, _) = self.map.swap_remove_index(index).expect("index is live");
+            if changed {
+                out.send(L::event(&k, None, now));
+            }
+            return false;
+        }
+        if changed {
+            self.publish(index, policy, now, out);
+        }
+        true
+    }
+
+    /// The entry for `key` at `now` (after its lazy transitions, which are published).
+    fn get<Q>(
+        &mut self,
+        key: &Q,
+        now: UnixMillis,
+        policy: &L::Policy,
+        out: &Publisher,
+    ) -> Option<&mut L::Entry>
+    where
+        Q: ?Sized + Hash + Equivalent<L::Key>,
+    {
+        let (index, _, entry) = self.map.get_full_mut(key)?;
+        let changed = L::refresh(entry, now, policy).is_yes();
+        if !self.settle(index, changed, policy, now, out) {
+            return None;
+        }
+        self.map.get_index_mut(index).map(|(_, e)| e)
+    }
+
+    /// Applies `change` to the entry for `key`, or to a fresh one from `create` when the key is
+    /// untracked (and `create` is given); publishes the result.
+    fn update<Q>(
+        &mut self,
+        key: &Q,
+        now: UnixMillis,
+        policy: &L::Policy,
+        out: &Publisher,
+        create: Option<impl FnOnce() -> (L::Key, L::Entry)>,
+        change: impl FnOnce(&mut L::Entry) -> Changed,
+    ) where
+        Q: ?Sized + Hash + Equivalent<L::Key>,
+    {
+        let _ = self.get(key, now, policy, out);
+        let index = match (self.map.get_index_of(key), create) {
+            (Some(index), _) => index,
+            (None, Some(create)) => {
+                let (k, fresh) = create();
+                self.map.insert_full(k, fresh).0
+            }
+            (None, None) => return,
+        };
+        let (_, entry) = self.map.get_index_mut(index).expect("index is live");
+        let changed = change(entry).is_yes();
+        self.settle(index, changed, policy, now, out);
+    }
+
+    /// Removes every entry `pick` selects, publishing each removal. Returns how many.
+    fn remove_where(
+        &mut self,
+        now: UnixMillis,
+        out: &Publisher,
+        pick: impl Fn(&L::Key) -> bool,
+    ) -> usize {
+        let before = self.map.len();
+        self.map.retain(|k, _| {
+            let remove = pick(k);
+            if remove {
+                out.send(L::event(k, None, now));
+            }
+            !remove
+        });
+        self.cursor = 0;
+        before - self.map.len()
+    }
+
+    /// Visits up to `budget` entries from the cursor, forgetting healthy ones unchanged for at
+    /// least `idle`. Returns how many it visited.
+    fn sweep<'p>(
+        &mut self,
+        now: UnixMillis,
+        idle: Duration,
+        budget: usize,
+        policy: impl Fn(&L::Key) -> &'p L::Policy,
+        out: &Publisher,
+    ) -> usize
+    where
+        L::Policy: 'p,
+    {
+        let mut visited = 0;
+        while visited < budget && !self.map.is_empty() {
+            if self.cursor >= self.map.len() {
+                self.cursor = 0;
+            }
+            visited += 1;
+            let (key, entry) = self
+                .map
+                .get_index_mut(self.cursor)
+                .expect("cursor is in range");
+            let p = policy(key);
+            let refreshed = L::refresh(entry, now, p).is_yes();
+            let forget = L::is_healthy(entry, now, p) && now.since(L::changed_at(entry)) >= idle;
+            if forget || L::is_pristine(entry) {
+                let (k, _) = self
+                    .map
+                    .swap_remove_index(self.cursor)
+                    .expect("cursor is in range");
+                out.send(L::event(&k, None, now));
+            } else {
+                if refreshed {
+                    self.publish(self.cursor, p, now, out);
+                }
+                self.cursor += 1;
+            }
+        }
+        visited
+    }
+}
+
+/// Which entries a manual reset clears.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "snake_case")]
+pub enum ResetScope {
+    All,
+    /// The provider's breaker, its credentials' cooldowns and its lockouts.
+    Provider {
+        provider: ProviderId,
+    },
+    /// One credential's cooldown and its lockouts.
+    Credential {
+        provider: ProviderId,
+        credential: CredentialId,
+    },
+    /// One model's lockouts on every credential of the provider.
+    Model {
+        provider: ProviderId,
+        model: crate::ids::ModelId,
+    },
+    /// One lockout.
+    Lockout {
+        key: CandidateKey,
+    },
+}
+
+/// How many entries a reset removed, per layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResetCounts {
+    pub breakers: usize,
+    pub credentials: usize,
+    pub lockouts: usize,
+}
+
+#[derive(Default)]
+struct State {
+    policies: Policies,
+    breakers: Table<Breakers>,
+    credentials: Table<Credentials>,
+    lockouts: Table<Lockouts>,
+    /// Failures not tracked because the registry was full of benched entries.
+    untracked: u64,
+}
+
+impl State {
+    fn len(&self) -> usize {
+        self.breakers.map.len() + self.credentials.map.len() + self.lockouts.map.len()
+    }
+
+    /// Runs a bounded sweep over all three tables.
+    fn sweep(&mut self, now: UnixMillis, idle: Duration, budget: usize, out: &Publisher) -> usize {
+        let State {
+            policies,
+            breakers,
+            credentials,
+            lockouts,
+            ..
+        } = self;
+        let mut visited = breakers.sweep(now, idle, budget, |p| policies.breaker(p), out);
+        visited += credentials.sweep(
+            now,
+            idle,
+            budget.saturating_sub(visited),
+            |_| &policies.cooldown,
+            out,
+        );
+        visited += lockouts.sweep(
+            now,
+            idle,
+            budget.saturating_sub(visited),
+            |_| &policies.lockout,
+            out,
+        );
+        visited
+    }
+
+    /// Before tracking a new entry: keep memory flat by sweeping a little, and at the cap make
+    /// room by forgetting healthy entries. `false` means there is no room.
+    fn make_room(&mut self, now: UnixMillis, limits: &RegistryLimits, out: &Publisher) -> bool {
+        self.sweep(now, limits.idle_ttl, limits.sweep_budget, out);
+        if self.len() < limits.max_entries {
+            return true;
+        }
+        self.sweep(now, Duration::ZERO, limits.sweep_budget.max(64), out);
+        if self.len() < limits.max_entries {
+            return true;
+        }
+        self.untracked += 1;
+        false
+    }
+
+    fn check(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        out: &Publisher,
+    ) -> Result<(), SkipReason> {
+        let State {
+            policies,
+            breakers,
+            credentials,
+            lockouts,
+            ..
+        } = self;
+        let breaker_policy = policies.breaker(&key.provider);
+        if let Some(b) = breakers.get(&key.provider, now, breaker_policy, out) {
+            b.check(now, breaker_policy)?;
+        }
+        if let Some(c) = credentials.get(&CredRef::from(key), now, &policies.cooldown, out) {
+            c.check(now)?;
+        }
+        if let Some(l) = lockouts.get(key, now, &policies.lockout, out) {
+            l.check(now)?;
+        }
+        Ok(())
+    }
+}
+
+/// The one owner of breaker, cooldown and lockout state.
+pub struct HealthRegistry {
+    state: Mutex<State>,
+    events: Publisher,
+    next_probe: AtomicU64,
+    limits: RegistryLimits,
+}
+
+impl std::fmt::Debug for HealthRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealthRegistry")
+            .field("entries", &self.len())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HealthRegistry {
+    fn default() -> Self {
+        Self::new(RegistryLimits::default())
+    }
+}
+
+impl HealthRegistry {
+    pub fn new(limits: RegistryLimits) -> Self {
+        let (tx, _) = broadcast::channel(limits.event_capacity.max(1));
+        Self {
+            state: Mutex::new(State::default()),
+            events: Publisher(tx),
+            next_probe: AtomicU64::new(1),
+            limits,
+        }
+    }
+
+    /// Every state change from now on, in order. A receiver that lags past the channel's
+    /// capacity gets `Lagged` and should resync from [`Self::records`].
+    pub fn subscribe(&self) -> broadcast::Receiver<HealthEvent> {
+        self.events.0.subscribe()
+    }
+
+    pub fn limits(&self) -> RegistryLimits {
+        self.limits
+    }
+
+    /// Tracked entries across all layers.
+    pub fn len(&self) -> usize {
+        self.state.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    // -- policies -------------------------------------------------------------------------
+
+    pub fn set_default_breaker_policy(&self, policy: BreakerPolicy) {
+        self.state.lock().policies.default_breaker = policy;
+    }
+
+    pub fn set_breaker_policy(&self, provider: ProviderId, policy: BreakerPolicy) {
+        self.state.lock().policies.breakers.insert(provider, policy);
+    }
+
+    pub fn set_cooldown_policy(&self, policy: CooldownPolicy) {
+        self.state.lock().policies.cooldown = policy;
+    }
+
+    pub fn set_lockout_policy(&self, policy: LockoutPolicy) {
+        self.state.lock().policies.lockout = policy;
+    }
+
+    pub fn lockout_policy(&self) -> LockoutPolicy {
+        self.state.lock().policies.lockout.clone()
+    }
+
+    /// What the classifier needs from the live lockout settings.
+    pub fn classify_policy(&self) -> ClassifyPolicy {
+        self.state.lock().policies.lockout.classify_policy()
+    }
+
+    pub fn set_credential_kind(&self, key: CredentialKey, kind: CredentialKind) {
+        self.state
+            .lock()
+            .policies
+            .credential_kinds
+            .insert(key, kind);
+    }
+
+    // -- the request path -----------------------------------------------------------------
+
+    /// May `key` be tried at `now`? Checks the layers outermost first and names the first one
+    /// that says no. Performs (and publishes) lazy transitions, claims nothing.
+    pub fn eligible(&self, key: &CandidateKey, now: UnixMillis) -> Result<(), SkipReason> {
+        self.state.lock().check(key, now, &self.events)
+    }
+
+    /// The provider's breaker state at `now` (for ranking degraded providers lower).
+    pub fn breaker_state(&self, provider: &ProviderId, now: UnixMillis) -> BreakerState {
+        let mut st = self.state.lock();
+        let State {
+            policies, breakers, ..
+        } = &mut *st;
+        let policy = policies.breaker(provider);
+        breakers
+            .get(provider, now, policy, &self.events)
+            .map_or(BreakerState::Closed, |b| b.state(policy))
+    }
+
+    /// Lets one attempt at `key` through, claiming a half-open probe slot if the breaker is
+    /// half-open. The returned [`Attempt`] must be settled with [`Attempt::finish`]; dropping
+    /// it instead releases the probe slot (client gone, task cancelled, panic).
+    pub fn admit(
+        self: &Arc<Self>,
+        key: &CandidateKey,
+        now: UnixMillis,
+    ) -> Result<Attempt, SkipReason> {
+        let mut st = self.state.lock();
+        st.check(key, now, &self.events)?;
+        let State {
+            policies, breakers, ..
+        } = &mut *st;
+        let policy = policies.breaker(&key.provider);
+        let admission = match breakers.get(&key.provider, now, policy, &self.events) {
+            Some(b) => b.admit(now, policy, || {
+                self.next_probe.fetch_add(1, Ordering::Relaxed)
+            })?,
+            None => Admission::Normal,
+        };
+        drop(st);
+        let probe = match admission {
+            Admission::Probe(id) => Some(id),
+            Admission::Normal => None,
+        };
+        Ok(Attempt {
+            registry: Arc::clone(self),
+            key: key.clone(),
+            probe,
+        })
+    }
+
+    fn settle(
+        &self,
+        key: &CandidateKey,
+        probe: Option<ProbeId>,
+        verdict: &Verdict,
+        now: UnixMillis,
+    ) {
+        let admission = probe.map_or(Admission::Normal, Admission::Probe);
+        let out = &self.events;
+        let mut st = self.state.lock();
+        if verdict.kind == OutcomeKind::Aborted {
+            release(&mut st, key, probe);
+            return;
+        }
+        let charges = verdict.charges;
+        let creates = charges.provider.is_some() || charges.credential.is_some() || charges.model;
+        let room = !creates || st.make_room(now, &self.limits, out);
+        let State {
+            policies,
+            breakers,
+            credentials,
+            lockouts,
+            ..
+        } = &mut *st;
+
+        // Layer 1. The provider answered for itself unless the verdict blames it.
+        let policy = policies.breaker(&key.provider);
+        match charges.provider {
+            Some(fault) => breakers.update(
+                &key.provider,
+                now,
+                policy,
+                out,
+                room.then_some(|| (key.provider.clone(), Breaker::new(now))),
+                |b| b.on_failure(now, policy, fault, admission),
+            ),
+            None => breakers.update(&key.provider, now, policy, out, no_create(), |b| {
+                b.on_success(now, admission)
+            }),
+        }
+
+        // Layer 2.
+        let cred = CredRef::from(key);
+        let kind = policies.kind(cred);
+        let cooldown = &policies.cooldown;
+        if let Some(fault) = charges.credential {
+            credentials.update(
+                &cred,
+                now,
+                cooldown,
+                out,
+                room.then_some(|| (key.credential_key(), CredentialCooldown::new(now))),
+                |c| c.on_failure(now, cooldown, kind, fault, verdict.retry_after),
+            );
+        } else if verdict.kind == OutcomeKind::Success {
+            credentials.update(&cred, now, cooldown, out, no_create(), |c| {
+                c.on_success(now)
+            });
+        }
+
+        // Layer 3.
+        let lockout = &policies.lockout;
+        if charges.model {
+            let reason = LockReason {
+                kind: verdict.kind,
+                status: verdict.status,
+            };
+            lockouts.update(
+                key,
+                now,
+                lockout,
+                out,
+                room.then_some(|| (key.clone(), ModelLockout::new(now))),
+                |l| l.on_failure(now, lockout, reason, verdict.retry_after),
+            );
+        } else if verdict.kind == OutcomeKind::Success {
+            lockouts.update(key, now, lockout, out, no_create(), |l| l.on_success(now));
+        }
+
+        // Whatever happened, a probe slot never outlives its attempt.
+        release(&mut st, key, probe);
+    }
+
+    fn release(&self, key: &CandidateKey, probe: ProbeId) {
+        release(&mut self.state.lock(), key, Some(probe));
+    }
+
+    // -- maintenance and control ----------------------------------------------------------
+
+    /// Forgets up to `budget` healthy entries idle for `limits.idle_ttl`. Returns how many
+    /// entries it visited. The registry sweeps a little on its own whenever it tracks a new
+    /// entry; call this for a deliberate pass.
+    pub fn sweep(&self, now: UnixMillis, budget: usize) -> usize {
+        self.state
+            .lock()
+            .sweep(now, self.limits.idle_ttl, budget, &self.events)
+    }
+
+    /// Sets a credential status owned by another component (the OAuth refresher).
+    pub fn set_credential_status(
+        &self,
+        key: &CredentialKey,
+        status: CredentialStatus,
+        now: UnixMillis,
+    ) {
+        let mut st = self.state.lock();
+        let room = st.make_room(now, &self.limits, &self.events);
+        let State {
+            policies,
+            credentials,
+            ..
+        } = &mut *st;
+        credentials.update(
+            key,
+            now,
+            &policies.cooldown,
+            &self.events,
+            room.then_some(|| (key.clone(), CredentialCooldown::new(now))),
+            |c| c.set_status(now, status),
+        );
+    }
+
+    /// Clears state by hand. Publishes a removal for every entry cleared.
+    pub fn reset(&self, scope: &ResetScope, now: UnixMillis) -> ResetCounts {
+        let mut st = self.state.lock();
+        let out = &self.events;
+        let (of_provider, of_credential, of_model, of_lockout) = match scope {
+            ResetScope::All => (None, None, None, None),
+            ResetScope::Provider { provider } => (Some(provider), None, None, None),
+            ResetScope::Credential {
+                provider,
+                credential,
+            } => (Some(provider), Some(credential), None, None),
+            ResetScope::Model { provider, model } => (Some(provider), None, Some(model), None),
+            ResetScope::Lockout { key } => (None, None, None, Some(key)),
+        };
+        let provider_ok = |p: &ProviderId| of_provider.is_none_or(|x| x == p);
+        let credential_ok = |c: &CredentialId| of_credential.is_none_or(|x| x == c);
+        let whole_layer = of_credential.is_none() && of_model.is_none() && of_lockout.is_none();
+        ResetCounts {
+            breakers: if whole_layer {
+                st.breakers.remove_where(now, out, |p| provider_ok(p))
+            } else {
+                0
+            },
+            credentials: if of_model.is_none() && of_lockout.is_none() {
+                st.credentials.remove_where(now, out, |k| {
+                    provider_ok(&k.provider) && credential_ok(&k.credential)
+                })
+            } else {
+                0
+            },
+            lockouts: st.lockouts.remove_where(now, out, |k| {
+                of_lockout.is_none_or(|x| x == k)
+                    && provider_ok(&k.provider)
+                    && credential_ok(&k.credential)
+                    && of_model.is_none_or(|m| *m == k.model)
+            }),
+        }
+    }
+
+    // -- snapshots and persistence --------------------------------------------------------
+
+    /// Every tracked entry's state, for persistence and for resyncing a lagging consumer.
+    pub fn records(&self) -> HealthRecords {
+        let st = self.state.lock();
+        HealthRecords {
+            breakers: st
+                .breakers
+                .map
+                .iter()
+                .map(|(p, b)| (p.clone(), b.record(st.policies.breaker(p))))
+                .collect(),
+            credentials: st
+                .credentials
+                .map
+                .iter()
+                .map(|(k, c)| (k.clone(), c.record()))
+                .collect(),
+            lockouts: st
+                .lockouts
+                .map
+                .iter()
+                .map(|(k, l)| (k.clone(), l.clone()))
+                .collect(),
+        }
+    }
+
+    /// Loads persisted state, clamping every deadline to `[now, now + longest]` of the current
+    /// policies. Publishes nothing: this state already is what the store holds.
+    pub fn restore(&self, records: &HealthRecords, now: UnixMillis) {
+        let mut st = self.state.lock();
+        let State {
+            policies,
+            breakers,
+            credentials,
+            lockouts,
+            ..
+        } = &mut *st;
+        for (provider, record) in &records.breakers {
+            let b = Breaker::restore(record, now, policies.breaker(provider));
+            if !b.is_pristine() {
+                breakers.map.insert(provider.clone(), b);
+            }
+        }
+        for (key, record) in &records.credentials {
+            let c = CredentialCooldown::restore(record, now, &policies.cooldown);
+            if !c.is_pristine() {
+                credentials.map.insert(key.clone(), c);
+            }
+        }
+        for (key, record) in &records.lockouts {
+            let l = ModelLockout::restore(record, now, &policies.lockout);
+            if !l.is_pristine() {
+                lockouts.map.insert(key.clone(), l);
+            }
+        }
+    }
+
+    /// What a person looking at the health page needs: every breaker that is not pristine,
+    /// every benched credential and every active lockout, with time remaining.
+    pub fn snapshot(&self, now: UnixMillis) -> HealthSnapshot {
+        let mut st = self.state.lock();
+        let out = &self.events;
+        let State {
+            policies,
+            breakers,
+            credentials,
+            lockouts,
+            untracked,
+        } = &mut *st;
+        // Refresh first so the snapshot shows lazy transitions (and publishes them).
+        let keys: Vec<ProviderId> = breakers.map.keys().cloned().collect();
+        for p in &keys {
+            let _ = breakers.get(p, now, policies.breaker(p), out);
+        }
+        let keys: Vec<CredentialKey> = credentials.map.keys().cloned().collect();
+        for k in &keys {
+            let _ = credentials.get(k, now, &policies.cooldown, out);
+        }
+        let keys: Vec<CandidateKey> = lockouts.map.keys().cloned().collect();
+        for k in &keys {
+            let _ = lockouts.get(k, now, &policies.lockout, out);
+        }
+        HealthSnapshot {
+            at: now,
+            breakers: breakers
+                .map
+                .iter()
+                .map(|(provider, b)| {
+                    let policy = policies.breaker(provider);
+                    BreakerView {
+                        provider: provider.clone(),
+                        state: b.state(policy),
+                        failures: b.failures(),
+                        reopens: b.reopens(),
+                        last_fault: b.last_fault(),
+                        retry_in_ms: millis(b.retry_in(now, policy)),
+                    }
+                })
+                .collect(),
+            credentials: credentials
+                .map
+                .iter()
+                .filter(|(_, c)| c.status() != CredentialStatus::Active)
+                .map(|(key, c)| CredentialView {
+                    key: key.clone(),
+                    status: c.status(),
+                    backoff_level: c.backoff_level(),
+                    retry_in_ms: c
+                        .check(now)
+                        .err()
+                        .and_then(SkipReason::retry_in)
+                        .map(millis),
+                })
+                .collect(),
+            lockouts: lockouts
+                .map
+                .iter()
+                .filter(|(_, l)| l.is_locked(now))
+                .map(|(key, l)| LockoutView {
+                    key: key.clone(),
+                    reason: l.reason,
+                    consecutive_failures: l.consecutive_failures,
+                    locked_until: l.locked_until.unwrap_or(now),
+                    remaining_ms: l.locked_until.map_or(0, |u| millis(u.since(now))),
+                })
+                .collect(),
+            untracked: *untracked,
+        }
+    }
+}
+
+/// `Table::update`'s "do not create" marker, with a concrete closure type.
+fn no_create<K, E>() -> Option<fn() -> (K, E)> {
+    None
+}
+
+fn release(st: &mut State, key: &CandidateKey, probe: Option<ProbeId>) {
+    let Some(probe) = probe else { return };
+    if let Some(b) = st.breakers.map.get_mut(&key.provider) {
+        b.release(probe);
+    }
+}
+
+/// One admitted attempt. Settle it with [`Attempt::finish`]; dropping it unsettled (client
+/// abort, cancellation, panic) releases its probe slot, so a half-open breaker never waits for
+/// a result that cannot come.
+#[derive(Debug)]
+pub struct Attempt {
+    registry: Arc<HealthRegistry>,
+    key: CandidateKey,
+    probe: Option<ProbeId>,
+}
+
+impl Attempt {
+    pub fn key(&self) -> &CandidateKey {
+        &self.key
+    }
+
+    /// Whether this attempt is the breaker's half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Records the attempt's verdict on all three layers.
+    pub fn finish(mut self, verdict: &Verdict, now: UnixMillis) {
+        let probe = self.probe.take();
+        self.registry.settle(&self.key, probe, verdict, now);
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            self.registry.release(&self.key, probe);
+        }
+    }
+}
+
+/// A display snapshot of the registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthSnapshot {
+    pub at: UnixMillis,
+    pub breakers: Vec<BreakerView>,
+    pub credentials: Vec<CredentialView>,
+    pub lockouts: Vec<LockoutView>,
+    /// Failures not tracked because the registry was full of benched entries.
+    pub untracked: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerView {
+    pub provider: ProviderId,
+    pub state: BreakerState,
+    pub failures: u32,
+    pub reopens: u32,
+    pub last_fault: Option<crate::outcome::BreakerFault>,
+    pub retry_in_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialView {
+    pub key: CredentialKey,
+    pub status: CredentialStatus,
+    pub backoff_level: u32,
+    /// `None` when only a person (or the OAuth refresher) can bring it back.
+    pub retry_in_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockoutView {
+    pub key: CandidateKey,
+    pub reason: Option<LockReason>,
+    pub consecutive_failures: u32,
+    pub locked_until: UnixMillis,
+    pub remaining_ms: u64,
+}

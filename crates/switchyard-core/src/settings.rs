@@ -1,0 +1,419 @@
+//! Settings sections: each a serde *form* (what config files and the UI edit) and a validated
+//! *policy* (what the code runs on).
+//!
+//! Validation happens once, on the way in, and names the field, the value and what is allowed.
+//! Unknown fields are rejected so a typo never silently means "default". Durations are whole
+//! milliseconds in forms (`*_ms`) because JSON and TOML have no duration type.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::{BreakerFault, ClassifyPolicy, MAX_RETRY_AFTER, StatusSet};
+
+/// A settings value that breaks a rule, with the field path and what would be accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct SettingsError {
+    /// Dotted path of the field, e.g. `model_lockouts.max_cooldown_ms`.
+    pub field: String,
+    pub problem: String,
+}
+
+fn check_range<T>(section: &str, field: &str, value: T, min: T, max: T) -> Result<T, SettingsError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    if value < min || value > max {
+        return Err(SettingsError {
+            field: format!("{section}.{field}"),
+            problem: format!("{value} is out of range; allowed {min}..={max}"),
+        });
+    }
+    Ok(value)
+}
+
+const SECOND: u64 = 1_000;
+const MINUTE: u64 = 60 * SECOND;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+
+// ---------------------------------------------------------------------------------------------
+// Model lockouts (RESILIENCE.md §5)
+
+/// Status codes that can mean "this model on this key is unhappy", and so may be listed in
+/// `model_lockouts.error_codes`.
+pub const LOCKABLE_STATUS_CODES: [u16; 9] = [404, 408, 410, 429, 500, 502, 503, 504, 529];
+
+/// The Settings → Model Lockouts form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LockoutSettings {
+    pub enabled: bool,
+    pub error_codes: Vec<u16>,
+    pub failure_threshold: u32,
+    pub base_cooldown_ms: u64,
+    pub max_cooldown_ms: u64,
+    pub exponential_backoff: bool,
+    pub max_backoff_steps: u32,
+}
+
+impl Default for LockoutSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            error_codes: vec![404, 429, 503],
+            failure_threshold: 1,
+            base_cooldown_ms: 10 * SECOND,
+            max_cooldown_ms: 5 * MINUTE,
+            exponential_backoff: true,
+            max_backoff_steps: 5,
+        }
+    }
+}
+
+/// Validated model-lockout settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockoutPolicy {
+    pub enabled: bool,
+    pub error_codes: StatusSet,
+    pub failure_threshold: u32,
+    pub base_cooldown: Duration,
+    pub max_cooldown: Duration,
+    pub exponential_backoff: bool,
+    pub max_backoff_steps: u32,
+}
+
+impl LockoutSettings {
+    pub fn validate(&self) -> Result<LockoutPolicy, SettingsError> {
+        const S: &str = "model_lockouts";
+        let mut codes = StatusSet::default();
+        for (i, &code) in self.error_codes.iter().enumerate() {
+            if !LOCKABLE_STATUS_CODES.contains(&code) {
+                return Err(SettingsError {
+                    field: format!("{S}.error_codes[{i}]"),
+                    problem: format!(
+                        "{code} is not a status that can lock a model; allowed {LOCKABLE_STATUS_CODES:?}"
+                    ),
+                });
+            }
+            if codes.contains(code) {
+                return Err(SettingsError {
+                    field: format!("{S}.error_codes[{i}]"),
+                    problem: format!("{code} is listed twice"),
+                });
+            }
+            codes.insert(code);
+        }
+        let failure_threshold =
+            check_range(S, "failure_threshold", self.failure_threshold, 1, 100)?;
+        let base = check_range(S, "base_cooldown_ms", self.base_cooldown_ms, 100, HOUR)?;
+        let max = check_range(S, "max_cooldown_ms", self.max_cooldown_ms, SECOND, DAY)?;
+        if max < base {
+            return Err(SettingsError {
+                field: format!("{S}.max_cooldown_ms"),
+                problem: format!(
+                    "{max} is below base_cooldown_ms ({base}); it must be at least that"
+                ),
+            });
+        }
+        let max_backoff_steps = check_range(S, "max_backoff_steps", self.max_backoff_steps, 0, 20)?;
+        Ok(LockoutPolicy {
+            enabled: self.enabled,
+            error_codes: codes,
+            failure_threshold,
+            base_cooldown: Duration::from_millis(base),
+            max_cooldown: Duration::from_millis(max),
+            exponential_backoff: self.exponential_backoff,
+            max_backoff_steps,
+        })
+    }
+}
+
+impl Default for LockoutPolicy {
+    fn default() -> Self {
+        LockoutSettings::default()
+            .validate()
+            .expect("defaults are valid")
+    }
+}
+
+impl LockoutPolicy {
+    /// The classifier's view of these settings.
+    pub fn classify_policy(&self) -> ClassifyPolicy {
+        ClassifyPolicy {
+            lockout_enabled: self.enabled,
+            lockout_codes: self.error_codes,
+            policy_fallback: false,
+        }
+    }
+
+    /// No lock lasts longer than this, hint or formula.
+    pub fn longest(&self) -> Duration {
+        self.max_cooldown.max(MAX_RETRY_AFTER)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credential cooldown (RESILIENCE.md §4)
+
+/// Credential cooldown settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CooldownSettings {
+    /// First cooldown of an API key.
+    pub api_key_base_ms: u64,
+    /// First cooldown of an OAuth credential.
+    pub oauth_base_ms: u64,
+    /// The formula's cap: `base × 2^level` never exceeds this.
+    pub max_cooldown_ms: u64,
+    /// How long a credential whose account ran out of credit sits out, unless told otherwise.
+    pub quota_cooldown_ms: u64,
+    /// The backoff level stops growing here.
+    pub max_backoff_level: u32,
+}
+
+impl Default for CooldownSettings {
+    fn default() -> Self {
+        Self {
+            api_key_base_ms: 3 * SECOND,
+            oauth_base_ms: 5 * SECOND,
+            max_cooldown_ms: 5 * MINUTE,
+            quota_cooldown_ms: HOUR,
+            max_backoff_level: 10,
+        }
+    }
+}
+
+/// Validated credential cooldown settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CooldownPolicy {
+    pub api_key_base: Duration,
+    pub oauth_base: Duration,
+    pub max_cooldown: Duration,
+    pub quota_cooldown: Duration,
+    pub max_backoff_level: u32,
+}
+
+impl CooldownSettings {
+    pub fn validate(&self) -> Result<CooldownPolicy, SettingsError> {
+        const S: &str = "credential_cooldown";
+        let api = check_range(S, "api_key_base_ms", self.api_key_base_ms, 100, HOUR)?;
+        let oauth = check_range(S, "oauth_base_ms", self.oauth_base_ms, 100, HOUR)?;
+        let max = check_range(S, "max_cooldown_ms", self.max_cooldown_ms, SECOND, DAY)?;
+        if max < api.max(oauth) {
+            return Err(SettingsError {
+                field: format!("{S}.max_cooldown_ms"),
+                problem: format!(
+                    "{max} is below a base cooldown ({}); it must be at least that",
+                    api.max(oauth)
+                ),
+            });
+        }
+        let quota = check_range(S, "quota_cooldown_ms", self.quota_cooldown_ms, SECOND, DAY)?;
+        let level = check_range(S, "max_backoff_level", self.max_backoff_level, 0, 20)?;
+        Ok(CooldownPolicy {
+            api_key_base: Duration::from_millis(api),
+            oauth_base: Duration::from_millis(oauth),
+            max_cooldown: Duration::from_millis(max),
+            quota_cooldown: Duration::from_millis(quota),
+            max_backoff_level: level,
+        })
+    }
+}
+
+impl Default for CooldownPolicy {
+    fn default() -> Self {
+        CooldownSettings::default()
+            .validate()
+            .expect("defaults are valid")
+    }
+}
+
+impl CooldownPolicy {
+    /// No timed credential status lasts longer than this.
+    pub fn longest(&self) -> Duration {
+        self.max_cooldown
+            .max(self.quota_cooldown)
+            .max(MAX_RETRY_AFTER)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provider circuit breaker (RESILIENCE.md §3)
+
+/// Per-fault refinements of a breaker profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultOverride {
+    /// Open when the failure count reaches this on a failure of this kind.
+    pub threshold: Option<u32>,
+    /// Base cooldown when this kind of failure opened the breaker.
+    pub cooldown_ms: Option<u64>,
+    /// Open on the first failure of this kind.
+    pub immediate_open: bool,
+}
+
+/// One breaker profile: the form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerSettings {
+    /// `false` opts the provider out of the breaker: it is always admitted.
+    pub enabled: bool,
+    pub failure_threshold: u32,
+    /// Defaults to `ceil(0.6 × failure_threshold)`.
+    pub degraded_threshold: Option<u32>,
+    pub reset_timeout_ms: u64,
+    pub max_backoff_multiplier: u32,
+    pub half_open_probes: u32,
+    /// A probe that has not reported back after this long is abandoned and its slot freed.
+    pub probe_timeout_ms: u64,
+    pub overrides: BTreeMap<BreakerFault, FaultOverride>,
+}
+
+/// Which defaults a provider starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerProfile {
+    /// Hosted APIs authenticated with API keys.
+    ApiKey,
+    /// Hosted APIs behind OAuth; their outages tend to be longer.
+    Oauth,
+    /// Ollama, LM Studio, vLLM on this machine: fail fast, come back fast.
+    Local,
+}
+
+impl BreakerSettings {
+    pub fn profile(profile: BreakerProfile) -> Self {
+        let tls_opens = FaultOverride {
+            immediate_open: true,
+            ..FaultOverride::default()
+        };
+        let base = Self {
+            enabled: true,
+            failure_threshold: 5,
+            degraded_threshold: None,
+            reset_timeout_ms: 30 * SECOND,
+            max_backoff_multiplier: 16,
+            half_open_probes: 1,
+            probe_timeout_ms: 2 * MINUTE,
+            overrides: BTreeMap::from([(BreakerFault::Tls, tls_opens)]),
+        };
+        match profile {
+            BreakerProfile::ApiKey => base,
+            BreakerProfile::Oauth => Self {
+                reset_timeout_ms: MINUTE,
+                ..base
+            },
+            BreakerProfile::Local => Self {
+                failure_threshold: 3,
+                reset_timeout_ms: 5 * SECOND,
+                max_backoff_multiplier: 4,
+                ..base
+            },
+        }
+    }
+
+    pub fn validate(&self) -> Result<BreakerPolicy, SettingsError> {
+        const S: &str = "breaker";
+        let failure_threshold =
+            check_range(S, "failure_threshold", self.failure_threshold, 1, 1000)?;
+        let degraded_threshold = match self.degraded_threshold {
+            Some(d) => check_range(S, "degraded_threshold", d, 1, failure_threshold)?,
+            None => (failure_threshold * 3).div_ceil(5),
+        };
+        let reset = check_range(S, "reset_timeout_ms", self.reset_timeout_ms, 100, HOUR)?;
+        let mult = check_range(
+            S,
+            "max_backoff_multiplier",
+            self.max_backoff_multiplier,
+            1,
+            1024,
+        )?;
+        let probes = check_range(S, "half_open_probes", self.half_open_probes, 1, 64)?;
+        let probe_timeout =
+            check_range(S, "probe_timeout_ms", self.probe_timeout_ms, SECOND, HOUR)?;
+        let mut overrides = [ResolvedOverride::default(); BreakerFault::ALL.len()];
+        for (fault, o) in &self.overrides {
+            let name = fault.as_str();
+            let slot = &mut overrides[*fault as usize];
+            if let Some(t) = o.threshold {
+                slot.threshold = Some(check_range(
+                    S,
+                    &format!("overrides.{name}.threshold"),
+                    t,
+                    1,
+                    1000,
+                )?);
+            }
+            if let Some(c) = o.cooldown_ms {
+                let c = check_range(S, &format!("overrides.{name}.cooldown_ms"), c, 100, HOUR)?;
+                slot.cooldown = Some(Duration::from_millis(c));
+            }
+            slot.immediate_open = o.immediate_open;
+        }
+        Ok(BreakerPolicy {
+            enabled: self.enabled,
+            failure_threshold,
+            degraded_threshold,
+            reset_timeout: Duration::from_millis(reset),
+            max_backoff_multiplier: mult,
+            half_open_probes: probes,
+            probe_timeout: Duration::from_millis(probe_timeout),
+            overrides,
+        })
+    }
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        Self::profile(BreakerProfile::ApiKey)
+    }
+}
+
+/// A fault override after validation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResolvedOverride {
+    pub threshold: Option<u32>,
+    pub cooldown: Option<Duration>,
+    pub immediate_open: bool,
+}
+
+/// Validated breaker settings for one provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    pub enabled: bool,
+    pub failure_threshold: u32,
+    pub degraded_threshold: u32,
+    pub reset_timeout: Duration,
+    pub max_backoff_multiplier: u32,
+    pub half_open_probes: u32,
+    pub probe_timeout: Duration,
+    /// Indexed by `BreakerFault as usize`.
+    pub overrides: [ResolvedOverride; BreakerFault::ALL.len()],
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerSettings::default()
+            .validate()
+            .expect("defaults are valid")
+    }
+}
+
+impl BreakerPolicy {
+    pub fn for_fault(&self, fault: BreakerFault) -> ResolvedOverride {
+        self.overrides[fault as usize]
+    }
+
+    /// The longest an open breaker can stay open under this policy.
+    pub fn longest(&self) -> Duration {
+        let base = self
+            .overrides
+            .iter()
+            .filter_map(|o| o.cooldown)
+            .fold(self.reset_timeout, Duration::max);
+        base.saturating_mul(self.max_backoff_multiplier)
+    }
+}

@@ -118,9 +118,12 @@ impl Breaker {
             let clamped = until.clamp_from(now, policy.longest());
             if clamped != *until {
                 *until = clamped;
+                self.changed_at = now;
                 changed = true;
             }
             if now >= *until {
+                // It became half-open at `until`, whenever someone happens to look.
+                self.changed_at = *until;
                 self.phase = Phase::HalfOpen { probes: Vec::new() };
                 changed = true;
             }
@@ -128,9 +131,6 @@ impl Breaker {
         if let Phase::HalfOpen { probes } = &mut self.phase {
             // Abandon probes that never reported back: their slots are free again.
             probes.retain(|p| p.deadline > now);
-        }
-        if changed {
-            self.changed_at = now;
         }
         Changed::from(changed)
     }

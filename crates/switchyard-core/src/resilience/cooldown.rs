@@ -91,21 +91,20 @@ impl CredentialCooldown {
         let Some(until) = self.until.as_mut() else {
             return Changed::No;
         };
-        let mut changed = false;
-        let clamped = until.clamp_from(now, policy.longest());
-        if clamped != *until {
-            *until = clamped;
-            changed = true;
-        }
         if now >= *until {
+            // The cooldown ended at `until`, whenever someone happens to look.
+            self.changed_at = *until;
             self.status = CredentialStatus::Active;
             self.until = None;
-            changed = true;
+            return Changed::Yes;
         }
-        if changed {
-            self.changed_at = now;
+        let clamped = until.clamp_from(now, policy.longest());
+        if clamped == *until {
+            return Changed::No;
         }
-        Changed::from(changed)
+        *until = clamped;
+        self.changed_at = now;
+        Changed::Yes
     }
 
     /// May this credential be used at `now`? Call [`Self::refresh`] first.

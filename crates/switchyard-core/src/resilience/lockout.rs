@@ -56,20 +56,19 @@ impl ModelLockout {
         let Some(until) = self.locked_until.as_mut() else {
             return Changed::No;
         };
-        let clamped = until.clamp_from(now, policy.longest());
-        let changed = if now >= *until {
+        if now >= *until {
+            // The lock ended at `until`, whenever someone happens to look.
+            self.changed_at = *until;
             self.locked_until = None;
-            true
-        } else if clamped != *until {
-            *until = clamped;
-            true
-        } else {
-            false
-        };
-        if changed {
-            self.changed_at = now;
+            return Changed::Yes;
         }
-        Changed::from(changed)
+        let clamped = until.clamp_from(now, policy.longest());
+        if clamped == *until {
+            return Changed::No;
+        }
+        *until = clamped;
+        self.changed_at = now;
+        Changed::Yes
     }
 
     /// Call [`Self::refresh`] first.

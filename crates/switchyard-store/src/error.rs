@@ -1,0 +1,45 @@
+//! The crate's one error type. Driver errors are carried as text so sqlx stays an implementation
+//! detail: callers decide what to do from the variant, people read the message.
+
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Preparing the file or its directory failed, before `SQLite` was involved.
+    #[error("cannot prepare {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    /// `SQLite` refused: not a database, read-only, disk full, locked, I/O error.
+    #[error("database error: {0}")]
+    Database(String),
+    #[error("cannot migrate the schema: {0}")]
+    Migrate(String),
+    /// The file is a database but its content is damaged or unreadable by this version.
+    #[error("corrupt state: {0}")]
+    Corrupt(String),
+    /// Written by a newer Switchyard; reading it could lose the fields this version does not
+    /// know, so it is left alone.
+    #[error(
+        "settings section `{section}` has schema version {stored}, newer than the {supported} this version supports"
+    )]
+    SettingsTooNew {
+        section: String,
+        stored: u32,
+        supported: u32,
+    },
+    #[error("settings section `{section}`: {message}")]
+    SettingsBody { section: String, message: String },
+}
+
+impl StoreError {
+    pub(crate) fn database(error: sqlx::Error) -> Self {
+        Self::Database(match error {
+            // The driver's own wording wraps SQLite's message in boilerplate.
+            sqlx::Error::Database(e) => match e.code() {
+                Some(code) => format!("{} (code {code})", e.message()),
+                None => e.message().to_owned(),
+            },
+            other => other.to_string(),
+        })
+    }
+}

@@ -1,0 +1,18 @@
+//! Switchyard's durable state in one `SQLite` file: the three resilience layers and the settings
+//! sections (RESILIENCE.md §6).
+//!
+//! [`Store`] is the file: open it, load and save health records and settings. [`Persistence`]
+//! is what the app runs: it never fails to start, restores the health registry from the file
+//! and keeps the file up to date with a write-behind task, so no request ever waits on `SQLite`.
+//! When the file cannot be written (read-only, corrupt, disk full) it degrades to memory only,
+//! says so loudly, and reports it through [`PersistenceStatus`].
+//!
+//! sqlx lives here and nowhere else; no sqlx type appears in this crate's public API.
+
+mod error;
+mod persistence;
+mod store;
+
+pub use self::error::StoreError;
+pub use self::persistence::{Persistence, PersistenceStatus};
+pub use self::store::Store;

@@ -1,0 +1,137 @@
+//! The state file: how it is created and opened, and the schema it holds.
+//!
+//! Invariants:
+//! - The file and its directory are created by us, owner-only (0600 and 0700 on unix), before
+//!   `SQLite` touches them. `SQLite` gives its `-wal` and `-shm` files the mode of the database file,
+//!   so credential-adjacent state is never readable by other users.
+//! - A file without write permission is opened read-only, even when the process could write it
+//!   anyway (root ignores permission bits): whoever made it read-only meant it.
+//! - A writable file is in WAL mode with `synchronous=NORMAL`: a committed transaction survives
+//!   the process being killed (only a power cut can lose the last ones), and commits cost no
+//!   fsync, which matters because every state transition becomes one.
+//! - A file written by a newer Switchyard (migrations this build does not know) is refused,
+//!   not rewritten.
+
+mod columns;
+mod health;
+mod settings;
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::StoreError;
+
+static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// How long a statement waits for another connection's write lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One writer (the health writer) plus room for settings and reads beside it.
+const MAX_CONNECTIONS: u32 = 4;
+
+/// The state file, opened. Cheap to clone: clones share one connection pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+    path: Arc<Path>,
+    read_only: bool,
+}
+
+impl Store {
+    /// Opens the state file, creating it (and its directory) owner-only when missing, and brings
+    /// its schema up to date. A file without write permission opens read-only, unmigrated.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let read_only = prepare(path).map_err(|source| StoreError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(read_only)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        if !read_only {
+            // Setting the journal mode writes the file header, so only a writable file gets it;
+            // a read-only file keeps the mode it was written with.
+            options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal);
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(StoreError::database)?;
+        if !read_only {
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        }
+        Ok(Self {
+            pool,
+            path: path.into(),
+            read_only,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file was opened read-only because it has no write permission.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Runs `SQLite`'s full `integrity_check`: every page, index and constraint.
+    pub async fn integrity_check(&self) -> Result<(), StoreError> {
+        let report: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::database)?;
+        if report == ["ok"] {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(report.join("; ")))
+        }
+    }
+
+    /// Closes every connection; the last one to close checkpoints the WAL into the file.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Makes sure the directory and the file exist, creating them owner-only; `SQLite` would create
+/// them with the umask's permissions. Returns whether the existing file is read-only.
+fn prepare(path: &Path) -> io::Result<bool> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let mut builder = DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir)?;
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(meta.permissions().readonly()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut options = OpenOptions::new();
+            options.write(true).create(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            options.open(path)?;
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,354 @@
+//! The three health tables: breakers, credential cooldowns, model lockouts.
+//!
+//! Events carry an entry's whole new state (or `None`: forget it), so writing is an upsert or a
+//! delete per key and a batch can be coalesced to its last event per key. Every batch is one
+//! transaction: after a crash the file holds a state the registry actually had.
+
+use std::collections::HashSet;
+
+use sqlx::SqliteConnection;
+use switchyard_core::resilience::event::HealthRecords;
+use switchyard_core::resilience::lockout::LockReason;
+use switchyard_core::resilience::{BreakerRecord, CredentialRecord, HealthEvent, LockoutRecord};
+use switchyard_core::{CandidateKey, CredentialKey, ProviderId};
+
+use super::Store;
+use super::columns::{instant, millis, name, number, parse};
+use crate::StoreError;
+
+/// `BEGIN IMMEDIATE` takes the write lock up front, so a busy file makes the transaction wait
+/// (busy timeout) instead of failing halfway on a lock upgrade.
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+impl Store {
+    /// Every persisted entry, read in one transaction so the three tables agree.
+    pub async fn load_health(&self) -> Result<HealthRecords, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
+        let breakers: Vec<BreakerRow> = sqlx::query_as(
+            "SELECT provider, state, failures, reopens, open_until, last_fault, changed_at
+             FROM breakers ORDER BY provider",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::database)?;
+        let credentials: Vec<CredentialRow> = sqlx::query_as(
+            "SELECT provider, credential, status, cooling_until, backoff_level, last_error,
+                    changed_at
+             FROM credential_cooldowns ORDER BY provider, credential",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::database)?;
+        let lockouts: Vec<LockoutRow> = sqlx::query_as(
+            "SELECT provider, credential, model, locked_until, consecutive_failures, reason_kind,
+                    reason_status, changed_at
+             FROM model_lockouts ORDER BY provider, credential, model",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::database)?;
+        Ok(HealthRecords {
+            breakers: breakers
+                .into_iter()
+                .map(BreakerRow::decode)
+                .collect::<Result<_, _>>()?,
+            credentials: credentials
+                .into_iter()
+                .map(CredentialRow::decode)
+                .collect::<Result<_, _>>()?,
+            lockouts: lockouts
+                .into_iter()
+                .map(LockoutRow::decode)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Writes a batch of events in one transaction, keeping only the last event per entry.
+    pub async fn apply(&self, events: &[HealthEvent]) -> Result<(), StoreError> {
+        let mut seen = HashSet::new();
+        let latest: Vec<&HealthEvent> = events
+            .iter()
+            .rev()
+            .filter(|e| seen.insert(Entry::of(e)))
+            .collect();
+        if latest.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_WRITE)
+            .await
+            .map_err(StoreError::database)?;
+        for event in latest {
+            write(&mut tx, event).await.map_err(StoreError::database)?;
+        }
+        tx.commit().await.map_err(StoreError::database)
+    }
+
+    /// Makes the file hold exactly `records`, in one transaction: the resync after a consumer
+    /// fell behind the event stream.
+    pub async fn replace_all(&self, records: &HealthRecords) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_WRITE)
+            .await
+            .map_err(StoreError::database)?;
+        for clear in [
+            "DELETE FROM breakers",
+            "DELETE FROM credential_cooldowns",
+            "DELETE FROM model_lockouts",
+        ] {
+            sqlx::query(clear)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::database)?;
+        }
+        for (provider, record) in &records.breakers {
+            put_breaker(&mut tx, provider, record)
+                .await
+                .map_err(StoreError::database)?;
+        }
+        for (key, record) in &records.credentials {
+            put_credential(&mut tx, key, record)
+                .await
+                .map_err(StoreError::database)?;
+        }
+        for (key, record) in &records.lockouts {
+            put_lockout(&mut tx, key, record)
+                .await
+                .map_err(StoreError::database)?;
+        }
+        tx.commit().await.map_err(StoreError::database)
+    }
+}
+
+/// Which entry an event is about: the unit of coalescing.
+#[derive(PartialEq, Eq, Hash)]
+enum Entry<'a> {
+    Breaker(&'a ProviderId),
+    Credential(&'a CredentialKey),
+    Lockout(&'a CandidateKey),
+}
+
+impl<'a> Entry<'a> {
+    fn of(event: &'a HealthEvent) -> Self {
+        match event {
+            HealthEvent::Breaker { provider, .. } => Self::Breaker(provider),
+            HealthEvent::Credential { key, .. } => Self::Credential(key),
+            HealthEvent::Lockout { key, .. } => Self::Lockout(key),
+        }
+    }
+}
+
+async fn write(conn: &mut SqliteConnection, event: &HealthEvent) -> Result<(), sqlx::Error> {
+    match event {
+        HealthEvent::Breaker {
+            provider,
+            record: Some(record),
+            ..
+        } => put_breaker(conn, provider, record).await,
+        HealthEvent::Breaker {
+            provider,
+            record: None,
+            ..
+        } => sqlx::query("DELETE FROM breakers WHERE provider = ?")
+            .bind(provider.as_str())
+            .execute(conn)
+            .await
+            .map(drop),
+        HealthEvent::Credential {
+            key,
+            record: Some(record),
+            ..
+        } => put_credential(conn, key, record).await,
+        HealthEvent::Credential {
+            key, record: None, ..
+        } => sqlx::query("DELETE FROM credential_cooldowns WHERE provider = ? AND credential = ?")
+            .bind(key.provider.as_str())
+            .bind(key.credential.as_str())
+            .execute(conn)
+            .await
+            .map(drop),
+        HealthEvent::Lockout {
+            key,
+            record: Some(record),
+            ..
+        } => put_lockout(conn, key, record).await,
+        HealthEvent::Lockout {
+            key, record: None, ..
+        } => sqlx::query(
+            "DELETE FROM model_lockouts WHERE provider = ? AND credential = ? AND model = ?",
+        )
+        .bind(key.provider.as_str())
+        .bind(key.credential.as_str())
+        .bind(key.model.as_str())
+        .execute(conn)
+        .await
+        .map(drop),
+    }
+}
+
+async fn put_breaker(
+    conn: &mut SqliteConnection,
+    provider: &ProviderId,
+    r: &BreakerRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT OR REPLACE INTO breakers
+            (provider, state, failures, reopens, open_until, last_fault, changed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(provider.as_str())
+    .bind(name(r.state))
+    .bind(i64::from(r.failures))
+    .bind(i64::from(r.reopens))
+    .bind(r.open_until.map(millis))
+    .bind(r.last_fault.map(name))
+    .bind(millis(r.changed_at))
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+async fn put_credential(
+    conn: &mut SqliteConnection,
+    key: &CredentialKey,
+    r: &CredentialRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT OR REPLACE INTO credential_cooldowns
+            (provider, credential, status, cooling_until, backoff_level, last_error, changed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(key.provider.as_str())
+    .bind(key.credential.as_str())
+    .bind(name(r.status))
+    .bind(r.cooling_until.map(millis))
+    .bind(i64::from(r.backoff_level))
+    .bind(r.last_error.map(name))
+    .bind(millis(r.changed_at))
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+async fn put_lockout(
+    conn: &mut SqliteConnection,
+    key: &CandidateKey,
+    r: &LockoutRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT OR REPLACE INTO model_lockouts
+            (provider, credential, model, locked_until, consecutive_failures, reason_kind,
+             reason_status, changed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(key.provider.as_str())
+    .bind(key.credential.as_str())
+    .bind(key.model.as_str())
+    .bind(r.locked_until.map(millis))
+    .bind(i64::from(r.consecutive_failures))
+    .bind(r.reason.map(|reason| name(reason.kind)))
+    .bind(r.reason.and_then(|reason| reason.status).map(i64::from))
+    .bind(millis(r.changed_at))
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+#[derive(sqlx::FromRow)]
+struct BreakerRow {
+    provider: String,
+    state: String,
+    failures: i64,
+    reopens: i64,
+    open_until: Option<i64>,
+    last_fault: Option<String>,
+    changed_at: i64,
+}
+
+impl BreakerRow {
+    fn decode(self) -> Result<(ProviderId, BreakerRecord), StoreError> {
+        let record = BreakerRecord {
+            state: parse("breakers.state", &self.state)?,
+            failures: number("breakers.failures", self.failures)?,
+            reopens: number("breakers.reopens", self.reopens)?,
+            open_until: self.open_until.map(instant),
+            last_fault: self
+                .last_fault
+                .map(|f| parse("breakers.last_fault", &f))
+                .transpose()?,
+            changed_at: instant(self.changed_at),
+        };
+        Ok((self.provider.into(), record))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct CredentialRow {
+    provider: String,
+    credential: String,
+    status: String,
+    cooling_until: Option<i64>,
+    backoff_level: i64,
+    last_error: Option<String>,
+    changed_at: i64,
+}
+
+impl CredentialRow {
+    fn decode(self) -> Result<(CredentialKey, CredentialRecord), StoreError> {
+        let record = CredentialRecord {
+            status: parse("credential_cooldowns.status", &self.status)?,
+            cooling_until: self.cooling_until.map(instant),
+            backoff_level: number("credential_cooldowns.backoff_level", self.backoff_level)?,
+            last_error: self
+                .last_error
+                .map(|e| parse("credential_cooldowns.last_error", &e))
+                .transpose()?,
+            changed_at: instant(self.changed_at),
+        };
+        let key = CredentialKey {
+            provider: self.provider.into(),
+            credential: self.credential.into(),
+        };
+        Ok((key, record))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct LockoutRow {
+    provider: String,
+    credential: String,
+    model: String,
+    locked_until: Option<i64>,
+    consecutive_failures: i64,
+    reason_kind: Option<String>,
+    reason_status: Option<i64>,
+    changed_at: i64,
+}
+
+impl LockoutRow {
+    fn decode(self) -> Result<(CandidateKey, LockoutRecord), StoreError> {
+        let reason = match self.reason_kind {
+            Some(kind) => Some(LockReason {
+                kind: parse("model_lockouts.reason_kind", &kind)?,
+                status: self
+                    .reason_status
+                    .map(|s| number("model_lockouts.reason_status", s))
+                    .transpose()?,
+            }),
+            None => None,
+        };
+        let record = LockoutRecord {
+            locked_until: self.locked_until.map(instant),
+            consecutive_failures: number(
+                "model_lockouts.consecutive_failures",
+                self.consecutive_failures,
+            )?,
+            reason,
+            changed_at: instant(self.changed_at),
+        };
+        let key = CandidateKey::new(self.provider, self.credential, self.model);
+        Ok((key, record))
+    }
+}

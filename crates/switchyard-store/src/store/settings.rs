@@ -1,0 +1,87 @@
+//! Settings sections: one row per section, its serde form as JSON plus the schema version that
+//! form was written with.
+//!
+//! The version lets a newer build migrate an older body, and stops an older build from reading
+//! (and later overwriting) a body it only half understands.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use switchyard_core::UnixMillis;
+
+use super::Store;
+use super::columns::{millis, number};
+use crate::StoreError;
+
+impl Store {
+    /// A section as stored: its schema version and its body.
+    pub async fn settings(
+        &self,
+        section: &str,
+    ) -> Result<Option<(u32, serde_json::Value)>, StoreError> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT schema_version, body FROM settings WHERE section = ?")
+                .bind(section)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(StoreError::database)?;
+        let Some((version, body)) = row else {
+            return Ok(None);
+        };
+        let version = number("settings.schema_version", version)?;
+        let body = serde_json::from_str(&body).map_err(|e| body_error(section, &e))?;
+        Ok(Some((version, body)))
+    }
+
+    /// A section as `T`, or `None` when it was never saved. Errors when the stored version is
+    /// newer than `supported_version`. An older body is decoded as it is: forms fill missing
+    /// fields with defaults; a section that needs more reads [`Self::settings`] and migrates.
+    pub async fn load_settings<T: DeserializeOwned>(
+        &self,
+        section: &str,
+        supported_version: u32,
+    ) -> Result<Option<T>, StoreError> {
+        let Some((stored, body)) = self.settings(section).await? else {
+            return Ok(None);
+        };
+        if stored > supported_version {
+            return Err(StoreError::SettingsTooNew {
+                section: section.to_owned(),
+                stored,
+                supported: supported_version,
+            });
+        }
+        serde_json::from_value(body)
+            .map(Some)
+            .map_err(|e| body_error(section, &e))
+    }
+
+    /// Saves a section with the schema version of `T`'s form.
+    pub async fn save_settings<T: Serialize>(
+        &self,
+        section: &str,
+        version: u32,
+        value: &T,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let body = serde_json::to_string(value).map_err(|e| body_error(section, &e))?;
+        sqlx::query(
+            "INSERT OR REPLACE INTO settings (section, schema_version, body, updated_at)
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(section)
+        .bind(i64::from(version))
+        .bind(body)
+        .bind(millis(now))
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::database)?;
+        Ok(())
+    }
+}
+
+fn body_error(section: &str, error: &serde_json::Error) -> StoreError {
+    StoreError::SettingsBody {
+        section: section.to_owned(),
+        message: error.to_string(),
+    }
+}

@@ -1,0 +1,8 @@
+//! The store against real `SQLite` files in temporary directories: restart, degradation, the
+//! write-behind writer and settings. One test binary, so the crate links once.
+
+mod degraded;
+mod fixture;
+mod restart;
+mod settings;
+mod writer;

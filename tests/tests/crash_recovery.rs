@@ -49,10 +49,9 @@ async fn churn_until_killed(path: &Path, run: &str) -> u64 {
     while last < Some(ROUNDS) {
         match next_round(&mut lines).await {
             Some(round) => last = Some(round),
-            None => panic!(
-                "{run}: health-churn stopped after round {last:?}: {:?}",
-                child.wait().await
-            ),
+            None => {
+                panic!("{run}: health-churn stopped after round {last:?}: {:?}", child.wait().await)
+            }
         }
     }
     child.kill().await.expect("SIGKILL");
@@ -75,13 +74,8 @@ async fn next_round(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<u64> {
 /// The file after a kill: intact, loadable, consistent, and holding every committed round of
 /// every run so far.
 async fn check(path: &Path, committed: &[(&str, u64)]) {
-    let store = Store::open(path)
-        .await
-        .expect("the file opens after a kill");
-    store
-        .integrity_check()
-        .await
-        .expect("PRAGMA integrity_check is ok");
+    let store = Store::open(path).await.expect("the file opens after a kill");
+    store.integrity_check().await.expect("PRAGMA integrity_check is ok");
     let records = store.load_health().await.expect("the health tables load");
     store.close().await;
     assert_consistent(&records);
@@ -98,10 +92,7 @@ async fn check(path: &Path, committed: &[(&str, u64)]) {
                 "{key}: committed but {stored:?} in the file"
             );
             assert!(
-                matches!(
-                    registry.eligible(&key, now),
-                    Err(SkipReason::ModelLocked { .. })
-                ),
+                matches!(registry.eligible(&key, now), Err(SkipReason::ModelLocked { .. })),
                 "{key}: not locked after restore"
             );
         }
@@ -111,21 +102,15 @@ async fn check(path: &Path, committed: &[(&str, u64)]) {
 /// Every row is a state the registry can be in, not half of one.
 fn assert_consistent(records: &HealthRecords) {
     for (provider, b) in &records.breakers {
-        assert_eq!(
-            b.state == BreakerState::Open,
-            b.open_until.is_some(),
-            "{provider}: {b:?}"
-        );
+        assert_eq!(b.state == BreakerState::Open, b.open_until.is_some(), "{provider}: {b:?}");
         assert!(
             b.failures > 0 || b.reopens > 0 || b.state != BreakerState::Closed,
             "{provider}: pristine row {b:?}"
         );
     }
     for (key, c) in &records.credentials {
-        let timed = matches!(
-            c.status,
-            CredentialStatus::Cooling | CredentialStatus::QuotaExhausted
-        );
+        let timed =
+            matches!(c.status, CredentialStatus::Cooling | CredentialStatus::QuotaExhausted);
         assert_eq!(timed, c.cooling_until.is_some(), "{key:?}: {c:?}");
         assert!(
             c.status != CredentialStatus::Active || c.backoff_level > 0,

@@ -76,10 +76,7 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "this is the one place that reads the OS clock"
-    )]
+    #[expect(clippy::disallowed_methods, reason = "this is the one place that reads the OS clock")]
     fn now(&self) -> UnixMillis {
         UnixMillis::from_system_time(SystemTime::now())
     }
@@ -93,9 +90,7 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start: UnixMillis) -> Self {
-        Self {
-            now: Arc::new(AtomicU64::new(start.0)),
-        }
+        Self { now: Arc::new(AtomicU64::new(start.0)) }
     }
 
     pub fn set(&self, to: UnixMillis) {
@@ -111,9 +106,7 @@ impl ManualClock {
         let by = millis(by);
         let _ = self
             .now
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
-                Some(t.saturating_sub(by))
-            });
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(t.saturating_sub(by)));
     }
 }
 
@@ -141,10 +134,7 @@ mod tests {
     fn clamp_pulls_a_far_future_deadline_back_to_the_longest_cooldown() {
         let now = UnixMillis(10_000);
         let year = Duration::from_secs(365 * 24 * 3600);
-        assert_eq!(
-            now.plus(year).clamp_from(now, Duration::from_secs(60)),
-            UnixMillis(70_000)
-        );
+        assert_eq!(now.plus(year).clamp_from(now, Duration::from_secs(60)), UnixMillis(70_000));
         assert_eq!(UnixMillis(5).clamp_from(now, Duration::from_secs(60)), now);
     }
 

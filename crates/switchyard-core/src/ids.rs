@@ -94,18 +94,11 @@ impl CandidateKey {
         credential: impl Into<CredentialId>,
         model: impl Into<ModelId>,
     ) -> Self {
-        Self {
-            provider: provider.into(),
-            credential: credential.into(),
-            model: model.into(),
-        }
+        Self { provider: provider.into(), credential: credential.into(), model: model.into() }
     }
 
     pub fn credential_key(&self) -> CredentialKey {
-        CredentialKey {
-            provider: self.provider.clone(),
-            credential: self.credential.clone(),
-        }
+        CredentialKey { provider: self.provider.clone(), credential: self.credential.clone() }
     }
 }
 

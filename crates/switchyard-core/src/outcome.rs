@@ -30,11 +30,7 @@ pub struct Outcome<'a> {
 impl<'a> Outcome<'a> {
     /// An attempt that ended before anything reached the client and with the client waiting.
     pub fn new(upstream: Upstream<'a>) -> Self {
-        Self {
-            upstream,
-            bytes_sent: false,
-            client_aborted: false,
-        }
+        Self { upstream, bytes_sent: false, client_aborted: false }
     }
 }
 
@@ -42,11 +38,7 @@ impl<'a> Outcome<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Upstream<'a> {
     /// Response headers arrived. For a 2xx this means the body (or stream) also completed.
-    Response {
-        status: u16,
-        headers: &'a HeaderMap,
-        body: BodyHint,
-    },
+    Response { status: u16, headers: &'a HeaderMap, body: BodyHint },
     /// No usable connection or the connection died before response headers.
     Transport(TransportFault),
     /// A deadline passed with nothing to show for it.
@@ -124,22 +116,11 @@ impl BodyHint {
                 BodyHint::InsufficientQuota,
             ),
             (
-                &[
-                    "content_policy",
-                    "content policy",
-                    "content_filter",
-                    "safety system",
-                    "flagged",
-                ],
+                &["content_policy", "content policy", "content_filter", "safety system", "flagged"],
                 BodyHint::ContentPolicy,
             ),
             (
-                &[
-                    "model_not_found",
-                    "does not exist",
-                    "no such model",
-                    "unknown model",
-                ],
+                &["model_not_found", "does not exist", "no such model", "unknown model"],
                 BodyHint::ModelNotFound,
             ),
         ];
@@ -203,14 +184,8 @@ pub enum BreakerFault {
 }
 
 impl BreakerFault {
-    pub const ALL: [Self; 6] = [
-        Self::Connect,
-        Self::Tls,
-        Self::Reset,
-        Self::Timeout,
-        Self::Transient,
-        Self::StreamBroken,
-    ];
+    pub const ALL: [Self; 6] =
+        [Self::Connect, Self::Tls, Self::Reset, Self::Timeout, Self::Transient, Self::StreamBroken];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -246,11 +221,7 @@ pub struct Charges {
 }
 
 impl Charges {
-    pub const NOTHING: Self = Self {
-        provider: None,
-        credential: None,
-        model: false,
-    };
+    pub const NOTHING: Self = Self { provider: None, credential: None, model: false };
 }
 
 /// May the attempt loop send the same request to the same target again?
@@ -374,10 +345,7 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
         fallback,
         retry_after: None,
     };
-    let provider = |fault| Charges {
-        provider: Some(fault),
-        ..Charges::NOTHING
-    };
+    let provider = |fault| Charges { provider: Some(fault), ..Charges::NOTHING };
 
     if outcome.client_aborted {
         return v(OutcomeKind::Aborted, Charges::NOTHING, R::No, F::No);
@@ -385,20 +353,9 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
     // Once the client has bytes, anything short of a completed 2xx is a broken stream: it
     // cannot be retried or handed to another target without splicing two answers together.
     if outcome.bytes_sent
-        && !matches!(
-            outcome.upstream,
-            Upstream::Response {
-                status: 200..=299,
-                ..
-            }
-        )
+        && !matches!(outcome.upstream, Upstream::Response { status: 200..=299, .. })
     {
-        return v(
-            OutcomeKind::StreamBroken,
-            provider(BreakerFault::StreamBroken),
-            R::No,
-            F::No,
-        );
+        return v(OutcomeKind::StreamBroken, provider(BreakerFault::StreamBroken), R::No, F::No);
     }
 
     match outcome.upstream {
@@ -412,24 +369,14 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
             };
             v(OutcomeKind::Transport, provider(charge), retry, F::Yes)
         }
-        Upstream::Timeout(_) | Upstream::Stream(StreamFault::Stalled) => v(
-            OutcomeKind::Timeout,
-            provider(BreakerFault::Timeout),
-            R::No,
-            F::Yes,
-        ),
+        Upstream::Timeout(_) | Upstream::Stream(StreamFault::Stalled) => {
+            v(OutcomeKind::Timeout, provider(BreakerFault::Timeout), R::No, F::Yes)
+        }
         // Broke before anything reached the client: as good as a reset before headers.
-        Upstream::Stream(StreamFault::Cut | StreamFault::Truncated) => v(
-            OutcomeKind::Transport,
-            provider(BreakerFault::Reset),
-            R::OnceWithinBudget,
-            F::Yes,
-        ),
-        Upstream::Response {
-            status,
-            headers,
-            body,
-        } => {
+        Upstream::Stream(StreamFault::Cut | StreamFault::Truncated) => {
+            v(OutcomeKind::Transport, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes)
+        }
+        Upstream::Response { status, headers, body } => {
             let mut verdict = classify_response(status, body, policy);
             verdict.status = Some(status);
             if verdict.kind != OutcomeKind::Success {
@@ -453,52 +400,28 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
         fallback,
         retry_after: None,
     };
-    let credential = |fault| Charges {
-        credential: Some(fault),
-        ..Charges::NOTHING
-    };
-    let model = Charges {
-        model: policy.lockout_enabled,
-        ..Charges::NOTHING
-    };
+    let credential = |fault| Charges { credential: Some(fault), ..Charges::NOTHING };
+    let model = Charges { model: policy.lockout_enabled, ..Charges::NOTHING };
 
     match (status, body) {
         (200..=299, _) => v(K::Success, Charges::NOTHING, R::No, F::No),
-        (_, BodyHint::InsufficientQuota) | (402, _) => v(
-            K::QuotaExhausted,
-            credential(CredentialFault::Quota),
-            R::No,
-            F::Yes,
-        ),
+        (_, BodyHint::InsufficientQuota) | (402, _) => {
+            v(K::QuotaExhausted, credential(CredentialFault::Quota), R::No, F::Yes)
+        }
         (429, _) => {
-            let charges = if policy.locks(429) {
-                model
-            } else {
-                credential(CredentialFault::RateLimit)
-            };
+            let charges =
+                if policy.locks(429) { model } else { credential(CredentialFault::RateLimit) };
             v(K::RateLimit, charges, R::WaitIfAlone, F::Yes)
         }
-        (401 | 403, _) => v(
-            K::Auth,
-            credential(CredentialFault::Auth),
-            R::AfterRefresh,
-            F::Yes,
-        ),
+        (401 | 403, _) => v(K::Auth, credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
         (404 | 410, _) | (400, BodyHint::ModelNotFound) => {
             v(K::ModelUnavailable, model, R::No, F::Yes)
         }
-        (400 | 413, BodyHint::ContextLengthExceeded) => v(
-            K::RequestTooLarge,
-            Charges::NOTHING,
-            R::No,
-            F::LargerContextOnly,
-        ),
+        (400 | 413, BodyHint::ContextLengthExceeded) => {
+            v(K::RequestTooLarge, Charges::NOTHING, R::No, F::LargerContextOnly)
+        }
         (400, BodyHint::ContentPolicy) => {
-            let fallback = if policy.policy_fallback {
-                F::Yes
-            } else {
-                F::No
-            };
+            let fallback = if policy.policy_fallback { F::Yes } else { F::No };
             v(K::Policy, Charges::NOTHING, R::No, fallback)
         }
         (408 | 500..=599, _) => {
@@ -513,10 +436,7 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
         // 1xx and 3xx as a final answer mean a broken or misconfigured upstream.
         _ => v(
             K::Transient,
-            Charges {
-                provider: Some(BreakerFault::Transient),
-                ..Charges::NOTHING
-            },
+            Charges { provider: Some(BreakerFault::Transient), ..Charges::NOTHING },
             R::OnceWithinBudget,
             F::Yes,
         ),

@@ -133,9 +133,7 @@ impl LockoutSettings {
 
 impl Default for LockoutPolicy {
     fn default() -> Self {
-        LockoutSettings::default()
-            .validate()
-            .expect("defaults are valid")
+        LockoutSettings::default().validate().expect("defaults are valid")
     }
 }
 
@@ -225,18 +223,14 @@ impl CooldownSettings {
 
 impl Default for CooldownPolicy {
     fn default() -> Self {
-        CooldownSettings::default()
-            .validate()
-            .expect("defaults are valid")
+        CooldownSettings::default().validate().expect("defaults are valid")
     }
 }
 
 impl CooldownPolicy {
     /// No timed credential status lasts longer than this.
     pub fn longest(&self) -> Duration {
-        self.max_cooldown
-            .max(self.quota_cooldown)
-            .max(MAX_RETRY_AFTER)
+        self.max_cooldown.max(self.quota_cooldown).max(MAX_RETRY_AFTER)
     }
 }
 
@@ -286,10 +280,7 @@ pub enum BreakerProfile {
 
 impl BreakerSettings {
     pub fn profile(profile: BreakerProfile) -> Self {
-        let tls_opens = FaultOverride {
-            immediate_open: true,
-            ..FaultOverride::default()
-        };
+        let tls_opens = FaultOverride { immediate_open: true, ..FaultOverride::default() };
         let base = Self {
             enabled: true,
             failure_threshold: 5,
@@ -302,10 +293,7 @@ impl BreakerSettings {
         };
         match profile {
             BreakerProfile::ApiKey => base,
-            BreakerProfile::Oauth => Self {
-                reset_timeout_ms: MINUTE,
-                ..base
-            },
+            BreakerProfile::Oauth => Self { reset_timeout_ms: MINUTE, ..base },
             BreakerProfile::Local => Self {
                 failure_threshold: 3,
                 reset_timeout_ms: 5 * SECOND,
@@ -324,13 +312,7 @@ impl BreakerSettings {
             None => (failure_threshold * 3).div_ceil(5),
         };
         let reset = check_range(S, "reset_timeout_ms", self.reset_timeout_ms, 100, HOUR)?;
-        let mult = check_range(
-            S,
-            "max_backoff_multiplier",
-            self.max_backoff_multiplier,
-            1,
-            1024,
-        )?;
+        let mult = check_range(S, "max_backoff_multiplier", self.max_backoff_multiplier, 1, 1024)?;
         let probes = check_range(S, "half_open_probes", self.half_open_probes, 1, 64)?;
         let probe_timeout =
             check_range(S, "probe_timeout_ms", self.probe_timeout_ms, SECOND, HOUR)?;
@@ -339,13 +321,8 @@ impl BreakerSettings {
             let name = fault.as_str();
             let slot = &mut overrides[*fault as usize];
             if let Some(t) = o.threshold {
-                slot.threshold = Some(check_range(
-                    S,
-                    &format!("overrides.{name}.threshold"),
-                    t,
-                    1,
-                    1000,
-                )?);
+                slot.threshold =
+                    Some(check_range(S, &format!("overrides.{name}.threshold"), t, 1, 1000)?);
             }
             if let Some(c) = o.cooldown_ms {
                 let c = check_range(S, &format!("overrides.{name}.cooldown_ms"), c, 100, HOUR)?;
@@ -396,9 +373,7 @@ pub struct BreakerPolicy {
 
 impl Default for BreakerPolicy {
     fn default() -> Self {
-        BreakerSettings::default()
-            .validate()
-            .expect("defaults are valid")
+        BreakerSettings::default().validate().expect("defaults are valid")
     }
 }
 

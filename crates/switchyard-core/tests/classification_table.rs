@@ -24,11 +24,7 @@ type Headers = &'static [(&'static str, &'static str)];
 /// What the upstream did, in a form a `static` can hold (a `HeaderMap` cannot).
 #[derive(Clone, Copy, Debug)]
 enum Input {
-    Response {
-        status: u16,
-        body: BodyHint,
-        headers: Headers,
-    },
+    Response { status: u16, body: BodyHint, headers: Headers },
     Transport(TransportFault),
     Timeout(TimeoutPhase),
     Stream(StreamFault),
@@ -39,10 +35,7 @@ impl Input {
         let mut map = HeaderMap::new();
         if let Self::Response { headers, .. } = self {
             for &(name, value) in *headers {
-                map.append(
-                    HeaderName::from_static(name),
-                    HeaderValue::from_static(value),
-                );
+                map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
             }
         }
         map
@@ -50,11 +43,7 @@ impl Input {
 
     fn upstream<'a>(&self, headers: &'a HeaderMap) -> Upstream<'a> {
         match *self {
-            Self::Response { status, body, .. } => Upstream::Response {
-                status,
-                headers,
-                body,
-            },
+            Self::Response { status, body, .. } => Upstream::Response { status, headers, body },
             Self::Transport(fault) => Upstream::Transport(fault),
             Self::Timeout(phase) => Upstream::Timeout(phase),
             Self::Stream(fault) => Upstream::Stream(fault),
@@ -86,14 +75,12 @@ impl Policy {
         match self {
             Self::Default => lockouts(&[404, 429, 503]),
             Self::LockoutCodes(codes) => lockouts(codes),
-            Self::LockoutsDisabled => ClassifyPolicy {
-                lockout_enabled: false,
-                ..lockouts(&[404, 429, 503])
-            },
-            Self::FallbackOnRefusal => ClassifyPolicy {
-                policy_fallback: true,
-                ..lockouts(&[404, 429, 503])
-            },
+            Self::LockoutsDisabled => {
+                ClassifyPolicy { lockout_enabled: false, ..lockouts(&[404, 429, 503]) }
+            }
+            Self::FallbackOnRefusal => {
+                ClassifyPolicy { policy_fallback: true, ..lockouts(&[404, 429, 503]) }
+            }
         }
     }
 }
@@ -111,14 +98,7 @@ struct Row {
 
 /// A row under the default policy, before any byte reached the client, with the client waiting.
 const fn row(says: &'static str, input: Input, expect: Verdict) -> Row {
-    Row {
-        says,
-        input,
-        policy: Policy::Default,
-        bytes_sent: false,
-        client_aborted: false,
-        expect,
-    }
+    Row { says, input, policy: Policy::Default, bytes_sent: false, client_aborted: false, expect }
 }
 
 impl Row {
@@ -146,71 +126,37 @@ impl Row {
 // Inputs.
 
 const fn status(status: u16) -> Input {
-    Input::Response {
-        status,
-        body: BodyHint::None,
-        headers: &[],
-    }
+    Input::Response { status, body: BodyHint::None, headers: &[] }
 }
 
 const fn status_saying(status: u16, body: BodyHint) -> Input {
-    Input::Response {
-        status,
-        body,
-        headers: &[],
-    }
+    Input::Response { status, body, headers: &[] }
 }
 
 const fn status_with(status: u16, headers: Headers) -> Input {
-    Input::Response {
-        status,
-        body: BodyHint::None,
-        headers,
-    }
+    Input::Response { status, body: BodyHint::None, headers }
 }
 
 // Expected verdicts.
 
 const fn v(kind: K, status: Option<u16>, charges: Charges, retry: R, fallback: F) -> Verdict {
-    Verdict {
-        kind,
-        status,
-        charges,
-        retry_same: retry,
-        fallback,
-        retry_after: None,
-    }
+    Verdict { kind, status, charges, retry_same: retry, fallback, retry_after: None }
 }
 
 const NOTHING: Charges = Charges::NOTHING;
-const MODEL: Charges = Charges {
-    provider: None,
-    credential: None,
-    model: true,
-};
+const MODEL: Charges = Charges { provider: None, credential: None, model: true };
 
 const fn provider(fault: BreakerFault) -> Charges {
-    Charges {
-        provider: Some(fault),
-        credential: None,
-        model: false,
-    }
+    Charges { provider: Some(fault), credential: None, model: false }
 }
 
 const fn credential(fault: CredentialFault) -> Charges {
-    Charges {
-        provider: None,
-        credential: Some(fault),
-        model: false,
-    }
+    Charges { provider: None, credential: Some(fault), model: false }
 }
 
 const TRANSIENT: Charges = provider(BreakerFault::Transient);
-const TRANSIENT_AND_MODEL: Charges = Charges {
-    provider: Some(BreakerFault::Transient),
-    credential: None,
-    model: true,
-};
+const TRANSIENT_AND_MODEL: Charges =
+    Charges { provider: Some(BreakerFault::Transient), credential: None, model: true };
 const RATE_LIMITED_KEY: Charges = credential(CredentialFault::RateLimit);
 const QUOTA: Charges = credential(CredentialFault::Quota);
 
@@ -219,13 +165,7 @@ const fn success(status: u16) -> Verdict {
 }
 
 const fn transient(status: u16, charges: Charges) -> Verdict {
-    v(
-        K::Transient,
-        Some(status),
-        charges,
-        R::OnceWithinBudget,
-        F::Yes,
-    )
+    v(K::Transient, Some(status), charges, R::OnceWithinBudget, F::Yes)
 }
 
 const fn rate_limit(charges: Charges) -> Verdict {
@@ -236,13 +176,8 @@ const fn client_error(status: u16) -> Verdict {
     v(K::ClientError, Some(status), NOTHING, R::No, F::No)
 }
 
-const STREAM_BROKEN: Verdict = v(
-    K::StreamBroken,
-    None,
-    provider(BreakerFault::StreamBroken),
-    R::No,
-    F::No,
-);
+const STREAM_BROKEN: Verdict =
+    v(K::StreamBroken, None, provider(BreakerFault::StreamBroken), R::No, F::No);
 const ABORTED: Verdict = v(K::Aborted, None, NOTHING, R::No, F::No);
 
 const fn ms(n: u64) -> Duration {
@@ -260,11 +195,7 @@ const WITHOUT_429: Policy = Policy::LockoutCodes(&[404]);
 
 static TABLE: &[Row] = &[
     // 2xx, complete → success, recorded as success on all three layers, charges nothing.
-    row(
-        "a complete 200 is a success that charges nothing",
-        status(200),
-        success(200),
-    ),
+    row("a complete 200 is a success that charges nothing", status(200), success(200)),
     row("a complete 204 is a success too", status(204), success(204)),
     row(
         "a success carries no wait even if the upstream sent retry-after",
@@ -277,91 +208,45 @@ static TABLE: &[Row] = &[
         success(200),
     )
     .after_bytes(),
-    row(
-        "a success is a success even with model lockouts disabled",
-        status(200),
-        success(200),
-    )
-    .under(Policy::LockoutsDisabled),
+    row("a success is a success even with model lockouts disabled", status(200), success(200))
+        .under(Policy::LockoutsDisabled),
     // connect refused, DNS, TLS → transport, provider breaker, no retry, fall back.
     row(
         "a refused connection charges the provider breaker and falls back without retrying",
         Input::Transport(TransportFault::ConnectRefused),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Connect),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Connect), R::No, F::Yes),
     ),
     row(
         "a dns failure charges the provider breaker as a connect fault",
         Input::Transport(TransportFault::Dns),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Connect),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Connect), R::No, F::Yes),
     ),
     row(
         "a tls handshake failure is its own breaker fault so it may open the breaker at once",
         Input::Transport(TransportFault::Tls),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Tls),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Tls), R::No, F::Yes),
     ),
     // reset before response headers → transport, provider breaker, once within budget.
     row(
         "a reset before response headers may be retried once within budget",
         Input::Transport(TransportFault::ResetBeforeHeaders),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Reset),
-            R::OnceWithinBudget,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes),
     ),
     // no response headers / first event within deadline → timeout, provider breaker.
     row(
         "a connect timeout charges the provider breaker and falls back",
         Input::Timeout(TimeoutPhase::Connect),
-        v(
-            K::Timeout,
-            None,
-            provider(BreakerFault::Timeout),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Timeout, None, provider(BreakerFault::Timeout), R::No, F::Yes),
     ),
     row(
         "no response headers within the deadline is a timeout that falls back",
         Input::Timeout(TimeoutPhase::Headers),
-        v(
-            K::Timeout,
-            None,
-            provider(BreakerFault::Timeout),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Timeout, None, provider(BreakerFault::Timeout), R::No, F::Yes),
     ),
     row(
         "no first event within the deadline is a timeout that falls back",
         Input::Timeout(TimeoutPhase::FirstEvent),
-        v(
-            K::Timeout,
-            None,
-            provider(BreakerFault::Timeout),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Timeout, None, provider(BreakerFault::Timeout), R::No, F::Yes),
     ),
     // 408, 500, 502, 503, 504, 529 → transient, provider breaker (+ model if listed), once.
     row(
@@ -450,11 +335,7 @@ static TABLE: &[Row] = &[
     .waiting(secs(30)),
     // 429 → rate_limit; model lockout if 429 is listed, else credential cooldown; hints set the
     // length; do not retry in place unless alone; fall back.
-    row(
-        "a 429 locks the model when 429 is in the lockout list",
-        status(429),
-        rate_limit(MODEL),
-    ),
+    row("a 429 locks the model when 429 is in the lockout list", status(429), rate_limit(MODEL)),
     row(
         "a 429 cools the credential when 429 is not in the lockout list",
         status(429),
@@ -507,10 +388,7 @@ static TABLE: &[Row] = &[
         "a 429 with openai reset durations waits for the longest of them",
         status_with(
             429,
-            &[
-                ("x-ratelimit-reset-requests", "1s"),
-                ("x-ratelimit-reset-tokens", "6m0s"),
-            ],
+            &[("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")],
         ),
         rate_limit(MODEL),
     )
@@ -523,19 +401,13 @@ static TABLE: &[Row] = &[
     .waiting(secs(45)),
     row(
         "a 429 with an anthropic rfc 3339 reset waits until that instant",
-        status_with(
-            429,
-            &[("anthropic-ratelimit-requests-reset", "2026-11-29T18:20:12Z")],
-        ),
+        status_with(429, &[("anthropic-ratelimit-requests-reset", "2026-11-29T18:20:12Z")]),
         rate_limit(MODEL),
     )
     .waiting(secs(12)),
     row(
         "a 429 prefers retry-after over reset headers",
-        status_with(
-            429,
-            &[("retry-after", "2"), ("x-ratelimit-reset-tokens", "6m0s")],
-        ),
+        status_with(429, &[("retry-after", "2"), ("x-ratelimit-reset-tokens", "6m0s")]),
         rate_limit(MODEL),
     )
     .waiting(secs(2)),
@@ -561,24 +433,12 @@ static TABLE: &[Row] = &[
     row(
         "a 401 marks the credential invalid and retries only after a refresh",
         status(401),
-        v(
-            K::Auth,
-            Some(401),
-            credential(CredentialFault::Auth),
-            R::AfterRefresh,
-            F::Yes,
-        ),
+        v(K::Auth, Some(401), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
     ),
     row(
         "a 403 marks the credential invalid and retries only after a refresh",
         status(403),
-        v(
-            K::Auth,
-            Some(403),
-            credential(CredentialFault::Auth),
-            R::AfterRefresh,
-            F::Yes,
-        ),
+        v(K::Auth, Some(403), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
     ),
     // 402, "insufficient quota", billing text → quota_exhausted, long credential cooldown.
     row(
@@ -628,24 +488,12 @@ static TABLE: &[Row] = &[
     row(
         "a 400 context length error charges nothing and falls back only to larger contexts",
         status_saying(400, BodyHint::ContextLengthExceeded),
-        v(
-            K::RequestTooLarge,
-            Some(400),
-            NOTHING,
-            R::No,
-            F::LargerContextOnly,
-        ),
+        v(K::RequestTooLarge, Some(400), NOTHING, R::No, F::LargerContextOnly),
     ),
     row(
         "a 413 context length error charges nothing and falls back only to larger contexts",
         status_saying(413, BodyHint::ContextLengthExceeded),
-        v(
-            K::RequestTooLarge,
-            Some(413),
-            NOTHING,
-            R::No,
-            F::LargerContextOnly,
-        ),
+        v(K::RequestTooLarge, Some(413), NOTHING, R::No, F::LargerContextOnly),
     ),
     // 400 content policy → policy, nothing charged, no fallback unless configured.
     row(
@@ -660,16 +508,8 @@ static TABLE: &[Row] = &[
     )
     .under(Policy::FallbackOnRefusal),
     // other 4xx (400, 413, 415, 422) → client_error, nothing charged, returned as is.
-    row(
-        "a plain 400 is the request's fault and charges nothing",
-        status(400),
-        client_error(400),
-    ),
-    row(
-        "a 413 without a context hint is a client error",
-        status(413),
-        client_error(413),
-    ),
+    row("a plain 400 is the request's fault and charges nothing", status(400), client_error(400)),
+    row("a 413 without a context hint is a client error", status(413), client_error(413)),
     row("a 415 is a client error", status(415), client_error(415)),
     row("a 422 is a client error", status(422), client_error(422)),
     row(
@@ -701,35 +541,17 @@ static TABLE: &[Row] = &[
     row(
         "a stream cut before any byte reached the client is a reset that may fall back",
         Input::Stream(StreamFault::Cut),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Reset),
-            R::OnceWithinBudget,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes),
     ),
     row(
         "a stream stalled before any byte reached the client is a timeout that may fall back",
         Input::Stream(StreamFault::Stalled),
-        v(
-            K::Timeout,
-            None,
-            provider(BreakerFault::Timeout),
-            R::No,
-            F::Yes,
-        ),
+        v(K::Timeout, None, provider(BreakerFault::Timeout), R::No, F::Yes),
     ),
     row(
         "a stream truncated before any byte reached the client is a reset that may fall back",
         Input::Stream(StreamFault::Truncated),
-        v(
-            K::Transport,
-            None,
-            provider(BreakerFault::Reset),
-            R::OnceWithinBudget,
-            F::Yes,
-        ),
+        v(K::Transport, None, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes),
     ),
     // client went away → aborted, nothing charged.
     row(
@@ -766,10 +588,7 @@ fn every_row_of_the_classification_table_gets_exactly_its_verdict() {
             };
             let got = classify(&outcome, &row.policy.build(), NOW);
             (got != row.expect).then(|| {
-                format!(
-                    "- {}\n    expected {:?}\n    got      {:?}",
-                    row.says, row.expect, got
-                )
+                format!("- {}\n    expected {:?}\n    got      {:?}", row.says, row.expect, got)
             })
         })
         .collect();
@@ -879,10 +698,8 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
         }
         let charges = row.expect.charges;
         if let Some(fault) = charges.provider {
-            let at = BreakerFault::ALL
-                .iter()
-                .position(|&f| f == fault)
-                .expect("ALL lists every fault");
+            let at =
+                BreakerFault::ALL.iter().position(|&f| f == fault).expect("ALL lists every fault");
             breaker_faults[at] = true;
         }
         if let Some(fault) = charges.credential {
@@ -893,18 +710,9 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
         fallbacks[fallback_index(row.expect.fallback)] = true;
     }
 
-    assert!(
-        kinds.iter().all(|&seen| seen),
-        "outcome kinds without a row: {kinds:?}"
-    );
-    assert!(
-        transports.iter().all(|&seen| seen),
-        "transport faults without a row: {transports:?}"
-    );
-    assert!(
-        phases.iter().all(|&seen| seen),
-        "timeout phases without a row: {phases:?}"
-    );
+    assert!(kinds.iter().all(|&seen| seen), "outcome kinds without a row: {kinds:?}");
+    assert!(transports.iter().all(|&seen| seen), "transport faults without a row: {transports:?}");
+    assert!(phases.iter().all(|&seen| seen), "timeout phases without a row: {phases:?}");
     assert!(
         streams.iter().all(|&seen| seen),
         "stream faults (before, after bytes) without a row: {streams:?}"
@@ -918,14 +726,8 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
         "credential faults never charged: {credentials:?}"
     );
     assert!(model_charged, "no row charges the model lockout");
-    assert!(
-        retries.iter().all(|&seen| seen),
-        "retry decisions never expected: {retries:?}"
-    );
-    assert!(
-        fallbacks.iter().all(|&seen| seen),
-        "fallback decisions never expected: {fallbacks:?}"
-    );
+    assert!(retries.iter().all(|&seen| seen), "retry decisions never expected: {retries:?}");
+    assert!(fallbacks.iter().all(|&seen| seen), "fallback decisions never expected: {fallbacks:?}");
 
     let mut names: Vec<&str> = TABLE.iter().map(|row| row.says).collect();
     names.sort_unstable();
@@ -950,10 +752,7 @@ fn body_sniffing_recognises_the_common_provider_spellings() {
             r#"{"type":"error","error":{"message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
             BodyHint::ContextLengthExceeded,
         ),
-        (
-            "Input exceeds the CONTEXT WINDOW of this model",
-            BodyHint::ContextLengthExceeded,
-        ),
+        ("Input exceeds the CONTEXT WINDOW of this model", BodyHint::ContextLengthExceeded),
         (
             r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota"}}"#,
             BodyHint::InsufficientQuota,
@@ -963,27 +762,15 @@ fn body_sniffing_recognises_the_common_provider_spellings() {
             BodyHint::InsufficientQuota,
         ),
         ("402 Payment Required", BodyHint::InsufficientQuota),
-        (
-            "Your request was rejected as a result of our safety system.",
-            BodyHint::ContentPolicy,
-        ),
-        (
-            r#"{"error":{"code":"content_filter"}}"#,
-            BodyHint::ContentPolicy,
-        ),
-        (
-            "This prompt was flagged by moderation",
-            BodyHint::ContentPolicy,
-        ),
+        ("Your request was rejected as a result of our safety system.", BodyHint::ContentPolicy),
+        (r#"{"error":{"code":"content_filter"}}"#, BodyHint::ContentPolicy),
+        ("This prompt was flagged by moderation", BodyHint::ContentPolicy),
         (
             r#"{"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.","code":"model_not_found"}}"#,
             BodyHint::ModelNotFound,
         ),
         ("no such model: llama9", BodyHint::ModelNotFound),
-        (
-            r#"{"error":{"message":"Invalid value for 'temperature': 3."}}"#,
-            BodyHint::None,
-        ),
+        (r#"{"error":{"message":"Invalid value for 'temperature': 3."}}"#, BodyHint::None),
         ("Internal Server Error", BodyHint::None),
         ("", BodyHint::None),
     ];

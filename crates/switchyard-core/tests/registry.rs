@@ -21,11 +21,7 @@ fn status(code: u16) -> Verdict {
 }
 
 fn status_with(code: u16, headers: &HeaderMap, policy: &ClassifyPolicy) -> Verdict {
-    let upstream = Upstream::Response {
-        status: code,
-        headers,
-        body: BodyHint::None,
-    };
+    let upstream = Upstream::Response { status: code, headers, body: BodyHint::None };
     classify(&Outcome::new(upstream), policy, T0)
 }
 
@@ -54,16 +50,8 @@ fn lockout_of_one_model_leaves_the_other_model_and_the_other_key_eligible() {
     let a_4o = key("openai", "key-a", "gpt-4o");
     attempt(&r, &a_4o, &status(404), T0);
 
-    assert_eq!(
-        r.eligible(&a_4o, T0),
-        Err(SkipReason::ModelLocked {
-            retry_in_ms: 10_000
-        })
-    );
-    assert_eq!(
-        r.eligible(&key("openai", "key-a", "gpt-4o-mini"), T0),
-        Ok(())
-    );
+    assert_eq!(r.eligible(&a_4o, T0), Err(SkipReason::ModelLocked { retry_in_ms: 10_000 }));
+    assert_eq!(r.eligible(&key("openai", "key-a", "gpt-4o-mini"), T0), Ok(()));
     assert_eq!(r.eligible(&key("openai", "key-b", "gpt-4o"), T0), Ok(()));
     assert_eq!(r.eligible(&a_4o, T0.plus(10 * SEC)), Ok(()));
 }
@@ -74,9 +62,7 @@ fn rate_limit_locks_only_the_model_with_default_settings() {
     attempt(&r, &key("openai", "a", "gpt-4o"), &retry_after(429, 20), T0);
     assert_eq!(
         r.eligible(&key("openai", "a", "gpt-4o"), T0),
-        Err(SkipReason::ModelLocked {
-            retry_in_ms: 20_000
-        })
+        Err(SkipReason::ModelLocked { retry_in_ms: 20_000 })
     );
     assert_eq!(r.eligible(&key("openai", "a", "gpt-4o-mini"), T0), Ok(()));
 }
@@ -84,10 +70,7 @@ fn rate_limit_locks_only_the_model_with_default_settings() {
 #[test]
 fn rate_limit_cools_the_whole_key_when_429_is_not_a_lockout_code() {
     let r = Arc::new(HealthRegistry::default());
-    let settings = LockoutSettings {
-        error_codes: vec![404, 503],
-        ..LockoutSettings::default()
-    };
+    let settings = LockoutSettings { error_codes: vec![404, 503], ..LockoutSettings::default() };
     r.set_lockout_policy(settings.validate().unwrap());
     let mut headers = HeaderMap::new();
     headers.insert("retry-after", "7".parse().unwrap());
@@ -110,10 +93,7 @@ fn skip_reasons_name_the_outermost_layer_first() {
     for _ in 0..5 {
         attempt(&r, &key("anthropic", "b", "x"), &status(502), T0);
     }
-    assert!(matches!(
-        r.eligible(&k, T0),
-        Err(SkipReason::BreakerOpen { .. })
-    ));
+    assert!(matches!(r.eligible(&k, T0), Err(SkipReason::BreakerOpen { .. })));
 }
 
 #[test]
@@ -124,26 +104,15 @@ fn dropping_a_probe_attempt_releases_its_slot() {
         attempt(&r, &k, &status(502), T0);
     }
     let half_open_at = T0.plus(30 * SEC);
-    assert_eq!(
-        r.breaker_state(&k.provider, half_open_at),
-        BreakerState::HalfOpen
-    );
+    assert_eq!(r.breaker_state(&k.provider, half_open_at), BreakerState::HalfOpen);
 
     let probe = r.admit(&k, half_open_at).unwrap();
     assert!(probe.is_probe());
-    assert!(matches!(
-        r.admit(&k, half_open_at),
-        Err(SkipReason::BreakerProbing { .. })
-    ));
+    assert!(matches!(r.admit(&k, half_open_at), Err(SkipReason::BreakerProbing { .. })));
     drop(probe);
-    let probe = r
-        .admit(&k, half_open_at)
-        .expect("slot was released on drop");
+    let probe = r.admit(&k, half_open_at).expect("slot was released on drop");
     probe.finish(&status(200), half_open_at);
-    assert_eq!(
-        r.breaker_state(&k.provider, half_open_at),
-        BreakerState::Closed
-    );
+    assert_eq!(r.breaker_state(&k.provider, half_open_at), BreakerState::Closed);
 }
 
 #[test]
@@ -176,9 +145,7 @@ fn client_abort_on_a_probe_releases_it_and_blames_nobody() {
     let aborted = classify(
         &Outcome {
             client_aborted: true,
-            ..Outcome::new(Upstream::Timeout(
-                switchyard_core::outcome::TimeoutPhase::Headers,
-            ))
+            ..Outcome::new(Upstream::Timeout(switchyard_core::outcome::TimeoutPhase::Headers))
         },
         &ClassifyPolicy::default(),
         at,
@@ -206,18 +173,11 @@ fn every_change_is_published_in_order_and_a_healthy_success_publishes_nothing() 
     let mut rx = r.subscribe();
     let k = key("openai", "a", "gpt-4o");
     attempt(&r, &k, &status(200), T0);
-    assert!(
-        drain(&mut rx).is_empty(),
-        "a success on healthy state is not a transition"
-    );
+    assert!(drain(&mut rx).is_empty(), "a success on healthy state is not a transition");
 
     attempt(&r, &k, &status(503), T0);
     let events = drain(&mut rx);
-    assert_eq!(
-        events.len(),
-        2,
-        "breaker failure count and model lockout: {events:?}"
-    );
+    assert_eq!(events.len(), 2, "breaker failure count and model lockout: {events:?}");
     assert!(matches!(&events[0], HealthEvent::Breaker { record: Some(b), .. } if b.failures == 1));
     assert!(
         matches!(&events[1], HealthEvent::Lockout { record: Some(l), .. } if l.locked_until.is_some())
@@ -234,10 +194,7 @@ fn every_change_is_published_in_order_and_a_healthy_success_publishes_nothing() 
 
 #[test]
 fn sweep_forgets_idle_healthy_entries_so_memory_stays_flat() {
-    let limits = RegistryLimits {
-        sweep_budget: 4,
-        ..RegistryLimits::default()
-    };
+    let limits = RegistryLimits { sweep_budget: 4, ..RegistryLimits::default() };
     let r = Arc::new(HealthRegistry::new(limits));
     let step = Duration::from_millis(500);
     let mut now = T0;
@@ -245,12 +202,7 @@ fn sweep_forgets_idle_healthy_entries_so_memory_stays_flat() {
     // Five and a half hours of one-off 404s on ever new models, one every half second: each
     // lock expires after 10 s and nothing is reused. Without the sweep that is 40,000 entries.
     for i in 0..40_000 {
-        attempt(
-            &r,
-            &key("openai", "a", &format!("model-{i}")),
-            &status(404),
-            now,
-        );
+        attempt(&r, &key("openai", "a", &format!("model-{i}")), &status(404), now);
         now = now.plus(step);
         peak = peak.max(r.len());
     }
@@ -266,19 +218,11 @@ fn sweep_forgets_idle_healthy_entries_so_memory_stays_flat() {
 
 #[test]
 fn at_the_cap_healthy_entries_are_evicted_and_benched_ones_are_kept() {
-    let limits = RegistryLimits {
-        max_entries: 100,
-        ..RegistryLimits::default()
-    };
+    let limits = RegistryLimits { max_entries: 100, ..RegistryLimits::default() };
     let r = Arc::new(HealthRegistry::new(limits));
     // 100 long locks fill the registry.
     for i in 0..100 {
-        attempt(
-            &r,
-            &key("p", "a", &format!("locked-{i}")),
-            &retry_after(429, 3_000),
-            T0,
-        );
+        attempt(&r, &key("p", "a", &format!("locked-{i}")), &retry_after(429, 3_000), T0);
     }
     assert_eq!(r.len(), 100);
     // With no room and nothing healthy to evict, a new failure fails open and is counted.
@@ -295,10 +239,7 @@ fn at_the_cap_healthy_entries_are_evicted_and_benched_ones_are_kept() {
     // Once those locks run out they are healthy and give way to new failures.
     let later = T0.plus(Duration::from_secs(3_000));
     attempt(&r, &k, &status(404), later);
-    assert!(matches!(
-        r.eligible(&k, later),
-        Err(SkipReason::ModelLocked { .. })
-    ));
+    assert!(matches!(r.eligible(&k, later), Err(SkipReason::ModelLocked { .. })));
     assert!(r.len() <= 100);
 }
 
@@ -336,13 +277,8 @@ fn reset_clears_exactly_the_scope_asked_for() {
     assert_eq!(r.eligible(&a4o, T0), Ok(()));
     assert!(r.eligible(&b4o, T0).is_err());
 
-    let counts = r.reset(
-        &ResetScope::Model {
-            provider: "openai".into(),
-            model: "gpt-4o".into(),
-        },
-        T0,
-    );
+    let counts =
+        r.reset(&ResetScope::Model { provider: "openai".into(), model: "gpt-4o".into() }, T0);
     assert_eq!(counts.lockouts, 1);
     assert!(r.eligible(&amini, T0).is_err());
 

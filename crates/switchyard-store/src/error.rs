@@ -22,11 +22,7 @@ pub enum StoreError {
     #[error(
         "settings section `{section}` has schema version {stored}, newer than the {supported} this version supports"
     )]
-    SettingsTooNew {
-        section: String,
-        stored: u32,
-        supported: u32,
-    },
+    SettingsTooNew { section: String, stored: u32, supported: u32 },
     #[error("settings section `{section}`: {message}")]
     SettingsBody { section: String, message: String },
 }

@@ -77,11 +77,7 @@ impl Persistence {
         }
         let (status_tx, status) = watch::channel(PersistenceStatus::Durable);
         let writer = Writer::spawn(store.clone(), Arc::clone(registry), events, status_tx);
-        Self {
-            store: Some(store),
-            status,
-            writer: Some(writer),
-        }
+        Self { store: Some(store), status, writer: Some(writer) }
     }
 
     fn memory_only(path: &Path, reason: String) -> Self {

@@ -50,10 +50,8 @@ impl Store {
     /// its schema up to date. A file without write permission opens read-only, unmigrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let read_only = prepare(path).map_err(|source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let read_only =
+            prepare(path).map_err(|source| StoreError::Io { path: path.to_owned(), source })?;
         let mut options = SqliteConnectOptions::new()
             .filename(path)
             .read_only(read_only)
@@ -62,9 +60,8 @@ impl Store {
         if !read_only {
             // Setting the journal mode writes the file header, so only a writable file gets it;
             // a read-only file keeps the mode it was written with.
-            options = options
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal);
+            options =
+                options.journal_mode(SqliteJournalMode::Wal).synchronous(SqliteSynchronous::Normal);
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
@@ -72,16 +69,9 @@ impl Store {
             .await
             .map_err(StoreError::database)?;
         if !read_only {
-            MIGRATOR
-                .run(&pool)
-                .await
-                .map_err(|e| StoreError::Migrate(e.to_string()))?;
+            MIGRATOR.run(&pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
         }
-        Ok(Self {
-            pool,
-            path: path.into(),
-            read_only,
-        })
+        Ok(Self { pool, path: path.into(), read_only })
     }
 
     pub fn path(&self) -> &Path {
@@ -99,11 +89,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::database)?;
-        if report == ["ok"] {
-            Ok(())
-        } else {
-            Err(StoreError::Corrupt(report.join("; ")))
-        }
+        if report == ["ok"] { Ok(()) } else { Err(StoreError::Corrupt(report.join("; "))) }
     }
 
     /// Closes every connection; the last one to close checkpoints the WAL into the file.

@@ -41,10 +41,7 @@ async fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "health-churn: {reason}");
             return ExitCode::FAILURE;
         }
-        if writeln!(stdout, "committed {round}")
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if writeln!(stdout, "committed {round}").and_then(|()| stdout.flush()).is_err() {
             // Nobody is listening any more.
             return ExitCode::SUCCESS;
         }
@@ -56,24 +53,14 @@ async fn main() -> ExitCode {
 /// One round: a new hour-long lockout, breakers failing and recovering at different rates, and
 /// a credential rate-limited again as soon as its last cooldown ends.
 fn churn(registry: &Arc<HealthRegistry>, run: &str, round: u64, now: UnixMillis) {
-    try_once(
-        registry,
-        &lockout_key(run, round),
-        &response(404, Some("3600"), now),
-        now,
-    );
+    try_once(registry, &lockout_key(run, round), &response(404, Some("3600"), now), now);
     for (i, provider) in (0..).zip(["p0", "p1", "p2"]) {
         let verdict = if (round + i).is_multiple_of(3) {
             response(200, None, now)
         } else {
             connect_refused(now)
         };
-        try_once(
-            registry,
-            &CandidateKey::new(provider, "key", "m"),
-            &verdict,
-            now,
-        );
+        try_once(registry, &CandidateKey::new(provider, "key", "m"), &verdict, now);
     }
     let cooling = CandidateKey::new("cool", format!("key{}", round % 4), "m");
     try_once(registry, &cooling, &response(429, Some("2"), now), now);
@@ -93,10 +80,7 @@ fn try_once(
 
 /// 404 locks the model, 429 cools the credential.
 fn policy() -> ClassifyPolicy {
-    ClassifyPolicy {
-        lockout_codes: StatusSet::from_iter([404]),
-        ..ClassifyPolicy::default()
-    }
+    ClassifyPolicy { lockout_codes: StatusSet::from_iter([404]), ..ClassifyPolicy::default() }
 }
 
 fn response(status: u16, retry_after: Option<&'static str>, now: UnixMillis) -> Verdict {
@@ -104,11 +88,7 @@ fn response(status: u16, retry_after: Option<&'static str>, now: UnixMillis) -> 
     if let Some(seconds) = retry_after {
         headers.insert(RETRY_AFTER, HeaderValue::from_static(seconds));
     }
-    let upstream = Upstream::Response {
-        status,
-        headers: &headers,
-        body: BodyHint::None,
-    };
+    let upstream = Upstream::Response { status, headers: &headers, body: BodyHint::None };
     classify(&Outcome::new(upstream), &policy(), now)
 }
 

@@ -119,9 +119,7 @@ fn text(value: &HeaderValue) -> Option<&str> {
 
 /// An IMF-fixdate, RFC 850 or asctime date (everything RFC 9110 asks a recipient to accept).
 fn http_date(value: &str) -> Option<UnixMillis> {
-    httpdate::parse_http_date(value)
-        .ok()
-        .map(UnixMillis::from_system_time)
+    httpdate::parse_http_date(value).ok().map(UnixMillis::from_system_time)
 }
 
 /// A non-negative decimal number, held exactly in billionths so that no value that fits in a
@@ -144,9 +142,7 @@ impl Decimal {
         if !all_digits(whole) || fraction.is_some_and(|f| !all_digits(f)) {
             return None;
         }
-        let whole = whole
-            .bytes()
-            .fold(0u128, |n, d| n.saturating_mul(10).saturating_add(digit(d)));
+        let whole = whole.bytes().fold(0u128, |n, d| n.saturating_mul(10).saturating_add(digit(d)));
         let fraction = fraction.unwrap_or("");
         let (kept, rest) = fraction.split_at(fraction.len().min(Self::FRACTION_DIGITS));
         let mut billionths = kept.bytes().fold(0u128, |n, d| n * 10 + digit(d));
@@ -155,11 +151,7 @@ impl Decimal {
         }
         // Digits beyond the ninth: round up, so a wait is never shortened.
         let sticky = u128::from(rest.bytes().any(|d| d != b'0'));
-        Some(Self(
-            whole
-                .saturating_mul(Self::SCALE)
-                .saturating_add(billionths + sticky),
-        ))
+        Some(Self(whole.saturating_mul(Self::SCALE).saturating_add(billionths + sticky)))
     }
 
     /// This many units of `nanos_per_unit` nanoseconds, in whole milliseconds rounded up.
@@ -202,9 +194,8 @@ fn go_duration(s: &str) -> Option<Duration> {
     let mut rest = s;
     let mut total = 0u128;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let number_len =
+            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let (number, tail) = rest.split_at(number_len);
         let number = Decimal::parse(number)?;
         let &(unit, nanos) = UNITS.iter().find(|(unit, _)| tail.starts_with(unit))?;
@@ -327,10 +318,7 @@ mod tests {
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for &(name, value) in pairs {
-            map.append(
-                name,
-                HeaderValue::from_str(value).expect("test header value is valid"),
-            );
+            map.append(name, HeaderValue::from_str(value).expect("test header value is valid"));
         }
         map
     }
@@ -359,10 +347,7 @@ mod tests {
     fn no_hint_headers_means_no_hint() {
         assert_eq!(wait(&[]), None);
         assert_eq!(
-            wait(&[
-                ("content-type", "application/json"),
-                ("x-ratelimit-limit", "60")
-            ]),
+            wait(&[("content-type", "application/json"), ("x-ratelimit-limit", "60")]),
             None
         );
     }
@@ -404,34 +389,19 @@ mod tests {
 
     #[test]
     fn retry_after_imf_fixdate_is_the_time_until_that_date() {
-        assert_eq!(
-            wait(&[("retry-after", "Sun, 29 Nov 2026 18:22:00 GMT")]),
-            Some(secs(120))
-        );
+        assert_eq!(wait(&[("retry-after", "Sun, 29 Nov 2026 18:22:00 GMT")]), Some(secs(120)));
     }
 
     #[test]
     fn retry_after_obsolete_rfc850_and_asctime_dates_are_accepted() {
-        assert_eq!(
-            wait(&[("retry-after", "Sunday, 29-Nov-26 18:21:00 GMT")]),
-            Some(secs(60))
-        );
-        assert_eq!(
-            wait(&[("retry-after", "Sun Nov 29 18:20:30 2026")]),
-            Some(secs(30))
-        );
+        assert_eq!(wait(&[("retry-after", "Sunday, 29-Nov-26 18:21:00 GMT")]), Some(secs(60)));
+        assert_eq!(wait(&[("retry-after", "Sun Nov 29 18:20:30 2026")]), Some(secs(30)));
     }
 
     #[test]
     fn retry_after_date_in_the_past_means_no_wait() {
-        assert_eq!(
-            wait(&[("retry-after", "Sun, 29 Nov 2026 18:00:00 GMT")]),
-            Some(ms(0))
-        );
-        assert_eq!(
-            wait(&[("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")]),
-            Some(ms(0))
-        );
+        assert_eq!(wait(&[("retry-after", "Sun, 29 Nov 2026 18:00:00 GMT")]), Some(ms(0)));
+        assert_eq!(wait(&[("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")]), Some(ms(0)));
     }
 
     #[test]
@@ -470,10 +440,7 @@ mod tests {
 
     #[test]
     fn go_durations_past_an_hour_parse_exactly_and_are_then_clamped() {
-        assert_eq!(
-            go_duration("1h2m3.5s"),
-            Some(Duration::from_millis(3_723_500))
-        );
+        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
         assert_eq!(wait(&[("x-ratelimit-reset-tokens", "1h2m3.5s")]), MAX);
     }
 
@@ -501,10 +468,7 @@ mod tests {
         let in_a_minute = (NOW.0 / 1000 + 60).to_string();
         assert_eq!(wait(&[("x-ratelimit-reset", &in_a_minute)]), Some(secs(60)));
         let fractional = format!("{}.5", NOW.0 / 1000 + 60);
-        assert_eq!(
-            wait(&[("x-ratelimit-reset", &fractional)]),
-            Some(ms(60_500))
-        );
+        assert_eq!(wait(&[("x-ratelimit-reset", &fractional)]), Some(ms(60_500)));
     }
 
     #[test]
@@ -531,10 +495,7 @@ mod tests {
 
     #[test]
     fn any_header_named_x_ratelimit_reset_something_counts() {
-        assert_eq!(
-            wait(&[("x-ratelimit-reset-input-tokens", "45s")]),
-            Some(secs(45))
-        );
+        assert_eq!(wait(&[("x-ratelimit-reset-input-tokens", "45s")]), Some(secs(45)));
     }
 
     #[test]
@@ -567,10 +528,7 @@ mod tests {
     fn anthropic_and_openai_resets_are_pooled_and_the_longest_wins() {
         let pairs = [
             ("anthropic-ratelimit-requests-reset", "2026-11-29T18:20:05Z"),
-            (
-                "anthropic-ratelimit-output-tokens-reset",
-                "2026-11-29T18:21:00Z",
-            ),
+            ("anthropic-ratelimit-output-tokens-reset", "2026-11-29T18:21:00Z"),
             ("x-ratelimit-reset-requests", "10s"),
         ];
         assert_eq!(wait(&pairs), Some(secs(60)));
@@ -579,10 +537,7 @@ mod tests {
     #[test]
     fn anthropic_unified_reset_as_epoch_seconds_is_understood() {
         let reset = (NOW.0 / 1000 + 90).to_string();
-        assert_eq!(
-            wait(&[("anthropic-ratelimit-unified-reset", &reset)]),
-            Some(secs(90))
-        );
+        assert_eq!(wait(&[("anthropic-ratelimit-unified-reset", &reset)]), Some(secs(90)));
     }
 
     #[test]
@@ -626,18 +581,14 @@ mod tests {
 
     #[test]
     fn a_past_retry_after_date_still_takes_precedence_over_resets() {
-        let pairs = [
-            ("retry-after", "Sun, 29 Nov 2026 18:00:00 GMT"),
-            ("x-ratelimit-reset", "30"),
-        ];
+        let pairs = [("retry-after", "Sun, 29 Nov 2026 18:00:00 GMT"), ("x-ratelimit-reset", "30")];
         assert_eq!(wait(&pairs), Some(ms(0)));
     }
 
     #[test]
     fn unparseable_retry_after_ms_falls_through_to_retry_after() {
-        for garbage in [
-            "soon", "-1500", "NaN", "inf", "1e3", "", "1.", ".5", "1,5", "+10", "0x10",
-        ] {
+        for garbage in ["soon", "-1500", "NaN", "inf", "1e3", "", "1.", ".5", "1,5", "+10", "0x10"]
+        {
             let pairs = [("retry-after-ms", garbage), ("retry-after", "7")];
             assert_eq!(wait(&pairs), Some(secs(7)), "{garbage:?}");
         }
@@ -645,18 +596,10 @@ mod tests {
 
     #[test]
     fn unparseable_retry_after_falls_through_to_resets() {
-        for garbage in [
-            "-5",
-            "NaN",
-            "Infinity",
-            "tomorrow",
-            "1.5.2",
-            "Sun, 32 Nov 2026 18:00:00 GMT",
-        ] {
-            let pairs = [
-                ("retry-after", garbage),
-                ("x-ratelimit-reset-requests", "3s"),
-            ];
+        for garbage in
+            ["-5", "NaN", "Infinity", "tomorrow", "1.5.2", "Sun, 32 Nov 2026 18:00:00 GMT"]
+        {
+            let pairs = [("retry-after", garbage), ("x-ratelimit-reset-requests", "3s")];
             assert_eq!(wait(&pairs), Some(secs(3)), "{garbage:?}");
         }
     }
@@ -686,11 +629,7 @@ mod tests {
 
     #[test]
     fn duplicate_retry_after_headers_honour_the_longest_parseable_one() {
-        let pairs = [
-            ("retry-after", "5"),
-            ("retry-after", "nonsense"),
-            ("retry-after", "9"),
-        ];
+        let pairs = [("retry-after", "5"), ("retry-after", "nonsense"), ("retry-after", "9")];
         assert_eq!(wait(&pairs), Some(secs(9)));
     }
 
@@ -700,16 +639,10 @@ mod tests {
     fn every_source_is_clamped_to_one_hour() {
         assert_eq!(wait(&[("retry-after-ms", "86400000")]), MAX);
         assert_eq!(wait(&[("retry-after", "86400")]), MAX);
-        assert_eq!(
-            wait(&[("retry-after", "Fri, 01 Jan 2100 00:00:00 GMT")]),
-            MAX
-        );
+        assert_eq!(wait(&[("retry-after", "Fri, 01 Jan 2100 00:00:00 GMT")]), MAX);
         assert_eq!(wait(&[("x-ratelimit-reset-tokens", "25h")]), MAX);
         assert_eq!(wait(&[("x-ratelimit-reset", "999999999")]), MAX);
-        assert_eq!(
-            wait(&[("anthropic-ratelimit-tokens-reset", "9999-12-31T23:59:59Z")]),
-            MAX
-        );
+        assert_eq!(wait(&[("anthropic-ratelimit-tokens-reset", "9999-12-31T23:59:59Z")]), MAX);
     }
 
     #[test]
@@ -724,10 +657,7 @@ mod tests {
         assert_eq!(wait(&[("retry-after-ms", &huge)]), MAX);
         assert_eq!(wait(&[("retry-after", &huge)]), MAX);
         assert_eq!(wait(&[("x-ratelimit-reset", &huge)]), MAX);
-        assert_eq!(
-            wait(&[("x-ratelimit-reset", &format!("{huge}h{huge}m"))]),
-            MAX
-        );
+        assert_eq!(wait(&[("x-ratelimit-reset", &format!("{huge}h{huge}m"))]), MAX);
     }
 
     // The RFC 3339 parser on its own
@@ -756,18 +686,9 @@ mod tests {
 
     #[test]
     fn rfc3339_parser_knows_leap_years_and_leap_seconds() {
-        assert_eq!(
-            rfc3339("2028-02-29T00:00:00Z"),
-            Some(UnixMillis(1_835_395_200_000))
-        );
-        assert_eq!(
-            rfc3339("2000-02-29T00:00:00Z"),
-            Some(UnixMillis(951_782_400_000))
-        );
+        assert_eq!(rfc3339("2028-02-29T00:00:00Z"), Some(UnixMillis(1_835_395_200_000)));
+        assert_eq!(rfc3339("2000-02-29T00:00:00Z"), Some(UnixMillis(951_782_400_000)));
         assert_eq!(rfc3339("1970-01-01T00:00:00Z"), Some(UnixMillis::EPOCH));
-        assert_eq!(
-            rfc3339("2016-12-31T23:59:60Z"),
-            Some(UnixMillis(1_483_228_800_000))
-        );
+        assert_eq!(rfc3339("2016-12-31T23:59:60Z"), Some(UnixMillis(1_483_228_800_000)));
     }
 }

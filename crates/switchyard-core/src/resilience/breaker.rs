@@ -80,13 +80,7 @@ pub struct BreakerRecord {
 
 impl Breaker {
     pub fn new(now: UnixMillis) -> Self {
-        Self {
-            phase: Phase::Closed,
-            failures: 0,
-            reopens: 0,
-            last_fault: None,
-            changed_at: now,
-        }
+        Self { phase: Phase::Closed, failures: 0, reopens: 0, last_fault: None, changed_at: now }
     }
 
     /// A closed breaker with no failures carries no information: it need not be tracked.
@@ -152,15 +146,13 @@ impl Breaker {
         }
         match &self.phase {
             Phase::Closed => Ok(()),
-            Phase::Open { until } => Err(SkipReason::BreakerOpen {
-                retry_in_ms: ms(until.since(now)),
-            }),
+            Phase::Open { until } => {
+                Err(SkipReason::BreakerOpen { retry_in_ms: ms(until.since(now)) })
+            }
             Phase::HalfOpen { probes } if probes.len() < policy.half_open_probes as usize => Ok(()),
             Phase::HalfOpen { probes } => {
                 let first_free = probes.iter().map(|p| p.deadline).min().unwrap_or(now);
-                Err(SkipReason::BreakerProbing {
-                    retry_in_ms: ms(first_free.since(now)),
-                })
+                Err(SkipReason::BreakerProbing { retry_in_ms: ms(first_free.since(now)) })
             }
         }
     }
@@ -177,10 +169,7 @@ impl Breaker {
         match &mut self.phase {
             Phase::HalfOpen { probes } if policy.enabled => {
                 let id = probe_id();
-                probes.push(Probe {
-                    id,
-                    deadline: now.plus(policy.probe_timeout),
-                });
+                probes.push(Probe { id, deadline: now.plus(policy.probe_timeout) });
                 Ok(Admission::Probe(id))
             }
             _ => Ok(Admission::Normal),
@@ -248,17 +237,12 @@ impl Breaker {
     }
 
     fn open(&mut self, now: UnixMillis, policy: &BreakerPolicy, fault: BreakerFault) {
-        self.phase = Phase::Open {
-            until: now.plus(cooldown(policy, fault, self.reopens)),
-        };
+        self.phase = Phase::Open { until: now.plus(cooldown(policy, fault, self.reopens)) };
     }
 
     /// How long until an attempt could be admitted; zero when it could be now.
     pub fn retry_in(&self, now: UnixMillis, policy: &BreakerPolicy) -> Duration {
-        self.check(now, policy)
-            .err()
-            .and_then(SkipReason::retry_in)
-            .unwrap_or_default()
+        self.check(now, policy).err().and_then(SkipReason::retry_in).unwrap_or_default()
     }
 
     pub fn record(&self, policy: &BreakerPolicy) -> BreakerRecord {
@@ -279,9 +263,9 @@ impl Breaker {
     /// `[now, now + longest]`; a breaker saved half-open comes back half-open with no probes.
     pub fn restore(record: &BreakerRecord, now: UnixMillis, policy: &BreakerPolicy) -> Self {
         let phase = match (record.state, record.open_until) {
-            (BreakerState::Open, Some(until)) => Phase::Open {
-                until: until.clamp_from(now, policy.longest()),
-            },
+            (BreakerState::Open, Some(until)) => {
+                Phase::Open { until: until.clamp_from(now, policy.longest()) }
+            }
             (BreakerState::Open | BreakerState::HalfOpen, _) => {
                 Phase::HalfOpen { probes: Vec::new() }
             }
@@ -299,14 +283,9 @@ impl Breaker {
 
 /// `base × min(2^reopens, max_backoff_multiplier)`, where the base may be overridden per fault.
 pub fn cooldown(policy: &BreakerPolicy, fault: BreakerFault, reopens: u32) -> Duration {
-    let base = policy
-        .for_fault(fault)
-        .cooldown
-        .unwrap_or(policy.reset_timeout);
-    let multiplier = 1u32
-        .checked_shl(reopens)
-        .unwrap_or(u32::MAX)
-        .min(policy.max_backoff_multiplier);
+    let base = policy.for_fault(fault).cooldown.unwrap_or(policy.reset_timeout);
+    let multiplier =
+        1u32.checked_shl(reopens).unwrap_or(u32::MAX).min(policy.max_backoff_multiplier);
     base.saturating_mul(multiplier)
 }
 
@@ -377,12 +356,7 @@ mod tests {
         let mut b = Breaker::new(T0);
         trip(&mut b, T0, &p);
         let just_before = T0.plus(p.reset_timeout).minus(Duration::from_millis(1));
-        assert_eq!(
-            probe(&mut b, T0, &p, 1),
-            Err(SkipReason::BreakerOpen {
-                retry_in_ms: 30_000
-            })
-        );
+        assert_eq!(probe(&mut b, T0, &p, 1), Err(SkipReason::BreakerOpen { retry_in_ms: 30_000 }));
         assert_eq!(
             probe(&mut b, just_before, &p, 2),
             Err(SkipReason::BreakerOpen { retry_in_ms: 1 })
@@ -403,12 +377,9 @@ mod tests {
 
     #[test]
     fn half_open_admits_only_the_configured_number_of_probes() {
-        let p = BreakerSettings {
-            half_open_probes: 2,
-            ..BreakerSettings::default()
-        }
-        .validate()
-        .unwrap();
+        let p = BreakerSettings { half_open_probes: 2, ..BreakerSettings::default() }
+            .validate()
+            .unwrap();
         let mut b = Breaker::new(T0);
         trip(&mut b, T0, &p);
         let at = T0.plus(p.reset_timeout);
@@ -416,9 +387,7 @@ mod tests {
         assert_eq!(probe(&mut b, at, &p, 2), Ok(Admission::Probe(2)));
         assert_eq!(
             probe(&mut b, at, &p, 3),
-            Err(SkipReason::BreakerProbing {
-                retry_in_ms: ms(p.probe_timeout)
-            })
+            Err(SkipReason::BreakerProbing { retry_in_ms: ms(p.probe_timeout) })
         );
     }
 
@@ -474,10 +443,7 @@ mod tests {
             cooldowns.push(retry_in.as_secs());
             now = now.plus(retry_in);
             let admission = probe(&mut b, now, &p, id).unwrap();
-            assert!(
-                b.on_failure(now, &p, BreakerFault::Timeout, admission)
-                    .is_yes()
-            );
+            assert!(b.on_failure(now, &p, BreakerFault::Timeout, admission).is_yes());
             assert_eq!(b.state(&p), BreakerState::Open);
         }
         assert_eq!(cooldowns, [30, 60, 120, 240, 480, 480, 480]);
@@ -487,10 +453,7 @@ mod tests {
     fn tls_failure_opens_at_once_by_default() {
         let p = policy();
         let mut b = Breaker::new(T0);
-        assert!(
-            b.on_failure(T0, &p, BreakerFault::Tls, Admission::Normal)
-                .is_yes()
-        );
+        assert!(b.on_failure(T0, &p, BreakerFault::Tls, Admission::Normal).is_yes());
         assert_eq!(state_at(&mut b, T0, &p), BreakerState::Open);
     }
 
@@ -499,11 +462,7 @@ mod tests {
         let mut s = BreakerSettings::default();
         s.overrides.insert(
             BreakerFault::Timeout,
-            FaultOverride {
-                threshold: Some(2),
-                cooldown_ms: Some(5_000),
-                immediate_open: false,
-            },
+            FaultOverride { threshold: Some(2), cooldown_ms: Some(5_000), immediate_open: false },
         );
         let p = s.validate().unwrap();
         let mut b = Breaker::new(T0);
@@ -547,12 +506,8 @@ mod tests {
 
     #[test]
     fn opted_out_provider_is_always_admitted_and_never_trips() {
-        let p = BreakerSettings {
-            enabled: false,
-            ..BreakerSettings::default()
-        }
-        .validate()
-        .unwrap();
+        let p =
+            BreakerSettings { enabled: false, ..BreakerSettings::default() }.validate().unwrap();
         let mut b = Breaker::new(T0);
         for _ in 0..100 {
             assert!(fail(&mut b, T0, &p) == Changed::No);

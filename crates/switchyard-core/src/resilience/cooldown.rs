@@ -63,10 +63,7 @@ pub struct CredentialRecord {
 
 impl CredentialCooldown {
     pub fn new(now: UnixMillis) -> Self {
-        Self {
-            changed_at: now,
-            ..Self::default()
-        }
+        Self { changed_at: now, ..Self::default() }
     }
 
     /// Active with no backoff: carries no information and need not be tracked.
@@ -185,10 +182,7 @@ impl CredentialCooldown {
 
     /// Benched until a person or the OAuth refresher acts.
     fn is_dead(&self) -> bool {
-        matches!(
-            self.status,
-            CredentialStatus::Invalid | CredentialStatus::Expired
-        )
+        matches!(self.status, CredentialStatus::Invalid | CredentialStatus::Expired)
     }
 
     pub fn record(&self) -> CredentialRecord {
@@ -201,28 +195,22 @@ impl CredentialCooldown {
         }
     }
 
-    /// Rebuilds from a record, clamping `cooling_until` to `[now, now + longest]`. A credential
-    /// saved mid-refresh comes back `expired`: the refresh died with the process.
+    /// Rebuilds from a record, pulling `cooling_until` back to at most `now + longest` (one
+    /// already past lapses on the next read, exactly as in memory). A credential saved
+    /// mid-refresh comes back `expired`: the refresh died with the process.
     pub fn restore(record: &CredentialRecord, now: UnixMillis, policy: &CooldownPolicy) -> Self {
         let status = match record.status {
             CredentialStatus::Refreshing => CredentialStatus::Expired,
             other => other,
         };
-        let timed = matches!(
-            status,
-            CredentialStatus::Cooling | CredentialStatus::QuotaExhausted
-        );
+        let timed = matches!(status, CredentialStatus::Cooling | CredentialStatus::QuotaExhausted);
         Self {
             status,
-            until: timed.then(|| {
-                record
-                    .cooling_until
-                    .unwrap_or(now)
-                    .clamp_from(now, policy.longest())
-            }),
+            until: timed
+                .then(|| record.cooling_until.unwrap_or(now).min(now.plus(policy.longest()))),
             backoff_level: record.backoff_level.min(policy.max_backoff_level),
             last_error: record.last_error,
-            changed_at: record.changed_at.min(now),
+            changed_at: record.changed_at,
         }
     }
 }
@@ -233,8 +221,7 @@ pub fn formula(policy: &CooldownPolicy, kind: CredentialKind, level: u32) -> Dur
         CredentialKind::ApiKey => policy.api_key_base,
         CredentialKind::Oauth => policy.oauth_base,
     };
-    base.saturating_mul(1u32.checked_shl(level).unwrap_or(u32::MAX))
-        .min(policy.max_cooldown)
+    base.saturating_mul(1u32.checked_shl(level).unwrap_or(u32::MAX)).min(policy.max_cooldown)
 }
 
 #[cfg(test)]
@@ -247,13 +234,7 @@ mod tests {
     fn rate_limit(c: &mut CredentialCooldown, now: UnixMillis, hint: Option<Duration>) -> Changed {
         let p = CooldownPolicy::default();
         let _ = c.refresh(now, &p);
-        c.on_failure(
-            now,
-            &p,
-            CredentialKind::ApiKey,
-            CredentialFault::RateLimit,
-            hint,
-        )
+        c.on_failure(now, &p, CredentialKind::ApiKey, CredentialFault::RateLimit, hint)
     }
 
     fn check_at(c: &mut CredentialCooldown, now: UnixMillis) -> Result<(), SkipReason> {
@@ -267,9 +248,7 @@ mod tests {
         assert!(rate_limit(&mut c, T0, Some(42 * SEC)).is_yes());
         assert_eq!(
             check_at(&mut c, T0),
-            Err(SkipReason::CredentialCooling {
-                retry_in_ms: 42_000
-            })
+            Err(SkipReason::CredentialCooling { retry_in_ms: 42_000 })
         );
         assert_eq!(check_at(&mut c, T0.plus(42 * SEC)), Ok(()));
     }
@@ -277,9 +256,8 @@ mod tests {
     #[test]
     fn formula_doubles_from_the_base_and_stops_at_the_cap() {
         let p = CooldownPolicy::default();
-        let waits: Vec<u64> = (0..10)
-            .map(|l| formula(&p, CredentialKind::ApiKey, l).as_secs())
-            .collect();
+        let waits: Vec<u64> =
+            (0..10).map(|l| formula(&p, CredentialKind::ApiKey, l).as_secs()).collect();
         assert_eq!(waits, [3, 6, 12, 24, 48, 96, 192, 300, 300, 300]);
         assert_eq!(formula(&p, CredentialKind::Oauth, 0), 5 * SEC);
     }
@@ -311,9 +289,7 @@ mod tests {
         let _ = rate_limit(&mut c, now, None);
         assert_eq!(
             check_at(&mut c, now),
-            Err(SkipReason::CredentialCooling {
-                retry_in_ms: 24_000
-            })
+            Err(SkipReason::CredentialCooling { retry_in_ms: 24_000 })
         );
         now = now.plus(24 * SEC);
         assert!(c.on_success(now).is_yes());
@@ -321,9 +297,7 @@ mod tests {
         let _ = rate_limit(&mut c, now, None);
         assert_eq!(
             check_at(&mut c, now),
-            Err(SkipReason::CredentialCooling {
-                retry_in_ms: 24_000
-            })
+            Err(SkipReason::CredentialCooling { retry_in_ms: 24_000 })
         );
     }
 
@@ -346,20 +320,12 @@ mod tests {
         let mut c = CredentialCooldown::new(T0);
         let _ = rate_limit(&mut c, T0, None);
         assert!(
-            c.on_failure(
-                T0,
-                &p,
-                CredentialKind::ApiKey,
-                CredentialFault::Quota,
-                Some(SEC)
-            )
-            .is_yes()
+            c.on_failure(T0, &p, CredentialKind::ApiKey, CredentialFault::Quota, Some(SEC))
+                .is_yes()
         );
         assert_eq!(
             check_at(&mut c, T0),
-            Err(SkipReason::CredentialQuotaExhausted {
-                retry_in_ms: millis(p.quota_cooldown)
-            })
+            Err(SkipReason::CredentialQuotaExhausted { retry_in_ms: millis(p.quota_cooldown) })
         );
     }
 

@@ -14,21 +14,9 @@ use crate::ids::{CandidateKey, CredentialKey, ProviderId};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "layer", rename_all = "snake_case")]
 pub enum HealthEvent {
-    Breaker {
-        provider: ProviderId,
-        record: Option<BreakerRecord>,
-        at: UnixMillis,
-    },
-    Credential {
-        key: CredentialKey,
-        record: Option<CredentialRecord>,
-        at: UnixMillis,
-    },
-    Lockout {
-        key: CandidateKey,
-        record: Option<LockoutRecord>,
-        at: UnixMillis,
-    },
+    Breaker { provider: ProviderId, record: Option<BreakerRecord>, at: UnixMillis },
+    Credential { key: CredentialKey, record: Option<CredentialRecord>, at: UnixMillis },
+    Lockout { key: CandidateKey, record: Option<LockoutRecord>, at: UnixMillis },
 }
 
 impl HealthEvent {
@@ -60,30 +48,20 @@ impl HealthRecords {
 
     /// The events that would rebuild these records from nothing.
     pub fn into_events(self, at: UnixMillis) -> impl Iterator<Item = HealthEvent> {
-        let breakers = self
-            .breakers
+        let breakers = self.breakers.into_iter().map(move |(provider, r)| HealthEvent::Breaker {
+            provider,
+            record: Some(r),
+            at,
+        });
+        let credentials = self
+            .credentials
             .into_iter()
-            .map(move |(provider, r)| HealthEvent::Breaker {
-                provider,
-                record: Some(r),
-                at,
-            });
-        let credentials =
-            self.credentials
-                .into_iter()
-                .map(move |(key, r)| HealthEvent::Credential {
-                    key,
-                    record: Some(r),
-                    at,
-                });
-        let lockouts = self
-            .lockouts
-            .into_iter()
-            .map(move |(key, r)| HealthEvent::Lockout {
-                key,
-                record: Some(r),
-                at,
-            });
+            .map(move |(key, r)| HealthEvent::Credential { key, record: Some(r), at });
+        let lockouts = self.lockouts.into_iter().map(move |(key, r)| HealthEvent::Lockout {
+            key,
+            record: Some(r),
+            at,
+        });
         breakers.chain(credentials).chain(lockouts)
     }
 }

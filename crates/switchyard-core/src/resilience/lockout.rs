@@ -36,10 +36,7 @@ pub type LockoutRecord = ModelLockout;
 
 impl ModelLockout {
     pub fn new(now: UnixMillis) -> Self {
-        Self {
-            changed_at: now,
-            ..Self::default()
-        }
+        Self { changed_at: now, ..Self::default() }
     }
 
     pub fn is_pristine(&self) -> bool {
@@ -74,9 +71,9 @@ impl ModelLockout {
     /// Call [`Self::refresh`] first.
     pub fn check(&self, now: UnixMillis) -> Result<(), SkipReason> {
         match self.locked_until {
-            Some(until) if now < until => Err(SkipReason::ModelLocked {
-                retry_in_ms: millis(until.since(now)),
-            }),
+            Some(until) if now < until => {
+                Err(SkipReason::ModelLocked { retry_in_ms: millis(until.since(now)) })
+            }
             _ => Ok(()),
         }
     }
@@ -111,14 +108,12 @@ impl ModelLockout {
         Changed::Yes
     }
 
-    /// The stored lock, clamped to `[now, now + longest]`.
+    /// The stored lock, pulled back to at most `now + longest` (one already past lapses on the
+    /// next read, exactly as in memory).
     pub fn restore(record: &LockoutRecord, now: UnixMillis, policy: &LockoutPolicy) -> Self {
         let mut lockout = record.clone();
-        lockout.changed_at = lockout.changed_at.min(now);
-        lockout.locked_until = record
-            .locked_until
-            .map(|until| until.clamp_from(now, policy.longest()))
-            .filter(|&until| until > now);
+        lockout.locked_until =
+            record.locked_until.map(|until| until.min(now.plus(policy.longest())));
         lockout
     }
 }
@@ -130,9 +125,8 @@ pub fn formula(policy: &LockoutPolicy, consecutive_failures: u32) -> Duration {
     if !policy.exponential_backoff {
         return policy.base_cooldown;
     }
-    let steps = consecutive_failures
-        .saturating_sub(policy.failure_threshold)
-        .min(policy.max_backoff_steps);
+    let steps =
+        consecutive_failures.saturating_sub(policy.failure_threshold).min(policy.max_backoff_steps);
     policy
         .base_cooldown
         .saturating_mul(1u32.checked_shl(steps).unwrap_or(u32::MAX))
@@ -146,10 +140,8 @@ mod tests {
 
     const T0: UnixMillis = UnixMillis(1_700_000_000_000);
     const SEC: Duration = Duration::from_secs(1);
-    const NOT_FOUND: LockReason = LockReason {
-        kind: OutcomeKind::ModelUnavailable,
-        status: Some(404),
-    };
+    const NOT_FOUND: LockReason =
+        LockReason { kind: OutcomeKind::ModelUnavailable, status: Some(404) };
 
     fn fail(
         l: &mut ModelLockout,
@@ -200,23 +192,15 @@ mod tests {
 
     #[test]
     fn threshold_counts_failures_before_the_first_lock() {
-        let p = LockoutSettings {
-            failure_threshold: 3,
-            ..LockoutSettings::default()
-        }
-        .validate()
-        .unwrap();
+        let p = LockoutSettings { failure_threshold: 3, ..LockoutSettings::default() }
+            .validate()
+            .unwrap();
         let mut l = ModelLockout::new(T0);
         let _ = fail(&mut l, T0, &p, None);
         let _ = fail(&mut l, T0, &p, None);
         assert_eq!(l.check(T0), Ok(()));
         let _ = fail(&mut l, T0, &p, None);
-        assert_eq!(
-            l.check(T0),
-            Err(SkipReason::ModelLocked {
-                retry_in_ms: 10_000
-            })
-        );
+        assert_eq!(l.check(T0), Err(SkipReason::ModelLocked { retry_in_ms: 10_000 }));
     }
 
     #[test]
@@ -225,22 +209,14 @@ mod tests {
         let mut l = ModelLockout::new(T0);
         let _ = fail(&mut l, T0, &p, Some(90 * SEC));
         assert!(fail(&mut l, T0.plus(SEC), &p, Some(900 * SEC)) == Changed::No);
-        assert_eq!(
-            l.check(T0.plus(SEC)),
-            Err(SkipReason::ModelLocked {
-                retry_in_ms: 89_000
-            })
-        );
+        assert_eq!(l.check(T0.plus(SEC)), Err(SkipReason::ModelLocked { retry_in_ms: 89_000 }));
         assert_eq!(l.consecutive_failures, 1);
     }
 
     #[test]
     fn success_halves_the_count_but_leaves_the_lock_to_run_out() {
         let p = LockoutPolicy::default();
-        let mut l = ModelLockout {
-            consecutive_failures: 4,
-            ..ModelLockout::new(T0)
-        };
+        let mut l = ModelLockout { consecutive_failures: 4, ..ModelLockout::new(T0) };
         let _ = fail(&mut l, T0, &p, None);
         assert!(l.on_success(T0).is_yes());
         assert_eq!(l.consecutive_failures, 2);
@@ -252,12 +228,8 @@ mod tests {
 
     #[test]
     fn disabled_lockouts_never_lock() {
-        let p = LockoutSettings {
-            enabled: false,
-            ..LockoutSettings::default()
-        }
-        .validate()
-        .unwrap();
+        let p =
+            LockoutSettings { enabled: false, ..LockoutSettings::default() }.validate().unwrap();
         let mut l = ModelLockout::new(T0);
         assert!(fail(&mut l, T0, &p, None) == Changed::No);
         assert!(l.is_pristine());

@@ -96,10 +96,7 @@ impl Equivalent<CredentialKey> for CredRef<'_> {
 
 impl<'a> From<&'a CandidateKey> for CredRef<'a> {
     fn from(k: &'a CandidateKey) -> Self {
-        Self {
-            provider: &k.provider,
-            credential: &k.credential,
-        }
+        Self { provider: &k.provider, credential: &k.credential }
     }
 }
 
@@ -145,11 +142,7 @@ impl Layer for Breakers {
         e.record(p)
     }
     fn event(provider: &ProviderId, record: Option<BreakerRecord>, at: UnixMillis) -> HealthEvent {
-        HealthEvent::Breaker {
-            provider: provider.clone(),
-            record,
-            at,
-        }
+        HealthEvent::Breaker { provider: provider.clone(), record, at }
     }
 }
 
@@ -175,11 +168,7 @@ impl Layer for Credentials {
         e.record()
     }
     fn event(key: &CredentialKey, record: Option<CredentialRecord>, at: UnixMillis) -> HealthEvent {
-        HealthEvent::Credential {
-            key: key.clone(),
-            record,
-            at,
-        }
+        HealthEvent::Credential { key: key.clone(), record, at }
     }
 }
 
@@ -205,11 +194,7 @@ impl Layer for Lockouts {
         e.clone()
     }
     fn event(key: &CandidateKey, record: Option<LockoutRecord>, at: UnixMillis) -> HealthEvent {
-        HealthEvent::Lockout {
-            key: key.clone(),
-            record,
-            at,
-        }
+        HealthEvent::Lockout { key: key.clone(), record, at }
     }
 }
 
@@ -232,10 +217,7 @@ struct Table<L: Layer> {
 
 impl<L: Layer> Default for Table<L> {
     fn default() -> Self {
-        Self {
-            map: FxIndexMap::default(),
-            cursor: 0,
-        }
+        Self { map: FxIndexMap::default(), cursor: 0 }
     }
 }
 
@@ -347,24 +329,20 @@ impl<L: Layer> Table<L> {
     where
         L::Policy: 'p,
     {
+        // At most one lap: a large budget must not spin on a small table.
+        let budget = budget.min(self.map.len());
         let mut visited = 0;
         while visited < budget && !self.map.is_empty() {
             if self.cursor >= self.map.len() {
                 self.cursor = 0;
             }
             visited += 1;
-            let (key, entry) = self
-                .map
-                .get_index_mut(self.cursor)
-                .expect("cursor is in range");
+            let (key, entry) = self.map.get_index_mut(self.cursor).expect("cursor is in range");
             let p = policy(key);
             let refreshed = L::refresh(entry, now, p).is_yes();
             let forget = L::is_healthy(entry, now, p) && now.since(L::changed_at(entry)) >= idle;
             if forget || L::is_pristine(entry) {
-                let (k, _) = self
-                    .map
-                    .swap_remove_index(self.cursor)
-                    .expect("cursor is in range");
+                let (k, _) = self.map.swap_remove_index(self.cursor).expect("cursor is in range");
                 out.send(L::event(&k, None, now));
             } else {
                 if refreshed {
@@ -427,13 +405,7 @@ impl State {
 
     /// Runs a bounded sweep over all three tables.
     fn sweep(&mut self, now: UnixMillis, idle: Duration, budget: usize, out: &Publisher) -> usize {
-        let State {
-            policies,
-            breakers,
-            credentials,
-            lockouts,
-            ..
-        } = self;
+        let State { policies, breakers, credentials, lockouts, .. } = self;
         let mut visited = breakers.sweep(now, idle, budget, |p| policies.breaker(p), out);
         visited += credentials.sweep(
             now,
@@ -442,13 +414,8 @@ impl State {
             |_| &policies.cooldown,
             out,
         );
-        visited += lockouts.sweep(
-            now,
-            idle,
-            budget.saturating_sub(visited),
-            |_| &policies.lockout,
-            out,
-        );
+        visited +=
+            lockouts.sweep(now, idle, budget.saturating_sub(visited), |_| &policies.lockout, out);
         visited
     }
 
@@ -467,30 +434,26 @@ impl State {
         false
     }
 
+    /// Checks the layers outermost first. All three entries are refreshed before any verdict,
+    /// so every look at a candidate performs the same lazy transitions whatever the answer.
     fn check(
         &mut self,
         key: &CandidateKey,
         now: UnixMillis,
         out: &Publisher,
     ) -> Result<(), SkipReason> {
-        let State {
-            policies,
-            breakers,
-            credentials,
-            lockouts,
-            ..
-        } = self;
+        let State { policies, breakers, credentials, lockouts, .. } = self;
         let breaker_policy = policies.breaker(&key.provider);
-        if let Some(b) = breakers.get(&key.provider, now, breaker_policy, out) {
-            b.check(now, breaker_policy)?;
-        }
-        if let Some(c) = credentials.get(&CredRef::from(key), now, &policies.cooldown, out) {
-            c.check(now)?;
-        }
-        if let Some(l) = lockouts.get(key, now, &policies.lockout, out) {
-            l.check(now)?;
-        }
-        Ok(())
+        let b = breakers
+            .get(&key.provider, now, breaker_policy, out)
+            .map(|b| b.check(now, breaker_policy));
+        let c = credentials
+            .get(&CredRef::from(key), now, &policies.cooldown, out)
+            .map(|c| c.check(now));
+        let l = lockouts.get(key, now, &policies.lockout, out).map(|l| l.check(now));
+        b.unwrap_or(Ok(()))?;
+        c.unwrap_or(Ok(()))?;
+        l.unwrap_or(Ok(()))
     }
 }
 
@@ -575,11 +538,7 @@ impl HealthRegistry {
     }
 
     pub fn set_credential_kind(&self, key: CredentialKey, kind: CredentialKind) {
-        self.state
-            .lock()
-            .policies
-            .credential_kinds
-            .insert(key, kind);
+        self.state.lock().policies.credential_kinds.insert(key, kind);
     }
 
     // -- the request path -----------------------------------------------------------------
@@ -593,9 +552,7 @@ impl HealthRegistry {
     /// The provider's breaker state at `now` (for ranking degraded providers lower).
     pub fn breaker_state(&self, provider: &ProviderId, now: UnixMillis) -> BreakerState {
         let mut st = self.state.lock();
-        let State {
-            policies, breakers, ..
-        } = &mut *st;
+        let State { policies, breakers, .. } = &mut *st;
         let policy = policies.breaker(provider);
         breakers
             .get(provider, now, policy, &self.events)
@@ -612,14 +569,10 @@ impl HealthRegistry {
     ) -> Result<Attempt, SkipReason> {
         let mut st = self.state.lock();
         st.check(key, now, &self.events)?;
-        let State {
-            policies, breakers, ..
-        } = &mut *st;
+        let State { policies, breakers, .. } = &mut *st;
         let policy = policies.breaker(&key.provider);
         let admission = match breakers.get(&key.provider, now, policy, &self.events) {
-            Some(b) => b.admit(now, policy, || {
-                self.next_probe.fetch_add(1, Ordering::Relaxed)
-            })?,
+            Some(b) => b.admit(now, policy, || self.next_probe.fetch_add(1, Ordering::Relaxed))?,
             None => Admission::Normal,
         };
         drop(st);
@@ -627,11 +580,7 @@ impl HealthRegistry {
             Admission::Probe(id) => Some(id),
             Admission::Normal => None,
         };
-        Ok(Attempt {
-            registry: Arc::clone(self),
-            key: key.clone(),
-            probe,
-        })
+        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe })
     }
 
     fn settle(
@@ -644,6 +593,8 @@ impl HealthRegistry {
         let admission = probe.map_or(Admission::Normal, Admission::Probe);
         let out = &self.events;
         let mut st = self.state.lock();
+        // Lazy transitions first, on all three layers, exactly as a look would.
+        let _ = st.check(key, now, out);
         if verdict.kind == OutcomeKind::Aborted {
             release(&mut st, key, probe);
             return;
@@ -651,13 +602,7 @@ impl HealthRegistry {
         let charges = verdict.charges;
         let creates = charges.provider.is_some() || charges.credential.is_some() || charges.model;
         let room = !creates || st.make_room(now, &self.limits, out);
-        let State {
-            policies,
-            breakers,
-            credentials,
-            lockouts,
-            ..
-        } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, .. } = &mut *st;
 
         // Layer 1. The provider answered for itself unless the verdict blames it.
         let policy = policies.breaker(&key.provider);
@@ -689,18 +634,13 @@ impl HealthRegistry {
                 |c| c.on_failure(now, cooldown, kind, fault, verdict.retry_after),
             );
         } else if verdict.kind == OutcomeKind::Success {
-            credentials.update(&cred, now, cooldown, out, no_create(), |c| {
-                c.on_success(now)
-            });
+            credentials.update(&cred, now, cooldown, out, no_create(), |c| c.on_success(now));
         }
 
         // Layer 3.
         let lockout = &policies.lockout;
         if charges.model {
-            let reason = LockReason {
-                kind: verdict.kind,
-                status: verdict.status,
-            };
+            let reason = LockReason { kind: verdict.kind, status: verdict.status };
             lockouts.update(
                 key,
                 now,
@@ -727,9 +667,7 @@ impl HealthRegistry {
     /// entries it visited. The registry sweeps a little on its own whenever it tracks a new
     /// entry; call this for a deliberate pass.
     pub fn sweep(&self, now: UnixMillis, budget: usize) -> usize {
-        self.state
-            .lock()
-            .sweep(now, self.limits.idle_ttl, budget, &self.events)
+        self.state.lock().sweep(now, self.limits.idle_ttl, budget, &self.events)
     }
 
     /// Sets a credential status owned by another component (the OAuth refresher).
@@ -741,11 +679,7 @@ impl HealthRegistry {
     ) {
         let mut st = self.state.lock();
         let room = st.make_room(now, &self.limits, &self.events);
-        let State {
-            policies,
-            credentials,
-            ..
-        } = &mut *st;
+        let State { policies, credentials, .. } = &mut *st;
         credentials.update(
             key,
             now,
@@ -763,10 +697,9 @@ impl HealthRegistry {
         let (of_provider, of_credential, of_model, of_lockout) = match scope {
             ResetScope::All => (None, None, None, None),
             ResetScope::Provider { provider } => (Some(provider), None, None, None),
-            ResetScope::Credential {
-                provider,
-                credential,
-            } => (Some(provider), Some(credential), None, None),
+            ResetScope::Credential { provider, credential } => {
+                (Some(provider), Some(credential), None, None)
+            }
             ResetScope::Model { provider, model } => (Some(provider), None, Some(model), None),
             ResetScope::Lockout { key } => (None, None, None, Some(key)),
         };
@@ -807,18 +740,8 @@ impl HealthRegistry {
                 .iter()
                 .map(|(p, b)| (p.clone(), b.record(st.policies.breaker(p))))
                 .collect(),
-            credentials: st
-                .credentials
-                .map
-                .iter()
-                .map(|(k, c)| (k.clone(), c.record()))
-                .collect(),
-            lockouts: st
-                .lockouts
-                .map
-                .iter()
-                .map(|(k, l)| (k.clone(), l.clone()))
-                .collect(),
+            credentials: st.credentials.map.iter().map(|(k, c)| (k.clone(), c.record())).collect(),
+            lockouts: st.lockouts.map.iter().map(|(k, l)| (k.clone(), l.clone())).collect(),
         }
     }
 
@@ -826,13 +749,7 @@ impl HealthRegistry {
     /// policies. Publishes nothing: this state already is what the store holds.
     pub fn restore(&self, records: &HealthRecords, now: UnixMillis) {
         let mut st = self.state.lock();
-        let State {
-            policies,
-            breakers,
-            credentials,
-            lockouts,
-            ..
-        } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, .. } = &mut *st;
         for (provider, record) in &records.breakers {
             let b = Breaker::restore(record, now, policies.breaker(provider));
             if !b.is_pristine() {
@@ -858,13 +775,7 @@ impl HealthRegistry {
     pub fn snapshot(&self, now: UnixMillis) -> HealthSnapshot {
         let mut st = self.state.lock();
         let out = &self.events;
-        let State {
-            policies,
-            breakers,
-            credentials,
-            lockouts,
-            untracked,
-        } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, untracked } = &mut *st;
         // Refresh first so the snapshot shows lazy transitions (and publishes them).
         let keys: Vec<ProviderId> = breakers.map.keys().cloned().collect();
         for p in &keys {
@@ -903,11 +814,7 @@ impl HealthRegistry {
                     key: key.clone(),
                     status: c.status(),
                     backoff_level: c.backoff_level(),
-                    retry_in_ms: c
-                        .check(now)
-                        .err()
-                        .and_then(SkipReason::retry_in)
-                        .map(millis),
+                    retry_in_ms: c.check(now).err().and_then(SkipReason::retry_in).map(millis),
                 })
                 .collect(),
             lockouts: lockouts

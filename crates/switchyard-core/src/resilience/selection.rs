@@ -83,9 +83,7 @@ impl CredentialSelector {
                     .filter(|c| st.served < sticky.max(1) && eligible.binary_search(c).is_ok());
                 let chosen = stay.unwrap_or_else(|| {
                     st.served = 0;
-                    let after = st
-                        .current
-                        .map_or(0, |c| eligible.partition_point(|&i| i <= c));
+                    let after = st.current.map_or(0, |c| eligible.partition_point(|&i| i <= c));
                     eligible.get(after).copied().unwrap_or(first)
                 });
                 st.current = Some(chosen);
@@ -192,15 +190,9 @@ mod tests {
         let s = CredentialSelector::new(SelectionStrategy::P2c, 2, 7);
         s.observe_latency(0, Duration::from_millis(500));
         s.observe_latency(1, Duration::from_millis(50));
-        let fast = picks(&s, &[0, 1], 1_000)
-            .iter()
-            .filter(|&&i| i == 1)
-            .count();
+        let fast = picks(&s, &[0, 1], 1_000).iter().filter(|&&i| i == 1).count();
         // Both samples land on the slow key a quarter of the time; otherwise the fast one wins.
-        assert!(
-            (650..=850).contains(&fast),
-            "fast key picked {fast} of 1000"
-        );
+        assert!((650..=850).contains(&fast), "fast key picked {fast} of 1000");
     }
 
     #[test]

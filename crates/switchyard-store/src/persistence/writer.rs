@@ -45,21 +45,10 @@ impl Writer {
         let (flushes, flush_requests) = mpsc::channel(16);
         let batches = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(
-            Task {
-                store,
-                registry,
-                events,
-                flush_requests,
-                status,
-                batches: Arc::clone(&batches),
-            }
-            .run(),
+            Task { store, registry, events, flush_requests, status, batches: Arc::clone(&batches) }
+                .run(),
         );
-        Self {
-            flushes,
-            task,
-            batches,
-        }
+        Self { flushes, task, batches }
     }
 
     pub(super) fn batches_written(&self) -> u64 {
@@ -102,8 +91,7 @@ impl Task {
                 %reason,
                 "health state runs in memory only from now on: it will not survive a restart"
             );
-            self.status
-                .send_replace(PersistenceStatus::MemoryOnly { reason });
+            self.status.send_replace(PersistenceStatus::MemoryOnly { reason });
         }
     }
 

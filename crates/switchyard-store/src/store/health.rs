@@ -48,37 +48,24 @@ impl Store {
         .await
         .map_err(StoreError::database)?;
         Ok(HealthRecords {
-            breakers: breakers
-                .into_iter()
-                .map(BreakerRow::decode)
-                .collect::<Result<_, _>>()?,
+            breakers: breakers.into_iter().map(BreakerRow::decode).collect::<Result<_, _>>()?,
             credentials: credentials
                 .into_iter()
                 .map(CredentialRow::decode)
                 .collect::<Result<_, _>>()?,
-            lockouts: lockouts
-                .into_iter()
-                .map(LockoutRow::decode)
-                .collect::<Result<_, _>>()?,
+            lockouts: lockouts.into_iter().map(LockoutRow::decode).collect::<Result<_, _>>()?,
         })
     }
 
     /// Writes a batch of events in one transaction, keeping only the last event per entry.
     pub async fn apply(&self, events: &[HealthEvent]) -> Result<(), StoreError> {
         let mut seen = HashSet::new();
-        let latest: Vec<&HealthEvent> = events
-            .iter()
-            .rev()
-            .filter(|e| seen.insert(Entry::of(e)))
-            .collect();
+        let latest: Vec<&HealthEvent> =
+            events.iter().rev().filter(|e| seen.insert(Entry::of(e))).collect();
         if latest.is_empty() {
             return Ok(());
         }
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_WRITE)
-            .await
-            .map_err(StoreError::database)?;
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
         for event in latest {
             write(&mut tx, event).await.map_err(StoreError::database)?;
         }
@@ -88,35 +75,22 @@ impl Store {
     /// Makes the file hold exactly `records`, in one transaction: the resync after a consumer
     /// fell behind the event stream.
     pub async fn replace_all(&self, records: &HealthRecords) -> Result<(), StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_WRITE)
-            .await
-            .map_err(StoreError::database)?;
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
         for clear in [
             "DELETE FROM breakers",
             "DELETE FROM credential_cooldowns",
             "DELETE FROM model_lockouts",
         ] {
-            sqlx::query(clear)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::database)?;
+            sqlx::query(clear).execute(&mut *tx).await.map_err(StoreError::database)?;
         }
         for (provider, record) in &records.breakers {
-            put_breaker(&mut tx, provider, record)
-                .await
-                .map_err(StoreError::database)?;
+            put_breaker(&mut tx, provider, record).await.map_err(StoreError::database)?;
         }
         for (key, record) in &records.credentials {
-            put_credential(&mut tx, key, record)
-                .await
-                .map_err(StoreError::database)?;
+            put_credential(&mut tx, key, record).await.map_err(StoreError::database)?;
         }
         for (key, record) in &records.lockouts {
-            put_lockout(&mut tx, key, record)
-                .await
-                .map_err(StoreError::database)?;
+            put_lockout(&mut tx, key, record).await.map_err(StoreError::database)?;
         }
         tx.commit().await.map_err(StoreError::database)
     }
@@ -142,41 +116,31 @@ impl<'a> Entry<'a> {
 
 async fn write(conn: &mut SqliteConnection, event: &HealthEvent) -> Result<(), sqlx::Error> {
     match event {
-        HealthEvent::Breaker {
-            provider,
-            record: Some(record),
-            ..
-        } => put_breaker(conn, provider, record).await,
-        HealthEvent::Breaker {
-            provider,
-            record: None,
-            ..
-        } => sqlx::query("DELETE FROM breakers WHERE provider = ?")
-            .bind(provider.as_str())
-            .execute(conn)
-            .await
-            .map(drop),
-        HealthEvent::Credential {
-            key,
-            record: Some(record),
-            ..
-        } => put_credential(conn, key, record).await,
-        HealthEvent::Credential {
-            key, record: None, ..
-        } => sqlx::query("DELETE FROM credential_cooldowns WHERE provider = ? AND credential = ?")
-            .bind(key.provider.as_str())
-            .bind(key.credential.as_str())
-            .execute(conn)
-            .await
-            .map(drop),
-        HealthEvent::Lockout {
-            key,
-            record: Some(record),
-            ..
-        } => put_lockout(conn, key, record).await,
-        HealthEvent::Lockout {
-            key, record: None, ..
-        } => sqlx::query(
+        HealthEvent::Breaker { provider, record: Some(record), .. } => {
+            put_breaker(conn, provider, record).await
+        }
+        HealthEvent::Breaker { provider, record: None, .. } => {
+            sqlx::query("DELETE FROM breakers WHERE provider = ?")
+                .bind(provider.as_str())
+                .execute(conn)
+                .await
+                .map(drop)
+        }
+        HealthEvent::Credential { key, record: Some(record), .. } => {
+            put_credential(conn, key, record).await
+        }
+        HealthEvent::Credential { key, record: None, .. } => {
+            sqlx::query("DELETE FROM credential_cooldowns WHERE provider = ? AND credential = ?")
+                .bind(key.provider.as_str())
+                .bind(key.credential.as_str())
+                .execute(conn)
+                .await
+                .map(drop)
+        }
+        HealthEvent::Lockout { key, record: Some(record), .. } => {
+            put_lockout(conn, key, record).await
+        }
+        HealthEvent::Lockout { key, record: None, .. } => sqlx::query(
             "DELETE FROM model_lockouts WHERE provider = ? AND credential = ? AND model = ?",
         )
         .bind(key.provider.as_str())
@@ -274,10 +238,7 @@ impl BreakerRow {
             failures: number("breakers.failures", self.failures)?,
             reopens: number("breakers.reopens", self.reopens)?,
             open_until: self.open_until.map(instant),
-            last_fault: self
-                .last_fault
-                .map(|f| parse("breakers.last_fault", &f))
-                .transpose()?,
+            last_fault: self.last_fault.map(|f| parse("breakers.last_fault", &f)).transpose()?,
             changed_at: instant(self.changed_at),
         };
         Ok((self.provider.into(), record))
@@ -307,10 +268,8 @@ impl CredentialRow {
                 .transpose()?,
             changed_at: instant(self.changed_at),
         };
-        let key = CredentialKey {
-            provider: self.provider.into(),
-            credential: self.credential.into(),
-        };
+        let key =
+            CredentialKey { provider: self.provider.into(), credential: self.credential.into() };
         Ok((key, record))
     }
 }

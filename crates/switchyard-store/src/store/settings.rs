@@ -50,9 +50,7 @@ impl Store {
                 supported: supported_version,
             });
         }
-        serde_json::from_value(body)
-            .map(Some)
-            .map_err(|e| body_error(section, &e))
+        serde_json::from_value(body).map(Some).map_err(|e| body_error(section, &e))
     }
 
     /// Saves a section with the schema version of `T`'s form.
@@ -80,8 +78,5 @@ impl Store {
 }
 
 fn body_error(section: &str, error: &serde_json::Error) -> StoreError {
-    StoreError::SettingsBody {
-        section: section.to_owned(),
-        message: error.to_string(),
-    }
+    StoreError::SettingsBody { section: section.to_owned(), message: error.to_string() }
 }

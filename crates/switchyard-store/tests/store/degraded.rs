@@ -25,12 +25,7 @@ async fn a_read_only_file_restores_its_state_but_is_never_written() {
     for _ in 0..5 {
         attempt(&writer, &key("down", "k", "m"), &connect_refused(T0), T0);
     }
-    attempt(
-        &writer,
-        &key("p", "k", "gone"),
-        &response(404, None, T0),
-        T0,
-    );
+    attempt(&writer, &key("p", "k", "gone"), &response(404, None, T0), T0);
     persistence.shutdown().await;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
     let bytes = std::fs::read(&path).unwrap();
@@ -49,20 +44,12 @@ async fn a_read_only_file_restores_its_state_but_is_never_written() {
     ));
 
     // Routing goes on; nothing reaches the file, even for root, who could write it.
-    attempt(
-        &reader,
-        &key("p", "k", "other"),
-        &response(404, None, T0),
-        T0,
-    );
+    attempt(&reader, &key("p", "k", "other"), &response(404, None, T0), T0);
     reader.reset(&ResetScope::All, T0);
     assert_eq!(reader.eligible(&key("down", "k", "m"), T0), Ok(()));
     persistence.flush().await;
     persistence.shutdown().await;
-    assert!(
-        std::fs::read(&path).unwrap() == bytes,
-        "the read-only file changed"
-    );
+    assert!(std::fs::read(&path).unwrap() == bytes, "the read-only file changed");
 }
 
 #[tokio::test]
@@ -84,22 +71,14 @@ async fn a_corrupt_file_degrades_to_memory_only_and_is_left_untouched() {
     assert!(reason(persistence.status()).contains("not a database"));
     assert!(persistence.store().is_none());
 
-    attempt(
-        &registry,
-        &key("p", "k", "gone"),
-        &response(404, None, T0),
-        T0,
-    );
+    attempt(&registry, &key("p", "k", "gone"), &response(404, None, T0), T0);
     assert!(matches!(
         registry.eligible(&key("p", "k", "gone"), T0),
         Err(SkipReason::ModelLocked { .. })
     ));
     persistence.flush().await;
     persistence.shutdown().await;
-    assert!(
-        std::fs::read(&path).unwrap() == garbage,
-        "the corrupt file changed"
-    );
+    assert!(std::fs::read(&path).unwrap() == garbage, "the corrupt file changed");
 }
 
 /// A full disk cannot be made portably, so a trigger makes every lockout write fail as one
@@ -112,9 +91,8 @@ async fn a_database_that_cannot_take_writes_stops_the_writer_while_the_registry_
     persistence.flush().await;
     assert_eq!(persistence.status(), PersistenceStatus::Durable);
 
-    let mut other = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let mut other =
+        SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
     sqlx::query(
         "CREATE TRIGGER disk_full BEFORE INSERT ON model_lockouts
          BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END",
@@ -124,12 +102,7 @@ async fn a_database_that_cannot_take_writes_stops_the_writer_while_the_registry_
     .unwrap();
     other.close().await.unwrap();
 
-    attempt(
-        &registry,
-        &key("p", "k", "gone"),
-        &response(404, None, T0),
-        T0,
-    );
+    attempt(&registry, &key("p", "k", "gone"), &response(404, None, T0), T0);
     persistence.flush().await;
     assert!(reason(persistence.status()).contains("full"));
     let written = persistence.batches_written();

@@ -33,10 +33,7 @@ pub(crate) fn key(provider: &str, credential: &str, model: &str) -> CandidateKey
 /// Classification with 429 charging the credential instead of locking the model, so one
 /// policy reaches all three layers: 429 cools a credential, 404 locks a model.
 fn policy() -> ClassifyPolicy {
-    ClassifyPolicy {
-        lockout_codes: StatusSet::from_iter([404, 503]),
-        ..ClassifyPolicy::default()
-    }
+    ClassifyPolicy { lockout_codes: StatusSet::from_iter([404, 503]), ..ClassifyPolicy::default() }
 }
 
 /// An upstream answer with `status`, and `Retry-After: {seconds}` when given.
@@ -45,11 +42,7 @@ pub(crate) fn response(status: u16, retry_after: Option<&'static str>, now: Unix
     if let Some(seconds) = retry_after {
         headers.insert(RETRY_AFTER, HeaderValue::from_static(seconds));
     }
-    let upstream = Upstream::Response {
-        status,
-        headers: &headers,
-        body: BodyHint::None,
-    };
+    let upstream = Upstream::Response { status, headers: &headers, body: BodyHint::None };
     classify(&Outcome::new(upstream), &policy(), now)
 }
 

@@ -38,12 +38,7 @@ fn answers(
 ) -> Vec<(Result<(), SkipReason>, BreakerState)> {
     every_key()
         .iter()
-        .map(|k| {
-            (
-                registry.eligible(k, now),
-                registry.breaker_state(&k.provider, now),
-            )
-        })
+        .map(|k| (registry.eligible(k, now), registry.breaker_state(&k.provider, now)))
         .collect()
 }
 
@@ -52,22 +47,12 @@ fn answers(
 fn churn(registry: &Arc<HealthRegistry>, clock: &ManualClock) {
     for _ in 0..5 {
         let now = clock.now();
-        attempt(
-            registry,
-            &key("down", "key", "m"),
-            &connect_refused(now),
-            now,
-        );
+        attempt(registry, &key("down", "key", "m"), &connect_refused(now), now);
         clock.advance(Duration::from_millis(250));
     }
     let now = clock.now();
     for _ in 0..3 {
-        attempt(
-            registry,
-            &key("flaky", "key", "m"),
-            &response(500, None, now),
-            now,
-        );
+        attempt(registry, &key("flaky", "key", "m"), &response(500, None, now), now);
     }
     for (credential, model, status, retry_after) in [
         ("cooling", "m", 429, Some("20")),
@@ -97,10 +82,8 @@ async fn a_restarted_registry_answers_exactly_like_the_one_that_wrote_the_file()
     assert_eq!(persistence.status(), PersistenceStatus::Durable);
 
     let first = answers(&before, clock.now());
-    let skips: Vec<&str> = first
-        .iter()
-        .filter_map(|(answer, _)| answer.err().map(SkipReason::code))
-        .collect();
+    let skips: Vec<&str> =
+        first.iter().filter_map(|(answer, _)| answer.err().map(SkipReason::code)).collect();
     for expected in [
         "breaker_open",
         "credential_cooling",
@@ -114,11 +97,7 @@ async fn a_restarted_registry_answers_exactly_like_the_one_that_wrote_the_file()
     // The same answers now and as every deadline runs out.
     for offset in [0, 5, 12, 21, 31, 3_601] {
         let now = clock.now().plus(Duration::from_secs(offset));
-        assert_eq!(
-            answers(&before, now),
-            answers(&after, now),
-            "at now + {offset} s"
-        );
+        assert_eq!(answers(&before, now), answers(&after, now), "at now + {offset} s");
     }
     persistence.shutdown().await;
 }
@@ -170,9 +149,7 @@ async fn restore_clamps_far_future_deadlines_to_the_longest_policy_wait() {
     let locked_until = T0.plus(LockoutPolicy::default().longest());
     assert_eq!(
         registry.eligible(&key("far", "key", "m"), T0),
-        Err(SkipReason::BreakerOpen {
-            retry_in_ms: millis(BreakerPolicy::default().longest())
-        })
+        Err(SkipReason::BreakerOpen { retry_in_ms: millis(BreakerPolicy::default().longest()) })
     );
     assert_eq!(
         registry.eligible(&key("near", "key", "m"), T0),
@@ -182,9 +159,7 @@ async fn restore_clamps_far_future_deadlines_to_the_longest_policy_wait() {
     );
     assert_eq!(
         registry.eligible(&key("near", "other", "m"), T0),
-        Err(SkipReason::ModelLocked {
-            retry_in_ms: millis(LockoutPolicy::default().longest())
-        })
+        Err(SkipReason::ModelLocked { retry_in_ms: millis(LockoutPolicy::default().longest()) })
     );
 
     // The writer starts by mirroring memory, so the file now holds the clamped deadlines too.
@@ -205,10 +180,7 @@ async fn an_entry_back_to_pristine_leaves_no_row_behind() {
     churn(&registry, &clock);
     persistence.flush().await;
     let store = persistence.store().unwrap();
-    assert_eq!(
-        sorted(store.load_health().await.unwrap()),
-        sorted(registry.records())
-    );
+    assert_eq!(sorted(store.load_health().await.unwrap()), sorted(registry.records()));
 
     registry.reset(&ResetScope::All, clock.now());
     persistence.flush().await;

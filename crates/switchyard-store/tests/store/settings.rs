@@ -15,10 +15,7 @@ async fn a_saved_section_reads_back_after_a_restart() {
         ..LockoutSettings::default()
     };
     let store = Store::open(&path).await.unwrap();
-    store
-        .save_settings("model_lockouts", 1, &settings, T0)
-        .await
-        .unwrap();
+    store.save_settings("model_lockouts", 1, &settings, T0).await.unwrap();
     store.close().await;
 
     let store = Store::open(&path).await.unwrap();
@@ -44,23 +41,10 @@ async fn a_section_never_saved_reads_as_none() {
 async fn a_section_written_by_a_newer_version_is_refused_by_name() {
     let (_dir, path) = state_file();
     let store = Store::open(&path).await.unwrap();
-    store
-        .save_settings("model_lockouts", 3, &json!({"enabled": true}), T0)
-        .await
-        .unwrap();
+    store.save_settings("model_lockouts", 3, &json!({"enabled": true}), T0).await.unwrap();
 
-    let error = store
-        .load_settings::<LockoutSettings>("model_lockouts", 2)
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        error,
-        StoreError::SettingsTooNew {
-            stored: 3,
-            supported: 2,
-            ..
-        }
-    ));
+    let error = store.load_settings::<LockoutSettings>("model_lockouts", 2).await.unwrap_err();
+    assert!(matches!(error, StoreError::SettingsTooNew { stored: 3, supported: 2, .. }));
     assert_eq!(
         error.to_string(),
         "settings section `model_lockouts` has schema version 3, newer than the 2 this version supports"

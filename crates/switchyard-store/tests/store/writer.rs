@@ -19,12 +19,7 @@ async fn a_burst_of_transitions_is_written_in_a_few_transactions() {
     // Nothing yields inside the burst, so the writer finds it all queued.
     for i in 0..2_500 {
         let model = format!("m{i}");
-        attempt(
-            &registry,
-            &key("p", "k", &model),
-            &response(404, None, T0),
-            T0,
-        );
+        attempt(&registry, &key("p", "k", &model), &response(404, None, T0), T0);
     }
     persistence.flush().await;
 
@@ -34,10 +29,7 @@ async fn a_burst_of_transitions_is_written_in_a_few_transactions() {
     }
     let transactions = persistence.batches_written() - before;
     assert_eq!(published, 2_500);
-    assert!(
-        (1..=3).contains(&transactions),
-        "{published} events took {transactions} transactions"
-    );
+    assert!((1..=3).contains(&transactions), "{published} events took {transactions} transactions");
     let stored = persistence.store().unwrap().load_health().await.unwrap();
     assert_eq!(stored.lockouts.len(), 2_500);
     persistence.shutdown().await;
@@ -56,12 +48,7 @@ async fn a_writer_that_falls_behind_resyncs_from_the_registry() {
     // A hundred transitions through a channel of four: the writer must lag.
     for i in 0..100 {
         let model = format!("m{i}");
-        attempt(
-            &registry,
-            &key("p", "k", &model),
-            &response(404, None, T0),
-            T0,
-        );
+        attempt(&registry, &key("p", "k", &model), &response(404, None, T0), T0);
     }
     persistence.flush().await;
 

@@ -109,16 +109,14 @@ impl Breaker {
     pub fn refresh(&mut self, now: UnixMillis, policy: &BreakerPolicy) -> Changed {
         let mut changed = false;
         if let Phase::Open { until } = &mut self.phase {
-            let clamped = until.clamp_from(now, policy.longest());
-            if clamped != *until {
-                *until = clamped;
-                self.changed_at = now;
-                changed = true;
-            }
             if now >= *until {
                 // It became half-open at `until`, whenever someone happens to look.
                 self.changed_at = *until;
                 self.phase = Phase::HalfOpen { probes: Vec::new() };
+                changed = true;
+            } else if *until > now.plus(policy.longest()) {
+                *until = now.plus(policy.longest());
+                self.changed_at = now;
                 changed = true;
             }
         }
@@ -259,12 +257,13 @@ impl Breaker {
         }
     }
 
-    /// Rebuilds a breaker from its record. The re-open time is clamped to
-    /// `[now, now + longest]`; a breaker saved half-open comes back half-open with no probes.
+    /// Rebuilds a breaker from its record. The re-open time is pulled back to at most
+    /// `now + longest` (one already past lapses on the next read, exactly as in memory); a
+    /// breaker saved half-open comes back half-open with no probes.
     pub fn restore(record: &BreakerRecord, now: UnixMillis, policy: &BreakerPolicy) -> Self {
         let phase = match (record.state, record.open_until) {
             (BreakerState::Open, Some(until)) => {
-                Phase::Open { until: until.clamp_from(now, policy.longest()) }
+                Phase::Open { until: until.min(now.plus(policy.longest())) }
             }
             (BreakerState::Open | BreakerState::HalfOpen, _) => {
                 Phase::HalfOpen { probes: Vec::new() }
@@ -276,7 +275,7 @@ impl Breaker {
             failures: record.failures,
             reopens: record.reopens,
             last_fault: record.last_fault,
-            changed_at: record.changed_at.min(now),
+            changed_at: record.changed_at,
         }
     }
 }

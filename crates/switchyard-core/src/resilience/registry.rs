@@ -329,7 +329,12 @@ impl<L: Layer> Table<L> {
     where
         L::Policy: 'p,
     {
-        // At most one lap: a large budget must not spin on a small table.
+        // At most one lap: a large budget must not spin on a small table. A whole lap starts at
+        // the front, where `swap_remove` only ever pulls unvisited entries into the cursor's
+        // place, so every entry is visited exactly once.
+        if budget >= self.map.len() {
+            self.cursor = 0;
+        }
         let budget = budget.min(self.map.len());
         let mut visited = 0;
         while visited < budget && !self.map.is_empty() {

@@ -537,7 +537,7 @@ fn run(lock_429: bool, ops: &[Op]) -> Result<(), TestCaseError> {
                         step,
                         op,
                         key,
-                        now as i64 - T0 as i64
+                        now.cast_signed() - T0.cast_signed()
                     );
                 }
             }

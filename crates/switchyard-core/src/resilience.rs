@@ -18,9 +18,11 @@ use serde::{Deserialize, Serialize};
 
 pub use self::breaker::{Breaker, BreakerRecord, BreakerState};
 pub use self::cooldown::{CredentialCooldown, CredentialKind, CredentialRecord, CredentialStatus};
-pub use self::event::HealthEvent;
-pub use self::lockout::{LockoutRecord, ModelLockout};
-pub use self::registry::{Attempt, HealthRegistry, HealthSnapshot, RegistryLimits};
+pub use self::event::{HealthEvent, HealthRecords};
+pub use self::lockout::{LockReason, LockoutRecord, ModelLockout};
+pub use self::registry::{
+    Attempt, HealthRegistry, HealthSnapshot, RegistryLimits, ResetCounts, ResetScope,
+};
 pub use self::selection::{CredentialSelector, SelectionStrategy};
 
 /// Why the planner may not use a candidate right now. Kept in each request's routing trace.

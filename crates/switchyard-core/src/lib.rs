@@ -7,7 +7,9 @@
 pub mod clock;
 pub mod ids;
 pub mod outcome;
+pub mod random;
 pub mod resilience;
+pub mod routing;
 pub mod settings;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};

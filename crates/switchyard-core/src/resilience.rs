@@ -45,8 +45,10 @@ pub enum SkipReason {
     CredentialInvalid,
     CredentialExpired,
     CredentialRefreshing,
+    /// `rate_limited`: the lock came from a 429, which decides the status of the final error.
     ModelLocked {
         retry_in_ms: u64,
+        rate_limited: bool,
     },
 }
 
@@ -65,6 +67,15 @@ impl SkipReason {
         }
     }
 
+    /// Benched because the upstream said "too many requests" (as opposed to broken, refused or
+    /// out of credit): when every candidate is, the client gets 429 instead of 503.
+    pub fn is_rate_limit(self) -> bool {
+        matches!(
+            self,
+            Self::CredentialCooling { .. } | Self::ModelLocked { rate_limited: true, .. }
+        )
+    }
+
     /// When the candidate becomes eligible again by itself; `None` when it needs a person
     /// (an invalid key) or another component (an OAuth refresh).
     pub fn retry_in(self) -> Option<Duration> {
@@ -73,7 +84,7 @@ impl SkipReason {
             | Self::BreakerProbing { retry_in_ms }
             | Self::CredentialCooling { retry_in_ms }
             | Self::CredentialQuotaExhausted { retry_in_ms }
-            | Self::ModelLocked { retry_in_ms } => Some(Duration::from_millis(retry_in_ms)),
+            | Self::ModelLocked { retry_in_ms, .. } => Some(Duration::from_millis(retry_in_ms)),
             Self::CredentialInvalid | Self::CredentialExpired | Self::CredentialRefreshing => None,
         }
     }

@@ -78,6 +78,7 @@ struct ModelKey {
 #[derive(Clone, Debug, Default)]
 struct ModelLock {
     until: Option<u64>,
+    rate_limited: bool,
     failures: u32,
     changed_at: u64,
 }
@@ -233,15 +234,19 @@ impl ModelLock {
 
     fn check(&self, now: u64) -> Result<(), SkipReason> {
         match self.until {
-            Some(until) => Err(SkipReason::ModelLocked { retry_in_ms: until - now }),
+            Some(until) => Err(SkipReason::ModelLocked {
+                retry_in_ms: until - now,
+                rate_limited: self.rate_limited,
+            }),
             None => Ok(()),
         }
     }
 
-    fn fail(&mut self, now: u64, hint: Option<u64>) {
+    fn fail(&mut self, now: u64, kind: OutcomeKind, hint: Option<u64>) {
         if self.until.is_some() {
             return;
         }
+        self.rate_limited = kind == OutcomeKind::RateLimit;
         self.failures += 1;
         let steps = (self.failures - 1).min(LOCK_STEPS);
         self.until = Some(now + hint.unwrap_or_else(|| (LOCK_BASE * pow2(steps)).min(LOCK_MAX)));
@@ -305,7 +310,7 @@ impl Model {
             }
             let l = self.locks.get_mut(&key).unwrap();
             if v.charges.model {
-                l.fail(now, hint);
+                l.fail(now, v.kind, hint);
             } else if success {
                 l.succeed(now);
             }

@@ -50,7 +50,10 @@ fn lockout_of_one_model_leaves_the_other_model_and_the_other_key_eligible() {
     let a_4o = key("openai", "key-a", "gpt-4o");
     attempt(&r, &a_4o, &status(404), T0);
 
-    assert_eq!(r.eligible(&a_4o, T0), Err(SkipReason::ModelLocked { retry_in_ms: 10_000 }));
+    assert_eq!(
+        r.eligible(&a_4o, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 10_000, rate_limited: false })
+    );
     assert_eq!(r.eligible(&key("openai", "key-a", "gpt-4o-mini"), T0), Ok(()));
     assert_eq!(r.eligible(&key("openai", "key-b", "gpt-4o"), T0), Ok(()));
     assert_eq!(r.eligible(&a_4o, T0.plus(10 * SEC)), Ok(()));
@@ -62,7 +65,7 @@ fn rate_limit_locks_only_the_model_with_default_settings() {
     attempt(&r, &key("openai", "a", "gpt-4o"), &retry_after(429, 20), T0);
     assert_eq!(
         r.eligible(&key("openai", "a", "gpt-4o"), T0),
-        Err(SkipReason::ModelLocked { retry_in_ms: 20_000 })
+        Err(SkipReason::ModelLocked { retry_in_ms: 20_000, rate_limited: true })
     );
     assert_eq!(r.eligible(&key("openai", "a", "gpt-4o-mini"), T0), Ok(()));
 }

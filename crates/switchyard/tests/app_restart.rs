@@ -28,7 +28,7 @@ async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
     let app = App::start_with_clock(dir.path(), Arc::new(clock.clone())).await;
     assert_eq!(
         app.registry().eligible(&key, clock.now()),
-        Err(SkipReason::ModelLocked { retry_in_ms: 6_000 })
+        Err(SkipReason::ModelLocked { retry_in_ms: 6_000, rate_limited: false })
     );
     app.shutdown().await;
 }

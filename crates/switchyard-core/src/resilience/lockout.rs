@@ -71,9 +71,10 @@ impl ModelLockout {
     /// Call [`Self::refresh`] first.
     pub fn check(&self, now: UnixMillis) -> Result<(), SkipReason> {
         match self.locked_until {
-            Some(until) if now < until => {
-                Err(SkipReason::ModelLocked { retry_in_ms: millis(until.since(now)) })
-            }
+            Some(until) if now < until => Err(SkipReason::ModelLocked {
+                retry_in_ms: millis(until.since(now)),
+                rate_limited: self.reason.is_some_and(|r| r.kind == OutcomeKind::RateLimit),
+            }),
             _ => Ok(()),
         }
     }
@@ -200,7 +201,10 @@ mod tests {
         let _ = fail(&mut l, T0, &p, None);
         assert_eq!(l.check(T0), Ok(()));
         let _ = fail(&mut l, T0, &p, None);
-        assert_eq!(l.check(T0), Err(SkipReason::ModelLocked { retry_in_ms: 10_000 }));
+        assert_eq!(
+            l.check(T0),
+            Err(SkipReason::ModelLocked { retry_in_ms: 10_000, rate_limited: false })
+        );
     }
 
     #[test]
@@ -209,7 +213,10 @@ mod tests {
         let mut l = ModelLockout::new(T0);
         let _ = fail(&mut l, T0, &p, Some(90 * SEC));
         assert!(fail(&mut l, T0.plus(SEC), &p, Some(900 * SEC)) == Changed::No);
-        assert_eq!(l.check(T0.plus(SEC)), Err(SkipReason::ModelLocked { retry_in_ms: 89_000 }));
+        assert_eq!(
+            l.check(T0.plus(SEC)),
+            Err(SkipReason::ModelLocked { retry_in_ms: 89_000, rate_limited: false })
+        );
         assert_eq!(l.consecutive_failures, 1);
     }
 

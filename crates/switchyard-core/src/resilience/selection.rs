@@ -10,6 +10,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::random::SplitMix64;
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "strategy", rename_all = "snake_case")]
 pub enum SelectionStrategy {
@@ -62,7 +64,7 @@ impl CredentialSelector {
                 stats: vec![Stats::default(); credentials],
                 current: None,
                 served: 0,
-                rng: SplitMix64(seed),
+                rng: SplitMix64::new(seed),
             }),
         }
     }
@@ -124,26 +126,6 @@ impl CredentialSelector {
         } else {
             EWMA_ALPHA.mul_add(sample - s.latency_ewma_us, s.latency_ewma_us)
         };
-    }
-}
-
-/// A tiny, fast, seedable generator (Steele, Lea & Flood 2014); good enough to spread load.
-#[derive(Clone, Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-32 for any slice here).
-    fn below(&mut self, n: usize) -> usize {
-        let n = n as u64;
-        usize::try_from((u128::from(self.next()) * u128::from(n)) >> 64).expect("below n")
     }
 }
 

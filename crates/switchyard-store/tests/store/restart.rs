@@ -159,7 +159,10 @@ async fn restore_clamps_far_future_deadlines_to_the_longest_policy_wait() {
     );
     assert_eq!(
         registry.eligible(&key("near", "other", "m"), T0),
-        Err(SkipReason::ModelLocked { retry_in_ms: millis(LockoutPolicy::default().longest()) })
+        Err(SkipReason::ModelLocked {
+            retry_in_ms: millis(LockoutPolicy::default().longest()),
+            rate_limited: false,
+        })
     );
 
     // The writer starts by mirroring memory, so the file now holds the clamped deadlines too.

@@ -1,0 +1,98 @@
+//! Combos: a named virtual model with an ordered list of targets and a strategy.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CredentialId, ModelId, ProviderId};
+
+/// How a combo orders its targets for one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteStrategy {
+    /// The order as written: the first target serves, the rest are fallbacks.
+    #[default]
+    Priority,
+    /// A weighted random order: weight 3 leads three times as often as weight 1.
+    Weighted,
+    /// Rotate which target leads.
+    RoundRobin,
+    /// The lowest moving average of time to first event leads (unmeasured targets first).
+    LeastLatency,
+    /// The cheapest by price leads; targets without a price go last.
+    Cost,
+    /// A uniformly random order.
+    Random,
+}
+
+impl RouteStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Priority => "priority",
+            Self::Weighted => "weighted",
+            Self::RoundRobin => "round_robin",
+            Self::LeastLatency => "least_latency",
+            Self::Cost => "cost",
+            Self::Random => "random",
+        }
+    }
+}
+
+/// What a target costs, in currency units per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// One number to sort by: a typical chat turn reads about three times what it writes.
+    pub fn blended(self) -> f64 {
+        0.75f64.mul_add(self.input_per_mtok, 0.25 * self.output_per_mtok)
+    }
+}
+
+/// One `provider/model` a combo may route to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub provider: ProviderId,
+    pub model: ModelId,
+    /// Use only this credential of the provider.
+    pub credential: Option<CredentialId>,
+    /// For the `weighted` strategy; 1 when not given.
+    pub weight: u32,
+    /// Tokens; lets a `request_too_large` failure move only to larger targets.
+    pub context_window: Option<u32>,
+    pub price: Option<Price>,
+}
+
+impl Target {
+    pub fn new(provider: impl Into<ProviderId>, model: impl Into<ModelId>) -> Self {
+        Self {
+            provider: provider.into(),
+            model: model.into(),
+            credential: None,
+            weight: 1,
+            context_window: None,
+            price: None,
+        }
+    }
+
+    /// `provider/model`, as shown in routing headers and traces.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+/// A named, ordered set of targets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Combo {
+    pub name: String,
+    pub strategy: RouteStrategy,
+    pub targets: Vec<Target>,
+}
+
+impl Combo {
+    /// A model name that is not a combo but `provider/model` is a combo of one.
+    pub fn single(target: Target) -> Self {
+        Self { name: target.label(), strategy: RouteStrategy::Priority, targets: vec![target] }
+    }
+}

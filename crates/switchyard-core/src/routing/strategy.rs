@@ -1,0 +1,182 @@
+//! Ordering a combo's targets for one request.
+//!
+//! State shared across requests (the round-robin counter, latency averages, the random
+//! generator) lives in one [`TargetOrderer`] per app; ordering a handful of targets costs a
+//! few comparisons and no allocation beyond the caller's reused buffer.
+
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+use super::combo::{Combo, RouteStrategy};
+use crate::ids::{ModelId, ProviderId};
+use crate::random::SplitMix64;
+
+/// Weight of the newest sample in the time-to-first-event moving average.
+const EWMA_ALPHA: f64 = 0.3;
+
+#[derive(Debug)]
+struct State {
+    rng: SplitMix64,
+    /// Round-robin counter per combo name.
+    turns: FxHashMap<String, usize>,
+    /// Time to first event, in microseconds, per target.
+    latency_us: FxHashMap<(ProviderId, ModelId), f64>,
+}
+
+/// Orders targets by a combo's strategy, remembering what strategies need across requests.
+#[derive(Debug)]
+pub struct TargetOrderer {
+    state: Mutex<State>,
+}
+
+impl TargetOrderer {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                rng: SplitMix64::new(seed),
+                turns: FxHashMap::default(),
+                latency_us: FxHashMap::default(),
+            }),
+        }
+    }
+
+    /// Writes the indices of `combo.targets` into `order`, best first.
+    pub fn order(&self, combo: &Combo, order: &mut Vec<usize>) {
+        order.clear();
+        order.extend(0..combo.targets.len());
+        if order.len() < 2 {
+            return;
+        }
+        let mut st = self.state.lock();
+        let targets = &combo.targets;
+        match combo.strategy {
+            RouteStrategy::Priority => {}
+            RouteStrategy::RoundRobin => {
+                let turn = st.turns.entry(combo.name.clone()).or_default();
+                let lead = *turn % order.len();
+                *turn = turn.wrapping_add(1);
+                order.rotate_left(lead);
+            }
+            RouteStrategy::Random => {
+                for i in (1..order.len()).rev() {
+                    let j = st.rng.below(i + 1);
+                    order.swap(i, j);
+                }
+            }
+            RouteStrategy::Weighted => {
+                // Efraimidis–Spirakis: sorting by u^(1/w) descending is a weighted shuffle.
+                let mut keys: Vec<(f64, usize)> = order
+                    .iter()
+                    .map(|&i| (st.rng.unit().powf(1.0 / f64::from(targets[i].weight.max(1))), i))
+                    .collect();
+                keys.sort_by(|a, b| b.0.total_cmp(&a.0));
+                order.clear();
+                order.extend(keys.into_iter().map(|(_, i)| i));
+            }
+            RouteStrategy::LeastLatency => {
+                let latency = |i: usize| {
+                    let t = &targets[i];
+                    st.latency_us
+                        .get(&(t.provider.clone(), t.model.clone()))
+                        .copied()
+                        .unwrap_or(0.0)
+                };
+                order.sort_by(|&a, &b| latency(a).total_cmp(&latency(b)));
+            }
+            RouteStrategy::Cost => {
+                let cost =
+                    |i: usize| targets[i].price.map_or(f64::INFINITY, super::combo::Price::blended);
+                order.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)));
+            }
+        }
+    }
+
+    /// Feeds one time-to-first-event sample for `least_latency`.
+    pub fn observe_latency(&self, provider: &ProviderId, model: &ModelId, latency: Duration) {
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "microseconds of a latency fit an f64 exactly"
+        )]
+        let sample = latency.as_micros() as f64;
+        let mut st = self.state.lock();
+        let avg = st.latency_us.entry((provider.clone(), model.clone())).or_insert(sample);
+        *avg = EWMA_ALPHA.mul_add(sample - *avg, *avg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::combo::{Price, Target};
+
+    fn combo(strategy: RouteStrategy, n: usize) -> Combo {
+        Combo {
+            name: "c".into(),
+            strategy,
+            targets: (0..n).map(|i| Target::new(format!("p{i}"), "m")).collect(),
+        }
+    }
+
+    fn order(o: &TargetOrderer, c: &Combo) -> Vec<usize> {
+        let mut out = Vec::new();
+        o.order(c, &mut out);
+        out
+    }
+
+    #[test]
+    fn priority_keeps_the_written_order() {
+        assert_eq!(order(&TargetOrderer::new(1), &combo(RouteStrategy::Priority, 3)), [0, 1, 2]);
+    }
+
+    #[test]
+    fn round_robin_rotates_the_lead() {
+        let o = TargetOrderer::new(1);
+        let c = combo(RouteStrategy::RoundRobin, 3);
+        let leads: Vec<usize> = (0..4).map(|_| order(&o, &c)[0]).collect();
+        assert_eq!(leads, [0, 1, 2, 0]);
+        assert_eq!(order(&o, &c), [1, 2, 0], "the rest keep their order after the lead");
+    }
+
+    #[test]
+    fn weighted_leads_in_proportion_to_weight() {
+        let o = TargetOrderer::new(9);
+        let mut c = combo(RouteStrategy::Weighted, 2);
+        c.targets[0].weight = 3;
+        let first = (0..4_000).filter(|_| order(&o, &c)[0] == 0).count();
+        assert!((2_800..=3_200).contains(&first), "weight 3 of 4 led {first} of 4000");
+    }
+
+    #[test]
+    fn least_latency_tries_unmeasured_then_fastest_first() {
+        let o = TargetOrderer::new(1);
+        let c = combo(RouteStrategy::LeastLatency, 3);
+        o.observe_latency(&"p0".into(), &"m".into(), Duration::from_millis(300));
+        o.observe_latency(&"p1".into(), &"m".into(), Duration::from_millis(100));
+        assert_eq!(order(&o, &c), [2, 1, 0]);
+    }
+
+    #[test]
+    fn cost_puts_the_cheapest_first_and_unpriced_last() {
+        let o = TargetOrderer::new(1);
+        let mut c = combo(RouteStrategy::Cost, 3);
+        c.targets[0].price = Some(Price { input_per_mtok: 3.0, output_per_mtok: 15.0 });
+        c.targets[2].price = Some(Price { input_per_mtok: 0.15, output_per_mtok: 0.6 });
+        assert_eq!(order(&o, &c), [2, 0, 1]);
+    }
+
+    #[test]
+    fn random_is_a_permutation() {
+        let o = TargetOrderer::new(5);
+        let c = combo(RouteStrategy::Random, 4);
+        let mut leads = [0; 4];
+        for _ in 0..400 {
+            let mut got = order(&o, &c);
+            leads[got[0]] += 1;
+            got.sort_unstable();
+            assert_eq!(got, [0, 1, 2, 3]);
+        }
+        assert!(leads.iter().all(|&n| n > 60), "{leads:?}");
+    }
+}

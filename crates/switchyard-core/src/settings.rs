@@ -392,3 +392,104 @@ impl BreakerPolicy {
         base.saturating_mul(self.max_backoff_multiplier)
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines and limits of the attempt loop (RESILIENCE.md §7, §8)
+
+/// Upstream deadlines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeoutSettings {
+    /// TCP + TLS connect.
+    pub connect_ms: u64,
+    /// Until the first real event when another candidate could take over.
+    pub first_event_ms: u64,
+    /// Until the first real event when no other candidate is left.
+    pub first_byte_ms: u64,
+    /// Between two events of a stream.
+    pub idle_ms: u64,
+    /// The whole request, all attempts included.
+    pub total_ms: u64,
+}
+
+impl Default for TimeoutSettings {
+    fn default() -> Self {
+        Self {
+            connect_ms: 10 * SECOND,
+            first_event_ms: 15 * SECOND,
+            first_byte_ms: MINUTE,
+            idle_ms: 30 * SECOND,
+            total_ms: 10 * MINUTE,
+        }
+    }
+}
+
+/// Validated deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_event: Duration,
+    pub first_byte: Duration,
+    pub idle: Duration,
+    pub total: Duration,
+}
+
+impl TimeoutSettings {
+    pub fn validate(&self) -> Result<Timeouts, SettingsError> {
+        const S: &str = "timeouts";
+        let connect = check_range(S, "connect_ms", self.connect_ms, 100, MINUTE)?;
+        let first_event = check_range(S, "first_event_ms", self.first_event_ms, 100, 10 * MINUTE)?;
+        let first_byte = check_range(S, "first_byte_ms", self.first_byte_ms, 100, 30 * MINUTE)?;
+        if first_byte < first_event {
+            return Err(SettingsError {
+                field: format!("{S}.first_byte_ms"),
+                problem: format!(
+                    "{first_byte} is below first_event_ms ({first_event}); it must be at least that"
+                ),
+            });
+        }
+        let idle = check_range(S, "idle_ms", self.idle_ms, 100, 30 * MINUTE)?;
+        let total = check_range(S, "total_ms", self.total_ms, SECOND, 2 * HOUR)?;
+        Ok(Timeouts {
+            connect: Duration::from_millis(connect),
+            first_event: Duration::from_millis(first_event),
+            first_byte: Duration::from_millis(first_byte),
+            idle: Duration::from_millis(idle),
+            total: Duration::from_millis(total),
+        })
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        TimeoutSettings::default().validate().expect("defaults are valid")
+    }
+}
+
+/// Attempt cap and retry budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutingSettings {
+    /// Upstream attempts per client request, fallbacks and retries included.
+    pub max_attempts: u32,
+    /// Same-target retries may add this share of recent requests...
+    pub retry_budget_percent: u32,
+    /// ...but at least this many per second.
+    pub retry_budget_min_per_second: u32,
+}
+
+impl Default for RoutingSettings {
+    fn default() -> Self {
+        Self { max_attempts: 3, retry_budget_percent: 20, retry_budget_min_per_second: 3 }
+    }
+}
+
+impl RoutingSettings {
+    pub fn validate(&self) -> Result<Self, SettingsError> {
+        const S: &str = "routing";
+        check_range(S, "max_attempts", self.max_attempts, 1, 20)?;
+        check_range(S, "retry_budget_percent", self.retry_budget_percent, 0, 100)?;
+        check_range(S, "retry_budget_min_per_second", self.retry_budget_min_per_second, 0, 1000)?;
+        Ok(self.clone())
+    }
+}

@@ -80,11 +80,19 @@ impl SecretRef {
         }
     }
 
-    /// Reads the secret now.
+    /// Reads the secret now from the process environment.
     pub fn resolve(&self) -> Result<Secret, SecretError> {
+        self.resolve_with(&|var| std::env::var(var).ok())
+    }
+
+    /// Reads the secret now, looking variables up with `env` (tests pass a map).
+    pub fn resolve_with(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Secret, SecretError> {
         match self {
             Self::Env(var) => {
-                let value = std::env::var(var).map_err(|_| SecretError::MissingEnv(var.clone()))?;
+                let value = env(var).ok_or_else(|| SecretError::MissingEnv(var.clone()))?;
                 if value.trim().is_empty() {
                     return Err(SecretError::EmptyEnv(var.clone()));
                 }

@@ -5,6 +5,8 @@
 //! clock every decision reads. The proxy (`/v1`), the management API (`/api`) and the desktop
 //! shell all run on an [`App`].
 
+pub mod config;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -1,0 +1,132 @@
+//! Config files: the documented example works, and every kind of mistake is refused with the
+//! file, the field path and what is allowed.
+
+use std::path::Path;
+
+use switchyard::config::{Config, ConfigError};
+
+/// The environment the tests see: three keys, nothing else.
+fn env(var: &str) -> Option<String> {
+    match var {
+        "OPENAI_API_KEY" => Some("sk-test-openai".into()),
+        "ANTHROPIC_API_KEY" => Some("sk-ant-test-personal".into()),
+        "ANTHROPIC_API_KEY_WORK" => Some("sk-ant-test-work".into()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<Config, String> {
+    Config::parse(text, Path::new("switchyard.toml"), &env).map_err(|e| e.to_string())
+}
+
+fn error(text: &str) -> String {
+    parse(text).expect_err("the config must be refused")
+}
+
+/// Every ```toml block of docs/configuration.md, in order.
+fn documented_examples() -> Vec<String> {
+    let doc = include_str!("../../../docs/configuration.md");
+    doc.split("```toml\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_documented_example_with_two_providers_and_a_combo_loads() {
+    let examples = documented_examples();
+    assert!(!examples.is_empty(), "docs/configuration.md has no toml example");
+    for example in examples {
+        let config = parse(&example).unwrap_or_else(|e| panic!("{e}\n---\n{example}"));
+        assert!(config.providers.len() >= 2);
+        assert!(!config.combos.is_empty());
+    }
+}
+
+#[test]
+fn an_unknown_field_is_refused_with_its_path() {
+    let e = error("[[providers]]\nid = \"a\"\nkind = \"openai\"\nbase_ulr = \"http://x\"\n");
+    assert!(e.starts_with("switchyard.toml: providers[0]"), "{e}");
+    assert!(e.contains("base_ulr"), "{e}");
+}
+
+#[test]
+fn an_inline_secret_is_refused_without_echoing_it() {
+    let e = error(
+        "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers.credentials]]\nid = \"k\"\nsecret = \"sk-proj-0123456789abcdef\"\n",
+    );
+    assert!(e.contains("providers[0].credentials[0].secret"), "{e}");
+    assert!(e.contains("env:VARIABLE"), "{e}");
+    assert!(!e.contains("sk-proj"), "{e}");
+}
+
+#[test]
+fn a_missing_environment_variable_is_named() {
+    let e = error(
+        "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers.credentials]]\nid = \"k\"\nsecret = \"env:SWITCHYARD_SURELY_UNSET_VAR\"\n",
+    );
+    assert!(e.contains("SWITCHYARD_SURELY_UNSET_VAR is not set"), "{e}");
+}
+
+#[test]
+fn a_combo_naming_an_unknown_provider_is_refused() {
+    let e = error(
+        "[[providers]]\nid = \"local\"\nkind = \"openai\"\n[[combos]]\nname = \"c\"\ntargets = [{ target = \"nope/m\" }]\n",
+    );
+    assert!(e.contains("combos[0].targets[0].target: unknown provider \"nope\""), "{e}");
+}
+
+#[test]
+fn an_empty_combo_and_a_bad_weight_are_refused() {
+    let base = "[[providers]]\nid = \"local\"\nkind = \"openai\"\n";
+    let e = error(&format!("{base}[[combos]]\nname = \"c\"\ntargets = []\n"));
+    assert!(e.contains("combos[0].targets: must list at least one target"), "{e}");
+    let e = error(&format!(
+        "{base}[[combos]]\nname = \"c\"\ntargets = [{{ target = \"local/m\", weight = 0 }}]\n"
+    ));
+    assert!(e.contains("combos[0].targets[0].weight: 0 is out of range"), "{e}");
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let e = error(
+        "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers]]\nid = \"a\"\nkind = \"gemini\"\n",
+    );
+    assert!(e.contains("providers[1].id: \"a\" is used by another provider"), "{e}");
+}
+
+#[test]
+fn invalid_lockout_settings_name_the_field_and_the_range() {
+    let e = error("[settings.model_lockouts]\nbase_cooldown_ms = 60000\nmax_cooldown_ms = 1000\n");
+    assert!(e.contains("model_lockouts.max_cooldown_ms: 1000 is below base_cooldown_ms"), "{e}");
+    let e = error("[settings.model_lockouts]\nerror_codes = [404, 418]\n");
+    assert!(
+        e.contains("model_lockouts.error_codes[1]: 418 is not a status that can lock a model"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_syntax_error_names_the_file() {
+    let e = error("[[providers]\n");
+    assert!(e.starts_with("switchyard.toml: "), "{e}");
+}
+
+#[test]
+fn an_unreadable_file_names_the_file() {
+    let e = Config::load(Path::new("/nonexistent/switchyard.toml")).unwrap_err();
+    assert!(matches!(e, ConfigError::Read { .. }));
+    assert!(e.to_string().starts_with("/nonexistent/switchyard.toml: cannot read"));
+}
+
+#[test]
+fn a_provider_without_keys_gets_one_default_credential_and_defaults_apply() {
+    let config = parse("[[providers]]\nid = \"ollama\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1/\"\nprofile = \"local\"\n").unwrap();
+    let p = &config.providers[0];
+    assert_eq!(p.base_url, "http://127.0.0.1:11434/v1");
+    assert_eq!(p.credentials.len(), 1);
+    assert_eq!(p.credentials[0].id.as_str(), "default");
+    assert!(p.credentials[0].secret.is_none());
+    assert_eq!(p.breaker.failure_threshold, 3, "the local profile");
+    assert_eq!(config.port, switchyard::config::DEFAULT_PORT);
+}

@@ -23,7 +23,7 @@ fn error(text: &str) -> String {
     parse(text).expect_err("the config must be refused")
 }
 
-/// Every ```toml block of docs/configuration.md, in order.
+/// Every TOML code block of `docs/configuration.md`, in order.
 fn documented_examples() -> Vec<String> {
     let doc = include_str!("../../../docs/configuration.md");
     doc.split("```toml\n")

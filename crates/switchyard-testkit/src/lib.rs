@@ -1,7 +1,46 @@
-//! Dev-only support for Switchyard's tests and benchmarks.
+//! Dev-only support for Switchyard's tests and benchmarks: the fault-injecting mock upstream and
+//! the core's [`ManualClock`], re-exported so test code has one place to import test tools from.
 //!
-//! The fault-injecting mock upstream (OpenAI, Anthropic and Gemini dialects with scripted
-//! failures) lands here with the proxy issue. Tests drive time through the core's
-//! [`ManualClock`], re-exported so test code has one place to import test tools from.
+//! [`MockUpstream`] is a real HTTP server on 127.0.0.1 and a random port that speaks the OpenAI,
+//! Anthropic and Gemini dialects with their real wire formats, and fails on command: per model,
+//! a queue of [`Behavior`]s is consumed one per attempt, then a default (a normal reply). A
+//! single request can also carry its behaviour in the [`BEHAVIOR_HEADER`] header. Every attempt
+//! is recorded ([`Attempt`]) before it is answered, and tests await attempts instead of sleeping.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use std::time::Duration;
+//! use switchyard_testkit::{Behavior, ErrorKind, MockUpstream, Status};
+//!
+//! let mock = MockUpstream::start().await;
+//! mock.script("gpt-4o", [
+//!     Status::new(429).retry_after(Duration::from_secs(1)).into(),
+//!     Behavior::error(ErrorKind::InsufficientQuota),
+//!     Behavior::cut_after(3),
+//! ]);
+//! // ... point the proxy at mock.base_url(), send requests ...
+//! let attempts = mock.wait_for_attempts(3).await;
+//! assert_eq!(attempts[0].api_key(), Some("sk-first"));
+//! # }
+//! ```
+//!
+//! Invariants: the mock never binds a fixed port in tests, never reads the system clock for
+//! anything a test asserts on (ids and timestamps in answers are derived from the attempt's
+//! sequence number or are constants), and never outlives its [`MockUpstream`] handle.
+
+mod behavior;
+mod delivery;
+mod dialect;
+mod record;
+mod script;
+mod server;
 
 pub use switchyard_core::ManualClock;
+
+pub use self::behavior::{
+    AnthropicLimit, BEHAVIOR_HEADER, Behavior, ErrorKind, Fault, Finish, Reply, Status, ToolCall,
+};
+pub use self::dialect::Dialect;
+pub use self::record::Attempt;
+pub use self::script::{ANY_MODEL, ModelScript, Script, ScriptError};
+pub use self::server::{MockBuilder, MockUpstream};

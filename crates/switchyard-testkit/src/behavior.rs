@@ -1,0 +1,308 @@
+//! What the mock does with one attempt: the scriptable vocabulary of success and failure.
+//!
+//! A [`Behavior`] is decided *before* the request is answered and is the same value whether it
+//! came from a test (`mock.enqueue`), a script file or the `x-mock-behavior` request header, so
+//! every form serialises with serde. Faults are split by where they strike:
+//!
+//! - before any response byte: [`Behavior::Status`], [`Behavior::Reset`], [`Behavior::Hang`],
+//!   [`Behavior::RejectPrefill`];
+//! - while a successful reply is delivered: a [`Reply`] carries its own pacing (chunk count,
+//!   gaps, a slow first event with keep-alives) and at most one delivery [`Fault`].
+//!
+//! Invariants: the default value of every type is a plain, complete success, and every field of
+//! a script has a default, so `{ reply = {} }` is a valid normal reply. Durations are whole
+//! milliseconds on the wire (`*_ms`) and [`Duration`] in the builder methods.
+
+mod retry_hint;
+mod status;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::status::{AnthropicLimit, ErrorKind, Status};
+
+/// The request header that scripts a single request, overriding the model's queue without
+/// consuming it. Its value is a [`Behavior`] as JSON (see [`Behavior::header_value`]).
+pub const BEHAVIOR_HEADER: &str = "x-mock-behavior";
+
+/// What the mock does with one attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behavior {
+    /// Answer successfully, streaming when the request asked for it.
+    Reply(Reply),
+    /// Answer with this status, headers and (by default) a realistic error body in the dialect.
+    Status(Status),
+    /// Close the connection with a TCP reset before any response byte: the client sees a
+    /// connection error and no status.
+    Reset,
+    /// Read the request and never answer, until the client goes away (or the mock stops).
+    Hang,
+    /// Answer 400 when the conversation ends with an assistant turn (a prefill), as some
+    /// models do; otherwise reply normally.
+    RejectPrefill,
+}
+
+impl Default for Behavior {
+    fn default() -> Self {
+        Self::Reply(Reply::default())
+    }
+}
+
+impl Behavior {
+    /// A normal reply with this text.
+    pub fn reply(text: impl Into<String>) -> Self {
+        Reply::text(text).into()
+    }
+
+    /// A normal reply that calls one tool (no text).
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
+        Reply::text("").with_tool_call(name, arguments).into()
+    }
+
+    /// An error status with the dialect's realistic body for that code.
+    pub fn status(code: u16) -> Self {
+        Status::new(code).into()
+    }
+
+    /// A realistic error of this kind, with the status code the dialect itself uses for it.
+    pub fn error(kind: ErrorKind) -> Self {
+        Status::error(kind).into()
+    }
+
+    pub fn reset() -> Self {
+        Self::Reset
+    }
+
+    pub fn hang() -> Self {
+        Self::Hang
+    }
+
+    pub fn reject_prefill() -> Self {
+        Self::RejectPrefill
+    }
+
+    /// Headers at once, the first real event after `delay`, nothing in between.
+    pub fn slow_first_event(delay: Duration) -> Self {
+        Reply::default().first_event_after(delay).into()
+    }
+
+    /// Headers at once, then a keep-alive (SSE comment, or Anthropic `ping`) every `every` until
+    /// the first real event after `delay`.
+    pub fn slow_first_event_with_keep_alive(delay: Duration, every: Duration) -> Self {
+        Reply::default().first_event_after(delay).keep_alive_every(every).into()
+    }
+
+    /// See [`Fault::CutAfter`].
+    pub fn cut_after(events: usize) -> Self {
+        Reply::default().fault(Fault::CutAfter(events)).into()
+    }
+
+    /// See [`Fault::StallAfter`].
+    pub fn stall_after(events: usize) -> Self {
+        Reply::default().fault(Fault::StallAfter(events)).into()
+    }
+
+    /// See [`Fault::MalformedAt`].
+    pub fn malformed_at(position: usize) -> Self {
+        Reply::default().fault(Fault::MalformedAt(position)).into()
+    }
+
+    /// See [`Fault::MissingDone`].
+    pub fn missing_done() -> Self {
+        Reply::default().fault(Fault::MissingDone).into()
+    }
+
+    /// See [`Fault::Truncated`].
+    pub fn truncated() -> Self {
+        Reply::default().fault(Fault::Truncated).into()
+    }
+
+    /// The JSON form, for the [`BEHAVIOR_HEADER`] request header.
+    pub fn header_value(&self) -> String {
+        serde_json::to_string(self).expect("a behavior always serialises")
+    }
+}
+
+impl From<Reply> for Behavior {
+    fn from(reply: Reply) -> Self {
+        Self::Reply(reply)
+    }
+}
+
+impl From<Status> for Behavior {
+    fn from(status: Status) -> Self {
+        Self::Status(status)
+    }
+}
+
+/// A successful answer and how it is delivered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Reply {
+    /// The assistant's text; empty means no text block at all (useful with a tool call).
+    pub text: String,
+    pub tool_call: Option<ToolCall>,
+    /// Why generation stopped; `None` means the natural reason (tool use when there is a tool
+    /// call, otherwise a normal stop).
+    pub finish: Option<Finish>,
+    /// How many deltas the text is streamed in (at most one per character; at least one when
+    /// there is text).
+    pub chunks: usize,
+    /// Pause before every streamed event after the first.
+    pub chunk_gap_ms: u64,
+    /// Pause between the response headers and the first real event.
+    pub first_event_delay_ms: u64,
+    /// While waiting for the first event, send a keep-alive this often (streams only).
+    pub keep_alive_every_ms: Option<u64>,
+    pub fault: Option<Fault>,
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Self {
+            text: "Hello from the mock upstream.".to_owned(),
+            tool_call: None,
+            finish: None,
+            chunks: 3,
+            chunk_gap_ms: 0,
+            first_event_delay_ms: 0,
+            keep_alive_every_ms: None,
+            fault: None,
+        }
+    }
+}
+
+impl Reply {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), ..Self::default() }
+    }
+
+    #[must_use]
+    pub fn with_tool_call(mut self, name: impl Into<String>, arguments: Value) -> Self {
+        self.tool_call = Some(ToolCall { name: name.into(), arguments });
+        self
+    }
+
+    #[must_use]
+    pub fn finish(mut self, finish: Finish) -> Self {
+        self.finish = Some(finish);
+        self
+    }
+
+    #[must_use]
+    pub fn chunks(mut self, chunks: usize) -> Self {
+        self.chunks = chunks;
+        self
+    }
+
+    #[must_use]
+    pub fn chunk_gap(mut self, gap: Duration) -> Self {
+        self.chunk_gap_ms = millis(gap);
+        self
+    }
+
+    #[must_use]
+    pub fn first_event_after(mut self, delay: Duration) -> Self {
+        self.first_event_delay_ms = millis(delay);
+        self
+    }
+
+    #[must_use]
+    pub fn keep_alive_every(mut self, every: Duration) -> Self {
+        self.keep_alive_every_ms = Some(millis(every));
+        self
+    }
+
+    #[must_use]
+    pub fn fault(mut self, fault: Fault) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// The reason the reply reports, or `None` when the fault is that it never reports one.
+    pub(crate) fn effective_finish(&self) -> Option<Finish> {
+        if self.fault == Some(Fault::Truncated) {
+            return None;
+        }
+        Some(self.finish.unwrap_or(if self.tool_call.is_some() {
+            Finish::ToolUse
+        } else {
+            Finish::Stop
+        }))
+    }
+
+    pub(crate) fn gap(&self) -> Duration {
+        Duration::from_millis(self.chunk_gap_ms)
+    }
+
+    pub(crate) fn first_event_delay(&self) -> Duration {
+        Duration::from_millis(self.first_event_delay_ms)
+    }
+
+    /// `None` also for a zero interval, which would otherwise flood the client.
+    pub(crate) fn keep_alive_interval(&self) -> Option<Duration> {
+        self.keep_alive_every_ms.filter(|&ms| ms > 0).map(Duration::from_millis)
+    }
+}
+
+/// One function call the assistant makes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    pub name: String,
+    /// A JSON object; OpenAI receives it as a string, Anthropic and Gemini as an object.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// Why generation stopped, in dialect-neutral terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// OpenAI `stop`, Anthropic `end_turn`, Gemini `STOP`.
+    Stop,
+    /// OpenAI `length`, Anthropic `max_tokens`, Gemini `MAX_TOKENS`.
+    Length,
+    /// OpenAI `tool_calls`, Anthropic `tool_use`, Gemini `STOP`.
+    ToolUse,
+    /// OpenAI `content_filter`, Anthropic `refusal`, Gemini `SAFETY`.
+    ContentFilter,
+}
+
+/// What goes wrong while a successful reply is delivered. Positions count the events of the
+/// stream as the dialect sends them (OpenAI chunks including `[DONE]`, every Anthropic event
+/// including `message_start` and `ping`, Gemini chunks); keep-alives sent during a slow first
+/// event are not counted.
+///
+/// A non-streaming reply is one JSON document: cut and stall strike after its first half (or
+/// right after the headers when the position is 0), a malformed document is its first half
+/// sent as if complete, truncation sends a null finish reason, and a missing `[DONE]` changes
+/// nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// Send this many events, then drop the connection mid-body.
+    CutAfter(usize),
+    /// Send this many events, then keep the connection open and send nothing more.
+    StallAfter(usize),
+    /// Insert one event whose `data:` is not valid JSON at this position; the rest of the stream
+    /// is complete and correct.
+    MalformedAt(usize),
+    /// Report a finish reason but never send the terminator (`[DONE]`, `message_stop`). Gemini
+    /// has no terminator, so its stream is unchanged.
+    MissingDone,
+    /// Send all the content, then end the body cleanly with no finish reason and no terminator.
+    Truncated,
+}
+
+/// Whole milliseconds, saturating: scripts hold milliseconds, builders take durations.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,404 @@
+//! How an answer's bytes reach the wire: pacing, delivery faults, and the response body.
+//!
+//! [`Delivery`] is a pure schedule: given `now` it says what to do next (send an event, wait
+//! until an instant, end, stall, or cut the connection). [`EventBody`] is the thin driver that
+//! turns those steps into hyper body frames with one reusable timer. Every answer, error or
+//! success, streamed or not, goes through this one body type.
+//!
+//! Invariants:
+//! - Faults are applied to the event list once, up front; the schedule never inspects event
+//!   contents.
+//! - Keep-alives go out only while waiting for the first real event and are never counted as
+//!   events.
+//! - A cut first yields once so hyper flushes every event already produced; only then is the
+//!   connection dropped, so the client always receives exactly the events before the cut.
+//! - A request counts as in flight until its body has ended or been dropped.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+use crate::behavior::{Fault, Reply};
+use crate::record::InFlight;
+use crate::server::ConnectionControl;
+
+/// A paced sequence of body chunks with at most one fault.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    events: VecDeque<Bytes>,
+    sent: usize,
+    stop: Stop,
+    first_delay: Duration,
+    keep_alive: Option<(Duration, Bytes)>,
+    gap: Duration,
+    phase: Phase,
+    exact_len: Option<u64>,
+}
+
+/// Where the body stops early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Never,
+    Cut(usize),
+    Stall(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Nothing decided yet: the clock starts at the first poll, not at construction.
+    Fresh,
+    /// Headers are out; the first real event waits until `first_at`.
+    Waiting { first_at: Instant, next_keep_alive: Option<Instant> },
+    /// Events flow, each no earlier than `next_at`.
+    Flowing { next_at: Option<Instant> },
+}
+
+/// What the body does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Send(Bytes),
+    WaitUntil(Instant),
+    End,
+    Stall,
+    Cut,
+}
+
+impl Delivery {
+    /// One chunk at once, with its length announced: error bodies and model listings.
+    pub(crate) fn whole(body: Bytes) -> Self {
+        let len = body.len() as u64;
+        Self::paced(VecDeque::from([body]), Stop::Never, Some(len))
+    }
+
+    /// A streamed reply: the dialect's events, its terminator unless the fault removes it, and
+    /// the reply's pacing and fault.
+    pub(crate) fn stream(
+        events: Vec<Bytes>,
+        terminator: Option<Bytes>,
+        reply: &Reply,
+        keep_alive: Bytes,
+        malformed: Bytes,
+    ) -> Self {
+        let mut events = VecDeque::from(events);
+        let stop = match reply.fault {
+            Some(Fault::CutAfter(n)) => Stop::Cut(n),
+            Some(Fault::StallAfter(n)) => Stop::Stall(n),
+            Some(Fault::MalformedAt(at)) => {
+                events.insert(at.min(events.len()), malformed);
+                Stop::Never
+            }
+            None | Some(Fault::MissingDone | Fault::Truncated) => Stop::Never,
+        };
+        if !matches!(reply.fault, Some(Fault::MissingDone | Fault::Truncated)) {
+            events.extend(terminator);
+        }
+        let mut delivery = Self::paced(events, stop, None);
+        delivery.apply_pacing(reply);
+        delivery.keep_alive = reply.keep_alive_interval().map(|every| (every, keep_alive));
+        delivery
+    }
+
+    /// A non-streamed reply: one JSON document, sent in two halves when a fault needs a point
+    /// in the middle of it. Truncation is already in the document (a null finish reason).
+    pub(crate) fn document(body: Bytes, reply: &Reply) -> Self {
+        let full = body.len() as u64;
+        let half = body.len() / 2;
+        let (events, stop, announced) = match reply.fault {
+            Some(Fault::CutAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
+            Some(Fault::StallAfter(n)) => (halves(&body, half), Stop::Stall(n.min(1)), full),
+            Some(Fault::MalformedAt(_)) => {
+                (VecDeque::from([body.slice(..half)]), Stop::Never, half as u64)
+            }
+            None | Some(Fault::MissingDone | Fault::Truncated) => {
+                (VecDeque::from([body]), Stop::Never, full)
+            }
+        };
+        let mut delivery = Self::paced(events, stop, Some(announced));
+        delivery.apply_pacing(reply);
+        delivery
+    }
+
+    fn paced(events: VecDeque<Bytes>, stop: Stop, exact_len: Option<u64>) -> Self {
+        Self {
+            events,
+            sent: 0,
+            stop,
+            first_delay: Duration::ZERO,
+            keep_alive: None,
+            gap: Duration::ZERO,
+            phase: Phase::Fresh,
+            exact_len,
+        }
+    }
+
+    fn apply_pacing(&mut self, reply: &Reply) {
+        self.first_delay = reply.first_event_delay();
+        self.gap = reply.gap();
+    }
+
+    /// The body length when it is known up front (it becomes `Content-Length`); `None` for
+    /// streams, which go out chunked.
+    pub(crate) fn exact_len(&self) -> Option<u64> {
+        self.exact_len
+    }
+
+    /// Whether the schedule may need to drop the connection (so the body must hold a handle).
+    pub(crate) fn may_cut(&self) -> bool {
+        matches!(self.stop, Stop::Cut(_))
+    }
+
+    /// The next thing to do at `now`.
+    pub(crate) fn step(&mut self, now: Instant) -> Step {
+        loop {
+            match self.phase {
+                Phase::Fresh => {
+                    self.phase = if self.first_delay.is_zero() {
+                        Phase::Flowing { next_at: None }
+                    } else {
+                        Phase::Waiting {
+                            first_at: now + self.first_delay,
+                            next_keep_alive: self
+                                .keep_alive
+                                .as_ref()
+                                .map(|(every, _)| now + *every),
+                        }
+                    };
+                }
+                Phase::Waiting { first_at, next_keep_alive } => {
+                    if now >= first_at {
+                        self.phase = Phase::Flowing { next_at: None };
+                        continue;
+                    }
+                    if let (Some(due), Some((every, frame))) = (next_keep_alive, &self.keep_alive) {
+                        if now >= due {
+                            self.phase =
+                                Phase::Waiting { first_at, next_keep_alive: Some(now + *every) };
+                            return Step::Send(frame.clone());
+                        }
+                        return Step::WaitUntil(first_at.min(due));
+                    }
+                    return Step::WaitUntil(first_at);
+                }
+                Phase::Flowing { next_at } => {
+                    match self.stop {
+                        Stop::Cut(n) if self.sent >= n => return Step::Cut,
+                        Stop::Stall(n) if self.sent >= n => return Step::Stall,
+                        _ => {}
+                    }
+                    if let Some(at) = next_at.filter(|&at| now < at) {
+                        return Step::WaitUntil(at);
+                    }
+                    let Some(event) = self.events.pop_front() else { return Step::End };
+                    self.sent += 1;
+                    let next_at = (!self.gap.is_zero()).then(|| now + self.gap);
+                    self.phase = Phase::Flowing { next_at };
+                    return Step::Send(event);
+                }
+            }
+        }
+    }
+}
+
+fn halves(body: &Bytes, at: usize) -> VecDeque<Bytes> {
+    VecDeque::from([body.slice(..at), body.slice(at..)])
+}
+
+/// The response body of every answer the mock gives.
+#[derive(Debug)]
+pub(crate) struct EventBody {
+    delivery: Delivery,
+    /// Reused across waits so a paced stream allocates one timer, not one per event.
+    timer: Option<Pin<Box<Sleep>>>,
+    waiting: bool,
+    cut_requested: bool,
+    connection: Option<Arc<ConnectionControl>>,
+    in_flight: Option<InFlight>,
+}
+
+impl EventBody {
+    pub(crate) fn new(
+        delivery: Delivery,
+        connection: &Arc<ConnectionControl>,
+        in_flight: InFlight,
+    ) -> Self {
+        let connection = delivery.may_cut().then(|| Arc::clone(connection));
+        Self {
+            delivery,
+            timer: None,
+            waiting: false,
+            cut_requested: false,
+            connection,
+            in_flight: Some(in_flight),
+        }
+    }
+
+    fn wait_until(&mut self, deadline: Instant) {
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().reset(deadline),
+            None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.waiting = true;
+    }
+
+    /// Yield once so hyper flushes what it already has, then drop the connection.
+    fn cut(&mut self, cx: &Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.cut_requested {
+            if let Some(connection) = &self.connection {
+                connection.close();
+            }
+        } else {
+            self.cut_requested = true;
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
+impl Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        loop {
+            if this.waiting {
+                let timer = this.timer.as_mut().expect("a timer is armed while waiting");
+                ready!(timer.as_mut().poll(cx));
+                this.waiting = false;
+            }
+            match this.delivery.step(Instant::now()) {
+                Step::Send(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Step::WaitUntil(deadline) => this.wait_until(deadline),
+                Step::End => {
+                    this.in_flight = None;
+                    return Poll::Ready(None);
+                }
+                // No waker is registered: nothing will ever come. hyper still watches the socket,
+                // so the connection (and this body) goes away when the client does.
+                Step::Stall => return Poll::Pending,
+                Step::Cut => return this.cut(cx),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.delivery.exact_len().map_or_else(SizeHint::default, SizeHint::with_exact)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(n: usize) -> Vec<Bytes> {
+        (0..n).map(|i| Bytes::from(format!("e{i}"))).collect()
+    }
+
+    fn sent(step: Step) -> String {
+        match step {
+            Step::Send(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+            other => panic!("expected a send, got {other:?}"),
+        }
+    }
+
+    fn stream(reply: &Reply) -> Delivery {
+        Delivery::stream(
+            events(3),
+            Some(Bytes::from_static(b"done")),
+            reply,
+            Bytes::from_static(b"ka"),
+            Bytes::from_static(b"bad"),
+        )
+    }
+
+    #[test]
+    fn an_unpaced_stream_sends_every_event_then_the_terminator_then_ends() {
+        let now = Instant::now();
+        let mut d = stream(&Reply::default());
+        let got: Vec<String> = (0..4).map(|_| sent(d.step(now))).collect();
+        assert_eq!(got, ["e0", "e1", "e2", "done"]);
+        assert_eq!(d.step(now), Step::End);
+    }
+
+    #[test]
+    fn a_slow_first_event_sends_keep_alives_until_the_delay_has_passed() {
+        let t0 = Instant::now();
+        let reply = Reply::default()
+            .first_event_after(Duration::from_millis(100))
+            .keep_alive_every(Duration::from_millis(40));
+        let mut d = stream(&reply);
+        assert_eq!(d.step(t0), Step::WaitUntil(t0 + Duration::from_millis(40)));
+        assert_eq!(sent(d.step(t0 + Duration::from_millis(40))), "ka");
+        assert_eq!(
+            d.step(t0 + Duration::from_millis(40)),
+            Step::WaitUntil(t0 + Duration::from_millis(80))
+        );
+        assert_eq!(sent(d.step(t0 + Duration::from_millis(80))), "ka");
+        assert_eq!(
+            d.step(t0 + Duration::from_millis(80)),
+            Step::WaitUntil(t0 + Duration::from_millis(100))
+        );
+        assert_eq!(sent(d.step(t0 + Duration::from_millis(100))), "e0");
+    }
+
+    #[test]
+    fn the_gap_separates_events_but_not_the_first() {
+        let t0 = Instant::now();
+        let gap = Duration::from_millis(10);
+        let mut d = stream(&Reply::default().chunk_gap(gap));
+        assert_eq!(sent(d.step(t0)), "e0");
+        assert_eq!(d.step(t0), Step::WaitUntil(t0 + gap));
+        assert_eq!(sent(d.step(t0 + gap)), "e1");
+    }
+
+    #[test]
+    fn cut_and_stall_strike_after_exactly_n_events() {
+        let now = Instant::now();
+        for (fault, last) in [(Fault::CutAfter(2), Step::Cut), (Fault::StallAfter(2), Step::Stall)]
+        {
+            let mut d = stream(&Reply::default().fault(fault));
+            assert_eq!(sent(d.step(now)), "e0");
+            assert_eq!(sent(d.step(now)), "e1");
+            assert_eq!(d.step(now), last);
+        }
+    }
+
+    #[test]
+    fn a_malformed_event_is_inserted_among_good_ones() {
+        let now = Instant::now();
+        let mut d = stream(&Reply::default().fault(Fault::MalformedAt(1)));
+        let got: Vec<String> = (0..5).map(|_| sent(d.step(now))).collect();
+        assert_eq!(got, ["e0", "bad", "e1", "e2", "done"]);
+    }
+
+    #[test]
+    fn missing_done_and_truncated_drop_the_terminator() {
+        let now = Instant::now();
+        for fault in [Fault::MissingDone, Fault::Truncated] {
+            let mut d = stream(&Reply::default().fault(fault));
+            let got: Vec<String> = (0..3).map(|_| sent(d.step(now))).collect();
+            assert_eq!(got, ["e0", "e1", "e2"]);
+            assert_eq!(d.step(now), Step::End);
+        }
+    }
+
+    #[test]
+    fn a_cut_document_announces_its_full_length_and_sends_half() {
+        let now = Instant::now();
+        let body = Bytes::from_static(b"{\"abcdef\":1}");
+        let mut d = Delivery::document(body.clone(), &Reply::default().fault(Fault::CutAfter(5)));
+        assert_eq!(d.exact_len(), Some(body.len() as u64));
+        assert_eq!(sent(d.step(now)), "{\"abcd");
+        assert_eq!(d.step(now), Step::Cut);
+    }
+}

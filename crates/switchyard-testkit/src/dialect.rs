@@ -1,0 +1,175 @@
+//! The three upstream wire formats the mock speaks, behind one trait.
+//!
+//! A dialect only *renders*: given the facts of one turn (the request, the reply to give, the
+//! finish reason) it produces a JSON document, a list of stream events or an error body.
+//! Deciding what to send, and when, belongs to the exchange and to delivery, so each fault is
+//! written once and applies to every dialect.
+//!
+//! Invariants: rendering is deterministic (ids come from the attempt's sequence number,
+//! `created` is a constant), and each rendered stream event is exactly one complete SSE event.
+
+mod anthropic;
+mod gemini;
+mod openai;
+mod sse;
+
+use std::fmt;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::behavior::{ErrorKind, Finish, Reply};
+
+/// Which provider's API a request spoke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// `POST /v1/chat/completions`, `GET /v1/models`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// `POST /v1/messages`, `GET /v1/models` with an `anthropic-version` header.
+    Anthropic,
+    /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`.
+    Gemini,
+}
+
+impl Dialect {
+    pub(crate) fn wire(self) -> &'static dyn Wire {
+        match self {
+            Self::OpenAi => &openai::OpenAi,
+            Self::Anthropic => &anthropic::Anthropic,
+            Self::Gemini => &gemini::Gemini,
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        })
+    }
+}
+
+/// The facts of one successful turn, as every dialect needs them.
+#[derive(Debug)]
+pub(crate) struct Turn<'a> {
+    /// The attempt's sequence number: the source of every id in the answer.
+    pub seq: u64,
+    pub model: &'a str,
+    pub request: &'a Value,
+    pub reply: &'a Reply,
+    /// `None` when the reply is truncated and must not report one.
+    pub finish: Option<Finish>,
+    pub usage: Usage,
+}
+
+/// Token counts: a deterministic estimate (four bytes a token) so tests can assert on them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Usage {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Usage {
+    pub(crate) fn estimate(request_bytes: usize, reply: &Reply) -> Self {
+        let output_bytes = reply.text.len()
+            + reply.tool_call.as_ref().map_or(0, |call| call.arguments.to_string().len());
+        Self { input: tokens(request_bytes), output: tokens(output_bytes) }
+    }
+
+    pub(crate) fn total(self) -> u64 {
+        self.input + self.output
+    }
+}
+
+fn tokens(bytes: usize) -> u64 {
+    u64::try_from(bytes.div_ceil(4).max(1)).unwrap_or(u64::MAX)
+}
+
+/// An error answer's facts.
+#[derive(Debug)]
+pub(crate) struct Failure<'a> {
+    pub kind: ErrorKind,
+    pub code: u16,
+    pub message: Option<&'a str>,
+    pub model: &'a str,
+}
+
+/// One dialect's rendering.
+pub(crate) trait Wire: Sync {
+    /// The non-streaming answer.
+    fn document(&self, turn: &Turn<'_>) -> Value;
+
+    /// The streamed answer, one complete SSE event per element, without the terminator.
+    fn events(&self, turn: &Turn<'_>) -> Vec<Bytes>;
+
+    /// The event that ends a complete stream (`[DONE]`, `message_stop`), if the dialect has one.
+    fn terminator(&self) -> Option<Bytes>;
+
+    /// What the dialect sends to keep an idle stream open.
+    fn keep_alive(&self) -> Bytes;
+
+    /// An event whose `data:` is cut off mid-JSON.
+    fn malformed(&self) -> Bytes;
+
+    /// Whether the conversation ends with an assistant (model) turn.
+    fn ends_with_assistant(&self, request: &Value) -> bool;
+
+    /// The status code this dialect's provider uses for an error of this kind.
+    fn code_for(&self, kind: ErrorKind) -> u16;
+
+    /// The provider's error body.
+    fn error(&self, failure: &Failure<'_>) -> Value;
+
+    /// The answer to a model listing.
+    fn models(&self, names: &[String]) -> Value;
+}
+
+/// `text` in `n` pieces of nearly equal length, split on character boundaries; fewer pieces
+/// when there are fewer characters, none for empty text.
+pub(crate) fn pieces(text: &str, n: usize) -> Vec<&str> {
+    let chars = text.chars().count();
+    let n = n.clamp(1, chars.max(1));
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut rest = text;
+    for i in 0..n {
+        let take = chars * (i + 1) / n - chars * i / n;
+        let at = rest.char_indices().nth(take).map_or(rest.len(), |(at, _)| at);
+        let (piece, tail) = rest.split_at(at);
+        out.push(piece);
+        rest = tail;
+    }
+    out
+}
+
+/// The role of the last element of a JSON array of turns, read at `role_key`.
+fn last_role<'a>(turns: Option<&'a Value>, role_key: &str) -> Option<&'a str> {
+    turns?.as_array()?.last()?.get(role_key)?.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    #[test]
+    fn pieces_cover_the_text_exactly_in_order() {
+        for (text, n) in [("Hello from the mock.", 3), ("héllo wörld", 4), ("ab", 5), ("x", 0)] {
+            let parts = pieces(text, n);
+            assert_eq!(parts.concat(), text);
+            assert!(parts.iter().all(|p| !p.is_empty()), "{parts:?}");
+            assert_eq!(parts.len(), n.clamp(1, text.chars().count()));
+        }
+    }
+
+    #[test]
+    fn empty_text_has_no_pieces() {
+        assert!(pieces("", 3).is_empty());
+    }
+}

@@ -1,0 +1,264 @@
+//! OpenAI Chat Completions: `chat.completion` documents, `chat.completion.chunk` streams ending
+//! in `data: [DONE]`, and `{"error": {message, type, param, code}}` errors.
+//!
+//! Stream shape, as the real API sends it: a first chunk with the assistant role, one chunk per
+//! text piece, a tool call as a header chunk (id, name, empty arguments) followed by argument
+//! fragments, a chunk with an empty delta and the finish reason, a usage chunk with no choices
+//! only when the request set `stream_options.include_usage`, then `[DONE]`.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::{Failure, Turn, Wire, last_role, pieces, sse};
+use crate::behavior::{ErrorKind, Finish};
+
+/// Chat Completions has no clock in its answers that tests care about; a constant keeps every
+/// answer byte-for-byte reproducible.
+const CREATED: u64 = 1_700_000_000;
+
+#[derive(Debug)]
+pub(super) struct OpenAi;
+
+impl Wire for OpenAi {
+    fn document(&self, turn: &Turn<'_>) -> Value {
+        let reply = turn.reply;
+        let mut message = json!({
+            "role": "assistant",
+            "content": if reply.text.is_empty() && reply.tool_call.is_some() {
+                Value::Null
+            } else {
+                Value::from(reply.text.as_str())
+            },
+            "refusal": null,
+            "annotations": [],
+        });
+        if let Some(call) = &reply.tool_call {
+            message["tool_calls"] = json!([{
+                "id": call_id(turn),
+                "type": "function",
+                "function": { "name": call.name, "arguments": call.arguments.to_string() },
+            }]);
+        }
+        json!({
+            "id": completion_id(turn),
+            "object": "chat.completion",
+            "created": CREATED,
+            "model": turn.model,
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": turn.finish.map(finish_reason),
+            }],
+            "usage": usage(turn),
+            "service_tier": "default",
+            "system_fingerprint": "fp_mock",
+        })
+    }
+
+    fn events(&self, turn: &Turn<'_>) -> Vec<Bytes> {
+        let reply = turn.reply;
+        let chunk = |delta: Value, finish: Option<Finish>| {
+            sse::data(&json!({
+                "id": completion_id(turn),
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": turn.model,
+                "system_fingerprint": "fp_mock",
+                "choices": [{
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": null,
+                    "finish_reason": finish.map(finish_reason),
+                }],
+            }))
+        };
+        let mut events =
+            vec![chunk(json!({ "role": "assistant", "content": "", "refusal": null }), None)];
+        for piece in pieces(&reply.text, reply.chunks) {
+            events.push(chunk(json!({ "content": piece }), None));
+        }
+        if let Some(call) = &reply.tool_call {
+            events.push(chunk(
+                json!({ "tool_calls": [{
+                    "index": 0,
+                    "id": call_id(turn),
+                    "type": "function",
+                    "function": { "name": call.name, "arguments": "" },
+                }]}),
+                None,
+            ));
+            for fragment in pieces(&call.arguments.to_string(), 2) {
+                events.push(chunk(
+                    json!({ "tool_calls": [{ "index": 0, "function": { "arguments": fragment } }] }),
+                    None,
+                ));
+            }
+        }
+        if let Some(finish) = turn.finish {
+            events.push(chunk(json!({}), Some(finish)));
+            if include_usage(turn.request) {
+                events.push(sse::data(&json!({
+                    "id": completion_id(turn),
+                    "object": "chat.completion.chunk",
+                    "created": CREATED,
+                    "model": turn.model,
+                    "system_fingerprint": "fp_mock",
+                    "choices": [],
+                    "usage": usage(turn),
+                })));
+            }
+        }
+        events
+    }
+
+    fn terminator(&self) -> Option<Bytes> {
+        Some(Bytes::from_static(b"data: [DONE]\n\n"))
+    }
+
+    fn keep_alive(&self) -> Bytes {
+        sse::comment("keep-alive")
+    }
+
+    fn malformed(&self) -> Bytes {
+        Bytes::from_static(
+            b"data: {\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"\n\n",
+        )
+    }
+
+    fn ends_with_assistant(&self, request: &Value) -> bool {
+        last_role(request.get("messages"), "role") == Some("assistant")
+    }
+
+    fn code_for(&self, kind: ErrorKind) -> u16 {
+        match kind {
+            ErrorKind::BadRequest
+            | ErrorKind::ContextLengthExceeded
+            | ErrorKind::ContentPolicy
+            | ErrorKind::PrefillRejected => 400,
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::PermissionDenied => 403,
+            ErrorKind::ModelNotFound => 404,
+            ErrorKind::RateLimited | ErrorKind::InsufficientQuota => 429,
+            ErrorKind::ServerError => 500,
+            ErrorKind::Overloaded => 503,
+        }
+    }
+
+    fn error(&self, failure: &Failure<'_>) -> Value {
+        let model = failure.model;
+        let (kind, param, code, message) = match failure.kind {
+            ErrorKind::BadRequest => (
+                "invalid_request_error",
+                None,
+                None,
+                "Invalid request: the mock upstream was scripted to reject it.".to_owned(),
+            ),
+            ErrorKind::Unauthorized => (
+                "invalid_request_error",
+                None,
+                Some("invalid_api_key"),
+                "Incorrect API key provided: sk-mock***. You can find your API key at https://platform.openai.com/account/api-keys.".to_owned(),
+            ),
+            ErrorKind::PermissionDenied => (
+                "invalid_request_error",
+                None,
+                Some("unsupported_country_region_territory"),
+                "Country, region, or territory not supported".to_owned(),
+            ),
+            ErrorKind::ModelNotFound => (
+                "invalid_request_error",
+                None,
+                Some("model_not_found"),
+                format!("The model `{model}` does not exist or you do not have access to it."),
+            ),
+            ErrorKind::RateLimited => (
+                "requests",
+                None,
+                Some("rate_limit_exceeded"),
+                format!("Rate limit reached for {model} in organization org-mock on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s. Visit https://platform.openai.com/account/rate-limits to learn more."),
+            ),
+            ErrorKind::InsufficientQuota => (
+                "insufficient_quota",
+                None,
+                Some("insufficient_quota"),
+                "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.".to_owned(),
+            ),
+            ErrorKind::ContextLengthExceeded => (
+                "invalid_request_error",
+                Some("messages"),
+                Some("context_length_exceeded"),
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens. Please reduce the length of the messages.".to_owned(),
+            ),
+            ErrorKind::ContentPolicy => (
+                "invalid_request_error",
+                None,
+                Some("content_policy_violation"),
+                "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.".to_owned(),
+            ),
+            ErrorKind::PrefillRejected => (
+                "invalid_request_error",
+                Some("messages"),
+                None,
+                "This model does not support assistant message prefill. The conversation must end with a user message.".to_owned(),
+            ),
+            ErrorKind::ServerError => (
+                "server_error",
+                None,
+                None,
+                "The server had an error while processing your request. Sorry about that!".to_owned(),
+            ),
+            ErrorKind::Overloaded => (
+                "server_error",
+                None,
+                None,
+                "The engine is currently overloaded, please try again later.".to_owned(),
+            ),
+        };
+        json!({
+            "error": {
+                "message": failure.message.map_or(message, str::to_owned),
+                "type": kind,
+                "param": param,
+                "code": code,
+            }
+        })
+    }
+
+    fn models(&self, names: &[String]) -> Value {
+        let data: Vec<Value> = names
+            .iter()
+            .map(|name| json!({ "id": name, "object": "model", "created": CREATED, "owned_by": "mock" }))
+            .collect();
+        json!({ "object": "list", "data": data })
+    }
+}
+
+fn completion_id(turn: &Turn<'_>) -> String {
+    format!("chatcmpl-mock-{}", turn.seq)
+}
+
+fn call_id(turn: &Turn<'_>) -> String {
+    format!("call_mock_{}", turn.seq)
+}
+
+fn finish_reason(finish: Finish) -> &'static str {
+    match finish {
+        Finish::Stop => "stop",
+        Finish::Length => "length",
+        Finish::ToolUse => "tool_calls",
+        Finish::ContentFilter => "content_filter",
+    }
+}
+
+fn usage(turn: &Turn<'_>) -> Value {
+    json!({
+        "prompt_tokens": turn.usage.input,
+        "completion_tokens": turn.usage.output,
+        "total_tokens": turn.usage.total(),
+    })
+}
+
+fn include_usage(request: &Value) -> bool {
+    request.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false)
+}

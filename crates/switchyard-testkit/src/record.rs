@@ -1,0 +1,184 @@
+//! What the mock observed: every attempt it received, and how many requests are still open.
+//!
+//! Tests synchronise on these, never on sleeps: [`Journal`] publishes its attempt count on a
+//! `watch` channel and [`Occupancy`] publishes the number of requests in flight, so a test can
+//! await "the third attempt has arrived" or "the proxy has let go of the upstream connection".
+//!
+//! Invariants: an attempt is recorded before any byte of its answer is sent (so a test that
+//! awaits it can then act on a hanging or stalled request); sequence numbers are unique and
+//! increasing for the mock's whole life, even across [`Journal::clear`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::HeaderMap;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::behavior::Behavior;
+use crate::dialect::Dialect;
+
+/// One request the mock received for a model, and what it did with it.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// Order of arrival, from 0, across all models.
+    pub seq: u64,
+    pub dialect: Dialect,
+    /// From the body (OpenAI, Anthropic) or the path (Gemini); empty when the request had none.
+    pub model: String,
+    pub path: String,
+    pub query: Option<String>,
+    pub stream: bool,
+    pub headers: HeaderMap,
+    /// The request body; `Null` when it was not JSON.
+    pub body: Value,
+    pub behavior: Behavior,
+    pub at: Instant,
+    /// Time since the mock started.
+    pub elapsed: Duration,
+}
+
+impl Attempt {
+    /// A request header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The credential the client presented, in whichever place its dialect puts it:
+    /// `Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or Gemini's `?key=`.
+    pub fn api_key(&self) -> Option<&str> {
+        self.header("authorization")
+            .map(|value| value.strip_prefix("Bearer ").unwrap_or(value))
+            .or_else(|| self.header("x-api-key"))
+            .or_else(|| self.header("x-goog-api-key"))
+            .or_else(|| {
+                self.query.as_deref()?.split('&').find_map(|pair| pair.strip_prefix("key="))
+            })
+    }
+}
+
+/// The attempt log.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    log: Mutex<Log>,
+    /// Attempts recorded since the last clear; published so waiters need no polling.
+    count: watch::Sender<usize>,
+    next_seq: AtomicU64,
+    started: Instant,
+    /// Off for long benchmarks: counts are kept, attempts are not.
+    keep: bool,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    attempts: Vec<Attempt>,
+    per_model: HashMap<String, usize>,
+    total: usize,
+}
+
+impl Journal {
+    pub(crate) fn new(started: Instant, keep: bool) -> Self {
+        Self {
+            log: Mutex::default(),
+            count: watch::Sender::new(0),
+            next_seq: AtomicU64::new(0),
+            started,
+            keep,
+        }
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
+    pub(crate) fn record(&self, attempt: Attempt) {
+        let mut log = self.log.lock();
+        match log.per_model.get_mut(&attempt.model) {
+            Some(count) => *count += 1,
+            None => {
+                log.per_model.insert(attempt.model.clone(), 1);
+            }
+        }
+        if self.keep {
+            log.attempts.push(attempt);
+        }
+        log.total += 1;
+        // Published under the lock so the count never goes backwards between two recorders.
+        self.count.send_replace(log.total);
+    }
+
+    pub(crate) fn attempts(&self) -> Vec<Attempt> {
+        self.log.lock().attempts.clone()
+    }
+
+    pub(crate) fn attempts_for(&self, model: &str) -> Vec<Attempt> {
+        self.log.lock().attempts.iter().filter(|a| a.model == model).cloned().collect()
+    }
+
+    pub(crate) fn count_for(&self, model: &str) -> usize {
+        self.log.lock().per_model.get(model).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        *self.count.borrow()
+    }
+
+    pub(crate) fn clear(&self) {
+        let mut log = self.log.lock();
+        *log = Log::default();
+        self.count.send_replace(0);
+    }
+
+    /// Resolves once at least `n` attempts are recorded.
+    pub(crate) async fn wait_for(&self, n: usize) {
+        let mut count = self.count.subscribe();
+        count.wait_for(|&c| c >= n).await.expect("the journal owns the sender");
+    }
+}
+
+/// How many requests are being answered right now.
+#[derive(Debug)]
+pub(crate) struct Occupancy {
+    open: watch::Sender<usize>,
+}
+
+impl Occupancy {
+    pub(crate) fn new() -> Self {
+        Self { open: watch::Sender::new(0) }
+    }
+
+    pub(crate) fn current(&self) -> usize {
+        *self.open.borrow()
+    }
+
+    pub(crate) async fn wait_for(&self, n: usize) {
+        let mut open = self.open.subscribe();
+        open.wait_for(|&c| c == n).await.expect("the occupancy owns the sender");
+    }
+}
+
+/// One open request: counted from arrival until its answer has been sent in full, or until
+/// the request is abandoned (client gone, connection cut, mock stopped).
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Occupancy>);
+
+impl InFlight {
+    pub(crate) fn enter(occupancy: &Arc<Occupancy>) -> Self {
+        occupancy.open.send_modify(|open| *open += 1);
+        Self(Arc::clone(occupancy))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.open.send_modify(|open| *open -= 1);
+    }
+}

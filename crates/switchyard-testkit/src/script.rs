@@ -1,0 +1,244 @@
+//! Who does what: per-model queues of behaviours, consumed one per attempt, then a default.
+//!
+//! A [`Script`] is the serde form (test code and `--script` files); [`Scripts`] is the live
+//! state the server consumes. The order in which an attempt's behaviour is chosen is fixed:
+//!
+//! 1. the `x-mock-behavior` request header (handled by the exchange; consumes nothing);
+//! 2. the model's queue, front first;
+//! 3. the model's default;
+//! 4. the [`ANY_MODEL`] queue, then its default;
+//! 5. a normal reply.
+//!
+//! Invariant: the lock is held only to pop or clone one behaviour, never across an `.await`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::path::Path;
+
+use parking_lot::Mutex;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::behavior::Behavior;
+
+/// The script key that applies to every model without an answer of its own.
+pub const ANY_MODEL: &str = "*";
+
+/// Model name → what that model does. In TOML:
+///
+/// ```toml
+/// "gpt-4o" = [{ status = { code = 429, headers = { retry-after = "1" } } }, { reply = {} }]
+/// "claude-sonnet-4" = { queue = ["reset"], default = "reject_prefill" }
+/// "*" = { default = { reply = { text = "fallback" } } }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Script {
+    pub models: BTreeMap<String, ModelScript>,
+}
+
+impl Script {
+    pub fn from_toml(text: &str) -> Result<Self, ScriptError> {
+        toml::from_str(text).map_err(|e| ScriptError::Toml(Box::new(e)))
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, ScriptError> {
+        serde_json::from_str(text).map_err(ScriptError::Json)
+    }
+
+    /// JSON when the file name ends in `.json`, TOML otherwise.
+    pub fn from_file(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScriptError::Read { path: path.display().to_string(), source })?;
+        if path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json")) {
+            Self::from_json(&text)
+        } else {
+            Self::from_toml(&text)
+        }
+    }
+
+    /// Adds behaviours to a model's queue.
+    #[must_use]
+    pub fn model(
+        mut self,
+        name: impl Into<String>,
+        behaviors: impl IntoIterator<Item = Behavior>,
+    ) -> Self {
+        self.models.entry(name.into()).or_default().queue.extend(behaviors);
+        self
+    }
+}
+
+/// One model's script. A bare list in a script file is the queue.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, remote = "Self")]
+pub struct ModelScript {
+    /// Consumed one per attempt.
+    pub queue: Vec<Behavior>,
+    /// What follows once the queue is empty; a normal reply when unset.
+    pub default: Option<Behavior>,
+}
+
+impl<'de> Deserialize<'de> for ModelScript {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// A list or a table, each parsed by the derived code so error messages stay precise.
+        struct ListOrTable;
+
+        impl<'de> Visitor<'de> for ListOrTable {
+            type Value = ModelScript;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of behaviours or a table with `queue` and `default`")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ModelScript, A::Error> {
+                let queue = Vec::deserialize(SeqAccessDeserializer::new(seq))?;
+                Ok(ModelScript { queue, default: None })
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelScript, A::Error> {
+                ModelScript::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+
+        deserializer.deserialize_any(ListOrTable)
+    }
+}
+
+impl Serialize for ModelScript {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        ModelScript::serialize(self, serializer)
+    }
+}
+
+/// Why a script could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("cannot read script {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid TOML script: {0}")]
+    Toml(Box<toml::de::Error>),
+    #[error("invalid JSON script: {0}")]
+    Json(serde_json::Error),
+}
+
+/// The live scripts.
+#[derive(Debug, Default)]
+pub(crate) struct Scripts {
+    models: Mutex<HashMap<String, Queue>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    pending: VecDeque<Behavior>,
+    default: Option<Behavior>,
+}
+
+impl Queue {
+    fn next(&mut self) -> Option<Behavior> {
+        self.pending.pop_front().or_else(|| self.default.clone())
+    }
+}
+
+impl Scripts {
+    /// The behaviour for this model's next attempt (steps 2 to 5 above).
+    pub(crate) fn next(&self, model: &str) -> Behavior {
+        let mut models = self.models.lock();
+        models
+            .get_mut(model)
+            .and_then(Queue::next)
+            .or_else(|| models.get_mut(ANY_MODEL).and_then(Queue::next))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn enqueue(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {
+        self.models.lock().entry(model.to_owned()).or_default().pending.extend(behaviors);
+    }
+
+    pub(crate) fn set_default(&self, model: &str, behavior: Behavior) {
+        self.models.lock().entry(model.to_owned()).or_default().default = Some(behavior);
+    }
+
+    /// Appends each model's queue and replaces its default when the script sets one.
+    pub(crate) fn load(&self, script: Script) {
+        let mut models = self.models.lock();
+        for (name, model) in script.models {
+            let queue = models.entry(name).or_default();
+            queue.pending.extend(model.queue);
+            if model.default.is_some() {
+                queue.default = model.default;
+            }
+        }
+    }
+
+    pub(crate) fn clear(&self) {
+        self.models.lock().clear();
+    }
+
+    /// Every scripted model name except the wildcard.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.models.lock().keys().filter(|name| *name != ANY_MODEL).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behavior::{ErrorKind, Fault, Reply, Status};
+
+    #[test]
+    fn a_toml_script_reads_lists_tables_and_every_behavior_form() {
+        let script = Script::from_toml(
+            r#"
+            "gpt-4o" = [
+                { status = { code = 429, headers = { retry-after = "1" } } },
+                { status = { error = "insufficient_quota" } },
+                "reset",
+                "hang",
+                { reply = { text = "hi", chunks = 2, fault = { cut_after = 3 } } },
+                { reply = { fault = "truncated" } },
+            ]
+            "claude" = { queue = ["reject_prefill"], default = { reply = { text = "ok" } } }
+            "#,
+        )
+        .unwrap();
+        let gpt = &script.models["gpt-4o"];
+        assert_eq!(gpt.queue[0], Status::new(429).header("retry-after", "1").into());
+        assert_eq!(gpt.queue[1], Status::error(ErrorKind::InsufficientQuota).into());
+        assert_eq!(gpt.queue[2], Behavior::Reset);
+        assert_eq!(gpt.queue[3], Behavior::Hang);
+        assert_eq!(gpt.queue[4], Reply::text("hi").chunks(2).fault(Fault::CutAfter(3)).into());
+        assert_eq!(gpt.queue[5], Behavior::truncated());
+        let claude = &script.models["claude"];
+        assert_eq!(claude.queue, [Behavior::RejectPrefill]);
+        assert_eq!(claude.default, Some(Behavior::reply("ok")));
+    }
+
+    #[test]
+    fn a_json_script_reads_the_same_types() {
+        let script =
+            Script::from_json(r#"{"m": [{"status": {"code": 503}}, {"reply": {}}]}"#).unwrap();
+        assert_eq!(script.models["m"].queue, [Behavior::status(503), Behavior::default()]);
+    }
+
+    #[test]
+    fn a_typo_in_a_script_is_an_error_not_a_default() {
+        let error = Script::from_toml(r#"m = [{ reply = { txet = "hi" } }]"#).unwrap_err();
+        assert!(error.to_string().contains("txet"), "{error}");
+    }
+
+    #[test]
+    fn queues_are_consumed_then_the_default_then_the_wildcard_then_a_normal_reply() {
+        let scripts = Scripts::default();
+        scripts.enqueue("a", [Behavior::status(500), Behavior::Reset]);
+        scripts.set_default("a", Behavior::Hang);
+        scripts.enqueue(ANY_MODEL, [Behavior::status(429)]);
+        assert_eq!(scripts.next("a"), Behavior::status(500));
+        assert_eq!(scripts.next("a"), Behavior::Reset);
+        assert_eq!(scripts.next("a"), Behavior::Hang);
+        assert_eq!(scripts.next("a"), Behavior::Hang);
+        assert_eq!(scripts.next("b"), Behavior::status(429));
+        assert_eq!(scripts.next("b"), Behavior::default());
+    }
+}

@@ -1,0 +1,234 @@
+//! The mock's lifecycle: bind, accept, serve, stop.
+//!
+//! The accept loop is our own (plain hyper HTTP/1.1 per connection) rather than a framework's,
+//! for two reasons: every accepted socket gets `TCP_NODELAY` (without it, streamed events wait
+//! ~40 ms for Nagle and delayed ACK, which would swamp any benchmark), and each connection has a
+//! [`ConnectionControl`] through which a handler or a body can drop its own connection (with a
+//! TCP reset, or mid-body).
+//!
+//! Invariants:
+//! - The mock listens on 127.0.0.1 only, on the port asked for (0 in every test).
+//! - Dropping the [`MockUpstream`] stops the accept loop and every connection task; nothing
+//!   outlives it. [`MockUpstream::shutdown`] does the same and waits until all sockets are closed.
+
+mod connection;
+mod exchange;
+mod route;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+pub(crate) use self::connection::ConnectionControl;
+use crate::behavior::Behavior;
+use crate::record::{Attempt, Journal, Occupancy};
+use crate::script::{Script, Scripts};
+
+/// State shared by the handle and every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) scripts: Scripts,
+    pub(crate) journal: Journal,
+    pub(crate) occupancy: Arc<Occupancy>,
+    /// Listed by the model endpoints in addition to every scripted model.
+    pub(crate) listed_models: Vec<String>,
+}
+
+/// A running mock upstream on 127.0.0.1. Serves until dropped.
+#[derive(Debug)]
+pub struct MockUpstream {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Options for [`MockUpstream::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct MockBuilder {
+    port: u16,
+    script: Script,
+    models: Vec<String>,
+    forget_attempts: bool,
+}
+
+impl MockBuilder {
+    /// A fixed port, for the binary; tests keep the default 0.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    pub fn script(mut self, script: Script) -> Self {
+        self.script = script;
+        self
+    }
+
+    /// Models the listing endpoints report besides the scripted ones.
+    pub fn models(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.models.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// For long benchmarks: keep counting attempts but do not store them, so memory stays flat.
+    /// [`MockUpstream::attempts`] is then always empty.
+    pub fn forget_attempts(mut self) -> Self {
+        self.forget_attempts = true;
+        self
+    }
+
+    /// Binds and starts serving on the current tokio runtime.
+    pub async fn start(self) -> io::Result<MockUpstream> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).await?;
+        let addr = listener.local_addr()?;
+        let scripts = Scripts::default();
+        scripts.load(self.script);
+        let shared = Arc::new(Shared {
+            scripts,
+            journal: Journal::new(Instant::now(), !self.forget_attempts),
+            occupancy: Arc::new(Occupancy::new()),
+            listed_models: self.models,
+        });
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
+        Ok(MockUpstream { addr, shared, stop: Some(stop), task: Some(task) })
+    }
+}
+
+impl MockUpstream {
+    /// Starts a mock on 127.0.0.1 and a free port.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound: nothing useful can happen in that test anyway.
+    pub async fn start() -> Self {
+        Self::builder().start().await.expect("bind the mock upstream on 127.0.0.1:0")
+    }
+
+    pub fn builder() -> MockBuilder {
+        MockBuilder::default()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, without a path: append `/v1` for an OpenAI-style base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The full URL of `path` on this mock.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Appends one behaviour to `model`'s queue.
+    pub fn enqueue(&self, model: &str, behavior: impl Into<Behavior>) {
+        self.shared.scripts.enqueue(model, [behavior.into()]);
+    }
+
+    /// Appends behaviours to `model`'s queue, one per future attempt.
+    pub fn script(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {
+        self.shared.scripts.enqueue(model, behaviors);
+    }
+
+    /// What `model` does once its queue is empty (a normal reply unless set).
+    pub fn set_default(&self, model: &str, behavior: impl Into<Behavior>) {
+        self.shared.scripts.set_default(model, behavior.into());
+    }
+
+    /// Appends every model's queue from `script` and takes its defaults.
+    pub fn load(&self, script: Script) {
+        self.shared.scripts.load(script);
+    }
+
+    /// Forgets every queue and default: all models reply normally again.
+    pub fn clear_scripts(&self) {
+        self.shared.scripts.clear();
+    }
+
+    /// Every recorded attempt, in order of arrival.
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.shared.journal.attempts()
+    }
+
+    pub fn attempts_for(&self, model: &str) -> Vec<Attempt> {
+        self.shared.journal.attempts_for(model)
+    }
+
+    pub fn attempt_count(&self, model: &str) -> usize {
+        self.shared.journal.count_for(model)
+    }
+
+    pub fn total_attempts(&self) -> usize {
+        self.shared.journal.total()
+    }
+
+    /// Forgets the recorded attempts (scripts are kept).
+    pub fn clear(&self) {
+        self.shared.journal.clear();
+    }
+
+    /// Resolves once at least `n` attempts have been recorded since the last [`Self::clear`],
+    /// and returns them. Wrap it in `tokio::time::timeout` so a broken test fails instead of
+    /// hanging.
+    pub async fn wait_for_attempts(&self, n: usize) -> Vec<Attempt> {
+        self.shared.journal.wait_for(n).await;
+        self.attempts()
+    }
+
+    /// Requests received whose answer has not finished (hanging, stalled, still streaming).
+    pub fn in_flight(&self) -> usize {
+        self.shared.occupancy.current()
+    }
+
+    /// Resolves when exactly `n` requests are in flight; `0` proves the client let go of every
+    /// hanging or stalled request.
+    pub async fn wait_for_in_flight(&self, n: usize) {
+        self.shared.occupancy.wait_for(n).await;
+    }
+
+    /// Stops accepting, drops every connection and waits until all of them are closed.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for MockUpstream {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Accepts until told to stop; owns every connection task so they all end with it.
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(connection::serve(stream, Arc::clone(&shared)));
+                }
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            Some(_) = connections.join_next() => {}
+        }
+    }
+    connections.shutdown().await;
+}

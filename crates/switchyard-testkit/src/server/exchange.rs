@@ -1,0 +1,271 @@
+//! One request and its answer: read it, choose a behaviour, record the attempt, answer.
+//!
+//! Invariants:
+//! - The whole request body is read before anything else happens, so a reset never races the
+//!   client's upload and every recorded attempt has its body.
+//! - The attempt is recorded before the first response byte (see `record`).
+//! - Malformed requests and malformed `x-mock-behavior` headers become realistic 400s in the
+//!   request's dialect and do not consume the model's queue.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::connection::ConnectionControl;
+use super::route::{Route, Target};
+use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Reply, Status};
+use crate::delivery::{Delivery, EventBody};
+use crate::dialect::{Dialect, Failure, Turn, Usage, Wire};
+use crate::record::{Attempt, InFlight};
+
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The hyper service of every connection.
+pub(super) async fn answer(
+    shared: Arc<Shared>,
+    connection: Arc<ConnectionControl>,
+    request: http::Request<Incoming>,
+) -> Result<Response<EventBody>, Infallible> {
+    let in_flight = InFlight::enter(&shared.occupancy);
+    let (parts, body) = request.into_parts();
+    let route = Route::of(&parts.method, &parts.uri, &parts.headers);
+    // An error means the client is gone (or broke HTTP): not an attempt, and nobody reads the
+    // answer.
+    let Ok(body) = body.collect().await.map(http_body_util::Collected::to_bytes) else {
+        let answer = Answer::new(StatusCode::BAD_REQUEST, TEXT, Delivery::whole(Bytes::new()));
+        return Ok(answer.into_response(&connection, in_flight));
+    };
+    let answer = match route {
+        Route::Generate(target) => generate(&shared, &connection, parts, target, body).await,
+        Route::ListModels(dialect) => list_models(&shared, dialect),
+        Route::Unknown => unknown(&parts),
+    };
+    Ok(answer.into_response(&connection, in_flight))
+}
+
+/// What to send, before it becomes a hyper response.
+struct Answer {
+    status: StatusCode,
+    content_type: &'static str,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    delivery: Delivery,
+}
+
+impl Answer {
+    fn new(status: StatusCode, content_type: &'static str, delivery: Delivery) -> Self {
+        Self { status, content_type, headers: Vec::new(), delivery }
+    }
+
+    fn json(status: StatusCode, body: &Value) -> Self {
+        Self::new(status, JSON, Delivery::whole(to_bytes(body)))
+    }
+
+    fn into_response(
+        self,
+        connection: &Arc<ConnectionControl>,
+        in_flight: InFlight,
+    ) -> Response<EventBody> {
+        let mut response = Response::new(EventBody::new(self.delivery, connection, in_flight));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(self.content_type));
+        if self.content_type == EVENT_STREAM {
+            headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        }
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        response
+    }
+}
+
+async fn generate(
+    shared: &Shared,
+    connection: &ConnectionControl,
+    parts: Parts,
+    target: Target,
+    body: Bytes,
+) -> Answer {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let model = target
+        .model
+        .or_else(|| request.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    let stream = target
+        .stream
+        .unwrap_or_else(|| request.get("stream").and_then(Value::as_bool) == Some(true));
+    let behavior = choose(shared, &parts, &request, &model, target.problem);
+    let seq = shared.journal.next_seq();
+    let arrived = tokio::time::Instant::now();
+    // Rendered before recording so the request can move into the record without a copy; no
+    // byte leaves before the record is written either way.
+    let scene = Scene {
+        wire: target.dialect.wire(),
+        seq,
+        model: &model,
+        request: &request,
+        request_len: body.len(),
+        stream,
+    };
+    let answer = match &behavior {
+        Behavior::Reply(reply) => Some(scene.reply(reply)),
+        Behavior::Status(status) => Some(scene.status(status)),
+        Behavior::RejectPrefill if scene.wire.ends_with_assistant(&request) => {
+            Some(scene.status(&Status::error(ErrorKind::PrefillRejected)))
+        }
+        Behavior::RejectPrefill => Some(scene.reply(&Reply::default())),
+        Behavior::Reset | Behavior::Hang => None,
+    };
+    let reset = behavior == Behavior::Reset;
+    shared.journal.record(Attempt {
+        seq,
+        dialect: target.dialect,
+        model,
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        stream,
+        headers: parts.headers,
+        body: request,
+        behavior,
+        at: arrived,
+        elapsed: arrived - shared.journal.started(),
+    });
+    if let Some(answer) = answer {
+        return answer;
+    }
+    if reset {
+        connection.reset();
+    }
+    // Hang, or wait for the reset: the connection's end drops this future.
+    std::future::pending().await
+}
+
+/// The behaviour for this attempt: the header's, a 400 for a request the real API would
+/// refuse, or the next one from the script.
+fn choose(
+    shared: &Shared,
+    parts: &Parts,
+    request: &Value,
+    model: &str,
+    problem: Option<&str>,
+) -> Behavior {
+    let invalid = |message: String| Status::error(ErrorKind::BadRequest).message(message).into();
+    if let Some(header) = parts.headers.get(BEHAVIOR_HEADER) {
+        return match serde_json::from_slice(header.as_bytes()) {
+            Ok(behavior) => behavior,
+            Err(e) => invalid(format!("mock upstream: invalid {BEHAVIOR_HEADER} header: {e}")),
+        };
+    }
+    if let Some(problem) = problem {
+        return invalid(format!("mock upstream: {problem}"));
+    }
+    if !request.is_object() {
+        return invalid("mock upstream: the request body is not a JSON object".to_owned());
+    }
+    if model.is_empty() {
+        return invalid("mock upstream: the request names no model".to_owned());
+    }
+    shared.scripts.next(model)
+}
+
+/// Everything the answer to one generation request depends on.
+struct Scene<'a> {
+    wire: &'static dyn Wire,
+    seq: u64,
+    model: &'a str,
+    request: &'a Value,
+    request_len: usize,
+    stream: bool,
+}
+
+impl Scene<'_> {
+    fn reply(&self, reply: &Reply) -> Answer {
+        let turn = Turn {
+            seq: self.seq,
+            model: self.model,
+            request: self.request,
+            reply,
+            finish: reply.effective_finish(),
+            usage: Usage::estimate(self.request_len, reply),
+        };
+        if self.stream {
+            let delivery = Delivery::stream(
+                self.wire.events(&turn),
+                self.wire.terminator(),
+                reply,
+                self.wire.keep_alive(),
+                self.wire.malformed(),
+            );
+            Answer::new(StatusCode::OK, EVENT_STREAM, delivery)
+        } else {
+            let document = to_bytes(&self.wire.document(&turn));
+            Answer::new(StatusCode::OK, JSON, Delivery::document(document, reply))
+        }
+    }
+
+    fn status(&self, status: &Status) -> Answer {
+        let kind = status.kind();
+        let code = status.code.unwrap_or_else(|| self.wire.code_for(kind));
+        let Ok(code) = StatusCode::from_u16(code) else {
+            return misscripted(&format!("status code {code} is not valid HTTP"));
+        };
+        let (content_type, body) = match &status.body {
+            Some(Value::String(text)) => (TEXT, Bytes::from(text.clone())),
+            Some(json) => (JSON, to_bytes(json)),
+            None => {
+                let failure = Failure {
+                    kind,
+                    code: code.as_u16(),
+                    message: status.message.as_deref(),
+                    model: self.model,
+                };
+                (JSON, to_bytes(&self.wire.error(&failure)))
+            }
+        };
+        let mut answer = Answer::new(code, content_type, Delivery::whole(body));
+        for (name, value) in &status.headers {
+            match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                (Ok(name), Ok(value)) => answer.headers.push((name, value)),
+                _ => return misscripted(&format!("header `{name}: {value}` is not valid HTTP")),
+            }
+        }
+        answer
+    }
+}
+
+fn list_models(shared: &Shared, dialect: Dialect) -> Answer {
+    let mut names = shared.scripts.names();
+    names.extend(shared.listed_models.iter().cloned());
+    names.sort_unstable();
+    names.dedup();
+    Answer::json(StatusCode::OK, &dialect.wire().models(&names))
+}
+
+fn unknown(parts: &Parts) -> Answer {
+    let message = format!("mock upstream: no route for {} {}", parts.method, parts.uri.path());
+    Answer::json(
+        StatusCode::NOT_FOUND,
+        &json!({ "error": { "message": message, "type": "invalid_request_error", "code": "unknown_url" } }),
+    )
+}
+
+/// A script that cannot be sent as HTTP: say so loudly, in plain text, so the failing test
+/// shows why.
+fn misscripted(problem: &str) -> Answer {
+    let body = Bytes::from(format!("mock upstream misscripted: {problem}"));
+    Answer::new(StatusCode::INTERNAL_SERVER_ERROR, TEXT, Delivery::whole(body))
+}
+
+fn to_bytes(value: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(value).expect("a JSON value always serialises"))
+}

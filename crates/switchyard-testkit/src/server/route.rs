@@ -1,0 +1,126 @@
+//! Which endpoint a request is for, from its method, path, query and (for the one path two
+//! providers share) its headers.
+
+use http::{HeaderMap, Method, Uri};
+
+use crate::dialect::Dialect;
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    Generate(Target),
+    ListModels(Dialect),
+    Unknown,
+}
+
+/// A generation request, with what the path already says about it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    pub(super) dialect: Dialect,
+    /// Gemini names the model in the path; the others in the body.
+    pub(super) model: Option<String>,
+    /// Gemini chooses streaming by method; the others by `"stream": true` in the body.
+    pub(super) stream: Option<bool>,
+    /// A request the real API would reject before looking at it.
+    pub(super) problem: Option<&'static str>,
+}
+
+impl Route {
+    pub(super) fn of(method: &Method, uri: &Uri, headers: &HeaderMap) -> Self {
+        let path = uri.path();
+        match *method {
+            Method::POST if path == "/v1/chat/completions" => Self::body_named(Dialect::OpenAi),
+            Method::POST if path == "/v1/messages" => Self::body_named(Dialect::Anthropic),
+            Method::POST => path
+                .strip_prefix("/v1beta/models/")
+                .or_else(|| path.strip_prefix("/v1/models/"))
+                .map_or(Self::Unknown, |call| Self::gemini(call, uri.query())),
+            // Anthropic and OpenAI share this path; Anthropic clients always send their version.
+            Method::GET if path == "/v1/models" => {
+                Self::ListModels(if headers.contains_key("anthropic-version") {
+                    Dialect::Anthropic
+                } else {
+                    Dialect::OpenAi
+                })
+            }
+            Method::GET if path == "/v1beta/models" => Self::ListModels(Dialect::Gemini),
+            _ => Self::Unknown,
+        }
+    }
+
+    fn body_named(dialect: Dialect) -> Self {
+        Self::Generate(Target { dialect, model: None, stream: None, problem: None })
+    }
+
+    /// `{model}:generateContent` or `{model}:streamGenerateContent`.
+    fn gemini(call: &str, query: Option<&str>) -> Self {
+        let Some((model, method)) = call.rsplit_once(':') else { return Self::Unknown };
+        let stream = match method {
+            "generateContent" => false,
+            "streamGenerateContent" => true,
+            _ => return Self::Unknown,
+        };
+        let sse = query.is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
+        Self::Generate(Target {
+            dialect: Dialect::Gemini,
+            model: Some(model.to_owned()),
+            stream: Some(stream),
+            problem: (stream && !sse)
+                .then_some("the mock serves streamGenerateContent only with alt=sse"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(method: &Method, uri: &str, anthropic: bool) -> Route {
+        let mut headers = HeaderMap::new();
+        if anthropic {
+            headers.insert("anthropic-version", "2023-06-01".parse().unwrap());
+        }
+        Route::of(method, &uri.parse().unwrap(), &headers)
+    }
+
+    #[test]
+    fn each_dialect_is_recognised_by_its_path() {
+        assert_eq!(
+            route(&Method::POST, "/v1/chat/completions", false),
+            Route::body_named(Dialect::OpenAi)
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/messages", true),
+            Route::body_named(Dialect::Anthropic)
+        );
+        assert_eq!(
+            route(
+                &Method::POST,
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                false
+            ),
+            Route::Generate(Target {
+                dialect: Dialect::Gemini,
+                model: Some("gemini-2.5-flash".to_owned()),
+                stream: Some(true),
+                problem: None,
+            })
+        );
+        assert_eq!(route(&Method::GET, "/v1/models", false), Route::ListModels(Dialect::OpenAi));
+        assert_eq!(route(&Method::GET, "/v1/models", true), Route::ListModels(Dialect::Anthropic));
+        assert_eq!(
+            route(&Method::GET, "/v1beta/models", false),
+            Route::ListModels(Dialect::Gemini)
+        );
+        assert_eq!(route(&Method::POST, "/v1/completions", false), Route::Unknown);
+    }
+
+    #[test]
+    fn a_gemini_stream_without_sse_is_flagged() {
+        let Route::Generate(target) =
+            route(&Method::POST, "/v1beta/models/m:streamGenerateContent", false)
+        else {
+            panic!("not a generation route");
+        };
+        assert!(target.problem.is_some());
+    }
+}

@@ -1,6 +1,16 @@
-//! Upstream provider dialects: wire types, translation between the client and upstream
-//! dialects, SSE decoding and encoding, the pooled HTTP executor, and each adapter's refinement
-//! of an [`Outcome`](switchyard_core::Outcome) before it is classified.
+//! Upstream provider dialects: the canonical chat model, translation between the client
+//! dialects (OpenAI, Anthropic) and the upstream dialects (OpenAI-compatible, Anthropic,
+//! Gemini), SSE framing, and each dialect's reading of error bodies into the
+//! [`BodyHint`](switchyard_core::outcome::BodyHint) the classifier takes.
 //!
-//! Empty until the proxy issue: the crate exists now so the dependency direction
-//! (`core ← providers ← switchyard`) is fixed from the start.
+//! Everything here is pure: bytes in, bytes out. The HTTP executor sits beside it.
+
+pub mod anthropic;
+pub mod chat;
+pub mod dialect;
+pub mod error;
+pub mod gemini;
+mod json;
+pub mod openai;
+pub mod sse;
+pub mod stream;

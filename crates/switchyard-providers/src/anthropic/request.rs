@@ -1,0 +1,460 @@
+//! Anthropic requests: parsed from clients, encoded for upstreams.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use super::block::{BlockIn, BlockOut, Skip, block_out};
+use crate::chat::{ChatRequest, Message, Opaque, Part, RawJson, Role, Text, Tool, ToolChoice};
+use crate::dialect::{Dialect, EncodeOptions};
+use crate::error::ProviderError;
+use crate::json::{self, Str, TextOr};
+
+/// Parses a client's Messages body. Unknown top-level fields (`thinking`, `metadata`,
+/// `top_k`, ...) are kept for Anthropic upstreams.
+pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
+    json::parse::<RequestIn<'_>>(body)
+        .map(|request| request.0)
+        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+}
+
+struct RequestIn<'a>(ChatRequest<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RequestIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RequestVisitor)
+    }
+}
+
+struct RequestVisitor;
+
+impl<'de> Visitor<'de> for RequestVisitor {
+    type Value = RequestIn<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a messages request object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut request = ChatRequest::default();
+        request.vendor.origin = Some(Dialect::Anthropic);
+        // Anthropic always reports usage at the end of a stream.
+        request.stream_usage = true;
+        let mut model = None;
+        let mut messages: Option<Vec<MessageIn<'de>>> = None;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match key.0.as_ref() {
+                "model" => model = Some(map.next_value::<Str<'de>>()?.into_cow()),
+                "messages" => messages = Some(map.next_value()?),
+                "system" => {
+                    request.system = match map
+                        .next_value::<Option<TextOr<'de, SystemBlock<'de>>>>()?
+                    {
+                        None => Vec::new(),
+                        Some(TextOr::Text(text)) => vec![Text::new(text)],
+                        Some(TextOr::Items(blocks)) => blocks.into_iter().map(|b| b.0).collect(),
+                    };
+                }
+                "tools" => {
+                    let tools: Option<Vec<ToolIn<'de>>> = map.next_value()?;
+                    request.tools = tools.unwrap_or_default().into_iter().map(|t| t.0).collect();
+                }
+                "tool_choice" => {
+                    if let Some(choice) = map.next_value::<Option<ToolChoiceIn<'de>>>()? {
+                        request.tool_choice = Some(choice.choice);
+                        if choice.disable_parallel {
+                            request.parallel_tool_calls = Some(false);
+                        }
+                    }
+                }
+                "max_tokens" => request.sampling.max_tokens = map.next_value()?,
+                "temperature" => request.sampling.temperature = map.next_value()?,
+                "top_p" => request.sampling.top_p = map.next_value()?,
+                "stop_sequences" => {
+                    let stops: Option<Vec<Str<'de>>> = map.next_value()?;
+                    request.sampling.stop =
+                        stops.unwrap_or_default().into_iter().map(Str::into_cow).collect();
+                }
+                "stream" => request.stream = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
+            }
+        }
+        request.model = model.ok_or_else(|| de::Error::missing_field("model"))?;
+        let messages = messages.ok_or_else(|| de::Error::missing_field("messages"))?;
+        request.messages = messages.into_iter().flat_map(|m| m.0).collect();
+        Ok(RequestIn(request))
+    }
+}
+
+#[derive(Deserialize)]
+struct SystemBlockWire<'a> {
+    #[serde(borrow)]
+    text: Str<'a>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+}
+
+struct SystemBlock<'a>(Text<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for SystemBlock<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = SystemBlockWire::deserialize(deserializer)?;
+        Ok(Self(Text {
+            text: wire.text.into_cow(),
+            cache_control: wire.cache_control.map(RawJson),
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RoleIn {
+    User,
+    Assistant,
+}
+
+#[derive(Deserialize)]
+struct MessageWire<'a> {
+    role: RoleIn,
+    #[serde(borrow)]
+    content: TextOr<'a, BlockIn<'a>>,
+}
+
+/// One Anthropic turn as canonical messages: a user turn's `tool_result` blocks become a tool
+/// message of their own, in order.
+struct MessageIn<'a>(Vec<Message<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for MessageIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = MessageWire::deserialize(deserializer)?;
+        let parts: Vec<Part<'de>> = match wire.content {
+            TextOr::Text(text) => vec![Part::Text(Text::new(text))],
+            TextOr::Items(blocks) => blocks.into_iter().map(|b| b.0).collect(),
+        };
+        if matches!(wire.role, RoleIn::Assistant) {
+            return Ok(Self(vec![Message { role: Role::Assistant, content: parts }]));
+        }
+        let mut messages: Vec<Message<'de>> = Vec::new();
+        for part in parts {
+            let role = if matches!(part, Part::ToolResult(_)) { Role::Tool } else { Role::User };
+            match messages.last_mut() {
+                Some(last) if last.role == role => last.content.push(part),
+                _ => messages.push(Message { role, content: vec![part] }),
+            }
+        }
+        if messages.is_empty() {
+            messages.push(Message { role: Role::User, content: Vec::new() });
+        }
+        Ok(Self(messages))
+    }
+}
+
+#[derive(Deserialize)]
+struct ToolWire<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    name: Str<'a>,
+    #[serde(borrow, default)]
+    description: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    input_schema: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+}
+
+/// A tool definition; built-in tools (`web_search_20250305`, `bash_20250124`, ...) are kept
+/// verbatim.
+struct ToolIn<'a>(Tool<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <&'de RawValue>::deserialize(deserializer)?;
+        let wire: ToolWire<'de> = json::parse_raw(raw).map_err(de::Error::custom)?;
+        let native = match wire.kind {
+            Some(kind) if kind.0 != "custom" => {
+                Some(Opaque { dialect: Dialect::Anthropic, kind: kind.0, raw: RawJson(raw) })
+            }
+            _ => None,
+        };
+        Ok(Self(Tool {
+            name: wire.name.into_cow(),
+            description: wire.description.map(Str::into_cow),
+            parameters: wire.input_schema.map(RawJson),
+            strict: None,
+            cache_control: wire.cache_control.map(RawJson),
+            native,
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ToolChoiceType {
+    Auto,
+    Any,
+    Tool,
+    None,
+}
+
+#[derive(Deserialize)]
+struct ToolChoiceWire<'a> {
+    #[serde(rename = "type")]
+    kind: ToolChoiceType,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(default)]
+    disable_parallel_tool_use: Option<bool>,
+}
+
+struct ToolChoiceIn<'a> {
+    choice: ToolChoice<'a>,
+    disable_parallel: bool,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ToolChoiceIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = ToolChoiceWire::deserialize(deserializer)?;
+        let choice = match wire.kind {
+            ToolChoiceType::Auto => ToolChoice::Auto,
+            ToolChoiceType::Any => ToolChoice::Required,
+            ToolChoiceType::None => ToolChoice::None,
+            ToolChoiceType::Tool => ToolChoice::Tool(
+                wire.name.ok_or_else(|| de::Error::custom("`type: tool` needs `name`"))?.into_cow(),
+            ),
+        };
+        Ok(Self { choice, disable_parallel: wire.disable_parallel_tool_use.unwrap_or(false) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding for an upstream.
+
+#[derive(Serialize)]
+struct RequestOut<'r> {
+    model: &'r str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<BlockOut<'r>>,
+    messages: Vec<MessageOut<'r>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceOut<'r>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'r [Cow<'r, str>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(flatten)]
+    vendor: VendorOut<'r>,
+}
+
+struct VendorOut<'r>(&'r [(Cow<'r, str>, &'r RawValue)]);
+
+impl Serialize for VendorOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+    }
+}
+
+#[derive(Serialize)]
+struct MessageOut<'r> {
+    role: &'static str,
+    content: Vec<BlockOut<'r>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolOut<'r> {
+    Custom {
+        name: &'r str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<&'r str>,
+        input_schema: &'r RawValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<RawJson<'r>>,
+    },
+    Native(RawJson<'r>),
+}
+
+#[derive(Serialize)]
+struct ToolChoiceOut<'r> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'r str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    disable_parallel_tool_use: bool,
+}
+
+fn no_arguments_schema() -> &'static RawValue {
+    serde_json::from_str(r#"{"type":"object","properties":{}}"#).expect("static JSON")
+}
+
+fn foreign(opaque: &Opaque<'_>) -> ProviderError {
+    ProviderError::Untranslatable {
+        dialect: Dialect::Anthropic,
+        message: format!(
+            "`{}` content from {} has no Anthropic equivalent",
+            opaque.kind, opaque.dialect
+        ),
+    }
+}
+
+/// The upstream body for `request`.
+pub fn encode_request(
+    request: &ChatRequest<'_>,
+    options: &EncodeOptions<'_>,
+) -> Result<Vec<u8>, ProviderError> {
+    let system = request
+        .system
+        .iter()
+        .filter(|text| !text.text.is_empty())
+        .map(|text| super::block::KnownBlock::Text {
+            text: &text.text,
+            cache_control: text.cache_control,
+        })
+        .map(BlockOut::Known)
+        .collect();
+
+    let mut messages: Vec<MessageOut<'_>> = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        let role = if message.role == Role::Assistant { "assistant" } else { "user" };
+        let mut blocks = Vec::with_capacity(message.content.len());
+        for part in &message.content {
+            match block_out(part) {
+                Ok(block) => blocks.push(block),
+                Err(Skip::Drop) => {}
+                // The model's own server-side work from another vendor means nothing here.
+                Err(Skip::Foreign(_)) if message.role == Role::Assistant => {}
+                Err(Skip::Foreign(opaque)) => return Err(foreign(opaque)),
+            }
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.append(&mut blocks),
+            _ => messages.push(MessageOut { role, content: blocks }),
+        }
+    }
+
+    let tools: Vec<ToolOut<'_>> = request
+        .tools
+        .iter()
+        .filter_map(|tool| match &tool.native {
+            Some(native) => {
+                (native.dialect == Dialect::Anthropic).then_some(ToolOut::Native(native.raw))
+            }
+            None => Some(ToolOut::Custom {
+                name: &tool.name,
+                description: tool.description.as_deref(),
+                input_schema: match tool.parameters {
+                    Some(schema) => schema.0,
+                    None => no_arguments_schema(),
+                },
+                cache_control: tool.cache_control,
+            }),
+        })
+        .collect();
+    let disable_parallel = request.parallel_tool_calls == Some(false);
+    let tool_choice = if tools.is_empty() {
+        None
+    } else {
+        match (&request.tool_choice, disable_parallel) {
+            (None, false) => None,
+            (None | Some(ToolChoice::Auto), _) => Some(ToolChoiceOut {
+                kind: "auto",
+                name: None,
+                disable_parallel_tool_use: disable_parallel,
+            }),
+            (Some(ToolChoice::None), _) => {
+                Some(ToolChoiceOut { kind: "none", name: None, disable_parallel_tool_use: false })
+            }
+            (Some(ToolChoice::Required), _) => Some(ToolChoiceOut {
+                kind: "any",
+                name: None,
+                disable_parallel_tool_use: disable_parallel,
+            }),
+            (Some(ToolChoice::Tool(name)), _) => Some(ToolChoiceOut {
+                kind: "tool",
+                name: Some(name),
+                disable_parallel_tool_use: disable_parallel,
+            }),
+        }
+    };
+
+    let sampling = &request.sampling;
+    let body = RequestOut {
+        model: options.model,
+        max_tokens: sampling.max_tokens.unwrap_or(options.default_max_tokens),
+        system,
+        messages,
+        tools,
+        tool_choice,
+        stop_sequences: &sampling.stop,
+        temperature: sampling.temperature.map(|t| t.clamp(0.0, 1.0)),
+        top_p: sampling.top_p,
+        stream: request.stream,
+        vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
+    };
+    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_turn_of_tool_results_and_text_becomes_a_tool_message_then_a_user_message() {
+        let body = br#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[
+            {"type":"tool_result","tool_use_id":"a","content":"1"},
+            {"type":"tool_result","tool_use_id":"b","content":"2"},
+            {"type":"text","text":"go on"}]}]}"#;
+        let request = parse_request(body).unwrap();
+        let roles: Vec<(Role, usize)> =
+            request.messages.iter().map(|m| (m.role, m.content.len())).collect();
+        assert_eq!(roles, [(Role::Tool, 2), (Role::User, 1)]);
+    }
+
+    #[test]
+    fn tool_inputs_and_schemas_are_borrowed_verbatim() {
+        let body = br#"{"model":"m","max_tokens":1,
+            "tools":[{"name":"t","input_schema":{"type":"object"}}],
+            "messages":[{"role":"assistant","content":[
+                {"type":"tool_use","id":"x","name":"t","input":{"a": [1, 2]}}]}]}"#;
+        let request = parse_request(body).unwrap();
+        assert_eq!(request.tools[0].parameters.map(RawJson::get), Some(r#"{"type":"object"}"#));
+        let [Part::ToolUse(call)] = request.messages[0].content.as_slice() else { panic!() };
+        assert!(matches!(call.arguments, Cow::Borrowed(r#"{"a": [1, 2]}"#)));
+    }
+
+    #[test]
+    fn unsigned_thinking_and_foreign_blocks_in_model_turns_are_dropped() {
+        let mut request = parse_request(
+            br#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .unwrap();
+        request.messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                Part::Thinking(crate::chat::Thinking { text: "hm".into(), signature: None }),
+                Part::Text(Text::new("answer")),
+            ],
+        });
+        let options = EncodeOptions { model: "x", default_max_tokens: 8 };
+        let body: serde_json::Value =
+            serde_json::from_slice(&encode_request(&request, &options).unwrap()).unwrap();
+        assert_eq!(
+            body["messages"][1],
+            serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "answer"}]})
+        );
+    }
+}

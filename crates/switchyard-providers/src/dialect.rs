@@ -1,0 +1,182 @@
+//! The dialects, and the one place that dispatches on them.
+//!
+//! [`Dialect`] is a wire format an upstream speaks; [`ClientDialect`] is the subset a client
+//! may speak to Switchyard. The router holds one of each per attempt and calls through here,
+//! so adding a dialect is one new module plus one arm per method below.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::error::{ErrorKind, ProviderError, UpstreamError};
+use crate::stream::{StreamDecoder, StreamEncoder};
+use crate::{anthropic, gemini, openai};
+
+/// A wire format an upstream speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// OpenAI Chat Completions and everything compatible with it (Ollama, LM Studio, vLLM,
+    /// OpenRouter, DeepSeek, Groq, ...).
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `generateContent` (the Generative Language API).
+    Gemini,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    /// Where to send a request, relative to the provider's base URL. Always `POST` with
+    /// `content-type: application/json`; the executor adds authentication (see
+    /// [`Endpoint`]).
+    pub fn endpoint(self, model: &str, stream: bool) -> Endpoint {
+        match self {
+            Self::OpenAi => Endpoint { path: Cow::Borrowed(openai::PATH), query: None },
+            Self::Anthropic => Endpoint { path: Cow::Borrowed(anthropic::PATH), query: None },
+            Self::Gemini => gemini::endpoint(model, stream),
+        }
+    }
+
+    /// The upstream body for `request`.
+    pub fn encode_request(
+        self,
+        request: &ChatRequest<'_>,
+        options: &EncodeOptions<'_>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        match self {
+            Self::OpenAi => openai::encode_request(request, options),
+            Self::Anthropic => anthropic::encode_request(request, options),
+            Self::Gemini => gemini::encode_request(request, options),
+        }
+    }
+
+    /// A 2xx non-streamed upstream body as a canonical response.
+    pub fn decode_response(self, body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
+        match self {
+            Self::OpenAi => openai::decode_response(body),
+            Self::Anthropic => anthropic::decode_response(body),
+            Self::Gemini => gemini::decode_response(body),
+        }
+    }
+
+    /// A fresh decoder for one streamed upstream response.
+    pub fn stream_decoder(self) -> StreamDecoder {
+        match self {
+            Self::OpenAi => StreamDecoder::OpenAi(openai::StreamDecoder::default()),
+            Self::Anthropic => StreamDecoder::Anthropic(anthropic::StreamDecoder::default()),
+            Self::Gemini => StreamDecoder::Gemini(gemini::StreamDecoder::default()),
+        }
+    }
+
+    /// What an upstream error body (any status) says, with the provider's own error codes
+    /// read first and [`BodyHint::sniff`](switchyard_core::outcome::BodyHint::sniff) as the
+    /// fallback.
+    pub fn error_report(self, body: &[u8]) -> UpstreamError {
+        match self {
+            Self::OpenAi => openai::error_report(body),
+            Self::Anthropic => anthropic::error_report(body),
+            Self::Gemini => gemini::error_report(body),
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dialect a client may speak to Switchyard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClientDialect {
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+    /// `POST /v1/messages`.
+    Anthropic,
+}
+
+impl ClientDialect {
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Self::OpenAi => Dialect::OpenAi,
+            Self::Anthropic => Dialect::Anthropic,
+        }
+    }
+
+    /// Parses a client's body; the request borrows from it. Errors name the field.
+    pub fn parse_request(self, body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
+        match self {
+            Self::OpenAi => openai::parse_request(body),
+            Self::Anthropic => anthropic::parse_request(body),
+        }
+    }
+
+    /// A canonical response as this dialect's JSON body.
+    pub fn encode_response(self, response: &ChatResponse<'_>, meta: &ResponseMeta<'_>) -> Vec<u8> {
+        match self {
+            Self::OpenAi => openai::encode_response(response, meta),
+            Self::Anthropic => anthropic::encode_response(response, meta),
+        }
+    }
+
+    /// A fresh encoder for one streamed response to the client.
+    pub fn stream_encoder(self, meta: &ResponseMeta<'_>, include_usage: bool) -> StreamEncoder {
+        match self {
+            Self::OpenAi => StreamEncoder::OpenAi(openai::StreamEncoder::new(meta, include_usage)),
+            Self::Anthropic => StreamEncoder::Anthropic(anthropic::StreamEncoder::new(meta)),
+        }
+    }
+
+    /// The non-streamed error body of this dialect.
+    pub fn error_body(self, kind: ErrorKind, message: &str) -> Vec<u8> {
+        match self {
+            Self::OpenAi => openai::error_body(kind, message),
+            Self::Anthropic => anthropic::error_body(kind, message),
+        }
+    }
+}
+
+/// Where an upstream request goes. The method is always `POST`.
+///
+/// Base URL conventions and authentication (added by the executor):
+/// - OpenAI: base includes the version (`https://api.openai.com/v1`,
+///   `http://localhost:11434/v1`); `Authorization: Bearer <key>`.
+/// - Anthropic: base without version (`https://api.anthropic.com`); `x-api-key: <key>` and
+///   `anthropic-version: 2023-06-01`, plus the client's `anthropic-beta` header forwarded
+///   as is (Claude Code turns features on with it).
+/// - Gemini: base includes the version (`https://generativelanguage.googleapis.com/v1beta`);
+///   `x-goog-api-key: <key>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Relative to the base URL, no leading slash.
+    pub path: Cow<'static, str>,
+    /// A query string to append (`alt=sse` for Gemini streams), without the `?`.
+    pub query: Option<&'static str>,
+}
+
+/// What an upstream encoder needs besides the request.
+#[derive(Clone, Copy, Debug)]
+pub struct EncodeOptions<'a> {
+    /// The upstream's own model id (the router has resolved aliases and combos).
+    pub model: &'a str,
+    /// Sent when the client set no limit and the dialect requires one (Anthropic).
+    pub default_max_tokens: u32,
+}
+
+/// What the router knows about a response that the upstream does not say (or must not be
+/// trusted to say).
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseMeta<'a> {
+    /// The model that really served, written into the client's `model` field
+    /// (RESILIENCE.md §1.5).
+    pub model: &'a str,
+    /// Unix seconds, for OpenAI's `created`.
+    pub created: u64,
+}

@@ -1,0 +1,283 @@
+//! Gemini requests, encoded for upstreams.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::chat::{ChatRequest, Image, ImageSource, Opaque, Part, RawJson, Role, ToolChoice};
+use crate::dialect::{Dialect, EncodeOptions};
+use crate::error::ProviderError;
+use crate::json::object_or_empty;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestOut<'r> {
+    contents: Vec<ContentOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<ContentOut<'r>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfigOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation_config: Option<GenerationConfigOut<'r>>,
+}
+
+#[derive(Serialize)]
+struct ContentOut<'r> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    parts: Vec<PartOut<'r>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum PartOut<'r> {
+    Text(&'r str),
+    InlineData {
+        #[serde(rename = "mimeType")]
+        mime_type: &'r str,
+        data: &'r str,
+    },
+    FileData {
+        #[serde(rename = "mimeType")]
+        mime_type: &'r str,
+        #[serde(rename = "fileUri")]
+        file_uri: &'r str,
+    },
+    FunctionCall {
+        name: &'r str,
+        args: &'r RawValue,
+    },
+    FunctionResponse {
+        name: &'r str,
+        response: FunctionResult<'r>,
+    },
+}
+
+/// Gemini wants an object: `{"output": ...}` for a result, `{"error": ...}` for a failure.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum FunctionResult<'r> {
+    Output(Cow<'r, str>),
+    Error(Cow<'r, str>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolOut<'r> {
+    function_declarations: Vec<FunctionOut<'r>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionOut<'r> {
+    name: &'r str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters_json_schema: Option<RawJson<'r>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfigOut<'r> {
+    function_calling_config: FunctionCallingOut<'r>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionCallingOut<'r> {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_function_names: Option<[&'r str; 1]>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerationConfigOut<'r> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'r [Cow<'r, str>],
+}
+
+fn untranslatable(message: String) -> ProviderError {
+    ProviderError::Untranslatable { dialect: Dialect::Gemini, message }
+}
+
+fn foreign(opaque: &Opaque<'_>) -> ProviderError {
+    untranslatable(format!(
+        "`{}` content from {} has no Gemini equivalent",
+        opaque.kind, opaque.dialect
+    ))
+}
+
+fn image_part<'r>(image: &'r Image<'r>) -> PartOut<'r> {
+    match &image.source {
+        ImageSource::Base64 { media_type, data } => {
+            PartOut::InlineData { mime_type: media_type, data }
+        }
+        ImageSource::Url(url) => PartOut::FileData { mime_type: media_type_of(url), file_uri: url },
+    }
+}
+
+/// Gemini wants a MIME type with every file reference; the extension is all there is.
+fn media_type_of(url: &str) -> &'static str {
+    let path = url.split(['?', '#']).next().unwrap_or(url).to_ascii_lowercase();
+    match path.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("png") => "image/png",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        Some("heic") => "image/heic",
+        _ => "image/jpeg",
+    }
+}
+
+/// The conversation as Gemini contents: same-role turns merged, tool results named after
+/// their calls.
+fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, ProviderError> {
+    // Tool results name the function, not the call: remember each call's name by id.
+    let mut calls: Vec<(&str, &str)> = Vec::new();
+    let mut contents: Vec<ContentOut<'_>> = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        let role = if message.role == Role::Assistant { "model" } else { "user" };
+        let mut parts = Vec::with_capacity(message.content.len());
+        let mut images = Vec::new();
+        for part in &message.content {
+            match part {
+                Part::Text(text) if !text.text.is_empty() => parts.push(PartOut::Text(&text.text)),
+                Part::Image(image) => parts.push(image_part(image)),
+                Part::ToolUse(call) => {
+                    calls.push((&call.id, &call.name));
+                    parts.push(PartOut::FunctionCall {
+                        name: &call.name,
+                        args: object_or_empty(&call.arguments),
+                    });
+                }
+                Part::ToolResult(result) => {
+                    let name = calls
+                        .iter()
+                        .rev()
+                        .find(|(id, _)| *id == result.tool_use_id)
+                        .map(|(_, name)| *name)
+                        .ok_or_else(|| {
+                            untranslatable(format!(
+                                "tool result `{}` answers no earlier tool call",
+                                result.tool_use_id
+                            ))
+                        })?;
+                    let mut texts = Vec::new();
+                    for part in &result.content {
+                        match part {
+                            Part::Text(text) => texts.push(text.text.as_ref()),
+                            // Images a tool returned follow its result as parts of their own.
+                            Part::Image(image) => images.push(image_part(image)),
+                            Part::Opaque(opaque) => return Err(foreign(opaque)),
+                            _ => {}
+                        }
+                    }
+                    let text = match texts.as_slice() {
+                        [only] => Cow::Borrowed(*only),
+                        many => Cow::Owned(many.join("\n")),
+                    };
+                    let response = if result.is_error {
+                        FunctionResult::Error(text)
+                    } else {
+                        FunctionResult::Output(text)
+                    };
+                    parts.push(PartOut::FunctionResponse { name, response });
+                }
+                Part::Opaque(opaque) if message.role != Role::Assistant => {
+                    return Err(foreign(opaque));
+                }
+                // Empty text, thinking (Gemini takes none back) and another vendor's
+                // server-side blocks.
+                _ => {}
+            }
+        }
+        parts.append(&mut images);
+        if parts.is_empty() {
+            continue;
+        }
+        match contents.last_mut() {
+            Some(last) if last.role == Some(role) => last.parts.append(&mut parts),
+            _ => contents.push(ContentOut { role: Some(role), parts }),
+        }
+    }
+    Ok(contents)
+}
+
+/// The upstream body for `request`. The model and streaming are in the
+/// [`endpoint`](super::endpoint), not the body.
+pub fn encode_request(
+    request: &ChatRequest<'_>,
+    _options: &EncodeOptions<'_>,
+) -> Result<Vec<u8>, ProviderError> {
+    let system: Vec<PartOut<'_>> = request
+        .system
+        .iter()
+        .filter(|t| !t.text.is_empty())
+        .map(|t| PartOut::Text(&t.text))
+        .collect();
+
+    let contents = contents(request)?;
+
+    let declarations: Vec<FunctionOut<'_>> = request
+        .tools
+        .iter()
+        .filter(|tool| tool.native.is_none())
+        .map(|tool| FunctionOut {
+            name: &tool.name,
+            description: tool.description.as_deref(),
+            parameters_json_schema: tool.parameters,
+        })
+        .collect();
+    let tool_config =
+        request.tool_choice.as_ref().filter(|_| !declarations.is_empty()).map(|choice| {
+            let (mode, allowed) = match choice {
+                ToolChoice::Auto => ("AUTO", None),
+                ToolChoice::None => ("NONE", None),
+                ToolChoice::Required => ("ANY", None),
+                ToolChoice::Tool(name) => ("ANY", Some([name.as_ref()])),
+            };
+            ToolConfigOut {
+                function_calling_config: FunctionCallingOut {
+                    mode,
+                    allowed_function_names: allowed,
+                },
+            }
+        });
+    let tools = if declarations.is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolOut { function_declarations: declarations }]
+    };
+
+    let sampling = &request.sampling;
+    let generation_config = (sampling.max_tokens.is_some()
+        || sampling.temperature.is_some()
+        || sampling.top_p.is_some()
+        || !sampling.stop.is_empty())
+    .then_some(GenerationConfigOut {
+        max_output_tokens: sampling.max_tokens,
+        temperature: sampling.temperature,
+        top_p: sampling.top_p,
+        stop_sequences: &sampling.stop,
+    });
+
+    let body = RequestOut {
+        contents,
+        system_instruction: (!system.is_empty())
+            .then_some(ContentOut { role: None, parts: system }),
+        tools,
+        tool_config,
+        generation_config,
+    };
+    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}

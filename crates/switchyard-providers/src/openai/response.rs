@@ -1,0 +1,261 @@
+//! OpenAI non-streamed responses: decoded from upstreams, encoded for clients.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use super::request::ToolCallOut;
+use super::{finish_reason, stop_reason};
+use crate::chat::{ChatResponse, Part, StopReason, Text, Thinking, ToolUse, Usage};
+use crate::dialect::{Dialect, ResponseMeta};
+use crate::error::ProviderError;
+use crate::json::{self, Str, TextOr};
+
+#[derive(Deserialize)]
+struct ResponseWire<'a> {
+    #[serde(borrow, default)]
+    id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    choices: Vec<ChoiceWire<'a>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(borrow)]
+    message: MessageWire<'a>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MessageWire<'a> {
+    #[serde(borrow, default)]
+    content: Option<TextOr<'a, ContentPartWire<'a>>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    refusal: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallWire<'a>>>,
+}
+
+/// Content as an array (Mistral and a few others): only text parts carry the answer.
+#[derive(Deserialize)]
+struct ContentPartWire<'a> {
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ToolCallWire<'a> {
+    #[serde(borrow, default)]
+    pub(super) id: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub(super) function: FunctionCallWire<'a>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct FunctionCallWire<'a> {
+    #[serde(borrow, default)]
+    pub(super) name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub(super) arguments: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetailsWire>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetailsWire {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl UsageWire {
+    pub(super) fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens.unwrap_or(0),
+            output_tokens: self.completion_tokens.unwrap_or(0),
+            cache_read_tokens: self
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cache_write_tokens: 0,
+        }
+    }
+}
+
+/// Decodes a 2xx Chat Completions body. Only the first choice is read.
+pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
+    let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
+        dialect: Dialect::OpenAi,
+        message: e.describe(),
+    })?;
+    let Some(choice) = wire.choices.into_iter().min_by_key(|c| c.index) else {
+        return Err(ProviderError::InvalidResponse {
+            dialect: Dialect::OpenAi,
+            message: "no choices".to_owned(),
+        });
+    };
+    let message = choice.message;
+    let mut content = Vec::new();
+    if let Some(thinking) = message.reasoning_content.or(message.reasoning) {
+        content.push(Part::Thinking(Thinking { text: thinking.into_cow(), signature: None }));
+    }
+    match message.content {
+        Some(TextOr::Text(text)) if !text.is_empty() => content.push(Part::Text(Text::new(text))),
+        Some(TextOr::Items(parts)) => content.extend(
+            parts.into_iter().filter_map(|p| p.text).map(|t| Part::Text(Text::new(t.into_cow()))),
+        ),
+        _ => {}
+    }
+    if let Some(refusal) = message.refusal {
+        content.push(Part::Text(Text::new(refusal.into_cow())));
+    }
+    let calls = message.tool_calls.unwrap_or_default();
+    let has_calls = !calls.is_empty();
+    for (n, call) in calls.into_iter().enumerate() {
+        content.push(Part::ToolUse(ToolUse {
+            id: call.id.map_or_else(|| Cow::Owned(format!("call_{n}")), Str::into_cow),
+            name: call.function.name.map(Str::into_cow).unwrap_or_default(),
+            arguments: call.function.arguments.map_or(Cow::Borrowed("{}"), Str::into_cow),
+            cache_control: None,
+        }));
+    }
+    let stop_reason = choice.finish_reason.map(|r| match stop_reason(&r.0) {
+        // Some servers say `stop` even when the answer is tool calls.
+        StopReason::EndTurn if has_calls => StopReason::ToolUse,
+        reason => reason,
+    });
+    Ok(ChatResponse {
+        id: wire.id.map(Str::into_cow).unwrap_or_default(),
+        model: wire.model.map(Str::into_cow).unwrap_or_default(),
+        content,
+        stop_reason,
+        stop_sequence: None,
+        usage: wire.usage.map(|u| u.usage()).unwrap_or_default(),
+    })
+}
+
+#[derive(Serialize)]
+struct ResponseOut<'r> {
+    id: &'r str,
+    object: &'static str,
+    created: u64,
+    model: &'r str,
+    choices: [ChoiceOut<'r>; 1],
+    usage: UsageOut,
+}
+
+#[derive(Serialize)]
+struct ChoiceOut<'r> {
+    index: u32,
+    message: MessageOut<'r>,
+    finish_reason: &'static str,
+    logprobs: Option<()>,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'r> {
+    role: &'static str,
+    content: Option<Cow<'r, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<Cow<'r, str>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCallOut<'r>>,
+}
+
+#[derive(Serialize)]
+pub(super) struct UsageOut {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_tokens_details: Option<PromptDetailsOut>,
+}
+
+#[derive(Serialize)]
+struct PromptDetailsOut {
+    cached_tokens: u64,
+}
+
+impl UsageOut {
+    pub(super) fn new(usage: &Usage) -> Self {
+        Self {
+            prompt_tokens: usage.input_tokens,
+            completion_tokens: usage.output_tokens,
+            total_tokens: usage.input_tokens + usage.output_tokens,
+            prompt_tokens_details: (usage.cache_read_tokens > 0)
+                .then_some(PromptDetailsOut { cached_tokens: usage.cache_read_tokens }),
+        }
+    }
+}
+
+/// Concatenates the pieces of one kind of content; borrowed when there is only one.
+pub(super) fn concat<'r>(pieces: impl Iterator<Item = &'r str>) -> Option<Cow<'r, str>> {
+    let mut joined: Option<Cow<'r, str>> = None;
+    for piece in pieces {
+        match &mut joined {
+            None => joined = Some(Cow::Borrowed(piece)),
+            Some(text) => text.to_mut().push_str(piece),
+        }
+    }
+    joined
+}
+
+/// Encodes a canonical response as a Chat Completions body for a client. Text blocks are
+/// concatenated as a stream of them would have been; thinking goes to `reasoning_content`;
+/// blocks only another dialect understands are left out.
+pub fn encode_response(response: &ChatResponse<'_>, meta: &ResponseMeta<'_>) -> Vec<u8> {
+    let content = concat(response.content.iter().filter_map(|part| match part {
+        Part::Text(text) => Some(text.text.as_ref()),
+        _ => None,
+    }));
+    let reasoning = concat(response.content.iter().filter_map(|part| match part {
+        Part::Thinking(thinking) => Some(thinking.text.as_ref()),
+        _ => None,
+    }));
+    let tool_calls = response
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::ToolUse(call) => Some(ToolCallOut::new(call)),
+            _ => None,
+        })
+        .collect();
+    let body = ResponseOut {
+        id: &response.id,
+        object: "chat.completion",
+        created: meta.created,
+        model: meta.model,
+        choices: [ChoiceOut {
+            index: 0,
+            message: MessageOut {
+                role: "assistant",
+                content,
+                reasoning_content: reasoning,
+                tool_calls,
+            },
+            finish_reason: finish_reason(response.stop_reason.unwrap_or(StopReason::EndTurn)),
+            logprobs: None,
+        }],
+        usage: UsageOut::new(&response.usage),
+    };
+    serde_json::to_vec(&body).expect("serialising to memory cannot fail")
+}

@@ -1,0 +1,376 @@
+//! OpenAI streams: `chat.completion.chunk` events decoded from upstreams and encoded for
+//! clients.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::error::{ErrorOut, error_report};
+use super::response::{FunctionCallWire, UsageOut, UsageWire};
+use super::{finish_reason, stop_reason};
+use crate::chat::{StopReason, StreamEvent, Usage};
+use crate::dialect::{Dialect, ResponseMeta};
+use crate::error::{ErrorKind, ProviderError};
+use crate::json::{self, Str};
+use crate::sse::{SseEvent, write_comment, write_json_event};
+use crate::stream::{Progress, StreamStatus};
+
+#[derive(Deserialize)]
+struct ChunkWire<'a> {
+    #[serde(borrow, default)]
+    id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    choices: Vec<ChoiceWire<'a>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(borrow, default)]
+    delta: Option<DeltaWire<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaWire<'a> {
+    #[serde(borrow, default)]
+    content: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    refusal: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDeltaWire<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDeltaWire<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionCallWire<'a>>,
+}
+
+/// A tool call seen in this stream: the upstream's index and id, in order of appearance.
+#[derive(Debug)]
+struct ToolSlot {
+    upstream_index: u32,
+    id: Option<String>,
+}
+
+/// Decodes one upstream Chat Completions stream.
+#[derive(Debug, Default)]
+pub struct StreamDecoder {
+    started: bool,
+    tools: Vec<ToolSlot>,
+    status: StreamStatus,
+}
+
+impl StreamDecoder {
+    /// `[DONE]` ends the stream; a chunk with `error` is the upstream giving up; chunks with no
+    /// choices and no usage (Azure's prompt-filter results) emit nothing.
+    pub fn decode<'e>(
+        &mut self,
+        event: &SseEvent<'e>,
+        emit: &mut impl FnMut(StreamEvent<'e>),
+    ) -> Result<Progress, ProviderError> {
+        let data = event.data.trim_ascii();
+        if data == "[DONE]" {
+            self.status.end_seen = true;
+            return Ok(Progress::End);
+        }
+        let chunk: ChunkWire<'e> = json::parse(data.as_bytes()).map_err(|e| {
+            ProviderError::MalformedEvent { dialect: Dialect::OpenAi, message: e.describe() }
+        })?;
+        if let Some(error) = chunk.error {
+            return Err(ProviderError::UpstreamStream {
+                dialect: Dialect::OpenAi,
+                error: error_report(format!("{{\"error\":{}}}", error.get()).as_bytes()),
+            });
+        }
+        let choice = chunk.choices.into_iter().find(|c| c.index == 0);
+        if choice.is_none() && chunk.usage.is_none() {
+            return Ok(Progress::Continue);
+        }
+        if !self.started {
+            self.started = true;
+            emit(StreamEvent::Start {
+                id: chunk.id.map(Str::into_cow).unwrap_or_default(),
+                model: chunk.model.map(Str::into_cow).unwrap_or_default(),
+            });
+        }
+        if let Some(choice) = choice {
+            if let Some(delta) = choice.delta {
+                self.delta(delta, emit);
+            }
+            if let Some(reason) = choice.finish_reason {
+                let reason = match stop_reason(&reason.0) {
+                    StopReason::EndTurn if !self.tools.is_empty() => StopReason::ToolUse,
+                    reason => reason,
+                };
+                self.status.finish_seen = true;
+                emit(StreamEvent::Finish { reason, stop_sequence: None });
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            emit(StreamEvent::Usage(usage.usage()));
+        }
+        Ok(Progress::Continue)
+    }
+
+    fn delta<'e>(&mut self, delta: DeltaWire<'e>, emit: &mut impl FnMut(StreamEvent<'e>)) {
+        if let Some(thinking) = delta.reasoning_content.or(delta.reasoning)
+            && !thinking.0.is_empty()
+        {
+            emit(StreamEvent::ThinkingDelta(thinking.into_cow()));
+        }
+        for text in [delta.content, delta.refusal].into_iter().flatten() {
+            if !text.0.is_empty() {
+                emit(StreamEvent::TextDelta(text.into_cow()));
+            }
+        }
+        for call in delta.tool_calls.unwrap_or_default() {
+            let upstream_index =
+                call.index.or_else(|| self.tools.last().map(|t| t.upstream_index)).unwrap_or(0);
+            let id = call.id.filter(|id| !id.0.is_empty());
+            let existing = self.tools.iter().rposition(|slot| {
+                slot.upstream_index == upstream_index
+                    && match (&id, &slot.id) {
+                        (Some(id), Some(known)) => id.0 == known.as_str(),
+                        _ => true,
+                    }
+            });
+            let (name, arguments) = match call.function {
+                Some(f) => (f.name, f.arguments),
+                None => (None, None),
+            };
+            let index = if let Some(index) = existing {
+                index
+            } else {
+                let index = self.tools.len();
+                self.tools.push(ToolSlot {
+                    upstream_index,
+                    id: id.as_ref().map(|id| id.0.clone().into_owned()),
+                });
+                emit(StreamEvent::ToolCallStart {
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
+                    id: id.map_or_else(|| Cow::Owned(format!("call_{index}")), Str::into_cow),
+                    name: name.map(Str::into_cow).unwrap_or_default(),
+                });
+                index
+            };
+            if let Some(arguments) = arguments.filter(|a| !a.0.is_empty()) {
+                emit(StreamEvent::ToolCallDelta {
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
+                    arguments: arguments.into_cow(),
+                });
+            }
+        }
+    }
+
+    pub fn status(&self) -> StreamStatus {
+        self.status
+    }
+}
+
+#[derive(Serialize)]
+struct ChunkOut<'r> {
+    id: &'r str,
+    object: &'static str,
+    created: u64,
+    model: &'r str,
+    choices: &'r [ChoiceOut<'r>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<UsageOut>,
+}
+
+#[derive(Serialize)]
+struct ChoiceOut<'r> {
+    index: u32,
+    delta: DeltaOut<'r>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Default, Serialize)]
+struct DeltaOut<'r> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCallDeltaOut<'r>; 1]>,
+}
+
+#[derive(Serialize)]
+struct ToolCallDeltaOut<'r> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'r str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: FunctionDeltaOut<'r>,
+}
+
+#[derive(Serialize)]
+struct FunctionDeltaOut<'r> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'r str>,
+    arguments: &'r str,
+}
+
+#[derive(Serialize)]
+struct ErrorEventOut<'r> {
+    error: ErrorOut<'r>,
+}
+
+/// Encodes canonical events as a Chat Completions stream for a client.
+#[derive(Debug)]
+pub struct StreamEncoder {
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+    started: bool,
+    usage: Option<Usage>,
+    ended: bool,
+}
+
+impl StreamEncoder {
+    /// `include_usage`: the client asked for the final usage chunk (`stream_options`).
+    pub fn new(meta: &ResponseMeta<'_>, include_usage: bool) -> Self {
+        Self {
+            id: String::new(),
+            model: meta.model.to_owned(),
+            created: meta.created,
+            include_usage,
+            started: false,
+            usage: None,
+            ended: false,
+        }
+    }
+
+    pub fn encode(&mut self, event: &StreamEvent<'_>, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        if let StreamEvent::Start { id, .. } = event {
+            if !self.started {
+                (**id).clone_into(&mut self.id);
+                self.started = true;
+                self.chunk(
+                    out,
+                    DeltaOut { role: Some("assistant"), content: Some(""), ..DeltaOut::default() },
+                    None,
+                );
+            }
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.chunk(
+                out,
+                DeltaOut { role: Some("assistant"), content: Some(""), ..DeltaOut::default() },
+                None,
+            );
+        }
+        match event {
+            StreamEvent::Start { .. }
+            | StreamEvent::ThinkingSignature(_)
+            | StreamEvent::RedactedThinking(_) => {}
+            StreamEvent::TextDelta(text) => {
+                self.chunk(out, DeltaOut { content: Some(text), ..DeltaOut::default() }, None);
+            }
+            StreamEvent::ThinkingDelta(text) => {
+                self.chunk(
+                    out,
+                    DeltaOut { reasoning_content: Some(text), ..DeltaOut::default() },
+                    None,
+                );
+            }
+            StreamEvent::ToolCallStart { index, id, name } => {
+                let call = ToolCallDeltaOut {
+                    index: *index,
+                    id: Some(id),
+                    kind: Some("function"),
+                    function: FunctionDeltaOut { name: Some(name), arguments: "" },
+                };
+                self.chunk(out, DeltaOut { tool_calls: Some([call]), ..DeltaOut::default() }, None);
+            }
+            StreamEvent::ToolCallDelta { index, arguments } => {
+                let call = ToolCallDeltaOut {
+                    index: *index,
+                    id: None,
+                    kind: None,
+                    function: FunctionDeltaOut { name: None, arguments },
+                };
+                self.chunk(out, DeltaOut { tool_calls: Some([call]), ..DeltaOut::default() }, None);
+            }
+            StreamEvent::Finish { reason, .. } => {
+                self.chunk(out, DeltaOut::default(), Some(finish_reason(*reason)));
+            }
+            StreamEvent::Usage(usage) => self.usage = Some(*usage),
+        }
+    }
+
+    fn chunk(&self, out: &mut Vec<u8>, delta: DeltaOut<'_>, finish_reason: Option<&'static str>) {
+        let choices = [ChoiceOut { index: 0, delta, finish_reason }];
+        let chunk = ChunkOut {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: &choices,
+            usage: None,
+        };
+        write_json_event(out, None, &chunk);
+    }
+
+    /// The usage chunk (when asked for) and `[DONE]`.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        if self.include_usage {
+            let chunk = ChunkOut {
+                id: &self.id,
+                object: "chat.completion.chunk",
+                created: self.created,
+                model: &self.model,
+                choices: &[],
+                usage: Some(UsageOut::new(&self.usage.unwrap_or_default())),
+            };
+            write_json_event(out, None, &chunk);
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+    }
+
+    /// A `data: {"error": ...}` chunk and no `[DONE]`: OpenAI's SDKs raise on it, so the
+    /// client cannot mistake the partial answer for a whole one.
+    pub fn fail(&mut self, kind: ErrorKind, message: &str, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        write_json_event(out, None, &ErrorEventOut { error: ErrorOut::new(kind, message) });
+    }
+
+    pub fn keep_alive(out: &mut Vec<u8>) {
+        write_comment(out, "keep-alive");
+    }
+}

@@ -1,0 +1,334 @@
+//! Golden translations: every fixture under `tests/fixtures/` goes through every dialect pair
+//! and the result is compared with a reviewed file beside it.
+//!
+//! - `request/<case>/in.<client>.json` → `out.<upstream>.json` for each upstream dialect (or
+//!   `out.<upstream>.error.txt` when that dialect cannot express the request), or a single
+//!   `out.parse-error.txt` when the client body is invalid.
+//! - `response/<case>/in.<upstream>.json` → `out.<client>.json` for each client dialect.
+//! - `stream/<case>/in.<upstream>.sse` → `out.<client>.sse` for each client dialect, plus
+//!   `trace.txt`: what each upstream event meant and how the stream ended.
+//!
+//! JSON goldens are pretty-printed in the order the encoder wrote the keys, and a duplicate
+//! key fails the test. Inputs are pretty-printed for review, so raw JSON that passes through
+//! verbatim (a tool input becoming an OpenAI `arguments` string) keeps their whitespace; real
+//! upstreams send it compact. Every stream is also fed in 1, 2, 7 and 64-byte chunks and must
+//! come out byte-identical. Regenerate with
+//! `UPDATE_GOLDENS=1 cargo test -p switchyard-providers --test golden`, then review the diff.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde::{Deserialize, Serialize};
+use switchyard_providers::dialect::{ClientDialect, Dialect, EncodeOptions, ResponseMeta};
+use switchyard_providers::error::{ErrorKind, ProviderError};
+use switchyard_providers::sse::{SseDecoder, SseItem};
+use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
+
+const UPSTREAMS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+const CLIENTS: [ClientDialect; 2] = [ClientDialect::OpenAi, ClientDialect::Anthropic];
+const OPTIONS: EncodeOptions<'static> =
+    EncodeOptions { model: "upstream-model", default_max_tokens: 4096 };
+const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
+
+fn fixtures(kind: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(kind);
+    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|entry| entry.expect("readable fixture directory").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no fixtures under {}", root.display());
+    cases
+}
+
+/// The single `in.<dialect>.<ext>` file of a case, and its dialect name.
+fn input(case: &Path, ext: &str) -> (String, Vec<u8>) {
+    let mut inputs: Vec<(String, PathBuf)> = fs::read_dir(case)
+        .expect("readable case")
+        .map(|entry| entry.expect("readable case entry").path())
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?.to_owned();
+            let dialect = name.strip_prefix("in.")?.strip_suffix(&format!(".{ext}"))?.to_owned();
+            Some((dialect, path))
+        })
+        .collect();
+    assert_eq!(inputs.len(), 1, "{}: exactly one in.<dialect>.{ext}", case.display());
+    let (dialect, path) = inputs.remove(0);
+    (dialect, fs::read(path).expect("readable input"))
+}
+
+fn client_dialect(name: &str) -> ClientDialect {
+    CLIENTS.into_iter().find(|c| c.dialect().as_str() == name).expect("a client dialect name")
+}
+
+fn upstream_dialect(name: &str) -> Dialect {
+    UPSTREAMS.into_iter().find(|d| d.as_str() == name).expect("an upstream dialect name")
+}
+
+/// Compares `actual` with the golden file, or writes it under `UPDATE_GOLDENS`. Returns a
+/// description of the mismatch, so one run reports every stale golden.
+fn check(path: &Path, actual: &str, failures: &mut Vec<String>) {
+    if std::env::var_os("UPDATE_GOLDENS").is_some() {
+        fs::write(path, actual).expect("writable golden");
+        return;
+    }
+    match fs::read_to_string(path) {
+        Ok(expected) if expected == actual => {}
+        Ok(expected) => failures.push(format!(
+            "{} differs\n--- expected\n{expected}\n--- actual\n{actual}",
+            path.display()
+        )),
+        Err(_) => {
+            failures.push(format!("{} is missing; run with UPDATE_GOLDENS=1", path.display()));
+        }
+    }
+}
+
+fn finish(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} golden(s) failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn client_requests_translate_to_every_upstream_dialect() {
+    let mut failures = Vec::new();
+    for case in fixtures("request") {
+        let (client, body) = input(&case, "json");
+        let request = match client_dialect(&client).parse_request(&body) {
+            Ok(request) => request,
+            Err(error) => {
+                check(&case.join("out.parse-error.txt"), &format!("{error}\n"), &mut failures);
+                continue;
+            }
+        };
+        for upstream in UPSTREAMS {
+            let name = upstream.as_str();
+            match upstream.encode_request(&request, &OPTIONS) {
+                Ok(body) => {
+                    check(&case.join(format!("out.{name}.json")), &pretty(&body), &mut failures);
+                }
+                Err(error) => {
+                    check(
+                        &case.join(format!("out.{name}.error.txt")),
+                        &format!("{error}\n"),
+                        &mut failures,
+                    );
+                }
+            }
+        }
+    }
+    finish(&failures);
+}
+
+#[test]
+fn upstream_responses_translate_to_every_client_dialect() {
+    let mut failures = Vec::new();
+    for case in fixtures("response") {
+        let (upstream, body) = input(&case, "json");
+        let response = upstream_dialect(&upstream)
+            .decode_response(&body)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        for client in CLIENTS {
+            let body = client.encode_response(&response, &META);
+            let name = client.dialect().as_str();
+            check(&case.join(format!("out.{name}.json")), &pretty(&body), &mut failures);
+        }
+    }
+    finish(&failures);
+}
+
+/// Runs one upstream stream through the SSE decoder and a translator, delivered in `chunk`
+/// sized pieces, the way the router's streaming loop does.
+fn translate_stream(
+    upstream: Dialect,
+    client: ClientDialect,
+    bytes: &[u8],
+    chunk: usize,
+) -> (Vec<u8>, String) {
+    let mut sse = SseDecoder::default();
+    let mut translator = StreamTranslator::new(upstream, client, &META, true);
+    let mut out = Vec::new();
+    let mut trace = String::new();
+    let mut n = 0;
+    let mut failed = false;
+    let mut pieces = bytes.chunks(chunk.max(1));
+    let mut closed = false;
+    'read: while !closed {
+        if let Some(piece) = pieces.next() {
+            sse.push(piece);
+        } else {
+            sse.close();
+            closed = true;
+        }
+        while let Some(item) = sse.next_item() {
+            n += 1;
+            let event = match item {
+                Ok(SseItem::Event(event)) => event,
+                Ok(SseItem::KeepAlive) => {
+                    writeln!(trace, "{n}: keep-alive").unwrap();
+                    continue;
+                }
+                Err(error) => panic!("{error}"),
+            };
+            match translator.translate(&event, &mut out) {
+                Ok(t) => {
+                    let what = if t.events == 0 {
+                        "nothing".to_owned()
+                    } else {
+                        format!("{} event(s)", t.events)
+                    };
+                    writeln!(trace, "{n}: {what}").unwrap();
+                    if t.progress == Progress::End {
+                        writeln!(trace, "end marker: stop reading").unwrap();
+                        break 'read;
+                    }
+                }
+                Err(ProviderError::MalformedEvent { dialect, message }) => {
+                    writeln!(trace, "{n}: dropped malformed {dialect} event: {message}").unwrap();
+                }
+                Err(error) => {
+                    writeln!(trace, "{n}: {error}").unwrap();
+                    translator.fail(ErrorKind::Internal, &error.to_string(), &mut out);
+                    failed = true;
+                    break 'read;
+                }
+            }
+        }
+    }
+    let status = translator.status();
+    if !failed {
+        let end = translator.end(&mut out);
+        writeln!(
+            trace,
+            "status: finish_seen={} end_seen={} -> {}",
+            status.finish_seen,
+            status.end_seen,
+            if end == StreamEnd::Complete { "complete" } else { "truncated" }
+        )
+        .unwrap();
+    }
+    (out, trace)
+}
+
+#[test]
+fn upstream_streams_translate_to_every_client_dialect_in_any_chunking() {
+    let mut failures = Vec::new();
+    for case in fixtures("stream") {
+        let (upstream, bytes) = input(&case, "sse");
+        let upstream = upstream_dialect(&upstream);
+        let mut traces = Vec::new();
+        for client in CLIENTS {
+            let (whole, trace) = translate_stream(upstream, client, &bytes, bytes.len());
+            for chunk in [1, 2, 7, 64] {
+                let (pieces, _) = translate_stream(upstream, client, &bytes, chunk);
+                assert_eq!(
+                    String::from_utf8_lossy(&pieces),
+                    String::from_utf8_lossy(&whole),
+                    "{}: {chunk}-byte chunks change the output",
+                    case.display()
+                );
+            }
+            let name = client.dialect().as_str();
+            let text = String::from_utf8(whole).expect("client SSE is UTF-8");
+            check(&case.join(format!("out.{name}.sse")), &text, &mut failures);
+            traces.push(trace);
+        }
+        assert_eq!(traces[0], traces[1], "decoding does not depend on the client");
+        check(&case.join("trace.txt"), &traces[0], &mut failures);
+    }
+    finish(&failures);
+}
+
+/// Pretty JSON in the order written; panics on invalid JSON or duplicate keys.
+fn pretty(body: &[u8]) -> String {
+    let node: Node = serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)));
+    let mut text = serde_json::to_string_pretty(&node).expect("serialisable");
+    text.push('\n');
+    text
+}
+
+/// A JSON value that keeps key order and refuses duplicate keys.
+enum Node {
+    Scalar(serde_json::Value),
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NodeVisitor;
+        impl<'de> Visitor<'de> for NodeVisitor {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Scalar(v.into()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.into()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Scalar(v.into()))
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Scalar(serde_json::Value::Null))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+                let mut entries: Vec<(String, Node)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, Node>()? {
+                    if entries.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    entries.push((key, value));
+                }
+                Ok(Node::Object(entries))
+            }
+        }
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+impl Serialize for Node {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Node::Scalar(value) => value.serialize(serializer),
+            Node::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Node::Object(entries) => {
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    map.serialize_entry(key, value)?;
+                }
+                map.end()
+            }
+        }
+    }
+}

@@ -10,3 +10,5 @@ use switchyard_core::CandidateKey;
 pub fn lockout_key(run: &str, round: u64) -> CandidateKey {
     CandidateKey::new("locks", "key", format!("{run}-m{round}"))
 }
+
+pub mod harness;

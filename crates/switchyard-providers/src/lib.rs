@@ -3,12 +3,15 @@
 //! Gemini), SSE framing, and each dialect's reading of error bodies into the
 //! [`BodyHint`](switchyard_core::outcome::BodyHint) the classifier takes.
 //!
-//! Everything here is pure: bytes in, bytes out. The HTTP executor sits beside it.
+//! Everything here is pure (bytes in, bytes out) except [`executor`]: the one pooled HTTP
+//! client, which sends what the dialects encode and reports failures as the classifier's
+//! transport faults and timeouts.
 
 pub mod anthropic;
 pub mod chat;
 pub mod dialect;
 pub mod error;
+pub mod executor;
 pub mod gemini;
 mod json;
 pub mod openai;

@@ -12,9 +12,12 @@
 //! - A file written by a newer Switchyard (migrations this build does not know) is refused,
 //!   not rewritten.
 
+mod api_keys;
 mod columns;
 mod health;
 mod settings;
+
+pub use self::api_keys::ApiKeyRecord;
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;

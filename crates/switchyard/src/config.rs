@@ -46,7 +46,7 @@ impl ProviderKind {
     fn default_base_url(self) -> &'static str {
         match self {
             Self::Openai => "https://api.openai.com/v1",
-            Self::Anthropic => "https://api.anthropic.com/v1",
+            Self::Anthropic => "https://api.anthropic.com",
             Self::Gemini => "https://generativelanguage.googleapis.com/v1beta",
         }
     }

@@ -1,11 +1,17 @@
 //! `switchyard`: the command-line entry point.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use switchyard::{App, default_data_dir};
+use switchyard::config::Config;
+use switchyard::keys::{self, LocalKeys, PRESET_ENV};
+use switchyard::{App, STATE_FILE, default_data_dir};
+use switchyard_core::{Clock as _, SystemClock};
+use switchyard_secrets::Secret;
+use switchyard_store::Store;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
@@ -15,18 +21,43 @@ use tracing_subscriber::EnvFilter;
     about = "A local LLM router with three layers of failure isolation"
 )]
 struct Cli {
+    /// Where the state database lives [default: the platform data directory].
+    #[arg(long, global = true, env = "SWITCHYARD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run headless: restore health state and keep it until Ctrl-C / SIGTERM.
+    /// Serve the OpenAI- and Anthropic-compatible endpoint on 127.0.0.1 until Ctrl-C / SIGTERM.
     Serve {
-        /// Where the state database lives [default: the platform data directory].
-        #[arg(long, env = "SWITCHYARD_DATA_DIR")]
-        data_dir: Option<PathBuf>,
+        /// The config file (TOML) declaring providers, credentials, combos and settings.
+        #[arg(long, env = "SWITCHYARD_CONFIG")]
+        config: Option<PathBuf>,
+        /// The loopback port [default: the config's `server.port`, else 4141]; 0 picks a free one.
+        #[arg(long)]
+        port: Option<u16>,
     },
+    /// Manage the local API keys clients use to call `/v1`.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Create a key and print it once.
+    Create {
+        /// A name to recognise the key by (e.g. the editor that uses it).
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// List keys (never their secrets).
+    List,
+    /// Revoke a key by id or name.
+    Revoke { key: String },
 }
 
 #[tokio::main]
@@ -47,27 +78,95 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let data_dir = cli
+        .data_dir
+        .or_else(default_data_dir)
+        .context("no data directory: pass --data-dir or set SWITCHYARD_DATA_DIR")?;
     match cli.command {
-        Command::Serve { data_dir } => {
-            let data_dir = data_dir
-                .or_else(default_data_dir)
-                .context("no data directory: pass --data-dir or set SWITCHYARD_DATA_DIR")?;
-            let app = App::start(&data_dir).await;
-            let snapshot = app.registry().snapshot(app.clock().now());
+        Command::Serve { config, port } => serve(&data_dir, config.as_deref(), port).await,
+        Command::Keys { command } => manage_keys(&data_dir, command).await,
+    }
+}
+
+async fn serve(
+    data_dir: &Path,
+    config_file: Option<&Path>,
+    port: Option<u16>,
+) -> anyhow::Result<()> {
+    let config = match config_file {
+        Some(file) => Config::load(file)?,
+        None => Config::default(),
+    };
+    let port = port.unwrap_or(config.port);
+    let listener = switchyard::server::bind(port).await.with_context(|| {
+        format!("cannot listen on 127.0.0.1:{port} (pass --port to choose another)")
+    })?;
+    let port = listener.local_addr()?.port();
+
+    let preset = std::env::var(PRESET_ENV).ok().filter(|k| !k.trim().is_empty()).map(Secret::new);
+    let local_keys = LocalKeys::new(preset);
+    let app = App::start(data_dir, Arc::new(config)).await;
+    if let Some(store) = app.store() {
+        local_keys.reload(store).await.context("cannot read local API keys")?;
+    }
+    if local_keys.is_empty() {
+        tracing::warn!(
+            "no local API key exists yet: create one with `switchyard keys create` (or set {PRESET_ENV})"
+        );
+    }
+    let state = app.server_state(port, local_keys);
+    // One line on stdout, so scripts and tests can wait for it.
+    #[expect(
+        clippy::print_stdout,
+        reason = "the listening line is the CLI's machine-readable output"
+    )]
+    {
+        println!("listening on http://127.0.0.1:{port}/v1");
+    }
+    tracing::info!(port, data_dir = %data_dir.display(), persistence = ?app.persistence_status(), "switchyard is serving");
+    switchyard::server::serve(listener, state, async {
+        if let Err(error) = shutdown_signal().await {
+            tracing::error!(%error, "cannot listen for shutdown signals");
+        }
+        tracing::info!("shutting down: finishing requests in flight");
+    })
+    .await?;
+    app.shutdown().await;
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "printing keys and lists is what these commands do")]
+async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()> {
+    let path = data_dir.join(STATE_FILE);
+    let store =
+        Store::open(&path).await.with_context(|| format!("cannot open {}", path.display()))?;
+    let now = SystemClock.now();
+    match command {
+        KeysCommand::Create { name } => {
+            let new = keys::create(&store, &name, now).await?;
+            println!("{}", new.key.expose());
             tracing::info!(
-                data_dir = %data_dir.display(),
-                persistence = ?app.persistence_status(),
-                breakers = snapshot.breakers.len(),
-                cooling_credentials = snapshot.credentials.len(),
-                active_lockouts = snapshot.lockouts.len(),
-                "switchyard started; the /v1 endpoint arrives with the proxy (issue 3)"
+                id = new.record.id,
+                name,
+                "created; the key is printed once, store it now"
             );
-            shutdown_signal().await?;
-            tracing::info!("shutting down");
-            app.shutdown().await;
-            Ok(())
+        }
+        KeysCommand::List => {
+            for key in store.api_keys().await? {
+                let state = if key.revoked_at.is_some() { "revoked" } else { "active" };
+                println!("{}\t{}\t{}\t{}", key.id, key.name, key.hint, state);
+            }
+        }
+        KeysCommand::Revoke { key } => {
+            anyhow::ensure!(
+                store.revoke_api_key(&key, now).await?,
+                "no active key with id or name {key:?}"
+            );
+            println!("revoked {key}");
         }
     }
+    store.close().await;
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or, on unix, SIGTERM.

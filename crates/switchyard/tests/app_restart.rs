@@ -15,7 +15,7 @@ async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
     let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
     let key = CandidateKey::new("openai", "key-a", "gpt-4o");
 
-    let app = App::start_with_clock(dir.path(), Arc::new(clock.clone())).await;
+    let app = App::start_with_clock(dir.path(), Arc::default(), Arc::new(clock.clone())).await;
     assert!(app.persistence_status().is_durable());
     let now = clock.now();
     let headers = HeaderMap::new();
@@ -25,7 +25,7 @@ async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
     app.shutdown().await;
 
     clock.advance(Duration::from_secs(4));
-    let app = App::start_with_clock(dir.path(), Arc::new(clock.clone())).await;
+    let app = App::start_with_clock(dir.path(), Arc::default(), Arc::new(clock.clone())).await;
     assert_eq!(
         app.registry().eligible(&key, clock.now()),
         Err(SkipReason::ModelLocked { retry_in_ms: 6_000, rate_limited: false })

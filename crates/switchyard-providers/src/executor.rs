@@ -1,0 +1,144 @@
+//! The HTTP executor: one pooled HTTP client (rustls) that sends an encoded upstream request
+//! and reports what happened in the terms the classifier understands.
+//!
+//! Deadlines (RESILIENCE.md §7): `connect` is the client's connect timeout; `headers` bounds
+//! the wait for response headers here. The first-event and idle deadlines belong to whoever
+//! reads the body, because only a dialect decoder can tell a real event from a keep-alive.
+//! Error bodies are read here, bounded, so the caller can pass them to the body sniffers.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt as _};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use switchyard_core::outcome::{TimeoutPhase, TransportFault};
+
+/// Error bodies larger than this are cut; the start says all a sniffer needs.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// One pooled client for every upstream.
+#[derive(Clone, Debug)]
+pub struct Executor {
+    client: reqwest::Client,
+}
+
+/// What to send.
+#[derive(Debug)]
+pub struct UpstreamRequest {
+    pub url: String,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+}
+
+/// Why no response arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SendFailure {
+    #[error("transport failure: {0:?}")]
+    Transport(TransportFault),
+    #[error("no answer within the deadline ({0:?})")]
+    Timeout(TimeoutPhase),
+}
+
+/// A response whose headers arrived.
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: reqwest::Response,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response").field("status", &self.status).finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    pub fn new(connect_timeout: Duration) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            // Upstream redirects are a misconfiguration we want to see, not follow.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self { client })
+    }
+
+    /// Sends `request` and waits up to `headers_deadline` for the response headers.
+    pub async fn send(
+        &self,
+        request: UpstreamRequest,
+        headers_deadline: Duration,
+    ) -> Result<Response, SendFailure> {
+        let mut builder = self.client.post(&request.url).body(request.body);
+        for (name, value) in request.headers {
+            builder = builder.header(name, value);
+        }
+        match tokio::time::timeout(headers_deadline, builder.send()).await {
+            Err(_) => Err(SendFailure::Timeout(TimeoutPhase::Headers)),
+            Ok(Err(error)) => Err(classify_error(&error)),
+            Ok(Ok(body)) => {
+                Ok(Response { status: body.status(), headers: body.headers().clone(), body })
+            }
+        }
+    }
+}
+
+impl Response {
+    /// The body as it arrives.
+    pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, SendFailure>> + Send {
+        self.body.bytes_stream().map(|chunk| chunk.map_err(|e| classify_error(&e)))
+    }
+
+    /// The whole body, up to `deadline` (for non-streamed answers and error bodies; error bodies
+    /// are cut at 64 KiB).
+    pub async fn into_bytes(self, deadline: Duration) -> Result<Bytes, SendFailure> {
+        let limit = if self.status.is_success() { usize::MAX } else { MAX_ERROR_BODY };
+        let read = async {
+            let mut stream = self.into_stream();
+            let mut body = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len().min(limit))]);
+                if body.len() >= limit {
+                    break;
+                }
+            }
+            Ok(Bytes::from(body))
+        };
+        tokio::time::timeout(deadline, read)
+            .await
+            .unwrap_or(Err(SendFailure::Timeout(TimeoutPhase::FirstEvent)))
+    }
+}
+
+/// Maps a client error onto the classifier's transport faults by walking its source chain.
+fn classify_error(error: &reqwest::Error) -> SendFailure {
+    let mut chain = String::new();
+    let mut source = error.source();
+    while let Some(e) = source {
+        chain.push_str(&e.to_string().to_ascii_lowercase());
+        chain.push_str(": ");
+        source = e.source();
+    }
+    if error.is_timeout() {
+        return SendFailure::Timeout(if error.is_connect() {
+            TimeoutPhase::Connect
+        } else {
+            TimeoutPhase::Headers
+        });
+    }
+    if chain.contains("certificate") || chain.contains("tls") || chain.contains("handshake") {
+        return SendFailure::Transport(TransportFault::Tls);
+    }
+    if error.is_connect() {
+        let dns = chain.contains("dns") || chain.contains("resolve") || chain.contains("lookup");
+        return SendFailure::Transport(if dns {
+            TransportFault::Dns
+        } else {
+            TransportFault::ConnectRefused
+        });
+    }
+    SendFailure::Transport(TransportFault::ResetBeforeHeaders)
+}

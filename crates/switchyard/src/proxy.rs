@@ -1,0 +1,530 @@
+//! The proxy: from a client request to an upstream answer, across providers, keys and models
+//! (RESILIENCE.md §1, §7, §8).
+//!
+//! [`Proxy::resolve`] turns the requested model into a combo; the planner (in core) orders and
+//! filters its candidates through the three layers; the attempt loop sends to the best one,
+//! classifies each outcome exactly once, records the verdict on the registry and decides
+//! whether to retry the same target, fall back, or stop. The first success is returned with the
+//! target that really served named in `model` and in the routing headers.
+
+mod exhausted;
+mod forward;
+mod upstream;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use switchyard_core::outcome::{
+    BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
+    Verdict, classify,
+};
+use switchyard_core::resilience::{Attempt, CredentialSelector, HealthRegistry};
+use switchyard_core::routing::{
+    Candidate, Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan,
+};
+use switchyard_core::{Clock, CredentialKey, ProviderId};
+use switchyard_providers::chat::ChatRequest;
+use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
+use switchyard_providers::error::UpstreamError;
+use switchyard_providers::executor::{self, Executor, SendFailure};
+use switchyard_providers::stream::StreamTranslator;
+use tokio::time::Instant;
+
+use self::exhausted::Trace;
+use crate::config::{Config, ProviderConfig, parse_target};
+use crate::server::ApiError;
+
+/// Error bodies are read for at most this long: they are small and only feed the classifier.
+const ERROR_BODY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Applies the config's policies to the registry (before it is restored: restoring clamps
+/// deadlines by them).
+pub fn configure_registry(registry: &HealthRegistry, config: &Config) {
+    registry.set_lockout_policy(config.lockout.clone());
+    registry.set_cooldown_policy(config.cooldown.clone());
+    for provider in &config.providers {
+        registry.set_breaker_policy(provider.id.clone(), provider.breaker.clone());
+        for credential in &provider.credentials {
+            let key =
+                CredentialKey { provider: provider.id.clone(), credential: credential.id.clone() };
+            registry.set_credential_kind(key, credential.kind);
+        }
+    }
+}
+
+/// The routing engine shared by every request.
+#[derive(Debug)]
+pub struct Proxy {
+    config: Arc<Config>,
+    registry: Arc<HealthRegistry>,
+    clock: Arc<dyn Clock>,
+    rosters: Vec<ProviderRoster>,
+    orderer: TargetOrderer,
+    budget: RetryBudget,
+    executor: Executor,
+}
+
+impl Proxy {
+    pub fn new(config: Arc<Config>, registry: Arc<HealthRegistry>, clock: Arc<dyn Clock>) -> Self {
+        let seed = clock.now().0;
+        let rosters = config
+            .providers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ProviderRoster {
+                provider: p.id.clone(),
+                credentials: p.credentials.iter().map(|c| c.id.clone()).collect(),
+                selector: CredentialSelector::new(
+                    p.selection,
+                    p.credentials.len(),
+                    seed ^ (i as u64),
+                ),
+            })
+            .collect();
+        let routing = &config.routing;
+        let budget = RetryBudget::new(
+            f64::from(routing.retry_budget_percent) / 100.0,
+            routing.retry_budget_min_per_second,
+        );
+        let executor = Executor::new(config.timeouts.connect)
+            .expect("the HTTP client builds with static settings");
+        Self {
+            orderer: TargetOrderer::new(seed),
+            config,
+            registry,
+            clock,
+            rosters,
+            budget,
+            executor,
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<HealthRegistry> {
+        &self.registry
+    }
+
+    /// The combo a requested model names: a configured combo, or `provider/model` as a combo of
+    /// one. `None` when it is neither.
+    pub fn resolve(&self, model: &str) -> Option<Cow<'_, Combo>> {
+        if let Some(combo) = self.config.combo(model) {
+            return Some(Cow::Borrowed(combo));
+        }
+        let (provider, model) = parse_target(model)?;
+        self.provider(&ProviderId::from(provider))?;
+        Some(Cow::Owned(Combo::single(Target::new(provider, model))))
+    }
+
+    /// Every model name a client may ask for: combos first, then each provider's listed models.
+    pub fn model_names(&self) -> impl Iterator<Item = String> + '_ {
+        let combos = self.config.combos.iter().map(|c| c.name.clone());
+        let models = self
+            .config
+            .providers
+            .iter()
+            .flat_map(|p| p.models.iter().map(move |m| format!("{}/{m}", p.id)));
+        combos.chain(models)
+    }
+
+    fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {
+        self.config.provider(id)
+    }
+
+    fn roster(&self, id: &ProviderId) -> Option<&ProviderRoster> {
+        self.rosters.iter().find(|r| &r.provider == id)
+    }
+}
+
+/// What one attempt came to.
+enum Tried {
+    /// The answer is on its way to the client.
+    Served(Response),
+    /// Failed before the client saw anything.
+    Failed { verdict: Verdict, upstream: Option<(u16, UpstreamError)> },
+}
+
+/// The routing headers naming what really served.
+fn routing_headers(response: &mut Response, target: &Target, attempts: u32) {
+    if let Ok(v) = HeaderValue::from_str(&target.label()) {
+        response.headers_mut().insert("x-switchyard-target", v);
+    }
+    response.headers_mut().insert("x-switchyard-attempts", HeaderValue::from(attempts));
+}
+
+impl Proxy {
+    /// Serves one client request end to end.
+    pub async fn handle(
+        &self,
+        client: ClientDialect,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let dialect = crate::server::Dialect::from(client);
+        let (request, combo) = match self.prepare(client, &body) {
+            Ok(prepared) => prepared,
+            Err(refusal) => return refusal.into_response_in(dialect),
+        };
+        let timeouts = self.config.timeouts;
+        let deadline = Instant::now() + timeouts.total;
+        let now = self.clock.now();
+        self.budget.on_request(now);
+        let plan = plan(&combo, |p| self.roster(p), &self.orderer, &self.registry, now);
+        let mut trace = Trace::new(&plan, &combo);
+        let mut attempts = 0u32;
+        // Providers that failed this request on their own account are not tried again for it.
+        let mut failed_providers: Vec<ProviderId> = Vec::new();
+        // After a request_too_large, only targets with a larger window may take over.
+        let mut needs_context: Option<u32> = None;
+        let mut retried_same = false;
+        let mut index = 0;
+        while let Some(candidate) = plan.candidates.get(index) {
+            let target = &combo.targets[candidate.target];
+            if attempts >= self.config.routing.max_attempts || Instant::now() >= deadline {
+                break;
+            }
+            if failed_providers.contains(&candidate.key.provider) {
+                trace.skip(candidate, "provider_failed_this_request");
+                index += 1;
+                continue;
+            }
+            if needs_context.is_some_and(|min| target.context_window.is_none_or(|w| w <= min)) {
+                trace.skip(candidate, "context_window_too_small");
+                index += 1;
+                continue;
+            }
+            let others_left = plan.candidates[index + 1..]
+                .iter()
+                .any(|c| !failed_providers.contains(&c.key.provider));
+            let attempt = match self.registry.admit(&candidate.key, self.clock.now()) {
+                Ok(attempt) => attempt,
+                Err(reason) => {
+                    trace.skip(candidate, reason.code());
+                    index += 1;
+                    continue;
+                }
+            };
+            attempts += 1;
+            let first_event = Instant::now()
+                + if others_left { timeouts.first_event } else { timeouts.first_byte };
+            let started = Instant::now();
+            let tried = self
+                .attempt(
+                    client,
+                    &request,
+                    headers,
+                    candidate,
+                    target,
+                    attempt,
+                    first_event.min(deadline),
+                )
+                .await;
+            let (verdict, upstream) = match tried {
+                Tried::Served(mut response) => {
+                    self.observe_latency(candidate, started.elapsed());
+                    routing_headers(&mut response, target, attempts);
+                    return response;
+                }
+                Tried::Failed { verdict, upstream } => (verdict, upstream),
+            };
+            trace.attempt(candidate, &verdict, started.elapsed());
+            tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
+
+            if let Some(response) = refuse_fallback(
+                dialect,
+                &verdict,
+                upstream,
+                target,
+                &combo,
+                &plan.candidates[index + 1..],
+                &mut needs_context,
+            ) {
+                return response;
+            }
+            if !retried_same && self.may_retry_same(&verdict, others_left, deadline).await {
+                retried_same = true;
+                continue;
+            }
+            retried_same = false;
+            if verdict.charges.provider.is_some() {
+                failed_providers.push(candidate.key.provider.clone());
+            }
+            index += 1;
+        }
+        trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
+    }
+
+    /// Parses the client's body and finds the combo its model names.
+    fn prepare<'b>(
+        &self,
+        client: ClientDialect,
+        body: &'b [u8],
+    ) -> Result<(ChatRequest<'b>, Cow<'_, Combo>), ApiError> {
+        let request =
+            client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let Some(combo) = self.resolve(&request.model) else {
+            let known: Vec<String> = self.model_names().collect();
+            let message = format!(
+                "unknown model \"{}\": ask for a combo or provider/model; configured: {known:?}",
+                request.model
+            );
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
+        };
+        Ok((request, combo))
+    }
+
+    /// Whether to send the same request to the same target once more (RESILIENCE.md §2, §8).
+    async fn may_retry_same(
+        &self,
+        verdict: &Verdict,
+        others_left: bool,
+        deadline: Instant,
+    ) -> bool {
+        match verdict.retry_same {
+            RetrySame::OnceWithinBudget => self.budget.try_retry(self.clock.now()),
+            // Waiting in place is only right when nobody else could serve, the upstream said how
+            // long, and the wait fits the request's deadline.
+            RetrySame::WaitIfAlone => match verdict.retry_after {
+                Some(wait)
+                    if !others_left
+                        && Instant::now() + wait < deadline
+                        && self.budget.try_retry(self.clock.now()) =>
+                {
+                    tokio::time::sleep(wait).await;
+                    true
+                }
+                _ => false,
+            },
+            RetrySame::No | RetrySame::AfterRefresh => false,
+        }
+    }
+
+    /// One attempt at one candidate: send, classify once, record the verdict.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one attempt needs the request, the candidate and its deadlines"
+    )]
+    async fn attempt(
+        &self,
+        client: ClientDialect,
+        request: &ChatRequest<'_>,
+        client_headers: &HeaderMap,
+        candidate: &Candidate,
+        target: &Target,
+        attempt: Attempt,
+        first_event: Instant,
+    ) -> Tried {
+        let provider =
+            self.provider(&candidate.key.provider).expect("planned providers are configured");
+        let credential = provider
+            .credentials
+            .iter()
+            .find(|c| c.id == candidate.key.credential)
+            .expect("planned credentials are configured");
+        let upstream_request = match upstream::build(
+            provider,
+            credential,
+            target.model.as_str(),
+            request,
+            client_headers,
+        ) {
+            Ok(r) => r,
+            Err(error) => {
+                // Not the upstream's doing: this target cannot express the request. Another
+                // target (of another dialect) may.
+                drop(attempt);
+                let verdict = Verdict {
+                    kind: OutcomeKind::ClientError,
+                    status: None,
+                    charges: switchyard_core::outcome::Charges::NOTHING,
+                    retry_same: RetrySame::No,
+                    fallback: Fallback::Yes,
+                    retry_after: None,
+                };
+                tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
+                return Tried::Failed { verdict, upstream: None };
+            }
+        };
+        let dialect = upstream::dialect(provider.kind);
+        let headers_wait = first_event.saturating_duration_since(Instant::now());
+        let response = match self.executor.send(upstream_request, headers_wait).await {
+            Ok(response) => response,
+            Err(SendFailure::Transport(fault)) => {
+                return self.failed(attempt, Upstream::Transport(fault), None);
+            }
+            Err(SendFailure::Timeout(phase)) => {
+                return self.failed(attempt, Upstream::Timeout(phase), None);
+            }
+        };
+        if !response.status.is_success() {
+            let status = response.status.as_u16();
+            let headers = response.headers.clone();
+            let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+            let report = dialect.error_report(&body);
+            let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
+            return self.failed(attempt, outcome, Some((status, report)));
+        }
+        let label = target.label();
+        let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
+        if request.stream {
+            self.relay(client, dialect, request, response, attempt, &meta, first_event).await
+        } else {
+            self.complete(client, dialect, response, attempt, &meta, first_event).await
+        }
+    }
+
+    /// A non-streamed answer: read it whole, translate it, return it.
+    async fn complete(
+        &self,
+        client: ClientDialect,
+        dialect: Dialect,
+        response: executor::Response,
+        attempt: Attempt,
+        meta: &ResponseMeta<'_>,
+        first_event: Instant,
+    ) -> Tried {
+        let status = response.status.as_u16();
+        let wait = first_event.saturating_duration_since(Instant::now());
+        let body = match response.into_bytes(wait).await {
+            Ok(body) => body,
+            Err(SendFailure::Timeout(_)) => {
+                return self.failed(attempt, Upstream::Timeout(TimeoutPhase::FirstEvent), None);
+            }
+            Err(SendFailure::Transport(_)) => {
+                return self.failed(attempt, Upstream::Stream(StreamFault::Cut), None);
+            }
+        };
+        let Ok(answer) = dialect.decode_response(&body) else {
+            return self.failed(attempt, Upstream::Stream(StreamFault::Truncated), None);
+        };
+        let encoded = client.encode_response(&answer, meta);
+        let empty = HeaderMap::new();
+        self.record(attempt, Upstream::Response { status, headers: &empty, body: BodyHint::None });
+        Tried::Served(([(header::CONTENT_TYPE, "application/json")], encoded).into_response())
+    }
+
+    /// A streamed answer: hold it until its first real event, then relay it.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the stream needs both dialects, the attempt and its deadline"
+    )]
+    async fn relay(
+        &self,
+        client: ClientDialect,
+        dialect: Dialect,
+        request: &ChatRequest<'_>,
+        response: executor::Response,
+        attempt: Attempt,
+        meta: &ResponseMeta<'_>,
+        first_event: Instant,
+    ) -> Tried {
+        let translator = StreamTranslator::new(dialect, client, meta, request.stream_usage);
+        let settle = forward::Settle {
+            attempt,
+            clock: Arc::clone(&self.clock),
+            policy: self.registry.classify_policy(),
+        };
+        let chunks = Box::pin(response.into_stream());
+        match forward::open(chunks, translator, first_event, self.config.timeouts.idle, settle)
+            .await
+        {
+            forward::Opened::Relaying(body) => {
+                let mut response = Body::from_stream(body).into_response();
+                let h = response.headers_mut();
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                Tried::Served(response)
+            }
+            forward::Opened::Failed(forward::Failure::Upstream(upstream), settle) => {
+                self.failed(settle.attempt, upstream, None)
+            }
+            forward::Opened::Failed(forward::Failure::ErrorEvent(report), settle) => {
+                // An error event inside a 2xx stream, before anything reached the client: the
+                // provider is struggling, as if it had answered 503.
+                let empty = HeaderMap::new();
+                let outcome =
+                    Upstream::Response { status: 503, headers: &empty, body: report.hint };
+                self.failed(settle.attempt, outcome, Some((503, report)))
+            }
+        }
+    }
+
+    /// Classifies `upstream` (nothing has reached the client) once and records the verdict.
+    fn record(&self, attempt: Attempt, upstream: Upstream<'_>) -> Verdict {
+        let now = self.clock.now();
+        let verdict = classify(&Outcome::new(upstream), &self.registry.classify_policy(), now);
+        attempt.finish(&verdict, now);
+        verdict
+    }
+
+    fn failed(
+        &self,
+        attempt: Attempt,
+        upstream: Upstream<'_>,
+        report: Option<(u16, UpstreamError)>,
+    ) -> Tried {
+        Tried::Failed { verdict: self.record(attempt, upstream), upstream: report }
+    }
+
+    fn observe_latency(&self, candidate: &Candidate, latency: Duration) {
+        self.orderer.observe_latency(&candidate.key.provider, &candidate.key.model, latency);
+        if let Some(roster) = self.roster(&candidate.key.provider)
+            && let Some(i) = roster.credentials.iter().position(|c| *c == candidate.key.credential)
+        {
+            roster.selector.observe_latency(i, latency);
+        }
+    }
+}
+
+/// The response to return instead of falling back, when the verdict forbids falling back (or
+/// allows it only to larger targets and there are none). Narrows `needs_context` otherwise.
+fn refuse_fallback(
+    dialect: crate::server::Dialect,
+    verdict: &Verdict,
+    upstream: Option<(u16, UpstreamError)>,
+    failed: &Target,
+    combo: &Combo,
+    rest: &[Candidate],
+    needs_context: &mut Option<u32>,
+) -> Option<Response> {
+    match verdict.fallback {
+        Fallback::Yes => None,
+        Fallback::No => Some(passthrough(dialect, verdict, upstream)),
+        Fallback::LargerContextOnly => {
+            // Without a known window on the failed target there is nothing to compare with.
+            let Some(window) = failed.context_window else {
+                return Some(passthrough(dialect, verdict, upstream));
+            };
+            let larger = rest
+                .iter()
+                .any(|c| combo.targets[c.target].context_window.is_some_and(|w| w > window));
+            if !larger {
+                return Some(passthrough(dialect, verdict, upstream));
+            }
+            *needs_context = Some(window);
+            None
+        }
+    }
+}
+
+/// An upstream error that must not fall back, returned as the upstream said it.
+fn passthrough(
+    dialect: crate::server::Dialect,
+    verdict: &Verdict,
+    upstream: Option<(u16, UpstreamError)>,
+) -> Response {
+    let (status, message) = match upstream {
+        Some((status, report)) => (status, report.message),
+        None => (400, format!("the request cannot be served ({})", verdict.kind.as_str())),
+    };
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let kind = match verdict.kind {
+        OutcomeKind::Policy => "content_policy_violation",
+        OutcomeKind::RequestTooLarge => "context_length_exceeded",
+        _ => "invalid_request_error",
+    };
+    ApiError::new(status, kind, message).into_response_in(dialect)
+}

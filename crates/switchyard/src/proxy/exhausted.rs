@@ -1,0 +1,107 @@
+//! The routing trace of one request, and the one clean error when nothing is left
+//! (RESILIENCE.md §1.6): 429 when every candidate is rate-limited, 503 otherwise, `Retry-After`
+//! set to the earliest moment any candidate becomes eligible, and a body that says why each
+//! candidate was skipped or failed.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde::Serialize;
+use switchyard_core::outcome::{OutcomeKind, Verdict};
+use switchyard_core::resilience::{HealthRegistry, SkipReason};
+use switchyard_core::routing::{Candidate, Combo, Plan};
+use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
+
+use crate::server::ApiError;
+
+/// One line of the trace.
+#[derive(Debug, Serialize)]
+struct Entry {
+    target: String,
+    credential: String,
+    #[serde(flatten)]
+    what: What,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum What {
+    Skipped { reason: &'static str },
+    Attempted { outcome: &'static str, status: Option<u16>, millis: u64 },
+}
+
+/// What happened to every candidate of one request.
+#[derive(Debug)]
+pub(super) struct Trace {
+    entries: Vec<Entry>,
+    keys: Vec<CandidateKey>,
+    all_rate_limited: bool,
+    combo: String,
+}
+
+impl Trace {
+    pub(super) fn new(plan: &Plan, combo: &Combo) -> Self {
+        let mut trace = Self {
+            entries: Vec::new(),
+            keys: Vec::new(),
+            all_rate_limited: true,
+            combo: combo.name.clone(),
+        };
+        for skipped in &plan.skipped {
+            trace.all_rate_limited &= skipped.reason.is_rate_limit();
+            trace.push(&skipped.key, What::Skipped { reason: skipped.reason.code() });
+        }
+        trace
+    }
+
+    pub(super) fn skip(&mut self, candidate: &Candidate, reason: &'static str) {
+        self.all_rate_limited = false;
+        self.push(&candidate.key, What::Skipped { reason });
+    }
+
+    pub(super) fn attempt(&mut self, candidate: &Candidate, verdict: &Verdict, took: Duration) {
+        self.all_rate_limited &= verdict.kind == OutcomeKind::RateLimit;
+        let what = What::Attempted {
+            outcome: verdict.kind.as_str(),
+            status: verdict.status,
+            millis: millis(took),
+        };
+        self.push(&candidate.key, what);
+    }
+
+    fn push(&mut self, key: &CandidateKey, what: What) {
+        self.entries.push(Entry {
+            target: format!("{}/{}", key.provider, key.model),
+            credential: key.credential.to_string(),
+            what,
+        });
+        self.keys.push(key.clone());
+    }
+
+    /// The error for a request that nothing could serve.
+    pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
+        let rate_limited = self.all_rate_limited && !self.entries.is_empty();
+        let retry_after = self
+            .keys
+            .iter()
+            .filter_map(|key| registry.eligible(key, now).err().and_then(SkipReason::retry_in))
+            .min();
+        let (status, kind) = if rate_limited {
+            (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "overloaded_error")
+        };
+        let message = if self.entries.is_empty() {
+            format!("no candidate of \"{}\" has a configured credential", self.combo)
+        } else {
+            format!(
+                "every candidate of \"{}\" failed or is benched; see switchyard.candidates",
+                self.combo
+            )
+        };
+        let mut error = ApiError::new(status, kind, message);
+        error.retry_after = retry_after;
+        error.detail = Some(serde_json::json!({ "candidates": self.entries }));
+        error
+    }
+}

@@ -1,0 +1,234 @@
+//! Relaying a streamed answer (RESILIENCE.md §7).
+//!
+//! The client's response is held back until the upstream's first real event: keep-alives do
+//! not count, malformed events are dropped. Until then any failure may still fall back, because
+//! the client has seen nothing. From the first byte on, the stream is relayed by a task of its
+//! own as chunks arrive, with an idle deadline between events; it ends either properly (a
+//! finish reason or the dialect's end marker) or with a terminal error event in the client's
+//! dialect, never with a "successful" truncated answer. The task settles the attempt on the
+//! registry when the stream is over, including when the client goes away.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt as _};
+use switchyard_core::Clock;
+use switchyard_core::outcome::{
+    BodyHint, ClassifyPolicy, Outcome, StreamFault, TimeoutPhase, Upstream, classify,
+};
+use switchyard_core::resilience::Attempt;
+use switchyard_providers::error::{ErrorKind, ProviderError};
+use switchyard_providers::executor::SendFailure;
+use switchyard_providers::sse::{SseDecoder, SseItem};
+use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout_at};
+
+type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, SendFailure>> + Send>>;
+
+/// Chunks for the client's response body.
+pub(crate) type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
+
+/// The upstream stream, read up to its first real event.
+pub(crate) enum Opened {
+    /// Relaying; the body starts with the first event.
+    Relaying(BodyStream),
+    /// Failed before the client saw anything: the attempt may fall back. The attempt comes
+    /// back unsettled, for the caller to classify and record.
+    Failed(Failure, Box<Settle>),
+}
+
+/// How a stream failed before its first byte, as the classifier's input.
+pub(crate) enum Failure {
+    Upstream(Upstream<'static>),
+    /// The upstream reported an error inside a 2xx stream (Anthropic `overloaded_error`, ...).
+    ErrorEvent(switchyard_providers::error::UpstreamError),
+}
+
+/// Reads `chunks` until the first real event or `first_event` passes.
+pub(crate) async fn open(
+    chunks: Chunks,
+    mut translator: StreamTranslator,
+    first_event: Instant,
+    idle: Duration,
+    settle: Settle,
+) -> Opened {
+    let mut chunks = chunks;
+    let mut sse = SseDecoder::default();
+    let mut out = Vec::new();
+    let mut ended = false;
+    loop {
+        match drain(&mut sse, &mut translator, &mut out) {
+            Drained::Events => break,
+            Drained::End => {
+                ended = true;
+                break;
+            }
+            Drained::Nothing => {}
+            Drained::ErrorEvent(error) => {
+                return Opened::Failed(Failure::ErrorEvent(error), Box::new(settle));
+            }
+        }
+        match timeout_at(first_event, chunks.next()).await {
+            Err(_) => {
+                return Opened::Failed(
+                    Failure::Upstream(Upstream::Timeout(TimeoutPhase::FirstEvent)),
+                    Box::new(settle),
+                );
+            }
+            Ok(Some(Ok(chunk))) => sse.push(&chunk),
+            Ok(Some(Err(_))) => {
+                return Opened::Failed(
+                    Failure::Upstream(Upstream::Stream(StreamFault::Cut)),
+                    Box::new(settle),
+                );
+            }
+            Ok(None) => {
+                sse.close();
+                if let Drained::ErrorEvent(error) = drain(&mut sse, &mut translator, &mut out) {
+                    return Opened::Failed(Failure::ErrorEvent(error), Box::new(settle));
+                }
+                if !translator.status().is_complete() {
+                    return Opened::Failed(
+                        Failure::Upstream(Upstream::Stream(StreamFault::Truncated)),
+                        Box::new(settle),
+                    );
+                }
+                ended = true;
+                break;
+            }
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    tokio::spawn(relay(Relay { chunks, sse, translator, out, ended, idle, tx }, settle));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok::<_, Infallible>(chunk), rx))
+    });
+    Opened::Relaying(Box::pin(body))
+}
+
+/// What the relay needs to settle the attempt when the stream is over.
+pub(crate) struct Settle {
+    pub attempt: Attempt,
+    pub clock: Arc<dyn Clock>,
+    pub policy: ClassifyPolicy,
+}
+
+enum Drained {
+    Nothing,
+    Events,
+    End,
+    ErrorEvent(switchyard_providers::error::UpstreamError),
+}
+
+/// Translates every complete event buffered in `sse` into `out`.
+fn drain(sse: &mut SseDecoder, translator: &mut StreamTranslator, out: &mut Vec<u8>) -> Drained {
+    let mut drained = Drained::Nothing;
+    while let Some(item) = sse.next_item() {
+        match item {
+            Ok(SseItem::KeepAlive) => {}
+            Ok(SseItem::Event(event)) => match translator.translate(&event, out) {
+                Ok(t) if t.progress == Progress::End => return Drained::End,
+                Ok(t) if t.events > 0 => drained = Drained::Events,
+                Ok(_) => {}
+                Err(ProviderError::UpstreamStream { error, .. }) => {
+                    return Drained::ErrorEvent(error);
+                }
+                Err(error) => tracing::warn!(%error, "dropped an upstream stream event"),
+            },
+            Err(error) => tracing::warn!(%error, "dropped an upstream stream event"),
+        }
+    }
+    drained
+}
+
+/// A stream past its first event.
+struct Relay {
+    chunks: Chunks,
+    sse: SseDecoder,
+    translator: StreamTranslator,
+    /// Client bytes not sent yet.
+    out: Vec<u8>,
+    /// The upstream already said it is done.
+    ended: bool,
+    idle: Duration,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// Relays the rest of the stream, then settles the attempt.
+async fn relay(mut r: Relay, settle: Settle) {
+    let ending = loop {
+        if r.ended {
+            break finish(&mut r.translator, &mut r.out);
+        }
+        if !r.out.is_empty() && r.tx.send(Bytes::from(std::mem::take(&mut r.out))).await.is_err() {
+            break Ending::ClientGone;
+        }
+        match tokio::time::timeout(r.idle, r.chunks.next()).await {
+            Err(_) => {
+                r.translator.fail(
+                    ErrorKind::Timeout,
+                    "the upstream stalled mid-stream",
+                    &mut r.out,
+                );
+                break Ending::Broken(StreamFault::Stalled);
+            }
+            Ok(Some(Err(_))) => {
+                r.translator.fail(
+                    ErrorKind::Internal,
+                    "the upstream connection broke mid-stream",
+                    &mut r.out,
+                );
+                break Ending::Broken(StreamFault::Cut);
+            }
+            Ok(Some(Ok(chunk))) => {
+                r.sse.push(&chunk);
+                match drain(&mut r.sse, &mut r.translator, &mut r.out) {
+                    Drained::End => r.ended = true,
+                    Drained::ErrorEvent(error) => {
+                        r.translator.fail(ErrorKind::Overloaded, &error.message, &mut r.out);
+                        break Ending::Broken(StreamFault::Cut);
+                    }
+                    Drained::Events | Drained::Nothing => {}
+                }
+            }
+            Ok(None) => {
+                r.sse.close();
+                let _ = drain(&mut r.sse, &mut r.translator, &mut r.out);
+                r.ended = true;
+            }
+        }
+    };
+    let client_gone = matches!(ending, Ending::ClientGone);
+    if !r.out.is_empty() && !client_gone {
+        // A client that leaves now changes nothing: the verdict is already decided.
+        let _ = r.tx.send(Bytes::from(r.out)).await;
+    }
+    let headers = http::HeaderMap::new();
+    let upstream = match ending {
+        Ending::Complete => {
+            Upstream::Response { status: 200, headers: &headers, body: BodyHint::None }
+        }
+        Ending::Broken(fault) => Upstream::Stream(fault),
+        Ending::ClientGone => Upstream::Stream(StreamFault::Cut),
+    };
+    let outcome = Outcome { upstream, bytes_sent: true, client_aborted: client_gone };
+    let now = settle.clock.now();
+    settle.attempt.finish(&classify(&outcome, &settle.policy, now), now);
+}
+
+enum Ending {
+    Complete,
+    Broken(StreamFault),
+    ClientGone,
+}
+
+fn finish(translator: &mut StreamTranslator, out: &mut Vec<u8>) -> Ending {
+    match translator.end(out) {
+        StreamEnd::Complete => Ending::Complete,
+        StreamEnd::Truncated => Ending::Broken(StreamFault::Truncated),
+    }
+}

@@ -1,0 +1,62 @@
+//! The localhost server: `/v1` for editors and agents.
+//!
+//! Middleware order (outermost first): the front door (`guard`: Host, Origin, local API key),
+//! then the handlers, which are thin: parse, hand over to the proxy, render.
+//! Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
+
+mod error;
+mod guard;
+mod v1;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use tokio::net::TcpListener;
+
+pub use self::error::{ApiError, Dialect};
+use crate::config::Config;
+use crate::keys::LocalKeys;
+use crate::proxy::Proxy;
+
+/// What every handler can reach. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ServerState {
+    /// The port we are bound to: the only one `Host` may name.
+    pub port: u16,
+    pub keys: LocalKeys,
+    pub config: Arc<Config>,
+    pub proxy: Arc<Proxy>,
+}
+
+/// The router with every route and the front door.
+pub fn router(state: ServerState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(v1::chat_completions))
+        .route("/v1/messages", post(v1::messages))
+        .route("/v1/models", get(v1::models))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
+        .with_state(state)
+}
+
+/// Binds `127.0.0.1:port` (0 picks a free port). Loopback only, always.
+pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
+    TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: ServerState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -15,4 +15,4 @@ mod store;
 
 pub use self::error::StoreError;
 pub use self::persistence::{Persistence, PersistenceStatus};
-pub use self::store::{ApiKeyRecord, Store};
+pub use self::store::{ApiKeyRecord, RequestRecord, Store};

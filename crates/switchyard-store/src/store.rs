@@ -15,9 +15,11 @@
 mod api_keys;
 mod columns;
 mod health;
+mod requests;
 mod settings;
 
 pub use self::api_keys::ApiKeyRecord;
+pub use self::requests::RequestRecord;
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod keys;
 pub mod proxy;
+pub mod requests;
 pub mod server;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use switchyard_store::{Persistence, PersistenceStatus, Store};
 use crate::config::Config;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
+use crate::requests::RequestLog;
 use crate::server::ServerState;
 
 /// The file name of the state database inside the data directory.
@@ -54,8 +56,9 @@ impl App {
         proxy::configure_registry(&registry, &config);
         let persistence =
             Persistence::start(data_dir.join(STATE_FILE), &registry, clock.now()).await;
-        let proxy =
-            Arc::new(Proxy::new(Arc::clone(&config), Arc::clone(&registry), Arc::clone(&clock)));
+        let log = RequestLog::start(persistence.store().cloned());
+        let proxy = Proxy::new(Arc::clone(&config), Arc::clone(&registry), Arc::clone(&clock), log);
+        let proxy = Arc::new(proxy);
         Self { config, registry, persistence, proxy, clock, data_dir: data_dir.to_owned() }
     }
 

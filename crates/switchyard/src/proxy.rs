@@ -19,6 +19,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use switchyard_core::clock::millis;
 use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
     Verdict, classify,
@@ -33,10 +34,12 @@ use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
 use switchyard_providers::executor::{self, Executor, SendFailure};
 use switchyard_providers::stream::StreamTranslator;
+use switchyard_store::RequestRecord;
 use tokio::time::Instant;
 
 use self::exhausted::Trace;
 use crate::config::{Config, ProviderConfig, parse_target};
+use crate::requests::RequestLog;
 use crate::server::ApiError;
 
 /// Error bodies are read for at most this long: they are small and only feed the classifier.
@@ -67,10 +70,16 @@ pub struct Proxy {
     orderer: TargetOrderer,
     budget: RetryBudget,
     executor: Executor,
+    log: RequestLog,
 }
 
 impl Proxy {
-    pub fn new(config: Arc<Config>, registry: Arc<HealthRegistry>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        registry: Arc<HealthRegistry>,
+        clock: Arc<dyn Clock>,
+        log: RequestLog,
+    ) -> Self {
         let seed = clock.now().0;
         let rosters = config
             .providers
@@ -101,6 +110,7 @@ impl Proxy {
             rosters,
             budget,
             executor,
+            log,
         }
     }
 
@@ -139,6 +149,24 @@ impl Proxy {
     }
 }
 
+/// What the request log keeps of a request besides its status and timing.
+#[derive(Debug, Default)]
+struct Summary {
+    model: String,
+    served_by: Option<String>,
+    attempts: u32,
+    /// The routing trace as JSON.
+    trace: String,
+}
+
+impl Summary {
+    fn settle(&mut self, trace: &Trace, attempts: u32, served_by: Option<String>) {
+        self.trace = trace.to_json();
+        self.attempts = attempts;
+        self.served_by = served_by;
+    }
+}
+
 /// What one attempt came to.
 enum Tried {
     /// The answer is on its way to the client.
@@ -156,18 +184,47 @@ fn routing_headers(response: &mut Response, target: &Target, attempts: u32) {
 }
 
 impl Proxy {
-    /// Serves one client request end to end.
+    /// Serves one client request end to end, and logs it with its routing trace.
     pub async fn handle(
         &self,
         client: ClientDialect,
         headers: &HeaderMap,
         body: Bytes,
     ) -> Response {
+        let started = Instant::now();
+        let at = self.clock.now();
+        let mut summary = Summary::default();
+        let response = self.route(client, headers, body, &mut summary).await;
+        self.log.record(RequestRecord {
+            at,
+            dialect: client.dialect().as_str().to_owned(),
+            model: summary.model,
+            served_by: summary.served_by,
+            status: response.status().as_u16(),
+            attempts: summary.attempts,
+            duration_ms: millis(started.elapsed()),
+            trace: summary.trace,
+        });
+        response
+    }
+
+    pub fn request_log(&self) -> &RequestLog {
+        &self.log
+    }
+
+    async fn route(
+        &self,
+        client: ClientDialect,
+        headers: &HeaderMap,
+        body: Bytes,
+        summary: &mut Summary,
+    ) -> Response {
         let dialect = crate::server::Dialect::from(client);
         let (request, combo) = match self.prepare(client, &body) {
             Ok(prepared) => prepared,
             Err(refusal) => return refusal.into_response_in(dialect),
         };
+        summary.model = request.model.to_string();
         let timeouts = self.config.timeouts;
         let deadline = Instant::now() + timeouts.total;
         let now = self.clock.now();
@@ -226,6 +283,7 @@ impl Proxy {
                 Tried::Served(mut response) => {
                     self.observe_latency(candidate, started.elapsed());
                     routing_headers(&mut response, target, attempts);
+                    summary.settle(&trace, attempts, Some(target.label()));
                     return response;
                 }
                 Tried::Failed { verdict, upstream } => (verdict, upstream),
@@ -242,6 +300,7 @@ impl Proxy {
                 &plan.candidates[index + 1..],
                 &mut needs_context,
             ) {
+                summary.settle(&trace, attempts, None);
                 return response;
             }
             if !retried_same && self.may_retry_same(&verdict, others_left, deadline).await {
@@ -254,6 +313,7 @@ impl Proxy {
             }
             index += 1;
         }
+        summary.settle(&trace, attempts, None);
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 

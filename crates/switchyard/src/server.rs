@@ -9,8 +9,10 @@ mod guard;
 mod v1;
 
 use std::future::Future;
+use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -47,16 +49,50 @@ pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
     TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await
 }
 
-/// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.
+/// How long requests in flight (long streams above all) may run on after a shutdown signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Serves until `shutdown` resolves, then stops accepting and lets requests in flight finish,
+/// for at most [`SHUTDOWN_GRACE`].
 pub async fn serve(
     listener: TcpListener,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+}
+
+/// [`serve`] with a chosen grace period.
+pub async fn serve_with_grace(
+    listener: TcpListener,
+    state: ServerState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
     let listener = listener.tap_io(|tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    let (draining_tx, draining) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = draining_tx.send(());
+    };
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
+    let deadline = async {
+        // Only a shutdown that began starts the clock; a dropped sender means the server ended.
+        if draining.await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = server.into_future() => result,
+        () = deadline => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still in flight after the shutdown grace period; stopping anyway");
+            Ok(())
+        }
+    }
 }

@@ -78,6 +78,11 @@ impl Trace {
         self.keys.push(key.clone());
     }
 
+    /// The trace as JSON, for the request log.
+    pub(super) fn to_json(&self) -> String {
+        serde_json::to_string(&self.entries).unwrap_or_default()
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
         let rate_limited = self.all_rate_limited && !self.entries.is_empty();

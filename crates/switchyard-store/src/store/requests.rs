@@ -1,0 +1,86 @@
+//! The request log: what each client request asked for, what served it and the routing trace.
+
+use switchyard_core::UnixMillis;
+
+use super::Store;
+use super::columns::millis;
+use crate::StoreError;
+
+/// One logged request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub at: UnixMillis,
+    /// `openai` or `anthropic`.
+    pub dialect: String,
+    /// The model the client asked for.
+    pub model: String,
+    /// `provider/model` that answered, if any did.
+    pub served_by: Option<String>,
+    pub status: u16,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    /// The routing trace as JSON.
+    pub trace: String,
+}
+
+impl Store {
+    /// Appends `records` in one transaction and keeps only the newest `keep` rows.
+    pub async fn append_requests(
+        &self,
+        records: &[RequestRecord],
+        keep: u32,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
+        for r in records {
+            sqlx::query(
+                "INSERT INTO requests (at, dialect, model, served_by, status, attempts, duration_ms, trace)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(millis(r.at))
+            .bind(&r.dialect)
+            .bind(&r.model)
+            .bind(&r.served_by)
+            .bind(i64::from(r.status))
+            .bind(i64::from(r.attempts))
+            .bind(i64::try_from(r.duration_ms).unwrap_or(i64::MAX))
+            .bind(&r.trace)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::database)?;
+        }
+        sqlx::query("DELETE FROM requests WHERE id <= (SELECT MAX(id) FROM requests) - ?")
+            .bind(i64::from(keep))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::database)?;
+        tx.commit().await.map_err(StoreError::database)
+    }
+
+    /// The newest `limit` requests, newest first.
+    pub async fn recent_requests(&self, limit: u32) -> Result<Vec<RequestRecord>, StoreError> {
+        type Row = (i64, String, String, Option<String>, i64, i64, i64, String);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT at, dialect, model, served_by, status, attempts, duration_ms, trace
+             FROM requests ORDER BY id DESC LIMIT ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::database)?;
+        Ok(rows
+            .into_iter()
+            .map(|(at, dialect, model, served_by, status, attempts, duration_ms, trace)| {
+                RequestRecord {
+                    at: UnixMillis(u64::try_from(at).unwrap_or(0)),
+                    dialect,
+                    model,
+                    served_by,
+                    status: u16::try_from(status).unwrap_or(0),
+                    attempts: u32::try_from(attempts).unwrap_or(0),
+                    duration_ms: u64::try_from(duration_ms).unwrap_or(0),
+                    trace,
+                }
+            })
+            .collect())
+    }
+}

@@ -265,8 +265,15 @@ impl Proxy {
                 }
             };
             attempts += 1;
+            // A stream shows life with its first event, so a slow one can be given up on early
+            // when someone else could serve. A non-streamed answer arrives whole, after the
+            // whole generation: only the longer first-byte deadline is fair to it.
             let first_event = Instant::now()
-                + if others_left { timeouts.first_event } else { timeouts.first_byte };
+                + if others_left && request.stream {
+                    timeouts.first_event
+                } else {
+                    timeouts.first_byte
+                };
             let started = Instant::now();
             let tried = self
                 .attempt(

@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""The official OpenAI and Anthropic Python SDKs, unchanged, against a running Switchyard.
+
+    check.py --proxy http://127.0.0.1:PORT/v1      (the key comes from SWITCHYARD_API_KEY)
+
+`tests/sdk/run` starts the mock upstream with `tests/sdk/mock.toml` and a proxy whose providers
+point at it, then runs this. Providers: `oa` (OpenAI dialect) and `an` (Anthropic dialect);
+the combo `sdk-fallback` is `oa/gpt-down` (always 503) then `an/claude-text`. Upstream models:
+`*-text` answer with a fixed text, `*-tool` with one `get_weather` call (see mock.toml).
+
+Every case runs even when an earlier one failed; each failure is printed with what was asked
+and what came back. Exit status 0 only when every case passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from typing import Any, Callable
+
+import anthropic
+import openai
+
+# What the mock answers (keep in step with mock.toml).
+OA_TEXT = "Hello from the OpenAI upstream."
+AN_TEXT = "Hello from the Anthropic upstream."
+TOOL_NAME = "get_weather"
+TOOL_ARGS = {"city": "Paris", "unit": "celsius"}
+
+QUESTION = "What is the weather in Paris?"
+
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+]
+
+ANTHROPIC_TOOLS = [
+    {
+        "name": TOOL_NAME,
+        "description": "Current weather for a city.",
+        "input_schema": OPENAI_TOOLS[0]["function"]["parameters"],
+    }
+]
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+def expect_eq(actual: Any, expected: Any, what: str) -> None:
+    if actual != expected:
+        raise CheckFailed(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def dump(obj: Any) -> str:
+    """A model object as compact JSON, for failure messages."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump(mode="json", exclude_none=True)
+    return json.dumps(obj, default=str)[:2000]
+
+
+CASES: list[tuple[str, Callable[[], None]]] = []
+
+
+def case(name: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    def register(fn: Callable[[], None]) -> Callable[[], None]:
+        CASES.append((name, fn))
+        return fn
+
+    return register
+
+
+# --- clients ------------------------------------------------------------------------------------
+
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--proxy", required=True, help="the URL the proxy printed: http://127.0.0.1:PORT/v1")
+parser.add_argument("-k", dest="only", help="run only cases whose name contains this")
+ARGS = parser.parse_args()
+KEY = os.environ.get("SWITCHYARD_API_KEY") or sys.exit("check.py: SWITCHYARD_API_KEY is not set")
+PROXY_V1 = ARGS.proxy.rstrip("/")
+PROXY_ROOT = PROXY_V1.removesuffix("/v1")
+
+# No SDK retries: a proxy failure must show, not be papered over by the client.
+OA = openai.OpenAI(base_url=PROXY_V1, api_key=KEY, max_retries=0, timeout=30)
+AN = anthropic.Anthropic(base_url=PROXY_ROOT, api_key=KEY, max_retries=0, timeout=30)
+
+
+# --- OpenAI SDK: the shared pieces --------------------------------------------------------------
+
+
+def openai_text(model: str, expected_text: str) -> None:
+    raw = OA.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "Say hello."}]
+    )
+    completion = raw.parse()
+    body = dump(completion)
+    expect_eq(completion.object, "chat.completion", f"object in {body}")
+    expect_eq(completion.model, model, f"model (the target that served) in {body}")
+    expect_eq(raw.headers.get("x-switchyard-target"), model, "x-switchyard-target header")
+    expect_eq(len(completion.choices), 1, f"number of choices in {body}")
+    choice = completion.choices[0]
+    expect_eq(choice.message.role, "assistant", f"choices[0].message.role in {body}")
+    expect_eq(choice.message.content, expected_text, f"choices[0].message.content in {body}")
+    expect_eq(choice.finish_reason, "stop", f"choices[0].finish_reason in {body}")
+    expect(completion.usage is not None, f"no usage in {body}")
+    expect(completion.usage.prompt_tokens > 0, f"usage.prompt_tokens is not positive in {body}")
+    expect(
+        completion.usage.total_tokens
+        == completion.usage.prompt_tokens + completion.usage.completion_tokens,
+        f"usage.total_tokens is not prompt + completion in {body}",
+    )
+
+
+def openai_text_stream(model: str, expected_text: str, include_usage: bool = False) -> None:
+    extra = {"stream_options": {"include_usage": True}} if include_usage else {}
+    stream = OA.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Say hello."}], stream=True, **extra
+    )
+    deltas: list[str] = []
+    finish_reasons: list[str] = []
+    models: set[str] = set()
+    usage = None
+    chunks = 0
+    for chunk in stream:
+        chunks += 1
+        expect_eq(chunk.object, "chat.completion.chunk", f"object of chunk {dump(chunk)}")
+        models.add(chunk.model)
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.delta.content:
+                deltas.append(choice.delta.content)
+            if choice.finish_reason:
+                finish_reasons.append(choice.finish_reason)
+    expect(chunks > 0, "the stream had no chunks")
+    expect_eq(models, {model}, "model of every chunk (the target that served)")
+    expect_eq("".join(deltas), expected_text, f"concatenated content deltas ({len(deltas)} deltas)")
+    expect_eq(finish_reasons, ["stop"], "finish_reason across the stream (exactly one, last)")
+    if include_usage:
+        expect(usage is not None, "stream_options.include_usage was set but no chunk carried usage")
+        expect(usage.prompt_tokens > 0, f"usage.prompt_tokens is not positive: {dump(usage)}")
+
+
+def check_openai_tool_call(tool_calls: Any, where: str) -> None:
+    expect(tool_calls, f"no tool_calls in {where}")
+    expect_eq(len(tool_calls), 1, f"number of tool_calls in {where}")
+    call = tool_calls[0]
+    expect(bool(call.id), f"tool_calls[0].id is empty in {where}")
+    expect_eq(call.type, "function", f"tool_calls[0].type in {where}")
+    expect_eq(call.function.name, TOOL_NAME, f"tool_calls[0].function.name in {where}")
+    expect(isinstance(call.function.arguments, str), f"arguments are not a JSON string in {where}")
+    try:
+        arguments = json.loads(call.function.arguments)
+    except json.JSONDecodeError as error:
+        raise CheckFailed(f"tool_calls[0].function.arguments is not JSON ({error}) in {where}") from None
+    expect_eq(arguments, TOOL_ARGS, f"tool_calls[0].function.arguments in {where}")
+
+
+def openai_tool(model: str) -> None:
+    completion = OA.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": QUESTION}], tools=OPENAI_TOOLS
+    )
+    body = dump(completion)
+    expect_eq(completion.model, model, f"model (the target that served) in {body}")
+    choice = completion.choices[0]
+    expect_eq(choice.finish_reason, "tool_calls", f"choices[0].finish_reason in {body}")
+    expect(not choice.message.content, f"unexpected text beside the tool call in {body}")
+    check_openai_tool_call(choice.message.tool_calls, body)
+
+
+def openai_tool_stream(model: str) -> None:
+    stream = OA.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": QUESTION}], tools=OPENAI_TOOLS, stream=True
+    )
+    calls: dict[int, dict[str, str]] = {}
+    finish_reasons: list[str] = []
+    models: set[str] = set()
+    for chunk in stream:
+        models.add(chunk.model)
+        for choice in chunk.choices:
+            for delta in choice.delta.tool_calls or []:
+                call = calls.setdefault(delta.index, {"id": "", "type": "", "name": "", "arguments": ""})
+                call["id"] += delta.id or ""
+                call["type"] = delta.type or call["type"]
+                if delta.function is not None:
+                    call["name"] += delta.function.name or ""
+                    call["arguments"] += delta.function.arguments or ""
+            if choice.finish_reason:
+                finish_reasons.append(choice.finish_reason)
+    expect_eq(models, {model}, "model of every chunk (the target that served)")
+    expect_eq(finish_reasons, ["tool_calls"], "finish_reason across the stream")
+    expect_eq(sorted(calls), [0], f"tool call indexes in the stream ({calls})")
+    call = calls[0]
+    expect(bool(call["id"]), f"the streamed tool call has no id: {call}")
+    expect_eq(call["type"], "function", "streamed tool call type")
+    expect_eq(call["name"], TOOL_NAME, "streamed tool call name")
+    try:
+        arguments = json.loads(call["arguments"])
+    except json.JSONDecodeError as error:
+        raise CheckFailed(f"streamed arguments {call['arguments']!r} are not JSON ({error})") from None
+    expect_eq(arguments, TOOL_ARGS, "streamed tool call arguments")
+
+
+def openai_tool_stream_helper(model: str) -> None:
+    """The SDK's own accumulator: `chat.completions.stream(...)` and `get_final_completion()`."""
+    with OA.chat.completions.stream(
+        model=model, messages=[{"role": "user", "content": QUESTION}], tools=OPENAI_TOOLS
+    ) as stream:
+        done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+        final = stream.get_final_completion()
+    body = dump(final)
+    expect_eq(len(done), 1, "tool_calls.function.arguments.done events")
+    expect_eq(done[0].name, TOOL_NAME, "name in the arguments.done event")
+    expect_eq(final.model, model, f"model of the final completion {body}")
+    expect_eq(final.choices[0].finish_reason, "tool_calls", f"finish_reason of {body}")
+    check_openai_tool_call(final.choices[0].message.tool_calls, body)
+
+
+def openai_tool_result(model: str, expected_text: str) -> None:
+    """The second turn of a tool loop: the assistant's call and the tool's answer go back."""
+    completion = OA.chat.completions.create(
+        model=model,
+        tools=OPENAI_TOOLS,
+        messages=[
+            {"role": "user", "content": QUESTION},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_sdk_1",
+                        "type": "function",
+                        "function": {"name": TOOL_NAME, "arguments": json.dumps(TOOL_ARGS)},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_sdk_1", "content": '{"temperature": 21}'},
+        ],
+    )
+    body = dump(completion)
+    expect_eq(completion.model, model, f"model in {body}")
+    expect_eq(completion.choices[0].message.content, expected_text, f"content in {body}")
+    expect_eq(completion.choices[0].finish_reason, "stop", f"finish_reason in {body}")
+
+
+# --- Anthropic SDK: the shared pieces -----------------------------------------------------------
+
+
+def anthropic_text(model: str, expected_text: str) -> None:
+    raw = AN.messages.with_raw_response.create(
+        model=model, max_tokens=256, messages=[{"role": "user", "content": "Say hello."}]
+    )
+    message = raw.parse()
+    body = dump(message)
+    expect_eq(message.type, "message", f"type in {body}")
+    expect_eq(message.role, "assistant", f"role in {body}")
+    expect_eq(message.model, model, f"model (the target that served) in {body}")
+    expect_eq(raw.headers.get("x-switchyard-target"), model, "x-switchyard-target header")
+    expect(bool(message.id), f"empty id in {body}")
+    expect_eq([b.type for b in message.content], ["text"], f"content block types in {body}")
+    expect_eq(message.content[0].text, expected_text, f"content[0].text in {body}")
+    expect_eq(message.stop_reason, "end_turn", f"stop_reason in {body}")
+    expect(message.usage.input_tokens > 0, f"usage.input_tokens is not positive in {body}")
+    expect(message.usage.output_tokens > 0, f"usage.output_tokens is not positive in {body}")
+
+
+def anthropic_text_stream(model: str, expected_text: str) -> None:
+    with AN.messages.stream(
+        model=model, max_tokens=256, messages=[{"role": "user", "content": "Say hello."}]
+    ) as stream:
+        deltas = list(stream.text_stream)
+        final = stream.get_final_message()
+    body = dump(final)
+    expect_eq("".join(deltas), expected_text, f"concatenated text_stream ({len(deltas)} deltas)")
+    expect_eq(final.model, model, f"model of get_final_message() (the target that served) {body}")
+    expect_eq([b.type for b in final.content], ["text"], f"final content block types in {body}")
+    expect_eq(final.content[0].text, expected_text, f"final content[0].text in {body}")
+    expect_eq(final.stop_reason, "end_turn", f"final stop_reason in {body}")
+    expect(final.usage.input_tokens > 0, f"final usage.input_tokens is not positive in {body}")
+    expect(final.usage.output_tokens > 0, f"final usage.output_tokens is not positive in {body}")
+
+
+def anthropic_raw_events(model: str) -> None:
+    """`create(stream=True)`: the raw event sequence, as SDK event objects."""
+    stream = AN.messages.create(
+        model=model, max_tokens=256, messages=[{"role": "user", "content": "Say hello."}], stream=True
+    )
+    events = [event for event in stream]
+    types = [e.type for e in events]
+    expect(types and types[0] == "message_start", f"the stream does not open with message_start: {types}")
+    expect_eq(types[-1], "message_stop", f"last event of {types}")
+    expect_eq(events[0].message.model, model, "message_start.message.model")
+    expect("message_delta" in types, f"no message_delta in {types}")
+    for required in ("content_block_start", "content_block_delta", "content_block_stop"):
+        expect(required in types, f"no {required} in {types}")
+    deltas = [e for e in events if e.type == "message_delta"]
+    expect_eq(deltas[-1].delta.stop_reason, "end_turn", "message_delta.delta.stop_reason")
+
+
+def check_tool_use(message: Any, where: str) -> None:
+    blocks = [b for b in message.content if b.type == "tool_use"]
+    expect_eq(len(blocks), 1, f"number of tool_use blocks in {where}")
+    block = blocks[0]
+    expect(bool(block.id), f"tool_use.id is empty in {where}")
+    expect_eq(block.name, TOOL_NAME, f"tool_use.name in {where}")
+    expect_eq(block.input, TOOL_ARGS, f"tool_use.input in {where}")
+    expect_eq(message.stop_reason, "tool_use", f"stop_reason in {where}")
+
+
+def anthropic_tool(model: str) -> None:
+    message = AN.messages.create(
+        model=model, max_tokens=256, messages=[{"role": "user", "content": QUESTION}], tools=ANTHROPIC_TOOLS
+    )
+    body = dump(message)
+    expect_eq(message.model, model, f"model (the target that served) in {body}")
+    check_tool_use(message, body)
+
+
+def anthropic_tool_stream(model: str) -> None:
+    with AN.messages.stream(
+        model=model, max_tokens=256, messages=[{"role": "user", "content": QUESTION}], tools=ANTHROPIC_TOOLS
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    body = dump(final)
+    partial = "".join(e.partial_json for e in events if e.type == "input_json")
+    try:
+        streamed = json.loads(partial)
+    except json.JSONDecodeError as error:
+        raise CheckFailed(f"the input_json deltas {partial!r} are not JSON ({error})") from None
+    expect_eq(streamed, TOOL_ARGS, "concatenated input_json deltas")
+    expect_eq(final.model, model, f"model of get_final_message() (the target that served) {body}")
+    check_tool_use(final, body)
+
+
+def anthropic_tool_result(model: str, expected_text: str) -> None:
+    """The second turn of a tool loop: the tool_use block and its tool_result go back."""
+    message = AN.messages.create(
+        model=model,
+        max_tokens=256,
+        tools=ANTHROPIC_TOOLS,
+        messages=[
+            {"role": "user", "content": QUESTION},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_sdk_1", "name": TOOL_NAME, "input": TOOL_ARGS}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_sdk_1", "content": '{"temperature": 21}'}],
+            },
+        ],
+    )
+    body = dump(message)
+    expect_eq(message.model, model, f"model in {body}")
+    expect_eq([b.type for b in message.content], ["text"], f"content block types in {body}")
+    expect_eq(message.content[0].text, expected_text, f"content[0].text in {body}")
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+# OpenAI SDK, OpenAI-dialect upstream.
+case("openai sdk: chat, non-streaming")(lambda: openai_text("oa/gpt-text", OA_TEXT))
+case("openai sdk: chat, streaming")(lambda: openai_text_stream("oa/gpt-text", OA_TEXT))
+case("openai sdk: chat, streaming with include_usage")(
+    lambda: openai_text_stream("oa/gpt-text", OA_TEXT, include_usage=True)
+)
+case("openai sdk: tool call, non-streaming")(lambda: openai_tool("oa/gpt-tool"))
+case("openai sdk: tool call, streaming")(lambda: openai_tool_stream("oa/gpt-tool"))
+case("openai sdk: tool call, stream helper + get_final_completion")(
+    lambda: openai_tool_stream_helper("oa/gpt-tool")
+)
+case("openai sdk: tool result turn")(lambda: openai_tool_result("oa/gpt-text", OA_TEXT))
+
+# Anthropic SDK, Anthropic-dialect upstream.
+case("anthropic sdk: messages.create, non-streaming")(lambda: anthropic_text("an/claude-text", AN_TEXT))
+case("anthropic sdk: messages.stream + get_final_message")(
+    lambda: anthropic_text_stream("an/claude-text", AN_TEXT)
+)
+case("anthropic sdk: messages.create(stream=True) events")(lambda: anthropic_raw_events("an/claude-text"))
+case("anthropic sdk: tool use, non-streaming")(lambda: anthropic_tool("an/claude-tool"))
+case("anthropic sdk: tool use, streaming")(lambda: anthropic_tool_stream("an/claude-tool"))
+case("anthropic sdk: tool result turn")(lambda: anthropic_tool_result("an/claude-text", AN_TEXT))
+
+# Cross-dialect: each SDK served by the other dialect's upstream.
+case("openai sdk -> anthropic upstream: chat, non-streaming")(lambda: openai_text("an/claude-text", AN_TEXT))
+case("openai sdk -> anthropic upstream: chat, streaming")(lambda: openai_text_stream("an/claude-text", AN_TEXT))
+case("openai sdk -> anthropic upstream: tool call, non-streaming")(lambda: openai_tool("an/claude-tool"))
+case("openai sdk -> anthropic upstream: tool call, streaming")(lambda: openai_tool_stream("an/claude-tool"))
+case("openai sdk -> anthropic upstream: tool result turn")(lambda: openai_tool_result("an/claude-text", AN_TEXT))
+case("anthropic sdk -> openai upstream: messages.create, non-streaming")(
+    lambda: anthropic_text("oa/gpt-text", OA_TEXT)
+)
+case("anthropic sdk -> openai upstream: messages.stream + get_final_message")(
+    lambda: anthropic_text_stream("oa/gpt-text", OA_TEXT)
+)
+case("anthropic sdk -> openai upstream: messages.create(stream=True) events")(
+    lambda: anthropic_raw_events("oa/gpt-text")
+)
+case("anthropic sdk -> openai upstream: tool use, non-streaming")(lambda: anthropic_tool("oa/gpt-tool"))
+case("anthropic sdk -> openai upstream: tool use, streaming")(lambda: anthropic_tool_stream("oa/gpt-tool"))
+case("anthropic sdk -> openai upstream: tool result turn")(lambda: anthropic_tool_result("oa/gpt-text", OA_TEXT))
+
+
+# A combo whose first target is down: `model` names the target that really served.
+@case("openai sdk: combo falls back, model names the target that served")
+def _() -> None:
+    raw = OA.chat.completions.with_raw_response.create(
+        model="sdk-fallback", messages=[{"role": "user", "content": "Say hello."}]
+    )
+    completion = raw.parse()
+    expect_eq(completion.model, "an/claude-text", f"model in {dump(completion)}")
+    expect_eq(raw.headers.get("x-switchyard-target"), "an/claude-text", "x-switchyard-target header")
+    expect_eq(completion.choices[0].message.content, AN_TEXT, "content")
+
+
+@case("anthropic sdk: combo falls back, streaming, model names the target that served")
+def _() -> None:
+    with AN.messages.stream(
+        model="sdk-fallback", max_tokens=256, messages=[{"role": "user", "content": "Say hello."}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    expect_eq(final.model, "an/claude-text", f"model in {dump(final)}")
+    expect_eq(text, AN_TEXT, "streamed text")
+
+
+@case("openai sdk: models.list")
+def _() -> None:
+    ids = {m.id for m in OA.models.list()}
+    for expected in ("sdk-fallback", "oa/gpt-text"):
+        expect(expected in ids, f"{expected!r} not in models.list(): {sorted(ids)}")
+
+
+@case("anthropic sdk: models.list")
+def _() -> None:
+    ids = {m.id for m in AN.models.list()}
+    for expected in ("sdk-fallback", "oa/gpt-text"):
+        expect(expected in ids, f"{expected!r} not in models.list(): {sorted(ids)}")
+
+
+@case("openai sdk: a wrong key is a 401 AuthenticationError")
+def _() -> None:
+    client = openai.OpenAI(base_url=PROXY_V1, api_key="sy-wrong", max_retries=0, timeout=30)
+    try:
+        client.chat.completions.create(model="oa/gpt-text", messages=[{"role": "user", "content": "hi"}])
+    except openai.AuthenticationError as error:
+        expect_eq(error.status_code, 401, "status")
+        return
+    raise CheckFailed("a wrong key was accepted")
+
+
+@case("anthropic sdk: a wrong key is a 401 AuthenticationError")
+def _() -> None:
+    client = anthropic.Anthropic(base_url=PROXY_ROOT, api_key="sy-wrong", max_retries=0, timeout=30)
+    try:
+        client.messages.create(model="an/claude-text", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+    except anthropic.AuthenticationError as error:
+        expect_eq(error.status_code, 401, "status")
+        return
+    raise CheckFailed("a wrong key was accepted")
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def describe(error: BaseException) -> str:
+    if isinstance(error, CheckFailed):
+        return str(error)
+    if isinstance(error, (openai.APIStatusError, anthropic.APIStatusError)):
+        return f"{type(error).__name__}: HTTP {error.status_code}: {error.response.text[:2000]}"
+    if isinstance(error, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        return f"{type(error).__name__}: {error!r} (cause: {error.__cause__!r})"
+    # The SDK itself choked on what came back: show where.
+    tb = "".join(traceback.format_exception(error)[-6:])
+    return f"{type(error).__name__}: {error}\n{tb}"
+
+
+def main() -> int:
+    versions = f"openai {openai.__version__}, anthropic {anthropic.__version__}"
+    cases = [(n, f) for n, f in CASES if not ARGS.only or ARGS.only in n]
+    failed: list[str] = []
+    for name, fn in cases:
+        try:
+            fn()
+        except Exception as error:  # noqa: BLE001 - every failure is reported, none stops the run
+            failed.append(name)
+            message = describe(error).rstrip().replace("\n", "\n       ")
+            print(f"FAIL  {name}\n       {message}", flush=True)
+        else:
+            print(f"ok    {name}", flush=True)
+    passed = len(cases) - len(failed)
+    verdict = "passed" if not failed else f"FAILED ({len(failed)}: {'; '.join(failed)})"
+    print(f"sdk check: {passed}/{len(cases)} {verdict} [{versions}, proxy {PROXY_V1}]")
+    return 1 if failed or not cases else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,6 +3,11 @@
 //!
 //! Providers point at the one mock: `oa` (OpenAI dialect, keys `oa-1` and `oa-2`), `an`
 //! (Anthropic, key `an-1`) and `ge` (Gemini, key `ge-1`); combos are whatever the test adds.
+//!
+//! A [`Setup`] changes what a test needs beyond the defaults: shorter deadlines, a breaker
+//! profile for every provider, and a [`ManualClock`] for every resilience decision, so a test
+//! can step over a 30 s cooldown instead of waiting for it. Deadlines stay on real time: they
+//! are what a test measures.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,8 +16,11 @@ use serde_json::{Value, json};
 use switchyard::App;
 use switchyard::config::Config;
 use switchyard::keys::LocalKeys;
-use switchyard_core::SystemClock;
-use switchyard_testkit::MockUpstream;
+use switchyard_core::resilience::HealthSnapshot;
+use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
+use switchyard_core::settings::TimeoutSettings;
+use switchyard_core::{CandidateKey, Clock, ManualClock, SystemClock, UnixMillis};
+use switchyard_testkit::{Attempt, MockUpstream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -35,6 +43,104 @@ pub struct Harness {
 #[derive(Debug)]
 pub struct AppHandle {
     pub registry: Arc<switchyard_core::resilience::HealthRegistry>,
+    /// The clock the app decides by: a test's [`ManualClock`], or the system clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl AppHandle {
+    /// `now` as the app sees it.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
+    /// Every breaker, benched credential and active lockout, at the app's `now`.
+    pub fn snapshot(&self) -> HealthSnapshot {
+        self.registry.snapshot(self.now())
+    }
+
+    /// The provider's breaker, if it is tracked (a pristine breaker is not).
+    pub fn breaker(&self, provider: &str) -> Option<BreakerView> {
+        self.snapshot().breakers.into_iter().find(|b| b.provider.as_str() == provider)
+    }
+
+    /// The credential's cooldown, if it is benched.
+    pub fn credential(&self, provider: &str, credential: &str) -> Option<CredentialView> {
+        self.snapshot().credentials.into_iter().find(|c| {
+            c.key.provider.as_str() == provider && c.key.credential.as_str() == credential
+        })
+    }
+
+    /// Every active lockout as `provider/model@credential`, sorted.
+    pub fn locked(&self) -> Vec<String> {
+        let mut locked: Vec<String> =
+            self.snapshot().lockouts.iter().map(|l| l.key.to_string()).collect();
+        locked.sort();
+        locked
+    }
+
+    /// The lockout of `provider/model@credential`, if active.
+    pub fn lockout(&self, provider: &str, credential: &str, model: &str) -> Option<LockoutView> {
+        let key = CandidateKey::new(provider, credential, model);
+        self.snapshot().lockouts.into_iter().find(|l| l.key == key)
+    }
+}
+
+/// How to start a harness, beyond the standard providers.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Appended to the config: combos, more providers, other settings sections.
+    pub extra: String,
+    /// The `[settings.timeouts]` table. It is written by the harness, so a test that needs other
+    /// deadlines changes them here rather than in `extra` (a second table would not parse).
+    pub timeouts: TimeoutSettings,
+    /// An inline TOML table used as the `breaker` of every standard provider, e.g.
+    /// `{ failure_threshold = 3, degraded_threshold = 3 }`; the API-key profile when `None`.
+    pub breaker: Option<String>,
+    /// The clock behind every resilience decision; the system clock when `None`.
+    pub clock: Option<ManualClock>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self::new("")
+    }
+}
+
+impl Setup {
+    /// The standard deadlines are short, so a test of a deadline ends quickly.
+    pub fn new(extra: &str) -> Self {
+        Self {
+            extra: extra.to_owned(),
+            timeouts: TimeoutSettings {
+                first_event_ms: 1500,
+                first_byte_ms: 3000,
+                idle_ms: 1000,
+                total_ms: 20000,
+                ..TimeoutSettings::default()
+            },
+            breaker: None,
+            clock: None,
+        }
+    }
+
+    #[must_use]
+    pub fn timeouts(mut self, change: impl FnOnce(&mut TimeoutSettings)) -> Self {
+        change(&mut self.timeouts);
+        self
+    }
+
+    #[must_use]
+    pub fn breaker(mut self, table: &str) -> Self {
+        self.breaker = Some(table.to_owned());
+        self
+    }
+
+    /// The app reads `clock` (a clone: moving the test's copy moves the app's).
+    #[must_use]
+    pub fn clock(mut self, clock: &ManualClock) -> Self {
+        self.clock = Some(clock.clone());
+        self
+    }
 }
 
 impl std::fmt::Debug for Harness {
@@ -57,7 +163,16 @@ fn env(var: &str) -> Option<String> {
 
 /// The providers section for `mock`, followed by `extra` (combos, settings).
 pub fn config_text(mock: &MockUpstream, extra: &str) -> String {
+    setup_text(mock, &Setup::new(extra))
+}
+
+/// The whole config a harness started with `setup` runs on.
+pub fn setup_text(mock: &MockUpstream, setup: &Setup) -> String {
     let base = mock.base_url();
+    let breaker = setup.breaker.as_ref().map(|t| format!("breaker = {t}")).unwrap_or_default();
+    let TimeoutSettings { connect_ms, first_event_ms, first_byte_ms, idle_ms, total_ms } =
+        setup.timeouts;
+    let extra = &setup.extra;
     format!(
         r#"
 [[providers]]
@@ -66,24 +181,28 @@ kind = "openai"
 base_url = "{base}/v1"
 models = ["gpt-4o", "gpt-4o-mini"]
 credentials = [{{ id = "oa-1", secret = "env:OA_1" }}, {{ id = "oa-2", secret = "env:OA_2" }}]
+{breaker}
 
 [[providers]]
 id = "an"
 kind = "anthropic"
 base_url = "{base}"
 credentials = [{{ id = "an-1", secret = "env:AN_1" }}]
+{breaker}
 
 [[providers]]
 id = "ge"
 kind = "gemini"
 base_url = "{base}/v1beta"
 credentials = [{{ id = "ge-1", secret = "env:GE_1" }}]
+{breaker}
 
 [settings.timeouts]
-first_event_ms = 1500
-first_byte_ms = 3000
-idle_ms = 1000
-total_ms = 20000
+connect_ms = {connect_ms}
+first_event_ms = {first_event_ms}
+first_byte_ms = {first_byte_ms}
+idle_ms = {idle_ms}
+total_ms = {total_ms}
 
 {extra}
 "#
@@ -93,23 +212,42 @@ total_ms = 20000
 impl Harness {
     /// A server with the standard providers plus `extra` config, state in a fresh directory.
     pub async fn start(extra: &str) -> Self {
+        Self::start_with(Setup::new(extra)).await
+    }
+
+    /// A server as `setup` says, state in a fresh directory.
+    pub async fn start_with(setup: Setup) -> Self {
         let data = tempfile::tempdir().expect("temp dir");
         let mock = MockUpstream::start().await;
-        let mut harness = Self::start_in(mock, data.path(), extra).await;
+        let mut harness = Self::start_in_with(mock, data.path(), setup).await;
         harness.data = Some(data);
         harness
     }
 
+    /// A server whose resilience decisions read `clock`: advance it to step over cooldowns.
+    pub async fn start_with_clock(extra: &str, clock: &ManualClock) -> Self {
+        Self::start_with(Setup::new(extra).clock(clock)).await
+    }
+
     /// A server on `mock` keeping its state in `data_dir` (for restart tests).
     pub async fn start_in(mock: MockUpstream, data_dir: &Path, extra: &str) -> Self {
-        let text = config_text(&mock, extra);
+        Self::start_in_with(mock, data_dir, Setup::new(extra)).await
+    }
+
+    /// A server on `mock` as `setup` says, keeping its state in `data_dir`.
+    pub async fn start_in_with(mock: MockUpstream, data_dir: &Path, setup: Setup) -> Self {
+        let text = setup_text(&mock, &setup);
         let config =
             Config::parse(&text, Path::new("harness.toml"), &env).unwrap_or_else(|e| panic!("{e}"));
-        let app = App::start_with_clock(data_dir, Arc::new(config), Arc::new(SystemClock)).await;
+        let clock: Arc<dyn Clock> = match setup.clock {
+            Some(clock) => Arc::new(clock),
+            None => Arc::new(SystemClock),
+        };
+        let app = App::start_with_clock(data_dir, Arc::new(config), Arc::clone(&clock)).await;
         let listener = switchyard::server::bind(0).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let state = app.server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())));
-        let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()) });
+        let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let _ = switchyard::server::serve(listener, state, async {
@@ -163,4 +301,58 @@ impl Harness {
 /// The text a non-streamed OpenAI answer carries.
 pub fn openai_text(body: &Value) -> &str {
     body["choices"][0]["message"]["content"].as_str().unwrap_or_default()
+}
+
+/// Status, headers and JSON body of a non-streamed answer.
+pub async fn json_parts(response: reqwest::Response) -> (u16, reqwest::header::HeaderMap, Value) {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.json().await.expect("a JSON body"))
+}
+
+/// A response header as text; empty when absent.
+pub fn header<'h>(headers: &'h reqwest::header::HeaderMap, name: &str) -> &'h str {
+    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+/// The upstream key each attempt presented, in order.
+pub fn keys_of(attempts: &[Attempt]) -> Vec<String> {
+    attempts.iter().map(|a| a.api_key().unwrap_or("").to_owned()).collect()
+}
+
+/// The JSON of every `data:` line of an SSE body (`[DONE]` and non-JSON lines left out).
+pub fn sse_data(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim_start()).ok())
+        .collect()
+}
+
+/// The `event:` names of an SSE body, in order.
+pub fn sse_events(text: &str) -> Vec<&str> {
+    text.lines().filter_map(|line| line.strip_prefix("event:")).map(str::trim).collect()
+}
+
+/// The text an OpenAI stream carries, its content deltas joined.
+pub fn openai_stream_text(text: &str) -> String {
+    sse_data(text)
+        .iter()
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The text an Anthropic stream carries, its text deltas joined.
+pub fn anthropic_stream_text(text: &str) -> String {
+    sse_data(text)
+        .iter()
+        .filter(|event| event["type"] == "content_block_delta")
+        .filter_map(|event| event["delta"]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A loopback port nobody listens on: bound, then released. A provider pointed at it gets
+/// "connection refused" at once.
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a probe port");
+    listener.local_addr().expect("addr").port()
 }

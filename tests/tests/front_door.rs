@@ -1,0 +1,113 @@
+//! The front door of the localhost server, end to end: forged `Host` names (DNS rebinding),
+//! browser `Origin`s, CORS preflights and missing or wrong local keys are refused on every
+//! client route, in the route's dialect, before anything reaches an upstream.
+
+use reqwest::Method;
+use serde_json::json;
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, json_parts};
+
+/// Every client route, with a valid body for it.
+fn routes(h: &Harness) -> [(reqwest::RequestBuilder, bool); 2] {
+    [(h.openai("oa/gpt-4o", false), false), (h.anthropic("oa/gpt-4o", false), true)]
+}
+
+/// A refusal with `status`, in the route's error shape.
+async fn assert_refused(request: reqwest::RequestBuilder, anthropic: bool, status: u16, why: &str) {
+    let response = request.send().await.unwrap();
+    assert!(
+        response.headers().get("access-control-allow-origin").is_none(),
+        "{why}: no CORS is ever served"
+    );
+    let (got, _, body) = json_parts(response).await;
+    assert_eq!(got, status, "{why}: {body}");
+    if anthropic {
+        assert_eq!(body["type"], "error", "{why}: Anthropic shape on /v1/messages: {body}");
+        assert!(body["error"]["message"].is_string(), "{why}: {body}");
+    } else {
+        assert!(body["error"]["message"].is_string(), "{why}: OpenAI shape: {body}");
+    }
+}
+
+#[tokio::test]
+async fn forged_host_names_are_refused_before_any_upstream_attempt() {
+    let h = Harness::start("").await;
+    let port = h.port;
+    let forged = [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+        format!("127.0.0.2:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        "127.0.0.1".to_owned(),
+    ];
+    for host in &forged {
+        for (request, anthropic) in routes(&h) {
+            assert_refused(request.header("host", host), anthropic, 403, host).await;
+        }
+    }
+    assert_eq!(h.mock.total_attempts(), 0);
+    // The same request with an honest Host goes through: the refusals were about the Host.
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let response = h.openai("oa/gpt-4o", false).header("host", &host).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{host}");
+    }
+    assert_eq!(h.mock.total_attempts(), 2);
+}
+
+#[tokio::test]
+async fn requests_from_web_pages_are_refused_whatever_their_origin() {
+    let h = Harness::start("").await;
+    let own = format!("http://127.0.0.1:{}", h.port);
+    for origin in ["https://evil.example", "null", own.as_str(), "http://localhost"] {
+        for (request, anthropic) in routes(&h) {
+            assert_refused(request.header("origin", origin), anthropic, 403, origin).await;
+        }
+    }
+    assert_eq!(h.mock.total_attempts(), 0);
+}
+
+#[tokio::test]
+async fn a_cors_preflight_is_refused_and_grants_nothing() {
+    let h = Harness::start("").await;
+    for path in ["/v1/chat/completions", "/v1/messages", "/v1/models"] {
+        let response = h
+            .http
+            .request(Method::OPTIONS, h.url(path))
+            .header("origin", "https://evil.example")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "authorization, content-type")
+            .send()
+            .await
+            .unwrap();
+        // The front door runs before routing, so even a method no route has is refused there.
+        assert_eq!(response.status(), 403, "{path}");
+        let granted: Vec<_> = response
+            .headers()
+            .keys()
+            .filter(|name| name.as_str().starts_with("access-control-"))
+            .collect();
+        assert_eq!(granted, Vec::<&reqwest::header::HeaderName>::new(), "{path}");
+    }
+    assert_eq!(h.mock.total_attempts(), 0);
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_local_key_is_refused_in_the_routes_dialect() {
+    let h = Harness::start("").await;
+    let body = json!({"model": "oa/gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    for (path, anthropic) in [("/v1/chat/completions", false), ("/v1/messages", true)] {
+        let url = h.url(path);
+        let missing = h.http.post(&url).json(&body);
+        assert_refused(missing, anthropic, 401, "no key").await;
+        let wrong_bearer = h.http.post(&url).bearer_auth("sy-wrong").json(&body);
+        assert_refused(wrong_bearer, anthropic, 401, "wrong bearer").await;
+        let wrong_header = h.http.post(&url).header("x-api-key", "sy-wrong").json(&body);
+        assert_refused(wrong_header, anthropic, 401, "wrong x-api-key").await;
+        let basic = h.http.post(&url).basic_auth(LOCAL_KEY, None::<&str>).json(&body);
+        assert_refused(basic, anthropic, 401, "the key in another scheme").await;
+    }
+    let models = h.http.get(h.url("/v1/models")).send().await.unwrap();
+    assert_eq!(models.status(), 401, "listing models needs the key too");
+    assert_eq!(h.mock.total_attempts(), 0);
+}

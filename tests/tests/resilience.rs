@@ -1,0 +1,212 @@
+//! The resilience layers over time, end to end (RESILIENCE.md §3–§6): rate limits that bench
+//! one key or one model until the upstream's time, a flapping provider whose breaker opens and
+//! closes again, a silent upstream, and state that survives a restart.
+//!
+//! Cooldowns are stepped over with a [`ManualClock`]; only request deadlines run on real time.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use switchyard_core::outcome::{BreakerFault, OutcomeKind};
+use switchyard_core::resilience::{BreakerState, CredentialStatus};
+use switchyard_core::{ManualClock, UnixMillis};
+use switchyard_e2e::harness::{Harness, Setup, header, json_parts, keys_of};
+use switchyard_testkit::{Behavior, ErrorKind, MockUpstream, Reply, Status};
+use tokio::time::{Instant, timeout};
+
+const FALLBACK: &str = r#"
+[[combos]]
+name = "smart"
+targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
+"#;
+
+const T0: UnixMillis = UnixMillis(1_800_000_000_000);
+
+const WATCHDOG: Duration = Duration::from_secs(10);
+
+async fn ask(h: &Harness, model: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+    json_parts(h.openai(model, false).send().await.unwrap()).await
+}
+
+/// Which target served each of `n` requests for `model`.
+async fn served_by(h: &Harness, model: &str, n: usize) -> Vec<String> {
+    let mut served = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (status, headers, body) = ask(h, model).await;
+        assert_eq!(status, 200, "{body}");
+        served.push(header(&headers, "x-switchyard-target").to_owned());
+    }
+    served
+}
+
+#[tokio::test]
+async fn a_429_on_one_model_locks_only_that_model_on_that_key_for_the_retry_after_time() {
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock("", &clock).await;
+    h.mock.enqueue("gpt-4o", Status::new(429).retry_after(Duration::from_secs(20)));
+    let response = h.anthropic("oa/gpt-4o", false).send().await.unwrap();
+    let (status, _, body) = json_parts(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(h.app.locked(), ["oa/gpt-4o@oa-1"]);
+    let lock = h.app.lockout("oa", "oa-1", "gpt-4o").unwrap();
+    assert_eq!(lock.reason.map(|r| (r.kind, r.status)), Some((OutcomeKind::RateLimit, Some(429))));
+    assert_eq!(lock.remaining_ms, 20_000);
+    assert_eq!(h.app.snapshot().credentials, [], "the key itself is not benched");
+
+    // The other model keeps its first key; this model keeps its second.
+    assert_eq!(served_by(&h, "oa/gpt-4o-mini", 1).await, ["oa/gpt-4o-mini"]);
+    assert_eq!(keys_of(&h.mock.attempts_for("gpt-4o-mini")), ["oa-1"]);
+    h.mock.clear();
+    clock.advance(Duration::from_secs(19));
+    served_by(&h, "oa/gpt-4o", 2).await;
+    assert_eq!(keys_of(&h.mock.attempts_for("gpt-4o")), ["oa-2", "oa-2"]);
+    clock.advance(Duration::from_secs(1));
+    served_by(&h, "oa/gpt-4o", 1).await;
+    assert_eq!(keys_of(&h.mock.attempts_for("gpt-4o")), ["oa-2", "oa-2", "oa-1"]);
+}
+
+#[tokio::test]
+async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_brings_traffic_back()
+{
+    let clock = ManualClock::new(T0);
+    // Opens at 3 failures; degraded only then, so the primary keeps its place until it opens.
+    let setup = Setup::new(FALLBACK)
+        .clock(&clock)
+        .breaker("{ failure_threshold = 3, degraded_threshold = 3 }");
+    let h = Harness::start_with(setup).await;
+    let bad = || Behavior::status(502);
+    // Fails (and fails its retry), serves once, fails twice more: 2 - 1 + 2 = 3 failures.
+    h.mock.script("gpt-4o", [bad(), bad(), Reply::default().into(), bad(), bad()]);
+    assert_eq!(
+        served_by(&h, "smart", 3).await,
+        ["an/claude-fallback", "oa/gpt-4o", "an/claude-fallback"]
+    );
+    let oa = h.app.breaker("oa").expect("tracked");
+    assert_eq!((oa.state, oa.last_fault), (BreakerState::Open, Some(BreakerFault::Transient)));
+    assert_eq!(oa.retry_in_ms, 30_000);
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 5);
+
+    // Open: the fallback serves and the primary is not touched at all, up to the last moment.
+    h.mock.clear();
+    assert_eq!(served_by(&h, "smart", 3).await, ["an/claude-fallback"; 3]);
+    clock.advance(Duration::from_millis(29_999));
+    assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 0, "an open breaker sends nothing upstream");
+
+    // The cooldown is over: the next request is the probe; it succeeds and closes the breaker.
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::HalfOpen));
+    assert_eq!(served_by(&h, "smart", 1).await, ["oa/gpt-4o"]);
+    assert_eq!(h.app.breaker("oa"), None, "closed with counters reset: nothing left to track");
+    assert_eq!(served_by(&h, "smart", 3).await, ["oa/gpt-4o"; 3]);
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 4);
+}
+
+/// RESILIENCE.md §3: a degraded provider "still gets traffic, ranked lower". In a priority
+/// combo with a healthy fallback, ranked lower means no traffic at all, and the leaky count only
+/// drains on successes, so a primary that blipped a few times would stay demoted for good even
+/// though it is healthy again. The loosest bound anyone could defend is the registry's own idle
+/// horizon: failures an hour old no longer demote anybody.
+#[tokio::test]
+async fn a_degraded_primary_that_stopped_failing_leads_again_once_its_failures_are_an_hour_old() {
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(FALLBACK, &clock).await;
+    // Two failing requests (each failing its retry too): 4 failures, degraded, not open.
+    h.mock.script("gpt-4o", [502, 502, 502, 502].map(Behavior::status));
+    assert_eq!(served_by(&h, "smart", 2).await, ["an/claude-fallback"; 2]);
+    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
+
+    clock.advance(Duration::from_secs(3601));
+    assert_eq!(
+        served_by(&h, "smart", 1).await,
+        ["oa/gpt-4o"],
+        "an hour after its last failure the healthy primary is still demoted: {:?}",
+        h.app.breaker("oa")
+    );
+}
+
+#[tokio::test]
+async fn a_failed_probe_reopens_the_breaker_for_twice_as_long() {
+    let clock = ManualClock::new(T0);
+    let setup = Setup::new(FALLBACK).clock(&clock).breaker("{ failure_threshold = 1 }");
+    let h = Harness::start_with(setup).await;
+    h.mock.script("gpt-4o", [Behavior::status(500), Behavior::status(500)]);
+    assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
+    assert_eq!(h.app.breaker("oa").map(|b| b.retry_in_ms), Some(30_000));
+    clock.advance(Duration::from_secs(30));
+    // The probe fails: open again, with the doubled cooldown.
+    assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
+    let oa = h.app.breaker("oa").unwrap();
+    assert_eq!((oa.state, oa.reopens, oa.retry_in_ms), (BreakerState::Open, 1, 60_000));
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 2, "one attempt each time, no retry while open");
+}
+
+#[tokio::test]
+async fn a_silent_upstream_with_nobody_to_fall_back_to_ends_within_the_first_byte_deadline() {
+    let setup = Setup::new("").timeouts(|t| {
+        t.first_event_ms = 200;
+        t.first_byte_ms = 600;
+    });
+    let h = Harness::start_with(setup).await;
+    h.mock.set_default("claude-x", Behavior::hang());
+    for anthropic_client in [false, true] {
+        let started = Instant::now();
+        let request = if anthropic_client {
+            h.anthropic("an/claude-x", true)
+        } else {
+            h.openai("an/claude-x", true)
+        };
+        let (status, _, body) = json_parts(request.send().await.unwrap()).await;
+        let took = started.elapsed();
+        assert_eq!(status, 503, "{body}");
+        assert!(took >= Duration::from_millis(600), "{took:?}");
+        assert!(took < Duration::from_millis(2600), "{took:?}");
+        let candidates = body["error"]["switchyard"]["candidates"].as_array().unwrap();
+        assert_eq!(candidates[0]["outcome"], "timeout", "{body}");
+        if anthropic_client {
+            assert_eq!(body["type"], "error", "{body}");
+        }
+    }
+    timeout(WATCHDOG, h.mock.wait_for_in_flight(0)).await.expect("every hung request let go");
+}
+
+#[tokio::test]
+async fn a_restart_keeps_breaker_cooldown_and_lockout_state() {
+    let clock = ManualClock::new(T0);
+    let dir = tempfile::tempdir().unwrap();
+    let setup = || Setup::new("").clock(&clock).breaker("{ failure_threshold = 1 }");
+    let h = Harness::start_in_with(MockUpstream::start().await, dir.path(), setup()).await;
+
+    // Gemini's breaker opens, Anthropic's only key runs out of credit, OpenAI's first key
+    // loses gpt-4o.
+    h.mock.enqueue("gemini-x", Status::new(500));
+    assert_eq!(ask(&h, "ge/gemini-x").await.0, 503);
+    h.mock.enqueue("claude-x", Behavior::error(ErrorKind::InsufficientQuota));
+    assert_eq!(ask(&h, "an/claude-x").await.0, 503);
+    h.mock.enqueue("gpt-4o", Status::new(404).retry_after(Duration::from_secs(300)));
+    assert_eq!(ask(&h, "oa/gpt-4o").await.0, 200);
+    let before = h.app.snapshot();
+    assert_eq!(
+        (before.breakers.len(), before.credentials.len(), before.lockouts.len()),
+        (1, 1, 1),
+        "{before:?}"
+    );
+
+    let mock = h.stop().await;
+    mock.clear();
+    clock.advance(Duration::from_secs(5));
+    let h = Harness::start_in_with(mock, dir.path(), setup()).await;
+
+    let ge = h.app.breaker("ge").expect("the open breaker survived");
+    assert_eq!((ge.state, ge.retry_in_ms), (BreakerState::Open, 25_000));
+    let an = h.app.credential("an", "an-1").expect("the cooldown survived");
+    assert_eq!((an.status, an.retry_in_ms), (CredentialStatus::QuotaExhausted, Some(3_595_000)));
+    let lock = h.app.lockout("oa", "oa-1", "gpt-4o").expect("the lockout survived");
+    assert_eq!(lock.remaining_ms, 295_000);
+
+    // And they are enforced: nothing reaches the benched candidates.
+    assert_eq!(ask(&h, "ge/gemini-x").await.0, 503);
+    assert_eq!(ask(&h, "an/claude-x").await.0, 503);
+    assert_eq!(ask(&h, "oa/gpt-4o").await.0, 200);
+    assert_eq!(keys_of(&h.mock.attempts()), ["oa-2"]);
+}

@@ -88,6 +88,9 @@ pub enum BodyHint {
     ContentPolicy,
     InsufficientQuota,
     ModelNotFound,
+    /// The key itself was refused, whatever the status says (Gemini answers a bad key with
+    /// 400 `API_KEY_INVALID`).
+    InvalidCredential,
 }
 
 impl BodyHint {
@@ -116,12 +119,29 @@ impl BodyHint {
                 BodyHint::InsufficientQuota,
             ),
             (
-                &["content_policy", "content policy", "content_filter", "safety system", "flagged"],
+                &[
+                    "content_policy",
+                    "content policy",
+                    "content_filter",
+                    "content filtering",
+                    "safety system",
+                    "flagged",
+                ],
                 BodyHint::ContentPolicy,
             ),
             (
                 &["model_not_found", "does not exist", "no such model", "unknown model"],
                 BodyHint::ModelNotFound,
+            ),
+            (
+                &[
+                    "api_key_invalid",
+                    "api key not valid",
+                    "invalid api key",
+                    "invalid x-api-key",
+                    "incorrect api key",
+                ],
+                BodyHint::InvalidCredential,
             ),
         ];
         let lower = body.to_ascii_lowercase();
@@ -408,12 +428,14 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
         (_, BodyHint::InsufficientQuota) | (402, _) => {
             v(K::QuotaExhausted, credential(CredentialFault::Quota), R::No, F::Yes)
         }
+        (401 | 403, _) | (_, BodyHint::InvalidCredential) => {
+            v(K::Auth, credential(CredentialFault::Auth), R::AfterRefresh, F::Yes)
+        }
         (429, _) => {
             let charges =
                 if policy.locks(429) { model } else { credential(CredentialFault::RateLimit) };
             v(K::RateLimit, charges, R::WaitIfAlone, F::Yes)
         }
-        (401 | 403, _) => v(K::Auth, credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
         (404 | 410, _) | (400, BodyHint::ModelNotFound) => {
             v(K::ModelUnavailable, model, R::No, F::Yes)
         }

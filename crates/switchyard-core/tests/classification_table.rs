@@ -440,6 +440,11 @@ static TABLE: &[Row] = &[
         status(403),
         v(K::Auth, Some(403), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
     ),
+    row(
+        "a 400 whose body says the key is not valid marks the credential invalid and falls back",
+        status_saying(400, BodyHint::InvalidCredential),
+        v(K::Auth, Some(400), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
+    ),
     // 402, "insufficient quota", billing text → quota_exhausted, long credential cooldown.
     row(
         "a 402 is quota exhausted on the credential",
@@ -770,6 +775,11 @@ fn body_sniffing_recognises_the_common_provider_spellings() {
             BodyHint::ModelNotFound,
         ),
         ("no such model: llama9", BodyHint::ModelNotFound),
+        (
+            r#"{"error":{"status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}"#,
+            BodyHint::InvalidCredential,
+        ),
+        ("Output blocked by content filtering policy", BodyHint::ContentPolicy),
         (r#"{"error":{"message":"Invalid value for 'temperature': 3."}}"#, BodyHint::None),
         ("Internal Server Error", BodyHint::None),
         ("", BodyHint::None),

@@ -263,12 +263,23 @@ impl ModelLock {
 
 impl Model {
     fn touch(&mut self, (p, c, m): (usize, usize, usize), now: u64) -> Result<(), SkipReason> {
+        // A look forgets what has been healthy and quiet for the idle horizon, as a sweep would.
+        let idle = |changed_at: u64| now.saturating_sub(changed_at) >= IDLE_TTL;
         let b = self.breakers.entry(p).or_default();
         b.refresh(now);
+        if b.healthy() && idle(b.changed_at) {
+            *b = ModelBreaker::default();
+        }
         let k = self.keys.entry((p, c)).or_default();
         k.refresh(now);
+        if k.healthy() && idle(k.changed_at) {
+            *k = ModelKey::default();
+        }
         let l = self.locks.entry((p, c, m)).or_default();
         l.refresh(now);
+        if l.until.is_none() && idle(l.changed_at) {
+            *l = ModelLock::default();
+        }
         b.check(now)?;
         k.check(now)?;
         l.check(now)

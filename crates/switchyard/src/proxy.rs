@@ -236,20 +236,21 @@ impl Proxy {
         let mut failed_providers: Vec<ProviderId> = Vec::new();
         // After a request_too_large, only targets with a larger window may take over.
         let mut needs_context: Option<u32> = None;
-        let mut retried_same = false;
+        // The next pass is the one same-target retry of the candidate at `index`.
+        let mut retrying = false;
         let mut index = 0;
         while let Some(candidate) = plan.candidates.get(index) {
             let target = &combo.targets[candidate.target];
             if attempts >= self.config.routing.max_attempts || Instant::now() >= deadline {
                 break;
             }
-            if failed_providers.contains(&candidate.key.provider) {
-                trace.skip(candidate, "provider_failed_this_request");
-                index += 1;
-                continue;
-            }
-            if needs_context.is_some_and(|min| target.context_window.is_none_or(|w| w <= min)) {
-                trace.skip(candidate, "context_window_too_small");
+            let screened = if retrying {
+                None
+            } else {
+                screen(candidate, target, &failed_providers, needs_context)
+            };
+            if let Some(reason) = screened {
+                trace.skip(candidate, reason);
                 index += 1;
                 continue;
             }
@@ -259,21 +260,15 @@ impl Proxy {
             let attempt = match self.registry.admit(&candidate.key, self.clock.now()) {
                 Ok(attempt) => attempt,
                 Err(reason) => {
+                    // A retry refused here (the failure just locked the model) simply moves on.
                     trace.skip(candidate, reason.code());
+                    retrying = false;
                     index += 1;
                     continue;
                 }
             };
             attempts += 1;
-            // A stream shows life with its first event, so a slow one can be given up on early
-            // when someone else could serve. A non-streamed answer arrives whole, after the
-            // whole generation: only the longer first-byte deadline is fair to it.
-            let first_event = Instant::now()
-                + if others_left && request.stream {
-                    timeouts.first_event
-                } else {
-                    timeouts.first_byte
-                };
+            let first_event = Instant::now() + self.first_event_wait(request.stream, others_left);
             let started = Instant::now();
             let tried = self
                 .attempt(
@@ -310,18 +305,31 @@ impl Proxy {
                 summary.settle(&trace, attempts, None);
                 return response;
             }
-            if !retried_same && self.may_retry_same(&verdict, others_left, deadline).await {
-                retried_same = true;
-                continue;
-            }
-            retried_same = false;
-            if verdict.charges.provider.is_some() {
+            // A provider that failed on its own account is done for this request, whatever
+            // happens to a same-target retry.
+            if verdict.charges.provider.is_some()
+                && !failed_providers.contains(&candidate.key.provider)
+            {
                 failed_providers.push(candidate.key.provider.clone());
             }
+            if !retrying && self.may_retry_same(&verdict, others_left, deadline).await {
+                retrying = true;
+                continue;
+            }
+            retrying = false;
             index += 1;
         }
         summary.settle(&trace, attempts, None);
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
+    }
+
+    /// How long an attempt may take to its first real event. A stream shows life with its first
+    /// event, so a slow one can be given up on early when someone else could serve. A
+    /// non-streamed answer arrives whole, after the whole generation: only the longer
+    /// first-byte deadline is fair to it.
+    fn first_event_wait(&self, stream: bool, others_left: bool) -> Duration {
+        let t = &self.config.timeouts;
+        if others_left && stream { t.first_event } else { t.first_byte }
     }
 
     /// Parses the client's body and finds the combo its model names.
@@ -464,8 +472,10 @@ impl Proxy {
                 return self.failed(attempt, Upstream::Stream(StreamFault::Cut), None);
             }
         };
-        let Ok(answer) = dialect.decode_response(&body) else {
-            return self.failed(attempt, Upstream::Stream(StreamFault::Truncated), None);
+        // An answer without a finish reason was cut short, however well-formed its JSON.
+        let answer = match dialect.decode_response(&body) {
+            Ok(answer) if answer.stop_reason.is_some() => answer,
+            _ => return self.failed(attempt, Upstream::Stream(StreamFault::Truncated), None),
         };
         let encoded = client.encode_response(&answer, meta);
         let empty = HeaderMap::new();
@@ -543,6 +553,22 @@ impl Proxy {
         {
             roster.selector.observe_latency(i, latency);
         }
+    }
+}
+
+/// Why a candidate is not tried for this request even though the registry would admit it.
+fn screen(
+    candidate: &Candidate,
+    target: &Target,
+    failed_providers: &[ProviderId],
+    needs_context: Option<u32>,
+) -> Option<&'static str> {
+    if failed_providers.contains(&candidate.key.provider) {
+        Some("provider_failed_this_request")
+    } else if needs_context.is_some_and(|min| target.context_window.is_none_or(|w| w <= min)) {
+        Some("context_window_too_small")
+    } else {
+        None
     }
 }
 

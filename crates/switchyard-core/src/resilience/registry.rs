@@ -213,15 +213,15 @@ struct Table<L: Layer> {
     map: FxIndexMap<L::Key, L::Entry>,
     /// Where the next sweep starts.
     cursor: usize,
-}
-
-impl<L: Layer> Default for Table<L> {
-    fn default() -> Self {
-        Self { map: FxIndexMap::default(), cursor: 0 }
-    }
+    /// A healthy entry unchanged this long is forgotten, on the next look or sweep.
+    idle: Duration,
 }
 
 impl<L: Layer> Table<L> {
+    fn new(idle: Duration) -> Self {
+        Self { map: FxIndexMap::default(), cursor: 0, idle }
+    }
+
     fn publish(&self, index: usize, policy: &L::Policy, now: UnixMillis, out: &Publisher) {
         let (k, e) = self.map.get_index(index).expect("index is live");
         out.send(L::event(k, Some(L::record(e, policy)), now));
@@ -264,6 +264,14 @@ impl<L: Layer> Table<L> {
     {
         let (index, _, entry) = self.map.get_full_mut(key)?;
         let changed = L::refresh(entry, now, policy).is_yes();
+        // Forgetting is lazy too: an entry that has been healthy and quiet for `idle` is as
+        // good as new. Without this a degraded provider that the planner ranks last (so it
+        // sees no successes to leak its failures away) would stay demoted for ever.
+        if L::is_healthy(entry, now, policy) && now.since(L::changed_at(entry)) >= self.idle {
+            let (k, _) = self.map.swap_remove_index(index).expect("index is live");
+            out.send(L::event(&k, None, now));
+            return None;
+        }
         if !self.settle(index, changed, policy, now, out) {
             return None;
         }
@@ -393,7 +401,6 @@ pub struct ResetCounts {
     pub lockouts: usize,
 }
 
-#[derive(Default)]
 struct State {
     policies: Policies,
     breakers: Table<Breakers>,
@@ -404,6 +411,16 @@ struct State {
 }
 
 impl State {
+    fn new(idle: Duration) -> Self {
+        Self {
+            policies: Policies::default(),
+            breakers: Table::new(idle),
+            credentials: Table::new(idle),
+            lockouts: Table::new(idle),
+            untracked: 0,
+        }
+    }
+
     fn len(&self) -> usize {
         self.breakers.map.len() + self.credentials.map.len() + self.lockouts.map.len()
     }
@@ -489,7 +506,7 @@ impl HealthRegistry {
     pub fn new(limits: RegistryLimits) -> Self {
         let (tx, _) = broadcast::channel(limits.event_capacity.max(1));
         Self {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new(limits.idle_ttl)),
             events: Publisher(tx),
             next_probe: AtomicU64::new(1),
             limits,

@@ -90,6 +90,7 @@ mod tests {
         assert_eq!(error_report(model.as_bytes()).hint, BodyHint::ModelNotFound);
         let bad =
             r#"{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}"#;
-        assert_eq!(error_report(bad.as_bytes()).hint, BodyHint::None);
+        // Gemini refuses a bad key with a 400: the hint is what makes it an auth failure.
+        assert_eq!(error_report(bad.as_bytes()).hint, BodyHint::InvalidCredential);
     }
 }

@@ -507,6 +507,26 @@ async fn a_gemini_content_policy_refusal_is_returned_with_its_reason_and_does_no
 }
 
 #[tokio::test]
+async fn a_content_policy_refusal_falls_back_when_the_config_allows_it() {
+    let h = Harness::start(
+        r#"
+[settings.routing]
+fallback_on_policy = true
+
+[[combos]]
+name = "careful"
+targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
+"#,
+    )
+    .await;
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::ContentPolicy));
+    let (status, headers, body) = ask(&h, "careful").await;
+    assert_eq!(status, 200, "the refusal was not returned: {body}");
+    assert_eq!(header(&headers, "x-switchyard-attempts"), "2");
+    assert_eq!(keys(&h, "gpt-4o"), ["oa-1", "oa-2"], "the next candidate served");
+}
+
+#[tokio::test]
 async fn an_anthropic_content_policy_refusal_is_returned_with_its_reason_and_does_not_fall_back() {
     content_policy_is_passed_through("an/claude-x", "claude-x", "content filtering policy").await;
 }

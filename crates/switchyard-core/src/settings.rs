@@ -476,11 +476,19 @@ pub struct RoutingSettings {
     pub retry_budget_percent: u32,
     /// ...but at least this many per second.
     pub retry_budget_min_per_second: u32,
+    /// Whether a content-policy refusal may be tried on another target (default: no, the
+    /// provider's reason goes back to the client).
+    pub fallback_on_policy: bool,
 }
 
 impl Default for RoutingSettings {
     fn default() -> Self {
-        Self { max_attempts: 3, retry_budget_percent: 20, retry_budget_min_per_second: 3 }
+        Self {
+            max_attempts: 3,
+            retry_budget_percent: 20,
+            retry_budget_min_per_second: 3,
+            fallback_on_policy: false,
+        }
     }
 }
 

@@ -502,7 +502,7 @@ impl Proxy {
         let settle = forward::Settle {
             attempt,
             clock: Arc::clone(&self.clock),
-            policy: self.registry.classify_policy(),
+            policy: self.classify_policy(),
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, self.config.timeouts.idle, settle)
@@ -529,10 +529,17 @@ impl Proxy {
         }
     }
 
+    /// The live lockout settings plus the config's choice about policy refusals.
+    fn classify_policy(&self) -> switchyard_core::outcome::ClassifyPolicy {
+        let mut policy = self.registry.classify_policy();
+        policy.policy_fallback = self.config.routing.fallback_on_policy;
+        policy
+    }
+
     /// Classifies `upstream` (nothing has reached the client) once and records the verdict.
     fn record(&self, attempt: Attempt, upstream: Upstream<'_>) -> Verdict {
         let now = self.clock.now();
-        let verdict = classify(&Outcome::new(upstream), &self.registry.classify_policy(), now);
+        let verdict = classify(&Outcome::new(upstream), &self.classify_policy(), now);
         attempt.finish(&verdict, now);
         verdict
     }

@@ -27,6 +27,9 @@ use tokio::task::JoinHandle;
 /// The local API key every harness accepts.
 pub const LOCAL_KEY: &str = "sy-test-local-key";
 
+/// The management token every harness accepts.
+pub const MANAGEMENT_TOKEN: &str = "sy-test-management-token";
+
 /// A running server and its mock upstream.
 pub struct Harness {
     pub mock: MockUpstream,
@@ -246,7 +249,9 @@ impl Harness {
         let app = App::start_with_clock(data_dir, Arc::new(config), Arc::clone(&clock)).await;
         let listener = switchyard::server::bind(0).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        let state = app.server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())));
+        let state = app
+            .server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())))
+            .with_management_token(MANAGEMENT_TOKEN.into());
         let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::millis;
 use crate::outcome::{BreakerFault, ClassifyPolicy, MAX_RETRY_AFTER, StatusSet};
 
 /// A settings value that breaks a rule, with the field path and what would be accepted.
@@ -138,6 +139,19 @@ impl Default for LockoutPolicy {
 }
 
 impl LockoutPolicy {
+    /// The form these settings came from (for showing and editing them).
+    pub fn to_settings(&self) -> LockoutSettings {
+        LockoutSettings {
+            enabled: self.enabled,
+            error_codes: self.error_codes.iter().collect(),
+            failure_threshold: self.failure_threshold,
+            base_cooldown_ms: millis(self.base_cooldown),
+            max_cooldown_ms: millis(self.max_cooldown),
+            exponential_backoff: self.exponential_backoff,
+            max_backoff_steps: self.max_backoff_steps,
+        }
+    }
+
     /// The classifier's view of these settings.
     pub fn classify_policy(&self) -> ClassifyPolicy {
         ClassifyPolicy {

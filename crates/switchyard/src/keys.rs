@@ -52,6 +52,40 @@ pub enum KeyError {
     Random(getrandom::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot write the management token to {path}: {source}")]
+    TokenFile { path: std::path::PathBuf, source: std::io::Error },
+}
+
+/// The environment variable that sets the management token.
+pub const MANAGEMENT_ENV: &str = "SWITCHYARD_MANAGEMENT_TOKEN";
+
+/// The management token's file in the data directory.
+pub const MANAGEMENT_FILE: &str = "management-token";
+
+/// The management token: from [`MANAGEMENT_ENV`], else from the data directory's
+/// [`MANAGEMENT_FILE`], created (owner-only) on first use.
+pub fn management_token(data_dir: &std::path::Path) -> Result<Secret, KeyError> {
+    if let Ok(token) = std::env::var(MANAGEMENT_ENV)
+        && !token.trim().is_empty()
+    {
+        return Ok(Secret::new(token.trim()));
+    }
+    let path = data_dir.join(MANAGEMENT_FILE);
+    if let Ok(token) = std::fs::read_to_string(&path)
+        && !token.trim().is_empty()
+    {
+        return Ok(Secret::new(token.trim()));
+    }
+    let token = generate()?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::fs::create_dir_all(data_dir)
+        .and_then(|()| options.open(&path))
+        .and_then(|mut file| std::io::Write::write_all(&mut file, token.expose().as_bytes()))
+        .map_err(|source| KeyError::TokenFile { path, source })?;
+    Ok(token)
 }
 
 fn generate() -> Result<Secret, KeyError> {

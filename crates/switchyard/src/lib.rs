@@ -10,6 +10,7 @@ pub mod keys;
 pub mod proxy;
 pub mod requests;
 pub mod server;
+pub mod services;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::requests::RequestLog;
 use crate::server::ServerState;
+use crate::services::Services;
 
 /// The file name of the state database inside the data directory.
 pub const STATE_FILE: &str = "switchyard.db";
@@ -34,6 +36,7 @@ pub struct App {
     registry: Arc<HealthRegistry>,
     persistence: Persistence,
     proxy: Arc<Proxy>,
+    services: Arc<Services>,
     clock: Arc<dyn Clock>,
     data_dir: PathBuf,
 }
@@ -59,7 +62,24 @@ impl App {
         let log = RequestLog::start(persistence.store().cloned());
         let proxy = Proxy::new(Arc::clone(&config), Arc::clone(&registry), Arc::clone(&clock), log);
         let proxy = Arc::new(proxy);
-        Self { config, registry, persistence, proxy, clock, data_dir: data_dir.to_owned() }
+        let services = Services::new(
+            Arc::clone(&registry),
+            Arc::clone(&clock),
+            persistence.store().cloned(),
+            persistence.status(),
+            Arc::clone(&proxy),
+        );
+        services.load_saved_settings().await;
+        let services = Arc::new(services);
+        Self {
+            config,
+            registry,
+            persistence,
+            proxy,
+            services,
+            clock,
+            data_dir: data_dir.to_owned(),
+        }
     }
 
     pub fn registry(&self) -> &Arc<HealthRegistry> {
@@ -72,6 +92,10 @@ impl App {
 
     pub fn proxy(&self) -> &Arc<Proxy> {
         &self.proxy
+    }
+
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -106,7 +130,14 @@ impl App {
                 }
             });
         }
-        ServerState { port, keys, config: Arc::clone(&self.config), proxy: Arc::clone(&self.proxy) }
+        ServerState {
+            port,
+            keys,
+            management: LocalKeys::new(None),
+            config: Arc::clone(&self.config),
+            proxy: Arc::clone(&self.proxy),
+            services: Arc::clone(&self.services),
+        }
     }
 
     /// Writes out every pending state change and stops the writer.

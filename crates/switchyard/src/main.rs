@@ -114,7 +114,8 @@ async fn serve(
             "no local API key exists yet: create one with `switchyard keys create` (or set {PRESET_ENV})"
         );
     }
-    let state = app.server_state(port, local_keys);
+    let token = keys::management_token(data_dir).context("cannot set up the management token")?;
+    let state = app.server_state(port, local_keys).with_management_token(token);
     // One line on stdout, so scripts and tests can wait for it.
     #[expect(
         clippy::print_stdout,

@@ -13,6 +13,7 @@ mod upstream;
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -71,6 +72,23 @@ pub struct Proxy {
     budget: RetryBudget,
     executor: Executor,
     log: RequestLog,
+    counters: Counters,
+}
+
+/// Running totals for `/metrics`.
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    attempts: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+/// The totals at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CounterValues {
+    pub requests: u64,
+    pub attempts: u64,
+    pub fallbacks: u64,
 }
 
 impl Proxy {
@@ -111,6 +129,7 @@ impl Proxy {
             budget,
             executor,
             log,
+            counters: Counters::default(),
         }
     }
 
@@ -195,6 +214,11 @@ impl Proxy {
         let at = self.clock.now();
         let mut summary = Summary::default();
         let response = self.route(client, headers, body, &mut summary).await;
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
+        if summary.served_by.is_some() && summary.attempts > 1 {
+            self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
         self.log.record(RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
@@ -210,6 +234,14 @@ impl Proxy {
 
     pub fn request_log(&self) -> &RequestLog {
         &self.log
+    }
+
+    pub fn counters(&self) -> CounterValues {
+        CounterValues {
+            requests: self.counters.requests.load(Ordering::Relaxed),
+            attempts: self.counters.attempts.load(Ordering::Relaxed),
+            fallbacks: self.counters.fallbacks.load(Ordering::Relaxed),
+        }
     }
 
     async fn route(

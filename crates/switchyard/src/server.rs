@@ -4,6 +4,7 @@
 //! then the handlers, which are thin: parse, hand over to the proxy, render.
 //! Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
 
+mod api;
 mod error;
 mod guard;
 mod v1;
@@ -23,6 +24,8 @@ pub use self::error::{ApiError, Dialect};
 use crate::config::Config;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
+use crate::services::Services;
+use switchyard_secrets::Secret;
 
 /// What every handler can reach. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -30,8 +33,20 @@ pub struct ServerState {
     /// The port we are bound to: the only one `Host` may name.
     pub port: u16,
     pub keys: LocalKeys,
+    /// Who may call `/api` and `/metrics` over HTTP (the management token).
+    pub management: LocalKeys,
     pub config: Arc<Config>,
     pub proxy: Arc<Proxy>,
+    pub services: Arc<Services>,
+}
+
+impl ServerState {
+    /// Accepts `token` for the management API.
+    #[must_use]
+    pub fn with_management_token(mut self, token: Secret) -> Self {
+        self.management = LocalKeys::new(Some(token));
+        self
+    }
 }
 
 /// The router with every route and the front door.
@@ -40,6 +55,15 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/chat/completions", post(v1::chat_completions))
         .route("/v1/messages", post(v1::messages))
         .route("/v1/models", get(v1::models))
+        .route("/api/monitoring/health", get(api::health))
+        .route("/api/resilience/reset", post(api::reset))
+        .route("/api/resilience/lockouts", get(api::lockouts).delete(api::clear_lockouts))
+        .route(
+            "/api/settings/model_lockouts",
+            get(api::lockout_settings).patch(api::patch_lockout_settings),
+        )
+        .route("/api/requests", get(api::requests))
+        .route("/metrics", get(api::metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
         .with_state(state)
 }

@@ -24,15 +24,17 @@ pub(crate) async fn front_door(
     request: Request,
     next: Next,
 ) -> Response {
-    let dialect = Dialect::of_path(request.uri().path());
-    if let Err(refusal) = check(&state, request.headers()) {
+    let path = request.uri().path();
+    let dialect = Dialect::of_path(path);
+    let management = path.starts_with("/api/") || path == "/metrics";
+    if let Err(refusal) = check(&state, request.headers(), management) {
         tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");
         return refusal.into_response_in(dialect);
     }
     next.run(request).await
 }
 
-fn check(state: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
+fn check(state: &ServerState, headers: &HeaderMap, management: bool) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !is_loopback_host(host, state.port) {
         return Err(ApiError::new(
@@ -50,12 +52,24 @@ fn check(state: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
     let presented =
         bearer(headers).or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
+    // The management API takes the management token; the client API a local API key.
+    let keys = if management { &state.management } else { &state.keys };
     match presented {
-        Some(key) if state.keys.accepts(key.trim()) => Ok(()),
+        Some(key) if keys.accepts(key.trim()) => Ok(()),
+        Some(_) if management => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid management token",
+        )),
         Some(_) => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
             "invalid local API key",
+        )),
+        None if management => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "missing management token: send `Authorization: Bearer <token>` (the token is in the data directory's `management-token` file)",
         )),
         None => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,

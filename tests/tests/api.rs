@@ -1,0 +1,202 @@
+//! The management API's first slice end to end: health, resets, lockouts, lockout settings,
+//! the request log and `/metrics`. Every invalid input gets a 4xx naming the field, and a read
+//! afterwards shows nothing changed.
+
+use serde_json::{Value, json};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN};
+use switchyard_testkit::Status;
+
+async fn get(h: &Harness, path: &str) -> (u16, Value) {
+    let r = h.http.get(h.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn send(h: &Harness, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value) {
+    let r = h
+        .http
+        .request(method, h.url(path))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Locks `gpt-4o` on key `oa-1` with a 404 (the second key then serves).
+async fn lock_one(h: &Harness) {
+    h.mock.enqueue("gpt-4o", Status::new(404));
+    let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn health_lists_the_active_lockout_with_its_remaining_time_and_reason() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let (status, body) = get(&h, "/api/monitoring/health").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["persistence"]["durable"], true);
+    let lockouts = body["lockouts"].as_array().unwrap();
+    assert_eq!(lockouts.len(), 1, "{body}");
+    assert_eq!(lockouts[0]["key"]["model"], "gpt-4o");
+    assert_eq!(lockouts[0]["key"]["credential"], "oa-1");
+    assert_eq!(lockouts[0]["reason"]["status"], 404);
+    assert!(lockouts[0]["remaining_ms"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn a_lockout_can_be_cleared_alone_or_with_all_the_others() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let one = "/api/resilience/lockouts?provider=oa&credential=oa-1&model=gpt-4o";
+    let (status, body) = send(&h, reqwest::Method::DELETE, one, &Value::Null).await;
+    assert_eq!((status, body["cleared"].as_u64()), (200, Some(1)));
+    let (_, list) = get(&h, "/api/resilience/lockouts").await;
+    assert_eq!(list.as_array().unwrap().len(), 0);
+    // The cleared key serves again at once.
+    let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(h.mock.attempts_for("gpt-4o").last().unwrap().api_key(), Some("oa-1"));
+
+    lock_one(&h).await;
+    let (status, body) =
+        send(&h, reqwest::Method::DELETE, "/api/resilience/lockouts", &Value::Null).await;
+    assert_eq!((status, body["cleared"].as_u64()), (200, Some(1)));
+}
+
+#[tokio::test]
+async fn a_half_named_lockout_is_refused_and_nothing_is_cleared() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let (status, body) =
+        send(&h, reqwest::Method::DELETE, "/api/resilience/lockouts?provider=oa", &Value::Null)
+            .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().starts_with("query:"), "{body}");
+    let (_, list) = get(&h, "/api/resilience/lockouts").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn reset_by_provider_clears_its_state_and_an_unknown_scope_is_refused() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let (status, body) =
+        send(&h, reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "everything"}))
+            .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().starts_with("scope:"), "{body}");
+    let (_, health) = get(&h, "/api/monitoring/health").await;
+    assert_eq!(health["lockouts"].as_array().unwrap().len(), 1, "nothing changed");
+
+    let (status, body) = send(
+        &h,
+        reqwest::Method::POST,
+        "/api/resilience/reset",
+        &json!({"scope": "provider", "provider": "oa"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["lockouts"], 1);
+    let (_, health) = get(&h, "/api/monitoring/health").await;
+    assert_eq!(health["lockouts"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn lockout_settings_apply_live_and_invalid_ones_name_the_field_and_change_nothing() {
+    let h = Harness::start("").await;
+    let (status, before) = get(&h, "/api/settings/model_lockouts").await;
+    assert_eq!(status, 200);
+    assert_eq!(before["error_codes"], json!([404, 429, 503]));
+
+    for (patch, field) in [
+        (
+            json!({"base_cooldown_ms": 60000, "max_cooldown_ms": 1000}),
+            "model_lockouts.max_cooldown_ms",
+        ),
+        (json!({"error_codes": [404, 418]}), "model_lockouts.error_codes[1]"),
+        (json!({"failure_threshold": "three"}), "model_lockouts.failure_threshold"),
+        (json!({"no_such_setting": true}), "model_lockouts"),
+    ] {
+        let (status, body) =
+            send(&h, reqwest::Method::PATCH, "/api/settings/model_lockouts", &patch).await;
+        assert_eq!(status, 422, "{patch}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().starts_with(field), "{patch}: {body}");
+        let (_, now) = get(&h, "/api/settings/model_lockouts").await;
+        assert_eq!(now, before, "{patch} changed nothing");
+    }
+
+    // Live: with 404 no longer... still locking (404 always locks), but 503 stops locking.
+    let (status, after) = send(
+        &h,
+        reqwest::Method::PATCH,
+        "/api/settings/model_lockouts",
+        &json!({"error_codes": [404]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["error_codes"], json!([404]));
+    h.mock.enqueue("gpt-4o", Status::new(503));
+    let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert!(r.status().is_success() || r.status() == 503);
+    let (_, health) = get(&h, "/api/monitoring/health").await;
+    assert_eq!(health["lockouts"].as_array().unwrap().len(), 0, "503 no longer locks: {health}");
+}
+
+#[tokio::test]
+async fn the_request_log_shows_each_request_with_its_trace() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let (status, body) = get(&h, "/api/requests?limit=5").await;
+    assert_eq!(status, 200, "{body}");
+    let first = &body[0];
+    assert_eq!(first["served_by"], "oa/gpt-4o");
+    assert_eq!(first["attempts"], 2);
+    assert_eq!(first["trace"][0]["event"], "attempted");
+    assert_eq!(first["trace"][0]["outcome"], "model_unavailable");
+    let (status, body) = get(&h, "/api/requests?limit=0").await;
+    assert_eq!(status, 422, "{body}");
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text() {
+    let h = Harness::start("").await;
+    lock_one(&h).await;
+    let r = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let mut samples = 0;
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# ") {
+            assert!(rest.starts_with("HELP ") || rest.starts_with("TYPE "), "{line}");
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
+        let metric = name.split('{').next().unwrap();
+        assert!(metric.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{line}");
+        value.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {line}"));
+        samples += 1;
+    }
+    assert_eq!(samples, 5, "three counters and two gauges (no breaker is tracked): {text}");
+    assert!(text.contains("switchyard_requests_total 1"), "{text}");
+    assert!(text.contains("switchyard_active_lockouts 1"), "{text}");
+}
+
+#[tokio::test]
+async fn the_management_api_wants_the_management_token_not_a_local_key() {
+    let h = Harness::start("").await;
+    let r =
+        h.http.get(h.url("/api/monitoring/health")).bearer_auth(LOCAL_KEY).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = h.http.get(h.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "and the token is no key for /v1");
+}

@@ -200,3 +200,59 @@ async fn the_management_api_wants_the_management_token_not_a_local_key() {
         .unwrap();
     assert_eq!(r.status(), 401, "and the token is no key for /v1");
 }
+
+#[tokio::test]
+async fn a_key_created_over_the_api_works_at_once_and_stops_working_when_revoked() {
+    let h = Harness::start("").await;
+    let (status, created) =
+        send(&h, reqwest::Method::POST, "/api/keys", &json!({"name": "editor"})).await;
+    assert_eq!(status, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_owned();
+    let (_, listed) = get(&h, "/api/keys").await;
+    let listed = listed.to_string();
+    assert!(
+        listed.contains("editor") && !listed.contains(&key),
+        "the secret is shown once: {listed}"
+    );
+
+    let chat = |key: String| {
+        h.http
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&json!({"model": "oa/gpt-4o", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+    };
+    assert_eq!(chat(key.clone()).await.unwrap().status(), 200);
+    let id = created["id"].as_str().unwrap();
+    let (status, _) =
+        send(&h, reqwest::Method::DELETE, &format!("/api/keys/{id}"), &Value::Null).await;
+    assert_eq!(status, 200);
+    assert_eq!(chat(key).await.unwrap().status(), 401);
+
+    let (status, body) = send(&h, reqwest::Method::POST, "/api/keys", &json!({"name": ""})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().starts_with("name:"), "{body}");
+    let (status, _) = send(&h, reqwest::Method::DELETE, "/api/keys/key_nope", &Value::Null).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn the_event_stream_carries_each_state_change() {
+    use futures_util::StreamExt as _;
+    let h = Harness::start("").await;
+    let response =
+        h.http.get(h.url("/api/events")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    lock_one(&h).await;
+    let mut seen = String::new();
+    while !seen.contains("\"layer\":\"lockout\"") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+            .await
+            .expect("an event within 5 s")
+            .expect("the stream stays open")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("\"model\":\"gpt-4o\""), "{seen}");
+}

@@ -52,6 +52,8 @@ pub enum KeyError {
     Random(getrandom::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("keys live in the state file, which is not available (the app runs in memory only)")]
+    NoStore,
     #[error("cannot write the management token to {path}: {source}")]
     TokenFile { path: std::path::PathBuf, source: std::io::Error },
 }

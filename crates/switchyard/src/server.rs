@@ -63,6 +63,9 @@ pub fn router(state: ServerState) -> Router {
             get(api::lockout_settings).patch(api::patch_lockout_settings),
         )
         .route("/api/requests", get(api::requests))
+        .route("/api/events", get(api::events))
+        .route("/api/keys", get(api::list_keys).post(api::create_key))
+        .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .route("/metrics", get(api::metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
         .with_state(state)

@@ -12,8 +12,9 @@ use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{BreakerState, HealthRegistry, HealthSnapshot};
 use switchyard_core::settings::{LockoutSettings, SettingsError};
 use switchyard_core::{CandidateKey, Clock};
-use switchyard_store::{PersistenceStatus, RequestRecord, Store};
+use switchyard_store::{ApiKeyRecord, PersistenceStatus, RequestRecord, Store};
 
+use crate::keys::{self, KeyError};
 use crate::proxy::Proxy;
 
 /// The settings section name of the model lockouts, and its form's schema version.
@@ -143,6 +144,42 @@ impl Services {
         self.registry.set_lockout_policy(policy);
         *self.lockouts.lock() = settings.clone();
         Ok(settings)
+    }
+
+    /// Every state change from now on.
+    pub fn events(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<switchyard_core::resilience::HealthEvent> {
+        self.registry.subscribe()
+    }
+
+    /// The local API keys, never their secrets.
+    pub async fn keys(&self) -> Result<Vec<ApiKeyRecord>, KeyError> {
+        Ok(self.store()?.api_keys().await?)
+    }
+
+    /// Creates a local API key; the returned secret is shown this once.
+    pub async fn create_key(&self, name: &str) -> Result<keys::NewKey, KeyError> {
+        keys::create(self.store()?, name, self.clock.now()).await
+    }
+
+    /// Revokes a key by id or name; `false` when no live key has it.
+    pub async fn revoke_key(&self, id_or_name: &str) -> Result<bool, KeyError> {
+        Ok(self.store()?.revoke_api_key(id_or_name, self.clock.now()).await?)
+    }
+
+    /// Brings the server's accepted keys in step with the state file at once (instead of at
+    /// its next periodic reload).
+    pub async fn refresh_keys(&self, keys: &keys::LocalKeys) {
+        if let Some(store) = &self.store
+            && let Err(error) = keys.reload(store).await
+        {
+            tracing::warn!(%error, "cannot reload local API keys");
+        }
+    }
+
+    fn store(&self) -> Result<&Store, KeyError> {
+        self.store.as_ref().ok_or(KeyError::NoStore)
     }
 
     pub fn requests(&self, limit: usize) -> Vec<RequestRecord> {

@@ -129,3 +129,93 @@ pub(super) async fn metrics(State(state): State<ServerState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.services.metrics())
         .into_response()
 }
+
+/// `GET /api/events`: server-sent events, one per state change (`data:` is the change as JSON).
+/// A consumer that falls behind gets an `event: resync` and should re-read the health page.
+pub(super) async fn events(State(state): State<ServerState>) -> Response {
+    let rx = state.services.events();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let frame = match rx.recv().await {
+            Ok(event) => format!("data: {}\n\n", serde_json::to_string(&event).unwrap_or_default()),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                "event: resync\ndata: {}\n\n".to_owned()
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(frame)), rx))
+    });
+    let mut response = axum::body::Body::from_stream(stream).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/event-stream"));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn key_json(k: &switchyard_store::ApiKeyRecord) -> Value {
+    json!({"id": k.id, "name": k.name, "hint": k.hint, "created_at": k.created_at, "revoked_at": k.revoked_at})
+}
+
+fn key_error(error: &crate::keys::KeyError) -> Response {
+    match error {
+        crate::keys::KeyError::Name(_) => invalid("name", error),
+        _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", error.to_string())
+            .into_response_in(Dialect::OpenAi),
+    }
+}
+
+/// `GET /api/keys`: the local API keys (id, name, last four characters, state).
+pub(super) async fn list_keys(State(state): State<ServerState>) -> Response {
+    match state.services.keys().await {
+        Ok(keys) => Json(keys.iter().map(key_json).collect::<Vec<_>>()).into_response(),
+        Err(error) => key_error(&error),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewKeyForm {
+    name: String,
+}
+
+/// `POST /api/keys` with `{"name": ...}`: the key's secret is in this response and nowhere else.
+pub(super) async fn create_key(
+    State(state): State<ServerState>,
+    body: axum::body::Bytes,
+) -> Response {
+    let form: NewKeyForm = match serde_json::from_slice(&body) {
+        Ok(form) => form,
+        Err(error) => return invalid("name", error),
+    };
+    match state.services.create_key(&form.name).await {
+        Ok(new) => {
+            state.services.refresh_keys(&state.keys).await;
+            let mut body = key_json(&new.record);
+            body["key"] = Value::String(new.key.expose().to_owned());
+            (StatusCode::CREATED, Json(body)).into_response()
+        }
+        Err(error) => key_error(&error),
+    }
+}
+
+/// `DELETE /api/keys/{id}`: revokes by id or name.
+pub(super) async fn revoke_key(
+    State(state): State<ServerState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    match state.services.revoke_key(&id).await {
+        Ok(true) => {
+            state.services.refresh_keys(&state.keys).await;
+            Json(json!({"revoked": id})).into_response()
+        }
+        Ok(false) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            format!("id: no live key with id or name {id:?}"),
+        )
+        .into_response_in(Dialect::OpenAi),
+        Err(error) => key_error(&error),
+    }
+}

@@ -18,10 +18,25 @@ use switchyard_core::settings::{
     LockoutPolicy, LockoutSettings, RoutingSettings, SettingsError, TimeoutSettings, Timeouts,
 };
 use switchyard_core::{CredentialId, ModelId, ProviderId};
-use switchyard_secrets::{Secret, SecretRef};
+use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
 pub const DEFAULT_PORT: u16 = 4141;
+
+/// Where credentials' secrets are looked up while a config is loaded.
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    /// Environment variables, for `env:VAR`.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The OS keychain, for `keychain:provider/credential`; `None` refuses those.
+    pub secrets: Option<&'a dyn SecretStore>,
+}
+
+impl fmt::Debug for Sources<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sources").field("secrets", &self.secrets).finish_non_exhaustive()
+    }
+}
 
 /// A config file that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]
@@ -220,24 +235,31 @@ impl Config {
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(file)
             .map_err(|source| ConfigError::Read { file: file.to_owned(), source })?;
-        Self::parse(&text, file, &|var| std::env::var(var).ok())
+        let keychain = KeychainStore::new();
+        let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
+        Self::parse_with(&text, file, &sources)
     }
 
     /// Parses and validates config text; `file` only names it in errors, `env` resolves
-    /// `env:` secrets.
+    /// `env:` secrets (`keychain:` ones are refused: there is no keychain here).
     pub fn parse(
         text: &str,
         file: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        Self::parse_form(text, env).map_err(|p| ConfigError::Invalid {
+        Self::parse_with(text, file, &Sources { env, secrets: None })
+    }
+
+    /// Parses and validates config text, resolving secrets from `sources`.
+    pub fn parse_with(text: &str, file: &Path, sources: &Sources<'_>) -> Result<Self, ConfigError> {
+        Self::parse_form(text, sources).map_err(|p| ConfigError::Invalid {
             file: file.to_owned(),
             field: p.field,
             problem: p.problem,
         })
     }
 
-    fn parse_form(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, Problem> {
+    fn parse_form(text: &str, sources: &Sources<'_>) -> Result<Self, Problem> {
         let deserializer = toml::Deserializer::parse(text)
             .map_err(|e| Problem::new("(syntax)", toml_message(&e)))?;
         let form: FileForm = serde_path_to_error::deserialize(deserializer).map_err(|e| {
@@ -247,7 +269,7 @@ impl Config {
                 toml_message(e.inner()),
             )
         })?;
-        form.validate(env)
+        form.validate(sources)
     }
 
     pub fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {
@@ -264,7 +286,7 @@ fn toml_message(e: &toml::de::Error) -> String {
 }
 
 impl FileForm {
-    fn validate(self, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Problem> {
+    fn validate(self, sources: &Sources<'_>) -> Result<Config, Problem> {
         let mut providers = Vec::with_capacity(self.providers.len());
         let mut ids = HashSet::new();
         for (i, p) in self.providers.into_iter().enumerate() {
@@ -276,7 +298,7 @@ impl FileForm {
                     format!("\"{}\" is used by another provider", p.id),
                 ));
             }
-            providers.push(p.validate(&at, env)?);
+            providers.push(p.validate(&at, sources)?);
         }
         let mut combos = Vec::with_capacity(self.combos.len());
         let mut names = HashSet::new();
@@ -310,11 +332,7 @@ impl FileForm {
 }
 
 impl ProviderForm {
-    fn validate(
-        self,
-        at: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ProviderConfig, Problem> {
+    fn validate(self, at: &str, sources: &Sources<'_>) -> Result<ProviderConfig, Problem> {
         let base_url = self.base_url.unwrap_or_else(|| self.kind.default_base_url().to_owned());
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(Problem::new(
@@ -339,7 +357,9 @@ impl ProviderForm {
             }
             let secret = c
                 .secret
-                .map(|s| SecretRef::parse(&s).and_then(|r| r.resolve_with(env)))
+                .map(|s| {
+                    SecretRef::parse(&s).and_then(|r| r.resolve_using(sources.env, sources.secrets))
+                })
                 .transpose()
                 .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
             credentials.push(CredentialConfig { id: c.id.into(), kind: c.kind, secret });

@@ -1,0 +1,135 @@
+//! The load generator's requests: one call, timed from send to the last byte, or a stream,
+//! timed at every chunk's arrival.
+//!
+//! Direct and proxied calls go through the same client code and the same connection pool
+//! settings (keep-alive, `TCP_NODELAY`), so their difference is the proxy and nothing else.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use tokio::time::Instant;
+
+/// Where a request goes: the mock itself, or the proxy in front of it.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    /// `…/v1/chat/completions`.
+    pub(crate) url: String,
+    pub(crate) key: String,
+    /// Prefix that turns an upstream model into what this endpoint expects (`oa/` or nothing).
+    pub(crate) model_prefix: String,
+}
+
+impl Endpoint {
+    fn body(&self, model: &str, stream: bool) -> String {
+        serde_json::json!({
+            "model": format!("{}{model}", self.model_prefix),
+            "stream": stream,
+            "messages": [{"role": "user", "content": "hi"}],
+        })
+        .to_string()
+    }
+
+    pub(crate) fn request(
+        &self,
+        http: &reqwest::Client,
+        model: &str,
+        stream: bool,
+    ) -> reqwest::RequestBuilder {
+        http.post(&self.url)
+            .bearer_auth(&self.key)
+            .header("content-type", "application/json")
+            .body(self.body(model, stream))
+    }
+}
+
+/// The harness's HTTP client: keep-alive, no proxy from the environment, `TCP_NODELAY`.
+pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(512)
+        .build()
+        .context("build the HTTP client")
+}
+
+/// One non-streamed call, send to last byte; any answer but `expect` is an error.
+pub(crate) async fn call(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    model: &str,
+    expect: u16,
+) -> anyhow::Result<Duration> {
+    let started = now();
+    let response = endpoint.request(http, model, false).send().await?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await?;
+    let elapsed = started.elapsed();
+    if status != expect {
+        bail!(
+            "{} {model}: status {status}, expected {expect}: {}",
+            endpoint.url,
+            String::from_utf8_lossy(&body)
+        );
+    }
+    Ok(elapsed)
+}
+
+/// When each piece of a streamed body arrived.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamTiming {
+    /// Send to the first body byte.
+    pub(crate) first_byte: Duration,
+    /// Between consecutive body pieces.
+    pub(crate) gaps: Vec<Duration>,
+}
+
+impl StreamTiming {
+    pub(crate) fn worst_gap(&self) -> Duration {
+        self.gaps.iter().copied().max().unwrap_or_default()
+    }
+}
+
+/// One streamed call, timed at every piece of body that reaches the client.
+pub(crate) async fn stream(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    model: &str,
+) -> anyhow::Result<StreamTiming> {
+    let started = now();
+    let mut response = endpoint.request(http, model, true).send().await?;
+    if response.status() != 200 {
+        let status = response.status();
+        bail!(
+            "{} {model}: status {status}: {}",
+            endpoint.url,
+            response.text().await.unwrap_or_default()
+        );
+    }
+    let mut first_byte = None;
+    let mut last = started;
+    let mut gaps = Vec::new();
+    let mut body = Vec::new();
+    while let Some(piece) = response.chunk().await? {
+        let at = now();
+        if piece.is_empty() {
+            continue;
+        }
+        match first_byte {
+            None => first_byte = Some(at - started),
+            Some(_) => gaps.push(at - last),
+        }
+        last = at;
+        body.extend_from_slice(&piece);
+    }
+    let first_byte = first_byte.context("a stream without a single byte")?;
+    if !body.windows(6).any(|w| w == b"[DONE]") {
+        bail!("{} {model}: the stream did not end with [DONE]", endpoint.url);
+    }
+    Ok(StreamTiming { first_byte, gaps })
+}
+
+/// The one place the harness reads the clock: wall time is what a benchmark measures (tokio's
+/// clock, unpaused here, so it is the monotonic system clock).
+fn now() -> Instant {
+    Instant::now()
+}

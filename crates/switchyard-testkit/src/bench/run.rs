@@ -1,0 +1,320 @@
+//! The measurements, in the order they run, each as paired alternation: the same request to the
+//! mock directly and through the proxy, back to back, so both see the same machine noise and
+//! only the difference of each pair is reported. The order inside a pair alternates, so neither
+//! side always runs on the warmer cache.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::client::{Endpoint, StreamTiming, call, stream};
+use super::fleet::Memory;
+use super::stats::{Summary, nanos};
+
+/// Upstream models the mock script defines (see [`mock_script`]).
+const PLAIN: &str = "bench-plain";
+const PACED: &str = "bench-paced";
+const LONG: &str = "bench-long";
+const DOWN: &str = "bench-down";
+/// The combo whose first target answers 503 and whose second is [`PLAIN`].
+pub(crate) const FALLBACK_COMBO: &str = "bench-fallback";
+
+/// The paced stream: this many deltas, this far apart.
+pub(crate) const PACED_CHUNKS: usize = 20;
+pub(crate) const PACED_GAP: Duration = Duration::from_millis(20);
+/// The streams held open together for the memory figure.
+const LONG_CHUNKS: usize = 29;
+const LONG_GAP: Duration = Duration::from_millis(100);
+
+/// The mock's script: every model answers the same way on every attempt.
+pub(crate) fn mock_script() -> String {
+    let gap = PACED_GAP.as_millis();
+    let long_gap = LONG_GAP.as_millis();
+    format!(
+        r#""{PLAIN}" = {{ default = {{ reply = {{}} }} }}
+"{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
+"{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
+"{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
+"#
+    )
+}
+
+/// The proxy's config: provider `oa` for the answers, provider `down` for the failing first
+/// target. Lockouts, `down`'s breaker and same-target retries are off, so every fallback request
+/// makes exactly one failed attempt and one successful one, run after run.
+pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
+    format!(
+        r#"[[providers]]
+id = "oa"
+kind = "openai"
+base_url = "{mock_url}/v1"
+credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
+
+[[providers]]
+id = "down"
+kind = "openai"
+base_url = "{mock_url}/v1"
+credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
+breaker = {{ enabled = false }}
+
+[[combos]]
+name = "{FALLBACK_COMBO}"
+targets = [{{ target = "down/{DOWN}" }}, {{ target = "oa/{PLAIN}" }}]
+
+[settings.model_lockouts]
+enabled = false
+
+[settings.routing]
+retry_budget_percent = 0
+retry_budget_min_per_second = 0
+"#
+    )
+}
+
+/// How many of each measurement to make.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    pub(crate) warmup: usize,
+    pub(crate) pairs: usize,
+    pub(crate) stream_pairs: usize,
+    pub(crate) paced_pairs: usize,
+    pub(crate) fallback_triples: usize,
+    pub(crate) concurrent_streams: usize,
+}
+
+impl Plan {
+    pub(crate) fn full(pairs: usize) -> Self {
+        Self {
+            warmup: 300,
+            pairs,
+            stream_pairs: pairs / 2,
+            paced_pairs: 25,
+            fallback_triples: pairs / 2,
+            concurrent_streams: 256,
+        }
+    }
+
+    pub(crate) fn quick(pairs: usize) -> Self {
+        Self {
+            warmup: 50,
+            pairs,
+            stream_pairs: pairs / 2,
+            paced_pairs: 3,
+            fallback_triples: pairs / 4,
+            concurrent_streams: 0,
+        }
+    }
+}
+
+/// The two sides of every pair.
+#[derive(Clone, Debug)]
+pub(crate) struct Sides {
+    pub(crate) http: reqwest::Client,
+    pub(crate) direct: Endpoint,
+    pub(crate) proxied: Endpoint,
+    pub(crate) proxy_pid: u32,
+}
+
+/// Every figure of one run.
+#[derive(Clone, Debug)]
+pub(crate) struct Results {
+    pub(crate) idle: Memory,
+    /// Direct round trips (context for the differences).
+    pub(crate) direct: Summary,
+    /// Proxied minus direct, non-streamed.
+    pub(crate) added: Summary,
+    pub(crate) first_byte_direct: Summary,
+    pub(crate) first_byte_added: Summary,
+    pub(crate) paced: Paced,
+    pub(crate) fallback: Fallback,
+    /// RSS with this many streams open at once, if measured.
+    pub(crate) streams: Option<(usize, Memory)>,
+    pub(crate) after: Memory,
+}
+
+/// The paced stream's gaps.
+#[derive(Clone, Debug)]
+pub(crate) struct Paced {
+    pub(crate) pairs: usize,
+    /// Per pair: the proxied stream's worst gap minus the direct stream's worst gap.
+    pub(crate) added_worst_gap: Summary,
+    pub(crate) direct_worst_gap: i64,
+    pub(crate) proxied_worst_gap: i64,
+    pub(crate) first_byte_added: Summary,
+    /// Proxied gaps at least 40 ms longer than the configured gap: the Nagle stall's signature.
+    pub(crate) stalls: usize,
+}
+
+/// One fallback hop.
+#[derive(Clone, Debug)]
+pub(crate) struct Fallback {
+    /// The direct 503 call: what the failed attempt costs by itself.
+    pub(crate) failed: Summary,
+    /// Proxied combo minus a direct call to the second target.
+    pub(crate) over_second: Summary,
+    /// Proxied combo minus (direct 503 + direct call to the second target).
+    pub(crate) beyond_failed: Summary,
+}
+
+pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results> {
+    let idle = Memory::of(sides.proxy_pid)?;
+    warm_up(sides, plan.warmup).await.context("warm-up")?;
+    let (direct, added) = non_streamed(sides, plan.pairs).await.context("non-streamed pairs")?;
+    let (first_byte_direct, first_byte_added) =
+        first_bytes(sides, plan.stream_pairs).await.context("streamed pairs")?;
+    let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
+    let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
+    let streams = if plan.concurrent_streams > 0 {
+        let memory = concurrent(sides, plan.concurrent_streams).await.context("open streams")?;
+        Some((plan.concurrent_streams, memory))
+    } else {
+        None
+    };
+    let after = Memory::of(sides.proxy_pid)?;
+    Ok(Results {
+        idle,
+        direct,
+        added,
+        first_byte_direct,
+        first_byte_added,
+        paced,
+        fallback,
+        streams,
+        after,
+    })
+}
+
+/// Connections open, caches and allocator pools warm, on both paths and every request shape.
+async fn warm_up(sides: &Sides, rounds: usize) -> anyhow::Result<()> {
+    for _ in 0..rounds {
+        call(&sides.http, &sides.direct, PLAIN, 200).await?;
+        call(&sides.http, &sides.proxied, PLAIN, 200).await?;
+    }
+    for _ in 0..rounds.div_ceil(4) {
+        stream(&sides.http, &sides.direct, PLAIN).await?;
+        stream(&sides.http, &sides.proxied, PLAIN).await?;
+        call(&sides.http, &sides.proxied, FALLBACK_COMBO, 200).await?;
+        call(&sides.http, &sides.direct, DOWN, 503).await?;
+    }
+    Ok(())
+}
+
+async fn non_streamed(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, Summary)> {
+    let mut direct = Vec::with_capacity(pairs);
+    let mut added = Vec::with_capacity(pairs);
+    for i in 0..pairs {
+        let (d, p) = if i.is_multiple_of(2) {
+            let d = call(&sides.http, &sides.direct, PLAIN, 200).await?;
+            (d, call(&sides.http, &sides.proxied, PLAIN, 200).await?)
+        } else {
+            let p = call(&sides.http, &sides.proxied, PLAIN, 200).await?;
+            (call(&sides.http, &sides.direct, PLAIN, 200).await?, p)
+        };
+        direct.push(nanos(d));
+        added.push(nanos(p) - nanos(d));
+    }
+    Ok((summary(&direct)?, summary(&added)?))
+}
+
+async fn first_bytes(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, Summary)> {
+    let mut direct = Vec::with_capacity(pairs);
+    let mut added = Vec::with_capacity(pairs);
+    for i in 0..pairs {
+        let (d, p) = stream_pair(sides, PLAIN, i).await?;
+        direct.push(nanos(d.first_byte));
+        added.push(nanos(p.first_byte) - nanos(d.first_byte));
+    }
+    Ok((summary(&direct)?, summary(&added)?))
+}
+
+async fn paced(sides: &Sides, pairs: usize) -> anyhow::Result<Paced> {
+    let stall = nanos(PACED_GAP + Duration::from_millis(40));
+    let mut added_worst = Vec::with_capacity(pairs);
+    let mut first_byte_added = Vec::with_capacity(pairs);
+    let (mut direct_worst, mut proxied_worst, mut stalls) = (0, 0, 0);
+    for i in 0..pairs {
+        let (d, p) = stream_pair(sides, PACED, i).await?;
+        let (dw, pw) = (nanos(d.worst_gap()), nanos(p.worst_gap()));
+        added_worst.push(pw - dw);
+        first_byte_added.push(nanos(p.first_byte) - nanos(d.first_byte));
+        direct_worst = direct_worst.max(dw);
+        proxied_worst = proxied_worst.max(pw);
+        stalls += p.gaps.iter().filter(|&&g| nanos(g) >= stall).count();
+    }
+    Ok(Paced {
+        pairs,
+        added_worst_gap: summary(&added_worst)?,
+        direct_worst_gap: direct_worst,
+        proxied_worst_gap: proxied_worst,
+        first_byte_added: summary(&first_byte_added)?,
+        stalls,
+    })
+}
+
+async fn stream_pair(
+    sides: &Sides,
+    model: &str,
+    i: usize,
+) -> anyhow::Result<(StreamTiming, StreamTiming)> {
+    Ok(if i.is_multiple_of(2) {
+        let d = stream(&sides.http, &sides.direct, model).await?;
+        (d, stream(&sides.http, &sides.proxied, model).await?)
+    } else {
+        let p = stream(&sides.http, &sides.proxied, model).await?;
+        (stream(&sides.http, &sides.direct, model).await?, p)
+    })
+}
+
+async fn fallback(sides: &Sides, triples: usize) -> anyhow::Result<Fallback> {
+    let mut failed = Vec::with_capacity(triples);
+    let mut over_second = Vec::with_capacity(triples);
+    let mut beyond_failed = Vec::with_capacity(triples);
+    for _ in 0..triples {
+        let down = nanos(call(&sides.http, &sides.direct, DOWN, 503).await?);
+        let second = nanos(call(&sides.http, &sides.direct, PLAIN, 200).await?);
+        let proxied = nanos(call(&sides.http, &sides.proxied, FALLBACK_COMBO, 200).await?);
+        failed.push(down);
+        over_second.push(proxied - second);
+        beyond_failed.push(proxied - second - down);
+    }
+    Ok(Fallback {
+        failed: summary(&failed)?,
+        over_second: summary(&over_second)?,
+        beyond_failed: summary(&beyond_failed)?,
+    })
+}
+
+/// Opens `count` slow streams through the proxy at once and reads its memory once every one of
+/// them has delivered its first byte (all are open then: none can finish in under 2.8 s).
+async fn concurrent(sides: &Sides, count: usize) -> anyhow::Result<Memory> {
+    let (opened, mut open) = tokio::sync::mpsc::channel::<()>(count);
+    let mut streams = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (http, endpoint, opened) = (sides.http.clone(), sides.proxied.clone(), opened.clone());
+        streams.spawn(async move {
+            let mut response =
+                endpoint.request(&http, LONG, true).send().await?.error_for_status()?;
+            let mut signalled = false;
+            while let Some(piece) = response.chunk().await? {
+                if !signalled && !piece.is_empty() {
+                    signalled = true;
+                    let _ = opened.send(()).await;
+                }
+            }
+            anyhow::Ok(())
+        });
+    }
+    drop(opened);
+    for _ in 0..count {
+        open.recv().await.context("a stream ended before all were open")?;
+    }
+    let memory = Memory::of(sides.proxy_pid)?;
+    while let Some(done) = streams.join_next().await {
+        done??;
+    }
+    Ok(memory)
+}
+
+fn summary(samples: &[i64]) -> anyhow::Result<Summary> {
+    Summary::of(samples).context("no samples: every count in the plan must be at least 1")
+}

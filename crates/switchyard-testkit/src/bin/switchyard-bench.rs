@@ -1,0 +1,224 @@
+//! `switchyard-bench`: what the proxy adds to a direct call, measured against the same mock
+//! upstream in the same run (issue 6). Run it through `scripts/bench`, which builds both
+//! release binaries and passes their paths.
+//!
+//! The mock and the proxy run as child processes, each pinned to its own core when the machine
+//! has two or more (the harness itself shares the mock's core: while it waits on a request it
+//! uses no CPU, and both sides of a pair pay the same wake-ups). Every latency is a paired
+//! difference; see `bench/run.rs` for the order of the measurements.
+//!
+//! Exit status: 0 when the run completed and the added p50 latencies (non-streamed and first
+//! SSE byte) are under the gross-regression ceiling (`--max-added-p50-ms`), 1 otherwise. That
+//! ceiling is far above the targets: it catches a broken build, not a slow one.
+
+#[path = "../bench/client.rs"]
+mod client;
+#[path = "../bench/fleet.rs"]
+mod fleet;
+#[path = "../bench/machine.rs"]
+mod machine;
+#[path = "../bench/report.rs"]
+mod report;
+#[path = "../bench/run.rs"]
+mod run;
+#[path = "../bench/stats.rs"]
+mod stats;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use self::client::{Endpoint, http_client};
+use self::fleet::{Launch, pin_self, taskset_available};
+use self::machine::Machine;
+use self::report::Setup;
+use self::run::{Plan, Sides};
+use self::stats::Micros;
+
+/// The upstream key the proxy presents and the local key the harness presents to the proxy.
+const UPSTREAM_KEY: &str = "sk-bench-upstream";
+const LOCAL_KEY: &str = "sy-bench-local";
+
+/// Added latency of the Switchyard proxy over a direct call to the mock upstream.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard-bench")]
+struct Args {
+    /// The `switchyard` binary (a release build).
+    #[arg(long)]
+    switchyard: PathBuf,
+    /// The `switchyard-mock` binary (a release build).
+    #[arg(long)]
+    mock: PathBuf,
+    /// A short run for CI: fewer pairs, no concurrent-stream memory figure.
+    #[arg(long)]
+    quick: bool,
+    /// Non-streamed pairs (default 2,000; 200 with `--quick`).
+    #[arg(long)]
+    pairs: Option<usize>,
+    /// Replace the `## Proxy overhead` section of this Markdown file with the results.
+    #[arg(long)]
+    docs: Option<PathBuf>,
+    /// The command to print in the report as the one that made it.
+    #[arg(long, default_value = "scripts/bench")]
+    command: String,
+    /// Fail (exit 1) when an added p50 exceeds this many milliseconds.
+    #[arg(long, default_value_t = 5.0)]
+    max_added_p50_ms: f64,
+    /// Describe the source this way instead of asking git (e.g. for a run from an export).
+    #[arg(long)]
+    commit: Option<String>,
+    /// Do not pin the processes to cores.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match bench(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "switchyard-bench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `Ok(false)` when the run completed but the guard failed.
+fn bench(args: &Args) -> anyhow::Result<bool> {
+    let mut machine = Machine::describe();
+    if let Some(commit) = &args.commit {
+        machine.commit.clone_from(commit);
+    }
+    let pin = !args.no_pin && machine.cpus >= 2 && taskset_available();
+    let (mock_cpu, proxy_cpu) = if pin { (Some(0), Some(1)) } else { (None, None) };
+    let placement = if pin {
+        pin_self(0)?;
+        "mock upstream on CPU 0, proxy on CPU 1, the harness (the client) on CPU 0, with `taskset`"
+            .to_owned()
+    } else {
+        "not pinned".to_owned()
+    };
+    let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
+    let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
+    // One thread: the client never competes with itself, and its timings are not migrations.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let results = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        let outcome = start_and_measure(args, plan, mock_cpu, proxy_cpu, work.path()).await;
+        if outcome.is_err() {
+            for log in ["mock.log", "switchyard.log"] {
+                let text = std::fs::read_to_string(work.path().join(log)).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(30).collect();
+                let _ = writeln!(std::io::stderr(), "--- {log} (last lines)");
+                for line in tail.into_iter().rev() {
+                    let _ = writeln!(std::io::stderr(), "{line}");
+                }
+            }
+        }
+        outcome
+    })?;
+
+    let setup = Setup { machine, command: args.command.clone(), placement, plan };
+    let section = report::section(&setup, &results);
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{section}")?;
+    if let Some(path) = &args.docs {
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        std::fs::write(path, report::replace_section(&doc, &section))
+            .with_context(|| format!("write {}", path.display()))?;
+        writeln!(stdout, "wrote the `{}` section of {}", report::HEADING, path.display())?;
+    }
+
+    let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
+    let ceiling = stats::nanos(ceiling);
+    let mut passed = true;
+    for (name, p50) in [
+        ("added latency p50 (non-streamed)", results.added.p50),
+        ("added first-SSE-byte p50", results.first_byte_added.p50),
+    ] {
+        let verdict = if p50 <= ceiling { "ok" } else { "GROSS REGRESSION" };
+        passed &= p50 <= ceiling;
+        writeln!(
+            stdout,
+            "guard: {name} = {} (ceiling {}): {verdict}",
+            Micros(p50),
+            Micros(ceiling)
+        )?;
+    }
+    Ok(passed)
+}
+
+async fn start_and_measure(
+    args: &Args,
+    plan: Plan,
+    mock_cpu: Option<usize>,
+    proxy_cpu: Option<usize>,
+    work: &std::path::Path,
+) -> anyhow::Result<run::Results> {
+    let script = work.join("mock.toml");
+    std::fs::write(&script, run::mock_script())?;
+    let mock = Launch {
+        name: "mock",
+        program: &args.mock,
+        args: vec![
+            "--port".into(),
+            "0".into(),
+            "--forget-attempts".into(),
+            "--script".into(),
+            script.display().to_string(),
+        ],
+        env: Vec::new(),
+        cpu: mock_cpu,
+    }
+    .start(work)
+    .await
+    .context("start the mock upstream")?;
+
+    let config = work.join("switchyard.toml");
+    std::fs::write(&config, run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"))?;
+    let proxy = Launch {
+        name: "switchyard",
+        program: &args.switchyard,
+        args: vec![
+            "serve".into(),
+            "--config".into(),
+            config.display().to_string(),
+            "--port".into(),
+            "0".into(),
+            "--data-dir".into(),
+            work.join("data").display().to_string(),
+        ],
+        env: vec![
+            ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
+            ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
+        ],
+        cpu: proxy_cpu,
+    }
+    .start(work)
+    .await
+    .context("start the proxy")?;
+
+    let sides = Sides {
+        http: http_client()?,
+        direct: Endpoint {
+            url: format!("{}/v1/chat/completions", mock.url),
+            key: UPSTREAM_KEY.to_owned(),
+            model_prefix: String::new(),
+        },
+        proxied: Endpoint {
+            url: format!("{}/chat/completions", proxy.url),
+            key: LOCAL_KEY.to_owned(),
+            model_prefix: "oa/".to_owned(),
+        },
+        proxy_pid: proxy.pid,
+    };
+    // Both children live (and are killed on drop) until the measurements are done.
+    let results = run::measure(&sides, plan).await;
+    drop((mock, proxy));
+    results
+}

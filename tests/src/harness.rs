@@ -24,6 +24,19 @@ use switchyard_testkit::{Attempt, MockUpstream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// A combo `smart`: `oa/gpt-4o`, then `an/claude-fallback`.
+pub const FALLBACK: &str = r#"
+[[combos]]
+name = "smart"
+targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
+"#;
+
+/// A fixed instant for manual clocks: every remaining time is then exact.
+pub const T0: UnixMillis = UnixMillis(1_800_000_000_000);
+
+/// Bounds every wait on the mock, so a broken proxy fails the test instead of hanging it.
+pub const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The local API key every harness accepts.
 pub const LOCAL_KEY: &str = "sy-test-local-key";
 
@@ -360,4 +373,9 @@ pub fn anthropic_stream_text(text: &str) -> String {
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a probe port");
     listener.local_addr().expect("addr").port()
+}
+
+/// Sends a non-streamed OpenAI request for `model`: status, headers, JSON body.
+pub async fn ask(h: &Harness, model: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+    json_parts(h.openai(model, false).send().await.unwrap()).await
 }

@@ -8,33 +8,15 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use switchyard_core::ManualClock;
 use switchyard_core::outcome::{BreakerFault, OutcomeKind};
 use switchyard_core::resilience::{BreakerState, CredentialStatus};
-use switchyard_core::{ManualClock, UnixMillis};
 use switchyard_e2e::harness::{
-    Harness, Setup, anthropic_stream_text, closed_port, header, json_parts, keys_of,
-    openai_stream_text, openai_text, sse_data, sse_events,
+    FALLBACK, Harness, Setup, T0, WATCHDOG, anthropic_stream_text, ask, closed_port, header,
+    json_parts, keys_of, openai_stream_text, openai_text, sse_data, sse_events,
 };
 use switchyard_testkit::{Behavior, ErrorKind, Reply, Status};
 use tokio::time::{Instant, timeout};
-
-const FALLBACK: &str = r#"
-[[combos]]
-name = "smart"
-targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
-"#;
-
-/// A fixed instant for manual clocks: every remaining time is then exact.
-const T0: UnixMillis = UnixMillis(1_800_000_000_000);
-
-/// Bounds every wait on the mock, so a broken proxy fails the test instead of hanging it.
-const WATCHDOG: Duration = Duration::from_secs(10);
-
-/// Sends a non-streamed OpenAI request for `model`.
-async fn ask(h: &Harness, model: &str) -> (u16, reqwest::header::HeaderMap, Value) {
-    json_parts(h.openai(model, false).send().await.unwrap()).await
-}
 
 /// The key of every attempt at `model`, in order.
 fn keys(h: &Harness, model: &str) -> Vec<String> {

@@ -4,14 +4,8 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, openai_text};
+use switchyard_e2e::harness::{FALLBACK, Harness, LOCAL_KEY, openai_text};
 use switchyard_testkit::{Behavior, Status};
-
-const FALLBACK: &str = r#"
-[[combos]]
-name = "smart"
-targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
-"#;
 
 async fn json(response: reqwest::Response) -> (u16, reqwest::header::HeaderMap, Value) {
     let status = response.status().as_u16();

@@ -6,27 +6,14 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use switchyard_core::ManualClock;
 use switchyard_core::outcome::{BreakerFault, OutcomeKind};
 use switchyard_core::resilience::{BreakerState, CredentialStatus};
-use switchyard_core::{ManualClock, UnixMillis};
-use switchyard_e2e::harness::{Harness, Setup, header, json_parts, keys_of};
+use switchyard_e2e::harness::{
+    FALLBACK, Harness, Setup, T0, WATCHDOG, ask, header, json_parts, keys_of,
+};
 use switchyard_testkit::{Behavior, ErrorKind, MockUpstream, Reply, Status};
 use tokio::time::{Instant, timeout};
-
-const FALLBACK: &str = r#"
-[[combos]]
-name = "smart"
-targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
-"#;
-
-const T0: UnixMillis = UnixMillis(1_800_000_000_000);
-
-const WATCHDOG: Duration = Duration::from_secs(10);
-
-async fn ask(h: &Harness, model: &str) -> (u16, reqwest::header::HeaderMap, Value) {
-    json_parts(h.openai(model, false).send().await.unwrap()).await
-}
 
 /// Which target served each of `n` requests for `model`.
 async fn served_by(h: &Harness, model: &str, n: usize) -> Vec<String> {

@@ -412,40 +412,13 @@ impl StreamEncoder {
             }
             StreamEvent::Usage(usage) => self.usage = *usage,
             StreamEvent::TextDelta(text) => {
-                let index = self.ensure_open(Open::Text, out);
-                write_json_event(
-                    out,
-                    Some("content_block_delta"),
-                    &BlockDeltaOut {
-                        kind: "content_block_delta",
-                        index,
-                        delta: DeltaOut::TextDelta { text },
-                    },
-                );
+                self.block_delta(Open::Text, DeltaOut::TextDelta { text }, out);
             }
             StreamEvent::ThinkingDelta(thinking) => {
-                let index = self.ensure_open(Open::Thinking, out);
-                write_json_event(
-                    out,
-                    Some("content_block_delta"),
-                    &BlockDeltaOut {
-                        kind: "content_block_delta",
-                        index,
-                        delta: DeltaOut::ThinkingDelta { thinking },
-                    },
-                );
+                self.block_delta(Open::Thinking, DeltaOut::ThinkingDelta { thinking }, out);
             }
             StreamEvent::ThinkingSignature(signature) => {
-                let index = self.ensure_open(Open::Thinking, out);
-                write_json_event(
-                    out,
-                    Some("content_block_delta"),
-                    &BlockDeltaOut {
-                        kind: "content_block_delta",
-                        index,
-                        delta: DeltaOut::SignatureDelta { signature },
-                    },
-                );
+                self.block_delta(Open::Thinking, DeltaOut::SignatureDelta { signature }, out);
             }
             StreamEvent::RedactedThinking(data) => {
                 let index = self.start_block(None, BlockOut::RedactedThinking { data }, out);
@@ -506,6 +479,16 @@ impl StreamEncoder {
             },
         };
         write_json_event(out, Some("message_start"), &start);
+    }
+
+    /// A `content_block_delta` into the open block of `kind`, started if needed.
+    fn block_delta(&mut self, kind: Open, delta: DeltaOut<'_>, out: &mut Vec<u8>) {
+        let index = self.ensure_open(kind, out);
+        write_json_event(
+            out,
+            Some("content_block_delta"),
+            &BlockDeltaOut { kind: "content_block_delta", index, delta },
+        );
     }
 
     /// The open text or thinking block, started if needed. (Tool blocks start only on a

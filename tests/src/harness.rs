@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use switchyard::App;
-use switchyard::config::Config;
+use switchyard::config::{Config, Sources};
 use switchyard::keys::LocalKeys;
 use switchyard_core::resilience::HealthSnapshot;
 use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
 use switchyard_core::settings::TimeoutSettings;
 use switchyard_core::{CandidateKey, Clock, ManualClock, SystemClock, UnixMillis};
+use switchyard_secrets::SecretStore;
 use switchyard_testkit::{Attempt, MockUpstream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -104,7 +105,8 @@ impl AppHandle {
 /// How to start a harness, beyond the standard providers.
 #[derive(Clone, Debug)]
 pub struct Setup {
-    /// Appended to the config: combos, more providers, other settings sections.
+    /// Appended to the config: combos, more providers, other settings sections. `{mock}`
+    /// stands for the mock's base URL.
     pub extra: String,
     /// The `[settings.timeouts]` table. It is written by the harness, so a test that needs other
     /// deadlines changes them here rather than in `extra` (a second table would not parse).
@@ -114,6 +116,8 @@ pub struct Setup {
     pub breaker: Option<String>,
     /// The clock behind every resilience decision; the system clock when `None`.
     pub clock: Option<ManualClock>,
+    /// Where `keychain:` secrets resolve; none (refused) when `None`.
+    pub secrets: Option<Arc<dyn SecretStore>>,
 }
 
 impl Default for Setup {
@@ -136,7 +140,15 @@ impl Setup {
             },
             breaker: None,
             clock: None,
+            secrets: None,
         }
+    }
+
+    /// Resolves `keychain:` secrets from `store`.
+    #[must_use]
+    pub fn secrets(mut self, store: Arc<dyn SecretStore>) -> Self {
+        self.secrets = Some(store);
+        self
     }
 
     #[must_use]
@@ -188,7 +200,7 @@ pub fn setup_text(mock: &MockUpstream, setup: &Setup) -> String {
     let breaker = setup.breaker.as_ref().map(|t| format!("breaker = {t}")).unwrap_or_default();
     let TimeoutSettings { connect_ms, first_event_ms, first_byte_ms, idle_ms, total_ms } =
         setup.timeouts;
-    let extra = &setup.extra;
+    let extra = setup.extra.replace("{mock}", &base);
     format!(
         r#"
 [[providers]]
@@ -253,8 +265,9 @@ impl Harness {
     /// A server on `mock` as `setup` says, keeping its state in `data_dir`.
     pub async fn start_in_with(mock: MockUpstream, data_dir: &Path, setup: Setup) -> Self {
         let text = setup_text(&mock, &setup);
-        let config =
-            Config::parse(&text, Path::new("harness.toml"), &env).unwrap_or_else(|e| panic!("{e}"));
+        let sources = Sources { env: &env, secrets: setup.secrets.as_deref() };
+        let config = Config::parse_with(&text, Path::new("harness.toml"), &sources)
+            .unwrap_or_else(|e| panic!("{e}"));
         let clock: Arc<dyn Clock> = match setup.clock {
             Some(clock) => Arc::new(clock),
             None => Arc::new(SystemClock),

@@ -1,0 +1,37 @@
+//! A provider key that exists only in the OS keychain serves a request (issue 4). Needs a real
+//! Secret Service: `scripts/keychain-test` provides one (a private dbus session with an
+//! unlocked gnome-keyring) and sets `SWITCHYARD_KEYCHAIN_TESTS=1`; elsewhere this reports
+//! itself as not run, so a plain `cargo test` never touches a desktop's keyring.
+
+use std::sync::Arc;
+
+use switchyard_e2e::harness::{Harness, Setup};
+use switchyard_secrets::{KeychainStore, Secret, SecretId, SecretStore};
+
+#[tokio::test]
+#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
+async fn a_key_that_exists_only_in_the_keychain_reaches_the_upstream() {
+    if std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() != Ok("1") {
+        eprintln!(
+            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
+        );
+        return;
+    }
+    let store =
+        KeychainStore::with_service(&format!("switchyard-e2e-{}", std::process::id())).unwrap();
+    let id = SecretId::new("kc", "kc-1").unwrap();
+    store.set(&id, &Secret::new("sk-only-in-the-keychain")).unwrap();
+    let store: Arc<dyn SecretStore> = Arc::new(store);
+    let extra = r#"
+[[providers]]
+id = "kc"
+kind = "openai"
+base_url = "{mock}/v1"
+credentials = [{ id = "kc-1", secret = "keychain:kc/kc-1" }]
+"#;
+    let h = Harness::start_with(Setup::new(extra).secrets(Arc::clone(&store))).await;
+    let response = h.openai("kc/gpt-4o", false).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.mock.attempts_for("gpt-4o")[0].api_key(), Some("sk-only-in-the-keychain"));
+    assert!(store.delete(&id).unwrap());
+}

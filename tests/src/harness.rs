@@ -38,6 +38,10 @@ pub const T0: UnixMillis = UnixMillis(1_800_000_000_000);
 /// Bounds every wait on the mock, so a broken proxy fails the test instead of hanging it.
 pub const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// A provider key that must never show up anywhere but in the upstream request
+/// (`env:CANARY` in a test's config).
+pub const CANARY: &str = "sk-canary-7f3a9c1e5b2d4068";
+
 /// The local API key every harness accepts.
 pub const LOCAL_KEY: &str = "sy-test-local-key";
 
@@ -180,6 +184,7 @@ impl std::fmt::Debug for Harness {
 /// The upstream keys the harness config references, as the config loader sees them.
 fn env(var: &str) -> Option<String> {
     let key = match var {
+        "CANARY" => CANARY,
         "OA_1" => "oa-1",
         "OA_2" => "oa-2",
         "AN_1" => "an-1",

@@ -46,6 +46,14 @@ pub struct UpstreamError {
     pub message: String,
 }
 
+impl UpstreamError {
+    /// An error body that is not JSON (a proxy's HTML page, plain text): all there is to go on
+    /// is its text.
+    pub(crate) fn unparsed(text: &str) -> Self {
+        Self { hint: BodyHint::sniff(text), code: None, message: text.trim().to_owned() }
+    }
+}
+
 /// The errors Switchyard itself reports to a client, each rendered in the client's dialect by
 /// [`ClientDialect::error_body`](crate::dialect::ClientDialect::error_body). The HTTP status
 /// is the server's decision.

@@ -53,11 +53,7 @@ pub fn error_body(kind: ErrorKind, message: &str) -> Vec<u8> {
 pub fn error_report(body: &[u8]) -> UpstreamError {
     let text = String::from_utf8_lossy(body);
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        return UpstreamError {
-            hint: BodyHint::sniff(&text),
-            code: None,
-            message: text.trim().to_owned(),
-        };
+        return UpstreamError::unparsed(&text);
     };
     let error = value.get("error").unwrap_or(&value);
     let kind = error.get("type").and_then(Value::as_str);

@@ -15,11 +15,7 @@ use crate::error::UpstreamError;
 pub fn error_report(body: &[u8]) -> UpstreamError {
     let text = String::from_utf8_lossy(body);
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        return UpstreamError {
-            hint: BodyHint::sniff(&text),
-            code: None,
-            message: text.trim().to_owned(),
-        };
+        return UpstreamError::unparsed(&text);
     };
     let value = value.as_array().and_then(|a| a.first()).unwrap_or(&value);
     let error = value.get("error").unwrap_or(value);

@@ -13,14 +13,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use switchyard::App;
-use switchyard::config::{Config, Sources};
 use switchyard::keys::LocalKeys;
+use switchyard::{App, Launch};
 use switchyard_core::resilience::HealthSnapshot;
 use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
 use switchyard_core::settings::TimeoutSettings;
 use switchyard_core::{CandidateKey, Clock, ManualClock, SystemClock, UnixMillis};
-use switchyard_secrets::SecretStore;
+use switchyard_secrets::{MemoryStore, SecretStore};
 use switchyard_testkit::{Attempt, MockUpstream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -31,6 +30,10 @@ pub const FALLBACK: &str = r#"
 name = "smart"
 targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-fallback" }]
 "#;
+
+/// The config file a harness writes in its data directory and runs on (edits through the
+/// API are saved to it).
+pub const CONFIG_FILE: &str = "harness.toml";
 
 /// A fixed instant for manual clocks: every remaining time is then exact.
 pub const T0: UnixMillis = UnixMillis(1_800_000_000_000);
@@ -120,8 +123,12 @@ pub struct Setup {
     pub breaker: Option<String>,
     /// The clock behind every resilience decision; the system clock when `None`.
     pub clock: Option<ManualClock>,
-    /// Where `keychain:` secrets resolve; none (refused) when `None`.
+    /// Where `keychain:` secrets resolve and where secrets sent to the API go; an empty
+    /// in-memory store when `None`.
     pub secrets: Option<Arc<dyn SecretStore>>,
+    /// Start on the config file a previous harness left in the data directory (with its edits)
+    /// instead of writing a fresh one.
+    pub reuse_config: bool,
 }
 
 impl Default for Setup {
@@ -145,7 +152,15 @@ impl Setup {
             breaker: None,
             clock: None,
             secrets: None,
+            reuse_config: false,
         }
+    }
+
+    /// Keeps the config file (and its edits) of the previous harness in the same directory.
+    #[must_use]
+    pub fn reuse_config(mut self) -> Self {
+        self.reuse_config = true;
+        self
     }
 
     /// Resolves `keychain:` secrets from `store`.
@@ -269,15 +284,21 @@ impl Harness {
 
     /// A server on `mock` as `setup` says, keeping its state in `data_dir`.
     pub async fn start_in_with(mock: MockUpstream, data_dir: &Path, setup: Setup) -> Self {
-        let text = setup_text(&mock, &setup);
-        let sources = Sources { env: &env, secrets: setup.secrets.as_deref() };
-        let config = Config::parse_with(&text, Path::new("harness.toml"), &sources)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let file = data_dir.join(CONFIG_FILE);
+        if !setup.reuse_config {
+            std::fs::write(&file, setup_text(&mock, &setup)).expect("write the harness config");
+        }
         let clock: Arc<dyn Clock> = match setup.clock {
             Some(clock) => Arc::new(clock),
             None => Arc::new(SystemClock),
         };
-        let app = App::start_with_clock(data_dir, Arc::new(config), Arc::clone(&clock)).await;
+        let secrets = setup.secrets.unwrap_or_else(|| Arc::new(MemoryStore::default()));
+        let launch = Launch::new(data_dir)
+            .config_file(file)
+            .clock(Arc::clone(&clock))
+            .secrets(secrets)
+            .env(env);
+        let app = App::start(launch).await.unwrap_or_else(|e| panic!("{e}"));
         let listener = switchyard::server::bind(0).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let state = app

@@ -160,27 +160,66 @@ async fn the_request_log_shows_each_request_with_its_trace() {
 }
 
 #[tokio::test]
+#[expect(clippy::float_cmp, reason = "the samples compared are small whole counts")]
 async fn metrics_parse_as_prometheus_text() {
     let h = Harness::start("").await;
     lock_one(&h).await;
     let r = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();
-    let mut samples = 0;
+    // Every sample belongs to a family declared (HELP, then TYPE) before it; values are numbers.
+    let mut types: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut samples: Vec<(String, String, f64)> = Vec::new();
     for line in text.lines().filter(|l| !l.is_empty()) {
-        if let Some(rest) = line.strip_prefix("# ") {
-            assert!(rest.starts_with("HELP ") || rest.starts_with("TYPE "), "{line}");
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                types.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "declared twice: {line}"
+            );
             continue;
         }
-        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
-        let metric = name.split('{').next().unwrap();
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "{line}");
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
+        let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
         assert!(metric.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{line}");
-        value.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {line}"));
-        samples += 1;
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                metric
+                    .strip_suffix(suffix)
+                    .filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(metric);
+        assert!(types.contains_key(family), "sample before its TYPE: {line}");
+        let value = value.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {line}"));
+        samples.push((metric.to_owned(), labels.to_owned(), value));
     }
-    assert_eq!(samples, 5, "three counters and two gauges (no breaker is tracked): {text}");
-    assert!(text.contains("switchyard_requests_total 1"), "{text}");
-    assert!(text.contains("switchyard_active_lockouts 1"), "{text}");
+    let value = |metric: &str, labels: &str| {
+        samples.iter().find(|(m, l, _)| m == metric && l == labels).map(|s| s.2)
+    };
+    assert_eq!(value("switchyard_requests_total", ""), Some(1.0), "{text}");
+    assert_eq!(value("switchyard_attempts_total", ""), Some(2.0), "{text}");
+    assert_eq!(value("switchyard_fallbacks_total", ""), Some(1.0), "{text}");
+    assert_eq!(value("switchyard_active_lockouts", ""), Some(1.0), "{text}");
+    for histogram in
+        ["switchyard_request_duration_seconds", "switchyard_upstream_first_event_seconds"]
+    {
+        let buckets: Vec<f64> = samples
+            .iter()
+            .filter(|(m, _, _)| *m == format!("{histogram}_bucket"))
+            .map(|s| s.2)
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "cumulative buckets: {text}");
+        let count = value(&format!("{histogram}_count"), "").unwrap();
+        assert_eq!(value(&format!("{histogram}_bucket"), "le=\"+Inf\"}"), Some(count), "{text}");
+        assert_eq!(count, 1.0, "one request, served by one attempt: {text}");
+        assert!(value(&format!("{histogram}_sum"), "").unwrap() > 0.0, "{text}");
+    }
 }
 
 #[tokio::test]

@@ -192,7 +192,9 @@ impl OutcomeKind {
 }
 
 /// The provider-level fault a failure charges to the breaker; per-fault overrides key on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerFault {
     Connect,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use ts_rs::TS;
 
 use crate::clock::millis;
 use crate::outcome::{BreakerFault, ClassifyPolicy, MAX_RETRY_AFTER, StatusSet};
@@ -48,13 +49,15 @@ const DAY: u64 = 24 * HOUR;
 pub const LOCKABLE_STATUS_CODES: [u16; 9] = [404, 408, 410, 429, 500, 502, 503, 504, 529];
 
 /// The Settings → Model Lockouts form.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct LockoutSettings {
     pub enabled: bool,
     pub error_codes: Vec<u16>,
     pub failure_threshold: u32,
+    #[ts(type = "number")]
     pub base_cooldown_ms: u64,
+    #[ts(type = "number")]
     pub max_cooldown_ms: u64,
     pub exponential_backoff: bool,
     pub max_backoff_steps: u32,
@@ -171,16 +174,20 @@ impl LockoutPolicy {
 // Credential cooldown (RESILIENCE.md §4)
 
 /// Credential cooldown settings.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct CooldownSettings {
     /// First cooldown of an API key.
+    #[ts(type = "number")]
     pub api_key_base_ms: u64,
     /// First cooldown of an OAuth credential.
+    #[ts(type = "number")]
     pub oauth_base_ms: u64,
     /// The formula's cap: `base × 2^level` never exceeds this.
+    #[ts(type = "number")]
     pub max_cooldown_ms: u64,
     /// How long a credential whose account ran out of credit sits out, unless told otherwise.
+    #[ts(type = "number")]
     pub quota_cooldown_ms: u64,
     /// The backoff level stops growing here.
     pub max_backoff_level: u32,
@@ -252,19 +259,20 @@ impl CooldownPolicy {
 // Provider circuit breaker (RESILIENCE.md §3)
 
 /// Per-fault refinements of a breaker profile.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaultOverride {
     /// Open when the failure count reaches this on a failure of this kind.
     pub threshold: Option<u32>,
     /// Base cooldown when this kind of failure opened the breaker.
+    #[ts(type = "number | null")]
     pub cooldown_ms: Option<u64>,
     /// Open on the first failure of this kind.
     pub immediate_open: bool,
 }
 
 /// One breaker profile: the form.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerSettings {
     /// `false` opts the provider out of the breaker: it is always admitted.
@@ -272,16 +280,18 @@ pub struct BreakerSettings {
     pub failure_threshold: u32,
     /// Defaults to `ceil(0.6 × failure_threshold)`.
     pub degraded_threshold: Option<u32>,
+    #[ts(type = "number")]
     pub reset_timeout_ms: u64,
     pub max_backoff_multiplier: u32,
     pub half_open_probes: u32,
     /// A probe that has not reported back after this long is abandoned and its slot freed.
+    #[ts(type = "number")]
     pub probe_timeout_ms: u64,
     pub overrides: BTreeMap<BreakerFault, FaultOverride>,
 }
 
 /// Which defaults a provider starts from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerProfile {
     /// Hosted APIs authenticated with API keys.
@@ -411,18 +421,23 @@ impl BreakerPolicy {
 // Deadlines and limits of the attempt loop (RESILIENCE.md §7, §8)
 
 /// Upstream deadlines.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeoutSettings {
     /// TCP + TLS connect.
+    #[ts(type = "number")]
     pub connect_ms: u64,
     /// Until the first real event when another candidate could take over.
+    #[ts(type = "number")]
     pub first_event_ms: u64,
     /// Until the first real event when no other candidate is left.
+    #[ts(type = "number")]
     pub first_byte_ms: u64,
     /// Between two events of a stream.
+    #[ts(type = "number")]
     pub idle_ms: u64,
     /// The whole request, all attempts included.
+    #[ts(type = "number")]
     pub total_ms: u64,
 }
 
@@ -481,7 +496,7 @@ impl Default for Timeouts {
 }
 
 /// Attempt cap and retry budget.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutingSettings {
     /// Upstream attempts per client request, fallbacks and retries included.

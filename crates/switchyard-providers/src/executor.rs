@@ -71,8 +71,26 @@ impl Executor {
         request: UpstreamRequest,
         headers_deadline: Duration,
     ) -> Result<Response, SendFailure> {
-        let mut builder = self.client.post(&request.url).body(request.body);
-        for (name, value) in request.headers {
+        let builder = self.client.post(&request.url).body(request.body);
+        Self::exchange(builder, request.headers, headers_deadline).await
+    }
+
+    /// A `GET` (model lists), with the same deadlines and fault mapping as [`Executor::send`].
+    pub async fn get(
+        &self,
+        url: &str,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        headers_deadline: Duration,
+    ) -> Result<Response, SendFailure> {
+        Self::exchange(self.client.get(url), headers, headers_deadline).await
+    }
+
+    async fn exchange(
+        mut builder: reqwest::RequestBuilder,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        headers_deadline: Duration,
+    ) -> Result<Response, SendFailure> {
+        for (name, value) in headers {
             builder = builder.header(name, value);
         }
         match tokio::time::timeout(headers_deadline, builder.send()).await {

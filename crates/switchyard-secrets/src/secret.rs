@@ -20,10 +20,14 @@ impl Secret {
         &self.0
     }
 
-    /// The last four characters, for showing which key is which without revealing it.
+    /// The last four characters, for showing which key is which without revealing it. A
+    /// secret shorter than twelve characters shows none: four would be too much of it.
     pub fn hint(&self) -> String {
         let chars: Vec<char> = self.0.chars().collect();
-        let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+        if chars.len() < 12 {
+            return "…".to_owned();
+        }
+        let tail: String = chars[chars.len() - 4..].iter().collect();
         format!("…{tail}")
     }
 
@@ -67,6 +71,12 @@ mod tests {
         let s = Secret::new("sk-live-canary-1234");
         assert_eq!(format!("{s:?} {s}"), "Secret(***) ***");
         assert_eq!(s.hint(), "…1234");
+    }
+
+    #[test]
+    fn a_short_secret_shows_no_characters_in_its_hint() {
+        assert_eq!(Secret::new("sk-12345678").hint(), "…");
+        assert_eq!(Secret::new("sk-123456789").hint(), "…6789");
     }
 
     #[test]

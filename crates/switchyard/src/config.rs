@@ -6,19 +6,27 @@
 //! half-configured. Secrets are never written inline; a credential says `env:VAR` and the value
 //! is read when the file is loaded. `docs/configuration.md` documents every field.
 
-use std::collections::{BTreeMap, HashSet};
+pub mod editor;
+mod form;
+
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
-use switchyard_core::routing::{Combo, Price, RouteStrategy, Target};
+use switchyard_core::routing::{Combo, Price, Target};
 use switchyard_core::settings::{
-    BreakerPolicy, BreakerProfile, BreakerSettings, CooldownPolicy, CooldownSettings,
-    LockoutPolicy, LockoutSettings, RoutingSettings, SettingsError, TimeoutSettings, Timeouts,
+    BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
+    Timeouts,
 };
 use switchyard_core::{CredentialId, ModelId, ProviderId};
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
+
+pub use self::editor::{ConfigEditor, EditError, Saving};
+pub use self::form::{
+    BreakerProfiles, ComboForm, ConfigForm, CredentialForm, PriceForm, ProviderForm, ProviderKind,
+    ServerForm, SettingsForm, TargetForm,
+};
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
 pub const DEFAULT_PORT: u16 = 4141;
@@ -47,116 +55,43 @@ pub enum ConfigError {
     Invalid { file: PathBuf, field: String, problem: String },
 }
 
-/// The wire dialect a provider speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Any OpenAI-compatible API: OpenAI, OpenRouter, Groq, DeepSeek, Together, Ollama, LM Studio, vLLM.
-    Openai,
-    Anthropic,
-    Gemini,
+/// A form that breaks a rule: the path of the field (`providers[1].credentials[0].secret`) and
+/// what is wrong or allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct Problem {
+    pub field: String,
+    pub problem: String,
 }
 
-impl ProviderKind {
-    fn default_base_url(self) -> &'static str {
-        match self {
-            Self::Openai => "https://api.openai.com/v1",
-            Self::Anthropic => "https://api.anthropic.com",
-            Self::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+impl Problem {
+    pub fn new(field: impl Into<String>, problem: impl fmt::Display) -> Self {
+        Self { field: field.into(), problem: problem.to_string() }
+    }
+
+    /// The same problem with `prefix` (and the dot after it) taken off the field path, so an
+    /// error about one item of a list names the field as the caller sent it.
+    #[must_use]
+    pub fn relative_to(mut self, prefix: &str) -> Self {
+        if let Some(rest) = self.field.strip_prefix(prefix) {
+            let rest = rest.strip_prefix('.').unwrap_or(rest);
+            self.field = if rest.is_empty() { prefix.to_owned() } else { rest.to_owned() };
         }
+        self
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Forms
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileForm {
-    #[serde(default)]
-    server: ServerForm,
-    #[serde(default)]
-    providers: Vec<ProviderForm>,
-    #[serde(default)]
-    combos: Vec<ComboForm>,
-    #[serde(default)]
-    settings: SettingsForm,
+impl Problem {
+    /// The problem as an error about `file`.
+    pub fn in_file(self, file: &Path) -> ConfigError {
+        ConfigError::Invalid { file: file.to_owned(), field: self.field, problem: self.problem }
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServerForm {
-    port: Option<u16>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProviderForm {
-    id: String,
-    kind: ProviderKind,
-    base_url: Option<String>,
-    /// Breaker defaults: `api_key` (default), `oauth` or `local`.
-    profile: Option<BreakerProfile>,
-    /// Overrides of the profile's breaker settings.
-    breaker: Option<BreakerSettings>,
-    #[serde(default)]
-    selection: SelectionStrategy,
-    #[serde(default)]
-    models: Vec<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    credentials: Vec<CredentialForm>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CredentialForm {
-    id: String,
-    /// `env:VAR`; absent for providers that need no key (a local Ollama).
-    secret: Option<String>,
-    #[serde(default)]
-    kind: CredentialKind,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ComboForm {
-    name: String,
-    #[serde(default)]
-    strategy: RouteStrategy,
-    targets: Vec<TargetForm>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TargetForm {
-    /// `provider/model`.
-    target: String,
-    credential: Option<String>,
-    weight: Option<u32>,
-    context_window: Option<u32>,
-    price: Option<PriceForm>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceForm {
-    input_per_mtok: f64,
-    output_per_mtok: f64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SettingsForm {
-    #[serde(default)]
-    model_lockouts: LockoutSettings,
-    #[serde(default)]
-    credential_cooldown: CooldownSettings,
-    #[serde(default)]
-    timeouts: TimeoutSettings,
-    #[serde(default)]
-    routing: RoutingSettings,
+impl From<SettingsError> for Problem {
+    fn from(e: SettingsError) -> Self {
+        Self { field: e.field, problem: e.problem }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,6 +104,8 @@ pub struct CredentialConfig {
     pub kind: CredentialKind,
     /// `None` for providers that take no key.
     pub secret: Option<Secret>,
+    pub enabled: bool,
+    pub priority: u32,
 }
 
 /// One provider, ready to route to.
@@ -185,7 +122,21 @@ pub struct ProviderConfig {
     pub credentials: Vec<CredentialConfig>,
 }
 
-/// Everything `serve` runs on.
+impl ProviderConfig {
+    pub fn credential(&self, id: &CredentialId) -> Option<&CredentialConfig> {
+        self.credentials.iter().find(|c| &c.id == id)
+    }
+
+    /// The credentials that may serve, in priority order (ties keep the order written).
+    pub fn routable_credentials(&self) -> Vec<&CredentialConfig> {
+        let mut routable: Vec<&CredentialConfig> =
+            self.credentials.iter().filter(|c| c.enabled).collect();
+        routable.sort_by_key(|c| c.priority);
+        routable
+    }
+}
+
+/// Everything `serve` runs on, and the form it was validated from.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
@@ -195,43 +146,20 @@ pub struct Config {
     pub cooldown: CooldownPolicy,
     pub timeouts: Timeouts,
     pub routing: RoutingSettings,
+    /// What this config was made from: what the API shows and edits, and what export writes.
+    pub form: ConfigForm,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self {
-            port: DEFAULT_PORT,
-            providers: Vec::new(),
-            combos: Vec::new(),
-            lockout: LockoutPolicy::default(),
-            cooldown: CooldownPolicy::default(),
-            timeouts: Timeouts::default(),
-            routing: RoutingSettings::default(),
-        }
-    }
-}
-
-/// A validation failure before the file name is attached.
-struct Problem {
-    field: String,
-    problem: String,
-}
-
-impl Problem {
-    fn new(field: impl Into<String>, problem: impl fmt::Display) -> Self {
-        Self { field: field.into(), problem: problem.to_string() }
-    }
-}
-
-impl From<SettingsError> for Problem {
-    fn from(e: SettingsError) -> Self {
-        Self { field: e.field, problem: e.problem }
+        let sources = Sources { env: &|_| None, secrets: None };
+        ConfigForm::default().validate(&sources).expect("the empty config is valid")
     }
 }
 
 impl Config {
     /// Reads, parses and validates `file`, resolving `env:` secrets from the process
-    /// environment.
+    /// environment and `keychain:` ones from the OS keychain.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(file)
             .map_err(|source| ConfigError::Read { file: file.to_owned(), source })?;
@@ -252,24 +180,9 @@ impl Config {
 
     /// Parses and validates config text, resolving secrets from `sources`.
     pub fn parse_with(text: &str, file: &Path, sources: &Sources<'_>) -> Result<Self, ConfigError> {
-        Self::parse_form(text, sources).map_err(|p| ConfigError::Invalid {
-            file: file.to_owned(),
-            field: p.field,
-            problem: p.problem,
+        ConfigForm::from_toml(text).and_then(|form| form.validate(sources)).map_err(|p| {
+            ConfigError::Invalid { file: file.to_owned(), field: p.field, problem: p.problem }
         })
-    }
-
-    fn parse_form(text: &str, sources: &Sources<'_>) -> Result<Self, Problem> {
-        let deserializer = toml::Deserializer::parse(text)
-            .map_err(|e| Problem::new("(syntax)", toml_message(&e)))?;
-        let form: FileForm = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let path = e.path().to_string();
-            Problem::new(
-                if path == "." { "(top level)".to_owned() } else { path },
-                toml_message(e.inner()),
-            )
-        })?;
-        form.validate(sources)
     }
 
     pub fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {
@@ -285,33 +198,46 @@ fn toml_message(e: &toml::de::Error) -> String {
     e.message().trim().to_owned()
 }
 
-impl FileForm {
-    fn validate(self, sources: &Sources<'_>) -> Result<Config, Problem> {
+impl ConfigForm {
+    /// Parses TOML (a config file, an import) into a form, naming the field that does not fit.
+    pub fn from_toml(text: &str) -> Result<Self, Problem> {
+        let deserializer = toml::Deserializer::parse(text)
+            .map_err(|e| Problem::new("(syntax)", toml_message(&e)))?;
+        serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            Problem::new(
+                if path == "." { "(top level)".to_owned() } else { path },
+                toml_message(e.inner()),
+            )
+        })
+    }
+
+    /// The form as a config file (what export writes and `--config` reads back).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config forms serialize to TOML")
+    }
+
+    /// Checks every field and resolves every secret: a [`Config`] or the first problem.
+    pub fn validate(&self, sources: &Sources<'_>) -> Result<Config, Problem> {
         let mut providers = Vec::with_capacity(self.providers.len());
         let mut ids = HashSet::new();
-        for (i, p) in self.providers.into_iter().enumerate() {
+        for (i, p) in self.providers.iter().enumerate() {
             let at = format!("providers[{i}]");
             check_name(&format!("{at}.id"), &p.id)?;
-            if !ids.insert(p.id.clone()) {
+            if !ids.insert(p.id.as_str()) {
                 return Err(Problem::new(
                     format!("{at}.id"),
                     format!("\"{}\" is used by another provider", p.id),
                 ));
             }
-            providers.push(p.validate(&at, sources)?);
+            providers.push(p.validate(&at, &self.settings.breaker_profiles, sources)?);
         }
         let mut combos = Vec::with_capacity(self.combos.len());
         let mut names = HashSet::new();
-        for (i, c) in self.combos.into_iter().enumerate() {
+        for (i, c) in self.combos.iter().enumerate() {
             let at = format!("combos[{i}]");
             check_name(&format!("{at}.name"), &c.name)?;
-            if c.name.contains('/') {
-                return Err(Problem::new(
-                    format!("{at}.name"),
-                    "must not contain '/': that form means provider/model",
-                ));
-            }
-            if !names.insert(c.name.clone()) {
+            if !names.insert(c.name.as_str()) {
                 return Err(Problem::new(
                     format!("{at}.name"),
                     format!("\"{}\" is used by another combo", c.name),
@@ -319,37 +245,69 @@ impl FileForm {
             }
             combos.push(c.validate(&at, &providers)?);
         }
+        let settings = &self.settings;
+        let in_settings =
+            |e: SettingsError| Problem::new(format!("settings.{}", e.field), e.problem);
+        for (name, profile) in [
+            ("api_key", &settings.breaker_profiles.api_key),
+            ("oauth", &settings.breaker_profiles.oauth),
+            ("local", &settings.breaker_profiles.local),
+        ] {
+            profile.validate().map_err(|e| {
+                let field = e.field.strip_prefix("breaker.").unwrap_or(&e.field);
+                Problem::new(format!("settings.breaker_profiles.{name}.{field}"), e.problem)
+            })?;
+        }
         Ok(Config {
             port: self.server.port.unwrap_or(DEFAULT_PORT),
             providers,
             combos,
-            lockout: self.settings.model_lockouts.validate()?,
-            cooldown: self.settings.credential_cooldown.validate()?,
-            timeouts: self.settings.timeouts.validate()?,
-            routing: self.settings.routing.validate()?,
+            lockout: settings.model_lockouts.validate().map_err(in_settings)?,
+            cooldown: settings.credential_cooldown.validate().map_err(in_settings)?,
+            timeouts: settings.timeouts.validate().map_err(in_settings)?,
+            routing: settings.routing.validate().map_err(in_settings)?,
+            form: self.clone(),
         })
     }
 }
 
 impl ProviderForm {
-    fn validate(self, at: &str, sources: &Sources<'_>) -> Result<ProviderConfig, Problem> {
-        let base_url = self.base_url.unwrap_or_else(|| self.kind.default_base_url().to_owned());
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-            return Err(Problem::new(
-                format!("{at}.base_url"),
-                format!("\"{base_url}\" must start with http:// or https://"),
-            ));
-        }
-        let profile = self.profile.unwrap_or(BreakerProfile::ApiKey);
-        let breaker = self.breaker.unwrap_or_else(|| BreakerSettings::profile(profile));
+    fn validate(
+        &self,
+        at: &str,
+        profiles: &BreakerProfiles,
+        sources: &Sources<'_>,
+    ) -> Result<ProviderConfig, Problem> {
+        let base_url = self.base_url.as_deref().unwrap_or_else(|| self.kind.default_base_url());
+        check_url(&format!("{at}.base_url"), base_url)?;
+        let breaker = match &self.breaker {
+            Some(own) => own,
+            None => profiles.get(self.profile.unwrap_or(BreakerProfile::ApiKey)),
+        };
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
+        for (i, model) in self.models.iter().enumerate() {
+            if model.trim().is_empty() || model.len() > 200 {
+                return Err(Problem::new(
+                    format!("{at}.models[{i}]"),
+                    "a model name is 1 to 200 characters",
+                ));
+            }
+        }
+        for name in self.headers.keys() {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(Problem::new(
+                    format!("{at}.headers"),
+                    format!("\"{name}\" is not a valid HTTP header name"),
+                ));
+            }
+        }
         let mut credentials = Vec::new();
         let mut ids = HashSet::new();
-        for (i, c) in self.credentials.into_iter().enumerate() {
+        for (i, c) in self.credentials.iter().enumerate() {
             let cat = format!("{at}.credentials[{i}]");
             check_name(&format!("{cat}.id"), &c.id)?;
-            if !ids.insert(c.id.clone()) {
+            if !ids.insert(c.id.as_str()) {
                 return Err(Problem::new(
                     format!("{cat}.id"),
                     format!("\"{}\" is used by another credential of this provider", c.id),
@@ -357,50 +315,65 @@ impl ProviderForm {
             }
             let secret = c
                 .secret
+                .as_deref()
                 .map(|s| {
-                    SecretRef::parse(&s).and_then(|r| r.resolve_using(sources.env, sources.secrets))
+                    SecretRef::parse(s).and_then(|r| r.resolve_using(sources.env, sources.secrets))
                 })
                 .transpose()
                 .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
-            credentials.push(CredentialConfig { id: c.id.into(), kind: c.kind, secret });
+            credentials.push(CredentialConfig {
+                id: c.id.as_str().into(),
+                kind: c.kind,
+                secret,
+                enabled: c.enabled,
+                priority: c.priority,
+            });
         }
         if credentials.is_empty() {
             credentials.push(CredentialConfig {
                 id: "default".into(),
                 kind: CredentialKind::ApiKey,
                 secret: None,
+                enabled: true,
+                priority: 0,
             });
         }
         Ok(ProviderConfig {
-            id: self.id.into(),
+            id: self.id.as_str().into(),
             kind: self.kind,
             base_url: base_url.trim_end_matches('/').to_owned(),
             breaker,
             selection: self.selection,
-            models: self.models.into_iter().map(ModelId::from).collect(),
-            headers: self.headers.into_iter().collect(),
+            models: self.models.iter().map(|m| ModelId::from(m.as_str())).collect(),
+            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             credentials,
         })
     }
 }
 
 impl ComboForm {
-    fn validate(self, at: &str, providers: &[ProviderConfig]) -> Result<Combo, Problem> {
+    fn validate(&self, at: &str, providers: &[ProviderConfig]) -> Result<Combo, Problem> {
+        if self.name.contains('/') {
+            return Err(Problem::new(
+                format!("{at}.name"),
+                "must not contain '/': that form means provider/model",
+            ));
+        }
         if self.targets.is_empty() {
             return Err(Problem::new(format!("{at}.targets"), "must list at least one target"));
         }
         let targets = self
             .targets
-            .into_iter()
+            .iter()
             .enumerate()
             .map(|(i, t)| t.validate(&format!("{at}.targets[{i}]"), providers))
             .collect::<Result<_, _>>()?;
-        Ok(Combo { name: self.name, strategy: self.strategy, targets })
+        Ok(Combo { name: self.name.clone(), strategy: self.strategy, targets })
     }
 }
 
 impl TargetForm {
-    fn validate(self, at: &str, providers: &[ProviderConfig]) -> Result<Target, Problem> {
+    fn validate(&self, at: &str, providers: &[ProviderConfig]) -> Result<Target, Problem> {
         let (provider, model) = parse_target(&self.target).ok_or_else(|| {
             Problem::new(
                 format!("{at}.target"),
@@ -414,15 +387,24 @@ impl TargetForm {
                 format!("unknown provider \"{provider}\"; configured: {known:?}"),
             ));
         };
+        if !p.models.is_empty() && !p.models.iter().any(|m| m.as_str() == model) {
+            let listed: Vec<&str> = p.models.iter().map(ModelId::as_str).collect();
+            return Err(Problem::new(
+                format!("{at}.target"),
+                format!(
+                    "provider \"{provider}\" does not list model \"{model}\"; listed: {listed:?} (add it to the provider's models first)"
+                ),
+            ));
+        }
         let mut target = Target::new(provider, model);
-        if let Some(credential) = self.credential {
+        if let Some(credential) = &self.credential {
             if !p.credentials.iter().any(|c| c.id.as_str() == credential) {
                 return Err(Problem::new(
                     format!("{at}.credential"),
                     format!("provider \"{provider}\" has no credential \"{credential}\""),
                 ));
             }
-            target.credential = Some(credential.into());
+            target.credential = Some(credential.as_str().into());
         }
         if let Some(weight) = self.weight {
             if !(1..=1000).contains(&weight) {
@@ -432,6 +414,11 @@ impl TargetForm {
                 ));
             }
             target.weight = weight;
+        }
+        if let Some(window) = self.context_window
+            && window == 0
+        {
+            return Err(Problem::new(format!("{at}.context_window"), "must be at least 1 token"));
         }
         target.context_window = self.context_window;
         if let Some(price) = self.price {
@@ -468,5 +455,20 @@ fn check_name(field: &str, name: &str) -> Result<(), Problem> {
             field,
             format!("\"{name}\" must be 1 to 64 characters of letters, digits, '-', '_' or '.'"),
         ))
+    }
+}
+
+fn check_url(field: &str, url: &str) -> Result<(), Problem> {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(rest)
+            if !rest.is_empty() && !rest.starts_with('/') && !url.contains(char::is_whitespace) =>
+        {
+            Ok(())
+        }
+        _ => Err(Problem::new(
+            field,
+            format!("\"{url}\" must be an http:// or https:// URL with a host"),
+        )),
     }
 }

@@ -17,9 +17,11 @@ use std::sync::Arc;
 
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
+use switchyard_secrets::{KeychainStore, SecretStore};
 use switchyard_store::{Persistence, PersistenceStatus, Store};
 
-use crate::config::Config;
+use crate::config::editor::{Env, STORED_CONFIG};
+use crate::config::{Config, ConfigEditor, ConfigError, ConfigForm, Saving};
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::requests::RequestLog;
@@ -29,10 +31,75 @@ use crate::services::Services;
 /// The file name of the state database inside the data directory.
 pub const STATE_FILE: &str = "switchyard.db";
 
+/// Where the config comes from, and where edits made through the API go.
+#[derive(Clone, Debug)]
+pub enum ConfigSource {
+    /// A `--config` file: read at start, rewritten on every edit.
+    File(PathBuf),
+    /// The state file (the desktop app, or `serve` without `--config`); empty at first.
+    Stored,
+}
+
+/// What an [`App`] starts from. [`Launch::new`] has the defaults: the config in the state
+/// file, the system clock, the OS keychain and the process environment.
+#[derive(Clone)]
+pub struct Launch {
+    pub data_dir: PathBuf,
+    pub config: ConfigSource,
+    pub clock: Arc<dyn Clock>,
+    pub secrets: Arc<dyn SecretStore>,
+    pub env: Env,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("data_dir", &self.data_dir)
+            .field("config", &self.config)
+            .field("secrets", &self.secrets.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Launch {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            config: ConfigSource::Stored,
+            clock: Arc::new(SystemClock),
+            secrets: Arc::new(KeychainStore::new()),
+            env: Arc::new(|var| std::env::var(var).ok()),
+        }
+    }
+
+    #[must_use]
+    pub fn config_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.config = ConfigSource::File(file.into());
+        self
+    }
+
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    #[must_use]
+    pub fn secrets(mut self, secrets: Arc<dyn SecretStore>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    #[must_use]
+    pub fn env(mut self, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.env = Arc::new(env);
+        self
+    }
+}
+
 /// The running app's shared state.
 #[derive(Debug)]
 pub struct App {
-    config: Arc<Config>,
     registry: Arc<HealthRegistry>,
     persistence: Persistence,
     proxy: Arc<Proxy>,
@@ -42,52 +109,59 @@ pub struct App {
 }
 
 impl App {
-    /// Configures the health registry from `config`, restores its state from `data_dir` and
-    /// starts persisting it. Never fails on a bad state file: the app then runs in memory only
-    /// and [`App::persistence_status`] says why.
-    pub async fn start(data_dir: &Path, config: Arc<Config>) -> Self {
-        Self::start_with_clock(data_dir, config, Arc::new(SystemClock)).await
-    }
-
-    pub async fn start_with_clock(
-        data_dir: &Path,
-        config: Arc<Config>,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
+    /// Loads the config, configures the health registry from it, restores its state from the
+    /// data directory and starts persisting it. A config that does not validate stops the start
+    /// with an error naming the field; a bad state file never does: the app then runs in memory
+    /// only and [`App::persistence_status`] says why.
+    pub async fn start(launch: Launch) -> Result<Self, ConfigError> {
+        let Launch { data_dir, config: source, clock, secrets, env } = launch;
+        let state_file = data_dir.join(STATE_FILE);
         let registry = Arc::new(HealthRegistry::default());
-        // Policies first: restoring clamps every deadline by them.
+        // The config first: its policies clamp restored deadlines. The stored config is read
+        // through a short-lived connection, before the writer owns the file.
+        let (form, origin) = match &source {
+            ConfigSource::File(file) => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| ConfigError::Read { file: file.clone(), source: e })?;
+                let form = ConfigForm::from_toml(&text).map_err(|p| p.in_file(file))?;
+                (form, file.clone())
+            }
+            ConfigSource::Stored => (stored_form(&state_file).await, state_file.clone()),
+        };
+        let config = config::editor::validate(form, Arc::clone(&secrets), Arc::clone(&env))
+            .await
+            .map_err(|p| p.in_file(&origin))?;
+        let config = Arc::new(config);
         proxy::configure_registry(&registry, &config);
-        let persistence =
-            Persistence::start(data_dir.join(STATE_FILE), &registry, clock.now()).await;
+        let persistence = Persistence::start(state_file, &registry, clock.now()).await;
         let log = RequestLog::start(persistence.store().cloned());
-        let proxy = Proxy::new(Arc::clone(&config), Arc::clone(&registry), Arc::clone(&clock), log);
+        let proxy = Proxy::new(config, Arc::clone(&registry), Arc::clone(&clock), log);
         let proxy = Arc::new(proxy);
+        let saving = match (source, persistence.store()) {
+            (ConfigSource::File(file), _) => Saving::File(file),
+            (ConfigSource::Stored, Some(store)) => Saving::Store(store.clone()),
+            (ConfigSource::Stored, None) => Saving::Nowhere,
+        };
+        let editor =
+            ConfigEditor::new(Arc::clone(&proxy), secrets, env, saving, Arc::clone(&clock));
         let services = Services::new(
             Arc::clone(&registry),
             Arc::clone(&clock),
             persistence.store().cloned(),
             persistence.status(),
             Arc::clone(&proxy),
+            editor,
         );
-        services.load_saved_settings().await;
-        let services = Arc::new(services);
-        Self {
-            config,
-            registry,
-            persistence,
-            proxy,
-            services,
-            clock,
-            data_dir: data_dir.to_owned(),
-        }
+        Ok(Self { registry, persistence, proxy, services: Arc::new(services), clock, data_dir })
     }
 
     pub fn registry(&self) -> &Arc<HealthRegistry> {
         &self.registry
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.config
+    /// The config requests start on now.
+    pub fn config(&self) -> Arc<Config> {
+        self.proxy.config()
     }
 
     pub fn proxy(&self) -> &Arc<Proxy> {
@@ -134,7 +208,6 @@ impl App {
             port,
             keys,
             management: LocalKeys::new(None),
-            config: Arc::clone(&self.config),
             proxy: Arc::clone(&self.proxy),
             services: Arc::clone(&self.services),
         }
@@ -143,6 +216,29 @@ impl App {
     /// Writes out every pending state change and stops the writer.
     pub async fn shutdown(self) {
         self.persistence.shutdown().await;
+    }
+}
+
+/// The config saved in the state file; empty when there is none or it cannot be read (the
+/// app then starts empty, and says why).
+async fn stored_form(state_file: &Path) -> ConfigForm {
+    if !state_file.exists() {
+        return ConfigForm::default();
+    }
+    let loaded = match Store::open(state_file).await {
+        Ok(store) => {
+            let loaded = store.load_settings::<ConfigForm>(STORED_CONFIG.0, STORED_CONFIG.1).await;
+            store.close().await;
+            loaded.map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match loaded {
+        Ok(form) => form.unwrap_or_default(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the saved config; starting with an empty one");
+            ConfigForm::default()
+        }
     }
 }
 

@@ -2,13 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use switchyard::config::Config;
 use switchyard::keys::{self, LocalKeys, PRESET_ENV};
-use switchyard::{App, STATE_FILE, default_data_dir};
+use switchyard::{App, Launch, STATE_FILE, default_data_dir};
 use switchyard_core::{Clock as _, SystemClock};
 use switchyard_secrets::Secret;
 use switchyard_store::Store;
@@ -43,6 +41,25 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Export or import the config kept in the data directory (what `serve` without `--config`
+    /// and the desktop app run on).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the config as a config file (TOML; secrets appear as references only).
+    Export,
+    /// Check a config file and make it the stored config. Nothing changes if it is invalid.
+    Import {
+        file: PathBuf,
+        /// Only check the file.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -85,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { config, port } => serve(&data_dir, config.as_deref(), port).await,
         Command::Keys { command } => manage_keys(&data_dir, command).await,
+        Command::Config { command } => manage_config(&data_dir, command).await,
     }
 }
 
@@ -93,19 +111,25 @@ async fn serve(
     config_file: Option<&Path>,
     port: Option<u16>,
 ) -> anyhow::Result<()> {
-    let config = match config_file {
-        Some(file) => Config::load(file)?,
-        None => Config::default(),
+    let mut launch = Launch::new(data_dir);
+    if let Some(file) = config_file {
+        launch = launch.config_file(file);
+    }
+    let app = App::start(launch).await?;
+    let port = port.unwrap_or(app.config().port);
+    let listener = match switchyard::server::bind(port).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            app.shutdown().await;
+            return Err(anyhow::Error::new(error).context(format!(
+                "cannot listen on 127.0.0.1:{port} (pass --port to choose another)"
+            )));
+        }
     };
-    let port = port.unwrap_or(config.port);
-    let listener = switchyard::server::bind(port).await.with_context(|| {
-        format!("cannot listen on 127.0.0.1:{port} (pass --port to choose another)")
-    })?;
     let port = listener.local_addr()?.port();
 
     let preset = std::env::var(PRESET_ENV).ok().filter(|k| !k.trim().is_empty()).map(Secret::new);
     let local_keys = LocalKeys::new(preset);
-    let app = App::start(data_dir, Arc::new(config)).await;
     if let Some(store) = app.store() {
         local_keys.reload(store).await.context("cannot read local API keys")?;
     }
@@ -168,6 +192,37 @@ async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()
     }
     store.close().await;
     Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "printing the config is what export does")]
+async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Result<()> {
+    // The same path the server takes: a config that starts is a config that exports.
+    let app = App::start(Launch::new(data_dir)).await?;
+    let result = match command {
+        ConfigCommand::Export => {
+            print!("{}", app.services().export_config());
+            Ok(())
+        }
+        ConfigCommand::Import { file, dry_run } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            match app.services().import_config(&text, dry_run).await {
+                Ok(summary) => {
+                    let done = if dry_run { "checked" } else { "imported" };
+                    println!(
+                        "{done} {}: {} providers, {} combos",
+                        file.display(),
+                        summary.providers,
+                        summary.combos
+                    );
+                    Ok(())
+                }
+                Err(error) => Err(anyhow::anyhow!("{}: {error}", file.display())),
+            }
+        }
+    };
+    app.shutdown().await;
+    result
 }
 
 /// Resolves on Ctrl-C or, on unix, SIGTERM.

@@ -7,13 +7,17 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod counters;
 mod exhausted;
 mod forward;
-mod upstream;
+mod routes;
+pub(crate) mod upstream;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -25,21 +29,22 @@ use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
     Verdict, classify,
 };
-use switchyard_core::resilience::{Attempt, CredentialSelector, HealthRegistry};
-use switchyard_core::routing::{
-    Candidate, Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan,
-};
+use switchyard_core::resilience::{Attempt, HealthRegistry};
+use switchyard_core::routing::{Candidate, Combo, Target, TargetOrderer, plan};
 use switchyard_core::{Clock, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
-use switchyard_providers::executor::{self, Executor, SendFailure};
+use switchyard_providers::executor::{self, SendFailure};
 use switchyard_providers::stream::StreamTranslator;
 use switchyard_store::RequestRecord;
 use tokio::time::Instant;
 
+use self::counters::Counters;
+pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::Trace;
-use crate::config::{Config, ProviderConfig, parse_target};
+pub use self::routes::Routes;
+use crate::config::Config;
 use crate::requests::RequestLog;
 use crate::server::ApiError;
 
@@ -64,31 +69,13 @@ pub fn configure_registry(registry: &HealthRegistry, config: &Config) {
 /// The routing engine shared by every request.
 #[derive(Debug)]
 pub struct Proxy {
-    config: Arc<Config>,
+    routes: ArcSwap<Routes>,
     registry: Arc<HealthRegistry>,
     clock: Arc<dyn Clock>,
-    rosters: Vec<ProviderRoster>,
     orderer: TargetOrderer,
-    budget: RetryBudget,
-    executor: Executor,
     log: RequestLog,
     counters: Counters,
-}
-
-/// Running totals for `/metrics`.
-#[derive(Debug, Default)]
-struct Counters {
-    requests: AtomicU64,
-    attempts: AtomicU64,
-    fallbacks: AtomicU64,
-}
-
-/// The totals at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CounterValues {
-    pub requests: u64,
-    pub attempts: u64,
-    pub fallbacks: u64,
+    seed: u64,
 }
 
 impl Proxy {
@@ -99,37 +86,14 @@ impl Proxy {
         log: RequestLog,
     ) -> Self {
         let seed = clock.now().0;
-        let rosters = config
-            .providers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ProviderRoster {
-                provider: p.id.clone(),
-                credentials: p.credentials.iter().map(|c| c.id.clone()).collect(),
-                selector: CredentialSelector::new(
-                    p.selection,
-                    p.credentials.len(),
-                    seed ^ (i as u64),
-                ),
-            })
-            .collect();
-        let routing = &config.routing;
-        let budget = RetryBudget::new(
-            f64::from(routing.retry_budget_percent) / 100.0,
-            routing.retry_budget_min_per_second,
-        );
-        let executor = Executor::new(config.timeouts.connect)
-            .expect("the HTTP client builds with static settings");
         Self {
+            routes: ArcSwap::from_pointee(Routes::build(config, seed, None)),
             orderer: TargetOrderer::new(seed),
-            config,
             registry,
             clock,
-            rosters,
-            budget,
-            executor,
             log,
             counters: Counters::default(),
+            seed,
         }
     }
 
@@ -137,34 +101,23 @@ impl Proxy {
         &self.registry
     }
 
-    /// The combo a requested model names: a configured combo, or `provider/model` as a combo of
-    /// one. `None` when it is neither.
-    pub fn resolve(&self, model: &str) -> Option<Cow<'_, Combo>> {
-        if let Some(combo) = self.config.combo(model) {
-            return Some(Cow::Borrowed(combo));
-        }
-        let (provider, model) = parse_target(model)?;
-        self.provider(&ProviderId::from(provider))?;
-        Some(Cow::Owned(Combo::single(Target::new(provider, model))))
+    /// The routing table requests start on now.
+    pub fn routes(&self) -> Arc<Routes> {
+        self.routes.load_full()
     }
 
-    /// Every model name a client may ask for: combos first, then each provider's listed models.
-    pub fn model_names(&self) -> impl Iterator<Item = String> + '_ {
-        let combos = self.config.combos.iter().map(|c| c.name.clone());
-        let models = self
-            .config
-            .providers
-            .iter()
-            .flat_map(|p| p.models.iter().map(move |m| format!("{}/{m}", p.id)));
-        combos.chain(models)
+    /// The config requests start on now.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.routes.load().config)
     }
 
-    fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {
-        self.config.provider(id)
-    }
-
-    fn roster(&self, id: &ProviderId) -> Option<&ProviderRoster> {
-        self.rosters.iter().find(|r| &r.provider == id)
+    /// Routes every request from now on by `config` (its policies go to the registry too).
+    /// Requests in flight finish on the table they started with.
+    pub fn reconfigure(&self, config: Arc<Config>) {
+        configure_registry(&self.registry, &config);
+        let previous = self.routes.load();
+        let routes = Routes::build(config, self.seed, Some(&previous));
+        self.routes.store(Arc::new(routes));
     }
 }
 
@@ -214,6 +167,8 @@ impl Proxy {
         let at = self.clock.now();
         let mut summary = Summary::default();
         let response = self.route(client, headers, body, &mut summary).await;
+        let elapsed = started.elapsed();
+        self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
         if summary.served_by.is_some() && summary.attempts > 1 {
@@ -226,7 +181,7 @@ impl Proxy {
             served_by: summary.served_by,
             status: response.status().as_u16(),
             attempts: summary.attempts,
-            duration_ms: millis(started.elapsed()),
+            duration_ms: millis(elapsed),
             trace: summary.trace,
         });
         response
@@ -237,11 +192,7 @@ impl Proxy {
     }
 
     pub fn counters(&self) -> CounterValues {
-        CounterValues {
-            requests: self.counters.requests.load(Ordering::Relaxed),
-            attempts: self.counters.attempts.load(Ordering::Relaxed),
-            fallbacks: self.counters.fallbacks.load(Ordering::Relaxed),
-        }
+        self.counters.values()
     }
 
     async fn route(
@@ -252,16 +203,16 @@ impl Proxy {
         summary: &mut Summary,
     ) -> Response {
         let dialect = crate::server::Dialect::from(client);
-        let (request, combo) = match self.prepare(client, &body) {
+        let routes = self.routes.load_full();
+        let (request, combo) = match prepare(&routes, client, &body) {
             Ok(prepared) => prepared,
             Err(refusal) => return refusal.into_response_in(dialect),
         };
         summary.model = request.model.to_string();
-        let timeouts = self.config.timeouts;
-        let deadline = Instant::now() + timeouts.total;
+        let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
-        self.budget.on_request(now);
-        let plan = plan(&combo, |p| self.roster(p), &self.orderer, &self.registry, now);
+        routes.budget.on_request(now);
+        let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
         let mut trace = Trace::new(&plan, &combo);
         let mut attempts = 0u32;
         // Providers that failed this request on their own account are not tried again for it.
@@ -273,7 +224,7 @@ impl Proxy {
         let mut index = 0;
         while let Some(candidate) = plan.candidates.get(index) {
             let target = &combo.targets[candidate.target];
-            if attempts >= self.config.routing.max_attempts || Instant::now() >= deadline {
+            if attempts >= routes.config.routing.max_attempts || Instant::now() >= deadline {
                 break;
             }
             let screened = if retrying {
@@ -300,10 +251,12 @@ impl Proxy {
                 }
             };
             attempts += 1;
-            let first_event = Instant::now() + self.first_event_wait(request.stream, others_left);
+            let first_event =
+                Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
             let tried = self
                 .attempt(
+                    &routes,
                     client,
                     &request,
                     headers,
@@ -315,7 +268,7 @@ impl Proxy {
                 .await;
             let (verdict, upstream) = match tried {
                 Tried::Served(mut response) => {
-                    self.observe_latency(candidate, started.elapsed());
+                    self.observe_latency(&routes, candidate, started.elapsed());
                     routing_headers(&mut response, target, attempts);
                     summary.settle(&trace, attempts, Some(target.label()));
                     return response;
@@ -344,7 +297,7 @@ impl Proxy {
             {
                 failed_providers.push(candidate.key.provider.clone());
             }
-            if !retrying && self.may_retry_same(&verdict, others_left, deadline).await {
+            if !retrying && self.may_retry_same(&routes, &verdict, others_left, deadline).await {
                 retrying = true;
                 continue;
             }
@@ -355,50 +308,23 @@ impl Proxy {
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 
-    /// How long an attempt may take to its first real event. A stream shows life with its first
-    /// event, so a slow one can be given up on early when someone else could serve. A
-    /// non-streamed answer arrives whole, after the whole generation: only the longer
-    /// first-byte deadline is fair to it.
-    fn first_event_wait(&self, stream: bool, others_left: bool) -> Duration {
-        let t = &self.config.timeouts;
-        if others_left && stream { t.first_event } else { t.first_byte }
-    }
-
-    /// Parses the client's body and finds the combo its model names.
-    fn prepare<'b>(
-        &self,
-        client: ClientDialect,
-        body: &'b [u8],
-    ) -> Result<(ChatRequest<'b>, Cow<'_, Combo>), ApiError> {
-        let request =
-            client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let Some(combo) = self.resolve(&request.model) else {
-            let known: Vec<String> = self.model_names().collect();
-            let message = format!(
-                "unknown model \"{}\": ask for a combo or provider/model; configured: {known:?}",
-                request.model
-            );
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
-        };
-        Ok((request, combo))
-    }
-
     /// Whether to send the same request to the same target once more (RESILIENCE.md §2, §8).
     async fn may_retry_same(
         &self,
+        routes: &Routes,
         verdict: &Verdict,
         others_left: bool,
         deadline: Instant,
     ) -> bool {
         match verdict.retry_same {
-            RetrySame::OnceWithinBudget => self.budget.try_retry(self.clock.now()),
+            RetrySame::OnceWithinBudget => routes.budget.try_retry(self.clock.now()),
             // Waiting in place is only right when nobody else could serve, the upstream said how
             // long, and the wait fits the request's deadline.
             RetrySame::WaitIfAlone => match verdict.retry_after {
                 Some(wait)
                     if !others_left
                         && Instant::now() + wait < deadline
-                        && self.budget.try_retry(self.clock.now()) =>
+                        && routes.budget.try_retry(self.clock.now()) =>
                 {
                     tokio::time::sleep(wait).await;
                     true
@@ -416,6 +342,7 @@ impl Proxy {
     )]
     async fn attempt(
         &self,
+        routes: &Routes,
         client: ClientDialect,
         request: &ChatRequest<'_>,
         client_headers: &HeaderMap,
@@ -425,11 +352,9 @@ impl Proxy {
         first_event: Instant,
     ) -> Tried {
         let provider =
-            self.provider(&candidate.key.provider).expect("planned providers are configured");
+            routes.provider(&candidate.key.provider).expect("planned providers are configured");
         let credential = provider
-            .credentials
-            .iter()
-            .find(|c| c.id == candidate.key.credential)
+            .credential(&candidate.key.credential)
             .expect("planned credentials are configured");
         let upstream_request = match upstream::build(
             provider,
@@ -457,13 +382,13 @@ impl Proxy {
         };
         let dialect = upstream::dialect(provider.kind);
         let headers_wait = first_event.saturating_duration_since(Instant::now());
-        let response = match self.executor.send(upstream_request, headers_wait).await {
+        let response = match routes.executor.send(upstream_request, headers_wait).await {
             Ok(response) => response,
             Err(SendFailure::Transport(fault)) => {
-                return self.failed(attempt, Upstream::Transport(fault), None);
+                return self.failed(routes, attempt, Upstream::Transport(fault), None);
             }
             Err(SendFailure::Timeout(phase)) => {
-                return self.failed(attempt, Upstream::Timeout(phase), None);
+                return self.failed(routes, attempt, Upstream::Timeout(phase), None);
             }
         };
         if !response.status.is_success() {
@@ -472,20 +397,26 @@ impl Proxy {
             let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
             let report = dialect.error_report(&body);
             let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
-            return self.failed(attempt, outcome, Some((status, report)));
+            return self.failed(routes, attempt, outcome, Some((status, report)));
         }
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         if request.stream {
-            self.relay(client, dialect, request, response, attempt, &meta, first_event).await
+            self.relay(routes, client, dialect, request, response, attempt, &meta, first_event)
+                .await
         } else {
-            self.complete(client, dialect, response, attempt, &meta, first_event).await
+            self.complete(routes, client, dialect, response, attempt, &meta, first_event).await
         }
     }
 
     /// A non-streamed answer: read it whole, translate it, return it.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the answer needs both dialects, the attempt and its deadline"
+    )]
     async fn complete(
         &self,
+        routes: &Routes,
         client: ClientDialect,
         dialect: Dialect,
         response: executor::Response,
@@ -498,20 +429,36 @@ impl Proxy {
         let body = match response.into_bytes(wait).await {
             Ok(body) => body,
             Err(SendFailure::Timeout(_)) => {
-                return self.failed(attempt, Upstream::Timeout(TimeoutPhase::FirstEvent), None);
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Timeout(TimeoutPhase::FirstEvent),
+                    None,
+                );
             }
             Err(SendFailure::Transport(_)) => {
-                return self.failed(attempt, Upstream::Stream(StreamFault::Cut), None);
+                return self.failed(routes, attempt, Upstream::Stream(StreamFault::Cut), None);
             }
         };
         // An answer without a finish reason was cut short, however well-formed its JSON.
         let answer = match dialect.decode_response(&body) {
             Ok(answer) if answer.stop_reason.is_some() => answer,
-            _ => return self.failed(attempt, Upstream::Stream(StreamFault::Truncated), None),
+            _ => {
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Stream(StreamFault::Truncated),
+                    None,
+                );
+            }
         };
         let encoded = client.encode_response(&answer, meta);
         let empty = HeaderMap::new();
-        self.record(attempt, Upstream::Response { status, headers: &empty, body: BodyHint::None });
+        self.record(
+            routes,
+            attempt,
+            Upstream::Response { status, headers: &empty, body: BodyHint::None },
+        );
         Tried::Served(([(header::CONTENT_TYPE, "application/json")], encoded).into_response())
     }
 
@@ -522,6 +469,7 @@ impl Proxy {
     )]
     async fn relay(
         &self,
+        routes: &Routes,
         client: ClientDialect,
         dialect: Dialect,
         request: &ChatRequest<'_>,
@@ -534,10 +482,10 @@ impl Proxy {
         let settle = forward::Settle {
             attempt,
             clock: Arc::clone(&self.clock),
-            policy: self.classify_policy(),
+            policy: self.classify_policy(&routes.config),
         };
         let chunks = Box::pin(response.into_stream());
-        match forward::open(chunks, translator, first_event, self.config.timeouts.idle, settle)
+        match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
             .await
         {
             forward::Opened::Relaying(body) => {
@@ -548,7 +496,7 @@ impl Proxy {
                 Tried::Served(response)
             }
             forward::Opened::Failed(forward::Failure::Upstream(upstream), settle) => {
-                self.failed(settle.attempt, upstream, None)
+                self.failed(routes, settle.attempt, upstream, None)
             }
             forward::Opened::Failed(forward::Failure::ErrorEvent(report), settle) => {
                 // An error event inside a 2xx stream, before anything reached the client: the
@@ -556,43 +504,73 @@ impl Proxy {
                 let empty = HeaderMap::new();
                 let outcome =
                     Upstream::Response { status: 503, headers: &empty, body: report.hint };
-                self.failed(settle.attempt, outcome, Some((503, report)))
+                self.failed(routes, settle.attempt, outcome, Some((503, report)))
             }
         }
     }
 
     /// The live lockout settings plus the config's choice about policy refusals.
-    fn classify_policy(&self) -> switchyard_core::outcome::ClassifyPolicy {
+    fn classify_policy(&self, config: &Config) -> switchyard_core::outcome::ClassifyPolicy {
         let mut policy = self.registry.classify_policy();
-        policy.policy_fallback = self.config.routing.fallback_on_policy;
+        policy.policy_fallback = config.routing.fallback_on_policy;
         policy
     }
 
     /// Classifies `upstream` (nothing has reached the client) once and records the verdict.
-    fn record(&self, attempt: Attempt, upstream: Upstream<'_>) -> Verdict {
+    fn record(&self, routes: &Routes, attempt: Attempt, upstream: Upstream<'_>) -> Verdict {
         let now = self.clock.now();
-        let verdict = classify(&Outcome::new(upstream), &self.classify_policy(), now);
+        let policy = self.classify_policy(&routes.config);
+        let verdict = classify(&Outcome::new(upstream), &policy, now);
         attempt.finish(&verdict, now);
         verdict
     }
 
     fn failed(
         &self,
+        routes: &Routes,
         attempt: Attempt,
         upstream: Upstream<'_>,
         report: Option<(u16, UpstreamError)>,
     ) -> Tried {
-        Tried::Failed { verdict: self.record(attempt, upstream), upstream: report }
+        Tried::Failed { verdict: self.record(routes, attempt, upstream), upstream: report }
     }
 
-    fn observe_latency(&self, candidate: &Candidate, latency: Duration) {
+    fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {
+        self.counters.upstream_latency.observe(latency);
         self.orderer.observe_latency(&candidate.key.provider, &candidate.key.model, latency);
-        if let Some(roster) = self.roster(&candidate.key.provider)
+        if let Some(roster) = routes.roster(&candidate.key.provider)
             && let Some(i) = roster.credentials.iter().position(|c| *c == candidate.key.credential)
         {
             roster.selector.observe_latency(i, latency);
         }
     }
+}
+
+/// How long an attempt may take to its first real event. A stream shows life with its first
+/// event, so a slow one can be given up on early when someone else could serve. A
+/// non-streamed answer arrives whole, after the whole generation: only the longer
+/// first-byte deadline is fair to it.
+fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duration {
+    let t = &config.timeouts;
+    if others_left && stream { t.first_event } else { t.first_byte }
+}
+
+/// Parses the client's body and finds the combo its model names.
+fn prepare<'r, 'b>(
+    routes: &'r Routes,
+    client: ClientDialect,
+    body: &'b [u8],
+) -> Result<(ChatRequest<'b>, Cow<'r, Combo>), ApiError> {
+    let request = client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let Some(combo) = routes.resolve(&request.model) else {
+        let known: Vec<String> = routes.model_names().collect();
+        let message = format!(
+            "unknown model \"{}\": ask for a combo or provider/model; configured: {known:?}",
+            request.model
+        );
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
+    };
+    Ok((request, combo))
 }
 
 /// Why a candidate is not tried for this request even though the registry would admit it.

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
+use self::api::catalog;
 pub use self::error::{ApiError, Dialect};
-use crate::config::Config;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::services::Services;
@@ -35,7 +35,6 @@ pub struct ServerState {
     pub keys: LocalKeys,
     /// Who may call `/api` and `/metrics` over HTTP (the management token).
     pub management: LocalKeys,
-    pub config: Arc<Config>,
     pub proxy: Arc<Proxy>,
     pub services: Arc<Services>,
 }
@@ -58,10 +57,33 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/monitoring/health", get(api::health))
         .route("/api/resilience/reset", post(api::reset))
         .route("/api/resilience/lockouts", get(api::lockouts).delete(api::clear_lockouts))
+        .route("/api/settings", get(api::settings))
         .route(
-            "/api/settings/model_lockouts",
-            get(api::lockout_settings).patch(api::patch_lockout_settings),
+            "/api/settings/{section}",
+            get(api::settings_section).patch(api::patch_settings_section),
         )
+        .route("/api/providers", get(catalog::list_providers).post(catalog::create_provider))
+        .route(
+            "/api/providers/{id}",
+            get(catalog::get_provider)
+                .patch(catalog::update_provider)
+                .delete(catalog::delete_provider),
+        )
+        .route("/api/providers/{id}/test", post(catalog::test_provider))
+        .route("/api/providers/{id}/models", get(catalog::discover_models))
+        .route("/api/providers/{id}/credentials", post(catalog::create_credential))
+        .route(
+            "/api/providers/{id}/credentials/{credential}",
+            patch(catalog::update_credential).delete(catalog::delete_credential),
+        )
+        .route("/api/combos", get(catalog::list_combos).post(catalog::create_combo))
+        .route(
+            "/api/combos/{name}",
+            get(catalog::get_combo).put(catalog::replace_combo).delete(catalog::delete_combo),
+        )
+        .route("/api/combos/{name}/reorder", post(catalog::reorder_combo))
+        .route("/api/config/export", get(catalog::export_config))
+        .route("/api/config/import", post(catalog::import_config))
         .route("/api/requests", get(api::requests))
         .route("/api/events", get(api::events))
         .route("/api/keys", get(api::list_keys).post(api::create_key))

@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
-use switchyard::App;
+use switchyard::{App, Launch};
 use switchyard_core::outcome::{BodyHint, Outcome, Upstream, classify};
 use switchyard_core::resilience::SkipReason;
 use switchyard_core::{CandidateKey, Clock as _, ManualClock, UnixMillis};
+use switchyard_secrets::MemoryStore;
 
 #[tokio::test]
 async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
@@ -15,7 +16,7 @@ async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
     let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
     let key = CandidateKey::new("openai", "key-a", "gpt-4o");
 
-    let app = App::start_with_clock(dir.path(), Arc::default(), Arc::new(clock.clone())).await;
+    let app = App::start(launch(dir.path(), &clock)).await.unwrap();
     assert!(app.persistence_status().is_durable());
     let now = clock.now();
     let headers = HeaderMap::new();
@@ -25,10 +26,18 @@ async fn a_lockout_recorded_before_shutdown_is_enforced_after_restart() {
     app.shutdown().await;
 
     clock.advance(Duration::from_secs(4));
-    let app = App::start_with_clock(dir.path(), Arc::default(), Arc::new(clock.clone())).await;
+    let app = App::start(launch(dir.path(), &clock)).await.unwrap();
     assert_eq!(
         app.registry().eligible(&key, clock.now()),
         Err(SkipReason::ModelLocked { retry_in_ms: 6_000, rate_limited: false })
     );
     app.shutdown().await;
+}
+
+/// The state file's config, the test's clock, no keychain or environment.
+fn launch(dir: &std::path::Path, clock: &ManualClock) -> Launch {
+    Launch::new(dir)
+        .clock(Arc::new(clock.clone()))
+        .secrets(Arc::new(MemoryStore::default()))
+        .env(|_| None)
 }

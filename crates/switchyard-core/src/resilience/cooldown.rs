@@ -33,7 +33,7 @@ pub enum CredentialStatus {
 }
 
 /// Whether a credential is an API key or an OAuth token: they start from different bases.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialKind {
     #[default]

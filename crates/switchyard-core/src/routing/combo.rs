@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{CredentialId, ModelId, ProviderId};
 
 /// How a combo orders its targets for one request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum RouteStrategy {
     /// The order as written: the first target serves, the rest are fallbacks.

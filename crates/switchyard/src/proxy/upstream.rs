@@ -49,6 +49,34 @@ pub(crate) fn build(
     if request.stream {
         headers.push((header::ACCEPT, HeaderValue::from_static("text/event-stream")));
     }
+    identify(&mut headers, provider, credential)?;
+    if dialect == Dialect::Anthropic
+        && let Some(beta) = client_headers.get("anthropic-beta")
+    {
+        headers.push((HeaderName::from_static("anthropic-beta"), beta.clone()));
+    }
+    Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
+}
+
+/// The URL and headers of `provider`'s model list, as `credential` sees it.
+pub(crate) fn models_request(
+    provider: &ProviderConfig,
+    credential: &CredentialConfig,
+) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
+    let url = format!("{}/{}", provider.base_url, dialect(provider.kind).models_path());
+    let mut headers = Vec::with_capacity(2 + provider.headers.len());
+    identify(&mut headers, provider, credential)?;
+    Ok((url, headers))
+}
+
+/// What every request to `provider` carries: the credential (marked sensitive, so no log or
+/// debug print shows it), the API version where the dialect wants one, the configured extras.
+fn identify(
+    headers: &mut Vec<(HeaderName, HeaderValue)>,
+    provider: &ProviderConfig,
+    credential: &CredentialConfig,
+) -> Result<(), ProviderError> {
+    let dialect = dialect(provider.kind);
     if let Some(secret) = &credential.secret {
         let mut value = match dialect {
             Dialect::OpenAi => HeaderValue::from_str(&format!("Bearer {}", secret.expose())),
@@ -71,9 +99,6 @@ pub(crate) fn build(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
         ));
-        if let Some(beta) = client_headers.get("anthropic-beta") {
-            headers.push((HeaderName::from_static("anthropic-beta"), beta.clone()));
-        }
     }
     for (name, value) in &provider.headers {
         if let (Ok(name), Ok(value)) =
@@ -82,5 +107,5 @@ pub(crate) fn build(
             headers.push((name, value));
         }
     }
-    Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
+    Ok(())
 }

@@ -1,10 +1,11 @@
-//! `/api`: the management API (a first slice: health, resets, lockouts, lockout settings, the
-//! request log) and `/metrics`. Handlers parse, call one service, render. Invalid input gets a
-//! 4xx naming the field and changes nothing.
+//! `/api`: the management API, and `/metrics`. Handlers parse, call one service, render.
+//! Invalid input gets a 4xx naming the field and changes nothing.
+
+pub(super) mod catalog;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,15 +15,57 @@ use switchyard_core::resilience::registry::ResetScope;
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
+use crate::config::{EditError, Problem};
+use crate::services::Section;
 
 fn invalid(field: &str, problem: impl std::fmt::Display) -> Response {
-    let mut error = ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_request_error",
-        format!("{field}: {problem}"),
-    );
+    refusal(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request_error", field, problem)
+}
+
+/// An error naming the field it is about, in `error.message` and in `error.switchyard.field`.
+fn refusal(
+    status: StatusCode,
+    kind: &'static str,
+    field: &str,
+    problem: impl std::fmt::Display,
+) -> Response {
+    let mut error = ApiError::new(status, kind, format!("{field}: {problem}"));
     error.detail = Some(json!({ "field": field }));
     error.into_response_in(Dialect::OpenAi)
+}
+
+/// The response for a refused edit.
+fn edit_error(error: &EditError) -> Response {
+    match error {
+        EditError::Invalid(p) => invalid(&p.field, &p.problem),
+        EditError::NotFound(p) => {
+            refusal(StatusCode::NOT_FOUND, "not_found_error", &p.field, &p.problem)
+        }
+        EditError::Conflict(p) => {
+            refusal(StatusCode::CONFLICT, "conflict_error", &p.field, &p.problem)
+        }
+        EditError::Upstream(p) => {
+            refusal(StatusCode::BAD_GATEWAY, "upstream_error", &p.field, &p.problem)
+        }
+        EditError::Save(_) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "api_error", error.to_string())
+                .into_response_in(Dialect::OpenAi)
+        }
+    }
+}
+
+/// A JSON body as `T`, or the field that does not fit (render it with [`malformed`]).
+fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        Problem::new(if path == "." { "(body)" } else { &path }, e.inner())
+    })
+}
+
+/// The 422 for a body that does not fit its form.
+fn malformed(problem: &Problem) -> Response {
+    invalid(&problem.field, &problem.problem)
 }
 
 /// `GET /api/monitoring/health`: every breaker, benched credential and active lockout.
@@ -73,24 +116,50 @@ pub(super) async fn clear_lockouts(
     Json(json!({ "cleared": state.services.clear_lockouts(key) })).into_response()
 }
 
-/// `GET /api/settings/model_lockouts`.
-pub(super) async fn lockout_settings(State(state): State<ServerState>) -> Response {
-    Json(state.services.lockout_settings()).into_response()
+/// `GET /api/settings`: every section.
+pub(super) async fn settings(State(state): State<ServerState>) -> Response {
+    Json(state.services.settings()).into_response()
 }
 
-/// `PATCH /api/settings/model_lockouts`: applied live, saved, or refused with the field named.
-pub(super) async fn patch_lockout_settings(
+fn section(name: &str) -> Result<Section, Box<Response>> {
+    Section::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = Section::ALL.iter().map(|s| s.name()).collect();
+        let problem = format!("no settings section \"{name}\"; sections: {known:?}");
+        Box::new(refusal(StatusCode::NOT_FOUND, "not_found_error", "section", problem))
+    })
+}
+
+/// `GET /api/settings/{section}`.
+pub(super) async fn settings_section(
     State(state): State<ServerState>,
-    body: axum::body::Bytes,
+    Path(name): Path<String>,
 ) -> Response {
-    let patch: Value = match serde_json::from_slice(&body) {
-        Ok(patch) => patch,
-        Err(error) => return invalid("model_lockouts", error),
-    };
-    match state.services.patch_lockout_settings(&patch).await {
-        Ok(settings) => Json(settings).into_response(),
-        Err(error) => invalid(&error.field, error.problem),
+    match section(&name) {
+        Ok(section) => Json(state.services.section(section)).into_response(),
+        Err(response) => *response,
     }
+}
+
+/// `PATCH /api/settings/{section}` with the fields to change: applied live, saved, or refused
+/// with the field named.
+pub(super) async fn patch_settings_section(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Response {
+    let section = match section(&name) {
+        Ok(section) => section,
+        Err(response) => return *response,
+    };
+    let patch: Value = match serde_json::from_slice(&bytes) {
+        Ok(patch) => patch,
+        Err(error) => return invalid(section.name(), error),
+    };
+    state
+        .services
+        .patch_section(section, &patch)
+        .await
+        .map_or_else(|e| edit_error(&e), |v| Json(v).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -203,7 +272,7 @@ pub(super) async fn create_key(
 /// `DELETE /api/keys/{id}`: revokes by id or name.
 pub(super) async fn revoke_key(
     State(state): State<ServerState>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    Path(id): Path<String>,
 ) -> Response {
     match state.services.revoke_key(&id).await {
         Ok(true) => {

@@ -32,8 +32,8 @@ pub(super) async fn messages(
 /// `GET /v1/models`: every combo and every listed provider model, in OpenAI's list shape
 /// (which Anthropic's SDKs also read: `data[].id`).
 pub(super) async fn models(State(state): State<ServerState>) -> Json<Value> {
-    let data: Vec<Value> = state
-        .proxy
+    let routes = state.proxy.routes();
+    let data: Vec<Value> = routes
         .model_names()
         .map(|id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "switchyard", "type": "model", "display_name": id }))
         .collect();

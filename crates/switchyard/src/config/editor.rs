@@ -1,0 +1,197 @@
+//! Live edits of the running config: the one way the management API changes providers,
+//! credentials, combos and settings.
+//!
+//! An edit is a function over a copy of the current [`ConfigForm`]. The edited form is then
+//! validated whole (secrets resolved), saved, and only then applied, by swapping the proxy's
+//! routing table. Invariants:
+//! - Edits take turns: two concurrent edits never both start from the same form.
+//! - An edit that fails at any step (the change itself, validation, saving) changes nothing:
+//!   not the running config, not the saved one.
+//! - Requests in flight finish on the config they started with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use switchyard_core::Clock;
+use switchyard_secrets::SecretStore;
+use switchyard_store::Store;
+
+use super::{Config, ConfigForm, Problem, Sources};
+use crate::proxy::Proxy;
+
+/// Reads environment variables for `env:` secrets (the process environment, or a test's).
+pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The settings section of the state file that holds the config when no file does.
+pub const STORED_CONFIG: (&str, u32) = ("config", 1);
+
+/// Where an accepted edit is saved, so it survives a restart.
+#[derive(Clone, Debug)]
+pub enum Saving {
+    /// The `--config` file: rewritten whole (atomically) on every edit.
+    File(PathBuf),
+    /// The state file's `config` section (no `--config` given).
+    Store(Store),
+    /// Nowhere: the state file could not be opened. Edits apply until the app stops.
+    Nowhere,
+}
+
+/// Why an edit was refused. Nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    /// A field breaks a rule (422).
+    #[error("{0}")]
+    Invalid(Problem),
+    /// The edit names something that does not exist (404).
+    #[error("{0}")]
+    NotFound(Problem),
+    /// The edit clashes with what exists (409): a duplicate name, a provider combos still use.
+    #[error("{0}")]
+    Conflict(Problem),
+    /// A provider did not answer a call made on the user's behalf (502).
+    #[error("{0}")]
+    Upstream(Problem),
+    /// The edit was valid but could not be saved, so it was not applied either.
+    #[error("the change could not be saved, so it was not applied: {0}")]
+    Save(String),
+}
+
+impl From<Problem> for EditError {
+    fn from(problem: Problem) -> Self {
+        Self::Invalid(problem)
+    }
+}
+
+/// Owns edits of the running config.
+pub struct ConfigEditor {
+    proxy: Arc<Proxy>,
+    secrets: Arc<dyn SecretStore>,
+    env: Env,
+    saving: Saving,
+    clock: Arc<dyn Clock>,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for ConfigEditor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigEditor")
+            .field("saving", &self.saving)
+            .field("secrets", &self.secrets.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConfigEditor {
+    pub fn new(
+        proxy: Arc<Proxy>,
+        secrets: Arc<dyn SecretStore>,
+        env: Env,
+        saving: Saving,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { proxy, secrets, env, saving, clock, turn: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The config requests start on now.
+    pub fn current(&self) -> Arc<Config> {
+        self.proxy.config()
+    }
+
+    /// Where secrets written through the API go.
+    pub fn secrets(&self) -> &Arc<dyn SecretStore> {
+        &self.secrets
+    }
+
+    pub fn saving(&self) -> &Saving {
+        &self.saving
+    }
+
+    /// Applies `change` to a copy of the current form; validates, saves and applies the result.
+    /// Returns what `change` returned and the config now running.
+    pub async fn edit<T>(
+        &self,
+        change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
+    ) -> Result<(T, Arc<Config>), EditError> {
+        let _turn = self.turn.lock().await;
+        let mut form = self.current().form.clone();
+        let out = change(&mut form)?;
+        let config = self.commit(form).await?;
+        Ok((out, config))
+    }
+
+    /// Replaces the whole config (an import).
+    pub async fn replace(&self, form: ConfigForm) -> Result<Arc<Config>, EditError> {
+        let _turn = self.turn.lock().await;
+        self.commit(form).await
+    }
+
+    /// Validates `form` with every secret resolved, without applying it.
+    pub async fn check(&self, form: ConfigForm) -> Result<Config, Problem> {
+        validate(form, Arc::clone(&self.secrets), Arc::clone(&self.env)).await
+    }
+
+    async fn commit(&self, form: ConfigForm) -> Result<Arc<Config>, EditError> {
+        if form == self.current().form {
+            return Ok(self.current());
+        }
+        let config = Arc::new(self.check(form).await?);
+        self.save(&config.form).await.map_err(EditError::Save)?;
+        self.proxy.reconfigure(Arc::clone(&config));
+        tracing::info!(
+            providers = config.providers.len(),
+            combos = config.combos.len(),
+            "config changed"
+        );
+        Ok(config)
+    }
+
+    async fn save(&self, form: &ConfigForm) -> Result<(), String> {
+        match &self.saving {
+            Saving::File(path) => {
+                let path = path.clone();
+                let text = form.to_toml();
+                tokio::task::spawn_blocking(move || write_atomically(&path, &text))
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            Saving::Store(store) => store
+                .save_settings(STORED_CONFIG.0, STORED_CONFIG.1, form, self.clock.now())
+                .await
+                .map_err(|e| e.to_string()),
+            Saving::Nowhere => {
+                tracing::warn!("config changed in memory only: the state file is not available");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Validates on a blocking thread: resolving `keychain:` secrets talks to the OS keychain.
+pub(crate) async fn validate(
+    form: ConfigForm,
+    secrets: Arc<dyn SecretStore>,
+    env: Env,
+) -> Result<Config, Problem> {
+    tokio::task::spawn_blocking(move || {
+        form.validate(&Sources { env: &*env, secrets: Some(&*secrets) })
+    })
+    .await
+    .map_err(|e| Problem::new("(config)", format!("validation stopped: {e}")))?
+}
+
+/// Writes `text` to `path` so that a crash leaves either the old file or the new one.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.switchyard-tmp"));
+    let written = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}

@@ -1,0 +1,260 @@
+//! The config *forms*: what people write in a config file and what the management API edits.
+//!
+//! A form is plain data, serialised both ways (TOML for files and export, JSON for the API).
+//! It holds only references to secrets (`env:VAR`, `keychain:provider/credential`), never a
+//! secret, so any form can be shown, saved or exported as it is. Unknown fields are refused so a
+//! typo never silently means "default"; fields at their default are left out when written.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
+use switchyard_core::routing::RouteStrategy;
+use switchyard_core::settings::{
+    BreakerProfile, BreakerSettings, CooldownSettings, LockoutSettings, RoutingSettings,
+    TimeoutSettings,
+};
+use ts_rs::TS;
+
+/// The wire dialect a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible API: OpenAI, OpenRouter, Groq, DeepSeek, Together, Ollama, LM Studio, vLLM.
+    Openai,
+    Anthropic,
+    Gemini,
+}
+
+impl ProviderKind {
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Self::Openai => "https://api.openai.com/v1",
+            Self::Anthropic => "https://api.anthropic.com",
+            Self::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+        }
+    }
+}
+
+/// A whole config: the file, the export, and what the API edits piece by piece.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigForm {
+    #[serde(default)]
+    pub server: ServerForm,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderForm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub combos: Vec<ComboForm>,
+    #[serde(default)]
+    pub settings: SettingsForm,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct ServerForm {
+    /// The loopback port [default 4141]. Takes effect at the next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub port: Option<u16>,
+}
+
+/// `[[providers]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderForm {
+    pub id: String,
+    pub kind: ProviderKind,
+    /// The kind's public endpoint when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub base_url: Option<String>,
+    /// Which of `settings.breaker_profiles` applies [default `api_key`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub profile: Option<BreakerProfile>,
+    /// A whole breaker section for this provider alone, replacing its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub breaker: Option<BreakerSettings>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    #[ts(as = "Option<SelectionStrategy>", optional)]
+    pub selection: SelectionStrategy,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub models: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[ts(as = "Option<BTreeMap<String, String>>", optional)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<CredentialForm>>", optional)]
+    pub credentials: Vec<CredentialForm>,
+}
+
+impl ProviderForm {
+    pub fn new(id: impl Into<String>, kind: ProviderKind) -> Self {
+        Self {
+            id: id.into(),
+            kind,
+            base_url: None,
+            profile: None,
+            breaker: None,
+            selection: SelectionStrategy::default(),
+            models: Vec::new(),
+            headers: BTreeMap::new(),
+            credentials: Vec::new(),
+        }
+    }
+
+    pub fn credential(&self, id: &str) -> Option<&CredentialForm> {
+        self.credentials.iter().find(|c| c.id == id)
+    }
+}
+
+/// `[[providers.credentials]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialForm {
+    pub id: String,
+    /// Where the secret is: `env:VAR` or `keychain:provider/credential`; absent for providers
+    /// that take no key (a local Ollama).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub secret: Option<String>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    #[ts(as = "Option<CredentialKind>", optional)]
+    pub kind: CredentialKind,
+    /// A disabled credential is kept but never routed to.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    #[ts(as = "Option<bool>", optional)]
+    pub enabled: bool,
+    /// Lower goes first; equal priorities keep the order written.
+    #[serde(default, skip_serializing_if = "is_default")]
+    #[ts(as = "Option<u32>", optional)]
+    pub priority: u32,
+}
+
+impl CredentialForm {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            secret: None,
+            kind: CredentialKind::default(),
+            enabled: true,
+            priority: 0,
+        }
+    }
+}
+
+/// `[[combos]]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct ComboForm {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "is_default")]
+    #[ts(as = "Option<RouteStrategy>", optional)]
+    pub strategy: RouteStrategy,
+    pub targets: Vec<TargetForm>,
+}
+
+/// One target of a combo.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct TargetForm {
+    /// `provider/model`.
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub credential: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_window: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub price: Option<PriceForm>,
+}
+
+impl TargetForm {
+    pub fn new(target: impl Into<String>) -> Self {
+        Self {
+            target: target.into(),
+            credential: None,
+            weight: None,
+            context_window: None,
+            price: None,
+        }
+    }
+}
+
+/// Dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct PriceForm {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// `[settings]`: one section per settings page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsForm {
+    #[serde(default)]
+    pub model_lockouts: LockoutSettings,
+    #[serde(default)]
+    pub credential_cooldown: CooldownSettings,
+    #[serde(default)]
+    pub breaker_profiles: BreakerProfiles,
+    #[serde(default)]
+    pub timeouts: TimeoutSettings,
+    #[serde(default)]
+    pub routing: RoutingSettings,
+}
+
+/// The breaker defaults each provider starts from, by profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerProfiles {
+    pub api_key: BreakerSettings,
+    pub oauth: BreakerSettings,
+    pub local: BreakerSettings,
+}
+
+impl Default for BreakerProfiles {
+    fn default() -> Self {
+        Self {
+            api_key: BreakerSettings::profile(BreakerProfile::ApiKey),
+            oauth: BreakerSettings::profile(BreakerProfile::Oauth),
+            local: BreakerSettings::profile(BreakerProfile::Local),
+        }
+    }
+}
+
+impl BreakerProfiles {
+    pub fn get(&self, profile: BreakerProfile) -> &BreakerSettings {
+        match profile {
+            BreakerProfile::ApiKey => &self.api_key,
+            BreakerProfile::Oauth => &self.oauth,
+            BreakerProfile::Local => &self.local,
+        }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+fn yes() -> bool {
+    true
+}

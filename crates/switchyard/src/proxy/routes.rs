@@ -1,0 +1,99 @@
+//! The routing table: one validated config and what is derived from it for routing (the
+//! provider rosters, the retry budget, the HTTP client).
+//!
+//! Invariant: a request reads one [`Routes`] for its whole life. A config change builds a new
+//! table and swaps it in whole, so a request never sees half of an edit, and requests in
+//! flight finish on the table they started with.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use switchyard_core::ProviderId;
+use switchyard_core::resilience::CredentialSelector;
+use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target};
+use switchyard_providers::executor::Executor;
+
+use crate::config::{Config, ProviderConfig, parse_target};
+
+#[derive(Debug)]
+pub struct Routes {
+    pub(super) config: Arc<Config>,
+    rosters: Vec<ProviderRoster>,
+    pub(super) budget: RetryBudget,
+    pub(super) executor: Executor,
+}
+
+impl Routes {
+    /// The table for `config`. `previous` lends its HTTP client (and so its warm connection
+    /// pool) when the connect timeout did not change.
+    pub(super) fn build(config: Arc<Config>, seed: u64, previous: Option<&Self>) -> Self {
+        let rosters = config
+            .providers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let credentials: Vec<_> =
+                    p.routable_credentials().into_iter().map(|c| c.id.clone()).collect();
+                ProviderRoster {
+                    provider: p.id.clone(),
+                    selector: CredentialSelector::new(
+                        p.selection,
+                        credentials.len(),
+                        seed ^ (i as u64),
+                    ),
+                    credentials,
+                }
+            })
+            .collect();
+        let routing = &config.routing;
+        let budget = RetryBudget::new(
+            f64::from(routing.retry_budget_percent) / 100.0,
+            routing.retry_budget_min_per_second,
+        );
+        let executor = match previous {
+            Some(p) if p.config.timeouts.connect == config.timeouts.connect => p.executor.clone(),
+            _ => Executor::new(config.timeouts.connect)
+                .expect("the HTTP client builds with static settings"),
+        };
+        Self { config, rosters, budget, executor }
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The pooled HTTP client upstream requests go through.
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// The combo a requested model names: a configured combo, or `provider/model` as a combo of
+    /// one. `None` when it is neither.
+    pub fn resolve(&self, model: &str) -> Option<Cow<'_, Combo>> {
+        if let Some(combo) = self.config.combo(model) {
+            return Some(Cow::Borrowed(combo));
+        }
+        let (provider, model) = parse_target(model)?;
+        self.provider(&ProviderId::from(provider))?;
+        Some(Cow::Owned(Combo::single(Target::new(provider, model))))
+    }
+
+    /// Every model name a client may ask for: combos first, then each provider's listed models.
+    pub fn model_names(&self) -> impl Iterator<Item = String> + '_ {
+        let combos = self.config.combos.iter().map(|c| c.name.clone());
+        let models = self
+            .config
+            .providers
+            .iter()
+            .flat_map(|p| p.models.iter().map(move |m| format!("{}/{m}", p.id)));
+        combos.chain(models)
+    }
+
+    pub(super) fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {
+        self.config.provider(id)
+    }
+
+    pub(super) fn roster(&self, id: &ProviderId) -> Option<&ProviderRoster> {
+        self.rosters.iter().find(|r| &r.provider == id)
+    }
+}

@@ -1,0 +1,265 @@
+//! `/api/providers`, `/api/combos`, `/api/config`: thin handlers over the catalog services.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{body, edit_error, invalid, malformed};
+use crate::config::{ComboForm, ProviderForm};
+use crate::server::ServerState;
+use crate::services::{CredentialInput, CredentialPatch};
+
+/// `GET /api/providers`.
+pub(in crate::server) async fn list_providers(State(state): State<ServerState>) -> Response {
+    Json(state.services.providers()).into_response()
+}
+
+/// `GET /api/providers/{id}`.
+pub(in crate::server) async fn get_provider(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+) -> Response {
+    state.services.provider(&id).map_or_else(|e| edit_error(&e), |p| Json(p).into_response())
+}
+
+/// `POST /api/providers` with a provider form.
+pub(in crate::server) async fn create_provider(
+    State(state): State<ServerState>,
+    bytes: Bytes,
+) -> Response {
+    let form: ProviderForm = match body(&bytes) {
+        Ok(form) => form,
+        Err(problem) => return malformed(&problem),
+    };
+    match state.services.create_provider(form).await {
+        Ok(view) => (StatusCode::CREATED, Json(view)).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `PATCH /api/providers/{id}` with the fields to change.
+pub(in crate::server) async fn update_provider(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let patch: Value = match body(&bytes) {
+        Ok(patch) => patch,
+        Err(problem) => return malformed(&problem),
+    };
+    state
+        .services
+        .update_provider(&id, &patch)
+        .await
+        .map_or_else(|e| edit_error(&e), |p| Json(p).into_response())
+}
+
+/// `DELETE /api/providers/{id}`.
+pub(in crate::server) async fn delete_provider(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+) -> Response {
+    match state.services.delete_provider(&id).await {
+        Ok(()) => Json(json!({ "deleted": id })).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(in crate::server) struct ProbeQuery {
+    credential: Option<String>,
+}
+
+/// `POST /api/providers/{id}/test[?credential=]`: one cheap real call (the model list).
+pub(in crate::server) async fn test_provider(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+    query: Result<Query<ProbeQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(q)) = query else { return invalid("query", "only credential is accepted") };
+    state
+        .services
+        .test_provider(&id, q.credential.as_deref())
+        .await
+        .map_or_else(|e| edit_error(&e), |r| Json(r).into_response())
+}
+
+/// `GET /api/providers/{id}/models[?credential=]`: the models the provider lists.
+pub(in crate::server) async fn discover_models(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+    query: Result<Query<ProbeQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(q)) = query else { return invalid("query", "only credential is accepted") };
+    state
+        .services
+        .discover_models(&id, q.credential.as_deref())
+        .await
+        .map_or_else(|e| edit_error(&e), |r| Json(r).into_response())
+}
+
+/// `POST /api/providers/{id}/credentials`: the secret, if sent, goes to the keychain.
+pub(in crate::server) async fn create_credential(
+    State(state): State<ServerState>,
+    Path(provider): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let input: CredentialInput = match body(&bytes) {
+        Ok(input) => input,
+        Err(problem) => return malformed(&problem),
+    };
+    match state.services.create_credential(&provider, input).await {
+        Ok(view) => (StatusCode::CREATED, Json(view)).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `PATCH /api/providers/{id}/credentials/{credential}`.
+pub(in crate::server) async fn update_credential(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Response {
+    let patch: CredentialPatch = match body(&bytes) {
+        Ok(patch) => patch,
+        Err(problem) => return malformed(&problem),
+    };
+    state
+        .services
+        .update_credential(&provider, &id, patch)
+        .await
+        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+}
+
+/// `DELETE /api/providers/{id}/credentials/{credential}`.
+pub(in crate::server) async fn delete_credential(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    match state.services.delete_credential(&provider, &id).await {
+        Ok(()) => Json(json!({ "deleted": id })).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `GET /api/combos`.
+pub(in crate::server) async fn list_combos(State(state): State<ServerState>) -> Response {
+    Json(state.services.combos()).into_response()
+}
+
+/// `GET /api/combos/{name}`.
+pub(in crate::server) async fn get_combo(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+) -> Response {
+    state.services.combo(&name).map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+}
+
+/// `POST /api/combos` with a combo form.
+pub(in crate::server) async fn create_combo(
+    State(state): State<ServerState>,
+    bytes: Bytes,
+) -> Response {
+    let form: ComboForm = match body(&bytes) {
+        Ok(form) => form,
+        Err(problem) => return malformed(&problem),
+    };
+    match state.services.create_combo(form).await {
+        Ok(combo) => (StatusCode::CREATED, Json(combo)).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `PUT /api/combos/{name}` with the whole combo (a new `name` renames it).
+pub(in crate::server) async fn replace_combo(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let form: ComboForm = match body(&bytes) {
+        Ok(form) => form,
+        Err(problem) => return malformed(&problem),
+    };
+    state
+        .services
+        .replace_combo(&name, form)
+        .await
+        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reorder {
+    order: Vec<usize>,
+}
+
+/// `POST /api/combos/{name}/reorder` with `{"order": [2, 0, 1]}`.
+pub(in crate::server) async fn reorder_combo(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let reorder: Reorder = match body(&bytes) {
+        Ok(reorder) => reorder,
+        Err(problem) => return malformed(&problem),
+    };
+    state
+        .services
+        .reorder_combo(&name, &reorder.order)
+        .await
+        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+}
+
+/// `DELETE /api/combos/{name}`.
+pub(in crate::server) async fn delete_combo(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+) -> Response {
+    match state.services.delete_combo(&name).await {
+        Ok(()) => Json(json!({ "deleted": name })).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `GET /api/config/export`: the config file (TOML), secrets as references only.
+pub(in crate::server) async fn export_config(State(state): State<ServerState>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/toml; charset=utf-8"),
+            (header::CONTENT_DISPOSITION, "attachment; filename=\"switchyard.toml\""),
+        ],
+        state.services.export_config(),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(in crate::server) struct ImportQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /api/config/import[?dry_run=true]` with a config file (TOML) as the body: replaces
+/// the whole config, or only checks it.
+pub(in crate::server) async fn import_config(
+    State(state): State<ServerState>,
+    query: Result<Query<ImportQuery>, QueryRejection>,
+    bytes: Bytes,
+) -> Response {
+    let Ok(Query(q)) = query else { return invalid("dry_run", "expected true or false") };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return invalid("(body)", "a config file is UTF-8 text");
+    };
+    state
+        .services
+        .import_config(text, q.dry_run)
+        .await
+        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+}

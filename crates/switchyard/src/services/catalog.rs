@@ -1,0 +1,688 @@
+//! Providers, their credentials, and combos: list, create, update, delete; config export and
+//! import.
+//!
+//! Every operation is one edit of the config form through the [`ConfigEditor`]: it is
+//! validated whole, saved, then applied, or refused with the field named and nothing changed.
+//! Secrets are write-only: a secret sent with a credential goes to the secret store (the OS
+//! keychain) and the form keeps only the `keychain:provider/credential` reference; responses
+//! say whether a secret is set and show at most its last four characters.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchyard_core::resilience::registry::ResetScope;
+use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
+use switchyard_core::settings::{BreakerProfile, BreakerSettings};
+use switchyard_secrets::{Secret, SecretId, SecretRef, SecretStore};
+use ts_rs::TS;
+
+use super::Services;
+use crate::config::{
+    ComboForm, Config, ConfigForm, CredentialForm, EditError, Problem, ProviderForm, ProviderKind,
+};
+
+/// A provider as the API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+pub struct ProviderView {
+    pub id: String,
+    pub kind: ProviderKind,
+    /// As configured; `null` means the kind's public endpoint.
+    pub base_url: Option<String>,
+    /// Where requests go.
+    pub effective_base_url: String,
+    pub profile: Option<BreakerProfile>,
+    pub breaker: Option<BreakerSettings>,
+    pub selection: SelectionStrategy,
+    pub models: Vec<String>,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub credentials: Vec<CredentialView>,
+}
+
+/// A credential as the API shows it: never its secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+pub struct CredentialView {
+    pub id: String,
+    pub kind: CredentialKind,
+    pub enabled: bool,
+    pub priority: u32,
+    pub secret: SecretView,
+}
+
+/// What may be shown about a credential's secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+pub struct SecretView {
+    /// A secret is configured and was found.
+    pub set: bool,
+    /// Where it is: `env:VAR` or `keychain:provider/credential`.
+    pub reference: Option<String>,
+    /// `…` and the last four characters (none for secrets under twelve characters).
+    pub hint: Option<String>,
+}
+
+/// A new credential. `secret` is the key itself (kept in the OS keychain); `secret_ref` points
+/// at one kept elsewhere (`env:VAR`). At most one of the two.
+#[derive(Clone, Debug, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialInput {
+    pub id: String,
+    #[serde(default)]
+    #[ts(optional)]
+    pub kind: Option<CredentialKind>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub priority: Option<u32>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub secret: Option<String>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub secret_ref: Option<String>,
+}
+
+/// Changes to a credential; absent fields stay as they are.
+#[derive(Clone, Debug, Default, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialPatch {
+    #[serde(default)]
+    #[ts(optional)]
+    pub kind: Option<CredentialKind>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub priority: Option<u32>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub secret: Option<String>,
+    #[serde(default)]
+    #[ts(optional)]
+    pub secret_ref: Option<String>,
+}
+
+/// What an import replaced the config with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+pub struct ImportSummary {
+    pub providers: usize,
+    pub combos: usize,
+    /// `true` when the config was only checked, not applied.
+    pub dry_run: bool,
+}
+
+impl Services {
+    // -- providers ------------------------------------------------------------------------
+
+    pub fn providers(&self) -> Vec<ProviderView> {
+        let config = self.editor.current();
+        config.form.providers.iter().map(|p| provider_view(&config, p)).collect()
+    }
+
+    pub fn provider(&self, id: &str) -> Result<ProviderView, EditError> {
+        let config = self.editor.current();
+        let form =
+            config.form.providers.iter().find(|p| p.id == id).ok_or_else(|| no_provider(id))?;
+        Ok(provider_view(&config, form))
+    }
+
+    /// Adds a provider. Its credentials, if any, carry secret references only.
+    pub async fn create_provider(&self, form: ProviderForm) -> Result<ProviderView, EditError> {
+        let id = form.id.clone();
+        self.editor
+            .edit(|config| {
+                if config.providers.iter().any(|p| p.id == form.id) {
+                    return Err(EditError::Conflict(Problem::new(
+                        "id",
+                        format!("a provider \"{}\" exists already", form.id),
+                    )));
+                }
+                config.providers.push(form);
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &format!("providers[{}]", self.providers().len())))?;
+        self.provider(&id)
+    }
+
+    /// Changes the provider's fields named in `patch` (a JSON merge patch of its form; `id`
+    /// and `credentials` cannot be changed here).
+    pub async fn update_provider(
+        &self,
+        id: &str,
+        patch: &Value,
+    ) -> Result<ProviderView, EditError> {
+        let Value::Object(fields) = patch else {
+            return Err(Problem::new("(body)", "expected a JSON object of provider fields").into());
+        };
+        if let Some(new_id) = fields.get("id").and_then(Value::as_str)
+            && new_id != id
+        {
+            return Err(Problem::new(
+                "id",
+                "a provider's id cannot change (combos and keychain entries name it); create a new provider instead",
+            )
+            .into());
+        }
+        if fields.contains_key("credentials") {
+            return Err(Problem::new(
+                "credentials",
+                format!("edit credentials through /api/providers/{id}/credentials"),
+            )
+            .into());
+        }
+        let index = provider_index(&self.editor.current().form, id)?;
+        self.editor
+            .edit(|config| {
+                let index = provider_index(config, id)?;
+                let slot = &mut config.providers[index];
+                let mut merged = serde_json::to_value(&*slot).expect("forms serialize");
+                merge_patch(&mut merged, patch);
+                *slot = from_json(merged)?;
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &format!("providers[{index}]")))?;
+        self.provider(id)
+    }
+
+    /// Removes a provider and the secrets it kept in the keychain. Refused while a combo routes
+    /// to it.
+    pub async fn delete_provider(&self, id: &str) -> Result<(), EditError> {
+        let (removed, _) = self
+            .editor
+            .edit(|config| {
+                let index = provider_index(config, id)?;
+                let users = combos_using(config, id, None);
+                if !users.is_empty() {
+                    return Err(EditError::Conflict(Problem::new(
+                        "id",
+                        format!(
+                            "combos {users:?} route to provider \"{id}\"; remove it from them first"
+                        ),
+                    )));
+                }
+                Ok(config.providers.remove(index))
+            })
+            .await?;
+        for credential in &removed.credentials {
+            self.forget_secret(&removed.id, credential).await;
+        }
+        self.registry.reset(&ResetScope::Provider { provider: id.into() }, self.clock.now());
+        Ok(())
+    }
+
+    // -- credentials ----------------------------------------------------------------------
+
+    /// Adds a credential to a provider, storing its secret in the keychain when one is sent.
+    pub async fn create_credential(
+        &self,
+        provider: &str,
+        input: CredentialInput,
+    ) -> Result<CredentialView, EditError> {
+        let current = self.editor.current();
+        let index = provider_index(&current.form, provider)?;
+        let count = current.form.providers[index].credentials.len();
+        let at = format!("providers[{index}].credentials[{count}]");
+        let mut form = CredentialForm::new(input.id.clone());
+        form.kind = input.kind.unwrap_or_default();
+        form.enabled = input.enabled.unwrap_or(true);
+        form.priority = input.priority.unwrap_or(0);
+        let id = input.id.clone();
+        let staged = self.stage_secret(provider, &id, input.secret, input.secret_ref).await?;
+        form.secret = staged.reference.clone();
+        let edited = self
+            .editor
+            .edit(|config| {
+                let index = provider_index(config, provider)?;
+                let p = &mut config.providers[index];
+                if p.credential(&form.id).is_some() {
+                    return Err(EditError::Conflict(Problem::new(
+                        "id",
+                        format!("provider \"{provider}\" has a credential \"{}\" already", form.id),
+                    )));
+                }
+                p.credentials.push(form);
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &at));
+        self.settle_secret(staged, edited.is_ok()).await;
+        edited?;
+        self.credential(provider, &id)
+    }
+
+    /// Changes a credential's fields; a new `secret` replaces the one in the keychain.
+    pub async fn update_credential(
+        &self,
+        provider: &str,
+        id: &str,
+        patch: CredentialPatch,
+    ) -> Result<CredentialView, EditError> {
+        let current = self.editor.current();
+        let index = provider_index(&current.form, provider)?;
+        let Some(position) =
+            current.form.providers[index].credentials.iter().position(|c| c.id == id)
+        else {
+            return Err(no_credential(provider, id));
+        };
+        let at = format!("providers[{index}].credentials[{position}]");
+        let staged = self.stage_secret(provider, id, patch.secret, patch.secret_ref).await?;
+        let edited = self
+            .editor
+            .edit(|config| {
+                let index = provider_index(config, provider)?;
+                let p = &mut config.providers[index];
+                let c = p
+                    .credentials
+                    .iter_mut()
+                    .find(|c| c.id == id)
+                    .ok_or_else(|| no_credential(provider, id))?;
+                if let Some(kind) = patch.kind {
+                    c.kind = kind;
+                }
+                if let Some(enabled) = patch.enabled {
+                    c.enabled = enabled;
+                }
+                if let Some(priority) = patch.priority {
+                    c.priority = priority;
+                }
+                if staged.reference.is_some() {
+                    c.secret.clone_from(&staged.reference);
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &at));
+        self.settle_secret(staged, edited.is_ok()).await;
+        edited?;
+        self.credential(provider, id)
+    }
+
+    /// Removes a credential and its keychain entry. Refused while a combo target pins it.
+    pub async fn delete_credential(&self, provider: &str, id: &str) -> Result<(), EditError> {
+        let (removed, _) = self
+            .editor
+            .edit(|config| {
+                let users = combos_using(config, provider, Some(id));
+                let index = provider_index(config, provider)?;
+                let p = &mut config.providers[index];
+                let position = p
+                    .credentials
+                    .iter()
+                    .position(|c| c.id == id)
+                    .ok_or_else(|| no_credential(provider, id))?;
+                if !users.is_empty() {
+                    return Err(EditError::Conflict(Problem::new(
+                        "id",
+                        format!(
+                            "combos {users:?} pin credential \"{id}\"; change those targets first"
+                        ),
+                    )));
+                }
+                Ok(p.credentials.remove(position))
+            })
+            .await?;
+        self.forget_secret(provider, &removed).await;
+        self.registry.reset(
+            &ResetScope::Credential { provider: provider.into(), credential: id.into() },
+            self.clock.now(),
+        );
+        Ok(())
+    }
+
+    fn credential(&self, provider: &str, id: &str) -> Result<CredentialView, EditError> {
+        self.provider(provider)?
+            .credentials
+            .into_iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| no_credential(provider, id))
+    }
+
+    /// Puts a sent secret in the keychain ahead of the edit that will reference it, keeping
+    /// what was there so a refused edit can put it back.
+    async fn stage_secret(
+        &self,
+        provider: &str,
+        credential: &str,
+        secret: Option<String>,
+        secret_ref: Option<String>,
+    ) -> Result<Staged, EditError> {
+        match (secret, secret_ref) {
+            (Some(_), Some(_)) => Err(Problem::new(
+                "secret",
+                "send either secret (the key itself) or secret_ref (env:VAR), not both",
+            )
+            .into()),
+            (None, Some(reference)) => {
+                SecretRef::parse(&reference).map_err(|e| Problem::new("secret_ref", e))?;
+                Ok(Staged { reference: Some(reference), written: None })
+            }
+            (None, None) => Ok(Staged { reference: None, written: None }),
+            (Some(value), None) => {
+                if value.trim().is_empty() || value.len() > 8192 || value.contains(['\r', '\n']) {
+                    return Err(Problem::new(
+                        "secret",
+                        "must be the key itself: not empty, one line, at most 8192 bytes",
+                    )
+                    .into());
+                }
+                let id = SecretId::new(provider, credential).map_err(|e| Problem::new("id", e))?;
+                let store = Arc::clone(self.editor.secrets());
+                let secret = Secret::new(value);
+                let key = id.clone();
+                let previous = blocking(move || {
+                    store.check_available()?;
+                    let previous = store.get(&key)?;
+                    store.set(&key, &secret)?;
+                    Ok(previous)
+                })
+                .await
+                .map_err(|e| {
+                    Problem::new(
+                        "secret",
+                        format!(
+                            "{e}; keep the key in an environment variable and send secret_ref \"env:VAR\" instead"
+                        ),
+                    )
+                })?;
+                Ok(Staged {
+                    reference: Some(SecretRef::Keychain(id.clone()).to_string()),
+                    written: Some((id, previous)),
+                })
+            }
+        }
+    }
+
+    /// After the edit: a refused edit restores the keychain as it was.
+    async fn settle_secret(&self, staged: Staged, accepted: bool) {
+        let Some((id, previous)) = staged.written else { return };
+        if accepted {
+            return;
+        }
+        let store = Arc::clone(self.editor.secrets());
+        let restored = blocking(move || match previous {
+            Some(previous) => store.set(&id, &previous),
+            None => store.delete(&id).map(drop),
+        })
+        .await;
+        if let Err(error) = restored {
+            tracing::warn!(%error, "cannot restore a keychain entry after a refused edit");
+        }
+    }
+
+    /// Deletes the keychain entry a removed credential owned (`keychain:provider/credential`
+    /// naming itself); secrets kept elsewhere are not ours to delete.
+    async fn forget_secret(&self, provider: &str, credential: &CredentialForm) {
+        let Some(Ok(SecretRef::Keychain(id))) = credential.secret.as_deref().map(SecretRef::parse)
+        else {
+            return;
+        };
+        if id.provider() != provider || id.credential() != credential.id {
+            return;
+        }
+        let store = Arc::clone(self.editor.secrets());
+        if let Err(error) = blocking(move || store.delete(&id)).await {
+            tracing::warn!(%error, "cannot delete the keychain entry of a removed credential");
+        }
+    }
+
+    // -- combos ---------------------------------------------------------------------------
+
+    pub fn combos(&self) -> Vec<ComboForm> {
+        self.editor.current().form.combos.clone()
+    }
+
+    pub fn combo(&self, name: &str) -> Result<ComboForm, EditError> {
+        self.editor
+            .current()
+            .form
+            .combos
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+            .ok_or_else(|| no_combo(name))
+    }
+
+    pub async fn create_combo(&self, combo: ComboForm) -> Result<ComboForm, EditError> {
+        let name = combo.name.clone();
+        let at = format!("combos[{}]", self.editor.current().form.combos.len());
+        self.editor
+            .edit(|config| {
+                if config.combos.iter().any(|c| c.name == combo.name) {
+                    return Err(EditError::Conflict(Problem::new(
+                        "name",
+                        format!("a combo \"{}\" exists already", combo.name),
+                    )));
+                }
+                config.combos.push(combo);
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &at))?;
+        self.combo(&name)
+    }
+
+    /// Replaces a combo whole (its name may change).
+    pub async fn replace_combo(
+        &self,
+        name: &str,
+        combo: ComboForm,
+    ) -> Result<ComboForm, EditError> {
+        let new_name = combo.name.clone();
+        let index = combo_index(&self.editor.current().form, name)?;
+        self.editor
+            .edit(|config| {
+                let index = combo_index(config, name)?;
+                if combo.name != name && config.combos.iter().any(|c| c.name == combo.name) {
+                    return Err(EditError::Conflict(Problem::new(
+                        "name",
+                        format!("a combo \"{}\" exists already", combo.name),
+                    )));
+                }
+                config.combos[index] = combo;
+                Ok(())
+            })
+            .await
+            .map_err(|e| relative(e, &format!("combos[{index}]")))?;
+        self.combo(&new_name)
+    }
+
+    /// Puts a combo's targets in a new order: `order` lists every current index once.
+    pub async fn reorder_combo(&self, name: &str, order: &[usize]) -> Result<ComboForm, EditError> {
+        self.editor
+            .edit(|config| {
+                let index = combo_index(config, name)?;
+                let combo = &mut config.combos[index];
+                let n = combo.targets.len();
+                let mut seen = vec![false; n];
+                for &i in order {
+                    if i >= n || std::mem::replace(&mut seen[i], true) {
+                        return Err(Problem::new(
+                            "order",
+                            format!(
+                                "must list each target index 0..{n} exactly once; got {order:?}"
+                            ),
+                        )
+                        .into());
+                    }
+                }
+                if order.len() != n {
+                    return Err(Problem::new(
+                        "order",
+                        format!("must list each target index 0..{n} exactly once; got {order:?}"),
+                    )
+                    .into());
+                }
+                combo.targets = order.iter().map(|&i| combo.targets[i].clone()).collect();
+                Ok(())
+            })
+            .await?;
+        self.combo(name)
+    }
+
+    pub async fn delete_combo(&self, name: &str) -> Result<(), EditError> {
+        self.editor
+            .edit(|config| {
+                let index = combo_index(config, name)?;
+                config.combos.remove(index);
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
+    // -- export and import ----------------------------------------------------------------
+
+    /// The running config as a config file: references only, never a secret.
+    pub fn export_config(&self) -> String {
+        self.editor.current().form.to_toml()
+    }
+
+    /// Replaces the whole config with `text` (a config file), or with `dry_run` only checks it.
+    pub async fn import_config(
+        &self,
+        text: &str,
+        dry_run: bool,
+    ) -> Result<ImportSummary, EditError> {
+        let form = ConfigForm::from_toml(text)?;
+        let summary =
+            ImportSummary { providers: form.providers.len(), combos: form.combos.len(), dry_run };
+        if dry_run {
+            self.editor.check(form).await?;
+        } else {
+            self.editor.replace(form).await?;
+        }
+        Ok(summary)
+    }
+}
+
+/// A secret written ahead of an edit, and what it replaced.
+struct Staged {
+    reference: Option<String>,
+    written: Option<(SecretId, Option<Secret>)>,
+}
+
+fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
+    let running = config.provider(&form.id.as_str().into());
+    let credentials = form
+        .credentials
+        .iter()
+        .map(|c| {
+            let secret = running
+                .and_then(|p| p.credential(&c.id.as_str().into()))
+                .and_then(|c| c.secret.as_ref());
+            CredentialView {
+                id: c.id.clone(),
+                kind: c.kind,
+                enabled: c.enabled,
+                priority: c.priority,
+                secret: SecretView {
+                    set: secret.is_some(),
+                    reference: c.secret.clone(),
+                    hint: secret.map(Secret::hint),
+                },
+            }
+        })
+        .collect();
+    ProviderView {
+        id: form.id.clone(),
+        kind: form.kind,
+        base_url: form.base_url.clone(),
+        effective_base_url: running
+            .map_or_else(|| form.kind.default_base_url().to_owned(), |p| p.base_url.clone()),
+        profile: form.profile,
+        breaker: form.breaker.clone(),
+        selection: form.selection,
+        models: form.models.clone(),
+        headers: form.headers.clone(),
+        credentials,
+    }
+}
+
+fn provider_index(config: &ConfigForm, id: &str) -> Result<usize, EditError> {
+    config.providers.iter().position(|p| p.id == id).ok_or_else(|| no_provider(id))
+}
+
+fn combo_index(config: &ConfigForm, name: &str) -> Result<usize, EditError> {
+    config.combos.iter().position(|c| c.name == name).ok_or_else(|| no_combo(name))
+}
+
+/// The combos with a target on `provider` (pinned to `credential`, when given).
+fn combos_using(config: &ConfigForm, provider: &str, credential: Option<&str>) -> Vec<String> {
+    config
+        .combos
+        .iter()
+        .filter(|combo| {
+            combo.targets.iter().any(|t| {
+                let on_provider =
+                    crate::config::parse_target(&t.target).is_some_and(|(p, _)| p == provider);
+                on_provider && credential.is_none_or(|id| t.credential.as_deref() == Some(id))
+            })
+        })
+        .map(|combo| combo.name.clone())
+        .collect()
+}
+
+fn no_provider(id: &str) -> EditError {
+    EditError::NotFound(Problem::new("provider", format!("no provider \"{id}\"")))
+}
+
+fn no_credential(provider: &str, id: &str) -> EditError {
+    EditError::NotFound(Problem::new(
+        "credential",
+        format!("provider \"{provider}\" has no credential \"{id}\""),
+    ))
+}
+
+fn no_combo(name: &str) -> EditError {
+    EditError::NotFound(Problem::new("combo", format!("no combo \"{name}\"")))
+}
+
+/// Field paths of the edited item, as the caller sent it.
+fn relative(error: EditError, prefix: &str) -> EditError {
+    match error {
+        EditError::Invalid(p) => EditError::Invalid(p.relative_to(prefix)),
+        EditError::Conflict(p) => EditError::Conflict(p.relative_to(prefix)),
+        other => other,
+    }
+}
+
+/// RFC 7396: objects merge field by field, `null` removes, anything else replaces.
+pub(super) fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(into) = target else { unreachable!("made an object above") };
+    for (name, value) in fields {
+        if value.is_null() {
+            into.remove(name);
+        } else {
+            merge_patch(into.entry(name.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// A form from JSON, naming the field that does not fit.
+pub(super) fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "(body)".to_owned() } else { path };
+        Problem::new(field, e.inner())
+    })
+}
+
+/// Runs a secret-store call on a blocking thread: the OS keychain answers over IPC.
+async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, switchyard_secrets::SecretError> + Send + 'static,
+) -> Result<T, switchyard_secrets::SecretError> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .unwrap_or_else(|e| Err(switchyard_secrets::SecretError::Keychain(e.to_string())))
+}

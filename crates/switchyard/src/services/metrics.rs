@@ -1,0 +1,112 @@
+//! `/metrics`: the Prometheus text exposition (format 0.0.4) of the proxy's counters and
+//! latency histograms and of the health registry's state.
+
+use std::fmt::Write as _;
+
+use switchyard_core::resilience::BreakerState;
+
+use super::Services;
+use crate::proxy::{HistogramValues, LATENCY_BUCKETS};
+
+impl Services {
+    /// Every metric, each with its `# HELP` and `# TYPE` lines.
+    pub fn metrics(&self) -> String {
+        let snapshot = self.registry.snapshot(self.clock.now());
+        let counters = self.proxy.counters();
+        let mut out = Exposition::default();
+        out.single(
+            "switchyard_requests_total",
+            "counter",
+            "Client requests handled.",
+            counters.requests,
+        );
+        out.single(
+            "switchyard_attempts_total",
+            "counter",
+            "Upstream attempts made.",
+            counters.attempts,
+        );
+        out.single(
+            "switchyard_fallbacks_total",
+            "counter",
+            "Requests served by other than their first attempt.",
+            counters.fallbacks,
+        );
+        out.histogram(
+            "switchyard_request_duration_seconds",
+            "From a request's arrival until its response starts.",
+            &counters.request_latency,
+        );
+        out.histogram(
+            "switchyard_upstream_first_event_seconds",
+            "From sending an attempt that served until its first real event.",
+            &counters.upstream_latency,
+        );
+        out.head(
+            "switchyard_breaker_state",
+            "gauge",
+            "Provider breaker: 0 closed, 1 degraded, 2 half-open, 3 open.",
+        );
+        for b in &snapshot.breakers {
+            let state = match b.state {
+                BreakerState::Closed => 0,
+                BreakerState::Degraded => 1,
+                BreakerState::HalfOpen => 2,
+                BreakerState::Open => 3,
+            };
+            let provider = escape(b.provider.as_str());
+            out.line(format_args!("switchyard_breaker_state{{provider=\"{provider}\"}} {state}"));
+        }
+        out.single(
+            "switchyard_cooling_credentials",
+            "gauge",
+            "Credentials benched right now.",
+            snapshot.credentials.len(),
+        );
+        out.single(
+            "switchyard_active_lockouts",
+            "gauge",
+            "Model lockouts in force right now.",
+            snapshot.lockouts.len(),
+        );
+        out.text
+    }
+}
+
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.text, "{line}");
+    }
+
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        self.line(format_args!("# HELP {name} {help}\n# TYPE {name} {kind}"));
+    }
+
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+        self.head(name, kind, help);
+        self.line(format_args!("{name} {value}"));
+    }
+
+    fn histogram(&mut self, name: &str, help: &str, values: &HistogramValues) {
+        self.head(name, "histogram", help);
+        for (bound, count) in LATENCY_BUCKETS.iter().zip(&values.cumulative) {
+            self.line(format_args!("{name}_bucket{{le=\"{bound}\"}} {count}"));
+        }
+        let count = values.cumulative.last().copied().unwrap_or(0);
+        self.line(format_args!("{name}_bucket{{le=\"+Inf\"}} {count}"));
+        #[expect(clippy::cast_precision_loss, reason = "a sum of microseconds fits f64 for years")]
+        let sum = values.sum_micros as f64 / 1e6;
+        self.line(format_args!("{name}_sum {sum}"));
+        self.line(format_args!("{name}_count {count}"));
+    }
+}
+
+/// A label value as the exposition wants it.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}

@@ -1,0 +1,144 @@
+//! Settings pages: one section each, read whole and changed with a JSON merge patch, applied
+//! live (the next request runs on them) and saved with the config.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ts_rs::TS;
+
+use super::Services;
+use super::catalog::{from_json, merge_patch};
+use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm};
+
+/// A settings section, as named in the URL and in the config file's `[settings.*]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    ModelLockouts,
+    CredentialCooldown,
+    BreakerProfiles,
+    Timeouts,
+    Routing,
+    /// `[server]`: the port takes effect at the next start.
+    Server,
+}
+
+impl Section {
+    pub const ALL: [Self; 6] = [
+        Self::ModelLockouts,
+        Self::CredentialCooldown,
+        Self::BreakerProfiles,
+        Self::Timeouts,
+        Self::Routing,
+        Self::Server,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ModelLockouts => "model_lockouts",
+            Self::CredentialCooldown => "credential_cooldown",
+            Self::BreakerProfiles => "breaker_profiles",
+            Self::Timeouts => "timeouts",
+            Self::Routing => "routing",
+            Self::Server => "server",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Where the section lives in a config form, as a field path prefix.
+    fn path(self) -> String {
+        match self {
+            Self::Server => "server".to_owned(),
+            other => format!("settings.{}", other.name()),
+        }
+    }
+
+    fn read(self, form: &ConfigForm) -> Value {
+        let s = &form.settings;
+        let value = match self {
+            Self::ModelLockouts => serde_json::to_value(&s.model_lockouts),
+            Self::CredentialCooldown => serde_json::to_value(&s.credential_cooldown),
+            Self::BreakerProfiles => serde_json::to_value(&s.breaker_profiles),
+            Self::Timeouts => serde_json::to_value(&s.timeouts),
+            Self::Routing => serde_json::to_value(&s.routing),
+            Self::Server => serde_json::to_value(&form.server),
+        };
+        value.expect("settings forms serialize")
+    }
+
+    /// Replaces the section with `value`; errors name fields from the form's root.
+    fn write(self, form: &mut ConfigForm, value: Value) -> Result<(), Problem> {
+        self.write_section(form, value).map_err(|p| {
+            let field = if p.field == "(body)" {
+                self.path()
+            } else {
+                format!("{}.{}", self.path(), p.field)
+            };
+            Problem { field, problem: p.problem }
+        })
+    }
+
+    fn write_section(self, form: &mut ConfigForm, value: Value) -> Result<(), Problem> {
+        let s = &mut form.settings;
+        match self {
+            Self::ModelLockouts => s.model_lockouts = from_json(value)?,
+            Self::CredentialCooldown => s.credential_cooldown = from_json(value)?,
+            Self::BreakerProfiles => s.breaker_profiles = from_json(value)?,
+            Self::Timeouts => s.timeouts = from_json(value)?,
+            Self::Routing => s.routing = from_json(value)?,
+            Self::Server => form.server = from_json(value)?,
+        }
+        Ok(())
+    }
+}
+
+/// Every settings section at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+pub struct SettingsView {
+    pub server: ServerForm,
+    #[serde(flatten)]
+    pub settings: SettingsForm,
+}
+
+impl Services {
+    pub fn settings(&self) -> SettingsView {
+        let form = &self.editor.current().form;
+        SettingsView { server: form.server.clone(), settings: form.settings.clone() }
+    }
+
+    pub fn section(&self, section: Section) -> Value {
+        section.read(&self.editor.current().form)
+    }
+
+    /// Applies `patch` (RFC 7396) to one section. Field paths in errors start with the
+    /// section's name (`model_lockouts.max_cooldown_ms`).
+    pub async fn patch_section(&self, section: Section, patch: &Value) -> Result<Value, EditError> {
+        if !patch.is_object() {
+            return Err(Problem::new(section.name(), "expected a JSON object of fields").into());
+        }
+        let path = section.path();
+        let in_section = |p: Problem| {
+            let field = match p.field.strip_prefix(&path) {
+                Some(rest) => format!("{}{rest}", section.name()),
+                None => p.field,
+            };
+            Problem { field, problem: p.problem }
+        };
+        let (value, _) = self
+            .editor
+            .edit(|form| {
+                let mut merged = section.read(form);
+                merge_patch(&mut merged, patch);
+                section.write(form, merged)?;
+                Ok(section.read(form))
+            })
+            .await
+            .map_err(|e| match e {
+                EditError::Invalid(p) => EditError::Invalid(in_section(p)),
+                other => other,
+            })?;
+        Ok(value)
+    }
+}

@@ -61,6 +61,7 @@ pub struct Harness {
     server: Option<JoinHandle<()>>,
     /// Kept alive (and deleted on drop) with the harness.
     data: Option<tempfile::TempDir>,
+    data_dir: std::path::PathBuf,
 }
 
 /// The app behind a harness, for looking at health state.
@@ -321,11 +322,36 @@ impl Harness {
             stop: Some(stop),
             server: Some(server),
             data: None,
+            data_dir: data_dir.to_owned(),
         }
+    }
+
+    /// Where the state file and the config file are.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `GET` on the management API: status and JSON body (`null` when there is none).
+    pub async fn api_get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A management API call with a JSON body: status and JSON body.
+    pub async fn api(&self, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(MANAGEMENT_TOKEN)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
     /// An OpenAI chat request for `model`.

@@ -6,23 +6,6 @@ use serde_json::{Value, json};
 use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN};
 use switchyard_testkit::Status;
 
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    let r = h.http.get(h.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
-async fn send(h: &Harness, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value) {
-    let r = h
-        .http
-        .request(method, h.url(path))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 /// Locks `gpt-4o` on key `oa-1` with a 404 (the second key then serves).
 async fn lock_one(h: &Harness) {
     h.mock.enqueue("gpt-4o", Status::new(404));
@@ -34,7 +17,7 @@ async fn lock_one(h: &Harness) {
 async fn health_lists_the_active_lockout_with_its_remaining_time_and_reason() {
     let h = Harness::start("").await;
     lock_one(&h).await;
-    let (status, body) = get(&h, "/api/monitoring/health").await;
+    let (status, body) = h.api_get("/api/monitoring/health").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["persistence"]["durable"], true);
     let lockouts = body["lockouts"].as_array().unwrap();
@@ -50,9 +33,9 @@ async fn a_lockout_can_be_cleared_alone_or_with_all_the_others() {
     let h = Harness::start("").await;
     lock_one(&h).await;
     let one = "/api/resilience/lockouts?provider=oa&credential=oa-1&model=gpt-4o";
-    let (status, body) = send(&h, reqwest::Method::DELETE, one, &Value::Null).await;
+    let (status, body) = h.api(reqwest::Method::DELETE, one, &Value::Null).await;
     assert_eq!((status, body["cleared"].as_u64()), (200, Some(1)));
-    let (_, list) = get(&h, "/api/resilience/lockouts").await;
+    let (_, list) = h.api_get("/api/resilience/lockouts").await;
     assert_eq!(list.as_array().unwrap().len(), 0);
     // The cleared key serves again at once.
     let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
@@ -61,7 +44,7 @@ async fn a_lockout_can_be_cleared_alone_or_with_all_the_others() {
 
     lock_one(&h).await;
     let (status, body) =
-        send(&h, reqwest::Method::DELETE, "/api/resilience/lockouts", &Value::Null).await;
+        h.api(reqwest::Method::DELETE, "/api/resilience/lockouts", &Value::Null).await;
     assert_eq!((status, body["cleared"].as_u64()), (200, Some(1)));
 }
 
@@ -70,11 +53,10 @@ async fn a_half_named_lockout_is_refused_and_nothing_is_cleared() {
     let h = Harness::start("").await;
     lock_one(&h).await;
     let (status, body) =
-        send(&h, reqwest::Method::DELETE, "/api/resilience/lockouts?provider=oa", &Value::Null)
-            .await;
+        h.api(reqwest::Method::DELETE, "/api/resilience/lockouts?provider=oa", &Value::Null).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().starts_with("query:"), "{body}");
-    let (_, list) = get(&h, "/api/resilience/lockouts").await;
+    let (_, list) = h.api_get("/api/resilience/lockouts").await;
     assert_eq!(list.as_array().unwrap().len(), 1);
 }
 
@@ -82,31 +64,31 @@ async fn a_half_named_lockout_is_refused_and_nothing_is_cleared() {
 async fn reset_by_provider_clears_its_state_and_an_unknown_scope_is_refused() {
     let h = Harness::start("").await;
     lock_one(&h).await;
-    let (status, body) =
-        send(&h, reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "everything"}))
-            .await;
+    let (status, body) = h
+        .api(reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "everything"}))
+        .await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().starts_with("scope:"), "{body}");
-    let (_, health) = get(&h, "/api/monitoring/health").await;
+    let (_, health) = h.api_get("/api/monitoring/health").await;
     assert_eq!(health["lockouts"].as_array().unwrap().len(), 1, "nothing changed");
 
-    let (status, body) = send(
-        &h,
-        reqwest::Method::POST,
-        "/api/resilience/reset",
-        &json!({"scope": "provider", "provider": "oa"}),
-    )
-    .await;
+    let (status, body) = h
+        .api(
+            reqwest::Method::POST,
+            "/api/resilience/reset",
+            &json!({"scope": "provider", "provider": "oa"}),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["lockouts"], 1);
-    let (_, health) = get(&h, "/api/monitoring/health").await;
+    let (_, health) = h.api_get("/api/monitoring/health").await;
     assert_eq!(health["lockouts"].as_array().unwrap().len(), 0);
 }
 
 #[tokio::test]
 async fn lockout_settings_apply_live_and_invalid_ones_name_the_field_and_change_nothing() {
     let h = Harness::start("").await;
-    let (status, before) = get(&h, "/api/settings/model_lockouts").await;
+    let (status, before) = h.api_get("/api/settings/model_lockouts").await;
     assert_eq!(status, 200);
     assert_eq!(before["error_codes"], json!([404, 429, 503]));
 
@@ -120,27 +102,23 @@ async fn lockout_settings_apply_live_and_invalid_ones_name_the_field_and_change_
         (json!({"no_such_setting": true}), "model_lockouts"),
     ] {
         let (status, body) =
-            send(&h, reqwest::Method::PATCH, "/api/settings/model_lockouts", &patch).await;
+            h.api(reqwest::Method::PATCH, "/api/settings/model_lockouts", &patch).await;
         assert_eq!(status, 422, "{patch}: {body}");
         assert!(body["error"]["message"].as_str().unwrap().starts_with(field), "{patch}: {body}");
-        let (_, now) = get(&h, "/api/settings/model_lockouts").await;
+        let (_, now) = h.api_get("/api/settings/model_lockouts").await;
         assert_eq!(now, before, "{patch} changed nothing");
     }
 
     // Live: with 404 no longer... still locking (404 always locks), but 503 stops locking.
-    let (status, after) = send(
-        &h,
-        reqwest::Method::PATCH,
-        "/api/settings/model_lockouts",
-        &json!({"error_codes": [404]}),
-    )
-    .await;
+    let (status, after) = h
+        .api(reqwest::Method::PATCH, "/api/settings/model_lockouts", &json!({"error_codes": [404]}))
+        .await;
     assert_eq!(status, 200, "{after}");
     assert_eq!(after["error_codes"], json!([404]));
     h.mock.enqueue("gpt-4o", Status::new(503));
     let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
     assert!(r.status().is_success() || r.status() == 503);
-    let (_, health) = get(&h, "/api/monitoring/health").await;
+    let (_, health) = h.api_get("/api/monitoring/health").await;
     assert_eq!(health["lockouts"].as_array().unwrap().len(), 0, "503 no longer locks: {health}");
 }
 
@@ -148,14 +126,14 @@ async fn lockout_settings_apply_live_and_invalid_ones_name_the_field_and_change_
 async fn the_request_log_shows_each_request_with_its_trace() {
     let h = Harness::start("").await;
     lock_one(&h).await;
-    let (status, body) = get(&h, "/api/requests?limit=5").await;
+    let (status, body) = h.api_get("/api/requests?limit=5").await;
     assert_eq!(status, 200, "{body}");
     let first = &body[0];
     assert_eq!(first["served_by"], "oa/gpt-4o");
     assert_eq!(first["attempts"], 2);
     assert_eq!(first["trace"][0]["event"], "attempted");
     assert_eq!(first["trace"][0]["outcome"], "model_unavailable");
-    let (status, body) = get(&h, "/api/requests?limit=0").await;
+    let (status, body) = h.api_get("/api/requests?limit=0").await;
     assert_eq!(status, 422, "{body}");
 }
 
@@ -244,10 +222,10 @@ async fn the_management_api_wants_the_management_token_not_a_local_key() {
 async fn a_key_created_over_the_api_works_at_once_and_stops_working_when_revoked() {
     let h = Harness::start("").await;
     let (status, created) =
-        send(&h, reqwest::Method::POST, "/api/keys", &json!({"name": "editor"})).await;
+        h.api(reqwest::Method::POST, "/api/keys", &json!({"name": "editor"})).await;
     assert_eq!(status, 201, "{created}");
     let key = created["key"].as_str().unwrap().to_owned();
-    let (_, listed) = get(&h, "/api/keys").await;
+    let (_, listed) = h.api_get("/api/keys").await;
     let listed = listed.to_string();
     assert!(
         listed.contains("editor") && !listed.contains(&key),
@@ -264,14 +242,14 @@ async fn a_key_created_over_the_api_works_at_once_and_stops_working_when_revoked
     assert_eq!(chat(key.clone()).await.unwrap().status(), 200);
     let id = created["id"].as_str().unwrap();
     let (status, _) =
-        send(&h, reqwest::Method::DELETE, &format!("/api/keys/{id}"), &Value::Null).await;
+        h.api(reqwest::Method::DELETE, &format!("/api/keys/{id}"), &Value::Null).await;
     assert_eq!(status, 200);
     assert_eq!(chat(key).await.unwrap().status(), 401);
 
-    let (status, body) = send(&h, reqwest::Method::POST, "/api/keys", &json!({"name": ""})).await;
+    let (status, body) = h.api(reqwest::Method::POST, "/api/keys", &json!({"name": ""})).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().starts_with("name:"), "{body}");
-    let (status, _) = send(&h, reqwest::Method::DELETE, "/api/keys/key_nope", &Value::Null).await;
+    let (status, _) = h.api(reqwest::Method::DELETE, "/api/keys/key_nope", &Value::Null).await;
     assert_eq!(status, 404);
 }
 

@@ -41,3 +41,22 @@ fn launch(dir: &std::path::Path, clock: &ManualClock) -> Launch {
         .secrets(Arc::new(MemoryStore::default()))
         .env(|_| None)
 }
+
+#[tokio::test]
+async fn without_a_config_file_the_config_lives_in_the_state_file_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
+    let app = App::start(launch(dir.path(), &clock)).await.unwrap();
+    assert!(app.config().providers.is_empty(), "a first start is empty");
+    let text = "[[providers]]\nid = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\n\n[[combos]]\nname = \"home\"\ntargets = [{ target = \"local/llama3\" }]\n";
+    let summary = app.services().import_config(text, false).await.unwrap();
+    assert_eq!((summary.providers, summary.combos), (1, 1));
+    app.shutdown().await;
+
+    let app = App::start(launch(dir.path(), &clock)).await.unwrap();
+    let config = app.config();
+    assert_eq!(config.providers[0].id.as_str(), "local");
+    assert_eq!(config.combos[0].name, "home");
+    assert_eq!(app.services().export_config(), config.form.to_toml());
+    app.shutdown().await;
+}

@@ -131,9 +131,8 @@ impl ConfigEditor {
     }
 
     async fn commit(&self, form: ConfigForm) -> Result<Arc<Config>, EditError> {
-        if form == self.current().form {
-            return Ok(self.current());
-        }
+        // Even an unchanged form is validated and applied again: a secret it references may
+        // have changed in the keychain.
         let config = Arc::new(self.check(form).await?);
         self.save(&config.form).await.map_err(EditError::Save)?;
         self.proxy.reconfigure(Arc::clone(&config));

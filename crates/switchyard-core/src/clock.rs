@@ -14,9 +14,22 @@ use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch, UTC.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ts_rs::TS,
 )]
+#[ts(export)]
 #[serde(transparent)]
+#[ts(type = "number")]
 pub struct UnixMillis(pub u64);
 
 impl UnixMillis {

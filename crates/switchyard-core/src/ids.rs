@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 macro_rules! id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]
+        #[ts(export)]
         #[serde(transparent)]
+        #[ts(type = "string")]
         pub struct $name(Arc<str>);
 
         impl $name {
@@ -73,7 +75,8 @@ id!(
 );
 
 /// One credential of one provider: the scope of a credential cooldown.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct CredentialKey {
     pub provider: ProviderId,
     pub credential: CredentialId,
@@ -81,7 +84,8 @@ pub struct CredentialKey {
 
 /// One model on one credential of one provider: the scope of a model lockout, and the unit the
 /// planner asks about.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct CandidateKey {
     pub provider: ProviderId,
     pub credential: CredentialId,

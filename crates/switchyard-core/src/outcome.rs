@@ -153,7 +153,8 @@ impl BodyHint {
 }
 
 /// The class of an outcome; one row of the §2 table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeKind {
     Success,
@@ -195,6 +196,7 @@ impl OutcomeKind {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS,
 )]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerFault {
     Connect,
@@ -222,7 +224,8 @@ impl BreakerFault {
 }
 
 /// The credential-level fault a failure charges to the credential cooldown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialFault {
     /// Too many requests on this key: a short, hinted, backed-off cooldown.

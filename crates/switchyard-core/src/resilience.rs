@@ -26,20 +26,25 @@ pub use self::registry::{
 pub use self::selection::{CredentialSelector, SelectionStrategy};
 
 /// Why the planner may not use a candidate right now. Kept in each request's routing trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum SkipReason {
     BreakerOpen {
+        #[ts(type = "number")]
         retry_in_ms: u64,
     },
     /// Half-open, and every probe slot is taken.
     BreakerProbing {
+        #[ts(type = "number")]
         retry_in_ms: u64,
     },
     CredentialCooling {
+        #[ts(type = "number")]
         retry_in_ms: u64,
     },
     CredentialQuotaExhausted {
+        #[ts(type = "number")]
         retry_in_ms: u64,
     },
     CredentialInvalid,
@@ -47,6 +52,7 @@ pub enum SkipReason {
     CredentialRefreshing,
     /// `rate_limited`: the lock came from a 429, which decides the status of the final error.
     ModelLocked {
+        #[ts(type = "number")]
         retry_in_ms: u64,
         rate_limited: bool,
     },

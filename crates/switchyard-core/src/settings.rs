@@ -50,6 +50,7 @@ pub const LOCKABLE_STATUS_CODES: [u16; 9] = [404, 408, 410, 429, 500, 502, 503, 
 
 /// The Settings → Model Lockouts form.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct LockoutSettings {
     pub enabled: bool,
@@ -175,6 +176,7 @@ impl LockoutPolicy {
 
 /// Credential cooldown settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct CooldownSettings {
     /// First cooldown of an API key.
@@ -260,6 +262,7 @@ impl CooldownPolicy {
 
 /// Per-fault refinements of a breaker profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaultOverride {
     /// Open when the failure count reaches this on a failure of this kind.
@@ -273,6 +276,7 @@ pub struct FaultOverride {
 
 /// One breaker profile: the form.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerSettings {
     /// `false` opts the provider out of the breaker: it is always admitted.
@@ -292,6 +296,7 @@ pub struct BreakerSettings {
 
 /// Which defaults a provider starts from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerProfile {
     /// Hosted APIs authenticated with API keys.
@@ -422,6 +427,7 @@ impl BreakerPolicy {
 
 /// Upstream deadlines.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeoutSettings {
     /// TCP + TLS connect.
@@ -497,6 +503,7 @@ impl Default for Timeouts {
 
 /// Attempt cap and retry budget.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutingSettings {
     /// Upstream attempts per client request, fallbacks and retries included.

@@ -8,7 +8,7 @@
 //! target that really served named in `model` and in the routing headers.
 
 mod counters;
-mod exhausted;
+pub mod exhausted;
 mod forward;
 mod routes;
 pub(crate) mod upstream;

@@ -56,7 +56,18 @@ impl RequestLog {
 
     /// The newest requests first.
     pub fn recent(&self, limit: usize) -> Vec<RequestRecord> {
-        self.recent.lock().iter().rev().take(limit).cloned().collect()
+        self.newest(|_| true, 0, limit)
+    }
+
+    /// The newest requests that pass `filter`, after skipping `offset` of them.
+    pub fn newest(
+        &self,
+        filter: impl Fn(&RequestRecord) -> bool,
+        offset: usize,
+        limit: usize,
+    ) -> Vec<RequestRecord> {
+        let recent = self.recent.lock();
+        recent.iter().rev().filter(|r| filter(r)).skip(offset).take(limit).cloned().collect()
     }
 }
 

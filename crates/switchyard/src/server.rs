@@ -21,7 +21,7 @@ use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 use self::api::catalog;
-pub use self::error::{ApiError, Dialect};
+pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::services::Services;

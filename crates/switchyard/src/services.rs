@@ -6,6 +6,7 @@
 mod catalog;
 mod metrics;
 mod probe;
+mod requests;
 mod settings;
 
 use std::sync::Arc;
@@ -13,13 +14,15 @@ use std::sync::Arc;
 use serde::Serialize;
 use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{HealthRegistry, HealthSnapshot};
-use switchyard_core::{CandidateKey, Clock};
-use switchyard_store::{ApiKeyRecord, PersistenceStatus, RequestRecord, Store};
+use switchyard_core::{CandidateKey, Clock, UnixMillis};
+use switchyard_store::{ApiKeyRecord, PersistenceStatus, Store};
+use ts_rs::TS;
 
 pub use self::catalog::{
-    CredentialInput, CredentialPatch, CredentialView, ImportSummary, ProviderView, SecretView,
+    CredentialInput, CredentialPatch, ImportSummary, ProviderCredential, ProviderView, SecretView,
 };
 pub use self::probe::{ConnectionReport, DiscoveredModels};
+pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
 use crate::config::ConfigEditor;
 use crate::keys::{self, KeyError};
@@ -37,15 +40,50 @@ pub struct Services {
 }
 
 /// The health page.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
 pub struct Health {
     pub persistence: Persistence,
     #[serde(flatten)]
     pub snapshot: HealthSnapshot,
 }
 
+/// A local API key for `/v1`, as listed: never its secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct LocalKeyView {
+    pub id: String,
+    pub name: String,
+    /// `…` and the last four characters.
+    pub hint: String,
+    pub created_at: UnixMillis,
+    pub revoked_at: Option<UnixMillis>,
+}
+
+impl From<&ApiKeyRecord> for LocalKeyView {
+    fn from(k: &ApiKeyRecord) -> Self {
+        Self {
+            id: k.id.clone(),
+            name: k.name.clone(),
+            hint: k.hint.clone(),
+            created_at: k.created_at,
+            revoked_at: k.revoked_at,
+        }
+    }
+}
+
+/// A key just created: the only response that ever carries the key itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct NewLocalKey {
+    #[serde(flatten)]
+    pub view: LocalKeyView,
+    pub key: String,
+}
+
 /// Whether state changes reach the state file, and if not, why.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
 pub struct Persistence {
     pub durable: bool,
     pub reason: Option<String>,
@@ -109,13 +147,14 @@ impl Services {
     }
 
     /// The local API keys, never their secrets.
-    pub async fn keys(&self) -> Result<Vec<ApiKeyRecord>, KeyError> {
-        Ok(self.store()?.api_keys().await?)
+    pub async fn keys(&self) -> Result<Vec<LocalKeyView>, KeyError> {
+        Ok(self.store()?.api_keys().await?.iter().map(LocalKeyView::from).collect())
     }
 
     /// Creates a local API key; the returned secret is shown this once.
-    pub async fn create_key(&self, name: &str) -> Result<keys::NewKey, KeyError> {
-        keys::create(self.store()?, name, self.clock.now()).await
+    pub async fn create_key(&self, name: &str) -> Result<NewLocalKey, KeyError> {
+        let new = keys::create(self.store()?, name, self.clock.now()).await?;
+        Ok(NewLocalKey { key: new.key.expose().to_owned(), view: LocalKeyView::from(&new.record) })
     }
 
     /// Revokes a key by id or name; `false` when no live key has it.
@@ -135,9 +174,5 @@ impl Services {
 
     fn store(&self) -> Result<&Store, KeyError> {
         self.store.as_ref().ok_or(KeyError::NoStore)
-    }
-
-    pub fn requests(&self, limit: usize) -> Vec<RequestRecord> {
-        self.proxy.request_log().recent(limit)
     }
 }

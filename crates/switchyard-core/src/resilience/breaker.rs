@@ -20,7 +20,8 @@ use crate::outcome::BreakerFault;
 use crate::settings::BreakerPolicy;
 
 /// The state a breaker shows to the world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     Closed,
@@ -67,7 +68,8 @@ pub struct Breaker {
 }
 
 /// What is persisted of a breaker. Probes in flight are not: they die with the process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct BreakerRecord {
     pub state: BreakerState,
     pub failures: u32,

@@ -17,7 +17,8 @@ use crate::clock::{UnixMillis, millis};
 use crate::outcome::CredentialFault;
 use crate::settings::CooldownPolicy;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialStatus {
     #[default]
@@ -34,6 +35,7 @@ pub enum CredentialStatus {
 
 /// Whether a credential is an API key or an OAuth token: they start from different bases.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialKind {
     #[default]
@@ -52,7 +54,8 @@ pub struct CredentialCooldown {
 }
 
 /// What is persisted of a credential's cooldown.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct CredentialRecord {
     pub status: CredentialStatus,
     pub cooling_until: Option<UnixMillis>,

@@ -11,7 +11,8 @@ use crate::clock::UnixMillis;
 use crate::ids::{CandidateKey, CredentialKey, ProviderId};
 
 /// One entry's new state; `None` means back to pristine (or cleared by hand): nothing to keep.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "layer", rename_all = "snake_case")]
 pub enum HealthEvent {
     Breaker { provider: ProviderId, record: Option<BreakerRecord>, at: UnixMillis },

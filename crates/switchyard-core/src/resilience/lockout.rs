@@ -16,14 +16,16 @@ use crate::outcome::OutcomeKind;
 use crate::settings::LockoutPolicy;
 
 /// Why a model was locked: the outcome kind and the upstream status, if any.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct LockReason {
     pub kind: OutcomeKind,
     pub status: Option<u16>,
 }
 
 /// One (provider, credential, model)'s lockout state. Also its persisted form.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct ModelLockout {
     pub locked_until: Option<UnixMillis>,
     pub consecutive_failures: u32,

@@ -369,7 +369,8 @@ impl<L: Layer> Table<L> {
 }
 
 /// Which entries a manual reset clears.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "scope", rename_all = "snake_case")]
 pub enum ResetScope {
     All,
@@ -394,7 +395,8 @@ pub enum ResetScope {
 }
 
 /// How many entries a reset removed, per layer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct ResetCounts {
     pub breakers: usize,
     pub credentials: usize,
@@ -904,40 +906,48 @@ impl Drop for Attempt {
 }
 
 /// A display snapshot of the registry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct HealthSnapshot {
     pub at: UnixMillis,
     pub breakers: Vec<BreakerView>,
     pub credentials: Vec<CredentialView>,
     pub lockouts: Vec<LockoutView>,
     /// Failures not tracked because the registry was full of benched entries.
+    #[ts(type = "number")]
     pub untracked: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct BreakerView {
     pub provider: ProviderId,
     pub state: BreakerState,
     pub failures: u32,
     pub reopens: u32,
     pub last_fault: Option<crate::outcome::BreakerFault>,
+    #[ts(type = "number")]
     pub retry_in_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct CredentialView {
     pub key: CredentialKey,
     pub status: CredentialStatus,
     pub backoff_level: u32,
     /// `None` when only a person (or the OAuth refresher) can bring it back.
+    #[ts(type = "number | null")]
     pub retry_in_ms: Option<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 pub struct LockoutView {
     pub key: CandidateKey,
     pub reason: Option<LockReason>,
     pub consecutive_failures: u32,
     pub locked_until: UnixMillis,
+    #[ts(type = "number")]
     pub remaining_ms: u64,
 }

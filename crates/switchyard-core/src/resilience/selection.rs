@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::random::SplitMix64;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "strategy", rename_all = "snake_case")]
 pub enum SelectionStrategy {
     /// The first eligible credential in priority order: spend one key before touching the next.

@@ -6,6 +6,7 @@ use crate::ids::{CredentialId, ModelId, ProviderId};
 
 /// How a combo orders its targets for one request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum RouteStrategy {
     /// The order as written: the first target serves, the rest are fallbacks.

@@ -18,6 +18,7 @@ use ts_rs::TS;
 
 /// The wire dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     /// Any OpenAI-compatible API: OpenAI, OpenRouter, Groq, DeepSeek, Together, Ollama, LM Studio, vLLM.
@@ -38,6 +39,7 @@ impl ProviderKind {
 
 /// A whole config: the file, the export, and what the API edits piece by piece.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigForm {
     #[serde(default)]
@@ -52,6 +54,7 @@ pub struct ConfigForm {
 
 /// `[server]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ServerForm {
     /// The loopback port [default 4141]. Takes effect at the next start.
@@ -62,6 +65,7 @@ pub struct ServerForm {
 
 /// `[[providers]]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderForm {
     pub id: String,
@@ -114,6 +118,7 @@ impl ProviderForm {
 
 /// `[[providers.credentials]]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialForm {
     pub id: String,
@@ -149,6 +154,7 @@ impl CredentialForm {
 
 /// `[[combos]]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ComboForm {
     pub name: String,
@@ -160,6 +166,7 @@ pub struct ComboForm {
 
 /// One target of a combo.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct TargetForm {
     /// `provider/model`.
@@ -192,6 +199,7 @@ impl TargetForm {
 
 /// Dollars per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct PriceForm {
     pub input_per_mtok: f64,
@@ -200,6 +208,7 @@ pub struct PriceForm {
 
 /// `[settings]`: one section per settings page.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsForm {
     #[serde(default)]
@@ -216,6 +225,7 @@ pub struct SettingsForm {
 
 /// The breaker defaults each provider starts from, by profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerProfiles {
     pub api_key: BreakerSettings,

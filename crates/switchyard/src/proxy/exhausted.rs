@@ -3,37 +3,49 @@
 //! set to the earliest moment any candidate becomes eligible, and a body that says why each
 //! candidate was skipped or failed.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchyard_core::outcome::{OutcomeKind, Verdict};
 use switchyard_core::resilience::{HealthRegistry, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan};
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
+use ts_rs::TS;
 
 use crate::server::ApiError;
 
-/// One line of the trace.
-#[derive(Debug, Serialize)]
-struct Entry {
-    target: String,
-    credential: String,
+/// One line of a routing trace: what happened to one candidate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+pub struct TraceEntry {
+    /// `provider/model`.
+    pub target: String,
+    pub credential: String,
     #[serde(flatten)]
-    what: What,
+    pub what: TraceEvent,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(tag = "event", rename_all = "snake_case")]
-enum What {
-    Skipped { reason: &'static str },
-    Attempted { outcome: &'static str, status: Option<u16>, millis: u64 },
+pub enum TraceEvent {
+    /// Not tried; `reason` is a skip code (`breaker_open`, `model_locked`, ...).
+    Skipped { reason: Cow<'static, str> },
+    /// Tried; `outcome` is the classified outcome kind.
+    Attempted {
+        outcome: Cow<'static, str>,
+        status: Option<u16>,
+        #[ts(type = "number")]
+        millis: u64,
+    },
 }
 
 /// What happened to every candidate of one request.
 #[derive(Debug)]
 pub(super) struct Trace {
-    entries: Vec<Entry>,
+    entries: Vec<TraceEntry>,
     keys: Vec<CandidateKey>,
     all_rate_limited: bool,
     combo: String,
@@ -49,28 +61,28 @@ impl Trace {
         };
         for skipped in &plan.skipped {
             trace.all_rate_limited &= skipped.reason.is_rate_limit();
-            trace.push(&skipped.key, What::Skipped { reason: skipped.reason.code() });
+            trace.push(&skipped.key, TraceEvent::Skipped { reason: skipped.reason.code().into() });
         }
         trace
     }
 
     pub(super) fn skip(&mut self, candidate: &Candidate, reason: &'static str) {
         self.all_rate_limited = false;
-        self.push(&candidate.key, What::Skipped { reason });
+        self.push(&candidate.key, TraceEvent::Skipped { reason: reason.into() });
     }
 
     pub(super) fn attempt(&mut self, candidate: &Candidate, verdict: &Verdict, took: Duration) {
         self.all_rate_limited &= verdict.kind == OutcomeKind::RateLimit;
-        let what = What::Attempted {
-            outcome: verdict.kind.as_str(),
+        let what = TraceEvent::Attempted {
+            outcome: verdict.kind.as_str().into(),
             status: verdict.status,
             millis: millis(took),
         };
         self.push(&candidate.key, what);
     }
 
-    fn push(&mut self, key: &CandidateKey, what: What) {
-        self.entries.push(Entry {
+    fn push(&mut self, key: &CandidateKey, what: TraceEvent) {
+        self.entries.push(TraceEntry {
             target: format!("{}/{}", key.provider, key.model),
             credential: key.credential.to_string(),
             what,

@@ -8,15 +8,37 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchyard_core::CandidateKey;
 use switchyard_core::resilience::registry::ResetScope;
+use ts_rs::TS;
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
 use crate::config::{EditError, Problem};
-use crate::services::Section;
+use crate::services::{RequestQuery, Section};
+
+/// What a `DELETE` removed.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub(crate) struct Deleted {
+    pub deleted: String,
+}
+
+/// How many lockouts a `DELETE /api/resilience/lockouts` cleared.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub(crate) struct Cleared {
+    pub cleared: usize,
+}
+
+/// The local API key a `DELETE /api/keys/{id}` revoked.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub(crate) struct Revoked {
+    pub revoked: String,
+}
 
 fn invalid(field: &str, problem: impl std::fmt::Display) -> Response {
     refusal(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request_error", field, problem)
@@ -113,7 +135,7 @@ pub(super) async fn clear_lockouts(
             );
         }
     };
-    Json(json!({ "cleared": state.services.clear_lockouts(key) })).into_response()
+    Json(Cleared { cleared: state.services.clear_lockouts(key) }).into_response()
 }
 
 /// `GET /api/settings`: every section.
@@ -162,35 +184,20 @@ pub(super) async fn patch_settings_section(
         .map_or_else(|e| edit_error(&e), |v| Json(v).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Page {
-    limit: Option<usize>,
-}
-
-/// `GET /api/requests?limit=N`: the newest requests with their routing traces.
+/// `GET /api/requests?limit=&offset=&model=&provider=&outcome=&fallback=`: the newest requests
+/// with their routing traces.
 pub(super) async fn requests(
     State(state): State<ServerState>,
-    query: Result<Query<Page>, QueryRejection>,
+    query: Result<Query<RequestQuery>, QueryRejection>,
 ) -> Response {
-    let Ok(Query(page)) = query else { return invalid("limit", "expected a number") };
-    let limit = page.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return invalid("limit", format!("{limit} is out of range; allowed 1..=1000"));
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => return invalid("query", rejection.body_text()),
+    };
+    match query.limit() {
+        Ok(limit) => Json(state.services.requests(&query, limit)).into_response(),
+        Err(problem) => invalid("limit", problem),
     }
-    let records: Vec<Value> = state
-        .services
-        .requests(limit)
-        .into_iter()
-        .map(|r| {
-            json!({
-                "at": r.at, "dialect": r.dialect, "model": r.model, "served_by": r.served_by,
-                "status": r.status, "attempts": r.attempts, "duration_ms": r.duration_ms,
-                "trace": serde_json::from_str::<Value>(&r.trace).unwrap_or(Value::Null),
-            })
-        })
-        .collect();
-    Json(records).into_response()
 }
 
 /// `GET /metrics`: Prometheus text.
@@ -223,10 +230,6 @@ pub(super) async fn events(State(state): State<ServerState>) -> Response {
     response
 }
 
-fn key_json(k: &switchyard_store::ApiKeyRecord) -> Value {
-    json!({"id": k.id, "name": k.name, "hint": k.hint, "created_at": k.created_at, "revoked_at": k.revoked_at})
-}
-
 fn key_error(error: &crate::keys::KeyError) -> Response {
     match error {
         crate::keys::KeyError::Name(_) => invalid("name", error),
@@ -238,15 +241,17 @@ fn key_error(error: &crate::keys::KeyError) -> Response {
 /// `GET /api/keys`: the local API keys (id, name, last four characters, state).
 pub(super) async fn list_keys(State(state): State<ServerState>) -> Response {
     match state.services.keys().await {
-        Ok(keys) => Json(keys.iter().map(key_json).collect::<Vec<_>>()).into_response(),
+        Ok(keys) => Json(keys).into_response(),
         Err(error) => key_error(&error),
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /api/keys`.
+#[derive(Debug, Deserialize, TS)]
 #[serde(deny_unknown_fields)]
-pub(super) struct NewKeyForm {
-    name: String,
+#[ts(export)]
+pub(crate) struct NewKeyForm {
+    pub name: String,
 }
 
 /// `POST /api/keys` with `{"name": ...}`: the key's secret is in this response and nowhere else.
@@ -261,9 +266,7 @@ pub(super) async fn create_key(
     match state.services.create_key(&form.name).await {
         Ok(new) => {
             state.services.refresh_keys(&state.keys).await;
-            let mut body = key_json(&new.record);
-            body["key"] = Value::String(new.key.expose().to_owned());
-            (StatusCode::CREATED, Json(body)).into_response()
+            (StatusCode::CREATED, Json(new)).into_response()
         }
         Err(error) => key_error(&error),
     }
@@ -277,7 +280,7 @@ pub(super) async fn revoke_key(
     match state.services.revoke_key(&id).await {
         Ok(true) => {
             state.services.refresh_keys(&state.keys).await;
-            Json(json!({"revoked": id})).into_response()
+            Json(Revoked { revoked: id }).into_response()
         }
         Ok(false) => ApiError::new(
             StatusCode::NOT_FOUND,

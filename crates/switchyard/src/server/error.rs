@@ -7,7 +7,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Value, json};
+use ts_rs::TS;
 
 /// The client dialect of a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +22,28 @@ impl Dialect {
     pub fn of_path(path: &str) -> Self {
         if path.starts_with("/v1/messages") { Self::Anthropic } else { Self::OpenAi }
     }
+}
+
+/// The body of every error of the management API (and of `/v1/chat/completions`): OpenAI's
+/// error shape, with Switchyard's detail beside it.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub struct ErrorBody {
+    pub error: ErrorInfo,
+}
+
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub struct ErrorInfo {
+    /// Starts with the field it is about, when it is about one (`timeouts.idle_ms: ...`).
+    pub message: String,
+    /// A stable machine name: `invalid_request_error`, `not_found_error`, `conflict_error`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The HTTP status.
+    pub code: u16,
+    /// `{"field": "..."}` for a refused input; `{"candidates": [...]}` when nothing could serve.
+    pub switchyard: Option<Value>,
 }
 
 /// An error for the client.
@@ -45,8 +69,13 @@ impl ApiError {
 
     pub fn into_response_in(self, dialect: Dialect) -> Response {
         let body = match dialect {
-            Dialect::OpenAi => json!({
-                "error": {"message": self.message, "type": self.kind, "code": self.status.as_u16(), "switchyard": self.detail}
+            Dialect::OpenAi => json!(ErrorBody {
+                error: ErrorInfo {
+                    message: self.message,
+                    kind: self.kind.to_owned(),
+                    code: self.status.as_u16(),
+                    switchyard: self.detail,
+                }
             }),
             Dialect::Anthropic => json!({
                 "type": "error",

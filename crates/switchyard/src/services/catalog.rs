@@ -24,6 +24,7 @@ use crate::config::{
 
 /// A provider as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct ProviderView {
     pub id: String,
     pub kind: ProviderKind,
@@ -36,12 +37,13 @@ pub struct ProviderView {
     pub selection: SelectionStrategy,
     pub models: Vec<String>,
     pub headers: std::collections::BTreeMap<String, String>,
-    pub credentials: Vec<CredentialView>,
+    pub credentials: Vec<ProviderCredential>,
 }
 
 /// A credential as the API shows it: never its secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
-pub struct CredentialView {
+#[ts(export)]
+pub struct ProviderCredential {
     pub id: String,
     pub kind: CredentialKind,
     pub enabled: bool,
@@ -51,6 +53,7 @@ pub struct CredentialView {
 
 /// What may be shown about a credential's secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct SecretView {
     /// A secret is configured and was found.
     pub set: bool,
@@ -63,6 +66,7 @@ pub struct SecretView {
 /// A new credential. `secret` is the key itself (kept in the OS keychain); `secret_ref` points
 /// at one kept elsewhere (`env:VAR`). At most one of the two.
 #[derive(Clone, Debug, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialInput {
     pub id: String,
@@ -85,6 +89,7 @@ pub struct CredentialInput {
 
 /// Changes to a credential; absent fields stay as they are.
 #[derive(Clone, Debug, Default, Deserialize, TS)]
+#[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialPatch {
     #[serde(default)]
@@ -106,6 +111,7 @@ pub struct CredentialPatch {
 
 /// What an import replaced the config with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct ImportSummary {
     pub providers: usize,
     pub combos: usize,
@@ -221,7 +227,7 @@ impl Services {
         &self,
         provider: &str,
         input: CredentialInput,
-    ) -> Result<CredentialView, EditError> {
+    ) -> Result<ProviderCredential, EditError> {
         let current = self.editor.current();
         let index = provider_index(&current.form, provider)?;
         let count = current.form.providers[index].credentials.len();
@@ -260,7 +266,7 @@ impl Services {
         provider: &str,
         id: &str,
         patch: CredentialPatch,
-    ) -> Result<CredentialView, EditError> {
+    ) -> Result<ProviderCredential, EditError> {
         let current = self.editor.current();
         let index = provider_index(&current.form, provider)?;
         let Some(position) =
@@ -333,7 +339,7 @@ impl Services {
         Ok(())
     }
 
-    fn credential(&self, provider: &str, id: &str) -> Result<CredentialView, EditError> {
+    fn credential(&self, provider: &str, id: &str) -> Result<ProviderCredential, EditError> {
         self.provider(provider)?
             .credentials
             .into_iter()
@@ -574,7 +580,7 @@ fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
             let secret = running
                 .and_then(|p| p.credential(&c.id.as_str().into()))
                 .and_then(|c| c.secret.as_ref());
-            CredentialView {
+            ProviderCredential {
                 id: c.id.clone(),
                 kind: c.kind,
                 enabled: c.enabled,

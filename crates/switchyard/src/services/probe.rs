@@ -18,6 +18,7 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(15);
 
 /// The answer to "does this provider work with this key?".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct ConnectionReport {
     pub ok: bool,
     /// The credential the call used.
@@ -34,6 +35,7 @@ pub struct ConnectionReport {
 
 /// The models a provider lists for a key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct DiscoveredModels {
     pub credential: String,
     pub models: Vec<String>,

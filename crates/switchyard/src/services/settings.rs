@@ -11,6 +11,7 @@ use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm};
 
 /// A settings section, as named in the URL and in the config file's `[settings.*]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
 #[serde(rename_all = "snake_case")]
 pub enum Section {
     ModelLockouts,
@@ -96,6 +97,7 @@ impl Section {
 
 /// Every settings section at once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
 pub struct SettingsView {
     pub server: ServerForm,
     #[serde(flatten)]

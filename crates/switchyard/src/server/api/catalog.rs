@@ -7,9 +7,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{body, edit_error, invalid, malformed};
+use ts_rs::TS;
+
+use super::{Deleted, body, edit_error, invalid, malformed};
 use crate::config::{ComboForm, ProviderForm};
 use crate::server::ServerState;
 use crate::services::{CredentialInput, CredentialPatch};
@@ -65,7 +67,7 @@ pub(in crate::server) async fn delete_provider(
     Path(id): Path<String>,
 ) -> Response {
     match state.services.delete_provider(&id).await {
-        Ok(()) => Json(json!({ "deleted": id })).into_response(),
+        Ok(()) => Json(Deleted { deleted: id }).into_response(),
         Err(e) => edit_error(&e),
     }
 }
@@ -143,7 +145,7 @@ pub(in crate::server) async fn delete_credential(
     Path((provider, id)): Path<(String, String)>,
 ) -> Response {
     match state.services.delete_credential(&provider, &id).await {
-        Ok(()) => Json(json!({ "deleted": id })).into_response(),
+        Ok(()) => Json(Deleted { deleted: id }).into_response(),
         Err(e) => edit_error(&e),
     }
 }
@@ -193,10 +195,12 @@ pub(in crate::server) async fn replace_combo(
         .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /api/combos/{name}/reorder`: every current target index, once, in the new order.
+#[derive(Debug, Deserialize, TS)]
 #[serde(deny_unknown_fields)]
-struct Reorder {
-    order: Vec<usize>,
+#[ts(export)]
+pub(crate) struct Reorder {
+    pub order: Vec<usize>,
 }
 
 /// `POST /api/combos/{name}/reorder` with `{"order": [2, 0, 1]}`.
@@ -222,7 +226,7 @@ pub(in crate::server) async fn delete_combo(
     Path(name): Path<String>,
 ) -> Response {
     match state.services.delete_combo(&name).await {
-        Ok(()) => Json(json!({ "deleted": name })).into_response(),
+        Ok(()) => Json(Deleted { deleted: name }).into_response(),
         Err(e) => edit_error(&e),
     }
 }

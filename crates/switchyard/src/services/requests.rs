@@ -1,0 +1,108 @@
+//! The request log as the UI reads it: newest first, filtered, paged, each with its routing
+//! trace.
+
+use serde::{Deserialize, Serialize};
+use switchyard_core::UnixMillis;
+use switchyard_store::RequestRecord;
+use ts_rs::TS;
+
+use super::Services;
+use crate::proxy::exhausted::TraceEntry;
+
+/// Which requests to list. Every field is optional.
+#[derive(Clone, Debug, Default, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+#[ts(export)]
+pub struct RequestQuery {
+    /// At most this many (1 to 1000) [default 100].
+    #[ts(optional)]
+    pub limit: Option<usize>,
+    /// Skip this many matches first (the next page).
+    #[ts(optional)]
+    pub offset: Option<usize>,
+    /// Only requests for this model (a combo or `provider/model`).
+    #[ts(optional)]
+    pub model: Option<String>,
+    /// Only requests served by this provider.
+    #[ts(optional)]
+    pub provider: Option<String>,
+    /// `ok` (2xx) or `error` (everything else).
+    #[ts(optional)]
+    pub outcome: Option<Outcome>,
+    /// Only requests that took more than one attempt.
+    #[ts(optional)]
+    pub fallback: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    Error,
+}
+
+/// One request of the log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct RequestEntry {
+    pub at: UnixMillis,
+    /// `openai` or `anthropic`: how the client spoke.
+    pub dialect: String,
+    /// What the client asked for.
+    pub model: String,
+    /// `provider/model` that answered, if any did.
+    pub served_by: Option<String>,
+    pub status: u16,
+    pub attempts: u32,
+    #[ts(type = "number")]
+    pub duration_ms: u64,
+    /// Every candidate skipped or tried, in order.
+    pub trace: Vec<TraceEntry>,
+}
+
+impl RequestQuery {
+    /// The number of requests asked for, or the problem with it.
+    pub fn limit(&self) -> Result<usize, String> {
+        let limit = self.limit.unwrap_or(100);
+        if (1..=1000).contains(&limit) {
+            Ok(limit)
+        } else {
+            Err(format!("{limit} is out of range; allowed 1..=1000"))
+        }
+    }
+
+    fn matches(&self, r: &RequestRecord) -> bool {
+        let ok = (200..300).contains(&r.status);
+        self.model.as_ref().is_none_or(|m| *m == r.model)
+            && self.provider.as_ref().is_none_or(|p| {
+                r.served_by
+                    .as_deref()
+                    .and_then(|s| s.split_once('/'))
+                    .is_some_and(|(sp, _)| sp == p)
+            })
+            && self.outcome.is_none_or(|o| (o == Outcome::Ok) == ok)
+            && self.fallback.is_none_or(|f| (r.attempts > 1) == f)
+    }
+}
+
+impl Services {
+    /// The newest requests that match `query`, after skipping `offset` of them.
+    pub fn requests(&self, query: &RequestQuery, limit: usize) -> Vec<RequestEntry> {
+        self.proxy
+            .request_log()
+            .newest(|r| query.matches(r), query.offset.unwrap_or(0), limit)
+            .into_iter()
+            .map(|r| RequestEntry {
+                at: r.at,
+                dialect: r.dialect,
+                model: r.model,
+                served_by: r.served_by,
+                status: r.status,
+                attempts: r.attempts,
+                duration_ms: r.duration_ms,
+                trace: serde_json::from_str(&r.trace).unwrap_or_default(),
+            })
+            .collect()
+    }
+}

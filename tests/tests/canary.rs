@@ -1,11 +1,14 @@
-//! A canary secret configured as a provider key never appears in logs (at TRACE level, every
-//! crate), in the state file, in any management response, in error bodies or in `/metrics`:
-//! only in the request to the upstream itself.
+//! A canary secret configured as a provider key, or sent to the management API as one, never
+//! appears in logs (at TRACE level, every crate), in the state directory (state file, config
+//! file), in any management response (views, export, connection tests), in error bodies or in
+//! `/metrics`: only in the request to the upstream itself. The local API key and the
+//! management token do not reach the logs either.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use switchyard_e2e::harness::{CANARY, Harness, MANAGEMENT_TOKEN};
+use serde_json::json;
+use switchyard_e2e::harness::{CANARY, Harness, LOCAL_KEY, MANAGEMENT_TOKEN};
 use switchyard_testkit::{Behavior, ErrorKind, Status};
 
 /// Everything every log line writes, from every crate.
@@ -28,6 +31,7 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
     let writer = logs.clone();
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
         .with_writer(move || writer.clone())
         .init();
 
@@ -60,11 +64,44 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
     }
     h.mock.enqueue("gpt-4o", Behavior::cut_after(2));
     seen.push(h.openai("canary/gpt-4o", true).send().await.unwrap().text().await.unwrap());
+
+    // The canary sent as a secret through the API (kept in the secret store), then a refused
+    // edit that carries it, then a connection test that uses it and one that fails.
+    let secret_to = |id: &str| json!({ "id": id, "secret": CANARY });
+    let (status, body) =
+        h.api(reqwest::Method::POST, "/api/providers/canary/credentials", &secret_to("c-2")).await;
+    assert_eq!(status, 201, "{body}");
+    seen.push(body.to_string());
+    let (status, body) =
+        h.api(reqwest::Method::POST, "/api/providers/canary/credentials", &secret_to("c 3")).await;
+    assert_eq!(status, 422, "{body}");
+    seen.push(body.to_string());
+    let (_, body) = h
+        .api(
+            reqwest::Method::PATCH,
+            "/api/providers/canary/credentials/c-2",
+            &json!({"secret": CANARY, "priority": "first"}),
+        )
+        .await;
+    seen.push(body.to_string());
+    for path in ["/api/providers/canary/test?credential=c-2", "/api/providers/canary/test"] {
+        let (_, body) = h.api(reqwest::Method::POST, path, &serde_json::Value::Null).await;
+        seen.push(body.to_string());
+    }
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::Unauthorized));
+    seen.push(h.openai("canary/gpt-4o", false).send().await.unwrap().text().await.unwrap());
+
     for path in [
         "/api/monitoring/health",
         "/api/requests?limit=100",
         "/api/resilience/lockouts",
         "/api/keys",
+        "/api/providers",
+        "/api/providers/canary",
+        "/api/providers/canary/models",
+        "/api/settings",
+        "/api/combos",
+        "/api/config/export",
         "/metrics",
     ] {
         let r = h.http.get(h.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
@@ -83,6 +120,13 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
     let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     assert!(!logs.is_empty(), "TRACE logging was captured");
     assert!(!logs.contains(CANARY), "the logs carry the canary");
+    assert!(!logs.contains(LOCAL_KEY), "the logs carry the local API key");
+    assert!(!logs.contains(MANAGEMENT_TOKEN), "the logs carry the management token");
+    let spans = logs.lines().find(|l| l.contains("headers=")).unwrap_or_default();
+    assert!(
+        spans.contains("\"authorization\": Sensitive"),
+        "request spans show headers, redacted: {spans}"
+    );
     for entry in std::fs::read_dir(data.path()).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();

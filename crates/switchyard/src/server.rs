@@ -1,7 +1,9 @@
 //! The localhost server: `/v1` for editors and agents.
 //!
-//! Middleware order (outermost first): the front door (`guard`: Host, Origin, local API key),
-//! then the handlers, which are thin: parse, hand over to the proxy, render.
+//! Middleware order (outermost first): credential headers are marked sensitive, so nothing
+//! below can print them; a request span (method, path, status, latency; headers at DEBUG,
+//! sensitive ones redacted); the front door (`guard`: Host, Origin, local API key or
+//! management token); then the handlers, which are thin: parse, hand over, render.
 //! Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
 
 mod api;
@@ -16,9 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::http::header;
 use axum::routing::{get, patch, post};
 use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 use self::api::catalog;
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
@@ -47,6 +54,15 @@ impl ServerState {
         self
     }
 }
+
+/// Request headers that carry credentials: marked sensitive before anything can log them.
+const SENSITIVE_HEADERS: [header::HeaderName; 5] = [
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+    header::COOKIE,
+    header::HeaderName::from_static("x-api-key"),
+    header::HeaderName::from_static("x-goog-api-key"),
+];
 
 /// The router with every route and the front door.
 pub fn router(state: ServerState) -> Router {
@@ -90,7 +106,29 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .route("/metrics", get(api::metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+        )
+        .layer(SetSensitiveRequestHeadersLayer::new(SENSITIVE_HEADERS))
         .with_state(state)
+}
+
+/// One span per request: method and path always, the headers only at DEBUG (values of the
+/// [`SENSITIVE_HEADERS`] print as `Sensitive`).
+fn request_span(request: &http::Request<Body>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        headers = tracing::field::Empty,
+    );
+    if tracing::enabled!(Level::DEBUG) {
+        span.record("headers", tracing::field::debug(request.headers()));
+    }
+    span
 }
 
 /// Binds `127.0.0.1:port` (0 picks a free port). Loopback only, always.

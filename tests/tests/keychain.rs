@@ -35,3 +35,40 @@ credentials = [{ id = "kc-1", secret = "keychain:kc/kc-1" }]
     assert_eq!(h.mock.attempts_for("gpt-4o")[0].api_key(), Some("sk-only-in-the-keychain"));
     assert!(store.delete(&id).unwrap());
 }
+
+#[tokio::test]
+#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
+async fn a_secret_sent_to_the_api_lands_in_the_keychain_serves_and_leaves_with_its_credential() {
+    if std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() != Ok("1") {
+        eprintln!(
+            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
+        );
+        return;
+    }
+    let store =
+        KeychainStore::with_service(&format!("switchyard-e2e-api-{}", std::process::id())).unwrap();
+    let store: Arc<dyn SecretStore> = Arc::new(store);
+    let h = Harness::start_with(Setup::new("").secrets(Arc::clone(&store))).await;
+    let secret = "sk-sent-through-the-api-0001";
+    let input = serde_json::json!({ "id": "kc-api", "secret": secret, "priority": 0 });
+    let (status, view) =
+        h.api(reqwest::Method::POST, "/api/providers/oa/credentials", &input).await;
+    assert_eq!(status, 201, "{view}");
+    assert_eq!(view["secret"]["reference"], "keychain:oa/kc-api");
+    let id = SecretId::new("oa", "kc-api").unwrap();
+    assert_eq!(store.get(&id).unwrap().unwrap().expose(), secret, "the OS keychain holds it");
+    for old in ["oa-1", "oa-2"] {
+        let path = format!("/api/providers/oa/credentials/{old}");
+        let (status, _) =
+            h.api(reqwest::Method::PATCH, &path, &serde_json::json!({ "enabled": false })).await;
+        assert_eq!(status, 200);
+    }
+    let response = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.mock.attempts_for("gpt-4o").last().unwrap().api_key(), Some(secret));
+
+    let path = "/api/providers/oa/credentials/kc-api";
+    let (status, _) = h.api(reqwest::Method::DELETE, path, &serde_json::Value::Null).await;
+    assert_eq!(status, 200);
+    assert_eq!(store.get(&id).unwrap(), None, "the keychain entry left with its credential");
+}

@@ -33,13 +33,25 @@ fn documented_examples() -> Vec<String> {
 }
 
 #[test]
-fn the_documented_example_with_two_providers_and_a_combo_loads() {
+fn the_documented_examples_load_and_the_first_has_two_providers_and_a_combo() {
     let examples = documented_examples();
     assert!(!examples.is_empty(), "docs/configuration.md has no toml example");
-    for example in examples {
-        let config = parse(&example).unwrap_or_else(|e| panic!("{e}\n---\n{example}"));
-        assert!(config.providers.len() >= 2);
-        assert!(!config.combos.is_empty());
+    for (i, example) in examples.iter().enumerate() {
+        let config = parse(example).unwrap_or_else(|e| panic!("{e}\n---\n{example}"));
+        if i == 0 {
+            assert!(config.providers.len() >= 2);
+            assert!(!config.combos.is_empty());
+        }
+    }
+}
+
+#[test]
+fn an_exported_config_reads_back_as_the_same_form() {
+    for example in documented_examples() {
+        let config = parse(&example).unwrap();
+        let exported = config.form.to_toml();
+        let again = parse(&exported).unwrap_or_else(|e| panic!("{e}\n---\n{exported}"));
+        assert_eq!(again.form, config.form, "{exported}");
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod ids;
+pub mod oauth;
 pub mod outcome;
 pub mod random;
 pub mod resilience;

@@ -14,6 +14,7 @@ pub mod error;
 pub mod executor;
 pub mod gemini;
 mod json;
+pub mod oauth;
 pub mod openai;
 pub mod sse;
 pub mod stream;

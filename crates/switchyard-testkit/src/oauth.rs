@@ -154,6 +154,7 @@ impl MockOAuthBuilder {
         let shared = Arc::new(Shared {
             idp: Idp::new(settings, self.clock),
             unreachable: watch::Sender::new(false),
+            open: watch::Sender::new(0),
         });
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(http::accept_loop(listener, Arc::clone(&shared), stopped));
@@ -225,9 +226,14 @@ impl MockOAuth {
     }
 
     /// While `true`, connections are dropped on arrival and open ones closed: the identity
-    /// provider is unreachable and nothing is recorded.
-    pub fn set_unreachable(&self, unreachable: bool) {
+    /// provider is unreachable and nothing is recorded. Resolves once every open connection is
+    /// closed, so no request can slip through on a keep-alive connection afterwards.
+    pub async fn set_unreachable(&self, unreachable: bool) {
         self.shared.unreachable.send_replace(unreachable);
+        if unreachable {
+            let mut open = self.shared.open.subscribe();
+            open.wait_for(|&n| n == 0).await.expect("the mock owns the sender");
+        }
     }
 
     /// Every refresh token issued so far stops working (the user revoked the app's access).
@@ -501,11 +507,11 @@ mod tests {
         // A keep-alive connection made before the outage must not survive it either.
         // 401: the empty form names no client.
         assert_eq!(pooled.post(idp.token_url()).send().await.unwrap().status(), 401);
-        idp.set_unreachable(true);
+        idp.set_unreachable(true).await;
         assert!(pooled.post(idp.token_url()).send().await.is_err());
         assert!(client().post(idp.token_url()).send().await.is_err());
         assert_eq!(idp.token_request_count(), 1);
-        idp.set_unreachable(false);
+        idp.set_unreachable(false).await;
         assert_eq!(client().post(idp.token_url()).send().await.unwrap().status(), 401);
         assert_eq!(idp.token_request_count(), 2);
     }

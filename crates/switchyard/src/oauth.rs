@@ -93,8 +93,8 @@ pub enum OAuthError {
     SignInRequired { provider: ProviderId, credential: CredentialId, reason: String },
     /// The provider's refresh breaker is open: no request was sent.
     #[error(
-        "the identity provider of {provider} is failing{}; the next refresh attempt is allowed in {} s",
-        last_failure.as_ref().map(|f| format!(" ({})", f.message)).unwrap_or_default(),
+        "the identity provider of {provider} keeps failing{}; the next refresh attempt is allowed in {} s",
+        last_failure.as_ref().map(|f| format!(" (last error: {})", f.message)).unwrap_or_default(),
         retry_in_ms.div_ceil(1000)
     )]
     IdpFailing { provider: ProviderId, retry_in_ms: u64, last_failure: Option<RefreshFailure> },
@@ -566,7 +566,7 @@ impl Inner {
         let Some(tokens) = tokens else {
             return Err(self.bench(&slot, Self::not_signed_in(&slot)));
         };
-        if &tokens.access != rejected {
+        if &tokens.access != rejected && !tokens.lifetime.is_expired(now) {
             // A concurrent caller already replaced the refused token.
             return Ok(tokens.access);
         }

@@ -381,10 +381,31 @@ async fn a_refresh_ahead_of_expiry_leaves_a_rate_limited_credential_benched() {
 }
 
 #[tokio::test]
+async fn an_abandoned_refresh_hands_the_credential_back_instead_of_leaving_it_refreshing() {
+    let rig = Rig::new().await;
+    rig.sign_in().await;
+    rig.idp.enqueue_token_fault(TokenFault::Hang);
+    rig.clock.set(EXPIRY);
+    let (oauth, provider, credential, now) =
+        (rig.oauth.clone(), rig.provider.clone(), rig.credential.clone(), rig.now());
+    let caller = tokio::spawn(async move { oauth.access_token(&provider, &credential, now).await });
+    within("the hanging refresh", rig.idp.wait_for_token_requests(2)).await;
+    assert_eq!(rig.registry_status(), CredentialStatus::Refreshing);
+
+    // The client went away: the request future is dropped mid-refresh.
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    assert_eq!(rig.registry_status(), CredentialStatus::Active);
+    let status = rig.oauth.status(&rig.provider, &rig.credential, rig.now()).await.unwrap();
+    assert_eq!(status.state, TokenState::Expired);
+    assert!(rig.idp.is_access_token_valid(rig.access_token().await.unwrap().expose()));
+}
+
+#[tokio::test]
 async fn an_unreachable_identity_provider_trips_the_breaker_without_being_reached() {
     let rig = Rig::new().await;
     rig.sign_in().await;
-    rig.idp.set_unreachable(true);
+    rig.idp.set_unreachable(true).await;
     rig.clock.set(EXPIRY);
     for _ in 0..3 {
         let err = rig.access_token().await.unwrap_err();

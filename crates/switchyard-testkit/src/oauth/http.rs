@@ -4,8 +4,8 @@
 //! Invariants:
 //! - Listens on 127.0.0.1 only, on port 0 in every test.
 //! - While "unreachable", every new connection is dropped at once and every open one is
-//!   closed, so a client (and its keep-alive pool) sees a transport failure and no request is
-//!   recorded.
+//!   closed (and counted out, so the switch can wait for it), so a client and its keep-alive
+//!   pool see a transport failure and no request is recorded.
 //! - Everything ends with the accept task: dropping the handle drops every connection.
 
 use std::convert::Infallible;
@@ -33,6 +33,24 @@ pub(super) struct Shared {
     pub(super) idp: Idp,
     /// `true` while the mock plays an unreachable identity provider.
     pub(super) unreachable: watch::Sender<bool>,
+    /// Connections being served, so going unreachable can wait until none is left.
+    pub(super) open: watch::Sender<usize>,
+}
+
+/// Counts one served connection for as long as it lives.
+struct Open(Arc<Shared>);
+
+impl Open {
+    fn enter(shared: &Arc<Shared>) -> Self {
+        shared.open.send_modify(|n| *n += 1);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.send_modify(|n| *n -= 1);
+    }
 }
 
 /// Accepts until told to stop; owns every connection task so they all end with it.
@@ -64,6 +82,12 @@ pub(super) async fn accept_loop(
 }
 
 async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+    let _open = Open::enter(&shared);
+    if *shared.unreachable.borrow() {
+        // Accepted just before the switch: it must not serve anything either.
+        let _ = stream.set_zero_linger();
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let kill = Arc::new(Notify::new());
     let mut unreachable = shared.unreachable.subscribe();
@@ -75,9 +99,11 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         .header_read_timeout(None)
         .serve_connection(TokioIo::new(stream), service);
     tokio::select! {
-        _ = connection => {}
-        () = kill.notified() => {}
+        // Going unreachable wins over a request that arrived at the same moment.
+        biased;
         _ = unreachable.wait_for(|u| *u) => {}
+        () = kill.notified() => {}
+        _ = connection => {}
     }
 }
 

@@ -1,11 +1,13 @@
 //! Switchyard's domain: ids, time, outcome classification and the three resilience layers
-//! (provider breaker, credential cooldown, model lockout) behind one health registry.
+//! (provider breaker, credential cooldown, model lockout) behind one health registry, plus
+//! the timing decisions of OAuth credentials (when to refresh, the refresh breaker's profile).
 //!
 //! No I/O lives here: time comes from an injected [`Clock`], persistence and networking belong to
 //! the crates around this one. tokio is used for `sync` only (the event broadcast).
 
 pub mod clock;
 pub mod ids;
+pub mod oauth;
 pub mod outcome;
 pub mod random;
 pub mod resilience;

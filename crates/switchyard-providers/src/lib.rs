@@ -5,7 +5,7 @@
 //!
 //! Everything here is pure (bytes in, bytes out) except [`executor`]: the one pooled HTTP
 //! client, which sends what the dialects encode and reports failures as the classifier's
-//! transport faults and timeouts.
+//! transport faults and timeouts. [`oauth`]'s token-endpoint calls go through it too.
 
 pub mod anthropic;
 pub mod chat;
@@ -15,6 +15,7 @@ pub mod executor;
 pub mod gemini;
 mod json;
 pub mod models;
+pub mod oauth;
 pub mod openai;
 pub mod sse;
 pub mod stream;

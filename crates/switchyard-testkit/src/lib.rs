@@ -24,6 +24,9 @@
 //! # }
 //! ```
 //!
+//! [`MockOAuth`] is the same kind of server playing an OAuth identity provider: PKCE logins
+//! through a loopback redirect, token refreshes, scripted token-endpoint faults.
+//!
 //! Invariants: the mock never binds a fixed port in tests, never reads the system clock for
 //! anything a test asserts on (ids and timestamps in answers are derived from the attempt's
 //! sequence number or are constants), and never outlives its [`MockUpstream`] handle.
@@ -31,6 +34,7 @@
 mod behavior;
 mod delivery;
 mod dialect;
+mod oauth;
 mod record;
 mod script;
 mod server;
@@ -41,6 +45,9 @@ pub use self::behavior::{
     AnthropicLimit, BEHAVIOR_HEADER, Behavior, ErrorKind, Fault, Finish, Reply, Status, ToolCall,
 };
 pub use self::dialect::Dialect;
+pub use self::oauth::{
+    AuthorizeRequest, MOCK_CLIENT_ID, MockOAuth, MockOAuthBuilder, TokenFault, TokenRequest,
+};
 pub use self::record::Attempt;
 pub use self::script::{ANY_MODEL, ModelScript, Script, ScriptError};
 pub use self::server::{MockBuilder, MockUpstream};

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod keys;
+pub mod oauth;
 pub mod proxy;
 pub mod requests;
 pub mod server;

@@ -22,6 +22,8 @@ use switchyard_core::settings::{
 use switchyard_core::{CredentialId, ModelId, ProviderId};
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 
+use crate::oauth::OAuthClient;
+
 pub use self::editor::{ConfigEditor, EditError, Saving};
 pub use self::form::{
     BreakerProfiles, ComboForm, ConfigForm, CredentialForm, PriceForm, ProviderForm, ProviderKind,
@@ -120,6 +122,8 @@ pub struct ProviderConfig {
     pub headers: Vec<(String, String)>,
     /// Never empty: a provider configured without keys gets one credential named `default`.
     pub credentials: Vec<CredentialConfig>,
+    /// Set whenever a credential is of kind `oauth`.
+    pub oauth: Option<OAuthClient>,
 }
 
 impl ProviderConfig {
@@ -313,6 +317,12 @@ impl ProviderForm {
                     format!("\"{}\" is used by another credential of this provider", c.id),
                 ));
             }
+            if c.kind == CredentialKind::Oauth && c.secret.is_some() {
+                return Err(Problem::new(
+                    format!("{cat}.secret"),
+                    "an oauth credential keeps its tokens in the keychain after signing in; remove secret",
+                ));
+            }
             let secret = c
                 .secret
                 .as_deref()
@@ -328,6 +338,19 @@ impl ProviderForm {
                 enabled: c.enabled,
                 priority: c.priority,
             });
+        }
+        if let Some(client) = &self.oauth {
+            client.validate().map_err(|e| match e {
+                crate::oauth::OAuthError::Config { field, problem } => {
+                    Problem::new(format!("{at}.{field}"), problem)
+                }
+                other => Problem::new(format!("{at}.oauth"), other),
+            })?;
+        } else if let Some(i) = credentials.iter().position(|c| c.kind == CredentialKind::Oauth) {
+            return Err(Problem::new(
+                format!("{at}.credentials[{i}].kind"),
+                "oauth credentials need the provider's oauth client (authorize_url, token_url, client_id); add [providers.oauth]",
+            ));
         }
         if credentials.is_empty() {
             credentials.push(CredentialConfig {
@@ -347,6 +370,7 @@ impl ProviderForm {
             models: self.models.iter().map(|m| ModelId::from(m.as_str())).collect(),
             headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             credentials,
+            oauth: self.oauth.clone(),
         })
     }
 }

@@ -18,12 +18,14 @@ use std::sync::Arc;
 
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
+use switchyard_providers::executor::Executor;
 use switchyard_secrets::{KeychainStore, SecretStore};
 use switchyard_store::{Persistence, PersistenceStatus, Store};
 
 use crate::config::editor::{Env, STORED_CONFIG};
 use crate::config::{Config, ConfigEditor, ConfigError, ConfigForm, Saving};
 use crate::keys::LocalKeys;
+use crate::oauth::{OAuth, OAuthOptions};
 use crate::proxy::Proxy;
 use crate::requests::RequestLog;
 use crate::server::ServerState;
@@ -103,6 +105,8 @@ impl Launch {
 pub struct App {
     registry: Arc<HealthRegistry>,
     persistence: Persistence,
+    /// Background upkeep (OAuth retries); stopped with the app.
+    upkeep: tokio::task::JoinHandle<()>,
     proxy: Arc<Proxy>,
     services: Arc<Services>,
     clock: Arc<dyn Clock>,
@@ -136,7 +140,16 @@ impl App {
         proxy::configure_registry(&registry, &config);
         let persistence = Persistence::start(state_file, &registry, clock.now()).await;
         let log = RequestLog::start(persistence.store().cloned());
-        let proxy = Proxy::new(config, Arc::clone(&registry), Arc::clone(&clock), log);
+        let oauth = OAuth::new(
+            Arc::clone(&secrets),
+            Arc::clone(&registry),
+            Arc::clone(&clock),
+            Executor::new(config.timeouts.connect).expect("the HTTP client builds"),
+            OAuthOptions::default(),
+        );
+        let upkeep = tokio::spawn(oauth_upkeep(oauth.clone(), Arc::clone(&clock)));
+        let proxy =
+            Proxy::new(config, Arc::clone(&registry), Arc::clone(&clock), log, oauth.clone());
         let proxy = Arc::new(proxy);
         let saving = match (source, persistence.store()) {
             (ConfigSource::File(file), _) => Saving::File(file),
@@ -152,8 +165,17 @@ impl App {
             persistence.status(),
             Arc::clone(&proxy),
             editor,
+            oauth,
         );
-        Ok(Self { registry, persistence, proxy, services: Arc::new(services), clock, data_dir })
+        Ok(Self {
+            registry,
+            persistence,
+            upkeep,
+            proxy,
+            services: Arc::new(services),
+            clock,
+            data_dir,
+        })
     }
 
     pub fn registry(&self) -> &Arc<HealthRegistry> {
@@ -216,7 +238,24 @@ impl App {
 
     /// Writes out every pending state change and stops the writer.
     pub async fn shutdown(self) {
+        self.upkeep.abort();
         self.persistence.shutdown().await;
+    }
+}
+
+/// How often credentials benched because their identity provider was failing are tried again
+/// (only where that provider's refresh breaker allows it; nothing is sent otherwise).
+const OAUTH_RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn oauth_upkeep(oauth: OAuth, clock: Arc<dyn Clock>) {
+    let mut every = tokio::time::interval(OAUTH_RETRY_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let back = oauth.retry_expired(clock.now()).await;
+        if back > 0 {
+            tracing::info!(credentials = back, "OAuth credentials usable again");
+        }
     }
 }
 

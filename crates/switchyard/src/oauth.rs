@@ -113,6 +113,19 @@ pub enum OAuthError {
 }
 
 impl OAuthError {
+    /// A stable name for routing traces and the UI.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Config { .. } | Self::NoClient { .. } => "oauth_not_configured",
+            Self::Name(_) | Self::Secrets(_) | Self::Unreadable(_) => "oauth_token_unreadable",
+            Self::NotSignedIn { .. } => "oauth_not_signed_in",
+            Self::SignInRequired { .. } => "oauth_sign_in_required",
+            Self::IdpFailing { .. } => "oauth_identity_provider_failing",
+            Self::Refresh { .. } => "oauth_refresh_failed",
+            Self::Login(_) | Self::Listen(_) => "oauth_sign_in_failed",
+        }
+    }
+
     /// The status the credential gets in the registry when this error leaves it unusable.
     fn benches_as(&self) -> CredentialStatus {
         match self {
@@ -128,8 +141,9 @@ impl OAuthError {
 }
 
 /// Where a credential's token stands, for the health API and the UI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
+#[ts(export)]
 pub enum TokenState {
     /// No tokens stored: sign in.
     SignedOut,
@@ -147,7 +161,8 @@ pub enum TokenState {
 }
 
 /// One OAuth credential as the health API shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
 pub struct OAuthCredentialStatus {
     pub provider: ProviderId,
     pub credential: CredentialId,

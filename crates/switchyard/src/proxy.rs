@@ -29,14 +29,16 @@ use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
     Verdict, classify,
 };
-use switchyard_core::resilience::{Attempt, HealthRegistry};
+use switchyard_core::resilience::CredentialKind;
+use switchyard_core::resilience::{Attempt, HealthRegistry, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Target, TargetOrderer, plan};
-use switchyard_core::{Clock, CredentialKey, ProviderId};
+use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
 use switchyard_providers::executor::{self, SendFailure};
 use switchyard_providers::stream::StreamTranslator;
+use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
 use tokio::time::Instant;
 
@@ -45,6 +47,7 @@ pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::Trace;
 pub use self::routes::Routes;
 use crate::config::Config;
+use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
 use crate::server::ApiError;
 
@@ -66,10 +69,22 @@ pub fn configure_registry(registry: &HealthRegistry, config: &Config) {
     }
 }
 
+/// Gives the OAuth manager every provider's client (validated with the config).
+fn register_oauth_clients(oauth: &OAuth, config: &Config) {
+    for provider in &config.providers {
+        if let Some(client) = &provider.oauth
+            && let Err(error) = oauth.set_client(&provider.id, client)
+        {
+            tracing::warn!(provider = %provider.id, %error, "OAuth client not usable");
+        }
+    }
+}
+
 /// The routing engine shared by every request.
 #[derive(Debug)]
 pub struct Proxy {
     routes: ArcSwap<Routes>,
+    oauth: OAuth,
     registry: Arc<HealthRegistry>,
     clock: Arc<dyn Clock>,
     orderer: TargetOrderer,
@@ -84,10 +99,13 @@ impl Proxy {
         registry: Arc<HealthRegistry>,
         clock: Arc<dyn Clock>,
         log: RequestLog,
+        oauth: OAuth,
     ) -> Self {
         let seed = clock.now().0;
+        register_oauth_clients(&oauth, &config);
         Self {
             routes: ArcSwap::from_pointee(Routes::build(config, seed, None)),
+            oauth,
             orderer: TargetOrderer::new(seed),
             registry,
             clock,
@@ -115,6 +133,7 @@ impl Proxy {
     /// Requests in flight finish on the table they started with.
     pub fn reconfigure(&self, config: Arc<Config>) {
         configure_registry(&self.registry, &config);
+        register_oauth_clients(&self.oauth, &config);
         let previous = self.routes.load();
         let routes = Routes::build(config, self.seed, Some(&previous));
         self.routes.store(Arc::new(routes));
@@ -240,11 +259,11 @@ impl Proxy {
             let others_left = plan.candidates[index + 1..]
                 .iter()
                 .any(|c| !failed_providers.contains(&c.key.provider));
-            let attempt = match self.registry.admit(&candidate.key, self.clock.now()) {
-                Ok(attempt) => attempt,
+            let (attempt, secret) = match self.ready(&routes, candidate).await {
+                Ok(ready) => ready,
                 Err(reason) => {
                     // A retry refused here (the failure just locked the model) simply moves on.
-                    trace.skip(candidate, reason.code());
+                    trace.skip(candidate, reason);
                     retrying = false;
                     index += 1;
                     continue;
@@ -262,6 +281,7 @@ impl Proxy {
                     headers,
                     candidate,
                     target,
+                    secret.as_ref(),
                     attempt,
                     first_event.min(deadline),
                 )
@@ -290,14 +310,12 @@ impl Proxy {
                 summary.settle(&trace, attempts, None);
                 return response;
             }
-            // A provider that failed on its own account is done for this request, whatever
-            // happens to a same-target retry.
-            if verdict.charges.provider.is_some()
-                && !failed_providers.contains(&candidate.key.provider)
+            rule_out_provider(&mut failed_providers, &verdict, &candidate.key);
+            // One same-target retry per candidate at most: a second failure moves on.
+            let again = (&candidate.key, secret.as_ref());
+            if !retrying
+                && self.may_retry_same(&routes, &verdict, again, others_left, deadline).await
             {
-                failed_providers.push(candidate.key.provider.clone());
-            }
-            if !retrying && self.may_retry_same(&routes, &verdict, others_left, deadline).await {
                 retrying = true;
                 continue;
             }
@@ -308,15 +326,84 @@ impl Proxy {
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 
+    /// Admits `candidate` and finds the secret it will present. `Err` is why it is skipped: the
+    /// registry refused it, or (OAuth) no usable token could be had, in which case the OAuth
+    /// manager has benched the credential and says why in its status. Neither is an attempt.
+    async fn ready(
+        &self,
+        routes: &Routes,
+        candidate: &Candidate,
+    ) -> Result<(Attempt, Option<Secret>), &'static str> {
+        let key = &candidate.key;
+        let attempt = self.registry.admit(key, self.clock.now()).map_err(SkipReason::code)?;
+        match self.secret_for(routes, &key.provider, &key.credential).await {
+            Ok(secret) => Ok((attempt, secret)),
+            Err(error) => {
+                tracing::info!(credential = %key, %error, "no OAuth access token");
+                drop(attempt);
+                Err(error.code())
+            }
+        }
+    }
+
+    /// The secret an attempt with `key` presents: the configured key, or for an OAuth
+    /// credential a current access token (refreshed first when it is due). `Err` names why
+    /// there is none.
+    pub async fn secret_for(
+        &self,
+        routes: &Routes,
+        provider: &ProviderId,
+        credential: &CredentialId,
+    ) -> Result<Option<Secret>, OAuthError> {
+        let config = routes.provider(provider).and_then(|p| p.credential(credential));
+        let Some(config) = config else { return Ok(None) };
+        if config.kind != CredentialKind::Oauth {
+            return Ok(config.secret.clone());
+        }
+        self.oauth.access_token(provider, credential, self.clock.now()).await.map(Some)
+    }
+
+    /// After a 401 to an OAuth token: refresh it once, so the same target may be tried once
+    /// more with the new token (RESILIENCE.md §2). The attempt's verdict has already benched
+    /// the credential; a successful refresh brings it back.
+    async fn refreshed_after_unauthorized(
+        &self,
+        key: &CandidateKey,
+        rejected: Option<&Secret>,
+    ) -> bool {
+        let Some(rejected) = rejected else { return false };
+        let refreshed = self
+            .oauth
+            .refresh_after_unauthorized(&key.provider, &key.credential, rejected, self.clock.now())
+            .await;
+        match refreshed {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::info!(credential = %key, %error, "refresh after a 401 failed");
+                false
+            }
+        }
+    }
+
     /// Whether to send the same request to the same target once more (RESILIENCE.md §2, §8).
     async fn may_retry_same(
         &self,
         routes: &Routes,
         verdict: &Verdict,
+        (key, secret): (&CandidateKey, Option<&Secret>),
         others_left: bool,
         deadline: Instant,
     ) -> bool {
         match verdict.retry_same {
+            // Only an OAuth token can be refreshed; a refused API key stays refused.
+            RetrySame::AfterRefresh => {
+                let kind = routes
+                    .provider(&key.provider)
+                    .and_then(|p| p.credential(&key.credential))
+                    .map(|c| c.kind);
+                kind == Some(CredentialKind::Oauth)
+                    && self.refreshed_after_unauthorized(key, secret).await
+            }
             RetrySame::OnceWithinBudget => routes.budget.try_retry(self.clock.now()),
             // Waiting in place is only right when nobody else could serve, the upstream said how
             // long, and the wait fits the request's deadline.
@@ -331,7 +418,7 @@ impl Proxy {
                 }
                 _ => false,
             },
-            RetrySame::No | RetrySame::AfterRefresh => false,
+            RetrySame::No => false,
         }
     }
 
@@ -348,17 +435,15 @@ impl Proxy {
         client_headers: &HeaderMap,
         candidate: &Candidate,
         target: &Target,
+        secret: Option<&Secret>,
         attempt: Attempt,
         first_event: Instant,
     ) -> Tried {
         let provider =
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
-        let credential = provider
-            .credential(&candidate.key.credential)
-            .expect("planned credentials are configured");
         let upstream_request = match upstream::build(
             provider,
-            credential,
+            secret,
             target.model.as_str(),
             request,
             client_headers,
@@ -571,6 +656,14 @@ fn prepare<'r, 'b>(
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
     Ok((request, combo))
+}
+
+/// A provider that failed on its own account is done for this request, whatever happens to a
+/// same-target retry.
+fn rule_out_provider(failed: &mut Vec<ProviderId>, verdict: &Verdict, key: &CandidateKey) {
+    if verdict.charges.provider.is_some() && !failed.contains(&key.provider) {
+        failed.push(key.provider.clone());
+    }
 }
 
 /// Why a candidate is not tried for this request even though the registry would admit it.

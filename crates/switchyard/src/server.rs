@@ -92,6 +92,19 @@ pub fn router(state: ServerState) -> Router {
             "/api/providers/{id}/credentials/{credential}",
             patch(catalog::update_credential).delete(catalog::delete_credential),
         )
+        .route("/api/providers/{id}/credentials/{credential}/login", post(catalog::start_login))
+        .route(
+            "/api/providers/{id}/credentials/{credential}/oauth",
+            get(catalog::oauth_status).delete(catalog::sign_out),
+        )
+        .route(
+            "/api/providers/{id}/credentials/{credential}/oauth/refresh",
+            post(catalog::oauth_retry),
+        )
+        .route(
+            "/api/oauth/logins/{login}",
+            get(catalog::login_status).delete(catalog::cancel_login),
+        )
         .route("/api/combos", get(catalog::list_combos).post(catalog::create_combo))
         .route(
             "/api/combos/{name}",

@@ -8,6 +8,7 @@ mod metrics;
 mod probe;
 mod requests;
 mod settings;
+mod signin;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
 use crate::config::ConfigEditor;
 use crate::keys::{self, KeyError};
+use crate::oauth::OAuth;
 use crate::proxy::Proxy;
 
 /// The management operations.
@@ -37,6 +39,7 @@ pub struct Services {
     persistence: PersistenceStatus,
     proxy: Arc<Proxy>,
     editor: ConfigEditor,
+    oauth: OAuth,
 }
 
 /// The health page.
@@ -97,8 +100,9 @@ impl Services {
         persistence: PersistenceStatus,
         proxy: Arc<Proxy>,
         editor: ConfigEditor,
+        oauth: OAuth,
     ) -> Self {
-        Self { registry, clock, store, persistence, proxy, editor }
+        Self { registry, clock, store, persistence, proxy, editor, oauth }
     }
 
     pub fn editor(&self) -> &ConfigEditor {

@@ -2,6 +2,7 @@
 import type { BreakerProfile } from "./BreakerProfile";
 import type { BreakerSettings } from "./BreakerSettings";
 import type { CredentialForm } from "./CredentialForm";
+import type { OAuthClient } from "./OAuthClient";
 import type { ProviderKind } from "./ProviderKind";
 import type { SelectionStrategy } from "./SelectionStrategy";
 
@@ -20,4 +21,8 @@ profile?: BreakerProfile,
 /**
  * A whole breaker section for this provider alone, replacing its profile.
  */
-breaker?: BreakerSettings, selection?: SelectionStrategy, models?: Array<string>, headers?: { [key in string]: string }, credentials?: Array<CredentialForm>, };
+breaker?: BreakerSettings, selection?: SelectionStrategy, models?: Array<string>, headers?: { [key in string]: string }, credentials?: Array<CredentialForm>, 
+/**
+ * The OAuth client its `oauth` credentials sign in and refresh with.
+ */
+oauth?: OAuthClient, };

@@ -16,6 +16,8 @@ use switchyard_core::settings::{
 };
 use ts_rs::TS;
 
+use crate::oauth::OAuthClient;
+
 /// The wire dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
 #[ts(export)]
@@ -94,6 +96,10 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<CredentialForm>>", optional)]
     pub credentials: Vec<CredentialForm>,
+    /// The OAuth client its `oauth` credentials sign in and refresh with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub oauth: Option<OAuthClient>,
 }
 
 impl ProviderForm {
@@ -108,6 +114,7 @@ impl ProviderForm {
             models: Vec::new(),
             headers: BTreeMap::new(),
             credentials: Vec::new(),
+            oauth: None,
         }
     }
 

@@ -22,7 +22,8 @@ use switchyard_core::settings::BreakerPolicy;
 use switchyard_core::{ProviderId, UnixMillis, clock::millis};
 
 /// The last identity-provider failure seen for a provider or credential.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
 pub struct RefreshFailure {
     /// Machine name: `idp_unreachable`, `idp_failing`, `invalid_grant`, `idp_rejected`, ...
     pub code: String,
@@ -32,12 +33,14 @@ pub struct RefreshFailure {
 }
 
 /// What the health API shows of a provider's refresh breaker.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
 pub struct RefreshBreakerView {
     pub state: BreakerState,
     pub failures: u32,
     pub last_fault: Option<BreakerFault>,
     /// How long until a refresh may be attempted; zero when it may be now.
+    #[ts(type = "number")]
     pub retry_in_ms: u64,
     pub last_failure: Option<RefreshFailure>,
 }

@@ -12,8 +12,9 @@ use super::OAuthError;
 
 /// How Switchyard signs in to a provider's identity provider: a public client using
 /// authorization code + PKCE through a loopback redirect (RFC 8252), so no client secret.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(deny_unknown_fields)]
+#[ts(export)]
 pub struct OAuthClient {
     /// The authorization endpoint the browser is sent to.
     pub authorize_url: String,

@@ -40,8 +40,12 @@ const REMEMBERED: usize = 32;
 const GOODBYE: Duration = Duration::from_secs(5);
 
 /// Names one login for as long as the manager remembers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ts_rs::TS,
+)]
 #[serde(transparent)]
+#[ts(export)]
+#[ts(type = "number")]
 pub struct LoginId(pub u64);
 
 impl fmt::Display for LoginId {
@@ -51,8 +55,9 @@ impl fmt::Display for LoginId {
 }
 
 /// Where a login stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(tag = "status", rename_all = "snake_case")]
+#[ts(export)]
 pub enum LoginStatus {
     /// Waiting for the browser to come back.
     Pending,
@@ -64,7 +69,8 @@ pub enum LoginStatus {
 }
 
 /// A started login: open `authorization_url` in the user's browser.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
 pub struct LoginStarted {
     pub id: LoginId,
     pub authorization_url: String,

@@ -7,7 +7,9 @@ use switchyard_providers::dialect::{Dialect, EncodeOptions};
 use switchyard_providers::error::ProviderError;
 use switchyard_providers::executor::UpstreamRequest;
 
-use crate::config::{CredentialConfig, ProviderConfig, ProviderKind};
+use switchyard_secrets::Secret;
+
+use crate::config::{ProviderConfig, ProviderKind};
 
 /// Anthropic's API version header; the one every current feature is documented against.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -23,11 +25,11 @@ pub(crate) fn dialect(kind: ProviderKind) -> Dialect {
     }
 }
 
-/// The request for `model` on `provider` with `credential`. `client_headers` are the caller's;
+/// The request for `model` on `provider`, presenting `secret`. `client_headers` are the caller's;
 /// only `anthropic-beta` is forwarded (to Anthropic), everything else stays here.
 pub(crate) fn build(
     provider: &ProviderConfig,
-    credential: &CredentialConfig,
+    secret: Option<&Secret>,
     model: &str,
     request: &ChatRequest<'_>,
     client_headers: &HeaderMap,
@@ -49,7 +51,7 @@ pub(crate) fn build(
     if request.stream {
         headers.push((header::ACCEPT, HeaderValue::from_static("text/event-stream")));
     }
-    identify(&mut headers, provider, credential)?;
+    identify(&mut headers, provider, secret)?;
     if dialect == Dialect::Anthropic
         && let Some(beta) = client_headers.get("anthropic-beta")
     {
@@ -58,14 +60,14 @@ pub(crate) fn build(
     Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
 }
 
-/// The URL and headers of `provider`'s model list, as `credential` sees it.
+/// The URL and headers of `provider`'s model list, as the holder of `secret` sees it.
 pub(crate) fn models_request(
     provider: &ProviderConfig,
-    credential: &CredentialConfig,
+    secret: Option<&Secret>,
 ) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
     let url = format!("{}/{}", provider.base_url, dialect(provider.kind).models_path());
     let mut headers = Vec::with_capacity(2 + provider.headers.len());
-    identify(&mut headers, provider, credential)?;
+    identify(&mut headers, provider, secret)?;
     Ok((url, headers))
 }
 
@@ -74,10 +76,10 @@ pub(crate) fn models_request(
 fn identify(
     headers: &mut Vec<(HeaderName, HeaderValue)>,
     provider: &ProviderConfig,
-    credential: &CredentialConfig,
+    secret: Option<&Secret>,
 ) -> Result<(), ProviderError> {
     let dialect = dialect(provider.kind);
-    if let Some(secret) = &credential.secret {
+    if let Some(secret) = secret {
         let mut value = match dialect {
             Dialect::OpenAi => HeaderValue::from_str(&format!("Bearer {}", secret.expose())),
             Dialect::Anthropic | Dialect::Gemini => HeaderValue::from_str(secret.expose()),

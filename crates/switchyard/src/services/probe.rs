@@ -98,10 +98,14 @@ impl Services {
         provider: &ProviderConfig,
         credential: &str,
     ) -> Result<Vec<String>, Failure> {
-        let credential = provider.credential(&credential.into()).expect("picked from the provider");
-        let (url, headers) = upstream::models_request(provider, credential)
-            .map_err(|e| Failure { status: None, message: e.to_string() })?;
         let routes = self.proxy.routes();
+        let secret = self
+            .proxy
+            .secret_for(&routes, &provider.id, &credential.into())
+            .await
+            .map_err(|e| Failure { status: None, message: e.to_string() })?;
+        let (url, headers) = upstream::models_request(provider, secret.as_ref())
+            .map_err(|e| Failure { status: None, message: e.to_string() })?;
         let response = routes
             .executor()
             .get(&url, headers, PROBE_DEADLINE)

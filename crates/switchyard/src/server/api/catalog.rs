@@ -267,3 +267,71 @@ pub(in crate::server) async fn import_config(
         .await
         .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
 }
+
+/// `POST /api/providers/{id}/credentials/{credential}/login`: starts an OAuth sign-in; open
+/// `authorization_url` in a browser, then poll `GET /api/oauth/logins/{login}`.
+pub(in crate::server) async fn start_login(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    state
+        .services
+        .start_login(&provider, &id)
+        .await
+        .map_or_else(|e| edit_error(&e), |l| (StatusCode::CREATED, Json(l)).into_response())
+}
+
+/// `GET /api/oauth/logins/{login}`: pending, succeeded or failed with the reason.
+pub(in crate::server) async fn login_status(
+    State(state): State<ServerState>,
+    Path(login): Path<u64>,
+) -> Response {
+    state.services.login_status(login).map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+}
+
+/// `DELETE /api/oauth/logins/{login}`: abandons a pending sign-in.
+pub(in crate::server) async fn cancel_login(
+    State(state): State<ServerState>,
+    Path(login): Path<u64>,
+) -> Response {
+    match state.services.cancel_login(login) {
+        Ok(()) => Json(Deleted { deleted: login.to_string() }).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `GET /api/providers/{id}/credentials/{credential}/oauth`: how its token stands, and why.
+pub(in crate::server) async fn oauth_status(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    state
+        .services
+        .oauth_status(&provider, &id)
+        .await
+        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+}
+
+/// `DELETE /api/providers/{id}/credentials/{credential}/oauth`: signs out (forgets the tokens).
+pub(in crate::server) async fn sign_out(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    match state.services.sign_out(&provider, &id).await {
+        Ok(_) => Json(Deleted { deleted: id }).into_response(),
+        Err(e) => edit_error(&e),
+    }
+}
+
+/// `POST /api/providers/{id}/credentials/{credential}/oauth/refresh`: try now to get a usable
+/// token (refreshing when due); answers how the token stands afterwards.
+pub(in crate::server) async fn oauth_retry(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    state
+        .services
+        .oauth_retry(&provider, &id)
+        .await
+        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+}

@@ -76,6 +76,17 @@ fn edit_error(error: &EditError) -> Response {
     }
 }
 
+/// A service's answer: the value as JSON, or the refusal.
+fn answer<T: Serialize>(result: Result<T, EditError>) -> Response {
+    result.map_or_else(|e| edit_error(&e), |value| Json(value).into_response())
+}
+
+/// A service's answer to a create: `201` with the value, or the refusal.
+fn created<T: Serialize>(result: Result<T, EditError>) -> Response {
+    result
+        .map_or_else(|e| edit_error(&e), |value| (StatusCode::CREATED, Json(value)).into_response())
+}
+
 /// A JSON body as `T`, or the field that does not fit (render it with [`malformed`]).
 fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
@@ -177,11 +188,7 @@ pub(super) async fn patch_settings_section(
         Ok(patch) => patch,
         Err(error) => return invalid(section.name(), error),
     };
-    state
-        .services
-        .patch_section(section, &patch)
-        .await
-        .map_or_else(|e| edit_error(&e), |v| Json(v).into_response())
+    answer(state.services.patch_section(section, &patch).await)
 }
 
 /// `GET /api/requests?limit=&offset=&model=&provider=&outcome=&fallback=`: the newest requests

@@ -137,19 +137,17 @@ impl Services {
     /// Adds a provider. Its credentials, if any, carry secret references only.
     pub async fn create_provider(&self, form: ProviderForm) -> Result<ProviderView, EditError> {
         let id = form.id.clone();
+        let at = format!("providers[{}]", self.editor.current().form.providers.len());
         self.editor
             .edit(|config| {
                 if config.providers.iter().any(|p| p.id == form.id) {
-                    return Err(EditError::Conflict(Problem::new(
-                        "id",
-                        format!("a provider \"{}\" exists already", form.id),
-                    )));
+                    return Err(taken("id", "provider", &form.id));
                 }
                 config.providers.push(form);
                 Ok(())
             })
             .await
-            .map_err(|e| relative(e, &format!("providers[{}]", self.providers().len())))?;
+            .map_err(|e| relative(e, &at))?;
         self.provider(&id)
     }
 
@@ -245,10 +243,7 @@ impl Services {
                 let index = provider_index(config, provider)?;
                 let p = &mut config.providers[index];
                 if p.credential(&form.id).is_some() {
-                    return Err(EditError::Conflict(Problem::new(
-                        "id",
-                        format!("provider \"{provider}\" has a credential \"{}\" already", form.id),
-                    )));
+                    return Err(taken("id", "credential", &form.id));
                 }
                 p.credentials.push(form);
                 Ok(())
@@ -458,10 +453,7 @@ impl Services {
         self.editor
             .edit(|config| {
                 if config.combos.iter().any(|c| c.name == combo.name) {
-                    return Err(EditError::Conflict(Problem::new(
-                        "name",
-                        format!("a combo \"{}\" exists already", combo.name),
-                    )));
+                    return Err(taken("name", "combo", &combo.name));
                 }
                 config.combos.push(combo);
                 Ok(())
@@ -483,10 +475,7 @@ impl Services {
             .edit(|config| {
                 let index = combo_index(config, name)?;
                 if combo.name != name && config.combos.iter().any(|c| c.name == combo.name) {
-                    return Err(EditError::Conflict(Problem::new(
-                        "name",
-                        format!("a combo \"{}\" exists already", combo.name),
-                    )));
+                    return Err(taken("name", "combo", &combo.name));
                 }
                 config.combos[index] = combo;
                 Ok(())
@@ -504,23 +493,12 @@ impl Services {
                 let combo = &mut config.combos[index];
                 let n = combo.targets.len();
                 let mut seen = vec![false; n];
-                for &i in order {
-                    if i >= n || std::mem::replace(&mut seen[i], true) {
-                        return Err(Problem::new(
-                            "order",
-                            format!(
-                                "must list each target index 0..{n} exactly once; got {order:?}"
-                            ),
-                        )
-                        .into());
-                    }
-                }
-                if order.len() != n {
-                    return Err(Problem::new(
-                        "order",
-                        format!("must list each target index 0..{n} exactly once; got {order:?}"),
-                    )
-                    .into());
+                let permutation = order.len() == n
+                    && order.iter().all(|&i| i < n && !std::mem::replace(&mut seen[i], true));
+                if !permutation {
+                    let problem =
+                        format!("must list each target index 0..{n} exactly once; got {order:?}");
+                    return Err(Problem::new("order", problem).into());
                 }
                 combo.targets = order.iter().map(|&i| combo.targets[i].clone()).collect();
                 Ok(())
@@ -630,6 +608,11 @@ fn combos_using(config: &ConfigForm, provider: &str, credential: Option<&str>) -
         })
         .map(|combo| combo.name.clone())
         .collect()
+}
+
+/// A create or rename that would repeat a name.
+fn taken(field: &str, what: &str, name: &str) -> EditError {
+    EditError::Conflict(Problem::new(field, format!("a {what} \"{name}\" exists already")))
 }
 
 fn no_provider(id: &str) -> EditError {

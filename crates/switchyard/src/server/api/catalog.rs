@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use ts_rs::TS;
 
-use super::{Deleted, body, edit_error, invalid, malformed};
+use super::{Deleted, answer, body, created, edit_error, invalid, malformed};
 use crate::config::{ComboForm, ProviderForm};
 use crate::server::ServerState;
 use crate::services::{CredentialInput, CredentialPatch};
@@ -26,7 +26,7 @@ pub(in crate::server) async fn get_provider(
     State(state): State<ServerState>,
     Path(id): Path<String>,
 ) -> Response {
-    state.services.provider(&id).map_or_else(|e| edit_error(&e), |p| Json(p).into_response())
+    answer(state.services.provider(&id))
 }
 
 /// `POST /api/providers` with a provider form.
@@ -38,10 +38,7 @@ pub(in crate::server) async fn create_provider(
         Ok(form) => form,
         Err(problem) => return malformed(&problem),
     };
-    match state.services.create_provider(form).await {
-        Ok(view) => (StatusCode::CREATED, Json(view)).into_response(),
-        Err(e) => edit_error(&e),
-    }
+    created(state.services.create_provider(form).await)
 }
 
 /// `PATCH /api/providers/{id}` with the fields to change.
@@ -54,11 +51,7 @@ pub(in crate::server) async fn update_provider(
         Ok(patch) => patch,
         Err(problem) => return malformed(&problem),
     };
-    state
-        .services
-        .update_provider(&id, &patch)
-        .await
-        .map_or_else(|e| edit_error(&e), |p| Json(p).into_response())
+    answer(state.services.update_provider(&id, &patch).await)
 }
 
 /// `DELETE /api/providers/{id}`.
@@ -85,11 +78,7 @@ pub(in crate::server) async fn test_provider(
     query: Result<Query<ProbeQuery>, QueryRejection>,
 ) -> Response {
     let Ok(Query(q)) = query else { return invalid("query", "only credential is accepted") };
-    state
-        .services
-        .test_provider(&id, q.credential.as_deref())
-        .await
-        .map_or_else(|e| edit_error(&e), |r| Json(r).into_response())
+    answer(state.services.test_provider(&id, q.credential.as_deref()).await)
 }
 
 /// `GET /api/providers/{id}/models[?credential=]`: the models the provider lists.
@@ -99,11 +88,7 @@ pub(in crate::server) async fn discover_models(
     query: Result<Query<ProbeQuery>, QueryRejection>,
 ) -> Response {
     let Ok(Query(q)) = query else { return invalid("query", "only credential is accepted") };
-    state
-        .services
-        .discover_models(&id, q.credential.as_deref())
-        .await
-        .map_or_else(|e| edit_error(&e), |r| Json(r).into_response())
+    answer(state.services.discover_models(&id, q.credential.as_deref()).await)
 }
 
 /// `POST /api/providers/{id}/credentials`: the secret, if sent, goes to the keychain.
@@ -116,10 +101,7 @@ pub(in crate::server) async fn create_credential(
         Ok(input) => input,
         Err(problem) => return malformed(&problem),
     };
-    match state.services.create_credential(&provider, input).await {
-        Ok(view) => (StatusCode::CREATED, Json(view)).into_response(),
-        Err(e) => edit_error(&e),
-    }
+    created(state.services.create_credential(&provider, input).await)
 }
 
 /// `PATCH /api/providers/{id}/credentials/{credential}`.
@@ -132,11 +114,7 @@ pub(in crate::server) async fn update_credential(
         Ok(patch) => patch,
         Err(problem) => return malformed(&problem),
     };
-    state
-        .services
-        .update_credential(&provider, &id, patch)
-        .await
-        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+    answer(state.services.update_credential(&provider, &id, patch).await)
 }
 
 /// `DELETE /api/providers/{id}/credentials/{credential}`.
@@ -160,7 +138,7 @@ pub(in crate::server) async fn get_combo(
     State(state): State<ServerState>,
     Path(name): Path<String>,
 ) -> Response {
-    state.services.combo(&name).map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+    answer(state.services.combo(&name))
 }
 
 /// `POST /api/combos` with a combo form.
@@ -172,10 +150,7 @@ pub(in crate::server) async fn create_combo(
         Ok(form) => form,
         Err(problem) => return malformed(&problem),
     };
-    match state.services.create_combo(form).await {
-        Ok(combo) => (StatusCode::CREATED, Json(combo)).into_response(),
-        Err(e) => edit_error(&e),
-    }
+    created(state.services.create_combo(form).await)
 }
 
 /// `PUT /api/combos/{name}` with the whole combo (a new `name` renames it).
@@ -188,11 +163,7 @@ pub(in crate::server) async fn replace_combo(
         Ok(form) => form,
         Err(problem) => return malformed(&problem),
     };
-    state
-        .services
-        .replace_combo(&name, form)
-        .await
-        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+    answer(state.services.replace_combo(&name, form).await)
 }
 
 /// `POST /api/combos/{name}/reorder`: every current target index, once, in the new order.
@@ -213,11 +184,7 @@ pub(in crate::server) async fn reorder_combo(
         Ok(reorder) => reorder,
         Err(problem) => return malformed(&problem),
     };
-    state
-        .services
-        .reorder_combo(&name, &reorder.order)
-        .await
-        .map_or_else(|e| edit_error(&e), |c| Json(c).into_response())
+    answer(state.services.reorder_combo(&name, &reorder.order).await)
 }
 
 /// `DELETE /api/combos/{name}`.
@@ -261,11 +228,7 @@ pub(in crate::server) async fn import_config(
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return invalid("(body)", "a config file is UTF-8 text");
     };
-    state
-        .services
-        .import_config(text, q.dry_run)
-        .await
-        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+    answer(state.services.import_config(text, q.dry_run).await)
 }
 
 /// `POST /api/providers/{id}/credentials/{credential}/login`: starts an OAuth sign-in; open
@@ -274,11 +237,7 @@ pub(in crate::server) async fn start_login(
     State(state): State<ServerState>,
     Path((provider, id)): Path<(String, String)>,
 ) -> Response {
-    state
-        .services
-        .start_login(&provider, &id)
-        .await
-        .map_or_else(|e| edit_error(&e), |l| (StatusCode::CREATED, Json(l)).into_response())
+    created(state.services.start_login(&provider, &id).await)
 }
 
 /// `GET /api/oauth/logins/{login}`: pending, succeeded or failed with the reason.
@@ -286,7 +245,7 @@ pub(in crate::server) async fn login_status(
     State(state): State<ServerState>,
     Path(login): Path<u64>,
 ) -> Response {
-    state.services.login_status(login).map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+    answer(state.services.login_status(login))
 }
 
 /// `DELETE /api/oauth/logins/{login}`: abandons a pending sign-in.
@@ -305,11 +264,7 @@ pub(in crate::server) async fn oauth_status(
     State(state): State<ServerState>,
     Path((provider, id)): Path<(String, String)>,
 ) -> Response {
-    state
-        .services
-        .oauth_status(&provider, &id)
-        .await
-        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+    answer(state.services.oauth_status(&provider, &id).await)
 }
 
 /// `DELETE /api/providers/{id}/credentials/{credential}/oauth`: signs out (forgets the tokens).
@@ -329,9 +284,5 @@ pub(in crate::server) async fn oauth_retry(
     State(state): State<ServerState>,
     Path((provider, id)): Path<(String, String)>,
 ) -> Response {
-    state
-        .services
-        .oauth_retry(&provider, &id)
-        .await
-        .map_or_else(|e| edit_error(&e), |s| Json(s).into_response())
+    answer(state.services.oauth_retry(&provider, &id).await)
 }

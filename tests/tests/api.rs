@@ -3,7 +3,7 @@
 //! afterwards shows nothing changed.
 
 use serde_json::{Value, json};
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN, ask};
 use switchyard_testkit::Status;
 
 /// Locks `gpt-4o` on key `oa-1` with a 404 (the second key then serves).
@@ -135,6 +135,45 @@ async fn the_request_log_shows_each_request_with_its_trace() {
     assert_eq!(first["trace"][0]["outcome"], "model_unavailable");
     let (status, body) = h.api_get("/api/requests?limit=0").await;
     assert_eq!(status, 422, "{body}");
+}
+
+#[tokio::test]
+async fn the_request_log_filters_and_pages() {
+    let h = Harness::start("").await;
+    lock_one(&h).await; // oa/gpt-4o: a fallback to the second key, 200
+    assert_eq!(ask(&h, "an/claude-x").await.0, 200);
+    h.mock.enqueue("gemini-x", Status::new(400));
+    assert_eq!(ask(&h, "ge/gemini-x").await.0, 400);
+    assert_eq!(ask(&h, "nope").await.0, 404);
+
+    let models = |body: &Value| -> Vec<String> {
+        body.as_array().unwrap().iter().map(|r| r["model"].as_str().unwrap().to_owned()).collect()
+    };
+    for (query, expected) in [
+        ("", vec!["nope", "ge/gemini-x", "an/claude-x", "oa/gpt-4o"]),
+        ("?limit=2", vec!["nope", "ge/gemini-x"]),
+        ("?limit=2&offset=2", vec!["an/claude-x", "oa/gpt-4o"]),
+        ("?outcome=ok", vec!["an/claude-x", "oa/gpt-4o"]),
+        ("?outcome=error", vec!["nope", "ge/gemini-x"]),
+        ("?provider=an", vec!["an/claude-x"]),
+        ("?fallback=true", vec!["oa/gpt-4o"]),
+        ("?model=ge/gemini-x", vec!["ge/gemini-x"]),
+        ("?outcome=ok&provider=oa", vec!["oa/gpt-4o"]),
+    ] {
+        let (status, body) = h.api_get(&format!("/api/requests{query}")).await;
+        assert_eq!(status, 200, "{query}: {body}");
+        assert_eq!(models(&body), expected, "{query}");
+    }
+    for (query, field) in [
+        ("?outcome=maybe", "query"),
+        ("?fallback=2", "query"),
+        ("?colour=red", "query"),
+        ("?limit=1001", "limit"),
+    ] {
+        let (status, body) = h.api_get(&format!("/api/requests{query}")).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["error"]["switchyard"]["field"], field, "{query}: {body}");
+    }
 }
 
 #[tokio::test]

@@ -189,3 +189,35 @@ async fn an_identity_provider_that_is_down_opens_its_refresh_breaker_and_the_cre
     let (status, _, _) = ask(&rig.h, "oo/gpt-4o").await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn sign_in_routes_refuse_what_is_not_an_oauth_credential_and_change_nothing() {
+    let rig = Rig::start().await;
+    let before = rig.h.api_get("/api/providers").await;
+    for (method, path, status, field) in [
+        (Method::POST, "/api/providers/oa/credentials/oa-1/login", 422, "kind"),
+        (Method::GET, "/api/providers/oa/credentials/oa-1/oauth", 422, "kind"),
+        (Method::POST, "/api/providers/nope/credentials/me/login", 404, "provider"),
+        (Method::POST, "/api/providers/oo/credentials/nope/login", 404, "credential"),
+        (Method::DELETE, "/api/providers/oo/credentials/nope/oauth", 404, "credential"),
+        (Method::GET, "/api/oauth/logins/999", 404, "login"),
+        (Method::DELETE, "/api/oauth/logins/999", 404, "login"),
+    ] {
+        let (got, body) = rig.h.api(method.clone(), path, &Value::Null).await;
+        assert_eq!(got, status, "{method} {path}: {body}");
+        assert_eq!(body["error"]["switchyard"]["field"], field, "{method} {path}: {body}");
+    }
+    assert_eq!(rig.h.api_get("/api/providers").await, before);
+    assert_eq!(rig.idp.token_request_count(), 0);
+
+    // A started login can be cancelled once; signing out forgets the tokens.
+    let (_, started) = rig.h.api(Method::POST, LOGIN, &Value::Null).await;
+    let path = format!("/api/oauth/logins/{}", started["id"]);
+    assert_eq!(rig.h.api(Method::DELETE, &path, &Value::Null).await.0, 200);
+    let (_, status) = rig.h.api_get(&path).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    rig.sign_in().await;
+    assert_eq!(rig.h.api(Method::DELETE, STATUS, &Value::Null).await.0, 200);
+    let (_, view) = rig.h.api_get(STATUS).await;
+    assert_eq!(view["state"], "signed_out", "{view}");
+}

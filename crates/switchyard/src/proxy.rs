@@ -223,11 +223,10 @@ impl Proxy {
     ) -> Response {
         let dialect = crate::server::Dialect::from(client);
         let routes = self.routes.load_full();
-        let (request, combo) = match prepare(&routes, client, &body) {
+        let (request, combo) = match prepare(&routes, client, &body, summary) {
             Ok(prepared) => prepared,
             Err(refusal) => return refusal.into_response_in(dialect),
         };
-        summary.model = request.model.to_string();
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
         routes.budget.on_request(now);
@@ -640,13 +639,16 @@ fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duratio
     if others_left && stream { t.first_event } else { t.first_byte }
 }
 
-/// Parses the client's body and finds the combo its model names.
+/// Parses the client's body and finds the combo its model names. The log learns the model as
+/// soon as it is known, so a request for an unknown one is logged with it.
 fn prepare<'r, 'b>(
     routes: &'r Routes,
     client: ClientDialect,
     body: &'b [u8],
+    summary: &mut Summary,
 ) -> Result<(ChatRequest<'b>, Cow<'r, Combo>), ApiError> {
     let request = client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    summary.model = request.model.to_string();
     let Some(combo) = routes.resolve(&request.model) else {
         let known: Vec<String> = routes.model_names().collect();
         let message = format!(

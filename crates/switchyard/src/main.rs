@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use switchyard::config::editor::STORED_CONFIG;
+use switchyard::config::{Config, ConfigForm};
 use switchyard::keys::{self, LocalKeys, PRESET_ENV};
 use switchyard::{App, Launch, STATE_FILE, default_data_dir};
 use switchyard_core::{Clock as _, SystemClock};
@@ -194,35 +196,44 @@ async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "printing the config is what export does")]
+/// Reads or replaces the config kept in the state file. Works on the file directly, so a
+/// stored config that no longer validates (a missing environment variable) can still be
+/// exported and replaced.
+#[expect(clippy::print_stdout, reason = "printing the config is what these commands do")]
 async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Result<()> {
-    // The same path the server takes: a config that starts is a config that exports.
-    let app = App::start(Launch::new(data_dir)).await?;
-    let result = match command {
+    let path = data_dir.join(STATE_FILE);
+    let (section, version) = STORED_CONFIG;
+    match command {
         ConfigCommand::Export => {
-            print!("{}", app.services().export_config());
-            Ok(())
+            let store = Store::open(&path)
+                .await
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let form = store.load_settings::<ConfigForm>(section, version).await;
+            store.close().await;
+            print!("{}", form?.unwrap_or_default().to_toml());
         }
         ConfigCommand::Import { file, dry_run } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            match app.services().import_config(&text, dry_run).await {
-                Ok(summary) => {
-                    let done = if dry_run { "checked" } else { "imported" };
-                    println!(
-                        "{done} {}: {} providers, {} combos",
-                        file.display(),
-                        summary.providers,
-                        summary.combos
-                    );
-                    Ok(())
-                }
-                Err(error) => Err(anyhow::anyhow!("{}: {error}", file.display())),
+            // Checked whole, secrets resolved, exactly as `serve --config` would.
+            let config = Config::load(&file)?;
+            if !dry_run {
+                let store = Store::open(&path)
+                    .await
+                    .with_context(|| format!("cannot open {}", path.display()))?;
+                let saved =
+                    store.save_settings(section, version, &config.form, SystemClock.now()).await;
+                store.close().await;
+                saved?;
             }
+            let done = if dry_run { "checked" } else { "imported" };
+            println!(
+                "{done} {}: {} providers, {} combos",
+                file.display(),
+                config.providers.len(),
+                config.combos.len()
+            );
         }
-    };
-    app.shutdown().await;
-    result
+    }
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or, on unix, SIGTERM.

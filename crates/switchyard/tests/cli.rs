@@ -1,0 +1,76 @@
+//! The `switchyard config` commands on a real data directory: import checks the file whole
+//! and stores it, export prints it back, and a file that does not validate changes nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const GOOD: &str = r#"
+[[providers]]
+id = "openai"
+kind = "openai"
+models = ["gpt-4o"]
+credentials = [{ id = "main", secret = "env:SWITCHYARD_CLI_TEST_KEY" }]
+
+[[combos]]
+name = "smart"
+targets = [{ target = "openai/gpt-4o" }]
+"#;
+
+fn switchyard(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env("SWITCHYARD_CLI_TEST_KEY", "sk-cli-test-0000000000")
+        .env("SWITCHYARD_LOG", "warn")
+        .output()
+        .expect("run switchyard")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn config_import_stores_the_file_and_export_prints_it_back_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let data = dir.path().join("data");
+
+    let empty = switchyard(&data, &["config", "export"]);
+    assert!(empty.status.success(), "{}", text(&empty.stderr));
+
+    let checked = switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", text(&checked.stderr));
+    assert!(text(&checked.stdout).starts_with("checked"), "{}", text(&checked.stdout));
+    let still_empty = switchyard(&data, &["config", "export"]);
+    assert_eq!(text(&still_empty.stdout), text(&empty.stdout), "a dry run stores nothing");
+
+    let imported = switchyard(&data, &["config", "import", file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    assert!(text(&imported.stdout).contains("1 providers, 1 combos"), "{}", text(&imported.stdout));
+
+    let exported = text(&switchyard(&data, &["config", "export"]).stdout);
+    assert!(exported.contains("name = \"smart\""), "{exported}");
+    assert!(exported.contains("env:SWITCHYARD_CLI_TEST_KEY"), "{exported}");
+    assert!(!exported.contains("sk-cli-test"), "{exported}");
+}
+
+#[test]
+fn a_config_that_does_not_validate_is_refused_with_the_field_and_nothing_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, GOOD).unwrap();
+    assert!(switchyard(&data, &["config", "import", good.to_str().unwrap()]).status.success());
+    let before = text(&switchyard(&data, &["config", "export"]).stdout);
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, GOOD.replace("openai/gpt-4o", "openai/gpt-5")).unwrap();
+    let refused = switchyard(&data, &["config", "import", bad.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let message = text(&refused.stderr);
+    assert!(message.contains("bad.toml: combos[0].targets[0].target"), "{message}");
+    assert_eq!(text(&switchyard(&data, &["config", "export"]).stdout), before);
+}

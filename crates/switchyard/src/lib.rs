@@ -239,6 +239,7 @@ impl App {
     /// Writes out every pending state change and stops the writer.
     pub async fn shutdown(self) {
         self.upkeep.abort();
+        self.proxy.request_log().close().await;
         self.persistence.shutdown().await;
     }
 }

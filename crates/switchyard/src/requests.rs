@@ -1,13 +1,18 @@
 //! The request log: every client request with its routing trace, kept in a bounded ring in
 //! memory (for the UI) and appended to the state file by a task of its own, in batches, off the
-//! request path. When the writer falls behind, records are dropped from the file (never from
-//! the ring) rather than making a request wait.
+//! request path. A record waits up to [`FLUSH_EVERY`] for others to share its write, so a busy
+//! proxy writes a few times a second instead of once per request (each write wakes the
+//! database's thread and takes its file lock). When the writer falls behind, records are dropped
+//! from the file (never from the ring) rather than making a request wait; a crash loses at most
+//! the last interval. [`RequestLog::close`] writes everything out.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use switchyard_store::{RequestRecord, Store};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// Requests kept in memory.
 const RING: usize = 1_000;
@@ -15,12 +20,19 @@ const RING: usize = 1_000;
 const KEEP_IN_FILE: u32 = 10_000;
 /// Records waiting for the writer before new ones are dropped from the file.
 const QUEUE: usize = 4_096;
+/// How long a record waits for others to share its write.
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// The most records one write takes.
+const BATCH: usize = 256;
+
+type Writer = (mpsc::Sender<RequestRecord>, tokio::task::JoinHandle<()>);
 
 /// The shared request log.
 #[derive(Debug)]
 pub struct RequestLog {
     recent: Mutex<VecDeque<RequestRecord>>,
-    writer: Option<(mpsc::Sender<RequestRecord>, tokio::task::JoinHandle<()>)>,
+    /// `None` without a state file, and once closed.
+    writer: Mutex<Option<Writer>>,
 }
 
 impl RequestLog {
@@ -30,11 +42,11 @@ impl RequestLog {
             let (tx, rx) = mpsc::channel(QUEUE);
             (tx, tokio::spawn(write(store, rx)))
         });
-        Self { recent: Mutex::new(VecDeque::with_capacity(RING)), writer }
+        Self { recent: Mutex::new(VecDeque::with_capacity(RING)), writer: Mutex::new(writer) }
     }
 
     pub fn record(&self, record: RequestRecord) {
-        if let Some((writer, _)) = &self.writer
+        if let Some((writer, _)) = &*self.writer.lock()
             && writer.try_send(record.clone()).is_err()
         {
             tracing::debug!("request log writer is behind; this record stays in memory only");
@@ -46,9 +58,11 @@ impl RequestLog {
         recent.push_back(record);
     }
 
-    /// Stops the writer once everything recorded so far is in the file.
-    pub async fn close(self) {
-        if let Some((tx, task)) = self.writer {
+    /// Stops the writer once everything recorded so far is in the file. Records made after
+    /// this stay in memory only.
+    pub async fn close(&self) {
+        let writer = self.writer.lock().take();
+        if let Some((tx, task)) = writer {
             drop(tx);
             let _ = task.await;
         }
@@ -72,20 +86,27 @@ impl RequestLog {
 }
 
 async fn write(store: Store, mut rx: mpsc::Receiver<RequestRecord>) {
-    let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while batch.len() < 256
-            && let Ok(next) = rx.try_recv()
-        {
-            batch.push(next);
-        }
+    while let Some(batch) = next_batch(&mut rx).await {
         if let Err(error) = store.append_requests(&batch, KEEP_IN_FILE).await {
             tracing::warn!(%error, "cannot write the request log; it stays in memory only");
             return;
         }
-        batch.clear();
     }
+}
+
+/// Waits for a record, then gathers more until [`BATCH`] of them or [`FLUSH_EVERY`] after the
+/// first. `None` once the log is closed and everything is taken.
+async fn next_batch(rx: &mut mpsc::Receiver<RequestRecord>) -> Option<Vec<RequestRecord>> {
+    let mut batch = vec![rx.recv().await?];
+    let due = Instant::now() + FLUSH_EVERY;
+    while batch.len() < BATCH {
+        match tokio::time::timeout_at(due, rx.recv()).await {
+            Ok(Some(next)) => batch.push(next),
+            // Closed (write what there is; the next call says so) or due.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Some(batch)
 }
 
 #[cfg(test)]
@@ -121,6 +142,36 @@ mod tests {
         let stored = store.recent_requests(10).await.unwrap();
         assert_eq!(stored.len(), 3);
         assert_eq!(stored[0], record(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_share_a_write_until_the_interval_after_the_first_is_up() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        let batch = tokio::spawn(async move { (next_batch(&mut rx).await, rx) });
+        tx.send(record(0)).await.unwrap();
+        tokio::time::sleep(FLUSH_EVERY / 2).await;
+        tx.send(record(1)).await.unwrap();
+        tokio::time::sleep(FLUSH_EVERY / 2).await;
+        // Due now: a record sent after the interval goes to the next batch.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        tx.send(record(2)).await.unwrap();
+        let (first, mut rx) = batch.await.unwrap();
+        let at = |b: Vec<RequestRecord>| b.iter().map(|r| r.at.0).collect::<Vec<_>>();
+        assert_eq!(at(first.unwrap()), [0, 1]);
+        drop(tx);
+        assert_eq!(at(next_batch(&mut rx).await.unwrap()), [2], "closing writes what is left");
+        assert!(next_batch(&mut rx).await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_is_written_without_waiting() {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
+        for i in 0..=BATCH as u64 {
+            tx.send(record(i)).await.unwrap();
+        }
+        let started = Instant::now();
+        assert_eq!(next_batch(&mut rx).await.unwrap().len(), BATCH);
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 #[derive(Clone, Debug)]
 pub struct Executor {
     client: reqwest::Client,
+    connect_timeout: Duration,
 }
 
 /// What to send.
@@ -62,7 +63,12 @@ impl Executor {
             // Upstream redirects are a misconfiguration we want to see, not follow.
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self { client })
+        Ok(Self { client, connect_timeout })
+    }
+
+    /// The connect timeout it was built with.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// Sends `request` and waits up to `headers_deadline` for the response headers.

@@ -140,16 +140,24 @@ impl App {
         proxy::configure_registry(&registry, &config);
         let persistence = Persistence::start(state_file, &registry, clock.now()).await;
         let log = RequestLog::start(persistence.store().cloned());
+        // One HTTP client (one pool, one root store) for upstreams and identity providers.
+        let executor = Executor::new(config.timeouts.connect).expect("the HTTP client builds");
         let oauth = OAuth::new(
             Arc::clone(&secrets),
             Arc::clone(&registry),
             Arc::clone(&clock),
-            Executor::new(config.timeouts.connect).expect("the HTTP client builds"),
+            executor.clone(),
             OAuthOptions::default(),
         );
         let upkeep = tokio::spawn(oauth_upkeep(oauth.clone(), Arc::clone(&clock)));
-        let proxy =
-            Proxy::new(config, Arc::clone(&registry), Arc::clone(&clock), log, oauth.clone());
+        let proxy = Proxy::new(
+            config,
+            Arc::clone(&registry),
+            Arc::clone(&clock),
+            log,
+            oauth.clone(),
+            &executor,
+        );
         let proxy = Arc::new(proxy);
         let saving = match (source, persistence.store()) {
             (ConfigSource::File(file), _) => Saving::File(file),

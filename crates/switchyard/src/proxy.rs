@@ -36,7 +36,7 @@ use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, Provider
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
-use switchyard_providers::executor::{self, SendFailure};
+use switchyard_providers::executor::{self, Executor, SendFailure};
 use switchyard_providers::stream::StreamTranslator;
 use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
@@ -100,11 +100,12 @@ impl Proxy {
         clock: Arc<dyn Clock>,
         log: RequestLog,
         oauth: OAuth,
+        executor: &Executor,
     ) -> Self {
         let seed = clock.now().0;
         register_oauth_clients(&oauth, &config);
         Self {
-            routes: ArcSwap::from_pointee(Routes::build(config, seed, None)),
+            routes: ArcSwap::from_pointee(Routes::build(config, seed, executor)),
             oauth,
             orderer: TargetOrderer::new(seed),
             registry,
@@ -135,7 +136,7 @@ impl Proxy {
         configure_registry(&self.registry, &config);
         register_oauth_clients(&self.oauth, &config);
         let previous = self.routes.load();
-        let routes = Routes::build(config, self.seed, Some(&previous));
+        let routes = Routes::build(config, self.seed, previous.executor());
         self.routes.store(Arc::new(routes));
     }
 }

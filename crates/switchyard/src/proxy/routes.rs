@@ -24,9 +24,9 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// The table for `config`. `previous` lends its HTTP client (and so its warm connection
-    /// pool) when the connect timeout did not change.
-    pub(super) fn build(config: Arc<Config>, seed: u64, previous: Option<&Self>) -> Self {
+    /// The table for `config`. `executor` (the previous table's HTTP client, with its warm
+    /// connection pool) is kept when the connect timeout did not change.
+    pub(super) fn build(config: Arc<Config>, seed: u64, executor: &Executor) -> Self {
         let rosters = config
             .providers
             .iter()
@@ -50,10 +50,11 @@ impl Routes {
             f64::from(routing.retry_budget_percent) / 100.0,
             routing.retry_budget_min_per_second,
         );
-        let executor = match previous {
-            Some(p) if p.config.timeouts.connect == config.timeouts.connect => p.executor.clone(),
-            _ => Executor::new(config.timeouts.connect)
-                .expect("the HTTP client builds with static settings"),
+        let executor = if executor.connect_timeout() == config.timeouts.connect {
+            executor.clone()
+        } else {
+            Executor::new(config.timeouts.connect)
+                .expect("the HTTP client builds with static settings")
         };
         Self { config, rosters, budget, executor }
     }

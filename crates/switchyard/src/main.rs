@@ -24,8 +24,16 @@ struct Cli {
     /// Where the state database lives [default: the platform data directory].
     #[arg(long, global = true, env = "SWITCHYARD_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Threads of the async runtime: 1 runs everything on one thread (the lowest latency);
+    /// more spread heavy concurrent load over cores.
+    #[arg(long, global = true, env = "SWITCHYARD_THREADS", default_value_t = default_threads())]
+    threads: usize,
     #[command(subcommand)]
     command: Command,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,21 +87,42 @@ enum KeysCommand {
     Revoke { key: String },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let runtime = match runtime(cli.threads) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// One thread runs everything when `threads` is 1: no task ever waits for a wake-up from
+/// another thread, which is what a proxy in front of one user's tools wants. More threads
+/// spread heavy concurrent load over cores.
+fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build()
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -214,7 +243,11 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
         }
         ConfigCommand::Import { file, dry_run } => {
             // Checked whole, secrets resolved, exactly as `serve --config` would.
-            let config = Config::load(&file)?;
+            let config = {
+                let file = file.clone();
+                // The keychain answers over IPC: off the runtime's thread.
+                tokio::task::spawn_blocking(move || Config::load(&file)).await??
+            };
             if !dry_run {
                 let store = Store::open(&path)
                     .await

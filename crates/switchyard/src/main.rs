@@ -24,16 +24,13 @@ struct Cli {
     /// Where the state database lives [default: the platform data directory].
     #[arg(long, global = true, env = "SWITCHYARD_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Threads of the async runtime: 1 runs everything on one thread (the lowest latency);
-    /// more spread heavy concurrent load over cores.
-    #[arg(long, global = true, env = "SWITCHYARD_THREADS", default_value_t = default_threads())]
+    /// Threads of the async runtime. One runs everything on one thread: no task waits for a
+    /// wake-up from another, which took about 50 µs off the added latency at one request at a
+    /// time (docs/benchmarks.md). More spread heavy concurrent load over cores.
+    #[arg(long, global = true, env = "SWITCHYARD_THREADS", default_value_t = 1)]
     threads: usize,
     #[command(subcommand)]
     command: Command,
-}
-
-fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 #[derive(Debug, Subcommand)]

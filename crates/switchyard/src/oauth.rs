@@ -53,6 +53,7 @@ use switchyard_secrets::{Secret, SecretError, SecretId, SecretStore};
 pub use self::breaker::{RefreshBreakerView, RefreshFailure};
 pub use self::client::OAuthClient;
 pub use self::login::{LoginId, LoginStarted, LoginStatus};
+pub(crate) use self::stored::blocking;
 use self::stored::{LoadError, Tokens};
 
 /// What the manager runs on.

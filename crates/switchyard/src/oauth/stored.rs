@@ -118,7 +118,9 @@ pub(crate) async fn delete(
     blocking(move || store.delete(&id)).await
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs a secret-store call on a blocking thread: the OS keychain answers over IPC, and the
+/// runtime's threads must not wait for it (with `--threads 1` there is only one).
+pub(crate) async fn blocking<T: Send + 'static>(
     call: impl FnOnce() -> Result<T, SecretError> + Send + 'static,
 ) -> Result<T, SecretError> {
     tokio::task::spawn_blocking(call)

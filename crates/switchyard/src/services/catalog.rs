@@ -21,6 +21,7 @@ use super::Services;
 use crate::config::{
     ComboForm, Config, ConfigForm, CredentialForm, EditError, Problem, ProviderForm, ProviderKind,
 };
+use crate::oauth::blocking;
 
 /// A provider as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
@@ -665,13 +666,4 @@ pub(super) fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> Result<
         let field = if path == "." { "(body)".to_owned() } else { path };
         Problem::new(field, e.inner())
     })
-}
-
-/// Runs a secret-store call on a blocking thread: the OS keychain answers over IPC.
-async fn blocking<T: Send + 'static>(
-    call: impl FnOnce() -> Result<T, switchyard_secrets::SecretError> + Send + 'static,
-) -> Result<T, switchyard_secrets::SecretError> {
-    tokio::task::spawn_blocking(call)
-        .await
-        .unwrap_or_else(|e| Err(switchyard_secrets::SecretError::Keychain(e.to_string())))
 }

@@ -74,8 +74,9 @@ pub(crate) async fn call(
     Ok(elapsed)
 }
 
-/// One non-streamed call whatever its answer: how long it took, its status and the error
-/// `type` of an error body (empty for a success).
+/// One non-streamed call whatever its answer: how long it took, its status and, for an error,
+/// what the proxy says of its first candidate (`breaker_open` when skipped, the outcome such as
+/// `transient` when attempted) or else the error `type` (empty for a success).
 pub(crate) async fn call_any(
     http: &reqwest::Client,
     endpoint: &Endpoint,
@@ -91,7 +92,11 @@ pub(crate) async fn call_any(
     } else {
         serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
-            .and_then(|v| v.pointer("/error/type").and_then(|t| t.as_str()).map(str::to_owned))
+            .and_then(|v| {
+                ["/error/switchyard/candidates/0/reason", "/error/switchyard/candidates/0/outcome", "/error/type"]
+                    .iter()
+                    .find_map(|at| v.pointer(at).and_then(|t| t.as_str()).map(str::to_owned))
+            })
             .unwrap_or_default()
     };
     Ok((elapsed, status, kind))

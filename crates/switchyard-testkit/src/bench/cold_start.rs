@@ -1,5 +1,7 @@
 //! Cold start: from spawning `switchyard serve` to the first proxied 200, with a state file of
-//! [`ROWS`] health rows, and with an empty data directory (same config) for comparison.
+//! [`ROWS`] health rows; for comparison, with an empty data directory (same config), and with an
+//! empty data directory and only the base config (no fleet), so the differences show what the
+//! rows cost to restore and what the fleet's config costs to load.
 //!
 //! The rows are written with `switchyard-store` itself (`Store::replace_all`, the writer's own
 //! resync path) and describe the configured fleet: every breaker open or degraded, credentials
@@ -43,6 +45,8 @@ const GIVE_UP: Duration = Duration::from_secs(20);
 pub(crate) struct ColdStart {
     pub(crate) seeded: Summary,
     pub(crate) empty: Summary,
+    /// Empty data directory, base config only.
+    pub(crate) bare: Summary,
     /// Rows `Store::load_health` read back from the seeded file.
     pub(crate) rows: usize,
     /// Requests that got an answer other than 200 before the first 200 (none expected).
@@ -65,12 +69,20 @@ pub(crate) struct Target<'a> {
 pub(crate) async fn measure(target: &Target<'_>, runs: usize, work: &Path) -> anyhow::Result<ColdStart> {
     let config = work.join("cold-start.toml");
     std::fs::write(&config, fleet_config(target))?;
+    let bare_config = work.join("cold-start-bare.toml");
+    std::fs::write(&bare_config, &target.base_config)?;
     let template = work.join("cold-start-template");
     std::fs::create_dir_all(&template)?;
     let rows = seed(&template.join("switchyard.db")).await.context("seed the state file")?;
-    let (mut seeded, mut empty, mut early_answers) = (Vec::new(), Vec::new(), 0);
-    for i in 0..runs * 2 {
-        let with_rows = i.is_multiple_of(2);
+    let (mut seeded, mut empty, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    let mut early_answers = 0;
+    for i in 0..runs * 3 {
+        let with_rows = i % 3 == 0;
+        let (config, series) = match i % 3 {
+            0 => (&config, &mut seeded),
+            1 => (&config, &mut empty),
+            _ => (&bare_config, &mut bare),
+        };
         let data = work.join(format!("cold-start-{i}"));
         std::fs::create_dir_all(&data)?;
         if with_rows {
@@ -79,15 +91,16 @@ pub(crate) async fn measure(target: &Target<'_>, runs: usize, work: &Path) -> an
                 std::fs::copy(entry.path(), data.join(entry.file_name()))?;
             }
         }
-        let (took, early) = start_once(target, &config, &data, work)
+        let (took, early) = start_once(target, config, &data, work)
             .await
             .with_context(|| format!("cold start {i}"))?;
         early_answers += early;
-        if with_rows { &mut seeded } else { &mut empty }.push(nanos(took));
+        series.push(nanos(took));
     }
     Ok(ColdStart {
         seeded: Summary::of(&seeded).context("no cold start")?,
         empty: Summary::of(&empty).context("no cold start")?,
+        bare: Summary::of(&bare).context("no cold start")?,
         rows,
         early_answers,
     })

@@ -5,6 +5,11 @@
 //! tenth of a second. Each of those transitions is an event the write-behind task commits to
 //! `SQLite`. A background driver keeps that going at a fixed pace while the usual paired
 //! measurement runs against provider `oa`, which never changes state.
+//!
+//! Two controls run before it: the same pairs quiet, and the same pairs while the driver, at the
+//! same pace, sends to a provider whose every attempt fails but whose breaker is off (no state
+//! changes, nothing to persist). The flapping run against that second control isolates what the
+//! state changes and their persistence cost the requests of others.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,46 +59,53 @@ breaker = {{ failure_threshold = 2, degraded_threshold = 1, reset_timeout_ms = 1
 #[derive(Clone, Debug)]
 pub(crate) struct Flapping {
     pub(crate) quiet: Summary,
+    /// The driver at the same pace on a failing provider without a breaker.
+    pub(crate) steady: Summary,
+    pub(crate) steady_answers: BTreeMap<String, usize>,
     pub(crate) flapping: Summary,
-    /// Driver answers by `status error-type` (`200` for a success).
+    /// Driver answers by `status what` (`200` for a success; see `client::call_any`).
     pub(crate) answers: BTreeMap<String, usize>,
     /// Successes right after a refusal or failure: breaker recoveries the driver saw.
     pub(crate) recoveries: usize,
     pub(crate) driven_for: Duration,
 }
 
-/// What the driver counted.
-#[derive(Debug, Default)]
-struct Driven {
-    answers: BTreeMap<String, usize>,
-    recoveries: usize,
+/// What a driver run saw.
+#[derive(Debug)]
+pub(crate) struct Driven {
+    pub(crate) answers: BTreeMap<String, usize>,
+    pub(crate) recoveries: usize,
+    pub(crate) driven_for: Duration,
 }
 
-/// Starts the driver, runs `measure` while it drives, stops it and returns both results.
-pub(crate) async fn while_flapping<T>(
+/// Starts a driver sending `target` (`provider/model`) through the proxy every
+/// [`DRIVER_EVERY`], runs `measure` while it drives, stops it and returns both results.
+pub(crate) async fn while_driving<T>(
     http: &reqwest::Client,
     proxied: &Endpoint,
+    (provider, model): (&str, &str),
     measure: impl Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<(T, BTreeMap<String, usize>, usize, Duration)> {
+) -> anyhow::Result<(T, Driven)> {
     let stop = Arc::new(AtomicBool::new(false));
     let driver = {
-        let (http, endpoint, stop) = (http.clone(), proxied.clone(), Arc::clone(&stop));
+        let endpoint = Endpoint { model_prefix: format!("{provider}/"), ..proxied.clone() };
+        let (http, stop, model) = (http.clone(), Arc::clone(&stop), model.to_owned());
         tokio::spawn(async move {
-            let mut driven = Driven::default();
+            let (mut answers, mut recoveries) = (BTreeMap::<String, usize>::new(), 0);
             let mut every = tokio::time::interval(DRIVER_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut failing = false;
             while !stop.load(Ordering::Relaxed) {
                 every.tick().await;
-                let (_, status, kind) = call_any(&http, &endpoint, FLAP).await?;
+                let (_, status, kind) = call_any(&http, &endpoint, &model).await?;
                 if status == 200 {
-                    driven.recoveries += usize::from(failing);
+                    recoveries += usize::from(failing);
                 }
                 failing = status != 200;
                 let key = if kind.is_empty() { status.to_string() } else { format!("{status} {kind}") };
-                *driven.answers.entry(key).or_default() += 1;
+                *answers.entry(key).or_default() += 1;
             }
-            anyhow::Ok(driven)
+            anyhow::Ok((answers, recoveries))
         })
     };
     // Let the breaker go round a few times before measuring.
@@ -102,6 +114,6 @@ pub(crate) async fn while_flapping<T>(
     let measured = measure.await;
     let driven_for = started.elapsed() + Duration::from_millis(500);
     stop.store(true, Ordering::Relaxed);
-    let driven = driver.await.context("the flapping driver panicked")??;
-    Ok((measured?, driven.answers, driven.recoveries, driven_for))
+    let (answers, recoveries) = driver.await.context("the driver panicked")??;
+    Ok((measured?, Driven { answers, recoveries, driven_for }))
 }

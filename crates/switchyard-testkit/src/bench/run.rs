@@ -250,12 +250,28 @@ async fn warm_up(sides: &Sides, rounds: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The non-streamed pairs again, quiet and then with provider `flap` flapping.
+/// The non-streamed pairs again: quiet, with a driver on provider `down` (failing, breaker off),
+/// and with the driver on provider `flap` (its breaker flapping). See `flap.rs`.
 async fn flapping(sides: &Sides, pairs: usize) -> anyhow::Result<Flapping> {
+    let (http, proxied) = (&sides.http, &sides.proxied);
     let (_, quiet) = non_streamed(sides, pairs).await.context("quiet pairs")?;
-    let ((_, flapping), answers, recoveries, driven_for) =
-        flap::while_flapping(&sides.http, &sides.proxied, non_streamed(sides, pairs)).await?;
-    Ok(Flapping { quiet, flapping, answers, recoveries, driven_for })
+    let ((_, steady), steady_driven) =
+        flap::while_driving(http, proxied, ("down", DOWN), non_streamed(sides, pairs))
+            .await
+            .context("pairs beside a failing provider")?;
+    let ((_, flapping), driven) =
+        flap::while_driving(http, proxied, ("flap", flap::FLAP), non_streamed(sides, pairs))
+            .await
+            .context("pairs beside a flapping breaker")?;
+    Ok(Flapping {
+        quiet,
+        steady,
+        steady_answers: steady_driven.answers,
+        flapping,
+        answers: driven.answers,
+        recoveries: driven.recoveries,
+        driven_for: driven.driven_for,
+    })
 }
 
 async fn non_streamed(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, Summary)> {

@@ -93,9 +93,13 @@ pub(crate) async fn call_any(
         serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| {
-                ["/error/switchyard/candidates/0/reason", "/error/switchyard/candidates/0/outcome", "/error/type"]
-                    .iter()
-                    .find_map(|at| v.pointer(at).and_then(|t| t.as_str()).map(str::to_owned))
+                [
+                    "/error/switchyard/candidates/0/reason",
+                    "/error/switchyard/candidates/0/outcome",
+                    "/error/type",
+                ]
+                .iter()
+                .find_map(|at| v.pointer(at).and_then(|t| t.as_str()).map(str::to_owned))
             })
             .unwrap_or_default()
     };

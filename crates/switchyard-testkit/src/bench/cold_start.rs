@@ -66,7 +66,11 @@ pub(crate) struct Target<'a> {
     pub(crate) cpu: Option<usize>,
 }
 
-pub(crate) async fn measure(target: &Target<'_>, runs: usize, work: &Path) -> anyhow::Result<ColdStart> {
+pub(crate) async fn measure(
+    target: &Target<'_>,
+    runs: usize,
+    work: &Path,
+) -> anyhow::Result<ColdStart> {
     let config = work.join("cold-start.toml");
     std::fs::write(&config, fleet_config(target))?;
     let bare_config = work.join("cold-start-bare.toml");

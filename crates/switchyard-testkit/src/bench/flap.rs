@@ -57,7 +57,7 @@ breaker = {{ failure_threshold = 2, degraded_threshold = 1, reset_timeout_ms = 1
 
 /// The paired figures with and without the flapping, and what the driver saw.
 #[derive(Clone, Debug)]
-pub(crate) struct Flapping {
+pub(crate) struct BreakerFlap {
     pub(crate) quiet: Summary,
     /// The driver at the same pace on a failing provider without a breaker.
     pub(crate) steady: Summary,
@@ -67,7 +67,7 @@ pub(crate) struct Flapping {
     pub(crate) answers: BTreeMap<String, usize>,
     /// Successes right after a refusal or failure: breaker recoveries the driver saw.
     pub(crate) recoveries: usize,
-    pub(crate) driven_for: Duration,
+    pub(crate) lasted: Duration,
 }
 
 /// What a driver run saw.
@@ -75,7 +75,7 @@ pub(crate) struct Flapping {
 pub(crate) struct Driven {
     pub(crate) answers: BTreeMap<String, usize>,
     pub(crate) recoveries: usize,
-    pub(crate) driven_for: Duration,
+    pub(crate) lasted: Duration,
 }
 
 /// Starts a driver sending `target` (`provider/model`) through the proxy every
@@ -102,7 +102,8 @@ pub(crate) async fn while_driving<T>(
                     recoveries += usize::from(failing);
                 }
                 failing = status != 200;
-                let key = if kind.is_empty() { status.to_string() } else { format!("{status} {kind}") };
+                let key =
+                    if kind.is_empty() { status.to_string() } else { format!("{status} {kind}") };
                 *answers.entry(key).or_default() += 1;
             }
             anyhow::Ok((answers, recoveries))
@@ -112,8 +113,8 @@ pub(crate) async fn while_driving<T>(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = super::client::now();
     let measured = measure.await;
-    let driven_for = started.elapsed() + Duration::from_millis(500);
+    let lasted = started.elapsed() + Duration::from_millis(500);
     stop.store(true, Ordering::Relaxed);
     let (answers, recoveries) = driver.await.context("the driver panicked")??;
-    Ok((measured?, Driven { answers, recoveries, driven_for }))
+    Ok((measured?, Driven { answers, recoveries, lasted }))
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::cold_start::{ColdStart, ROWS};
-use super::flap::{DRIVER_EVERY, FLAP, Flapping};
+use super::flap::{BreakerFlap, DRIVER_EVERY, FLAP};
 use super::machine::Machine;
 use super::run::{FALLBACK_COMBO, PACED_CHUNKS, PACED_GAP, Plan, Results};
 use super::stats::{Megabytes, Micros, Summary};
@@ -398,7 +398,10 @@ fn throughput_details(out: &mut String, steps: &[Step]) {
             percent(d.harness_cpu),
         );
     }
-    let _ = writeln!(out, "\n| Tail bound | Highest proxied req/s with p99 under it | at c | Mock alone at that c |\n|---|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "\n| Tail bound | Highest proxied req/s with p99 under it | at c | Mock alone at that c |\n|---|---:|---:|---:|"
+    );
     for bound in BOUNDS {
         match best_under(steps, bound) {
             Some(s) => {
@@ -418,7 +421,7 @@ fn throughput_details(out: &mut String, steps: &[Step]) {
     }
 }
 
-fn flapping_details(out: &mut String, f: &Flapping) {
+fn flapping_details(out: &mut String, f: &BreakerFlap) {
     let _ = writeln!(out, "\n### Latency while a breaker flaps\n");
     let _ = writeln!(
         out,
@@ -441,7 +444,7 @@ fn flapping_details(out: &mut String, f: &Flapping) {
         out,
         "\nOn `flap` the driver ran for {:.1} s; its answers: {}; a success right after a failure \
          or refusal (the breaker closing again) {} times. On `down`: {}.",
-        f.driven_for.as_secs_f64(),
+        f.lasted.as_secs_f64(),
         list(&f.answers),
         f.recoveries,
         list(&f.steady_answers)

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 use super::client::{Endpoint, StreamTiming, call, stream};
 use super::cold_start::ColdStart;
-use super::flap::{self, Flapping};
+use super::flap::{self, BreakerFlap};
 use super::fleet::Memory;
 use super::stats::{Summary, nanos};
 use super::throughput::{self, Pids, Step, Timing};
@@ -153,7 +153,7 @@ pub(crate) struct Results {
     pub(crate) streams: Option<(usize, Memory)>,
     pub(crate) after: Memory,
     pub(crate) throughput: Option<Vec<Step>>,
-    pub(crate) flapping: Option<Flapping>,
+    pub(crate) flapping: Option<BreakerFlap>,
     /// Filled in by the caller, which owns the binaries (see `cold_start.rs`).
     pub(crate) cold_start: Option<ColdStart>,
 }
@@ -252,7 +252,7 @@ async fn warm_up(sides: &Sides, rounds: usize) -> anyhow::Result<()> {
 
 /// The non-streamed pairs again: quiet, with a driver on provider `down` (failing, breaker off),
 /// and with the driver on provider `flap` (its breaker flapping). See `flap.rs`.
-async fn flapping(sides: &Sides, pairs: usize) -> anyhow::Result<Flapping> {
+async fn flapping(sides: &Sides, pairs: usize) -> anyhow::Result<BreakerFlap> {
     let (http, proxied) = (&sides.http, &sides.proxied);
     let (_, quiet) = non_streamed(sides, pairs).await.context("quiet pairs")?;
     let ((_, steady), steady_driven) =
@@ -263,14 +263,14 @@ async fn flapping(sides: &Sides, pairs: usize) -> anyhow::Result<Flapping> {
         flap::while_driving(http, proxied, ("flap", flap::FLAP), non_streamed(sides, pairs))
             .await
             .context("pairs beside a flapping breaker")?;
-    Ok(Flapping {
+    Ok(BreakerFlap {
         quiet,
         steady,
         steady_answers: steady_driven.answers,
         flapping,
         answers: driven.answers,
         recoveries: driven.recoveries,
-        driven_for: driven.driven_for,
+        lasted: driven.lasted,
     })
 }
 

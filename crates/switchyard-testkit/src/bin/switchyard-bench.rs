@@ -248,7 +248,8 @@ async fn start_and_measure(
             key_env: "BENCH_UPSTREAM_KEY",
             cpu: proxy_cpu,
         };
-        let cold = cold_start::measure(&target, plan.cold_starts, work).await.context("cold start")?;
+        let cold =
+            cold_start::measure(&target, plan.cold_starts, work).await.context("cold start")?;
         results.cold_start = Some(cold);
     }
     drop(mock);

@@ -51,6 +51,9 @@ pub(crate) struct ColdStart {
     pub(crate) rows: usize,
     /// Requests that got an answer other than 200 before the first 200 (none expected).
     pub(crate) early_answers: usize,
+    /// Per series (seeded, empty, bare): spawn to the last refused connection, i.e. about when
+    /// the server began to listen; the rest of each start is the first request itself.
+    pub(crate) refused_until: [Summary; 3],
 }
 
 /// What one start needs.
@@ -80,6 +83,7 @@ pub(crate) async fn measure(
     let rows = seed(&template.join("switchyard.db")).await.context("seed the state file")?;
     let (mut seeded, mut empty, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     let mut early_answers = 0;
+    let mut refused: [Vec<i64>; 3] = Default::default();
     for i in 0..runs * 3 {
         let with_rows = i % 3 == 0;
         let (config, series) = match i % 3 {
@@ -95,10 +99,11 @@ pub(crate) async fn measure(
                 std::fs::copy(entry.path(), data.join(entry.file_name()))?;
             }
         }
-        let (took, early) = start_once(target, config, &data, work)
+        let (took, early, last_refusal) = start_once(target, config, &data, work)
             .await
             .with_context(|| format!("cold start {i}"))?;
         early_answers += early;
+        refused[i % 3].push(nanos(last_refusal));
         series.push(nanos(took));
     }
     Ok(ColdStart {
@@ -107,6 +112,11 @@ pub(crate) async fn measure(
         bare: Summary::of(&bare).context("no cold start")?,
         rows,
         early_answers,
+        refused_until: [
+            Summary::of(&refused[0]).context("no cold start")?,
+            Summary::of(&refused[1]).context("no cold start")?,
+            Summary::of(&refused[2]).context("no cold start")?,
+        ],
     })
 }
 
@@ -116,7 +126,7 @@ async fn start_once(
     config: &Path,
     data: &Path,
     work: &Path,
-) -> anyhow::Result<(Duration, usize)> {
+) -> anyhow::Result<(Duration, usize, Duration)> {
     let port = free_port()?;
     let endpoint = Endpoint {
         url: format!("http://127.0.0.1:{port}/v1/chat/completions"),
@@ -149,7 +159,7 @@ async fn start_once(
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true);
-    let mut early = 0;
+    let (mut early, mut last_refusal) = (0, Duration::ZERO);
     let started = now();
     let mut child = command.spawn().context("spawn switchyard serve")?;
     let took = loop {
@@ -158,6 +168,7 @@ async fn start_once(
         }
         let Ok(response) = endpoint.request(&http, "bench-plain", false).send().await else {
             // Not listening yet (connection refused): ask again at once.
+            last_refusal = started.elapsed();
             continue;
         };
         let status = response.status();
@@ -168,7 +179,7 @@ async fn start_once(
         early += 1;
     };
     child.kill().await.context("stop the server")?;
-    Ok((took, early))
+    Ok((took, early, last_refusal))
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -30,6 +30,8 @@ const FLAP_SLACK: i64 = 100_000;
 #[derive(Clone, Debug)]
 pub(crate) struct Setup {
     pub(crate) machine: Machine,
+    /// `/proc/loadavg` when the measurements ended (the run itself adds about 2).
+    pub(crate) load_after: String,
     pub(crate) command: String,
     pub(crate) placement: String,
     pub(crate) plan: Plan,
@@ -79,8 +81,9 @@ fn setup_table(out: &mut String, setup: &Setup) {
     let _ = writeln!(out, "| Commit | {} |", m.commit);
     let _ = writeln!(
         out,
-        "| Machine | {} CPUs (`nproc`), `{}`; load average {} when the run started |",
-        m.cpus, m.cpu_model, m.load
+        "| Machine | {} CPUs (`nproc`), `{}`; load average {} when the run started, {} when it \
+         ended (the run itself keeps about two processes busy) |",
+        m.cpus, m.cpu_model, m.load, setup.load_after
     );
     let _ = writeln!(
         out,
@@ -470,6 +473,13 @@ fn cold_start_details(out: &mut String, c: &ColdStart) {
     row(out, &format!("Spawn to first 200, {}-row state file", thousands(ROWS)), &c.seeded);
     row(out, "Spawn to first 200, same config, empty data directory", &c.empty);
     row(out, "Spawn to first 200, base config only (no fleet), empty data directory", &c.bare);
+    for (name, s) in
+        ["10,000-row state file", "same config, empty data directory", "base config only"]
+            .iter()
+            .zip(&c.refused_until)
+    {
+        row(out, &format!("Spawn to the last refused connection, {name}"), s);
+    }
 }
 
 /// `doc` with the [`HEADING`] section replaced by `section` (up to the next `## ` heading), or

@@ -130,7 +130,8 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         outcome
     })?;
 
-    let setup = Setup { machine, command: args.command.clone(), placement, plan };
+    let load_after = machine::load_average();
+    let setup = Setup { machine, load_after, command: args.command.clone(), placement, plan };
     let section = report::section(&setup, &results);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{section}")?;

@@ -74,6 +74,38 @@ pub(crate) async fn call(
     Ok(elapsed)
 }
 
+/// One non-streamed call whatever its answer: how long it took, its status and, for an error,
+/// what the proxy says of its first candidate (`breaker_open` when skipped, the outcome such as
+/// `transient` when attempted) or else the error `type` (empty for a success).
+pub(crate) async fn call_any(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    model: &str,
+) -> anyhow::Result<(Duration, u16, String)> {
+    let started = now();
+    let response = endpoint.request(http, model, false).send().await?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await?;
+    let elapsed = started.elapsed();
+    let kind = if status == 200 {
+        String::new()
+    } else {
+        serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                [
+                    "/error/switchyard/candidates/0/reason",
+                    "/error/switchyard/candidates/0/outcome",
+                    "/error/type",
+                ]
+                .iter()
+                .find_map(|at| v.pointer(at).and_then(|t| t.as_str()).map(str::to_owned))
+            })
+            .unwrap_or_default()
+    };
+    Ok((elapsed, status, kind))
+}
+
 /// When each piece of a streamed body arrived.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamTiming {
@@ -130,6 +162,6 @@ pub(crate) async fn stream(
 
 /// The one place the harness reads the clock: wall time is what a benchmark measures (tokio's
 /// clock, unpaused here, so it is the monotonic system clock).
-fn now() -> Instant {
+pub(crate) fn now() -> Instant {
     Instant::now()
 }

@@ -97,6 +97,47 @@ impl Memory {
     }
 }
 
+/// CPU time a process has used so far (user + system, all threads), from `/proc/PID/stat`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CpuTime {
+    ticks: u64,
+}
+
+impl CpuTime {
+    pub(crate) fn of(pid: u32) -> anyhow::Result<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .with_context(|| format!("read /proc/{pid}/stat"))?;
+        // The command name (field 2) may hold spaces: count fields after its closing `)`.
+        let rest = stat.rsplit_once(')').map(|(_, rest)| rest).context("a /proc stat line")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // Fields 14 (utime) and 15 (stime); `rest` starts at field 3.
+        let field = |i: usize| -> anyhow::Result<u64> {
+            Ok(fields.get(i - 3).context("a short /proc stat line")?.parse()?)
+        };
+        Ok(Self { ticks: field(14)? + field(15)? })
+    }
+
+    /// The share of one CPU used between `self` and `later` over `wall` (1.0 = one core busy).
+    pub(crate) fn share(self, later: Self, wall: Duration) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "clock ticks of a benchmark step")]
+        let seconds = later.ticks.saturating_sub(self.ticks) as f64 / clock_ticks_per_second();
+        seconds / wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// `getconf CLK_TCK` (the unit of `/proc/PID/stat` times), 100 when it cannot be asked.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
 /// Pins every thread of this process to `cpu` (before the runtime starts, so it has one thread).
 pub(crate) fn pin_self(cpu: usize) -> anyhow::Result<()> {
     let status = std::process::Command::new("taskset")

@@ -38,12 +38,16 @@ impl Machine {
         } else {
             format!("`{hash}`")
         };
-        let load = std::fs::read_to_string("/proc/loadavg").ok().map_or_else(
-            || "unknown".to_owned(),
-            |text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        );
-        Self { cpus, cpu_model, rustc, commit, load }
+        Self { cpus, cpu_model, rustc, commit, load: load_average() }
     }
+}
+
+/// `/proc/loadavg`'s 1, 5 and 15 minute figures now.
+pub(crate) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").ok().map_or_else(
+        || "unknown".to_owned(),
+        |text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 /// A command's trimmed stdout, or `None` when it cannot run or fails.

@@ -8,8 +8,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::client::{Endpoint, StreamTiming, call, stream};
+use super::cold_start::ColdStart;
+use super::flap::{self, BreakerFlap};
 use super::fleet::Memory;
 use super::stats::{Summary, nanos};
+use super::throughput::{self, Pids, Step, Timing};
 
 /// Upstream models the mock script defines (see [`mock_script`]).
 const PLAIN: &str = "bench-plain";
@@ -26,7 +29,8 @@ pub(crate) const PACED_GAP: Duration = Duration::from_millis(20);
 const LONG_CHUNKS: usize = 29;
 const LONG_GAP: Duration = Duration::from_millis(100);
 
-/// The mock's script: every model answers the same way on every attempt.
+/// The mock's script: every model answers the same way on every attempt, except the flapping
+/// model (see `flap.rs`).
 pub(crate) fn mock_script() -> String {
     let gap = PACED_GAP.as_millis();
     let long_gap = LONG_GAP.as_millis();
@@ -35,7 +39,8 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-"#
+{}"#,
+        flap::mock_script()
     )
 }
 
@@ -67,7 +72,8 @@ enabled = false
 [settings.routing]
 retry_budget_percent = 0
 retry_budget_min_per_second = 0
-"#
+{}"#,
+        flap::proxy_config(mock_url, key_env)
     )
 }
 
@@ -80,6 +86,12 @@ pub(crate) struct Plan {
     pub(crate) paced_pairs: usize,
     pub(crate) fallback_triples: usize,
     pub(crate) concurrent_streams: usize,
+    /// The closed-loop throughput steps; `None` skips them.
+    pub(crate) throughput: Option<Timing>,
+    /// Paired requests with a breaker flapping elsewhere (and as many without); 0 skips them.
+    pub(crate) flap_pairs: usize,
+    /// Cold starts with the seeded state file (and as many with an empty one); 0 skips them.
+    pub(crate) cold_starts: usize,
 }
 
 impl Plan {
@@ -91,6 +103,12 @@ impl Plan {
             paced_pairs: 25,
             fallback_triples: pairs / 2,
             concurrent_streams: 256,
+            throughput: Some(Timing {
+                warmup: Duration::from_millis(500),
+                window: Duration::from_secs(3),
+            }),
+            flap_pairs: pairs * 3,
+            cold_starts: 10,
         }
     }
 
@@ -102,6 +120,9 @@ impl Plan {
             paced_pairs: 3,
             fallback_triples: pairs / 4,
             concurrent_streams: 0,
+            throughput: None,
+            flap_pairs: 0,
+            cold_starts: 0,
         }
     }
 }
@@ -113,6 +134,7 @@ pub(crate) struct Sides {
     pub(crate) direct: Endpoint,
     pub(crate) proxied: Endpoint,
     pub(crate) proxy_pid: u32,
+    pub(crate) mock_pid: u32,
 }
 
 /// Every figure of one run.
@@ -130,6 +152,10 @@ pub(crate) struct Results {
     /// RSS with this many streams open at once, if measured.
     pub(crate) streams: Option<(usize, Memory)>,
     pub(crate) after: Memory,
+    pub(crate) throughput: Option<Vec<Step>>,
+    pub(crate) flapping: Option<BreakerFlap>,
+    /// Filled in by the caller, which owns the binaries (see `cold_start.rs`).
+    pub(crate) cold_start: Option<ColdStart>,
 }
 
 /// The paced stream's gaps.
@@ -170,6 +196,28 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
     } else {
         None
     };
+    let flapping = if plan.flap_pairs > 0 {
+        Some(flapping(sides, plan.flap_pairs).await.context("breaker flapping")?)
+    } else {
+        None
+    };
+    let throughput = match plan.throughput {
+        Some(timing) => {
+            let pids = Pids { proxy: sides.proxy_pid, mock: sides.mock_pid };
+            let steps = throughput::measure(
+                &sides.http,
+                &sides.direct,
+                &sides.proxied,
+                PLAIN,
+                pids,
+                timing,
+            )
+            .await
+            .context("throughput")?;
+            Some(steps)
+        }
+        None => None,
+    };
     let after = Memory::of(sides.proxy_pid)?;
     Ok(Results {
         idle,
@@ -181,6 +229,9 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         fallback,
         streams,
         after,
+        throughput,
+        flapping,
+        cold_start: None,
     })
 }
 
@@ -197,6 +248,30 @@ async fn warm_up(sides: &Sides, rounds: usize) -> anyhow::Result<()> {
         call(&sides.http, &sides.direct, DOWN, 503).await?;
     }
     Ok(())
+}
+
+/// The non-streamed pairs again: quiet, with a driver on provider `down` (failing, breaker off),
+/// and with the driver on provider `flap` (its breaker flapping). See `flap.rs`.
+async fn flapping(sides: &Sides, pairs: usize) -> anyhow::Result<BreakerFlap> {
+    let (http, proxied) = (&sides.http, &sides.proxied);
+    let (_, quiet) = non_streamed(sides, pairs).await.context("quiet pairs")?;
+    let ((_, steady), steady_driven) =
+        flap::while_driving(http, proxied, ("down", DOWN), non_streamed(sides, pairs))
+            .await
+            .context("pairs beside a failing provider")?;
+    let ((_, flapping), driven) =
+        flap::while_driving(http, proxied, ("flap", flap::FLAP), non_streamed(sides, pairs))
+            .await
+            .context("pairs beside a flapping breaker")?;
+    Ok(BreakerFlap {
+        quiet,
+        steady,
+        steady_answers: steady_driven.answers,
+        flapping,
+        answers: driven.answers,
+        recoveries: driven.recoveries,
+        lasted: driven.lasted,
+    })
 }
 
 async fn non_streamed(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, Summary)> {

@@ -13,6 +13,10 @@
 
 #[path = "../bench/client.rs"]
 mod client;
+#[path = "../bench/cold_start.rs"]
+mod cold_start;
+#[path = "../bench/flap.rs"]
+mod flap;
 #[path = "../bench/fleet.rs"]
 mod fleet;
 #[path = "../bench/machine.rs"]
@@ -23,6 +27,8 @@ mod report;
 mod run;
 #[path = "../bench/stats.rs"]
 mod stats;
+#[path = "../bench/throughput.rs"]
+mod throughput;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -53,7 +59,8 @@ struct Args {
     /// The `switchyard-mock` binary (a release build).
     #[arg(long)]
     mock: PathBuf,
-    /// A short run for CI: fewer pairs, no concurrent-stream memory figure.
+    /// A short run for CI: fewer pairs; no concurrent-stream memory, throughput, breaker-flap or
+    /// cold-start figures.
     #[arg(long)]
     quick: bool,
     /// Non-streamed pairs (default 2,000; 200 with `--quick`).
@@ -123,10 +130,18 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         outcome
     })?;
 
-    let setup = Setup { machine, command: args.command.clone(), placement, plan };
+    let load_after = machine::load_average();
+    let setup = Setup { machine, load_after, command: args.command.clone(), placement, plan };
     let section = report::section(&setup, &results);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{section}")?;
+    if args.quick {
+        writeln!(
+            stdout,
+            "quick run: skipped the 256-stream memory figure, the closed-loop throughput steps, \
+             the breaker-flap latency and the cold starts (run `scripts/bench` for those)"
+        )?;
+    }
     if let Some(path) = &args.docs {
         let doc = std::fs::read_to_string(path).unwrap_or_default();
         std::fs::write(path, report::replace_section(&doc, &section))
@@ -216,9 +231,28 @@ async fn start_and_measure(
             model_prefix: "oa/".to_owned(),
         },
         proxy_pid: proxy.pid,
+        mock_pid: mock.pid,
     };
     // Both children live (and are killed on drop) until the measurements are done.
-    let results = run::measure(&sides, plan).await;
-    drop((mock, proxy));
-    results
+    let mut results = run::measure(&sides, plan).await?;
+    drop(proxy);
+    if plan.cold_starts > 0 {
+        let target = cold_start::Target {
+            switchyard: &args.switchyard,
+            env: vec![
+                ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
+                ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
+            ],
+            local_key: LOCAL_KEY,
+            base_config: run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"),
+            mock_url: &mock.url,
+            key_env: "BENCH_UPSTREAM_KEY",
+            cpu: proxy_cpu,
+        };
+        let cold =
+            cold_start::measure(&target, plan.cold_starts, work).await.context("cold start")?;
+        results.cold_start = Some(cold);
+    }
+    drop(mock);
+    Ok(results)
 }

@@ -138,10 +138,17 @@ impl App {
             .map_err(|p| p.in_file(&origin))?;
         let config = Arc::new(config);
         proxy::configure_registry(&registry, &config);
+        // The HTTP client loads the system's root certificates (milliseconds of file reads):
+        // on a blocking thread, while the state file is restored.
+        let connect = config.timeouts.connect;
+        let executor = tokio::task::spawn_blocking(move || Executor::new(connect));
         let persistence = Persistence::start(state_file, &registry, clock.now()).await;
         let log = RequestLog::start(persistence.store().cloned());
         // One HTTP client (one pool, one root store) for upstreams and identity providers.
-        let executor = Executor::new(config.timeouts.connect).expect("the HTTP client builds");
+        let executor = executor
+            .await
+            .expect("building the HTTP client does not panic")
+            .expect("the HTTP client builds with static settings");
         let oauth = OAuth::new(
             Arc::clone(&secrets),
             Arc::clone(&registry),

@@ -24,29 +24,13 @@ impl Store {
     /// Every persisted entry, read in one transaction so the three tables agree.
     pub async fn load_health(&self) -> Result<HealthRecords, StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
-        let breakers: Vec<BreakerRow> = sqlx::query_as(
-            "SELECT provider, state, failures, reopens, open_until, last_fault, changed_at
-             FROM breakers ORDER BY provider",
-        )
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::database)?;
-        let credentials: Vec<CredentialRow> = sqlx::query_as(
-            "SELECT provider, credential, status, cooling_until, backoff_level, last_error,
-                    changed_at
-             FROM credential_cooldowns ORDER BY provider, credential",
-        )
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::database)?;
-        let lockouts: Vec<LockoutRow> = sqlx::query_as(
-            "SELECT provider, credential, model, locked_until, consecutive_failures, reason_kind,
-                    reason_status, changed_at
-             FROM model_lockouts ORDER BY provider, credential, model",
-        )
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(StoreError::database)?;
+        // Each table comes back as one JSON array built inside SQLite: one row across the
+        // connection's thread instead of one per entry, which is most of a cold start with
+        // thousands of entries.
+        let breakers: Vec<BreakerRow> = rows(&mut tx, "breakers", BREAKERS).await?;
+        let credentials: Vec<CredentialRow> =
+            rows(&mut tx, "credential_cooldowns", CREDENTIALS).await?;
+        let lockouts: Vec<LockoutRow> = rows(&mut tx, "model_lockouts", LOCKOUTS).await?;
         Ok(HealthRecords {
             breakers: breakers.into_iter().map(BreakerRow::decode).collect::<Result<_, _>>()?,
             credentials: credentials
@@ -220,7 +204,7 @@ async fn put_lockout(
     .map(drop)
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(serde::Deserialize)]
 struct BreakerRow {
     provider: String,
     state: String,
@@ -229,6 +213,27 @@ struct BreakerRow {
     open_until: Option<i64>,
     last_fault: Option<String>,
     changed_at: i64,
+}
+
+/// Each table as one JSON array of rows, the columns in the order of the row types' fields.
+const BREAKERS: &str = "SELECT json_group_array(json_array(provider, state, failures, reopens, \
+     open_until, last_fault, changed_at)) FROM (SELECT * FROM breakers ORDER BY provider)";
+const CREDENTIALS: &str = "SELECT json_group_array(json_array(provider, credential, status, \
+     cooling_until, backoff_level, last_error, changed_at)) \
+     FROM (SELECT * FROM credential_cooldowns ORDER BY provider, credential)";
+const LOCKOUTS: &str = "SELECT json_group_array(json_array(provider, credential, model, \
+     locked_until, consecutive_failures, reason_kind, reason_status, changed_at)) \
+     FROM (SELECT * FROM model_lockouts ORDER BY provider, credential, model)";
+
+/// The rows one of the queries above returns.
+async fn rows<T: serde::de::DeserializeOwned>(
+    tx: &mut SqliteConnection,
+    table: &str,
+    sql: &'static str,
+) -> Result<Vec<T>, StoreError> {
+    let json: String =
+        sqlx::query_scalar(sql).fetch_one(&mut *tx).await.map_err(StoreError::database)?;
+    serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))
 }
 
 impl BreakerRow {
@@ -245,7 +250,7 @@ impl BreakerRow {
     }
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(serde::Deserialize)]
 struct CredentialRow {
     provider: String,
     credential: String,
@@ -274,7 +279,7 @@ impl CredentialRow {
     }
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(serde::Deserialize)]
 struct LockoutRow {
     provider: String,
     credential: String,

@@ -221,3 +221,19 @@ async fn sign_in_routes_refuse_what_is_not_an_oauth_credential_and_change_nothin
     let (_, view) = rig.h.api_get(STATUS).await;
     assert_eq!(view["state"], "signed_out", "{view}");
 }
+
+#[tokio::test]
+async fn deleting_an_oauth_credential_deletes_its_tokens() {
+    let rig = Rig::start().await;
+    rig.sign_in().await;
+    let (_, view) = rig.h.api_get(STATUS).await;
+    assert_eq!(view["state"], "valid");
+    let path = "/api/providers/oo/credentials/me";
+    assert_eq!(rig.h.api(Method::DELETE, path, &Value::Null).await.0, 200);
+    // The same name again starts signed out: nothing of the old tokens is left.
+    let input = json!({ "id": "me", "kind": "oauth" });
+    let (status, _) = rig.h.api(Method::POST, "/api/providers/oo/credentials", &input).await;
+    assert_eq!(status, 201);
+    let (_, view) = rig.h.api_get(STATUS).await;
+    assert_eq!(view["state"], "signed_out", "{view}");
+}

@@ -416,8 +416,17 @@ impl Services {
     }
 
     /// Deletes the keychain entry a removed credential owned (`keychain:provider/credential`
-    /// naming itself); secrets kept elsewhere are not ours to delete.
+    /// naming itself, or an OAuth credential's tokens); secrets kept elsewhere are not ours to
+    /// delete.
     async fn forget_secret(&self, provider: &str, credential: &CredentialForm) {
+        if credential.kind == CredentialKind::Oauth {
+            // Its tokens are its keychain entry.
+            let (p, c) = (provider.into(), credential.id.as_str().into());
+            if let Err(error) = self.oauth.sign_out(&p, &c).await {
+                tracing::warn!(%error, "cannot delete the OAuth tokens of a removed credential");
+            }
+            return;
+        }
         let Some(Ok(SecretRef::Keychain(id))) = credential.secret.as_deref().map(SecretRef::parse)
         else {
             return;

@@ -18,10 +18,9 @@ impl Services {
         provider: &str,
         credential: &str,
     ) -> Result<LoginStarted, EditError> {
-        let config = self.editor.current();
-        let client = oauth_client(&config, provider, credential)?;
+        let (p, c, client) = self.oauth_credential(provider, credential)?;
         self.oauth
-            .start_login(&ProviderId::from(provider), &CredentialId::from(credential), &client)
+            .start_login(&p, &c, &client)
             .await
             .map_err(|e| EditError::Upstream(Problem::new("oauth", e)))
     }
@@ -41,10 +40,9 @@ impl Services {
         provider: &str,
         credential: &str,
     ) -> Result<OAuthCredentialStatus, EditError> {
-        let config = self.editor.current();
-        oauth_client(&config, provider, credential)?;
+        let (p, c, _) = self.oauth_credential(provider, credential)?;
         self.oauth
-            .status(&ProviderId::from(provider), &CredentialId::from(credential), self.clock.now())
+            .status(&p, &c, self.clock.now())
             .await
             .map_err(|e| EditError::Invalid(Problem::new("oauth", e)))
     }
@@ -57,13 +55,8 @@ impl Services {
         provider: &str,
         credential: &str,
     ) -> Result<OAuthCredentialStatus, EditError> {
-        let config = self.editor.current();
-        oauth_client(&config, provider, credential)?;
-        let (provider_id, credential_id) =
-            (ProviderId::from(provider), CredentialId::from(credential));
-        if let Err(error) =
-            self.oauth.access_token(&provider_id, &credential_id, self.clock.now()).await
-        {
+        let (p, c, _) = self.oauth_credential(provider, credential)?;
+        if let Err(error) = self.oauth.access_token(&p, &c, self.clock.now()).await {
             tracing::info!(provider, credential, %error, "OAuth retry did not give a token");
         }
         self.oauth_status(provider, credential).await
@@ -71,12 +64,21 @@ impl Services {
 
     /// Forgets the credential's tokens (the keychain entry goes); `false` when there were none.
     pub async fn sign_out(&self, provider: &str, credential: &str) -> Result<bool, EditError> {
-        let config = self.editor.current();
-        oauth_client(&config, provider, credential)?;
-        self.oauth
-            .sign_out(&ProviderId::from(provider), &CredentialId::from(credential))
-            .await
-            .map_err(|e| EditError::Invalid(Problem::new("oauth", e)))
+        let (p, c, _) = self.oauth_credential(provider, credential)?;
+        self.oauth.sign_out(&p, &c).await.map_err(|e| EditError::Invalid(Problem::new("oauth", e)))
+    }
+}
+
+impl Services {
+    /// The names, and the provider's OAuth client, when `credential` is one of the running
+    /// config's `oauth` credentials of `provider`.
+    fn oauth_credential(
+        &self,
+        provider: &str,
+        credential: &str,
+    ) -> Result<(ProviderId, CredentialId, OAuthClient), EditError> {
+        let client = oauth_client(&self.editor.current(), provider, credential)?;
+        Ok((ProviderId::from(provider), CredentialId::from(credential), client))
     }
 }
 

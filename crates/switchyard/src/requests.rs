@@ -7,6 +7,7 @@
 //! the last interval. [`RequestLog::close`] writes everything out.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -25,12 +26,14 @@ const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// The most records one write takes.
 const BATCH: usize = 256;
 
-type Writer = (mpsc::Sender<RequestRecord>, tokio::task::JoinHandle<()>);
+/// Records are shared by the ring and the writer: the request path copies nothing.
+type Shared = Arc<RequestRecord>;
+type Writer = (mpsc::Sender<Shared>, tokio::task::JoinHandle<()>);
 
 /// The shared request log.
 #[derive(Debug)]
 pub struct RequestLog {
-    recent: Mutex<VecDeque<RequestRecord>>,
+    recent: Mutex<VecDeque<Shared>>,
     /// `None` without a state file, and once closed.
     writer: Mutex<Option<Writer>>,
 }
@@ -46,8 +49,9 @@ impl RequestLog {
     }
 
     pub fn record(&self, record: RequestRecord) {
+        let record = Arc::new(record);
         if let Some((writer, _)) = &*self.writer.lock()
-            && writer.try_send(record.clone()).is_err()
+            && writer.try_send(Arc::clone(&record)).is_err()
         {
             tracing::debug!("request log writer is behind; this record stays in memory only");
         }
@@ -81,12 +85,14 @@ impl RequestLog {
         limit: usize,
     ) -> Vec<RequestRecord> {
         let recent = self.recent.lock();
-        recent.iter().rev().filter(|r| filter(r)).skip(offset).take(limit).cloned().collect()
+        let newest = recent.iter().rev().filter(|r| filter(r)).skip(offset).take(limit);
+        newest.map(|r| RequestRecord::clone(r)).collect()
     }
 }
 
-async fn write(store: Store, mut rx: mpsc::Receiver<RequestRecord>) {
+async fn write(store: Store, mut rx: mpsc::Receiver<Shared>) {
     while let Some(batch) = next_batch(&mut rx).await {
+        let batch: Vec<RequestRecord> = batch.into_iter().map(Arc::unwrap_or_clone).collect();
         if let Err(error) = store.append_requests(&batch, KEEP_IN_FILE).await {
             tracing::warn!(%error, "cannot write the request log; it stays in memory only");
             return;
@@ -96,7 +102,7 @@ async fn write(store: Store, mut rx: mpsc::Receiver<RequestRecord>) {
 
 /// Waits for a record, then gathers more until [`BATCH`] of them or [`FLUSH_EVERY`] after the
 /// first. `None` once the log is closed and everything is taken.
-async fn next_batch(rx: &mut mpsc::Receiver<RequestRecord>) -> Option<Vec<RequestRecord>> {
+async fn next_batch(rx: &mut mpsc::Receiver<Shared>) -> Option<Vec<Shared>> {
     let mut batch = vec![rx.recv().await?];
     let due = Instant::now() + FLUSH_EVERY;
     while batch.len() < BATCH {
@@ -148,15 +154,15 @@ mod tests {
     async fn records_share_a_write_until_the_interval_after_the_first_is_up() {
         let (tx, mut rx) = mpsc::channel(QUEUE);
         let batch = tokio::spawn(async move { (next_batch(&mut rx).await, rx) });
-        tx.send(record(0)).await.unwrap();
+        tx.send(Arc::new(record(0))).await.unwrap();
         tokio::time::sleep(FLUSH_EVERY / 2).await;
-        tx.send(record(1)).await.unwrap();
+        tx.send(Arc::new(record(1))).await.unwrap();
         tokio::time::sleep(FLUSH_EVERY / 2).await;
         // Due now: a record sent after the interval goes to the next batch.
         tokio::time::sleep(Duration::from_millis(1)).await;
-        tx.send(record(2)).await.unwrap();
+        tx.send(Arc::new(record(2))).await.unwrap();
         let (first, mut rx) = batch.await.unwrap();
-        let at = |b: Vec<RequestRecord>| b.iter().map(|r| r.at.0).collect::<Vec<_>>();
+        let at = |b: Vec<Shared>| b.iter().map(|r| r.at.0).collect::<Vec<_>>();
         assert_eq!(at(first.unwrap()), [0, 1]);
         drop(tx);
         assert_eq!(at(next_batch(&mut rx).await.unwrap()), [2], "closing writes what is left");
@@ -167,7 +173,7 @@ mod tests {
     async fn a_full_batch_is_written_without_waiting() {
         let (tx, mut rx) = mpsc::channel(QUEUE);
         for i in 0..=BATCH as u64 {
-            tx.send(record(i)).await.unwrap();
+            tx.send(Arc::new(record(i))).await.unwrap();
         }
         let started = Instant::now();
         assert_eq!(next_batch(&mut rx).await.unwrap().len(), BATCH);

@@ -20,6 +20,9 @@ async fn health_lists_the_active_lockout_with_its_remaining_time_and_reason() {
     let (status, body) = h.api_get("/api/monitoring/health").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["persistence"]["durable"], true);
+    let saved_to = &body["config_saved_to"];
+    assert_eq!(saved_to["to"], "file", "{body}");
+    assert!(saved_to["path"].as_str().unwrap().ends_with("harness.toml"), "{body}");
     let lockouts = body["lockouts"].as_array().unwrap();
     assert_eq!(lockouts.len(), 1, "{body}");
     assert_eq!(lockouts[0]["key"]["model"], "gpt-4o");

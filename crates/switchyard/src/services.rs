@@ -25,7 +25,7 @@ pub use self::catalog::{
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
-use crate::config::ConfigEditor;
+use crate::config::{ConfigEditor, Saving};
 use crate::keys::{self, KeyError};
 use crate::oauth::OAuth;
 use crate::proxy::Proxy;
@@ -47,8 +47,23 @@ pub struct Services {
 #[ts(export)]
 pub struct Health {
     pub persistence: Persistence,
+    /// Where changes to the config are saved.
+    pub config_saved_to: ConfigSaving,
     #[serde(flatten)]
     pub snapshot: HealthSnapshot,
+}
+
+/// Where an edit of the config goes, so the UI can say whether it survives a restart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[serde(tag = "to", rename_all = "snake_case")]
+#[ts(export)]
+pub enum ConfigSaving {
+    /// The `--config` file, rewritten on every edit.
+    File { path: String },
+    /// The state file in the data directory.
+    StateFile,
+    /// Nowhere: the state file could not be opened; edits last until the app stops.
+    MemoryOnly,
 }
 
 /// A local API key for `/v1`, as listed: never its secret.
@@ -116,7 +131,12 @@ impl Services {
                 Persistence { durable: false, reason: Some(reason.clone()) }
             }
         };
-        Health { persistence, snapshot: self.registry.snapshot(self.clock.now()) }
+        let config_saved_to = match self.editor.saving() {
+            Saving::File(path) => ConfigSaving::File { path: path.display().to_string() },
+            Saving::Store(_) => ConfigSaving::StateFile,
+            Saving::Nowhere => ConfigSaving::MemoryOnly,
+        };
+        Health { persistence, config_saved_to, snapshot: self.registry.snapshot(self.clock.now()) }
     }
 
     pub fn reset(&self, scope: &ResetScope) -> ResetCounts {

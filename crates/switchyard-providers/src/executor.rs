@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt as _};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use switchyard_core::outcome::{TimeoutPhase, TransportFault};
+pub use url::Url;
 
 /// Error bodies larger than this are cut; the start says all a sniffer needs.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -27,7 +28,7 @@ pub struct Executor {
 /// What to send.
 #[derive(Debug)]
 pub struct UpstreamRequest {
-    pub url: String,
+    pub url: Url,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub body: Bytes,
 }
@@ -77,7 +78,7 @@ impl Executor {
         request: UpstreamRequest,
         headers_deadline: Duration,
     ) -> Result<Response, SendFailure> {
-        let builder = self.client.post(&request.url).body(request.body);
+        let builder = self.client.post(request.url).body(request.body);
         Self::exchange(builder, request.headers, headers_deadline).await
     }
 

@@ -89,6 +89,11 @@ impl Registration {
         self.token_url.as_str()
     }
 
+    /// The token endpoint, parsed once.
+    pub fn token_endpoint(&self) -> &Url {
+        &self.token_url
+    }
+
     pub fn client_id(&self) -> &str {
         &self.client_id
     }

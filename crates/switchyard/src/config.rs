@@ -20,6 +20,7 @@ use switchyard_core::settings::{
     Timeouts,
 };
 use switchyard_core::{CredentialId, ModelId, ProviderId};
+use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 
 use crate::oauth::OAuthClient;
@@ -116,6 +117,8 @@ pub struct ProviderConfig {
     pub id: ProviderId,
     pub kind: ProviderKind,
     pub base_url: String,
+    /// The chat endpoint, parsed once, for dialects whose endpoint does not name the model.
+    pub chat_url: Option<Url>,
     pub breaker: BreakerPolicy,
     pub selection: SelectionStrategy,
     pub models: Vec<ModelId>,
@@ -361,10 +364,13 @@ impl ProviderForm {
                 priority: 0,
             });
         }
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        let chat_url = chat_url(at, self.kind, &base_url)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
             kind: self.kind,
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            base_url,
+            chat_url,
             breaker,
             selection: self.selection,
             models: self.models.iter().map(|m| ModelId::from(m.as_str())).collect(),
@@ -460,6 +466,17 @@ impl TargetForm {
         }
         Ok(target)
     }
+}
+
+/// The chat endpoint of a dialect whose endpoint does not name the model, parsed once.
+fn chat_url(at: &str, kind: ProviderKind, base_url: &str) -> Result<Option<Url>, Problem> {
+    if kind == ProviderKind::Gemini {
+        return Ok(None);
+    }
+    let path = kind.dialect().endpoint("", false).path;
+    Url::parse(&format!("{base_url}/{path}")).map(Some).map_err(|e| {
+        Problem::new(format!("{at}.base_url"), format!("\"{base_url}\" is not a valid URL: {e}"))
+    })
 }
 
 /// `provider/model` → its parts; the model may itself contain slashes (`openrouter/meta/llama`).

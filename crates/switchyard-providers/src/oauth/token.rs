@@ -106,7 +106,7 @@ impl TokenClient {
         sent: &[&Secret],
     ) -> Result<TokenResponse, OAuthError> {
         let request = UpstreamRequest {
-            url: registration.token_url().to_owned(),
+            url: registration.token_endpoint().clone(),
             headers: vec![
                 (CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded")),
                 (ACCEPT, HeaderValue::from_static("application/json")),

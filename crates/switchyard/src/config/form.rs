@@ -14,6 +14,7 @@ use switchyard_core::settings::{
     BreakerProfile, BreakerSettings, CooldownSettings, LockoutSettings, RoutingSettings,
     TimeoutSettings,
 };
+use switchyard_providers::dialect::Dialect;
 use ts_rs::TS;
 
 use crate::oauth::OAuthClient;
@@ -30,6 +31,14 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Self::Openai => Dialect::OpenAi,
+            Self::Anthropic => Dialect::Anthropic,
+            Self::Gemini => Dialect::Gemini,
+        }
+    }
+
     pub fn default_base_url(self) -> &'static str {
         match self {
             Self::Openai => "https://api.openai.com/v1",

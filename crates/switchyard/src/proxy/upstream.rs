@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{Dialect, EncodeOptions};
 use switchyard_providers::error::ProviderError;
-use switchyard_providers::executor::UpstreamRequest;
+use switchyard_providers::executor::{UpstreamRequest, Url};
 
 use switchyard_secrets::Secret;
 
@@ -18,11 +18,7 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u32 = 8192;
 
 pub(crate) fn dialect(kind: ProviderKind) -> Dialect {
-    match kind {
-        ProviderKind::Openai => Dialect::OpenAi,
-        ProviderKind::Anthropic => Dialect::Anthropic,
-        ProviderKind::Gemini => Dialect::Gemini,
-    }
+    kind.dialect()
 }
 
 /// The request for `model` on `provider`, presenting `secret`. `client_headers` are the caller's;
@@ -39,12 +35,20 @@ pub(crate) fn build(
         request,
         &EncodeOptions { model, default_max_tokens: DEFAULT_MAX_TOKENS },
     )?;
-    let endpoint = dialect.endpoint(model, request.stream);
-    let mut url = format!("{}/{}", provider.base_url, endpoint.path);
-    if let Some(query) = endpoint.query {
-        url.push('?');
-        url.push_str(query);
-    }
+    let url = if let Some(url) = &provider.chat_url {
+        url.clone()
+    } else {
+        let endpoint = dialect.endpoint(model, request.stream);
+        let mut url = format!("{}/{}", provider.base_url, endpoint.path);
+        if let Some(query) = endpoint.query {
+            url.push('?');
+            url.push_str(query);
+        }
+        Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
+            dialect,
+            message: format!("model \"{model}\" makes no valid URL: {e}"),
+        })?
+    };
 
     let mut headers = Vec::with_capacity(4 + provider.headers.len());
     headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
+use switchyard::services::ConfigSaving;
 use switchyard::{App, Launch};
 use switchyard_core::outcome::{BodyHint, Outcome, Upstream, classify};
 use switchyard_core::resilience::SkipReason;
@@ -59,4 +60,22 @@ async fn without_a_config_file_the_config_lives_in_the_state_file_across_restart
     assert_eq!(config.combos[0].name, "home");
     assert_eq!(app.services().export_config(), config.form.to_toml());
     app.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_a_corrupt_state_file_config_edits_apply_in_memory_and_the_health_page_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
+    let state = dir.path().join(switchyard::STATE_FILE);
+    let garbage = vec![0x5a_u8; 8192];
+    std::fs::write(&state, &garbage).unwrap();
+
+    let app = App::start(launch(dir.path(), &clock)).await.unwrap();
+    assert!(!app.persistence_status().is_durable());
+    assert_eq!(app.services().health().config_saved_to, ConfigSaving::MemoryOnly);
+    let text = "[[providers]]\nid = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\n";
+    app.services().import_config(text, false).await.unwrap();
+    assert_eq!(app.config().providers[0].id.as_str(), "local", "applied, in memory");
+    app.shutdown().await;
+    assert_eq!(std::fs::read(&state).unwrap(), garbage, "the corrupt file is left untouched");
 }

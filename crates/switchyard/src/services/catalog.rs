@@ -140,13 +140,7 @@ impl Services {
         let id = form.id.clone();
         let at = format!("providers[{}]", self.editor.current().form.providers.len());
         self.editor
-            .edit(|config| {
-                if config.providers.iter().any(|p| p.id == form.id) {
-                    return Err(taken("id", "provider", &form.id));
-                }
-                config.providers.push(form);
-                Ok(())
-            })
+            .edit(|config| append_new(&mut config.providers, form, |p| &p.id, "id", "provider"))
             .await
             .map_err(|e| relative(e, &at))?;
         self.provider(&id)
@@ -242,12 +236,8 @@ impl Services {
             .editor
             .edit(|config| {
                 let index = provider_index(config, provider)?;
-                let p = &mut config.providers[index];
-                if p.credential(&form.id).is_some() {
-                    return Err(taken("id", "credential", &form.id));
-                }
-                p.credentials.push(form);
-                Ok(())
+                let credentials = &mut config.providers[index].credentials;
+                append_new(credentials, form, |c| &c.id, "id", "credential")
             })
             .await
             .map_err(|e| relative(e, &at));
@@ -461,13 +451,7 @@ impl Services {
         let name = combo.name.clone();
         let at = format!("combos[{}]", self.editor.current().form.combos.len());
         self.editor
-            .edit(|config| {
-                if config.combos.iter().any(|c| c.name == combo.name) {
-                    return Err(taken("name", "combo", &combo.name));
-                }
-                config.combos.push(combo);
-                Ok(())
-            })
+            .edit(|config| append_new(&mut config.combos, combo, |c| &c.name, "name", "combo"))
             .await
             .map_err(|e| relative(e, &at))?;
         self.combo(&name)
@@ -618,6 +602,21 @@ fn combos_using(config: &ConfigForm, provider: &str, credential: Option<&str>) -
         })
         .map(|combo| combo.name.clone())
         .collect()
+}
+
+/// Appends `item` unless an item of the same name is there already (a 409 on `field`).
+fn append_new<T>(
+    list: &mut Vec<T>,
+    item: T,
+    name: impl Fn(&T) -> &String,
+    field: &str,
+    what: &str,
+) -> Result<(), EditError> {
+    if list.iter().any(|other| name(other) == name(&item)) {
+        return Err(taken(field, what, name(&item)));
+    }
+    list.push(item);
+    Ok(())
 }
 
 /// A create or rename that would repeat a name.

@@ -115,6 +115,11 @@ impl Services {
         SettingsView { server: form.server.clone(), settings: form.settings.clone() }
     }
 
+    /// Which events the desktop app announces.
+    pub fn notifications(&self) -> crate::config::NotificationSettings {
+        self.editor.current().form.settings.notifications.clone()
+    }
+
     pub fn section(&self, section: Section) -> Value {
         section.read(&self.editor.current().form)
     }

@@ -1,0 +1,157 @@
+//! The Switchyard desktop app: a thin Tauri shell around the same app `switchyard serve` runs.
+//!
+//! - On launch it starts the proxy in process ([`engine`]), listening on loopback for editors
+//!   and agents.
+//! - The window's UI calls the management API over IPC ([`commands::api`]) into the same
+//!   router; health events reach it as the `health` window event.
+//! - The tray ([`tray`]) shows aggregate health and the everyday actions; desktop
+//!   notifications ([`notices`]) announce breakers opening and fallbacks.
+//! - One instance only: starting it again shows the running one's window. Closing the window
+//!   hides it; Quit (tray) stops the proxy gracefully, then exits.
+
+mod commands;
+pub mod engine;
+pub mod notices;
+pub mod status;
+mod tray;
+
+use std::sync::Arc;
+
+use tauri::{AppHandle, Emitter as _, Manager as _, RunEvent, WindowEvent};
+use tauri_plugin_autostart::MacosLauncher;
+use tauri_plugin_notification::NotificationExt as _;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tracing_subscriber::EnvFilter;
+
+use crate::engine::Engine;
+use crate::notices::{Notice, Notices};
+
+/// The window the UI lives in.
+const MAIN_WINDOW: &str = "main";
+
+/// Runs the app until Quit.
+pub fn run() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let app = tauri::Builder::default()
+        // First, so a second launch is handed over before anything else starts.
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| show_window(app)))
+        .plugin(tauri_plugin_notification::init())
+        .plugin(tauri_plugin_autostart::init(MacosLauncher::LaunchAgent, None))
+        .plugin(tauri_plugin_clipboard_manager::init())
+        .invoke_handler(tauri::generate_handler![
+            commands::api,
+            commands::autostart_get,
+            commands::autostart_set
+        ])
+        .setup(|app| {
+            let data_dir = app.path().app_data_dir()?;
+            let engine = tauri::async_runtime::block_on(Engine::start(data_dir))
+                .map_err(|e| -> Box<dyn std::error::Error> { e })?;
+            app.manage(engine);
+            tray::install(app.handle())?;
+            forward_events(app.handle());
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            if let WindowEvent::CloseRequested { api, .. } = event {
+                // The proxy keeps serving; the tray brings the window back.
+                api.prevent_close();
+                let _ = window.hide();
+            }
+        })
+        .build(tauri::generate_context!())
+        .expect("the Tauri app builds from its config");
+    app.run(|_app, event| {
+        // Only Quit ends the app (it exits with a code); a closed window does not.
+        if let RunEvent::ExitRequested { code: None, api, .. } = event {
+            api.prevent_exit();
+        }
+    });
+}
+
+/// Shows, unminimises and focuses the window.
+pub(crate) fn show_window(app: &AppHandle) {
+    if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
+        let _ = window.show();
+        let _ = window.unminimize();
+        let _ = window.set_focus();
+    }
+}
+
+/// Stops the proxy gracefully (requests in flight finish, state is written out), then exits.
+pub(crate) fn quit(app: &AppHandle) {
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        app.state::<Engine>().stop().await;
+        app.exit(0);
+    });
+}
+
+/// Forwards every health event to the window (`health`), redraws the tray once per burst of
+/// events, and turns breakers opening and fallbacks into desktop notifications.
+fn forward_events(app: &AppHandle) {
+    let engine = app.state::<Engine>();
+    let notices = Arc::new(std::sync::Mutex::new(Notices::default()));
+
+    let mut health = engine.services.events();
+    let (handle, seen) = (app.clone(), Arc::clone(&notices));
+    tauri::async_runtime::spawn(async move {
+        loop {
+            let first = match health.recv().await {
+                Ok(event) => Some(event),
+                Err(RecvError::Lagged(_)) => None,
+                Err(RecvError::Closed) => return,
+            };
+            // Whatever else already arrived joins this redraw.
+            let mut burst: Vec<_> = first.into_iter().collect();
+            loop {
+                match health.try_recv() {
+                    Ok(event) => burst.push(event),
+                    Err(TryRecvError::Lagged(_)) => {}
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                }
+            }
+            let settings = handle.state::<Engine>().services.notifications();
+            for event in &burst {
+                let _ = handle.emit_to(MAIN_WINDOW, "health", event);
+                let notice = seen.lock().expect("not poisoned").on_health(event, &settings);
+                notify(&handle, notice);
+            }
+            tray::refresh(&handle);
+        }
+    });
+
+    let mut requests = engine.proxy.request_log().subscribe();
+    let handle = app.clone();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            let record = match requests.recv().await {
+                Ok(record) => record,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let settings = handle.state::<Engine>().services.notifications();
+            let notice = notices.lock().expect("not poisoned").on_request(
+                &record.model,
+                record.served_by.as_deref(),
+                record.attempts,
+                record.at,
+                &settings,
+            );
+            notify(&handle, notice);
+        }
+    });
+}
+
+fn notify(app: &AppHandle, notice: Option<Notice>) {
+    let Some(notice) = notice else { return };
+    if let Err(error) = app.notification().builder().title(&notice.title).body(&notice.body).show()
+    {
+        tracing::debug!(%error, "cannot show a desktop notification");
+    }
+}

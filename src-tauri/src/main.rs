@@ -1,0 +1,8 @@
+//! The Switchyard desktop app.
+
+// No console window next to the app on Windows release builds.
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+fn main() {
+    switchyard_desktop::run();
+}

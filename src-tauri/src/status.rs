@@ -1,0 +1,263 @@
+//! What the tray shows, as a pure function of the health page: the icon's colour, the tooltip
+//! and one status line per provider. Kept apart from Tauri so it is tested on its own.
+//!
+//! The colour answers "can my tools get answers right now?":
+//! - green: every breaker closed, nothing benched, nothing locked;
+//! - amber: something is degraded, a key is cooling, a model is locked, or routing is paused,
+//!   but every combo still has a candidate;
+//! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
+//!   nothing that could serve.
+
+use std::fmt::Write as _;
+
+use switchyard::services::Health;
+use switchyard_core::resilience::BreakerState;
+
+/// The tray icon's colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Healthy,
+    Warning,
+    Down,
+}
+
+impl Level {
+    /// The icon's RGB colour.
+    pub fn rgb(self) -> [u8; 3] {
+        match self {
+            Self::Healthy => [0x2e, 0xa0, 0x43],
+            Self::Warning => [0xd9, 0x8e, 0x04],
+            Self::Down => [0xd1, 0x24, 0x2f],
+        }
+    }
+}
+
+/// Everything the tray displays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrayView {
+    pub level: Level,
+    pub tooltip: String,
+    /// One line per provider, in config order.
+    pub lines: Vec<String>,
+    pub paused: bool,
+}
+
+/// The tray for `health`; `providers` are the configured provider ids, in config order (a
+/// provider nothing has happened to yet has no breaker entry, and is healthy).
+pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
+    let snapshot = &health.snapshot;
+    let open = snapshot
+        .breakers
+        .iter()
+        .filter(|b| matches!(b.state, BreakerState::Open | BreakerState::HalfOpen))
+        .count();
+    let degraded =
+        snapshot.breakers.iter().filter(|b| matches!(b.state, BreakerState::Degraded)).count();
+    let cooling = snapshot.credentials.len();
+    let locked = snapshot.lockouts.len();
+    let stranded: Vec<&str> =
+        health.combos.iter().filter(|c| c.eligible == 0).map(|c| c.name.as_str()).collect();
+
+    let level = if open > 0 || !stranded.is_empty() {
+        Level::Down
+    } else if degraded > 0 || cooling > 0 || locked > 0 || health.paused {
+        Level::Warning
+    } else {
+        Level::Healthy
+    };
+
+    let mut tooltip = String::from("Switchyard");
+    if health.paused {
+        tooltip.push_str(" (paused)");
+    }
+    let count = providers.len();
+    let _ = write!(
+        tooltip,
+        ": {count} {} ({open} open, {degraded} degraded) · {cooling} {} cooling · {locked} {} locked",
+        plural(count, "provider", "providers"),
+        plural(cooling, "key", "keys"),
+        plural(locked, "model", "models"),
+    );
+    if !stranded.is_empty() {
+        let _ = write!(tooltip, " · nothing can serve {}", stranded.join(", "));
+    }
+
+    let lines = providers.iter().map(|p| provider_line(health, p)).collect();
+    TrayView { level, tooltip, lines, paused: health.paused }
+}
+
+/// `openai: open, retry in 42 s · 1 key cooling · 2 models locked`.
+fn provider_line(health: &Health, provider: &str) -> String {
+    let snapshot = &health.snapshot;
+    let breaker = snapshot.breakers.iter().find(|b| b.provider.as_str() == provider);
+    let mut line = format!("{provider}: ");
+    match breaker.map(|b| (b.state, b.retry_in_ms)) {
+        None | Some((BreakerState::Closed, _)) => line.push_str("healthy"),
+        Some((BreakerState::Degraded, _)) => line.push_str("degraded"),
+        Some((BreakerState::Open, retry_in_ms)) => {
+            let _ = write!(line, "open, retry in {}", seconds(retry_in_ms));
+        }
+        Some((BreakerState::HalfOpen, _)) => line.push_str("half-open, probing"),
+    }
+    let cooling =
+        snapshot.credentials.iter().filter(|c| c.key.provider.as_str() == provider).count();
+    if cooling > 0 {
+        let _ = write!(line, " · {cooling} {} cooling", plural(cooling, "key", "keys"));
+    }
+    let locked = snapshot.lockouts.iter().filter(|l| l.key.provider.as_str() == provider).count();
+    if locked > 0 {
+        let _ = write!(line, " · {locked} {} locked", plural(locked, "model", "models"));
+    }
+    line
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{} s", ms.div_ceil(1000))
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard::proxy::ComboHealth;
+    use switchyard::services::{ConfigSaving, Persistence};
+    use switchyard_core::resilience::CredentialStatus;
+    use switchyard_core::resilience::HealthSnapshot;
+    use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
+    use switchyard_core::{CandidateKey, CredentialKey, UnixMillis};
+
+    use super::*;
+
+    const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
+
+    fn providers() -> Vec<String> {
+        PROVIDERS.iter().map(ToString::to_string).collect()
+    }
+
+    fn health() -> Health {
+        Health {
+            paused: false,
+            persistence: Persistence { durable: true, reason: None },
+            config_saved_to: ConfigSaving::StateFile,
+            combos: vec![ComboHealth { name: "smart".into(), eligible: 3, candidates: 3 }],
+            snapshot: HealthSnapshot {
+                at: UnixMillis(1_800_000_000_000),
+                breakers: Vec::new(),
+                credentials: Vec::new(),
+                lockouts: Vec::new(),
+                untracked: 0,
+            },
+        }
+    }
+
+    fn breaker(provider: &str, state: BreakerState, retry_in_ms: u64) -> BreakerView {
+        BreakerView {
+            provider: provider.into(),
+            state,
+            failures: 5,
+            reopens: 0,
+            last_fault: None,
+            retry_in_ms,
+        }
+    }
+
+    fn cooling(provider: &str, credential: &str) -> CredentialView {
+        CredentialView {
+            key: CredentialKey { provider: provider.into(), credential: credential.into() },
+            status: CredentialStatus::Cooling,
+            backoff_level: 1,
+            retry_in_ms: Some(5_000),
+        }
+    }
+
+    fn locked(provider: &str, model: &str) -> LockoutView {
+        LockoutView {
+            key: CandidateKey::new(provider, "key-1", model),
+            reason: None,
+            consecutive_failures: 2,
+            locked_until: UnixMillis(1_800_000_060_000),
+            remaining_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn all_quiet_is_green_with_a_healthy_line_per_configured_provider() {
+        let view = tray_view(&health(), &providers());
+        assert_eq!(view.level, Level::Healthy);
+        assert_eq!(view.lines, ["openai: healthy", "anthropic: healthy"]);
+        assert_eq!(
+            view.tooltip,
+            "Switchyard: 2 providers (0 open, 0 degraded) · 0 keys cooling · 0 models locked"
+        );
+        assert!(!view.paused);
+    }
+
+    #[test]
+    fn a_degraded_provider_a_cooling_key_a_locked_model_or_a_pause_each_turn_it_amber() {
+        let mut cases: Vec<Health> = Vec::new();
+        let mut h = health();
+        h.snapshot.breakers.push(breaker("openai", BreakerState::Degraded, 0));
+        cases.push(h);
+        let mut h = health();
+        h.snapshot.credentials.push(cooling("openai", "key-1"));
+        cases.push(h);
+        let mut h = health();
+        h.snapshot.lockouts.push(locked("anthropic", "claude"));
+        cases.push(h);
+        let mut h = health();
+        h.paused = true;
+        cases.push(h);
+        for h in cases {
+            assert_eq!(tray_view(&h, &providers()).level, Level::Warning, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn an_open_or_half_open_breaker_or_a_combo_with_nothing_eligible_turns_it_red() {
+        for state in [BreakerState::Open, BreakerState::HalfOpen] {
+            let mut h = health();
+            h.snapshot.breakers.push(breaker("anthropic", state, 42_000));
+            h.snapshot.credentials.push(cooling("openai", "key-1"));
+            assert_eq!(tray_view(&h, &providers()).level, Level::Down, "{state:?}");
+        }
+        let mut h = health();
+        h.combos[0].eligible = 0;
+        let view = tray_view(&h, &providers());
+        assert_eq!(view.level, Level::Down);
+        assert!(view.tooltip.ends_with(" · nothing can serve smart"), "{}", view.tooltip);
+    }
+
+    #[test]
+    fn each_line_says_the_breaker_state_retry_time_and_what_is_benched() {
+        let mut h = health();
+        h.paused = true;
+        h.snapshot.breakers.push(breaker("openai", BreakerState::Open, 41_200));
+        h.snapshot.credentials.push(cooling("openai", "key-1"));
+        h.snapshot.credentials.push(cooling("openai", "key-2"));
+        h.snapshot.lockouts.push(locked("openai", "gpt-4o"));
+        h.snapshot.breakers.push(breaker("anthropic", BreakerState::HalfOpen, 0));
+        let view = tray_view(&h, &providers());
+        assert_eq!(
+            view.lines,
+            [
+                "openai: open, retry in 42 s · 2 keys cooling · 1 model locked",
+                "anthropic: half-open, probing",
+            ]
+        );
+        assert_eq!(
+            view.tooltip,
+            "Switchyard (paused): 2 providers (2 open, 0 degraded) · 2 keys cooling · 1 model locked"
+        );
+        assert!(view.paused);
+    }
+
+    #[test]
+    fn each_level_has_its_own_colour() {
+        let colours = [Level::Healthy.rgb(), Level::Warning.rgb(), Level::Down.rgb()];
+        assert_ne!(colours[0], colours[1]);
+        assert_ne!(colours[1], colours[2]);
+        assert_ne!(colours[0], colours[2]);
+    }
+}

@@ -1,0 +1,211 @@
+// The real desktop app in a real window: tauri-driver drives Debian's WebKitWebDriver, which
+// starts the app built with the UI embedded. Run under Xvfb and a D-Bus session with an unlocked
+// keyring (scripts/desktop-test does all of that).
+//
+// The app gets a fresh data directory holding a config that routes to the mock upstream; the
+// test then checks the Overview shows the endpoint really in use, makes a lockout with a
+// request through that endpoint, and clears it from Settings → Model Lockouts, which talks to
+// the proxy over IPC only.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, readFileSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { once } from 'node:events';
+
+const root = resolve(import.meta.dirname, '../..');
+const target = process.env.CARGO_TARGET_DIR ?? join(root, 'target');
+const bin = (name) => join(target, 'debug', name);
+const artifacts = join(root, 'src-tauri/webdriver/artifacts');
+mkdirSync(artifacts, { recursive: true });
+
+const LOCAL_KEY = 'sy-window-test-local-key';
+const UPSTREAM_KEY = 'sk-window-test-upstream';
+/// The data directory Tauri picks: $XDG_DATA_HOME/<identifier>.
+const IDENTIFIER = 'dev.switchyard.desktop';
+
+const processes = [];
+let driver;
+let session;
+let xdg;
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.on('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => ok(port));
+    });
+  });
+}
+
+/// Starts `command` and resolves with the first stdout line matching `pattern`.
+async function started(command, args, options, pattern) {
+  const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'inherit'] });
+  processes.push(child);
+  let seen = '';
+  for await (const chunk of child.stdout) {
+    seen += chunk;
+    const match = seen.match(pattern);
+    if (match) return { child, match };
+  }
+  throw new Error(`${command} exited before printing ${pattern}: ${seen}`);
+}
+
+async function webdriver(method, path, body) {
+  const response = await fetch(`${driver}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path}: ${JSON.stringify(json.value ?? json)}`);
+  return json.value;
+}
+
+const ELEMENT = 'element-6066-11e4-a52e-4f735466cecc';
+
+/// Polls `probe` until it returns something truthy (a condition, not a fixed wait).
+async function until(what, probe, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+async function find(xpath) {
+  const found = await webdriver('POST', `/session/${session}/elements`, { using: 'xpath', value: xpath });
+  return found.map((e) => e[ELEMENT]);
+}
+
+async function text(element) {
+  return webdriver('GET', `/session/${session}/element/${element}/text`);
+}
+
+async function click(element) {
+  await webdriver('POST', `/session/${session}/element/${element}/click`, {});
+}
+
+async function screenshot(name) {
+  const png = await webdriver('GET', `/session/${session}/screenshot`);
+  writeFileSync(join(artifacts, `${name}.png`), Buffer.from(png, 'base64'));
+}
+
+/// An element whose text contains `needle` (innermost match).
+const containing = (needle) =>
+  `//*[contains(normalize-space(.), ${JSON.stringify(needle)}) and not(*[contains(normalize-space(.), ${JSON.stringify(needle)})])]`;
+
+before(async () => {
+  xdg = mkdtempSync(join(tmpdir(), 'switchyard-window-'));
+  const dataDir = join(xdg, IDENTIFIER);
+  mkdirSync(dataDir, { recursive: true });
+
+  // The mock upstream: the first gpt-4o request gets a 404, which locks the model on the key.
+  const script = join(xdg, 'mock.toml');
+  writeFileSync(script, `"gpt-4o" = [{ status = { code = 404 } }]\n`);
+  const mock = await started(bin('switchyard-mock'), ['--script', script], {}, /listening on (http:\/\/\S+)/);
+  const config = join(xdg, 'switchyard.toml');
+  writeFileSync(
+    config,
+    `[[providers]]
+id = "mock"
+kind = "openai"
+base_url = "${mock.match[1]}/v1"
+models = ["gpt-4o"]
+credentials = [{ id = "key-1", secret = "env:SWITCHYARD_TEST_UPSTREAM_KEY" }]
+
+[[combos]]
+name = "smart"
+targets = [{ target = "mock/gpt-4o" }]
+`,
+  );
+  execFileSync(bin('switchyard'), ['--data-dir', dataDir, 'config', 'import', config], {
+    env: { ...process.env, SWITCHYARD_TEST_UPSTREAM_KEY: UPSTREAM_KEY },
+    stdio: 'inherit',
+  });
+
+  const [port, nativePort] = [await freePort(), await freePort()];
+  const child = spawn('tauri-driver', ['--port', String(port), '--native-port', String(nativePort)], {
+    env: {
+      ...process.env,
+      XDG_DATA_HOME: xdg,
+      SWITCHYARD_PORT: '0',
+      SWITCHYARD_API_KEY: LOCAL_KEY,
+      SWITCHYARD_TEST_UPSTREAM_KEY: UPSTREAM_KEY,
+      TAURI_WEBVIEW_AUTOMATION: 'true',
+    },
+    stdio: 'inherit',
+  });
+  processes.push(child);
+  driver = `http://127.0.0.1:${port}`;
+  await until('tauri-driver', async () => (await fetch(`${driver}/status`)).ok);
+  const created = await webdriver('POST', '/session', {
+    capabilities: {
+      alwaysMatch: {
+        browserName: 'wry',
+        'tauri:options': { application: bin('switchyard-desktop') },
+      },
+    },
+  });
+  session = created.sessionId;
+});
+
+after(async () => {
+  if (session) await webdriver('DELETE', `/session/${session}`).catch(() => {});
+  for (const child of processes.reverse()) {
+    child.kill('SIGTERM');
+    if (child.exitCode === null) await once(child, 'exit').catch(() => {});
+  }
+});
+
+let endpoint;
+
+test('the window opens and the Overview shows the endpoint really in use', async () => {
+  const [element] = await until('the endpoint on the Overview', () => find(containing('http://127.0.0.1:')));
+  const shown = await text(element);
+  endpoint = shown.match(/http:\/\/127\.0\.0\.1:\d+\/v1/)?.[0];
+  assert.ok(endpoint, `no endpoint URL in ${JSON.stringify(shown)}`);
+  // It is the proxy: it answers the model list to the local key.
+  const models = await fetch(`${endpoint}/models`, { headers: { authorization: `Bearer ${LOCAL_KEY}` } });
+  assert.equal(models.status, 200);
+  await screenshot('overview');
+});
+
+test('Settings → Model Lockouts loads through IPC and Clear all clears', async () => {
+  assert.ok(endpoint, 'the Overview test found the endpoint');
+  const chat = await fetch(`${endpoint}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${LOCAL_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'smart', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(chat.status, 404, 'the scripted 404 reaches the client: nothing else could serve');
+
+  const [link] = await until('the Model Lockouts link', () => find(containing('Model Lockouts')));
+  await click(link);
+  await until('the lockout row', () => find(`//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`));
+  await screenshot('model-lockouts');
+  const [clearAll] = await until('the Clear all button', () => find(`//button[contains(normalize-space(.), 'Clear all')]`));
+  await click(clearAll);
+  await until('the lockout row to go', async () => (await find(`//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`)).length === 0);
+
+  // The proxy agrees: nothing is locked any more.
+  const token = readFileSync(join(xdg, IDENTIFIER, 'management-token'), 'utf8').trim();
+  const port = new URL(endpoint).port;
+  const lockouts = await fetch(`http://127.0.0.1:${port}/api/resilience/lockouts`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  assert.deepEqual(await lockouts.json(), []);
+  await screenshot('model-lockouts-cleared');
+});

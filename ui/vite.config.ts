@@ -7,16 +7,13 @@ import react from '@vitejs/plugin-react';
 // `npm run dev` (or `vite preview`) against a running server: SWITCHYARD_URL=http://127.0.0.1:4141.
 // The proxy drops the browser's Origin header, as `serve` refuses cross-origin requests.
 const upstream = process.env.SWITCHYARD_URL;
-const proxy = upstream
-  ? {
-      '/api': {
-        target: upstream,
-        changeOrigin: true,
-        configure: (server: { on: (event: 'proxyReq', fn: (req: { removeHeader: (name: string) => void }) => void) => void }) =>
-          server.on('proxyReq', (req) => req.removeHeader('origin')),
-      },
-    }
-  : undefined;
+const forward = {
+  target: upstream,
+  changeOrigin: true,
+  configure: (server: { on: (event: 'proxyReq', fn: (req: { removeHeader: (name: string) => void }) => void) => void }) =>
+    server.on('proxyReq', (req) => req.removeHeader('origin')),
+};
+const proxy = upstream ? { '/api': forward, '/v1': forward } : undefined;
 
 export default defineConfig({
   base: './',

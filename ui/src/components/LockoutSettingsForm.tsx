@@ -4,7 +4,7 @@ import { useAction, useApi, useResource } from '../app/context';
 import { formatSetting } from '../format/duration';
 import { placeError } from '../forms/fieldErrors';
 import { checkLockoutDraft, draftOf, LOCKABLE_STATUS_CODES, LOCKOUT_FIELDS, parseWhole, type LockoutDraft } from '../forms/lockoutForm';
-import { mergePatch } from '../forms/mergePatch';
+import { isEmptyPatch, mergePatch } from '../forms/mergePatch';
 import { BusyButton, CheckField, ErrorNote, TextField } from './controls';
 
 const msHint = (text: string) => {
@@ -53,7 +53,9 @@ export function LockoutSettingsForm() {
   }
 
   const checked = checkLockoutDraft(draft);
-  const unchanged = checked.value !== null && JSON.stringify(checked.value) === JSON.stringify(saved);
+  const unchanged =
+    checked.value !== null &&
+    isEmptyPatch(mergePatch(saved as unknown as Record<string, unknown>, checked.value as unknown as Record<string, unknown>));
   const errorOf = (field: keyof LockoutDraft) => checked.errors[field] ?? serverErrors[field] ?? null;
   const edit = <K extends keyof LockoutDraft>(field: K, value: LockoutDraft[K]) => {
     setDraft({ ...draft, [field]: value });

@@ -2,9 +2,19 @@ import type { TraceEntry } from '../bindings/TraceEntry';
 import { Badge } from './controls';
 
 /** One request's routing trace: every candidate skipped or tried, in order. */
-export function TraceView({ trace, label }: { trace: TraceEntry[]; label: string }) {
-  if (trace.length === 0) return <p className="muted">No candidate was considered.</p>;
+export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; label: string; servedBy?: string | null }) {
+  const served = servedBy ? (
+    <p className="trace-served">
+      <Badge tone="ok">served</Badge> by <code>{servedBy}</code>
+    </p>
+  ) : servedBy === null ? (
+    <p className="trace-served">
+      <Badge tone="bad">not served</Badge>
+    </p>
+  ) : null;
+  if (trace.length === 0) return <>{served ?? <p className="muted">No candidate was considered.</p>}</>;
   return (
+    <>
     <table className="table trace" aria-label={label}>
       <thead>
         <tr>
@@ -43,5 +53,7 @@ export function TraceView({ trace, label }: { trace: TraceEntry[]; label: string
         ))}
       </tbody>
     </table>
+    {served}
+    </>
   );
 }

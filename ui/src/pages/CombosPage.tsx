@@ -277,7 +277,7 @@ function TryPanel({ models }: { models: string[] }) {
             </div>
           ) : null}
           <h3>Routing trace</h3>
-          <TraceView trace={result.trace} label="Try routing trace" />
+          <TraceView trace={result.trace} servedBy={result.served_by} label="Try routing trace" />
         </div>
       ) : null}
     </section>

@@ -104,7 +104,7 @@ export function RequestsPage() {
                   {open.has(i) ? (
                     <tr id={`trace-${i}`} className="trace-row">
                       <td colSpan={8}>
-                        <TraceView trace={r.trace} label={`Routing trace of request ${i + 1}`} />
+                        <TraceView trace={r.trace} servedBy={r.served_by} label={`Routing trace of request ${i + 1}`} />
                       </td>
                     </tr>
                   ) : null}

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use switchyard::keys::LocalKeys;
+use switchyard::server::ipc::InProcess;
 use switchyard::{App, Launch};
 use switchyard_core::resilience::HealthSnapshot;
 use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
@@ -62,6 +63,7 @@ pub struct Harness {
     /// Kept alive (and deleted on drop) with the harness.
     data: Option<tempfile::TempDir>,
     data_dir: std::path::PathBuf,
+    in_process: InProcess,
 }
 
 /// The app behind a harness, for looking at health state.
@@ -130,6 +132,8 @@ pub struct Setup {
     /// Start on the config file a previous harness left in the data directory (with its edits)
     /// instead of writing a fresh one.
     pub reuse_config: bool,
+    /// A built web UI to serve at `/` (as `serve --ui DIR`).
+    pub ui: Option<std::path::PathBuf>,
 }
 
 impl Default for Setup {
@@ -154,7 +158,15 @@ impl Setup {
             clock: None,
             secrets: None,
             reuse_config: false,
+            ui: None,
         }
+    }
+
+    /// Serves the web UI in `dir` at `/`.
+    #[must_use]
+    pub fn ui(mut self, dir: &Path) -> Self {
+        self.ui = Some(dir.to_owned());
+        self
     }
 
     /// Keeps the config file (and its edits) of the previous harness in the same directory.
@@ -302,9 +314,13 @@ impl Harness {
         let app = App::start(launch).await.unwrap_or_else(|e| panic!("{e}"));
         let listener = switchyard::server::bind(0).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        let state = app
+        let mut state = app
             .server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())))
             .with_management_token(MANAGEMENT_TOKEN.into());
+        if let Some(dir) = setup.ui {
+            state = state.with_ui(dir);
+        }
+        let in_process = InProcess::new(state.clone()).expect("an in-process API");
         let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -323,7 +339,13 @@ impl Harness {
             server: Some(server),
             data: None,
             data_dir: data_dir.to_owned(),
+            in_process,
         }
+    }
+
+    /// The management API as the desktop window reaches it: in process, no token, no socket.
+    pub fn in_process(&self) -> &InProcess {
+        &self.in_process
     }
 
     /// Where the state file and the config file are.

@@ -27,8 +27,8 @@ use crate::oauth::OAuthClient;
 
 pub use self::editor::{ConfigEditor, EditError, Saving};
 pub use self::form::{
-    BreakerProfiles, ComboForm, ConfigForm, CredentialForm, PriceForm, ProviderForm, ProviderKind,
-    ServerForm, SettingsForm, TargetForm,
+    BreakerProfiles, ComboForm, ConfigForm, CredentialForm, NotificationSettings, PriceForm,
+    ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
 };
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.

@@ -90,7 +90,8 @@ pub fn management_token(data_dir: &std::path::Path) -> Result<Secret, KeyError> 
     Ok(token)
 }
 
-fn generate() -> Result<Secret, KeyError> {
+/// A fresh random token: `sy-` and 32 random bytes in hex.
+pub(crate) fn generate() -> Result<Secret, KeyError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(KeyError::Random)?;
     let mut text = String::with_capacity(3 + 64);

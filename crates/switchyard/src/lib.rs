@@ -248,7 +248,35 @@ impl App {
             management: LocalKeys::new(None),
             proxy: Arc::clone(&self.proxy),
             services: Arc::clone(&self.services),
+            ui: None,
         }
+    }
+
+    /// Binds `127.0.0.1:port` (0 picks a free port) and sets up the front door that goes with
+    /// it: the local API keys from the state file (and [`keys::PRESET_ENV`]) and the
+    /// management token from the data directory. What `serve` and the desktop app both run.
+    pub async fn listen(&self, port: u16) -> Result<Listening, ListenError> {
+        let listener =
+            server::bind(port).await.map_err(|source| ListenError::Bind { port, source })?;
+        let port =
+            listener.local_addr().map_err(|source| ListenError::Bind { port, source })?.port();
+        let preset = std::env::var(keys::PRESET_ENV)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .map(switchyard_secrets::Secret::new);
+        let local_keys = LocalKeys::new(preset);
+        if let Some(store) = self.store() {
+            local_keys.reload(store).await.map_err(ListenError::Keys)?;
+        }
+        if local_keys.is_empty() {
+            tracing::warn!(
+                "no local API key exists yet: create one with `switchyard keys create` (or set {})",
+                keys::PRESET_ENV
+            );
+        }
+        let token = keys::management_token(&self.data_dir).map_err(ListenError::Token)?;
+        let state = self.server_state(port, local_keys).with_management_token(token);
+        Ok(Listening { listener, state })
     }
 
     /// Writes out every pending state change and stops the writer.
@@ -257,6 +285,30 @@ impl App {
         self.proxy.request_log().close().await;
         self.persistence.shutdown().await;
     }
+}
+
+/// A bound loopback listener and the front door that goes with it: ready to serve.
+#[derive(Debug)]
+pub struct Listening {
+    pub listener: tokio::net::TcpListener,
+    pub state: ServerState,
+}
+
+impl Listening {
+    pub fn port(&self) -> u16 {
+        self.state.port
+    }
+}
+
+/// Why [`App::listen`] could not get ready.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("cannot listen on 127.0.0.1:{port} (pass --port to choose another): {source}")]
+    Bind { port: u16, source: std::io::Error },
+    #[error("cannot read the local API keys from the state file: {0}")]
+    Keys(switchyard_store::StoreError),
+    #[error("cannot set up the management token: {0}")]
+    Token(keys::KeyError),
 }
 
 /// How often credentials benched because their identity provider was failing are tried again

@@ -7,10 +7,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use switchyard::config::editor::STORED_CONFIG;
 use switchyard::config::{Config, ConfigForm};
-use switchyard::keys::{self, LocalKeys, PRESET_ENV};
+use switchyard::keys;
 use switchyard::{App, Launch, STATE_FILE, default_data_dir};
 use switchyard_core::{Clock as _, SystemClock};
-use switchyard_secrets::Secret;
 use switchyard_store::Store;
 use tracing_subscriber::EnvFilter;
 
@@ -43,6 +42,10 @@ enum Command {
         /// The loopback port [default: the config's `server.port`, else 4141]; 0 picks a free one.
         #[arg(long)]
         port: Option<u16>,
+        /// Also serve the web UI built in DIR (`ui/dist`) at `http://127.0.0.1:PORT/`; it asks
+        /// for the management token.
+        #[arg(long, value_name = "DIR", env = "SWITCHYARD_UI")]
+        ui: Option<PathBuf>,
     },
     /// Manage the local API keys clients use to call `/v1`.
     Keys {
@@ -128,7 +131,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .or_else(default_data_dir)
         .context("no data directory: pass --data-dir or set SWITCHYARD_DATA_DIR")?;
     match cli.command {
-        Command::Serve { config, port } => serve(&data_dir, config.as_deref(), port).await,
+        Command::Serve { config, port, ui } => serve(&data_dir, config.as_deref(), port, ui).await,
         Command::Keys { command } => manage_keys(&data_dir, command).await,
         Command::Config { command } => manage_config(&data_dir, command).await,
     }
@@ -138,36 +141,34 @@ async fn serve(
     data_dir: &Path,
     config_file: Option<&Path>,
     port: Option<u16>,
+    ui: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    if let Some(dir) = &ui {
+        anyhow::ensure!(
+            dir.join("index.html").is_file(),
+            "--ui {}: no index.html there (build the UI first: `npm --prefix ui run build`)",
+            dir.display()
+        );
+    }
     let mut launch = Launch::new(data_dir);
     if let Some(file) = config_file {
         launch = launch.config_file(file);
     }
     let app = App::start(launch).await?;
     let port = port.unwrap_or(app.config().port);
-    let listener = match switchyard::server::bind(port).await {
-        Ok(listener) => listener,
+    let listening = match app.listen(port).await {
+        Ok(listening) => listening,
         Err(error) => {
             app.shutdown().await;
-            return Err(anyhow::Error::new(error).context(format!(
-                "cannot listen on 127.0.0.1:{port} (pass --port to choose another)"
-            )));
+            return Err(error.into());
         }
     };
-    let port = listener.local_addr()?.port();
-
-    let preset = std::env::var(PRESET_ENV).ok().filter(|k| !k.trim().is_empty()).map(Secret::new);
-    let local_keys = LocalKeys::new(preset);
-    if let Some(store) = app.store() {
-        local_keys.reload(store).await.context("cannot read local API keys")?;
+    let port = listening.port();
+    let mut state = listening.state;
+    if let Some(dir) = ui {
+        tracing::info!(ui = %dir.display(), "serving the web UI at http://127.0.0.1:{port}/");
+        state = state.with_ui(dir);
     }
-    if local_keys.is_empty() {
-        tracing::warn!(
-            "no local API key exists yet: create one with `switchyard keys create` (or set {PRESET_ENV})"
-        );
-    }
-    let token = keys::management_token(data_dir).context("cannot set up the management token")?;
-    let state = app.server_state(port, local_keys).with_management_token(token);
     // One line on stdout, so scripts and tests can wait for it.
     #[expect(
         clippy::print_stdout,
@@ -177,7 +178,7 @@ async fn serve(
         println!("listening on http://127.0.0.1:{port}/v1");
     }
     tracing::info!(port, data_dir = %data_dir.display(), persistence = ?app.persistence_status(), "switchyard is serving");
-    switchyard::server::serve(listener, state, async {
+    switchyard::server::serve(listening.listener, state, async {
         if let Err(error) = shutdown_signal().await {
             tracing::error!(%error, "cannot listen for shutdown signals");
         }

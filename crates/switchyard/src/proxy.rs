@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -45,7 +45,7 @@ use tokio::time::Instant;
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::Trace;
-pub use self::routes::Routes;
+pub use self::routes::{ComboHealth, Routes};
 use crate::config::Config;
 use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
@@ -91,6 +91,8 @@ pub struct Proxy {
     log: RequestLog,
     counters: Counters,
     seed: u64,
+    /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
+    paused: AtomicBool,
 }
 
 impl Proxy {
@@ -113,6 +115,7 @@ impl Proxy {
             log,
             counters: Counters::default(),
             seed,
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -138,6 +141,17 @@ impl Proxy {
         let previous = self.routes.load();
         let routes = Routes::build(config, self.seed, previous.executor());
         self.routes.store(Arc::new(routes));
+    }
+
+    /// Pauses or resumes routing. While paused, client requests get a 503 naming the pause and
+    /// no upstream is called; requests already in flight finish. Not saved: a restart resumes.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+        tracing::info!(paused, "routing {}", if paused { "paused" } else { "resumed" });
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 }
 
@@ -183,6 +197,16 @@ impl Proxy {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Response {
+        self.handle_logged(client, headers, body).await.0
+    }
+
+    /// [`Proxy::handle`], with the request log's record of it.
+    pub async fn handle_logged(
+        &self,
+        client: ClientDialect,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> (Response, Arc<RequestRecord>) {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
@@ -194,7 +218,7 @@ impl Proxy {
         if summary.served_by.is_some() && summary.attempts > 1 {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        self.log.record(RequestRecord {
+        let record = self.log.record(RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
             model: summary.model,
@@ -204,7 +228,7 @@ impl Proxy {
             duration_ms: millis(elapsed),
             trace: summary.trace,
         });
-        response
+        (response, record)
     }
 
     pub fn request_log(&self) -> &RequestLog {
@@ -224,7 +248,7 @@ impl Proxy {
     ) -> Response {
         let dialect = crate::server::Dialect::from(client);
         let routes = self.routes.load_full();
-        let (request, combo) = match prepare(&routes, client, &body, summary) {
+        let (request, combo) = match prepare(&routes, client, &body, summary, self.is_paused()) {
             Ok(prepared) => prepared,
             Err(refusal) => return refusal.into_response_in(dialect),
         };
@@ -647,9 +671,17 @@ fn prepare<'r, 'b>(
     client: ClientDialect,
     body: &'b [u8],
     summary: &mut Summary,
+    paused: bool,
 ) -> Result<(ChatRequest<'b>, Cow<'r, Combo>), ApiError> {
     let request = client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     summary.model = request.model.to_string();
+    if paused {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "routing_paused",
+            "routing is paused in Switchyard: resume it from the tray or with `PUT /api/routing`",
+        ));
+    }
     let Some(combo) = routes.resolve(&request.model) else {
         let known: Vec<String> = routes.model_names().collect();
         let message = format!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use switchyard_store::{RequestRecord, Store};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 /// Requests kept in memory.
@@ -23,11 +23,13 @@ const KEEP_IN_FILE: u32 = 10_000;
 const QUEUE: usize = 4_096;
 /// How long a record waits for others to share its write.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// Records a slow listener may fall behind by before it misses some.
+const LISTENER_QUEUE: usize = 64;
 /// The most records one write takes.
 const BATCH: usize = 256;
 
 /// Records are shared by the ring and the writer: the request path copies nothing.
-type Shared = Arc<RequestRecord>;
+pub type Shared = Arc<RequestRecord>;
 type Writer = (mpsc::Sender<Shared>, tokio::task::JoinHandle<()>);
 
 /// The shared request log.
@@ -36,6 +38,7 @@ pub struct RequestLog {
     recent: Mutex<VecDeque<Shared>>,
     /// `None` without a state file, and once closed.
     writer: Mutex<Option<Writer>>,
+    listeners: broadcast::Sender<Shared>,
 }
 
 impl RequestLog {
@@ -45,10 +48,15 @@ impl RequestLog {
             let (tx, rx) = mpsc::channel(QUEUE);
             (tx, tokio::spawn(write(store, rx)))
         });
-        Self { recent: Mutex::new(VecDeque::with_capacity(RING)), writer: Mutex::new(writer) }
+        Self {
+            recent: Mutex::new(VecDeque::with_capacity(RING)),
+            writer: Mutex::new(writer),
+            listeners: broadcast::channel(LISTENER_QUEUE).0,
+        }
     }
 
-    pub fn record(&self, record: RequestRecord) {
+    /// Keeps `record`, and hands it to whoever listens (the desktop's fallback notices).
+    pub fn record(&self, record: RequestRecord) -> Shared {
         let record = Arc::new(record);
         if let Some((writer, _)) = &*self.writer.lock()
             && writer.try_send(Arc::clone(&record)).is_err()
@@ -59,7 +67,19 @@ impl RequestLog {
         if recent.len() == RING {
             recent.pop_front();
         }
-        recent.push_back(record);
+        recent.push_back(Arc::clone(&record));
+        drop(recent);
+        // Without listeners this is one atomic load.
+        if self.listeners.receiver_count() > 0 {
+            let _ = self.listeners.send(Arc::clone(&record));
+        }
+        record
+    }
+
+    /// Every request recorded from now on. A listener that falls behind misses records (it
+    /// sees `Lagged`), it never slows requests down.
+    pub fn subscribe(&self) -> broadcast::Receiver<Shared> {
+        self.listeners.subscribe()
     }
 
     /// Stops the writer once everything recorded so far is in the file. Records made after

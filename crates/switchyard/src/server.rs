@@ -9,6 +9,7 @@
 mod api;
 mod error;
 mod guard;
+pub mod ipc;
 mod v1;
 
 use std::future::Future;
@@ -44,6 +45,9 @@ pub struct ServerState {
     pub management: LocalKeys,
     pub proxy: Arc<Proxy>,
     pub services: Arc<Services>,
+    /// The built web UI served at `/`, if any. Only then may a page of this very origin call
+    /// the API (its requests carry `Origin: http://127.0.0.1:PORT`).
+    pub ui: Option<Arc<std::path::Path>>,
 }
 
 impl ServerState {
@@ -51,6 +55,13 @@ impl ServerState {
     #[must_use]
     pub fn with_management_token(mut self, token: Secret) -> Self {
         self.management = LocalKeys::new(Some(token));
+        self
+    }
+
+    /// Serves the web UI built in `dir` at `/`.
+    #[must_use]
+    pub fn with_ui(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.ui = Some(Arc::from(dir.into()));
         self
     }
 }
@@ -66,10 +77,13 @@ const SENSITIVE_HEADERS: [header::HeaderName; 5] = [
 
 /// The router with every route and the front door.
 pub fn router(state: ServerState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/v1/chat/completions", post(v1::chat_completions))
         .route("/v1/messages", post(v1::messages))
         .route("/v1/models", get(v1::models))
+        .route("/api/server", get(api::server_info))
+        .route("/api/routing", get(api::routing).put(api::set_routing))
+        .route("/api/try", post(api::try_model))
         .route("/api/monitoring/health", get(api::health))
         .route("/api/resilience/reset", post(api::reset))
         .route("/api/resilience/lockouts", get(api::lockouts).delete(api::clear_lockouts))
@@ -118,6 +132,15 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/keys", get(api::list_keys).post(api::create_key))
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .route("/metrics", get(api::metrics))
+        .route("/api/{*rest}", axum::routing::any(api::no_such_route));
+    // The UI's files: public (they hold no secret; the API asks for the token), GET only.
+    let routes = match &state.ui {
+        Some(dir) => routes.fallback_service(
+            tower_http::services::ServeDir::new(&**dir).append_index_html_on_directories(true),
+        ),
+        None => routes,
+    };
+    routes
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
         .layer(
             TraceLayer::new_for_http()

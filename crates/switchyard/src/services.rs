@@ -9,10 +9,11 @@ mod probe;
 mod requests;
 mod settings;
 mod signin;
+mod trial;
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{HealthRegistry, HealthSnapshot};
 use switchyard_core::{CandidateKey, Clock, UnixMillis};
@@ -25,10 +26,11 @@ pub use self::catalog::{
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
+pub use self::trial::{TryRequest, TryResult};
 use crate::config::{ConfigEditor, Saving};
 use crate::keys::{self, KeyError};
 use crate::oauth::OAuth;
-use crate::proxy::Proxy;
+use crate::proxy::{ComboHealth, Proxy};
 
 /// The management operations.
 #[derive(Debug)]
@@ -46,11 +48,23 @@ pub struct Services {
 #[derive(Debug, Serialize, TS)]
 #[ts(export)]
 pub struct Health {
+    /// Routing is paused: client requests are refused until it resumes.
+    pub paused: bool,
     pub persistence: Persistence,
     /// Where changes to the config are saved.
     pub config_saved_to: ConfigSaving,
+    /// Each combo's candidates that could serve now.
+    pub combos: Vec<ComboHealth>,
     #[serde(flatten)]
     pub snapshot: HealthSnapshot,
+}
+
+/// `GET`/`PUT /api/routing`: whether client requests are routed at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingState {
+    pub paused: bool,
 }
 
 /// Where an edit of the config goes, so the UI can say whether it survives a restart.
@@ -136,7 +150,24 @@ impl Services {
             Saving::Store(_) => ConfigSaving::StateFile,
             Saving::Nowhere => ConfigSaving::MemoryOnly,
         };
-        Health { persistence, config_saved_to, snapshot: self.registry.snapshot(self.clock.now()) }
+        let now = self.clock.now();
+        Health {
+            paused: self.proxy.is_paused(),
+            persistence,
+            config_saved_to,
+            combos: self.proxy.routes().combo_health(&self.registry, now),
+            snapshot: self.registry.snapshot(now),
+        }
+    }
+
+    pub fn routing(&self) -> RoutingState {
+        RoutingState { paused: self.proxy.is_paused() }
+    }
+
+    /// Pauses or resumes routing (see [`Proxy::set_paused`]).
+    pub fn set_routing(&self, state: RoutingState) -> RoutingState {
+        self.proxy.set_paused(state.paused);
+        self.routing()
     }
 
     pub fn reset(&self, scope: &ResetScope) -> ResetCounts {

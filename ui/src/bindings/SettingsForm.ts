@@ -2,10 +2,11 @@
 import type { BreakerProfiles } from "./BreakerProfiles";
 import type { CooldownSettings } from "./CooldownSettings";
 import type { LockoutSettings } from "./LockoutSettings";
+import type { NotificationSettings } from "./NotificationSettings";
 import type { RoutingSettings } from "./RoutingSettings";
 import type { TimeoutSettings } from "./TimeoutSettings";
 
 /**
  * `[settings]`: one section per settings page.
  */
-export type SettingsForm = { model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, };
+export type SettingsForm = { model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, notifications: NotificationSettings, };

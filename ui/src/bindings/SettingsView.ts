@@ -2,6 +2,7 @@
 import type { BreakerProfiles } from "./BreakerProfiles";
 import type { CooldownSettings } from "./CooldownSettings";
 import type { LockoutSettings } from "./LockoutSettings";
+import type { NotificationSettings } from "./NotificationSettings";
 import type { RoutingSettings } from "./RoutingSettings";
 import type { ServerForm } from "./ServerForm";
 import type { TimeoutSettings } from "./TimeoutSettings";
@@ -9,4 +10,4 @@ import type { TimeoutSettings } from "./TimeoutSettings";
 /**
  * Every settings section at once.
  */
-export type SettingsView = { server: ServerForm, model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, };
+export type SettingsView = { server: ServerForm, model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, notifications: NotificationSettings, };

@@ -237,6 +237,28 @@ pub struct SettingsForm {
     pub timeouts: TimeoutSettings,
     #[serde(default)]
     pub routing: RoutingSettings,
+    #[serde(default)]
+    pub notifications: NotificationSettings,
+}
+
+/// `[settings.notifications]`: which events the desktop app announces with a desktop
+/// notification. The headless proxy keeps them but shows none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationSettings {
+    /// A provider's breaker opened [default true].
+    #[serde(default = "yes")]
+    pub breaker_open: bool,
+    /// A combo was served by a fallback target after its first choice failed [default true].
+    #[serde(default = "yes")]
+    pub fallback: bool,
+}
+
+impl Default for NotificationSettings {
+    fn default() -> Self {
+        Self { breaker_open: true, fallback: true }
+    }
 }
 
 /// The breaker defaults each provider starts from, by profile.

@@ -8,12 +8,25 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use switchyard_core::ProviderId;
-use switchyard_core::resilience::CredentialSelector;
-use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target};
+use serde::Serialize;
+use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
+use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan};
+use switchyard_core::{ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
+use ts_rs::TS;
 
 use crate::config::{Config, ProviderConfig, parse_target};
+
+/// One combo's readiness, as the health page shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct ComboHealth {
+    pub name: String,
+    /// Candidates (target and credential) that could serve now.
+    pub eligible: usize,
+    /// Candidates in all.
+    pub candidates: usize,
+}
 
 #[derive(Debug)]
 pub struct Routes {
@@ -88,6 +101,24 @@ impl Routes {
             .iter()
             .flat_map(|p| p.models.iter().map(move |m| format!("{}/{m}", p.id)));
         combos.chain(models)
+    }
+
+    /// For each combo, how many of its candidates the planner would offer at `now` and how
+    /// many it has in all: a combo with none to offer fails every request until one recovers.
+    pub fn combo_health(&self, registry: &HealthRegistry, now: UnixMillis) -> Vec<ComboHealth> {
+        let orderer = TargetOrderer::new(0);
+        self.config
+            .combos
+            .iter()
+            .map(|combo| {
+                let plan = plan(combo, |p| self.roster(p), &orderer, registry, now);
+                ComboHealth {
+                    name: combo.name.clone(),
+                    eligible: plan.candidates.len(),
+                    candidates: plan.candidates.len() + plan.skipped.len(),
+                }
+            })
+            .collect()
     }
 
     pub(super) fn provider(&self, id: &ProviderId) -> Option<&ProviderConfig> {

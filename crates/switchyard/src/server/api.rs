@@ -17,7 +17,7 @@ use ts_rs::TS;
 use super::ServerState;
 use super::error::{ApiError, Dialect};
 use crate::config::{EditError, Problem};
-use crate::services::{RequestQuery, Section};
+use crate::services::{RequestQuery, RoutingState, Section, TryRequest};
 
 /// What a `DELETE` removed.
 #[derive(Debug, Serialize, TS)]
@@ -104,6 +104,60 @@ fn malformed(problem: &Problem) -> Response {
 /// `GET /api/monitoring/health`: every breaker, benched credential and active lockout.
 pub(super) async fn health(State(state): State<ServerState>) -> Response {
     Json(state.services.health()).into_response()
+}
+
+/// Any other `/api/...`: a typed 404 (rather than an empty one), naming the path.
+pub(super) async fn no_such_route(uri: http::Uri) -> Response {
+    refusal(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        "path",
+        format!("no management API route {}; see docs/api.md", uri.path()),
+    )
+}
+
+/// `GET /api/server`: where clients reach this server, and what it is.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub(crate) struct ServerInfo {
+    /// The base URL editors and agents are pointed at: `http://127.0.0.1:PORT/v1`.
+    pub endpoint: String,
+    pub version: String,
+}
+
+pub(super) async fn server_info(State(state): State<ServerState>) -> Response {
+    Json(ServerInfo {
+        endpoint: format!("http://127.0.0.1:{}/v1", state.port),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+    .into_response()
+}
+
+/// `GET /api/routing`: whether routing is paused.
+pub(super) async fn routing(State(state): State<ServerState>) -> Response {
+    Json(state.services.routing()).into_response()
+}
+
+/// `PUT /api/routing` with `{"paused": true | false}`.
+pub(super) async fn set_routing(
+    State(state): State<ServerState>,
+    bytes: axum::body::Bytes,
+) -> Response {
+    match body::<RoutingState>(&bytes) {
+        Ok(routing) => Json(state.services.set_routing(routing)).into_response(),
+        Err(problem) => malformed(&problem),
+    }
+}
+
+/// `POST /api/try` with `{"model", "prompt"}`: the answer and its routing trace.
+pub(super) async fn try_model(
+    State(state): State<ServerState>,
+    bytes: axum::body::Bytes,
+) -> Response {
+    match body::<TryRequest>(&bytes) {
+        Ok(request) => answer(state.services.try_model(request).await),
+        Err(problem) => malformed(&problem),
+    }
 }
 
 /// `POST /api/resilience/reset` with `{"scope": "all" | "provider" | "credential" | "model" | "lockout", ...}`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use ts_rs::TS;
 
@@ -32,7 +32,7 @@ pub struct ErrorBody {
     pub error: ErrorInfo,
 }
 
-#[derive(Debug, Serialize, TS)]
+#[derive(Clone, Debug, Serialize, Deserialize, TS)]
 #[ts(export)]
 pub struct ErrorInfo {
     /// Starts with the field it is about, when it is about one (`timeouts.idle_ms: ...`).

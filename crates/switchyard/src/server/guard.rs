@@ -3,10 +3,13 @@
 //! 1. `Host` must name this server on loopback (`127.0.0.1`, `localhost` or `[::1]` with our
 //!    port). A page on another origin that resolves its own name to 127.0.0.1 (DNS rebinding)
 //!    sends its own name as `Host`, and is refused here.
-//! 2. No `Origin` header at all: browsers send one on cross-origin requests and on every
-//!    `POST`; editors, agents and SDKs do not. We serve no CORS, so preflights fail too.
-//! 3. A local API key: `Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic clients
-//!    send it.
+//! 2. No `Origin` header: browsers send one on cross-origin requests and on every `POST`;
+//!    editors, agents and SDKs do not. We serve no CORS, so preflights fail too. The one
+//!    exception is our own web UI, when `serve --ui` serves one: its pages carry this server's
+//!    own origin (`http://127.0.0.1:PORT`), which no other page can claim.
+//! 3. A local API key (`/v1`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic
+//!    clients send it; the management token (`/api`, `/metrics`). The UI's static files need
+//!    neither: they hold no secret, and the UI asks for the token before it calls the API.
 //!
 //! Refusals are answered in the dialect of the route (OpenAI or Anthropic error shape), and
 //! nothing behind the guard (no upstream) is ever touched.
@@ -26,15 +29,32 @@ pub(crate) async fn front_door(
 ) -> Response {
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
-    let management = path.starts_with("/api/") || path == "/metrics";
-    if let Err(refusal) = check(&state, request.headers(), management) {
+    let door = if path.starts_with("/api/") || path == "/metrics" {
+        Door::Management
+    } else if path.starts_with("/v1/") || state.ui.is_none() {
+        Door::Client
+    } else {
+        Door::Files
+    };
+    if let Err(refusal) = check(&state, request.headers(), door) {
         tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");
         return refusal.into_response_in(dialect);
     }
     next.run(request).await
 }
 
-fn check(state: &ServerState, headers: &HeaderMap, management: bool) -> Result<(), ApiError> {
+/// Which key a request needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// `/v1`: a local API key.
+    Client,
+    /// `/api`, `/metrics`: the management token.
+    Management,
+    /// The web UI's files: no key.
+    Files,
+}
+
+fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !is_loopback_host(host, state.port) {
         return Err(ApiError::new(
@@ -43,13 +63,19 @@ fn check(state: &ServerState, headers: &HeaderMap, management: bool) -> Result<(
             "the Host header does not name this local server",
         ));
     }
-    if headers.contains_key(header::ORIGIN) {
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !(state.ui.is_some() && is_own_origin(origin.as_bytes(), state.port))
+    {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "permission_error",
             "requests from web pages are not served",
         ));
     }
+    if door == Door::Files {
+        return Ok(());
+    }
+    let management = door == Door::Management;
     let presented =
         bearer(headers).or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
     // The management API takes the management token; the client API a local API key.
@@ -92,9 +118,37 @@ fn is_loopback_host(host: &str, port: u16) -> bool {
         && (name == "127.0.0.1" || name.eq_ignore_ascii_case("localhost") || name == "[::1]")
 }
 
+/// `http://127.0.0.1:PORT`, `http://localhost:PORT` or `http://[::1]:PORT`: a page this server
+/// served itself.
+fn is_own_origin(origin: &[u8], port: u16) -> bool {
+    std::str::from_utf8(origin)
+        .ok()
+        .and_then(|o| o.strip_prefix("http://"))
+        .is_some_and(|host| is_loopback_host(host, port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_servers_own_http_origin_counts_as_its_own() {
+        for ok in ["http://127.0.0.1:4141", "http://localhost:4141", "http://[::1]:4141"] {
+            assert!(is_own_origin(ok.as_bytes(), 4141), "{ok}");
+        }
+        for bad in [
+            "null",
+            "https://127.0.0.1:4141",
+            "http://127.0.0.1:4142",
+            "http://127.0.0.1",
+            "http://evil.example",
+            "http://localhost.evil.example:4141",
+            "http://127.0.0.1:4141/",
+            "http://127.0.0.1:4141.evil.example",
+        ] {
+            assert!(!is_own_origin(bad.as_bytes(), 4141), "{bad}");
+        }
+    }
 
     #[test]
     fn only_loopback_names_with_our_port_pass() {

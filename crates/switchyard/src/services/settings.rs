@@ -19,17 +19,19 @@ pub enum Section {
     BreakerProfiles,
     Timeouts,
     Routing,
+    Notifications,
     /// `[server]`: the port takes effect at the next start.
     Server,
 }
 
 impl Section {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::ModelLockouts,
         Self::CredentialCooldown,
         Self::BreakerProfiles,
         Self::Timeouts,
         Self::Routing,
+        Self::Notifications,
         Self::Server,
     ];
 
@@ -40,6 +42,7 @@ impl Section {
             Self::BreakerProfiles => "breaker_profiles",
             Self::Timeouts => "timeouts",
             Self::Routing => "routing",
+            Self::Notifications => "notifications",
             Self::Server => "server",
         }
     }
@@ -64,6 +67,7 @@ impl Section {
             Self::BreakerProfiles => serde_json::to_value(&s.breaker_profiles),
             Self::Timeouts => serde_json::to_value(&s.timeouts),
             Self::Routing => serde_json::to_value(&s.routing),
+            Self::Notifications => serde_json::to_value(&s.notifications),
             Self::Server => serde_json::to_value(&form.server),
         };
         value.expect("settings forms serialize")
@@ -89,6 +93,7 @@ impl Section {
             Self::BreakerProfiles => s.breaker_profiles = from_json(value)?,
             Self::Timeouts => s.timeouts = from_json(value)?,
             Self::Routing => s.routing = from_json(value)?,
+            Self::Notifications => s.notifications = from_json(value)?,
             Self::Server => form.server = from_json(value)?,
         }
         Ok(())

@@ -6,7 +6,7 @@ import { ApiClient } from './client';
 import { ApiFailure } from './failure';
 import { HttpTransport } from './http';
 import { IpcTransport } from './ipc';
-import type { ApiCall } from './pending';
+import type { ApiCall } from '../bindings/ApiCall';
 
 const lockoutError = {
   error: {

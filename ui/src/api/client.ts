@@ -30,13 +30,11 @@ import type { ServerForm } from '../bindings/ServerForm';
 import type { SettingsView } from '../bindings/SettingsView';
 import type { TimeoutSettings } from '../bindings/TimeoutSettings';
 import { ApiFailure } from './failure';
-import type {
-  NotificationSettings,
-  RoutingState,
-  ServerInfo,
-  TryRequest,
-  TryResult,
-} from './pending';
+import type { NotificationSettings } from '../bindings/NotificationSettings';
+import type { RoutingState } from '../bindings/RoutingState';
+import type { ServerInfo } from '../bindings/ServerInfo';
+import type { TryRequest } from '../bindings/TryRequest';
+import type { TryResult } from '../bindings/TryResult';
 import type { LiveHandlers, Transport } from './transport';
 
 /** Each settings section and the form it edits. */
@@ -50,8 +48,8 @@ export type SectionForms = {
   notifications: NotificationSettings;
 };
 export type SettingsSection = keyof SectionForms;
-// Every section the bindings know is one the client can edit.
-type _SectionsCovered = Section extends SettingsSection ? true : never;
+// The client edits exactly the sections the bindings know.
+type _SectionsCovered = [Section] extends [SettingsSection] ? ([SettingsSection] extends [Section] ? true : never) : never;
 const _sectionsCovered: _SectionsCovered = true;
 void _sectionsCovered;
 

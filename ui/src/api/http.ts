@@ -1,5 +1,6 @@
 import type { HealthEvent } from '../bindings/HealthEvent';
-import type { ApiCall, ApiReply } from './pending';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
 import { SseParser } from './sse';
 import type { LiveHandlers, Transport } from './transport';
 

@@ -4,4 +4,3 @@ export { ApiFailure, describe } from './failure';
 export { HttpTransport } from './http';
 export { IpcTransport, insideDesktop, autostart } from './ipc';
 export type { LiveHandlers, Transport } from './transport';
-export type * from './pending';

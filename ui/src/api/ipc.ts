@@ -1,7 +1,8 @@
 import { invoke } from '@tauri-apps/api/core';
 import { listen } from '@tauri-apps/api/event';
 import type { HealthEvent } from '../bindings/HealthEvent';
-import type { ApiCall, ApiReply } from './pending';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
 import type { LiveHandlers, Transport } from './transport';
 
 /** Inside the desktop app: the shell forwards each call into the same router, in process. */

@@ -1,5 +1,6 @@
 import type { HealthEvent } from '../bindings/HealthEvent';
-import type { ApiCall, ApiReply } from './pending';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
 
 /** What live updates tell the UI: one state change, or "you missed some; re-read". */
 export interface LiveHandlers {

@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import type { ComboForm } from '../bindings/ComboForm';
 import type { RouteStrategy } from '../bindings/RouteStrategy';
-import type { TryResult } from '../api/pending';
+import type { TryResult } from '../bindings/TryResult';
 import { useAction, useApi, useResource } from '../app/context';
 import { Badge, BusyButton, ErrorNote, SelectField, TextField } from '../components/controls';
 import { TraceView } from '../components/TraceView';

@@ -25,7 +25,7 @@ export function OverviewPage() {
   const live = useLiveVersion();
   const now = useNow(1000);
   const server = useResource(() => api.server(), [api]);
-  const routing = useResource(() => api.routing(), [api]);
+  const routing = useResource(() => api.routing(), [api, live]);
   const keys = useResource(() => api.keys(), [api]);
   const providers = useResource(() => api.providers(), [api]);
   const health = useResource(() => api.health(), [api, live]);
@@ -240,6 +240,22 @@ export function OverviewPage() {
           <a href="#/settings/lockouts">Manage lockouts</a>
         </section>
       </div>
+
+      {h && h.combos.length > 0 ? (
+        <section className="card" aria-labelledby="combos-title">
+          <h2 id="combos-title">Combos</h2>
+          <ul className="plain">
+            {h.combos.map((c) => (
+              <li key={c.name} className="row">
+                <strong>{c.name}</strong>
+                <Badge tone={c.eligible === 0 ? 'bad' : c.eligible < c.candidates ? 'warn' : 'ok'}>
+                  {c.eligible} of {c.candidates} ready
+                </Badge>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ) : null}
 
       <section className="card" aria-labelledby="fallbacks-title">
         <h2 id="fallbacks-title">Recent fallbacks</h2>

@@ -1,7 +1,8 @@
 import { render } from '@testing-library/react';
 import type { ReactElement } from 'react';
 import { ApiClient } from '../api/client';
-import type { ApiCall, ApiReply } from '../api/pending';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
 import type { LiveHandlers, Transport } from '../api/transport';
 import { ApiProvider } from '../app/context';
 

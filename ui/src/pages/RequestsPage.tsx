@@ -15,7 +15,8 @@ export function RequestsPage() {
   const [outcome, setOutcome] = useState<'' | Outcome>('');
   const [fallback, setFallback] = useState(false);
   const [limit, setLimit] = useState(100);
-  const [open, setOpen] = useState<Set<number>>(new Set());
+  // Keyed by the entry, not its row number: new requests arrive at the top.
+  const [open, setOpen] = useState<Set<string>>(new Set());
   const query: RequestQuery = { limit };
   if (model.trim()) query.model = model.trim();
   if (provider.trim()) query.provider = provider.trim();
@@ -24,10 +25,10 @@ export function RequestsPage() {
   const key = JSON.stringify(query);
   const requests = useResource(() => api.requests(query), [api, key, live]);
 
-  const toggle = (i: number) => {
+  const toggle = (id: string) => {
     const next = new Set(open);
-    if (next.has(i)) next.delete(i);
-    else next.add(i);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
     setOpen(next);
   };
 
@@ -76,19 +77,22 @@ export function RequestsPage() {
               </tr>
             </thead>
             <tbody>
-              {requests.data.map((r, i) => (
-                <Fragment key={`${r.at}-${i}`}>
+              {requests.data.map((r, i) => {
+                const id = `${r.at}|${r.model}|${r.duration_ms}|${r.status}`;
+                const expanded = open.has(id);
+                return (
+                <Fragment key={`${id}|${i}`}>
                   <tr data-testid="request-row">
                     <td>
                       <button
                         type="button"
                         className="secondary small"
-                        aria-expanded={open.has(i)}
+                        aria-expanded={expanded}
                         aria-controls={`trace-${i}`}
-                        aria-label={`${open.has(i) ? 'Hide' : 'Show'} routing trace of request ${i + 1}`}
-                        onClick={() => toggle(i)}
+                        aria-label={`${expanded ? 'Hide' : 'Show'} routing trace of request ${i + 1}`}
+                        onClick={() => toggle(id)}
                       >
-                        {open.has(i) ? '▾' : '▸'}
+                        {expanded ? '▾' : '▸'}
                       </button>
                     </td>
                     <td title={new Date(r.at).toLocaleString()}>{formatAgo(r.at, now)}</td>
@@ -101,7 +105,7 @@ export function RequestsPage() {
                     <td className="num">{r.duration_ms} ms</td>
                     <td>{r.dialect}</td>
                   </tr>
-                  {open.has(i) ? (
+                  {expanded ? (
                     <tr id={`trace-${i}`} className="trace-row">
                       <td colSpan={8}>
                         <TraceView trace={r.trace} servedBy={r.served_by} label={`Routing trace of request ${i + 1}`} />
@@ -109,7 +113,8 @@ export function RequestsPage() {
                     </tr>
                   ) : null}
                 </Fragment>
-              ))}
+                );
+              })}
             </tbody>
           </table>
         </div>

@@ -13,7 +13,7 @@ const SCRIPT = `
 "rate-limited" = { default = { status = { code = 429, headers = { retry-after = "900" } } } }
 `;
 
-const DOC_SHOTS = new Set(['sign-in', 'overview', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'lockout-invalid', 'resilience-server-error', 'general', 'overview-dark']);
+const DOC_SHOTS = new Set(['overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
 
 let stack;
 let browser;

@@ -1,0 +1,282 @@
+// The UI against a real `switchyard serve --ui` and the real mock upstream: sign in, add a
+// provider and its key, create a combo, send a request that meets a 429, watch the lockout
+// appear live, clear it, and get refused at the right field. Screenshots of every page go to
+// e2e/artifacts/ (and, with SWITCHYARD_UPDATE_SCREENSHOTS=1, the main ones to docs/screenshots/).
+import assert from 'node:assert/strict';
+import { copyFile, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { artifactsDir, eventually, launchBrowser, repoDir, startStack } from './harness.mjs';
+
+// `rate-limited` always answers 429 with a long Retry-After; `gpt-ok` answers normally.
+const SCRIPT = `
+"rate-limited" = { default = { status = { code = 429, headers = { retry-after = "900" } } } }
+`;
+
+const DOC_SHOTS = new Set(['overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
+
+let stack;
+let browser;
+let page;
+const pageErrors = [];
+let shotNumber = 0;
+
+async function shot(name) {
+  shotNumber += 1;
+  const file = path.join(artifactsDir, `${String(shotNumber).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  if (process.env.SWITCHYARD_UPDATE_SCREENSHOTS === '1' && DOC_SHOTS.has(name)) {
+    const docs = path.join(repoDir, 'docs', 'screenshots');
+    await mkdir(docs, { recursive: true });
+    await copyFile(file, path.join(docs, `${name}.png`));
+  }
+}
+
+async function go(route, heading) {
+  await page.goto(`${stack.baseUrl}/#/${route}`);
+  await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+}
+
+async function api(method, route, body) {
+  const response = await fetch(`${stack.baseUrl}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${stack.token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json().catch(() => null) };
+}
+
+async function chat(key, model) {
+  const response = await fetch(`${stack.baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
+  });
+  await response.arrayBuffer();
+  return response;
+}
+
+const text = async (locator) => (await locator.textContent()) ?? '';
+
+before(async () => {
+  await rm(artifactsDir, { recursive: true, force: true });
+  await mkdir(artifactsDir, { recursive: true });
+  stack = await startStack({ script: SCRIPT });
+  browser = await launchBrowser();
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(10_000);
+  page.on('pageerror', (error) => pageErrors.push(error));
+});
+
+after(async () => {
+  await browser?.close();
+  if (stack && process.exitCode) process.stderr.write(`--- switchyard log ---\n${stack.serverLog()}\n`);
+  await stack?.close();
+});
+
+test('the whole flow, in a real browser against the real server', async (t) => {
+  let localKey;
+
+  await t.test('sign in with the management token', async () => {
+    await page.goto(`${stack.baseUrl}/`);
+    const field = page.getByLabel('Management token');
+    await field.waitFor();
+    await field.fill('not-the-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('The server refused this token.').waitFor();
+    await field.fill(stack.token);
+    await shot('sign-in');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    const endpoint = await text(page.getByTestId('endpoint'));
+    assert.equal(endpoint, `${stack.baseUrl}/v1`);
+  });
+
+  await t.test('add a provider and its key through the forms', async () => {
+    await page.getByRole('link', { name: 'Providers' }).click();
+    await page.getByRole('heading', { name: 'Providers', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Add provider' }).click();
+    const form = page.getByRole('form', { name: 'New provider' });
+    await form.getByLabel('Provider name').fill('mock');
+    await form.getByLabel('Kind').selectOption('openai');
+    await form.getByLabel('Base URL').fill(`${stack.mockUrl}/v1`);
+    await form.getByLabel('Models').fill('gpt-ok\nrate-limited');
+    await form.getByRole('button', { name: 'Add provider' }).click();
+
+    const card = page.getByRole('article', { name: 'Provider mock' });
+    await card.waitFor();
+    await card.getByRole('button', { name: 'Add credential' }).click();
+    const credential = card.getByRole('form', { name: 'New credential' });
+    await credential.getByLabel('Credential name').fill('main');
+    await credential.getByLabel('Environment variable').check();
+    await credential.getByLabel('Variable name').fill('MOCK_KEY');
+    await credential.getByRole('button', { name: 'Add credential' }).click();
+    // Write-only: the list shows where the key is and its last four characters, never the key.
+    await card.getByText('set …6789 (env:MOCK_KEY)').waitFor();
+    assert.ok(!(await page.content()).includes('sk-mock-e2e'), 'the key itself must never reach the page');
+
+    await card.getByRole('button', { name: 'Test connection' }).click();
+    const report = card.getByTestId('connection-report');
+    await report.waitFor();
+    assert.match(await text(report), /Connected with main/);
+    await card.getByRole('button', { name: 'Discover models' }).click();
+    const models = card.getByTestId('discovered-models');
+    await models.waitFor();
+    assert.match(await text(models), /gpt-ok/);
+    await shot('providers');
+  });
+
+  await t.test('make lockouts long enough to watch', async () => {
+    await go('settings/lockouts', 'Model Lockouts');
+    await page.getByLabel('Max cooldown (ms)').fill('3600000');
+    await page.getByLabel('Base cooldown (ms)').fill('600000');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('Saved. The new settings apply to the next request.').waitFor();
+    const saved = await api('GET', '/api/settings/model_lockouts');
+    assert.equal(saved.body.base_cooldown_ms, 600000);
+    assert.equal(saved.body.max_cooldown_ms, 3600000);
+  });
+
+  await t.test('create a combo, ordering its targets with move up', async () => {
+    await page.getByRole('link', { name: 'Combos' }).click();
+    await page.getByRole('heading', { name: 'Combos', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'New combo' }).click();
+    const form = page.getByRole('form', { name: 'New combo' });
+    await form.getByLabel('Combo name').fill('smart');
+    await form.getByLabel('Target 1', { exact: true }).fill('mock/gpt-ok');
+    await form.getByRole('button', { name: 'Add target' }).click();
+    await form.getByLabel('Target 2', { exact: true }).fill('mock/rate-limited');
+    await form.getByRole('button', { name: 'Move target 2 up' }).click();
+    assert.equal(await form.getByLabel('Target 1', { exact: true }).inputValue(), 'mock/rate-limited');
+    await form.getByRole('button', { name: 'Create combo' }).click();
+    await page.getByRole('article', { name: 'Combo smart' }).waitFor();
+    const combo = await api('GET', '/api/combos/smart');
+    assert.deepEqual(
+      combo.body.targets.map((target) => target.target),
+      ['mock/rate-limited', 'mock/gpt-ok'],
+    );
+  });
+
+  await t.test('create a local API key, shown once', async () => {
+    await go('settings/general', 'General');
+    await page.getByLabel('New key name').fill('e2e');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    localKey = (await text(page.getByTestId('new-key'))).trim();
+    assert.ok(localKey.length >= 20, 'a real key');
+    await page.getByRole('table', { name: 'Local API keys' }).getByRole('cell', { name: 'e2e', exact: true }).waitFor();
+    await shot('general');
+  });
+
+  await t.test('a request meets a 429: the lockout appears live, counts down, and clears', async () => {
+    await go('settings/lockouts', 'Model Lockouts');
+    await page.getByTestId('no-lockouts').waitFor();
+
+    const response = await chat(localKey, 'smart');
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get('x-switchyard-attempts'), '2');
+
+    // No reload: the page hears the server's event.
+    const row = page.getByRole('row', { name: /rate-limited/ });
+    await row.waitFor();
+    const cells = await row.getByRole('cell').allTextContents();
+    assert.deepEqual(cells.slice(0, 3), ['mock', 'main', 'rate-limited']);
+    assert.match(cells[3], /rate limit \(429\)/);
+    const remaining = row.getByTestId('remaining');
+    const first = await text(remaining);
+    assert.match(first, /^1[45]m \d\ds$/);
+    await eventually(async () => (await text(remaining)) !== first, { timeout: 5000, what: 'the countdown to tick' });
+    await shot('lockouts');
+
+    await row.getByRole('button', { name: 'Clear lockout of mock/main/rate-limited' }).click();
+    await page.getByTestId('no-lockouts').waitFor();
+    assert.deepEqual((await api('GET', '/api/resilience/lockouts')).body, []);
+
+    // Locked again, then Clear all.
+    assert.equal((await chat(localKey, 'smart')).status, 200);
+    await row.waitFor();
+    await page.getByRole('button', { name: 'Clear all' }).click();
+    await page.getByTestId('no-lockouts').waitFor();
+    assert.deepEqual((await api('GET', '/api/resilience/lockouts')).body, []);
+
+    // And once more, so the other pages have something to show.
+    assert.equal((await chat(localKey, 'smart')).status, 200);
+    await row.waitFor();
+  });
+
+  await t.test('an invalid lockout setting is refused at its field', async () => {
+    const max = page.getByLabel('Max cooldown (ms)');
+    await max.fill('500');
+    await page.getByText('500 is out of range; allowed 1000–86400000').waitFor();
+    assert.equal(await max.getAttribute('aria-invalid'), 'true');
+    assert.ok(await page.getByRole('button', { name: 'Save', exact: true }).isDisabled());
+    await shot('lockout-invalid');
+    await page.getByRole('button', { name: 'Revert' }).click();
+    assert.equal(await max.getAttribute('aria-invalid'), null);
+  });
+
+  await t.test('the server`s own refusal lands on the field it names', async () => {
+    await go('settings/resilience', 'Resilience');
+    const timeouts = page.getByRole('region', { name: 'Timeouts' });
+    const firstByte = timeouts.getByLabel('First event, last candidate (ms)');
+    await firstByte.fill('1000'); // below first_event_ms (15 s): only the server knows that rule
+    await timeouts.getByRole('button', { name: 'Save timeouts' }).click();
+    const error = timeouts.locator('#timeouts-first_byte_ms-error');
+    await error.waitFor();
+    assert.match(await text(error), /below first_event_ms/);
+    assert.equal(await firstByte.getAttribute('aria-invalid'), 'true');
+    assert.equal((await api('GET', '/api/settings/timeouts')).body.first_byte_ms, 60000, 'nothing changed');
+    await shot('resilience-server-error');
+  });
+
+  await t.test('the request log shows the routing trace', async () => {
+    await go('requests', 'Requests');
+    await page.getByTestId('request-row').first().waitFor();
+    await page.getByRole('button', { name: 'Show routing trace of request 3' }).click();
+    const trace = page.getByRole('table', { name: 'Routing trace of request 3' });
+    await trace.waitFor();
+    const rows = await trace.getByRole('row').allTextContents();
+    assert.match(rows[1], /mock\/rate-limited.*attempted.*rate limit.*429/);
+    // The log's trace holds the failed attempts; the one that served is named beside it.
+    const served = page.locator('#trace-2 .trace-served');
+    assert.match(await text(served), /served by mock\/gpt-ok/);
+    await shot('requests-trace');
+  });
+
+  await t.test('try a combo from the UI', async () => {
+    await go('combos', 'Combos');
+    const panel = page.getByRole('region', { name: 'Try it' });
+    await panel.getByLabel('Model').selectOption('smart');
+    await panel.getByRole('button', { name: 'Send' }).click();
+    const result = panel.getByTestId('try-result');
+    await result.waitFor();
+    assert.match(await text(result), /served by mock\/gpt-ok/);
+    await shot('combos-try');
+  });
+
+  await t.test('overview: health, lockouts, fallbacks, pause and resume', async () => {
+    await go('overview', 'Overview');
+    await page.getByRole('article', { name: 'Provider mock' }).waitFor();
+    await page.getByRole('table', { name: 'Recent fallbacks' }).waitFor();
+    await page.getByRole('region', { name: 'Active lockouts' }).getByText('mock/rate-limited').waitFor();
+    await shot('overview');
+
+    await page.getByRole('button', { name: 'Pause routing' }).click();
+    await page.getByRole('button', { name: 'Resume routing' }).waitFor();
+    assert.equal((await chat(localKey, 'smart')).status, 503);
+    await page.getByRole('button', { name: 'Resume routing' }).click();
+    await page.getByRole('button', { name: 'Pause routing' }).waitFor();
+    assert.equal((await chat(localKey, 'smart')).status, 200);
+  });
+
+  await t.test('the dark theme', async () => {
+    await go('settings/general', 'General');
+    await page.getByLabel('Dark').check();
+    await go('overview', 'Overview');
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await page.getByRole('article', { name: 'Provider mock' }).waitFor();
+    await shot('overview-dark');
+  });
+
+  assert.deepEqual(pageErrors.map(String), [], 'no uncaught error in the page');
+});

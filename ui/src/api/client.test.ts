@@ -1,0 +1,128 @@
+import { clearMocks, mockIPC } from '@tauri-apps/api/mocks';
+import { emit } from '@tauri-apps/api/event';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { HealthEvent } from '../bindings/HealthEvent';
+import { ApiClient } from './client';
+import { ApiFailure } from './failure';
+import { HttpTransport } from './http';
+import { IpcTransport } from './ipc';
+import type { ApiCall } from '../bindings/ApiCall';
+
+const lockoutError = {
+  error: {
+    message: 'model_lockouts.max_cooldown_ms: 5 is out of range; allowed 1000..=86400000',
+    type: 'invalid_request_error',
+    code: 422,
+    switchyard: { field: 'model_lockouts.max_cooldown_ms' },
+  },
+};
+
+function fakeFetch(status: number, body: string, contentType = 'application/json') {
+  return vi.fn(async (_input: RequestInfo | URL, _init?: RequestInit) =>
+    new Response(body === '' ? null : body, { status, headers: { 'content-type': contentType } }),
+  );
+}
+
+describe('HTTP transport', () => {
+  it('sends the bearer token and JSON body, and parses JSON answers', async () => {
+    const fetch = fakeFetch(200, '{"cleared":2}');
+    const client = new ApiClient(new HttpTransport('tok-123', { fetch }));
+    await expect(client.clearLockout({ provider: 'p 1', credential: 'c', model: 'm/x' })).resolves.toEqual({ cleared: 2 });
+    const [url, init] = fetch.mock.calls[0]!;
+    expect(url).toBe('/api/resilience/lockouts?provider=p+1&credential=c&model=m%2Fx');
+    expect(init?.method).toBe('DELETE');
+    expect((init?.headers as Record<string, string>).Authorization).toBe('Bearer tok-123');
+    expect(init?.body).toBeUndefined();
+
+    await client.patchSection('model_lockouts', { failure_threshold: 2 });
+    const [, patch] = fetch.mock.calls[1]!;
+    expect(patch?.method).toBe('PATCH');
+    expect(patch?.body).toBe('{"failure_threshold":2}');
+    expect((patch?.headers as Record<string, string>)['Content-Type']).toBe('application/json');
+  });
+
+  it('throws an ApiFailure that names the field on a non-2xx answer', async () => {
+    const client = new ApiClient(new HttpTransport('t', { fetch: fakeFetch(422, JSON.stringify(lockoutError)) }));
+    const error = await client.patchSection('model_lockouts', { max_cooldown_ms: 5 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiFailure);
+    expect((error as ApiFailure).status).toBe(422);
+    expect((error as ApiFailure).field).toBe('model_lockouts.max_cooldown_ms');
+  });
+
+  it('tells the app when the token is refused', async () => {
+    const onUnauthorized = vi.fn();
+    const client = new ApiClient(new HttpTransport('bad', { fetch: fakeFetch(401, '{}'), onUnauthorized }));
+    await expect(client.health()).rejects.toBeInstanceOf(ApiFailure);
+    expect(onUnauthorized).toHaveBeenCalledOnce();
+  });
+
+  it('answers text bodies as strings', async () => {
+    const transport = new HttpTransport('t', { fetch: fakeFetch(200, '[server]\nport = 1\n', 'application/toml') });
+    await expect(transport.send({ method: 'GET', path: '/api/config/export', body: null })).resolves.toEqual({
+      status: 200,
+      body: '[server]\nport = 1\n',
+    });
+  });
+
+  it('streams events and resyncs on connect and on `event: resync`', async () => {
+    const encoder = new TextEncoder();
+    const event: HealthEvent = {
+      layer: 'lockout',
+      key: { provider: 'p', credential: 'c', model: 'm' },
+      record: null,
+      at: 1,
+    };
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoder.encode(`data: ${JSON.stringify(event).slice(0, 10)}`));
+        controller.enqueue(encoder.encode(`${JSON.stringify(event).slice(10)}\n\nevent: resync\ndata: {}\n\n`));
+      },
+    });
+    const fetch = vi.fn(async () => new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } }));
+    const transport = new HttpTransport('tok', { fetch });
+    const onEvent = vi.fn();
+    const onResync = vi.fn();
+    const stop = transport.subscribe({ onEvent, onResync });
+    await vi.waitFor(() => expect(onResync).toHaveBeenCalledTimes(2));
+    expect(onEvent).toHaveBeenCalledWith(event);
+    const init = (fetch.mock.calls[0] as unknown as [string, RequestInit])[1];
+    expect((init.headers as Record<string, string>).Authorization).toBe('Bearer tok');
+    stop();
+  });
+});
+
+describe('IPC transport', () => {
+  afterEach(() => clearMocks());
+
+  it('invokes the shell`s api command and gets the same typed answer and failure', async () => {
+    const calls: ApiCall[] = [];
+    mockIPC((cmd, args) => {
+      expect(cmd).toBe('api');
+      const call = (args as { call: ApiCall }).call;
+      calls.push(call);
+      if (call.method === 'PATCH') return { status: 422, body: lockoutError };
+      return { status: 200, body: [{ key: { provider: 'p', credential: 'c', model: 'm' }, reason: null, consecutive_failures: 1, locked_until: 5, remaining_ms: 5 }] };
+    });
+    const client = new ApiClient(new IpcTransport());
+    const lockouts = await client.lockouts();
+    expect(lockouts[0]?.key.model).toBe('m');
+    const error = await client.patchSection('model_lockouts', { max_cooldown_ms: 5 }).catch((e: unknown) => e);
+    expect((error as ApiFailure).field).toBe('model_lockouts.max_cooldown_ms');
+    expect(calls).toEqual([
+      { method: 'GET', path: '/api/resilience/lockouts', body: null },
+      { method: 'PATCH', path: '/api/settings/model_lockouts', body: { max_cooldown_ms: 5 } },
+    ]);
+  });
+
+  it('hears the `health` event', async () => {
+    mockIPC(() => null, { shouldMockEvents: true });
+    const onEvent = vi.fn();
+    const stop = new IpcTransport().subscribe({ onEvent, onResync: vi.fn() });
+    const event: HealthEvent = { layer: 'breaker', provider: 'p', record: null, at: 3 };
+    await vi.waitFor(async () => {
+      await emit('health', event);
+      expect(onEvent).toHaveBeenCalledWith(event);
+    });
+    stop();
+  });
+});

@@ -1,0 +1,156 @@
+import type { BreakerProfiles } from '../bindings/BreakerProfiles';
+import type { CandidateKey } from '../bindings/CandidateKey';
+import type { Cleared } from '../bindings/Cleared';
+import type { ComboForm } from '../bindings/ComboForm';
+import type { ConnectionReport } from '../bindings/ConnectionReport';
+import type { CooldownSettings } from '../bindings/CooldownSettings';
+import type { CredentialInput } from '../bindings/CredentialInput';
+import type { CredentialPatch } from '../bindings/CredentialPatch';
+import type { Deleted } from '../bindings/Deleted';
+import type { DiscoveredModels } from '../bindings/DiscoveredModels';
+import type { Health } from '../bindings/Health';
+import type { LocalKeyView } from '../bindings/LocalKeyView';
+import type { LockoutSettings } from '../bindings/LockoutSettings';
+import type { LockoutView } from '../bindings/LockoutView';
+import type { LoginStarted } from '../bindings/LoginStarted';
+import type { LoginStatus } from '../bindings/LoginStatus';
+import type { NewLocalKey } from '../bindings/NewLocalKey';
+import type { OAuthCredentialStatus } from '../bindings/OAuthCredentialStatus';
+import type { ProviderCredential } from '../bindings/ProviderCredential';
+import type { ProviderForm } from '../bindings/ProviderForm';
+import type { ProviderView } from '../bindings/ProviderView';
+import type { RequestEntry } from '../bindings/RequestEntry';
+import type { RequestQuery } from '../bindings/RequestQuery';
+import type { ResetCounts } from '../bindings/ResetCounts';
+import type { ResetScope } from '../bindings/ResetScope';
+import type { Revoked } from '../bindings/Revoked';
+import type { RoutingSettings } from '../bindings/RoutingSettings';
+import type { Section } from '../bindings/Section';
+import type { ServerForm } from '../bindings/ServerForm';
+import type { SettingsView } from '../bindings/SettingsView';
+import type { TimeoutSettings } from '../bindings/TimeoutSettings';
+import { ApiFailure } from './failure';
+import type { NotificationSettings } from '../bindings/NotificationSettings';
+import type { RoutingState } from '../bindings/RoutingState';
+import type { ServerInfo } from '../bindings/ServerInfo';
+import type { TryRequest } from '../bindings/TryRequest';
+import type { TryResult } from '../bindings/TryResult';
+import type { LiveHandlers, Transport } from './transport';
+
+/** Each settings section and the form it edits. */
+export type SectionForms = {
+  model_lockouts: LockoutSettings;
+  credential_cooldown: CooldownSettings;
+  breaker_profiles: BreakerProfiles;
+  timeouts: TimeoutSettings;
+  routing: RoutingSettings;
+  server: ServerForm;
+  notifications: NotificationSettings;
+};
+export type SettingsSection = keyof SectionForms;
+// The client edits exactly the sections the bindings know.
+type _SectionsCovered = [Section] extends [SettingsSection] ? ([SettingsSection] extends [Section] ? true : never) : never;
+const _sectionsCovered: _SectionsCovered = true;
+void _sectionsCovered;
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+const seg = encodeURIComponent;
+
+export function queryString(query: Record<string, string | number | boolean | undefined | null>): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value === undefined || value === null || value === '') continue;
+    params.set(name, String(value));
+  }
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/**
+ * The one typed client of the management API. Every method answers the success type or
+ * throws `ApiFailure` (non-2xx), the same over HTTP and IPC.
+ */
+export class ApiClient {
+  constructor(readonly transport: Transport) {}
+
+  get mode(): 'http' | 'ipc' {
+    return this.transport.mode;
+  }
+
+  async call<T>(method: Method, path: string, body: unknown = null): Promise<T> {
+    const reply = await this.transport.send({ method, path, body });
+    if (reply.status < 200 || reply.status > 299) throw new ApiFailure(reply.status, reply.body);
+    return reply.body as T;
+  }
+
+  subscribe(handlers: LiveHandlers): () => void {
+    return this.transport.subscribe(handlers);
+  }
+
+  // Server and routing
+  server = () => this.call<ServerInfo>('GET', '/api/server');
+  routing = () => this.call<RoutingState>('GET', '/api/routing');
+  setPaused = (paused: boolean) => this.call<RoutingState>('PUT', '/api/routing', { paused } satisfies RoutingState);
+  tryModel = (request: TryRequest) => this.call<TryResult>('POST', '/api/try', request);
+
+  // Health and resilience
+  health = () => this.call<Health>('GET', '/api/monitoring/health');
+  reset = (scope: ResetScope) => this.call<ResetCounts>('POST', '/api/resilience/reset', scope);
+  lockouts = () => this.call<LockoutView[]>('GET', '/api/resilience/lockouts');
+  clearLockout = (key: CandidateKey) =>
+    this.call<Cleared>(
+      'DELETE',
+      `/api/resilience/lockouts${queryString({ provider: key.provider, credential: key.credential, model: key.model })}`,
+    );
+  clearAllLockouts = () => this.call<Cleared>('DELETE', '/api/resilience/lockouts');
+  requests = (query: RequestQuery = {}) =>
+    this.call<RequestEntry[]>('GET', `/api/requests${queryString(query)}`);
+
+  // Providers and credentials
+  providers = () => this.call<ProviderView[]>('GET', '/api/providers');
+  provider = (id: string) => this.call<ProviderView>('GET', `/api/providers/${seg(id)}`);
+  createProvider = (form: ProviderForm) => this.call<ProviderView>('POST', '/api/providers', form);
+  patchProvider = (id: string, patch: Record<string, unknown>) =>
+    this.call<ProviderView>('PATCH', `/api/providers/${seg(id)}`, patch);
+  deleteProvider = (id: string) => this.call<Deleted>('DELETE', `/api/providers/${seg(id)}`);
+  testProvider = (id: string, credential?: string) =>
+    this.call<ConnectionReport>('POST', `/api/providers/${seg(id)}/test${queryString({ credential })}`);
+  discoverModels = (id: string, credential?: string) =>
+    this.call<DiscoveredModels>('GET', `/api/providers/${seg(id)}/models${queryString({ credential })}`);
+  createCredential = (provider: string, input: CredentialInput) =>
+    this.call<ProviderCredential>('POST', `/api/providers/${seg(provider)}/credentials`, input);
+  patchCredential = (provider: string, credential: string, patch: CredentialPatch) =>
+    this.call<ProviderCredential>(
+      'PATCH',
+      `/api/providers/${seg(provider)}/credentials/${seg(credential)}`,
+      patch,
+    );
+  deleteCredential = (provider: string, credential: string) =>
+    this.call<Deleted>('DELETE', `/api/providers/${seg(provider)}/credentials/${seg(credential)}`);
+
+  // OAuth
+  startLogin = (provider: string, credential: string) =>
+    this.call<LoginStarted>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/login`);
+  loginStatus = (login: number) => this.call<LoginStatus>('GET', `/api/oauth/logins/${login}`);
+  abandonLogin = (login: number) => this.call<unknown>('DELETE', `/api/oauth/logins/${login}`);
+  oauthStatus = (provider: string, credential: string) =>
+    this.call<OAuthCredentialStatus>('GET', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/oauth`);
+
+  // Combos
+  combos = () => this.call<ComboForm[]>('GET', '/api/combos');
+  createCombo = (combo: ComboForm) => this.call<ComboForm>('POST', '/api/combos', combo);
+  replaceCombo = (name: string, combo: ComboForm) => this.call<ComboForm>('PUT', `/api/combos/${seg(name)}`, combo);
+  deleteCombo = (name: string) => this.call<Deleted>('DELETE', `/api/combos/${seg(name)}`);
+
+  // Settings
+  settings = () => this.call<SettingsView>('GET', '/api/settings');
+  section = <S extends SettingsSection>(section: S) => this.call<SectionForms[S]>('GET', `/api/settings/${section}`);
+  patchSection = <S extends SettingsSection>(section: S, patch: Record<string, unknown>) =>
+    this.call<SectionForms[S]>('PATCH', `/api/settings/${section}`, patch);
+
+  // Local API keys
+  keys = () => this.call<LocalKeyView[]>('GET', '/api/keys');
+  createKey = (name: string) => this.call<NewLocalKey>('POST', '/api/keys', { name });
+  revokeKey = (id: string) => this.call<Revoked>('DELETE', `/api/keys/${seg(id)}`);
+}

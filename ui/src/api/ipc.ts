@@ -1,0 +1,41 @@
+import { invoke } from '@tauri-apps/api/core';
+import { listen } from '@tauri-apps/api/event';
+import type { HealthEvent } from '../bindings/HealthEvent';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
+import type { LiveHandlers, Transport } from './transport';
+
+/** Inside the desktop app: the shell forwards each call into the same router, in process. */
+export class IpcTransport implements Transport {
+  readonly mode = 'ipc' as const;
+
+  send(call: ApiCall): Promise<ApiReply> {
+    return invoke<ApiReply>('api', { call });
+  }
+
+  subscribe(handlers: LiveHandlers): () => void {
+    let stopped = false;
+    let unlisten: (() => void) | undefined;
+    listen<HealthEvent>('health', (event) => handlers.onEvent(event.payload))
+      .then((stop) => {
+        if (stopped) stop();
+        else unlisten = stop;
+      })
+      .catch(() => handlers.onResync());
+    return () => {
+      stopped = true;
+      unlisten?.();
+    };
+  }
+}
+
+/** Whether the page runs inside the Tauri shell. */
+export function insideDesktop(): boolean {
+  return typeof window !== 'undefined' && '__TAURI_INTERNALS__' in window;
+}
+
+/** Start at login: desktop only. */
+export const autostart = {
+  get: (): Promise<boolean> => invoke<boolean>('autostart_get'),
+  set: (enabled: boolean): Promise<boolean> => invoke<boolean>('autostart_set', { enabled }),
+};

@@ -1,0 +1,59 @@
+import type { TraceEntry } from '../bindings/TraceEntry';
+import { Badge } from './controls';
+
+/** One request's routing trace: every candidate skipped or tried, in order. */
+export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; label: string; servedBy?: string | null }) {
+  const served = servedBy ? (
+    <p className="trace-served">
+      <Badge tone="ok">served</Badge> by <code>{servedBy}</code>
+    </p>
+  ) : servedBy === null ? (
+    <p className="trace-served">
+      <Badge tone="bad">not served</Badge>
+    </p>
+  ) : null;
+  if (trace.length === 0) return <>{served ?? <p className="muted">No candidate was considered.</p>}</>;
+  return (
+    <>
+    <table className="table trace" aria-label={label}>
+      <thead>
+        <tr>
+          <th scope="col">#</th>
+          <th scope="col">Target</th>
+          <th scope="col">Credential</th>
+          <th scope="col">What happened</th>
+          <th scope="col">Status</th>
+          <th scope="col">Time</th>
+        </tr>
+      </thead>
+      <tbody>
+        {trace.map((entry, i) => (
+          <tr key={i}>
+            <td className="num">{i + 1}</td>
+            <td>{entry.target}</td>
+            <td>{entry.credential}</td>
+            {entry.event === 'skipped' ? (
+              <>
+                <td>
+                  <Badge tone="muted">skipped</Badge> {entry.reason.replace(/_/g, ' ')}
+                </td>
+                <td />
+                <td />
+              </>
+            ) : (
+              <>
+                <td>
+                  <Badge tone={entry.outcome === 'success' ? 'ok' : 'bad'}>attempted</Badge> {entry.outcome.replace(/_/g, ' ')}
+                </td>
+                <td className="num">{entry.status ?? '—'}</td>
+                <td className="num">{entry.millis} ms</td>
+              </>
+            )}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+    {served}
+    </>
+  );
+}

@@ -1,0 +1,292 @@
+import { useState } from 'react';
+import type { BreakerState } from '../bindings/BreakerState';
+import type { ResetScope } from '../bindings/ResetScope';
+import { insideDesktop } from '../api/ipc';
+import { useAction, useApi, useLiveVersion, useNow, useResource } from '../app/context';
+import { Badge, BusyButton, CopyButton, ErrorNote } from '../components/controls';
+import { reasonText } from '../components/LockoutTable';
+import { formatAgo, formatCountdown, remainingAt } from '../format/duration';
+
+const breakerTone: Record<BreakerState, 'ok' | 'warn' | 'bad'> = {
+  closed: 'ok',
+  degraded: 'warn',
+  half_open: 'warn',
+  open: 'bad',
+};
+const breakerText: Record<BreakerState, string> = {
+  closed: 'healthy',
+  degraded: 'degraded',
+  half_open: 'probing',
+  open: 'open',
+};
+
+export function OverviewPage() {
+  const api = useApi();
+  const live = useLiveVersion();
+  const now = useNow(1000);
+  const server = useResource(() => api.server(), [api]);
+  const routing = useResource(() => api.routing(), [api, live]);
+  const keys = useResource(() => api.keys(), [api]);
+  const providers = useResource(() => api.providers(), [api]);
+  const health = useResource(() => api.health(), [api, live]);
+  const fallbacks = useResource(() => api.requests({ fallback: true, limit: 10 }), [api, live]);
+
+  const endpoint = server.data?.endpoint ?? (insideDesktop() ? null : `${window.location.origin}/v1`);
+  const paused = routing.data?.paused ?? false;
+
+  const pause = useAction(async () => {
+    await api.setPaused(!paused);
+    await routing.reload();
+  });
+  const reset = useAction(async (scope: ResetScope) => {
+    await api.reset(scope);
+    await Promise.all([health.reload(), providers.reload()]);
+  });
+  const [resetScope, setResetScope] = useState('');
+  const resetting = (scope: ResetScope) => reset.busy && JSON.stringify(scope) === resetScope;
+  const runReset = (scope: ResetScope) => {
+    setResetScope(JSON.stringify(scope));
+    void reset.run(scope);
+  };
+
+  const h = health.data;
+  const left = (ms: number) => formatCountdown(remainingAt(ms, health.readAt, now));
+  const activeKeys = (keys.data ?? []).filter((k) => k.revoked_at === null);
+
+  return (
+    <div className="page">
+      <header className="page-head">
+        <h1>Overview</h1>
+        <BusyButton className="danger" busy={resetting({ scope: 'all' })} disabled={reset.busy} busyLabel="Resetting…" onClick={() => runReset({ scope: 'all' })}>
+          Reset all health state
+        </BusyButton>
+      </header>
+      <ErrorNote error={reset.error} title="Reset failed" />
+      {h && !h.persistence.durable ? (
+        <div className="note note-warn" role="status">
+          Health state is kept in memory only{h.persistence.reason ? `: ${h.persistence.reason}` : ''}.
+        </div>
+      ) : null}
+      {h && h.config_saved_to.to === 'memory_only' ? (
+        <div className="note note-warn" role="status">
+          Config edits are not saved to disk: they last until the server stops.
+        </div>
+      ) : null}
+
+      <div className="cards two">
+        <section className="card" aria-labelledby="endpoint-title">
+          <h2 id="endpoint-title">Endpoint</h2>
+          {endpoint ? (
+            <div className="row">
+              <code className="endpoint" data-testid="endpoint">
+                {endpoint}
+              </code>
+              <CopyButton text={endpoint} label="Copy endpoint" />
+            </div>
+          ) : (
+            <ErrorNote error={server.error} />
+          )}
+          <p className="muted">
+            OpenAI and Anthropic clients: set this as the base URL, with a local API key.
+            {server.data ? ` Switchyard ${server.data.version}.` : ''}
+          </p>
+          <div className="row">
+            <span>
+              Routing:{' '}
+              {routing.data ? (
+                paused ? <Badge tone="bad">paused</Badge> : <Badge tone="ok">on</Badge>
+              ) : (
+                <Badge tone="muted">unknown</Badge>
+              )}
+            </span>
+            <BusyButton
+              className="secondary"
+              busy={pause.busy}
+              busyLabel={paused ? 'Resuming…' : 'Pausing…'}
+              disabled={!routing.data}
+              onClick={() => void pause.run()}
+            >
+              {paused ? 'Resume routing' : 'Pause routing'}
+            </BusyButton>
+          </div>
+          {paused ? <p className="muted">While paused, /v1 answers 503.</p> : null}
+          <ErrorNote error={routing.error ?? pause.error} title="Routing" />
+        </section>
+
+        <section className="card" aria-labelledby="keys-title">
+          <h2 id="keys-title">Local API keys</h2>
+          <ErrorNote error={keys.error} />
+          {activeKeys.length === 0 ? (
+            <p className="muted">
+              No key yet: <a href="#/settings/general">create one</a>.
+            </p>
+          ) : (
+            <ul className="plain">
+              {activeKeys.map((k) => (
+                <li key={k.id}>
+                  <strong>{k.name}</strong> <code>{k.hint}</code>
+                </li>
+              ))}
+            </ul>
+          )}
+        </section>
+      </div>
+
+      <section aria-labelledby="providers-title">
+        <h2 id="providers-title">Providers</h2>
+        <ErrorNote error={providers.error ?? health.error} />
+        {providers.data && providers.data.length === 0 ? (
+          <p className="muted">
+            No provider yet: <a href="#/providers">add one</a>.
+          </p>
+        ) : null}
+        <div className="cards">
+          {(providers.data ?? []).map((p) => {
+            const breaker = h?.breakers.find((b) => b.provider === p.id);
+            const state = breaker?.state ?? 'closed';
+            return (
+              <article className="card health-card" key={p.id} aria-label={`Provider ${p.id}`} data-testid="health-card">
+                <div className="row spread">
+                  <h3>{p.id}</h3>
+                  <Badge tone={breakerTone[state]}>{breakerText[state]}</Badge>
+                </div>
+                <dl className="facts">
+                  <dt>Failures</dt>
+                  <dd>{breaker?.failures ?? 0}</dd>
+                  {breaker && breaker.retry_in_ms > 0 ? (
+                    <>
+                      <dt>Retry in</dt>
+                      <dd>{left(breaker.retry_in_ms)}</dd>
+                    </>
+                  ) : null}
+                  {breaker?.last_fault ? (
+                    <>
+                      <dt>Last fault</dt>
+                      <dd>{breaker.last_fault}</dd>
+                    </>
+                  ) : null}
+                  <dt>Credentials</dt>
+                  <dd>{p.credentials.filter((c) => c.enabled).length} enabled</dd>
+                </dl>
+                <BusyButton
+                  className="secondary small"
+                  busy={resetting({ scope: 'provider', provider: p.id })}
+                  busyLabel="Resetting…"
+                  aria-label={`Reset provider ${p.id}`}
+                  onClick={() => runReset({ scope: 'provider', provider: p.id })}
+                >
+                  Reset
+                </BusyButton>
+              </article>
+            );
+          })}
+        </div>
+      </section>
+
+      <div className="cards two">
+        <section className="card" aria-labelledby="cooling-title">
+          <h2 id="cooling-title">Cooling credentials</h2>
+          {h && h.credentials.length === 0 ? <p className="muted">Every credential is available.</p> : null}
+          <ul className="plain">
+            {(h?.credentials ?? []).map((c) => (
+              <li key={`${c.key.provider}/${c.key.credential}`} className="row spread">
+                <span>
+                  <strong>
+                    {c.key.provider}/{c.key.credential}
+                  </strong>{' '}
+                  <Badge tone={c.status === 'cooling' ? 'warn' : 'bad'}>{c.status.replace(/_/g, ' ')}</Badge>{' '}
+                  {c.retry_in_ms !== null ? <span className="muted">back in {left(c.retry_in_ms)}</span> : <span className="muted">needs attention</span>}
+                </span>
+                <button
+                  type="button"
+                  className="secondary small"
+                  aria-label={`Reset credential ${c.key.provider}/${c.key.credential}`}
+                  disabled={reset.busy}
+                  onClick={() => runReset({ scope: 'credential', provider: c.key.provider, credential: c.key.credential })}
+                >
+                  Reset
+                </button>
+              </li>
+            ))}
+          </ul>
+        </section>
+
+        <section className="card" aria-labelledby="overview-lockouts-title">
+          <h2 id="overview-lockouts-title">Active lockouts</h2>
+          {h && h.lockouts.length === 0 ? <p className="muted">No model is locked out.</p> : null}
+          <ul className="plain">
+            {(h?.lockouts ?? []).map((l) => (
+              <li key={`${l.key.provider}/${l.key.credential}/${l.key.model}`} className="row spread">
+                <span>
+                  <strong>
+                    {l.key.provider}/{l.key.model}
+                  </strong>{' '}
+                  <span className="muted">
+                    on {l.key.credential}, {reasonText(l.reason)}, {left(l.remaining_ms)} left
+                  </span>
+                </span>
+                <button
+                  type="button"
+                  className="secondary small"
+                  aria-label={`Reset lockout ${l.key.provider}/${l.key.credential}/${l.key.model}`}
+                  disabled={reset.busy}
+                  onClick={() => runReset({ scope: 'lockout', key: l.key })}
+                >
+                  Reset
+                </button>
+              </li>
+            ))}
+          </ul>
+          <a href="#/settings/lockouts">Manage lockouts</a>
+        </section>
+      </div>
+
+      {h && h.combos.length > 0 ? (
+        <section className="card" aria-labelledby="combos-title">
+          <h2 id="combos-title">Combos</h2>
+          <ul className="plain">
+            {h.combos.map((c) => (
+              <li key={c.name} className="row">
+                <strong>{c.name}</strong>
+                <Badge tone={c.eligible === 0 ? 'bad' : c.eligible < c.candidates ? 'warn' : 'ok'}>
+                  {c.eligible} of {c.candidates} ready
+                </Badge>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ) : null}
+
+      <section className="card" aria-labelledby="fallbacks-title">
+        <h2 id="fallbacks-title">Recent fallbacks</h2>
+        <ErrorNote error={fallbacks.error} />
+        {fallbacks.data && fallbacks.data.length === 0 ? <p className="muted">No request needed a fallback.</p> : null}
+        {fallbacks.data && fallbacks.data.length > 0 ? (
+          <table className="table" aria-label="Recent fallbacks">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Model</th>
+                <th scope="col">Served by</th>
+                <th scope="col">Attempts</th>
+                <th scope="col">Status</th>
+              </tr>
+            </thead>
+            <tbody>
+              {fallbacks.data.map((r, i) => (
+                <tr key={`${r.at}-${i}`}>
+                  <td>{formatAgo(r.at, now)}</td>
+                  <td>{r.model}</td>
+                  <td>{r.served_by ?? '—'}</td>
+                  <td className="num">{r.attempts}</td>
+                  <td className="num">{r.status}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : null}
+        <a href="#/requests">All requests</a>
+      </section>
+    </div>
+  );
+}

@@ -1,0 +1,346 @@
+import { useState, type FormEvent } from 'react';
+import type { BreakerProfile } from '../bindings/BreakerProfile';
+import type { ConnectionReport } from '../bindings/ConnectionReport';
+import type { DiscoveredModels } from '../bindings/DiscoveredModels';
+import type { ProviderKind } from '../bindings/ProviderKind';
+import type { ProviderView } from '../bindings/ProviderView';
+import type { SelectionStrategy } from '../bindings/SelectionStrategy';
+import { useAction, useApi, useResource } from '../app/context';
+import { Badge, BusyButton, ErrorNote, SelectField, TextField } from '../components/controls';
+import { CredentialEditor } from '../components/CredentialEditor';
+import { placeError } from '../forms/fieldErrors';
+import { isEmptyPatch } from '../forms/mergePatch';
+import { checkProviderDraft, emptyProvider, PROVIDER_FIELDS, providerDraftOf, providerPatch, type ProviderDraft } from '../forms/providerForm';
+
+export function ProvidersPage() {
+  const api = useApi();
+  const providers = useResource(() => api.providers(), [api]);
+  const [adding, setAdding] = useState(false);
+  return (
+    <div className="page">
+      <header className="page-head">
+        <h1>Providers</h1>
+        {adding ? null : (
+          <button type="button" onClick={() => setAdding(true)}>
+            Add provider
+          </button>
+        )}
+      </header>
+      <ErrorNote error={providers.error} title="Cannot read providers" />
+      {adding ? (
+        <ProviderEditor
+          provider={null}
+          onSaved={() => {
+            setAdding(false);
+            void providers.reload();
+          }}
+          onCancel={() => setAdding(false)}
+        />
+      ) : null}
+      {providers.data && providers.data.length === 0 && !adding ? (
+        <p className="muted">No provider yet. Add one: an OpenAI, Anthropic or Gemini compatible API, or a local server.</p>
+      ) : null}
+      {(providers.data ?? []).map((p) => (
+        <ProviderCard key={p.id} provider={p} onChanged={() => void providers.reload()} />
+      ))}
+    </div>
+  );
+}
+
+function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChanged: () => void }) {
+  const api = useApi();
+  const [editing, setEditing] = useState(false);
+  const [editingCredential, setEditingCredential] = useState<string | null>(null);
+  const [addingCredential, setAddingCredential] = useState(false);
+  const [report, setReport] = useState<ConnectionReport | null>(null);
+  const [models, setModels] = useState<DiscoveredModels | null>(null);
+  const test = useAction(async () => {
+    setReport(null);
+    setReport(await api.testProvider(provider.id));
+  });
+  const discover = useAction(async () => {
+    setModels(null);
+    setModels(await api.discoverModels(provider.id));
+  });
+  const adopt = useAction(async (names: string[]) => {
+    await api.patchProvider(provider.id, { models: names });
+    onChanged();
+  });
+  const remove = useAction(async () => {
+    if (!window.confirm(`Remove provider ${provider.id} and its credentials?`)) return;
+    await api.deleteProvider(provider.id);
+    onChanged();
+  });
+  const removeCredential = useAction(async (id: string) => {
+    if (!window.confirm(`Remove credential ${id} of ${provider.id}?`)) return;
+    await api.deleteCredential(provider.id, id);
+    onChanged();
+  });
+  const toggleCredential = useAction(async (id: string, enabled: boolean) => {
+    await api.patchCredential(provider.id, id, { enabled });
+    onChanged();
+  });
+
+  return (
+    <article className="card provider" aria-label={`Provider ${provider.id}`} data-testid={`provider-${provider.id}`}>
+      <div className="row spread">
+        <div>
+          <h2>
+            {provider.id} <Badge tone="muted">{provider.kind}</Badge>
+          </h2>
+          <div className="muted">
+            <code>{provider.effective_base_url}</code>
+            {provider.models.length > 0 ? ` · ${provider.models.length} models` : ''}
+          </div>
+        </div>
+        <div className="row">
+          <BusyButton className="secondary" busy={test.busy} busyLabel="Testing…" onClick={() => void test.run()}>
+            Test connection
+          </BusyButton>
+          <BusyButton className="secondary" busy={discover.busy} busyLabel="Discovering…" onClick={() => void discover.run()}>
+            Discover models
+          </BusyButton>
+          <button type="button" className="secondary" onClick={() => setEditing(!editing)} aria-expanded={editing}>
+            {editing ? 'Close editor' : 'Edit'}
+          </button>
+          <BusyButton className="danger" busy={remove.busy} busyLabel="Removing…" onClick={() => void remove.run()} aria-label={`Remove provider ${provider.id}`}>
+            Remove
+          </BusyButton>
+        </div>
+      </div>
+      <ErrorNote error={test.error ?? discover.error ?? remove.error ?? adopt.error} />
+      {report ? (
+        <div className={`note ${report.ok ? 'note-ok' : 'note-error'}`} role="status" data-testid="connection-report">
+          {report.ok
+            ? `Connected with ${report.credential} in ${report.latency_ms} ms${report.models !== null ? `: ${report.models} models listed` : ''}.`
+            : `Failed with ${report.credential}${report.status !== null ? ` (HTTP ${report.status})` : ''}: ${report.error ?? 'no answer'}`}
+        </div>
+      ) : null}
+      {models ? (
+        <div className="note" role="status" data-testid="discovered-models">
+          <strong>{models.models.length} models</strong> listed for {models.credential}:{' '}
+          {models.models.length > 0 ? models.models.join(', ') : 'none'}
+          {models.models.length > 0 ? (
+            <div>
+              <BusyButton className="secondary small" busy={adopt.busy} busyLabel="Saving…" onClick={() => void adopt.run(models.models)}>
+                Use these as the provider's models
+              </BusyButton>
+            </div>
+          ) : null}
+        </div>
+      ) : null}
+      {editing ? (
+        <ProviderEditor
+          provider={provider}
+          onSaved={() => {
+            setEditing(false);
+            onChanged();
+          }}
+          onCancel={() => setEditing(false)}
+        />
+      ) : null}
+
+      <h3>Credentials</h3>
+      <ErrorNote error={removeCredential.error ?? toggleCredential.error} />
+      {provider.credentials.length === 0 ? <p className="muted">No credential: requests go without a key.</p> : null}
+      <ul className="plain credentials">
+        {provider.credentials.map((c) => (
+          <li key={c.id}>
+            <div className="row spread">
+              <span>
+                <strong>{c.id}</strong> <Badge tone="muted">{c.kind === 'oauth' ? 'OAuth' : 'API key'}</Badge>{' '}
+                {c.enabled ? <Badge tone="ok">enabled</Badge> : <Badge tone="warn">disabled</Badge>}{' '}
+                <span className="muted">
+                  priority {c.priority} · {c.secret.set ? `set ${c.secret.hint ?? ''}` : 'no secret'}
+                  {c.secret.reference ? ` (${c.secret.reference})` : ''}
+                </span>
+              </span>
+              <span className="row">
+                <button
+                  type="button"
+                  className="secondary small"
+                  disabled={toggleCredential.busy}
+                  onClick={() => void toggleCredential.run(c.id, !c.enabled)}
+                  aria-label={`${c.enabled ? 'Disable' : 'Enable'} credential ${c.id}`}
+                >
+                  {c.enabled ? 'Disable' : 'Enable'}
+                </button>
+                <button
+                  type="button"
+                  className="secondary small"
+                  onClick={() => setEditingCredential(editingCredential === c.id ? null : c.id)}
+                  aria-expanded={editingCredential === c.id}
+                  aria-label={`Edit credential ${c.id}`}
+                >
+                  Edit
+                </button>
+                <button
+                  type="button"
+                  className="danger small"
+                  disabled={removeCredential.busy}
+                  onClick={() => void removeCredential.run(c.id)}
+                  aria-label={`Remove credential ${c.id}`}
+                >
+                  Remove
+                </button>
+              </span>
+            </div>
+            {editingCredential === c.id ? (
+              <CredentialEditor provider={provider.id} credential={c} onSaved={onChanged} onCancel={() => setEditingCredential(null)} />
+            ) : null}
+          </li>
+        ))}
+      </ul>
+      {addingCredential ? (
+        <CredentialEditor
+          provider={provider.id}
+          credential={null}
+          onSaved={() => {
+            setAddingCredential(false);
+            onChanged();
+          }}
+          onCancel={() => setAddingCredential(false)}
+        />
+      ) : (
+        <button type="button" className="secondary" onClick={() => setAddingCredential(true)}>
+          Add credential
+        </button>
+      )}
+    </article>
+  );
+}
+
+function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderView | null; onSaved: () => void; onCancel: () => void }) {
+  const api = useApi();
+  const creating = provider === null;
+  const [draft, setDraft] = useState<ProviderDraft>(provider ? providerDraftOf(provider) : emptyProvider);
+  const [touched, setTouched] = useState(false);
+  const [serverErrors, setServerErrors] = useState<Record<string, string>>({});
+  const checked = checkProviderDraft(draft, creating);
+  const errorOf = (field: string) => (touched ? checked.errors[field] : undefined) ?? serverErrors[field] ?? null;
+  const edit = <K extends keyof ProviderDraft>(field: K, value: ProviderDraft[K]) => {
+    setDraft({ ...draft, [field]: value });
+    const { [field]: _gone, ...rest } = serverErrors;
+    setServerErrors(rest);
+  };
+
+  const save = useAction(async () => {
+    if (!checked.value) return;
+    try {
+      if (provider === null) {
+        await api.createProvider(checked.value);
+      } else {
+        const patch = providerPatch(provider, checked.value);
+        if (!isEmptyPatch(patch)) await api.patchProvider(provider.id, patch);
+      }
+      onSaved();
+    } catch (error) {
+      const placed = placeError(error, PROVIDER_FIELDS);
+      setServerErrors(placed.fields);
+      if (placed.form !== null) throw error;
+    }
+  });
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    setTouched(true);
+    if (checked.value) void save.run();
+  };
+  const prefix = provider ? `provider-${provider.id}` : 'provider-new';
+
+  return (
+    <form className="card inset form-grid" onSubmit={submit} noValidate aria-label={creating ? 'New provider' : `Edit provider ${provider.id}`}>
+      {creating ? <h2>New provider</h2> : null}
+      {creating ? (
+        <TextField id={`${prefix}-id`} label="Provider name" value={draft.id} onChange={(e) => edit('id', e.target.value)} error={errorOf('id')} hint="How combos and logs name it, e.g. openai or groq-personal" autoComplete="off" />
+      ) : null}
+      <SelectField
+        id={`${prefix}-kind`}
+        label="Kind"
+        value={draft.kind}
+        onChange={(e) => edit('kind', e.target.value as ProviderKind)}
+        disabled={!creating}
+        hint={creating ? 'The API dialect it speaks' : 'The kind cannot change; add a new provider instead'}
+        error={errorOf('kind')}
+      >
+        <option value="openai">OpenAI compatible</option>
+        <option value="anthropic">Anthropic</option>
+        <option value="gemini">Gemini</option>
+      </SelectField>
+      <TextField
+        id={`${prefix}-base-url`}
+        label="Base URL"
+        type="url"
+        value={draft.base_url}
+        onChange={(e) => edit('base_url', e.target.value)}
+        placeholder="The kind's public endpoint"
+        hint="Empty means the kind's public endpoint"
+        error={errorOf('base_url')}
+        autoComplete="off"
+        spellCheck={false}
+      />
+      <SelectField id={`${prefix}-profile`} label="Breaker profile" value={draft.profile} onChange={(e) => edit('profile', e.target.value as '' | BreakerProfile)} error={errorOf('profile')}>
+        <option value="">Default (API key)</option>
+        <option value="api_key">API key</option>
+        <option value="oauth">OAuth</option>
+        <option value="local">Local (Ollama, LM Studio)</option>
+      </SelectField>
+      <SelectField
+        id={`${prefix}-selection`}
+        label="Credential selection"
+        value={draft.selection}
+        onChange={(e) => edit('selection', e.target.value as SelectionStrategy['strategy'])}
+        error={errorOf('selection')}
+      >
+        <option value="fill_first">Fill first (by priority)</option>
+        <option value="round_robin">Round robin</option>
+        <option value="least_used">Least used</option>
+        <option value="p2c">Power of two choices (latency)</option>
+        <option value="random">Random</option>
+      </SelectField>
+      {draft.selection === 'round_robin' ? (
+        <TextField id={`${prefix}-sticky`} label="Sticky for (requests)" inputMode="numeric" value={draft.sticky} onChange={(e) => edit('sticky', e.target.value)} />
+      ) : null}
+      <div className="field">
+        <label htmlFor={`${prefix}-models`}>Models</label>
+        <textarea
+          id={`${prefix}-models`}
+          rows={3}
+          value={draft.models}
+          onChange={(e) => edit('models', e.target.value)}
+          aria-invalid={errorOf('models') ? true : undefined}
+          aria-describedby={`${prefix}-models-hint`}
+          spellCheck={false}
+        />
+        <div className="hint" id={`${prefix}-models-hint`}>
+          One per line. Empty means any model the provider serves.
+        </div>
+        {errorOf('models') ? <div className="error" role="alert">{errorOf('models')}</div> : null}
+      </div>
+      <div className="field">
+        <label htmlFor={`${prefix}-headers`}>Extra headers</label>
+        <textarea
+          id={`${prefix}-headers`}
+          rows={2}
+          value={draft.headers}
+          onChange={(e) => edit('headers', e.target.value)}
+          aria-invalid={errorOf('headers') ? true : undefined}
+          aria-describedby={`${prefix}-headers-hint`}
+          spellCheck={false}
+        />
+        <div className="hint" id={`${prefix}-headers-hint`}>
+          One “Name: value” per line, sent with every request.
+        </div>
+        {errorOf('headers') ? <div className="error" role="alert">{errorOf('headers')}</div> : null}
+      </div>
+      <div className="form-actions">
+        <BusyButton type="submit" busy={save.busy} busyLabel="Saving…">
+          {creating ? 'Add provider' : 'Save provider'}
+        </BusyButton>
+        <button type="button" className="secondary" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+      <ErrorNote error={save.error} title="Not saved" />
+    </form>
+  );
+}

@@ -1,0 +1,48 @@
+import { screen, within } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { describe, expect, it } from 'vitest';
+import type { RequestEntry } from '../bindings/RequestEntry';
+import { ok, renderWithServer } from '../test/fakeServer';
+import { RequestsPage } from './RequestsPage';
+
+const entry: RequestEntry = {
+  at: Date.now() - 1000,
+  dialect: 'openai',
+  model: 'smart',
+  served_by: 'groq/llama',
+  status: 200,
+  attempts: 2,
+  duration_ms: 420,
+  trace: [
+    { target: 'openai/gpt-4o', credential: 'main', event: 'skipped', reason: 'model_locked' },
+    { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000 },
+    { target: 'groq/llama', credential: 'main', event: 'attempted', outcome: 'success', status: 200, millis: 400 },
+  ],
+};
+
+describe('RequestsPage', () => {
+  it('expands a request into its routing trace: skips, attempts, timings', async () => {
+    renderWithServer(<RequestsPage />, () => ok([entry]));
+    const expand = await screen.findByRole('button', { name: 'Show routing trace of request 1' });
+    expect(screen.queryByRole('table', { name: 'Routing trace of request 1' })).not.toBeInTheDocument();
+    await userEvent.click(expand);
+    const trace = screen.getByRole('table', { name: 'Routing trace of request 1' });
+    const rows = within(trace).getAllByRole('row').slice(1);
+    expect(rows.map((r) => r.textContent)).toEqual([
+      '1openai/gpt-4omainskipped model locked',
+      '2anthropic/sonnetworkattempted timeout—15000 ms',
+      '3groq/llamamainattempted success200400 ms',
+    ]);
+    expect(screen.getByRole('button', { name: 'Hide routing trace of request 1' })).toHaveAttribute('aria-expanded', 'true');
+  });
+
+  it('sends the filters as the query', async () => {
+    const { transport } = renderWithServer(<RequestsPage />, () => ok([]));
+    await screen.findByText('No request matches.');
+    await userEvent.click(screen.getByLabelText('Only fallbacks'));
+    await userEvent.selectOptions(screen.getByLabelText('Outcome'), 'error');
+    await userEvent.type(screen.getByLabelText('Model'), 'smart');
+    const last = transport.calls.at(-1)!;
+    expect(last.path).toBe('/api/requests?limit=100&model=smart&outcome=error&fallback=true');
+  });
+});

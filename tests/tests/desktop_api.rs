@@ -61,6 +61,11 @@ async fn try_it_answers_with_what_served_and_the_routing_trace() {
     let trace = body["trace"].as_array().unwrap();
     assert_eq!(trace.first().unwrap()["target"], "oa/gpt-4o", "{body}");
     assert_eq!(trace.first().unwrap()["event"], "attempted", "{body}");
+    let served = trace.last().unwrap();
+    assert_eq!(
+        (&served["target"], &served["outcome"]),
+        (&json!("an/claude-fallback"), &json!("success"))
+    );
     assert_eq!(body["attempts"].as_u64(), Some(h.mock.total_attempts() as u64));
     // It went through the request log like any client request.
     let (_, log) = h.api_get("/api/requests?limit=1").await;

@@ -313,6 +313,7 @@ impl Proxy {
             let (verdict, upstream) = match tried {
                 Tried::Served(mut response) => {
                     self.observe_latency(&routes, candidate, started.elapsed());
+                    trace.served(candidate, response.status().as_u16(), started.elapsed());
                     routing_headers(&mut response, target, attempts);
                     summary.settle(&trace, attempts, Some(target.label()));
                     return response;

@@ -81,6 +81,16 @@ impl Trace {
         self.push(&candidate.key, what);
     }
 
+    /// The attempt that served; `took` runs to the answer's start (a stream's first event).
+    pub(super) fn served(&mut self, candidate: &Candidate, status: u16, took: Duration) {
+        let what = TraceEvent::Attempted {
+            outcome: OutcomeKind::Success.as_str().into(),
+            status: Some(status),
+            millis: millis(took),
+        };
+        self.push(&candidate.key, what);
+    }
+
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {
         self.entries.push(TraceEntry {
             target: format!("{}/{}", key.provider, key.model),

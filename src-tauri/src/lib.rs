@@ -55,6 +55,7 @@ pub fn run() {
             app.manage(engine);
             tray::install(app.handle())?;
             forward_events(app.handle());
+            quit_on_signal(app.handle());
             Ok(())
         })
         .on_window_event(|window, event| {
@@ -90,6 +91,31 @@ pub(crate) fn quit(app: &AppHandle) {
         app.state::<Engine>().stop().await;
         app.exit(0);
     });
+}
+
+/// SIGTERM (logout, shutdown, `kill`) and SIGINT quit as the tray's Quit does: gracefully.
+fn quit_on_signal(app: &AppHandle) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let app = app.clone();
+        tauri::async_runtime::spawn(async move {
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                tracing::warn!("cannot listen for SIGTERM and SIGINT");
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("asked to stop: finishing requests in flight");
+            quit(&app);
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = app;
 }
 
 /// Forwards every health event to the window (`health`), redraws the tray once per burst of

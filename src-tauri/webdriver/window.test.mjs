@@ -67,6 +67,7 @@ async function webdriver(method, path, body) {
   return json.value;
 }
 
+// W3C's element key; WebKitWebDriver may answer with the legacy `ELEMENT` one.
 const ELEMENT = 'element-6066-11e4-a52e-4f735466cecc';
 
 /// Polls `probe` until it returns something truthy (a condition, not a fixed wait).
@@ -85,9 +86,18 @@ async function until(what, probe, timeoutMs = 20_000) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
+/// The elements `xpath` matches now.
 async function find(xpath) {
   const found = await webdriver('POST', `/session/${session}/elements`, { using: 'xpath', value: xpath });
-  return found.map((e) => e[ELEMENT]);
+  return found.map((e) => e[ELEMENT] ?? Object.values(e)[0]);
+}
+
+/// The elements `xpath` matches, once there are some.
+async function appear(what, xpath) {
+  return until(what, async () => {
+    const found = await find(xpath);
+    return found.length > 0 ? found : null;
+  });
 }
 
 async function text(element) {
@@ -163,6 +173,22 @@ targets = [{ target = "mock/gpt-4o" }]
 });
 
 after(async () => {
+  // Closing the window only hides it (the proxy keeps serving), so the app is asked to quit
+  // the way the OS asks at logout: SIGTERM, which it takes as Quit. Then the session can end.
+  const app = bin('switchyard-desktop');
+  try {
+    execFileSync('pkill', ['-TERM', '-f', `^${app}`]);
+  } catch {
+    // Already gone.
+  }
+  await until('the app to quit', () => {
+    try {
+      execFileSync('pgrep', ['-f', `^${app}`]);
+      return false;
+    } catch {
+      return true;
+    }
+  });
   if (session) await webdriver('DELETE', `/session/${session}`).catch(() => {});
   for (const child of processes.reverse()) {
     child.kill('SIGTERM');
@@ -173,7 +199,7 @@ after(async () => {
 let endpoint;
 
 test('the window opens and the Overview shows the endpoint really in use', async () => {
-  const [element] = await until('the endpoint on the Overview', () => find(containing('http://127.0.0.1:')));
+  const [element] = await appear('the endpoint on the Overview', containing('http://127.0.0.1:'));
   const shown = await text(element);
   endpoint = shown.match(/http:\/\/127\.0\.0\.1:\d+\/v1/)?.[0];
   assert.ok(endpoint, `no endpoint URL in ${JSON.stringify(shown)}`);
@@ -190,13 +216,14 @@ test('Settings → Model Lockouts loads through IPC and Clear all clears', async
     headers: { authorization: `Bearer ${LOCAL_KEY}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'smart', messages: [{ role: 'user', content: 'hi' }] }),
   });
-  assert.equal(chat.status, 404, 'the scripted 404 reaches the client: nothing else could serve');
+  // The scripted 404 locks gpt-4o on key-1; with nothing else to try the client gets a 503.
+  assert.equal(chat.status, 503, await chat.text());
 
-  const [link] = await until('the Model Lockouts link', () => find(containing('Model Lockouts')));
+  const [link] = await appear('the Model Lockouts link', `//a[contains(normalize-space(.), 'Model Lockouts')]`);
   await click(link);
-  await until('the lockout row', () => find(`//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`));
+  await appear('the lockout row', `//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`);
   await screenshot('model-lockouts');
-  const [clearAll] = await until('the Clear all button', () => find(`//button[contains(normalize-space(.), 'Clear all')]`));
+  const [clearAll] = await appear('the Clear all button', `//button[contains(normalize-space(.), 'Clear all')]`);
   await click(clearAll);
   await until('the lockout row to go', async () => (await find(`//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`)).length === 0);
 

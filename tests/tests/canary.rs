@@ -47,32 +47,7 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
 "#;
     let h =
         Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new(extra)).await;
-    let mut seen = Vec::new();
-    // Success, each error kind, a broken stream, a hang-up, and both timeouts (no first byte; a
-    // stream that stops). Everything is reset after each, so every one reaches the upstream.
-    let cases: Vec<(Behavior, bool)> = vec![
-        (Behavior::reply("fine"), false),
-        (Behavior::error(ErrorKind::Unauthorized), false),
-        (Behavior::error(ErrorKind::RateLimited), false),
-        (Behavior::error(ErrorKind::InsufficientQuota), false),
-        (Behavior::error(ErrorKind::ServerError), false),
-        (Behavior::error(ErrorKind::ContextLengthExceeded), false),
-        (Status::new(400).into(), false),
-        (Behavior::reset(), false),
-        (Behavior::cut_after(2), true),
-        (Behavior::hang(), false),
-        (Behavior::stall_after(2), true),
-    ];
-    for (i, (behavior, stream)) in cases.into_iter().enumerate() {
-        let before = h.mock.total_attempts();
-        h.mock.enqueue("gpt-4o", behavior);
-        let r = h.openai("canary/gpt-4o", stream).send().await.unwrap();
-        seen.push(r.text().await.unwrap());
-        assert!(h.mock.total_attempts() > before, "case {i} reached the upstream");
-        let (status, _) =
-            h.api(reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "all"})).await;
-        assert_eq!(status, 200);
-    }
+    let mut seen = every_fault(&h).await;
 
     // The canary sent as a secret through the API (kept in the secret store), then a refused
     // edit that carries it, then a connection test that uses it and one that fails.
@@ -116,34 +91,7 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
         let r = h.http.get(h.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
         seen.push(r.text().await.unwrap());
     }
-    // The same views as the desktop window gets them (Tauri IPC), a try-it that uses the key,
-    // and a refused edit carrying it.
-    let ipc = h.in_process();
-    let call = |method: &str, path: &str, body: Option<serde_json::Value>| ApiCall {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        body,
-    };
-    for path in [
-        "/api/monitoring/health",
-        "/api/requests?limit=100",
-        "/api/providers",
-        "/api/providers/canary",
-        "/api/settings",
-        "/api/config/export",
-    ] {
-        seen.push(ipc.call(call("GET", path, None)).await.body.to_string());
-    }
-    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::Unauthorized));
-    let tried = ipc
-        .call(call("POST", "/api/try", Some(json!({"model": "canary/gpt-4o", "prompt": "hi"}))))
-        .await;
-    assert_eq!(tried.status, 200, "{}", tried.body);
-    seen.push(tried.body.to_string());
-    let refused =
-        ipc.call(call("POST", "/api/providers/canary/credentials", Some(secret_to("c 4")))).await;
-    assert_eq!(refused.status, 422, "{}", refused.body);
-    seen.push(refused.body.to_string());
+    seen.extend(through_ipc(&h).await);
 
     assert!(
         h.mock.attempts().iter().any(|a| a.api_key() == Some(CANARY)),
@@ -171,4 +119,75 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
         let found = bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes());
         assert!(!found, "{} carries the canary", path.display());
     }
+}
+
+/// The views the desktop window gets over Tauri IPC, a try-it that uses the canary key, and a
+/// refused edit carrying it: every body, to be searched for the canary.
+async fn through_ipc(h: &Harness) -> Vec<String> {
+    // The same views as the desktop window gets them (Tauri IPC), a try-it that uses the key,
+    // and a refused edit carrying it.
+    let ipc = h.in_process();
+    let mut seen = Vec::new();
+    let call = |method: &str, path: &str, body: Option<serde_json::Value>| ApiCall {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        body,
+    };
+    for path in [
+        "/api/monitoring/health",
+        "/api/requests?limit=100",
+        "/api/providers",
+        "/api/providers/canary",
+        "/api/settings",
+        "/api/config/export",
+    ] {
+        seen.push(ipc.call(call("GET", path, None)).await.body.to_string());
+    }
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::Unauthorized));
+    let tried = ipc
+        .call(call("POST", "/api/try", Some(json!({"model": "canary/gpt-4o", "prompt": "hi"}))))
+        .await;
+    assert_eq!(tried.status, 200, "{}", tried.body);
+    seen.push(tried.body.to_string());
+    let refused = ipc
+        .call(call(
+            "POST",
+            "/api/providers/canary/credentials",
+            Some(json!({ "id": "c 4", "secret": CANARY })),
+        ))
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    seen.push(refused.body.to_string());
+
+    seen
+}
+
+/// Success, each error kind, a broken stream, a hang-up, and both timeouts (no first byte; a
+/// stream that stops), each reset afterwards so that every one reaches the upstream: the bodies.
+async fn every_fault(h: &Harness) -> Vec<String> {
+    let mut seen = Vec::new();
+    let cases: Vec<(Behavior, bool)> = vec![
+        (Behavior::reply("fine"), false),
+        (Behavior::error(ErrorKind::Unauthorized), false),
+        (Behavior::error(ErrorKind::RateLimited), false),
+        (Behavior::error(ErrorKind::InsufficientQuota), false),
+        (Behavior::error(ErrorKind::ServerError), false),
+        (Behavior::error(ErrorKind::ContextLengthExceeded), false),
+        (Status::new(400).into(), false),
+        (Behavior::reset(), false),
+        (Behavior::cut_after(2), true),
+        (Behavior::hang(), false),
+        (Behavior::stall_after(2), true),
+    ];
+    for (i, (behavior, stream)) in cases.into_iter().enumerate() {
+        let before = h.mock.total_attempts();
+        h.mock.enqueue("gpt-4o", behavior);
+        let r = h.openai("canary/gpt-4o", stream).send().await.unwrap();
+        seen.push(r.text().await.unwrap());
+        assert!(h.mock.total_attempts() > before, "case {i} reached the upstream");
+        let (status, _) =
+            h.api(reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "all"})).await;
+        assert_eq!(status, 200);
+    }
+    seen
 }

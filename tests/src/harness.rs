@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use switchyard::keys::LocalKeys;
+use switchyard::server::{Limits, SHUTDOWN_GRACE};
 use switchyard::{App, Launch};
 use switchyard_core::resilience::HealthSnapshot;
 use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
@@ -130,6 +131,8 @@ pub struct Setup {
     /// Start on the config file a previous harness left in the data directory (with its edits)
     /// instead of writing a fresh one.
     pub reuse_config: bool,
+    /// How long a client may take to send a request head; the server's default when `None`.
+    pub header_read_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Setup {
@@ -154,6 +157,7 @@ impl Setup {
             clock: None,
             secrets: None,
             reuse_config: false,
+            header_read_timeout: None,
         }
     }
 
@@ -161,6 +165,13 @@ impl Setup {
     #[must_use]
     pub fn reuse_config(mut self) -> Self {
         self.reuse_config = true;
+        self
+    }
+
+    /// Closes connections whose request head takes longer than `timeout` to arrive.
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.header_read_timeout = Some(timeout);
         self
     }
 
@@ -306,12 +317,18 @@ impl Harness {
             .server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())))
             .with_management_token(MANAGEMENT_TOKEN.into());
         let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
+        let mut limits = Limits::default();
+        if let Some(timeout) = setup.header_read_timeout {
+            limits.header_read_timeout = timeout;
+        }
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
-            let _ = switchyard::server::serve(listener, state, async {
+            let stopped = async {
                 let _ = stopped.await;
-            })
-            .await;
+            };
+            let _ =
+                switchyard::server::serve_with(listener, state, stopped, SHUTDOWN_GRACE, limits)
+                    .await;
             app.shutdown().await;
         });
         Self {

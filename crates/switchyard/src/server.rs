@@ -29,6 +29,7 @@ use tracing::Level;
 use self::api::catalog;
 pub use self::connections::{HEADER_READ_TIMEOUT, Limits};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
+pub use self::v1::MAX_BODY_BYTES;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::services::Services;

@@ -17,6 +17,7 @@ use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{HealthRegistry, HealthSnapshot};
 use switchyard_core::{CandidateKey, Clock, UnixMillis};
 use switchyard_store::{ApiKeyRecord, PersistenceStatus, Store};
+use tokio::sync::watch;
 use ts_rs::TS;
 
 pub use self::catalog::{
@@ -36,7 +37,8 @@ pub struct Services {
     registry: Arc<HealthRegistry>,
     clock: Arc<dyn Clock>,
     store: Option<Store>,
-    persistence: PersistenceStatus,
+    /// Read on every look: a write failure turns it memory-only while the app runs.
+    persistence: watch::Receiver<PersistenceStatus>,
     proxy: Arc<Proxy>,
     editor: ConfigEditor,
     oauth: OAuth,
@@ -112,7 +114,7 @@ impl Services {
         registry: Arc<HealthRegistry>,
         clock: Arc<dyn Clock>,
         store: Option<Store>,
-        persistence: PersistenceStatus,
+        persistence: watch::Receiver<PersistenceStatus>,
         proxy: Arc<Proxy>,
         editor: ConfigEditor,
         oauth: OAuth,
@@ -125,7 +127,7 @@ impl Services {
     }
 
     pub fn health(&self) -> Health {
-        let persistence = match &self.persistence {
+        let persistence = match &*self.persistence.borrow() {
             PersistenceStatus::Durable => Persistence { durable: true, reason: None },
             PersistenceStatus::MemoryOnly { reason } => {
                 Persistence { durable: false, reason: Some(reason.clone()) }

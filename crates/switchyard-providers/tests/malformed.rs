@@ -472,3 +472,41 @@ fn an_empty_object_is_an_error_in_every_parser() {
         assert!(client.parse_request(b"{}").is_err());
     }
 }
+
+/// Found by `stream_translators_survive_near_valid_events_cut_anywhere`: token counts are the
+/// upstream's numbers, and adding them up (OpenAI's `total_tokens`, Anthropic's cache split,
+/// Gemini's thinking tokens) overflowed: a panic in debug builds, a wrapped total in release.
+#[test]
+fn token_counts_near_u64_max_saturate_instead_of_overflowing() {
+    let max = u64::MAX;
+    let bodies = [
+        (
+            Dialect::OpenAi,
+            format!(
+                r#"{{"id":"x","model":"m","choices":[{{"index":0,"message":{{"role":"assistant","content":"hi"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":{max},"completion_tokens":{max},"total_tokens":1}}}}"#
+            ),
+        ),
+        (
+            Dialect::Anthropic,
+            format!(
+                r#"{{"id":"x","type":"message","role":"assistant","model":"m","content":[{{"type":"text","text":"hi"}}],"stop_reason":"end_turn","usage":{{"input_tokens":{max},"output_tokens":{max},"cache_read_input_tokens":{max},"cache_creation_input_tokens":{max}}}}}"#
+            ),
+        ),
+        (
+            Dialect::Gemini,
+            format!(
+                r#"{{"candidates":[{{"content":{{"role":"model","parts":[{{"text":"hi"}}]}},"finishReason":"STOP"}}],"usageMetadata":{{"promptTokenCount":{max},"candidatesTokenCount":{max},"thoughtsTokenCount":{max},"cachedContentTokenCount":{max}}}}}"#
+            ),
+        ),
+    ];
+    for (upstream, body) in bodies {
+        let response = upstream.decode_response(body.as_bytes()).unwrap();
+        let openai: Value =
+            serde_json::from_slice(&ClientDialect::OpenAi.encode_response(&response, &META))
+                .unwrap();
+        assert_eq!(openai["usage"]["total_tokens"], json!(max), "{upstream}: {openai}");
+        ClientDialect::Anthropic.encode_response(&response, &META);
+        let stream = format!("data: {body}\n\n");
+        check_stream(upstream, stream.as_bytes(), &[]).unwrap();
+    }
+}

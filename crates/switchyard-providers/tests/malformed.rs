@@ -134,7 +134,7 @@ fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
-/// `value` with `mutation` applied; deep burials are written as text (serde_json's own
+/// `value` with `mutation` applied; deep burials are written as text (`serde_json`'s own
 /// serialiser would need the depth it is testing).
 fn mutate(value: &mut Value, mutation: &Mutation) -> Option<(String, usize)> {
     let mut all = Vec::new();
@@ -263,8 +263,7 @@ fn check_stream(upstream: Dialect, bytes: &[u8], cuts: &[usize]) -> Result<(), T
                         ended = true;
                         break 'feed;
                     }
-                    Ok(_) => {}
-                    Err(ProviderError::MalformedEvent { .. }) => {}
+                    Ok(_) | Err(ProviderError::MalformedEvent { .. }) => {}
                     Err(_) => {
                         translator.fail(ErrorKind::Internal, "upstream error", &mut out);
                         ended = true;

@@ -41,10 +41,10 @@ const LOCKS_PER_RUN: usize = 60;
 /// `rl` is rate-limited on every key (its credentials cool down).
 fn config(mock: &MockUpstream) -> String {
     let base = mock.base_url();
-    let closed = {
-        let probe = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    // Port 9 (discard) is privileged, so no test and no ephemeral port ever takes it: every
+    // connection is refused. A port picked by binding port 0 and letting go is soon handed out
+    // again as a client's source port, and a connection to it can even reach itself.
+    let closed = 9;
     format!(
         r#"
 [[providers]]
@@ -58,6 +58,9 @@ id = "down"
 kind = "openai"
 base_url = "http://127.0.0.1:{closed}/v1"
 credentials = [{{ id = "k", secret = "env:SY_TEST_UPSTREAM_KEY" }}]
+# Opens at the first refusal. (With the default threshold of 5 the breaker was seen stuck at
+# 1-3 failures under this test's lockout flood; see the report of issue 7.)
+breaker = {{ failure_threshold = 1, degraded_threshold = 1 }}
 
 [[providers]]
 id = "rl"
@@ -327,13 +330,43 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
         assert_eq!(health["persistence"]["durable"], true, "run {run}: {health}");
         let workers = burst(&server, &mock, run);
         let before = seen.lockouts.len();
+        // Every layer and the request log must have something committed before the kill.
+        let enough = |seen: &Seen| {
+            seen.lockouts.len() >= before + LOCKS_PER_RUN
+                && seen.open_breakers.contains("down")
+                && !seen.cooling.is_empty()
+                && seen.requests > 0
+        };
         let watched = tokio::time::timeout(WATCHDOG, async {
-            while seen.lockouts.len() < before + LOCKS_PER_RUN {
+            while !enough(&seen) {
                 observe(&state, &mut seen).await;
             }
         })
         .await;
-        assert!(watched.is_ok(), "run {run}: only {:?} committed", seen.lockouts.len() - before);
+        if watched.is_err() {
+            let (health, _) = server.health().await;
+            let body = json!({"model": "down/m", "messages": [{"role": "user", "content": "hi"}]});
+            let down = server
+                .http
+                .post(server.url("/v1/chat/completions"))
+                .bearer_auth(LOCAL_KEY)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let down = (down.status(), down.text().await.unwrap());
+            panic!(
+                "run {run}: not enough committed after {WATCHDOG:?}: {} lockouts, open breakers \
+                 {:?}, cooling {:?}, {} requests; the server has breakers {} credentials {}; \
+                 down/m now: {down:?}",
+                seen.lockouts.len(),
+                seen.open_breakers,
+                seen.cooling,
+                seen.requests,
+                health["breakers"],
+                health["credentials"]
+            );
+        }
         // The last look, then the kill with the burst still going: whatever the look found is
         // the committed state the restart must bring back.
         observe(&state, &mut seen).await;
@@ -373,9 +406,6 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
         assert_eq!(server.ask(model).await, Some(503), "{model} is locked after the restart");
         server.stop().await;
     }
-    assert!(seen.open_breakers.contains("down"), "the burst opened the `down` breaker: {seen:?}");
-    assert!(!seen.cooling.is_empty(), "the burst cooled `rl` credentials: {seen:?}");
-    assert!(seen.requests > 0, "the request log reached the file: {seen:?}");
 }
 
 /// The file after a kill: intact, every row a state the registry can be in, holding everything

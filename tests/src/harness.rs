@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use switchyard::keys::LocalKeys;
 use switchyard::server::ipc::InProcess;
+use switchyard::server::{Limits, SHUTDOWN_GRACE};
 use switchyard::{App, Launch};
 use switchyard_core::resilience::HealthSnapshot;
 use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
@@ -134,6 +135,8 @@ pub struct Setup {
     pub reuse_config: bool,
     /// A built web UI to serve at `/` (as `serve --ui DIR`).
     pub ui: Option<std::path::PathBuf>,
+    /// How long a client may take to send a request head; the server's default when `None`.
+    pub header_read_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Setup {
@@ -159,6 +162,7 @@ impl Setup {
             secrets: None,
             reuse_config: false,
             ui: None,
+            header_read_timeout: None,
         }
     }
 
@@ -173,6 +177,13 @@ impl Setup {
     #[must_use]
     pub fn reuse_config(mut self) -> Self {
         self.reuse_config = true;
+        self
+    }
+
+    /// Closes connections whose request head takes longer than `timeout` to arrive.
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.header_read_timeout = Some(timeout);
         self
     }
 
@@ -322,12 +333,18 @@ impl Harness {
         }
         let in_process = InProcess::new(state.clone()).expect("an in-process API");
         let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
+        let mut limits = Limits::default();
+        if let Some(timeout) = setup.header_read_timeout {
+            limits.header_read_timeout = timeout;
+        }
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
-            let _ = switchyard::server::serve(listener, state, async {
+            let stopped = async {
                 let _ = stopped.await;
-            })
-            .await;
+            };
+            let _ =
+                switchyard::server::serve_with(listener, state, stopped, SHUTDOWN_GRACE, limits)
+                    .await;
             app.shutdown().await;
         });
         Self {

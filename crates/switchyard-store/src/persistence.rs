@@ -101,6 +101,12 @@ impl Persistence {
         self.status.borrow().clone()
     }
 
+    /// The status as it changes: the writer turns it to memory-only when a write fails (a full
+    /// disk), long after start, so whoever shows it must read it live, not keep a copy.
+    pub fn watch_status(&self) -> watch::Receiver<PersistenceStatus> {
+        self.status.clone()
+    }
+
     /// The state file, for settings; `None` when it could not be opened or read.
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()

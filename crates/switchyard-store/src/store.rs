@@ -79,6 +79,21 @@ impl Store {
         Ok(Self { pool, path: path.into(), read_only })
     }
 
+    /// Opens an existing state file for reading only, changing nothing in it: no migration, no
+    /// journal mode. For looking at a file another process is writing: a reader sees every
+    /// transaction committed before its read began, and nothing uncommitted.
+    pub async fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let options =
+            SqliteConnectOptions::new().filename(path).read_only(true).busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(StoreError::database)?;
+        Ok(Self { pool, path: path.into(), read_only: true })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

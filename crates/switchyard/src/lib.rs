@@ -177,7 +177,7 @@ impl App {
             Arc::clone(&registry),
             Arc::clone(&clock),
             persistence.store().cloned(),
-            persistence.status(),
+            persistence.watch_status(),
             Arc::clone(&proxy),
             editor,
             oauth,

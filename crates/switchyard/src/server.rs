@@ -4,16 +4,16 @@
 //! below can print them; a request span (method, path, status, latency; headers at DEBUG,
 //! sensitive ones redacted); the front door (`guard`: Host, Origin, local API key or
 //! management token); then the handlers, which are thin: parse, hand over, render.
-//! Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
+//! Connections are accepted and timed by [`connections`] (`TCP_NODELAY`, header read timeout).
 
 mod api;
+mod connections;
 mod error;
 mod guard;
 pub mod ipc;
 mod v1;
 
 use std::future::Future;
-use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,14 +22,15 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::header;
 use axum::routing::{get, patch, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use self::api::catalog;
+pub use self::connections::{HEADER_READ_TIMEOUT, Limits};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
+pub use self::v1::MAX_BODY_BYTES;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::services::Services;
@@ -192,17 +193,23 @@ pub async fn serve_with_grace(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
+    serve_with(listener, state, shutdown, grace, Limits::default()).await
+}
+
+/// [`serve`] with a chosen grace period and connection deadlines.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: ServerState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+    limits: Limits,
+) -> std::io::Result<()> {
     let (draining_tx, draining) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
         let _ = draining_tx.send(());
     };
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
+    let server = connections::run(listener, router(state), signal, limits);
     let deadline = async {
         // Only a shutdown that began starts the clock; a dropped sender means the server ended.
         if draining.await.is_ok() {
@@ -212,7 +219,7 @@ pub async fn serve_with_grace(
         }
     };
     tokio::select! {
-        result = server.into_future() => result,
+        () = server => Ok(()),
         () = deadline => {
             tracing::warn!(grace_secs = grace.as_secs(), "requests still in flight after the shutdown grace period; stopping anyway");
             Ok(())

@@ -18,6 +18,7 @@ use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{HealthRegistry, HealthSnapshot};
 use switchyard_core::{CandidateKey, Clock, UnixMillis};
 use switchyard_store::{ApiKeyRecord, PersistenceStatus, Store};
+use tokio::sync::watch;
 use ts_rs::TS;
 
 pub use self::catalog::{
@@ -38,7 +39,8 @@ pub struct Services {
     registry: Arc<HealthRegistry>,
     clock: Arc<dyn Clock>,
     store: Option<Store>,
-    persistence: PersistenceStatus,
+    /// Read on every look: a write failure turns it memory-only while the app runs.
+    persistence: watch::Receiver<PersistenceStatus>,
     proxy: Arc<Proxy>,
     editor: ConfigEditor,
     oauth: OAuth,
@@ -126,7 +128,7 @@ impl Services {
         registry: Arc<HealthRegistry>,
         clock: Arc<dyn Clock>,
         store: Option<Store>,
-        persistence: PersistenceStatus,
+        persistence: watch::Receiver<PersistenceStatus>,
         proxy: Arc<Proxy>,
         editor: ConfigEditor,
         oauth: OAuth,
@@ -139,7 +141,7 @@ impl Services {
     }
 
     pub fn health(&self) -> Health {
-        let persistence = match &self.persistence {
+        let persistence = match &*self.persistence.borrow() {
             PersistenceStatus::Durable => Persistence { durable: true, reason: None },
             PersistenceStatus::MemoryOnly { reason } => {
                 Persistence { durable: false, reason: Some(reason.clone()) }

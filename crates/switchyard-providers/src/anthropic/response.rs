@@ -59,7 +59,7 @@ impl UsageWire {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let write = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0) + read + write,
+            input_tokens: self.input_tokens.unwrap_or(0).saturating_add(read).saturating_add(write),
             output_tokens: self.output_tokens.unwrap_or(0),
             cache_read_tokens: read,
             cache_write_tokens: write,
@@ -110,7 +110,7 @@ impl UsageOut {
         Self {
             input_tokens: usage
                 .input_tokens
-                .saturating_sub(usage.cache_read_tokens + usage.cache_write_tokens),
+                .saturating_sub(usage.cache_read_tokens.saturating_add(usage.cache_write_tokens)),
             output_tokens: usage.output_tokens,
             cache_creation_input_tokens: usage.cache_write_tokens,
             cache_read_input_tokens: usage.cache_read_tokens,

@@ -93,8 +93,10 @@ impl UsageWire {
     pub(super) fn usage(self) -> Usage {
         Usage {
             input_tokens: self.prompt_token_count.unwrap_or(0),
-            output_tokens: self.candidates_token_count.unwrap_or(0)
-                + self.thoughts_token_count.unwrap_or(0),
+            output_tokens: self
+                .candidates_token_count
+                .unwrap_or(0)
+                .saturating_add(self.thoughts_token_count.unwrap_or(0)),
             cache_read_tokens: self.cached_content_token_count.unwrap_or(0),
             cache_write_tokens: 0,
         }

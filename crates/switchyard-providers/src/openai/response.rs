@@ -200,7 +200,7 @@ impl UsageOut {
         Self {
             prompt_tokens: usage.input_tokens,
             completion_tokens: usage.output_tokens,
-            total_tokens: usage.input_tokens + usage.output_tokens,
+            total_tokens: usage.input_tokens.saturating_add(usage.output_tokens),
             prompt_tokens_details: (usage.cache_read_tokens > 0)
                 .then_some(PromptDetailsOut { cached_tokens: usage.cache_read_tokens }),
         }

@@ -10,6 +10,9 @@
 //! 3. A local API key (`/v1`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic
 //!    clients send it; the management token (`/api`, `/metrics`). The UI's static files need
 //!    neither: they hold no secret, and the UI asks for the token before it calls the API.
+//! 4. A body sent to `/v1` is declared JSON (`Content-Type: application/json`, or any
+//!    `+json` type). Every SDK declares it; a form or `text/plain` body is what a page can send
+//!    without a preflight, so it is refused (`415`) even from a client that passed the rest.
 //!
 //! Refusals are answered in the dialect of the route (OpenAI or Anthropic error shape), and
 //! nothing behind the guard (no upstream) is ever touched.
@@ -36,7 +39,11 @@ pub(crate) async fn front_door(
     } else {
         Door::Files
     };
-    if let Err(refusal) = check(&state, request.headers(), door) {
+    let checked = check(&state, request.headers(), door).and_then(|()| {
+        let body_to_v1 = path.starts_with("/v1/") && request.method() == http::Method::POST;
+        if body_to_v1 { json_body(request.headers()) } else { Ok(()) }
+    });
+    if let Err(refusal) = checked {
         tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");
         return refusal.into_response_in(dialect);
     }
@@ -105,6 +112,26 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), Api
     }
 }
 
+/// The body is declared JSON: `application/json` or `application/*+json`, any parameters.
+fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = declared.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let json = essence == "application/json"
+        || essence.strip_prefix("application/").is_some_and(|sub| sub.ends_with("+json"));
+    if json {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            format!(
+                "the body must be sent as `Content-Type: application/json` (got {:?})",
+                if declared.is_empty() { "none" } else { declared }
+            ),
+        ))
+    }
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -167,5 +194,33 @@ mod tests {
         ] {
             assert!(!is_loopback_host(bad, 4141), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_json_media_types_pass_as_a_body() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            json_body(&headers).is_ok()
+        };
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/vnd.api+json",
+        ] {
+            assert!(with(ok), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "text/json+",
+            "",
+        ] {
+            assert!(!with(bad), "{bad}");
+        }
+        assert!(json_body(&HeaderMap::new()).is_err(), "no content type at all");
     }
 }

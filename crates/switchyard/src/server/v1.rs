@@ -1,32 +1,81 @@
-//! `/v1`: the client API, in the OpenAI and Anthropic dialects. Handlers only pick the dialect
-//! and hand the body to the proxy.
+//! `/v1`: the client API, in the OpenAI and Anthropic dialects. Handlers only pick the dialect,
+//! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
 
 use super::ServerState;
+use super::error::{ApiError, Dialect};
+
+/// The largest client body read. A conversation carries every earlier turn, screenshots
+/// included (base64), so axum's 2 MB default refused ordinary coding-agent requests; 32 MiB is
+/// what Anthropic's Messages API itself takes.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// `POST /v1/chat/completions` (OpenAI).
 pub(super) async fn chat_completions(
     State(state): State<ServerState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    state.proxy.handle(ClientDialect::OpenAi, &headers, body).await
+    match read(body, ClientDialect::OpenAi).await {
+        Ok(body) => state.proxy.handle(ClientDialect::OpenAi, &headers, body).await,
+        Err(refusal) => refusal,
+    }
 }
 
 /// `POST /v1/messages` (Anthropic).
 pub(super) async fn messages(
     State(state): State<ServerState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    state.proxy.handle(ClientDialect::Anthropic, &headers, body).await
+    match read(body, ClientDialect::Anthropic).await {
+        Ok(body) => state.proxy.handle(ClientDialect::Anthropic, &headers, body).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The whole body, or the refusal in the route's dialect: `413` past [`MAX_BODY_BYTES`] (told
+/// by `Content-Length` before anything is read, else once the limit is crossed), `400` when
+/// the client stopped sending halfway.
+async fn read(body: Body, client: ClientDialect) -> Result<Bytes, Response> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let declared = axum::body::HttpBody::size_hint(&body).lower();
+    let refusal = if usize::try_from(declared).map_or(true, |n| n > MAX_BODY_BYTES) {
+        too_large()
+    } else {
+        match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+            Ok(bytes) => return Ok(bytes),
+            Err(error) if past_limit(&error) => too_large(),
+            Err(error) => ApiError::bad_request(format!("cannot read the request body: {error}")),
+        }
+    };
+    Err(refusal.into_response_in(Dialect::from(client)))
+}
+
+/// Whether reading failed because the body outgrew the limit.
+fn past_limit(error: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// `GET /v1/models`: every combo and every listed provider model, in OpenAI's list shape

@@ -74,7 +74,7 @@ const RUN_DEADLINE: Duration = Duration::from_secs(90);
 const TICK: Duration = Duration::from_millis(90);
 const TICK_EVERY: usize = 10;
 
-/// Each provider's name, dialect and upstream model, as the combos use them.
+/// The two combos; their upstream models are `swift-m` and `sturdy-m`.
 const SWIFT: &str = "swift";
 const STURDY: &str = "sturdy";
 

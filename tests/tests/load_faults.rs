@@ -871,10 +871,11 @@ const LEAK_MARGIN_KIB: u64 = 48 * 1024;
 /// glibc's malloc gives each thread that allocates under contention an arena of its own, and
 /// returns an arena's memory to the system only from the top of its heap, so a burst of a
 /// thousand requests leaves the tokio worker threads' arenas large and mostly free. Measured on
-/// this test with `malloc_stats()` (called from gdb): after the first burst 195 MB held and
-/// 17 MB in use (idle connections, the request log, the mocks); after the second 195 MB held
-/// and 18 MB in use; and once the harness and the mocks were dropped, 158 MB held and 1.4 MB in
-/// use, where `malloc_trim(0)` took RSS back to the idle figure. The workspace forbids `unsafe`,
+/// this test with `malloc_stats()` (called from gdb, with the upstream pool capped at 32 idle
+/// connections per host then): after the first burst 195 MB held and 17 MB in use (idle
+/// connections, the request log, the mocks); after the second 195 MB held and 18 MB in use; and
+/// once the harness and the mocks were dropped, 158 MB held and 1.4 MB in use, where
+/// `malloc_trim(0)` took RSS back to the idle figure. The workspace forbids `unsafe`,
 /// so the test cannot trim or ask malloc; instead the same burst runs twice, and:
 ///
 /// - after the second burst, RSS is at most what it was after the first plus

@@ -136,17 +136,14 @@ async fn the_request_log_shows_each_request_with_its_trace() {
     assert_eq!(first["attempts"], 2);
     assert_eq!(first["trace"][0]["event"], "attempted");
     assert_eq!(first["trace"][0]["outcome"], "model_unavailable");
-    // The attempt that served is in the trace too, on the other key.
+    assert_eq!(first["trace"][0]["credential"], "oa-1");
+    // The attempt that served is in the trace too, so the log says which key answered.
     let served = &first["trace"][1];
-    assert_eq!(first["trace"].as_array().unwrap().len(), 2, "{first}");
-    assert_eq!(
-        (served["event"].as_str(), served["outcome"].as_str()),
-        (Some("attempted"), Some("success"))
-    );
-    assert_eq!(
-        (served["credential"].as_str(), served["status"].as_u64()),
-        (Some("oa-2"), Some(200))
-    );
+    assert_eq!(served["event"], "attempted", "{first}");
+    assert_eq!(served["outcome"], "success", "{first}");
+    assert_eq!((&served["target"], &served["credential"]), (&json!("oa/gpt-4o"), &json!("oa-2")));
+    assert_eq!(first["trace"].as_array().map(Vec::len), Some(2), "{first}");
+    assert_eq!(served["status"], 200, "{first}");
     let (status, body) = h.api_get("/api/requests?limit=0").await;
     assert_eq!(status, 422, "{body}");
 }

@@ -100,6 +100,11 @@ impl Behavior {
         Reply::default().fault(Fault::CutAfter(events)).into()
     }
 
+    /// See [`Fault::ResetAfter`].
+    pub fn reset_after(events: usize) -> Self {
+        Reply::default().fault(Fault::ResetAfter(events)).into()
+    }
+
     /// See [`Fault::StallAfter`].
     pub fn stall_after(events: usize) -> Self {
         Reply::default().fault(Fault::StallAfter(events)).into()
@@ -281,15 +286,18 @@ pub enum Finish {
 /// including `message_start` and `ping`, Gemini chunks); keep-alives sent during a slow first
 /// event are not counted.
 ///
-/// A non-streaming reply is one JSON document: cut and stall strike after its first half (or
-/// right after the headers when the position is 0), a malformed document is its first half
+/// A non-streaming reply is one JSON document: cut, reset and stall strike after its first half
+/// (or right after the headers when the position is 0), a malformed document is its first half
 /// sent as if complete, truncation sends a null finish reason, and a missing `[DONE]` changes
 /// nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
-    /// Send this many events, then drop the connection mid-body.
+    /// Send this many events, then drop the connection mid-body (a normal close, FIN).
     CutAfter(usize),
+    /// Send this many events, then drop the connection mid-body with a TCP reset (RST): what a
+    /// crashing upstream host or a middlebox that gives up looks like.
+    ResetAfter(usize),
     /// Send this many events, then keep the connection open and send nothing more.
     StallAfter(usize),
     /// Insert one event whose `data:` is not valid JSON at this position; the rest of the stream

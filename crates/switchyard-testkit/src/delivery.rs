@@ -47,6 +47,7 @@ pub(crate) struct Delivery {
 enum Stop {
     Never,
     Cut(usize),
+    Reset(usize),
     Stall(usize),
 }
 
@@ -68,6 +69,7 @@ pub(crate) enum Step {
     End,
     Stall,
     Cut,
+    Reset,
 }
 
 impl Delivery {
@@ -89,6 +91,7 @@ impl Delivery {
         let mut events = VecDeque::from(events);
         let stop = match reply.fault {
             Some(Fault::CutAfter(n)) => Stop::Cut(n),
+            Some(Fault::ResetAfter(n)) => Stop::Reset(n),
             Some(Fault::StallAfter(n)) => Stop::Stall(n),
             Some(Fault::MalformedAt(at)) => {
                 events.insert(at.min(events.len()), malformed);
@@ -112,6 +115,7 @@ impl Delivery {
         let half = body.len() / 2;
         let (events, stop, announced) = match reply.fault {
             Some(Fault::CutAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
+            Some(Fault::ResetAfter(n)) => (halves(&body, half), Stop::Reset(n.min(1)), full),
             Some(Fault::StallAfter(n)) => (halves(&body, half), Stop::Stall(n.min(1)), full),
             Some(Fault::MalformedAt(_)) => {
                 (VecDeque::from([body.slice(..half)]), Stop::Never, half as u64)
@@ -151,7 +155,7 @@ impl Delivery {
 
     /// Whether the schedule may need to drop the connection (so the body must hold a handle).
     pub(crate) fn may_cut(&self) -> bool {
-        matches!(self.stop, Stop::Cut(_))
+        matches!(self.stop, Stop::Cut(_) | Stop::Reset(_))
     }
 
     /// The next thing to do at `now`.
@@ -189,6 +193,7 @@ impl Delivery {
                 Phase::Flowing { next_at } => {
                     match self.stop {
                         Stop::Cut(n) if self.sent >= n => return Step::Cut,
+                        Stop::Reset(n) if self.sent >= n => return Step::Reset,
                         Stop::Stall(n) if self.sent >= n => return Step::Stall,
                         _ => {}
                     }
@@ -247,11 +252,18 @@ impl EventBody {
         self.waiting = true;
     }
 
-    /// Yield once so hyper flushes what it already has, then drop the connection.
-    fn cut(&mut self, cx: &Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    /// Yield once so hyper flushes what it already has, then drop the connection: with a FIN,
+    /// or with a RST when `reset`.
+    fn cut(
+        &mut self,
+        cx: &Context<'_>,
+        reset: bool,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if self.cut_requested {
-            if let Some(connection) = &self.connection {
-                connection.close();
+            match &self.connection {
+                Some(connection) if reset => connection.reset(),
+                Some(connection) => connection.close(),
+                None => {}
             }
         } else {
             self.cut_requested = true;
@@ -286,7 +298,8 @@ impl Body for EventBody {
                 // No waker is registered: nothing will ever come. hyper still watches the socket,
                 // so the connection (and this body) goes away when the client does.
                 Step::Stall => return Poll::Pending,
-                Step::Cut => return this.cut(cx),
+                Step::Cut => return this.cut(cx, false),
+                Step::Reset => return this.cut(cx, true),
             }
         }
     }
@@ -362,10 +375,14 @@ mod tests {
     }
 
     #[test]
-    fn cut_and_stall_strike_after_exactly_n_events() {
+    fn cut_reset_and_stall_strike_after_exactly_n_events() {
         let now = Instant::now();
-        for (fault, last) in [(Fault::CutAfter(2), Step::Cut), (Fault::StallAfter(2), Step::Stall)]
-        {
+        let faults = [
+            (Fault::CutAfter(2), Step::Cut),
+            (Fault::ResetAfter(2), Step::Reset),
+            (Fault::StallAfter(2), Step::Stall),
+        ];
+        for (fault, last) in faults {
             let mut d = stream(&Reply::default().fault(fault));
             assert_eq!(sent(d.step(now)), "e0");
             assert_eq!(sent(d.step(now)), "e1");

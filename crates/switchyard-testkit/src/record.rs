@@ -144,7 +144,7 @@ impl Journal {
     }
 }
 
-/// How many requests are being answered right now.
+/// How many requests are being answered (or connections are open) right now.
 #[derive(Debug)]
 pub(crate) struct Occupancy {
     open: watch::Sender<usize>,
@@ -163,10 +163,16 @@ impl Occupancy {
         let mut open = self.open.subscribe();
         open.wait_for(|&c| c == n).await.expect("the occupancy owns the sender");
     }
+
+    pub(crate) async fn wait_at_most(&self, n: usize) {
+        let mut open = self.open.subscribe();
+        open.wait_for(|&c| c <= n).await.expect("the occupancy owns the sender");
+    }
 }
 
 /// One open request: counted from arrival until its answer has been sent in full, or until
-/// the request is abandoned (client gone, connection cut, mock stopped).
+/// the request is abandoned (client gone, connection cut, mock stopped). Also one open
+/// connection, counted from accept until it is closed.
 #[derive(Debug)]
 pub(crate) struct InFlight(Arc<Occupancy>);
 

@@ -4,7 +4,8 @@
 //! state the server consumes. The order in which an attempt's behaviour is chosen is fixed:
 //!
 //! 1. the `x-mock-behavior` request header (handled by the exchange; consumes nothing);
-//! 2. the model's queue, front first;
+//! 2. the model's queue, front first (a repeating queue starts over once consumed, so its
+//!    default is never reached);
 //! 3. the model's default;
 //! 4. the [`ANY_MODEL`] queue, then its default;
 //! 5. a normal reply.
@@ -30,6 +31,7 @@ pub const ANY_MODEL: &str = "*";
 /// ```toml
 /// "gpt-4o" = [{ status = { code = 429, headers = { retry-after = "1" } } }, { reply = {} }]
 /// "claude-sonnet-4" = { queue = ["reset"], default = "reject_prefill" }
+/// "flaky" = { queue = [{ status = { code = 503 } }, { reply = {} }], repeat = true }
 /// "*" = { default = { reply = { text = "fallback" } } }
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -78,6 +80,9 @@ pub struct ModelScript {
     pub queue: Vec<Behavior>,
     /// What follows once the queue is empty; a normal reply when unset.
     pub default: Option<Behavior>,
+    /// Start the queue over once it is consumed, for ever: a fault pattern for a run of any
+    /// length (soak benchmarks) without a queue as long as the run.
+    pub repeat: bool,
 }
 
 impl<'de> Deserialize<'de> for ModelScript {
@@ -94,7 +99,7 @@ impl<'de> Deserialize<'de> for ModelScript {
 
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ModelScript, A::Error> {
                 let queue = Vec::deserialize(SeqAccessDeserializer::new(seq))?;
-                Ok(ModelScript { queue, default: None })
+                Ok(ModelScript { queue, default: None, repeat: false })
             }
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelScript, A::Error> {
@@ -133,11 +138,19 @@ pub(crate) struct Scripts {
 struct Queue {
     pending: VecDeque<Behavior>,
     default: Option<Behavior>,
+    repeat: bool,
 }
 
 impl Queue {
     fn next(&mut self) -> Option<Behavior> {
-        self.pending.pop_front().or_else(|| self.default.clone())
+        match self.pending.pop_front() {
+            Some(behavior) if self.repeat => {
+                self.pending.push_back(behavior.clone());
+                Some(behavior)
+            }
+            Some(behavior) => Some(behavior),
+            None => self.default.clone(),
+        }
     }
 }
 
@@ -160,12 +173,14 @@ impl Scripts {
         self.models.lock().entry(model.to_owned()).or_default().default = Some(behavior);
     }
 
-    /// Appends each model's queue and replaces its default when the script sets one.
+    /// Appends each model's queue and replaces its default when the script sets one; a script
+    /// that makes a queue repeat makes it repeat for good.
     pub(crate) fn load(&self, script: Script) {
         let mut models = self.models.lock();
         for (name, model) in script.models {
             let queue = models.entry(name).or_default();
             queue.pending.extend(model.queue);
+            queue.repeat |= model.repeat;
             if model.default.is_some() {
                 queue.default = model.default;
             }
@@ -226,6 +241,19 @@ mod tests {
     fn a_typo_in_a_script_is_an_error_not_a_default() {
         let error = Script::from_toml(r#"m = [{ reply = { txet = "hi" } }]"#).unwrap_err();
         assert!(error.to_string().contains("txet"), "{error}");
+    }
+
+    #[test]
+    fn a_repeating_queue_starts_over_and_never_reaches_its_default() {
+        let scripts = Scripts::default();
+        let script = Script::from_toml(
+            r#"m = { queue = [{ status = { code = 503 } }, "reset"], default = "hang", repeat = true }"#,
+        )
+        .unwrap();
+        scripts.load(script);
+        let seen: Vec<Behavior> = (0..5).map(|_| scripts.next("m")).collect();
+        let (fail, reset) = (Behavior::status(503), Behavior::Reset);
+        assert_eq!(seen, [fail.clone(), reset.clone(), fail.clone(), reset, fail]);
     }
 
     #[test]

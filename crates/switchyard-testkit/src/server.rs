@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) scripts: Scripts,
     pub(crate) journal: Journal,
     pub(crate) occupancy: Arc<Occupancy>,
+    /// Connections accepted and not yet closed.
+    pub(crate) connections: Arc<Occupancy>,
     /// Listed by the model endpoints in addition to every scripted model.
     pub(crate) listed_models: Vec<String>,
 }
@@ -94,6 +96,7 @@ impl MockBuilder {
             scripts,
             journal: Journal::new(Instant::now(), !self.forget_attempts),
             occupancy: Arc::new(Occupancy::new()),
+            connections: Arc::new(Occupancy::new()),
             listed_models: self.models,
         });
         let (stop, stopped) = oneshot::channel();
@@ -193,6 +196,17 @@ impl MockUpstream {
     /// hanging or stalled request.
     pub async fn wait_for_in_flight(&self, n: usize) {
         self.shared.occupancy.wait_for(n).await;
+    }
+
+    /// Connections accepted and not closed yet: how many a client keeps open (its idle pool
+    /// included).
+    pub fn open_connections(&self) -> usize {
+        self.shared.connections.current()
+    }
+
+    /// Resolves once at most `n` connections are open.
+    pub async fn wait_for_open_connections_at_most(&self, n: usize) {
+        self.shared.connections.wait_at_most(n).await;
     }
 
     /// Stops accepting, drops every connection and waits until all of them are closed.

@@ -312,8 +312,9 @@ impl Proxy {
                 .await;
             let (verdict, upstream) = match tried {
                 Tried::Served(mut response) => {
-                    self.observe_latency(&routes, candidate, started.elapsed());
-                    trace.served(candidate, response.status().as_u16(), started.elapsed());
+                    let took = started.elapsed();
+                    self.observe_latency(&routes, candidate, took);
+                    trace.served(candidate, response.status().as_u16(), took);
                     routing_headers(&mut response, target, attempts);
                     summary.settle(&trace, attempts, Some(target.label()));
                     return response;

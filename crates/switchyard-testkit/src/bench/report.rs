@@ -484,11 +484,13 @@ fn cold_start_details(out: &mut String, c: &ColdStart) {
     }
 }
 
-/// `doc` with the [`HEADING`] section replaced by `section` (up to the next `## ` heading), or
-/// with `section` appended when there is none. Every other byte stays as it was.
+/// `doc` with the section that `section` heads (its first line, such as [`HEADING`]) replaced by
+/// `section` (up to the next `## ` heading), or with `section` appended when there is none.
+/// Every other byte stays as it was.
 pub(crate) fn replace_section(doc: &str, section: &str) -> String {
+    let heading = section.lines().next().unwrap_or_default().trim_end();
     let lines: Vec<&str> = doc.split_inclusive('\n').collect();
-    let Some(start) = lines.iter().position(|l| l.trim_end() == HEADING) else {
+    let Some(start) = lines.iter().position(|l| l.trim_end() == heading) else {
         let mut out = doc.trim_end().to_owned();
         out.push_str("\n\n");
         out.push_str(section);
@@ -533,6 +535,11 @@ mod tests {
         assert_eq!(
             replace_section(before_other, "## Proxy overhead\n\nnew\n"),
             "## Proxy overhead\n\nnew\n\n## Other\n\nkept\n"
+        );
+        // Another heading is another section: the first one is left alone.
+        assert_eq!(
+            replace_section(before_other, "## Other\n\nnew\n"),
+            "## Proxy overhead\n\nold\n\n## Other\n\nnew\n"
         );
     }
 }

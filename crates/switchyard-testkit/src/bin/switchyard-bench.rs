@@ -10,6 +10,10 @@
 //! Exit status: 0 when the run completed and the added p50 latencies (non-streamed and first
 //! SSE byte) are under the gross-regression ceiling (`--max-added-p50-ms`), 1 otherwise. That
 //! ceiling is far above the targets: it catches a broken build, not a slow one.
+//!
+//! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
+//! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
+//! throughout. Exit status 0 when the proxy answered every request.
 
 #[path = "../bench/client.rs"]
 mod client;
@@ -25,6 +29,8 @@ mod machine;
 mod report;
 #[path = "../bench/run.rs"]
 mod run;
+#[path = "../bench/soak.rs"]
+mod soak;
 #[path = "../bench/stats.rs"]
 mod stats;
 #[path = "../bench/throughput.rs"]
@@ -81,6 +87,16 @@ struct Args {
     /// Do not pin the processes to cores.
     #[arg(long)]
     no_pin: bool,
+    /// Run the soak instead: a moderate faulty load for `--duration`, the proxy's memory
+    /// sampled throughout; `--docs` then replaces the `## Soak` section.
+    #[arg(long)]
+    soak: bool,
+    /// How long the soak runs: `600`, `600s`, `10m`, `1h`.
+    #[arg(long, default_value = "10m", value_parser = soak::parse_duration)]
+    duration: Duration,
+    /// Soak requests started per second.
+    #[arg(long, default_value_t = 40)]
+    rate: u32,
 }
 
 fn main() -> ExitCode {
@@ -95,21 +111,40 @@ fn main() -> ExitCode {
     }
 }
 
+/// The machine, and where the processes run: the mock and the harness on CPU 0, the proxy on
+/// CPU 1, when there are two CPUs and `taskset` (this process is pinned here).
+struct Placement {
+    machine: Machine,
+    mock_cpu: Option<usize>,
+    proxy_cpu: Option<usize>,
+    text: String,
+}
+
+impl Placement {
+    fn decide(args: &Args) -> anyhow::Result<Self> {
+        let mut machine = Machine::describe();
+        if let Some(commit) = &args.commit {
+            machine.commit.clone_from(commit);
+        }
+        let pin = !args.no_pin && machine.cpus >= 2 && taskset_available();
+        let (mock_cpu, proxy_cpu) = if pin { (Some(0), Some(1)) } else { (None, None) };
+        let text = if pin {
+            pin_self(0)?;
+            "mock upstream on CPU 0, proxy on CPU 1, the harness (the client) on CPU 0, with `taskset`"
+                .to_owned()
+        } else {
+            "not pinned".to_owned()
+        };
+        Ok(Self { machine, mock_cpu, proxy_cpu, text })
+    }
+}
+
 /// `Ok(false)` when the run completed but the guard failed.
 fn bench(args: &Args) -> anyhow::Result<bool> {
-    let mut machine = Machine::describe();
-    if let Some(commit) = &args.commit {
-        machine.commit.clone_from(commit);
+    if args.soak {
+        return soak_bench(args);
     }
-    let pin = !args.no_pin && machine.cpus >= 2 && taskset_available();
-    let (mock_cpu, proxy_cpu) = if pin { (Some(0), Some(1)) } else { (None, None) };
-    let placement = if pin {
-        pin_self(0)?;
-        "mock upstream on CPU 0, proxy on CPU 1, the harness (the client) on CPU 0, with `taskset`"
-            .to_owned()
-    } else {
-        "not pinned".to_owned()
-    };
+    let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
     // One thread: the client never competes with itself, and its timings are not migrations.
@@ -168,16 +203,60 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     Ok(passed)
 }
 
-async fn start_and_measure(
+/// The soak: `Ok(false)` when the proxy left a request unanswered.
+fn soak_bench(args: &Args) -> anyhow::Result<bool> {
+    let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
+    let mut plan = soak::Plan::new(args.duration);
+    plan.rate = args.rate;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let soaked = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-soak.").tempdir()?;
+        let script = work.path().join("mock.toml");
+        std::fs::write(&script, soak::mock_script())?;
+        let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
+        let config = work.path().join("switchyard.toml");
+        std::fs::write(&config, soak::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"))?;
+        let proxy = start_proxy(args, &config, proxy_cpu, work.path()).await?;
+        let base = proxy.url.strip_suffix("/v1").unwrap_or(&proxy.url).to_owned();
+        let target =
+            soak::Target { http: http_client()?, base, key: LOCAL_KEY.to_owned(), pid: proxy.pid };
+        let soaked = soak::run(&target, plan).await;
+        drop((proxy, mock));
+        soaked
+    })?;
+    let setup = soak::Setup {
+        machine,
+        load_after: machine::load_average(),
+        command: args.command.clone(),
+        placement,
+    };
+    let section = soak::section(&setup, &soaked);
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{section}")?;
+    if let Some(path) = &args.docs {
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        std::fs::write(path, report::replace_section(&doc, &section))
+            .with_context(|| format!("write {}", path.display()))?;
+        writeln!(stdout, "wrote the `{}` section of {}", soak::HEADING, path.display())?;
+    }
+    let unanswered = soaked.unanswered();
+    writeln!(
+        stdout,
+        "soak: slope {} after the warm-up; requests the proxy did not answer: {unanswered}",
+        soaked
+            .slope_mb_per_hour()
+            .map_or_else(|| "unknown".to_owned(), |s| format!("{s:+.2} MB/hour"))
+    )?;
+    Ok(unanswered == 0)
+}
+
+async fn start_mock(
     args: &Args,
-    plan: Plan,
-    mock_cpu: Option<usize>,
-    proxy_cpu: Option<usize>,
+    script: &std::path::Path,
+    cpu: Option<usize>,
     work: &std::path::Path,
-) -> anyhow::Result<run::Results> {
-    let script = work.join("mock.toml");
-    std::fs::write(&script, run::mock_script())?;
-    let mock = Launch {
+) -> anyhow::Result<fleet::Server> {
+    Launch {
         name: "mock",
         program: &args.mock,
         args: vec![
@@ -188,15 +267,20 @@ async fn start_and_measure(
             script.display().to_string(),
         ],
         env: Vec::new(),
-        cpu: mock_cpu,
+        cpu,
     }
     .start(work)
     .await
-    .context("start the mock upstream")?;
+    .context("start the mock upstream")
+}
 
-    let config = work.join("switchyard.toml");
-    std::fs::write(&config, run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"))?;
-    let proxy = Launch {
+async fn start_proxy(
+    args: &Args,
+    config: &std::path::Path,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+) -> anyhow::Result<fleet::Server> {
+    Launch {
         name: "switchyard",
         program: &args.switchyard,
         args: vec![
@@ -212,11 +296,26 @@ async fn start_and_measure(
             ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
             ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
         ],
-        cpu: proxy_cpu,
+        cpu,
     }
     .start(work)
     .await
-    .context("start the proxy")?;
+    .context("start the proxy")
+}
+
+async fn start_and_measure(
+    args: &Args,
+    plan: Plan,
+    mock_cpu: Option<usize>,
+    proxy_cpu: Option<usize>,
+    work: &std::path::Path,
+) -> anyhow::Result<run::Results> {
+    let script = work.join("mock.toml");
+    std::fs::write(&script, run::mock_script())?;
+    let mock = start_mock(args, &script, mock_cpu, work).await?;
+    let config = work.join("switchyard.toml");
+    std::fs::write(&config, run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"))?;
+    let proxy = start_proxy(args, &config, proxy_cpu, work).await?;
 
     let sides = Sides {
         http: http_client()?,

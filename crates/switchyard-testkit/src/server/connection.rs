@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::{Shared, exchange};
+use crate::record::InFlight;
 
 /// The kill switch of one connection.
 #[derive(Debug, Default)]
@@ -52,6 +53,7 @@ impl ConnectionControl {
 /// Serves one connection until the client closes it, the connection is killed, or the mock
 /// stops (the task is aborted).
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+    let _open = InFlight::enter(&shared.connections);
     // Events are small and must leave at once; see the module docs of `server`.
     let _ = stream.set_nodelay(true);
     let control = Arc::new(ConnectionControl::default());

@@ -162,6 +162,28 @@ async fn a_cut_stream_delivers_exactly_n_events_then_breaks() {
 }
 
 #[tokio::test]
+async fn a_reset_stream_delivers_exactly_n_events_then_a_tcp_reset() {
+    let mock = MockUpstream::start().await;
+    mock.set_default("m", Behavior::reset_after(2));
+    for call in Call::each("m").into_iter().map(Call::stream) {
+        let response = call.send(&mock).await;
+        assert_eq!(response.status(), 200);
+        let (body, error) = read_to_end_or_error(response).await;
+        let error = error.unwrap_or_else(|| panic!("{:?}: the body must fail", call.dialect));
+        assert!(is_connection_reset(&error), "{:?}: {error:?}", call.dialect);
+        assert_eq!(frames(&body).len(), 2, "{:?}", call.dialect);
+    }
+    // A document breaks the same way, after its first half.
+    for call in Call::each("m") {
+        let dialect = call.dialect;
+        let (body, error) = read_to_end_or_error(call.send(&mock).await).await;
+        assert!(error.as_ref().is_some_and(is_connection_reset), "{dialect:?}: {error:?}");
+        assert!(serde_json::from_slice::<Value>(&body).is_err());
+    }
+    within(mock.wait_for_in_flight(0)).await;
+}
+
+#[tokio::test]
 async fn a_cut_document_breaks_mid_body() {
     let mock = MockUpstream::start().await;
     mock.set_default("m", Behavior::cut_after(1));

@@ -33,7 +33,8 @@ pub struct TraceEntry {
 pub enum TraceEvent {
     /// Not tried; `reason` is a skip code (`breaker_open`, `model_locked`, ...).
     Skipped { reason: Cow<'static, str> },
-    /// Tried; `outcome` is the classified outcome kind.
+    /// Tried; `outcome` is the classified outcome kind (`success` for the attempt that served,
+    /// whose status is then not given: a stream's end is not known yet).
     Attempted {
         outcome: Cow<'static, str>,
         status: Option<u16>,
@@ -81,7 +82,8 @@ impl Trace {
         self.push(&candidate.key, what);
     }
 
-    /// The attempt that served; `took` runs to the answer's start (a stream's first event).
+    /// The attempt that served: the last line of a served request's trace, so the log says
+    /// which credential answered and how long it took to start (a stream's first event).
     pub(super) fn served(&mut self, candidate: &Candidate, status: u16, took: Duration) {
         let what = TraceEvent::Attempted {
             outcome: OutcomeKind::Success.as_str().into(),

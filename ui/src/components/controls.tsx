@@ -141,3 +141,30 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
 export function Badge({ tone, children }: { tone: 'ok' | 'warn' | 'bad' | 'muted'; children: ReactNode }) {
   return <span className={`badge badge-${tone}`}>{children}</span>;
 }
+
+/** A form's Save and Cancel buttons, and why the last save was refused. */
+export function SaveActions({
+  busy,
+  label,
+  error,
+  onCancel,
+}: {
+  busy: boolean;
+  label: string;
+  error: unknown;
+  onCancel: () => void;
+}) {
+  return (
+    <>
+      <div className="form-actions">
+        <BusyButton type="submit" busy={busy} busyLabel="Saving…">
+          {label}
+        </BusyButton>
+        <button type="button" className="secondary" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+      <ErrorNote error={error} title="Not saved" />
+    </>
+  );
+}

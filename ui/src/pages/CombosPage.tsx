@@ -3,7 +3,7 @@ import type { ComboForm } from '../bindings/ComboForm';
 import type { RouteStrategy } from '../bindings/RouteStrategy';
 import type { TryResult } from '../bindings/TryResult';
 import { useAction, useApi, useResource } from '../app/context';
-import { Badge, BusyButton, ErrorNote, SelectField, TextField } from '../components/controls';
+import { Badge, BusyButton, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { TraceView } from '../components/TraceView';
 import { checkComboDraft, comboDraftOf, comboFields, emptyCombo, emptyTarget, move, targetField, type ComboDraft, type TargetDraft } from '../forms/comboForm';
 import { placeError } from '../forms/fieldErrors';
@@ -211,15 +211,12 @@ function ComboEditor({ combo, onSaved, onCancel }: { combo: ComboForm | null; on
           Add target
         </button>
       </fieldset>
-      <div className="form-actions">
-        <BusyButton type="submit" busy={save.busy} busyLabel="Saving…">
-          {combo ? 'Save combo' : 'Create combo'}
-        </BusyButton>
-        <button type="button" className="secondary" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
-      <ErrorNote error={save.error} title="Not saved" />
+      <SaveActions
+        busy={save.busy}
+        label={combo ? 'Save combo' : 'Create combo'}
+        error={save.error}
+        onCancel={onCancel}
+      />
     </form>
   );
 }

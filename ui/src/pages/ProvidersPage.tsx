@@ -6,7 +6,7 @@ import type { ProviderKind } from '../bindings/ProviderKind';
 import type { ProviderView } from '../bindings/ProviderView';
 import type { SelectionStrategy } from '../bindings/SelectionStrategy';
 import { useAction, useApi, useResource } from '../app/context';
-import { Badge, BusyButton, ErrorNote, SelectField, TextField } from '../components/controls';
+import { Badge, BusyButton, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { CredentialEditor } from '../components/CredentialEditor';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
@@ -332,15 +332,12 @@ function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderVie
         </div>
         {errorOf('headers') ? <div className="error" role="alert">{errorOf('headers')}</div> : null}
       </div>
-      <div className="form-actions">
-        <BusyButton type="submit" busy={save.busy} busyLabel="Saving…">
-          {creating ? 'Add provider' : 'Save provider'}
-        </BusyButton>
-        <button type="button" className="secondary" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
-      <ErrorNote error={save.error} title="Not saved" />
+      <SaveActions
+        busy={save.busy}
+        label={creating ? 'Add provider' : 'Save provider'}
+        error={save.error}
+        onCancel={onCancel}
+      />
     </form>
   );
 }

@@ -5,7 +5,8 @@
 // The app gets a fresh data directory holding a config that routes to the mock upstream; the
 // test then checks the Overview shows the endpoint really in use, makes a lockout with a
 // request through that endpoint, and clears it from Settings → Model Lockouts, which talks to
-// the proxy over IPC only.
+// the proxy over IPC only. The tray is read and clicked over D-Bus, where it is a
+// StatusNotifierItem with a com.canonical.dbusmenu menu.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -223,6 +224,10 @@ test('Settings → Model Lockouts loads through IPC and Clear all clears', async
   await click(link);
   await appear('the lockout row', `//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`);
   await screenshot('model-lockouts');
+  // The tray heard it too, from the event stream.
+  await until('the tray line for the locked model', async () =>
+    (await trayMenu()).some((item) => item.label === 'mock: healthy · 1 model locked'),
+  );
   const [clearAll] = await appear('the Clear all button', `//button[contains(normalize-space(.), 'Clear all')]`);
   await click(clearAll);
   await until('the lockout row to go', async () => (await find(`//tr[contains(., 'gpt-4o') and contains(., 'key-1')]`)).length === 0);
@@ -236,3 +241,69 @@ test('Settings → Model Lockouts loads through IPC and Clear all clears', async
   assert.deepEqual(await lockouts.json(), []);
   await screenshot('model-lockouts-cleared');
 });
+
+test('the tray has a line per provider and its Pause / Resume routing item works', async () => {
+  const port = new URL(endpoint).port;
+  const token = readFileSync(join(xdg, IDENTIFIER, 'management-token'), 'utf8').trim();
+  const paused = async () =>
+    (await (await fetch(`http://127.0.0.1:${port}/api/routing`, { headers: { authorization: `Bearer ${token}` } })).json())
+      .paused;
+  const menu = await until('the tray menu with the provider healthy again', async () => {
+    const items = await trayMenu();
+    return items.some((item) => item.label === 'mock: healthy') ? items : null;
+  });
+  assert.deepEqual(
+    menu.map((item) => item.label),
+    ['mock: healthy', 'Open Switchyard', 'Copy endpoint URL', 'Pause routing', 'Reset all breakers', 'Quit'],
+  );
+
+  await trayClick('Pause routing');
+  await until('routing to pause', async () => (await paused()) === true);
+  await until('the item to offer Resume', async () => (await trayMenu()).some((i) => i.label === 'Resume routing'));
+  await trayClick('Resume routing');
+  await until('routing to resume', async () => (await paused()) === false);
+});
+
+/// The app's tray: its D-Bus connection and the path of its StatusNotifierItem.
+async function trayItem() {
+  const pid = execFileSync('pgrep', ['-f', `^${bin('switchyard-desktop')}`], { encoding: 'utf8' }).trim().split('\n')[0];
+  const bus = (...args) =>
+    execFileSync('gdbus', ['call', '--session', '--timeout', '2', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  const names = bus('--dest', 'org.freedesktop.DBus', '--object-path', '/org/freedesktop/DBus', '--method', 'org.freedesktop.DBus.ListNames');
+  for (const name of names.match(/':1\.\d+'/g).map((n) => n.slice(1, -1))) {
+    let owner;
+    try {
+      owner = bus('--dest', 'org.freedesktop.DBus', '--object-path', '/org/freedesktop/DBus',
+        '--method', 'org.freedesktop.DBus.GetConnectionUnixProcessID', name).match(/uint32 (\d+)/)?.[1];
+    } catch {
+      continue; // gone since the list was made (each gdbus call is a connection of its own)
+    }
+    if (owner !== pid) continue;
+    let nodes;
+    try {
+      nodes = bus('--dest', name, '--object-path', '/org/ayatana/NotificationItem', '--method', 'org.freedesktop.DBus.Introspectable.Introspect');
+    } catch {
+      continue; // one of the app's other connections (webkit's, accessibility's)
+    }
+    const node = nodes.match(/node name=\\?"([^"\\]+)\\?"/)?.[1];
+    if (node) return { name, menu: `/org/ayatana/NotificationItem/${node}/Menu` };
+  }
+  throw new Error(`the app (pid ${pid}) has no tray item on the session bus yet`);
+}
+
+/// The tray menu's items: `{ id, label }`, separators left out.
+async function trayMenu() {
+  const { name, menu } = await trayItem();
+  const layout = execFileSync('gdbus', ['call', '--session', '--timeout', '5', '--dest', name, '--object-path', menu,
+    '--method', 'com.canonical.dbusmenu.GetLayout', '--', '0', '-1', '["label"]'], { encoding: 'utf8' });
+  return [...layout.matchAll(/<\((\d+), \{'label': <'([^']*)'>/g)].map(([, id, label]) => ({ id: Number(id), label }));
+}
+
+/// Clicks the tray menu item labelled `label`.
+async function trayClick(label) {
+  const { name, menu } = await trayItem();
+  const item = (await trayMenu()).find((i) => i.label === label);
+  assert.ok(item, `no tray item ${label}`);
+  execFileSync('gdbus', ['call', '--session', '--timeout', '5', '--dest', name, '--object-path', menu,
+    '--method', 'com.canonical.dbusmenu.Event', '--', String(item.id), 'clicked', '<0>', '0']);
+}

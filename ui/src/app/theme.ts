@@ -8,19 +8,31 @@ export function storedTheme(): Theme {
   return value === 'light' || value === 'dark' ? value : 'system';
 }
 
-/** Applies the theme to `<html data-theme>`; `system` follows the OS. */
+/** The OS's preference (absent where there is no `matchMedia`, as in jsdom). */
+const osDark = typeof window.matchMedia === 'function' ? window.matchMedia('(prefers-color-scheme: dark)') : undefined;
+
+/**
+ * Applies the theme to `<html data-theme>` as `light` or `dark`: `system` is resolved here from
+ * the OS's preference, so the stylesheet has one dark palette, keyed on the attribute only.
+ */
 export function applyTheme(theme: Theme) {
-  const root = document.documentElement;
-  if (theme === 'system') delete root.dataset.theme;
-  else root.dataset.theme = theme;
+  const dark = theme === 'dark' || (theme === 'system' && osDark?.matches === true);
+  document.documentElement.dataset.theme = dark ? 'dark' : 'light';
 }
 
 export function useTheme(): [Theme, (theme: Theme) => void] {
   const [theme, setTheme] = useState<Theme>(storedTheme);
   useEffect(() => {
     applyTheme(theme);
-    if (theme === 'system') localStorage.removeItem(KEY);
-    else localStorage.setItem(KEY, theme);
+    if (theme !== 'system') {
+      localStorage.setItem(KEY, theme);
+      return undefined;
+    }
+    localStorage.removeItem(KEY);
+    // Following the OS: follow it when it changes, too.
+    const follow = () => applyTheme('system');
+    osDark?.addEventListener('change', follow);
+    return () => osDark?.removeEventListener('change', follow);
   }, [theme]);
   return [theme, setTheme];
 }

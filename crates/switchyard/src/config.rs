@@ -127,6 +127,8 @@ pub struct ProviderConfig {
     pub credentials: Vec<CredentialConfig>,
     /// Set whenever a credential is of kind `oauth`.
     pub oauth: Option<OAuthClient>,
+    /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
+    pub passthrough: bool,
 }
 
 impl ProviderConfig {
@@ -377,6 +379,7 @@ impl ProviderForm {
             headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             credentials,
             oauth: self.oauth.clone(),
+            passthrough: self.passthrough,
         })
     }
 }

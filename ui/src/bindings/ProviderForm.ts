@@ -25,4 +25,10 @@ breaker?: BreakerSettings, selection?: SelectionStrategy, models?: Array<string>
 /**
  * The OAuth client its `oauth` credentials sign in and refresh with.
  */
-oauth?: OAuthClient, };
+oauth?: OAuthClient, 
+/**
+ * A client of this provider's own dialect is forwarded as it sent its request, with only
+ * `model` rewritten [default true]. `false` re-encodes every request instead, for hosts
+ * that refuse fields they do not know.
+ */
+passthrough?: boolean, };

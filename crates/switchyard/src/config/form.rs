@@ -109,6 +109,12 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub oauth: Option<OAuthClient>,
+    /// A client of this provider's own dialect is forwarded as it sent its request, with only
+    /// `model` rewritten [default true]. `false` re-encodes every request instead, for hosts
+    /// that refuse fields they do not know.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    #[ts(as = "Option<bool>", optional)]
+    pub passthrough: bool,
 }
 
 impl ProviderForm {
@@ -124,6 +130,7 @@ impl ProviderForm {
             headers: BTreeMap::new(),
             credentials: Vec::new(),
             oauth: None,
+            passthrough: true,
         }
     }
 

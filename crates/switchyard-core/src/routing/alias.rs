@@ -233,7 +233,8 @@ mod tests {
 
     #[test]
     fn an_exact_alias_beats_every_glob_that_matches_the_name() {
-        let t = table(&[("claude-*", "broad"), ("claude-haiku*", "glob"), ("claude-haiku", "exact")]);
+        let t =
+            table(&[("claude-*", "broad"), ("claude-haiku*", "glob"), ("claude-haiku", "exact")]);
         assert_eq!(to(&t, "claude-haiku"), Some("exact"));
         assert_eq!(to(&t, "claude-haiku-4"), Some("glob"));
     }

@@ -823,11 +823,7 @@ fn prepare<'r, 'b>(
         ));
     }
     let Some(combo) = routes.resolve(&request.model) else {
-        let known: Vec<String> = routes.model_names().collect();
-        let message = format!(
-            "unknown model \"{}\": ask for a combo or provider/model; configured: {known:?}",
-            request.model
-        );
+        let message = routes.unknown_model(&request.model);
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
     if let Some(problem) = &untranslatable {

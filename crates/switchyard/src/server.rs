@@ -127,6 +127,7 @@ pub fn router(state: ServerState) -> Router {
             get(catalog::get_combo).put(catalog::replace_combo).delete(catalog::delete_combo),
         )
         .route("/api/combos/{name}/reorder", post(catalog::reorder_combo))
+        .route("/api/aliases", get(catalog::aliases).put(catalog::replace_aliases))
         .route("/api/config/export", get(catalog::export_config))
         .route("/api/config/import", post(catalog::import_config))
         .route("/api/requests", get(api::requests))

@@ -129,9 +129,13 @@ impl Wire for Anthropic {
             .unwrap_or_default()
     }
 
-    /// `tool_result` blocks of the last message, when that is a user turn.
+    /// `tool_result` blocks of the last user or assistant message, when that is a user turn.
+    /// Mid-conversation `system` messages (Claude Code sends them after the user's turn) are
+    /// not turns of their own.
     fn last_tool_results(&self, request: &Value) -> Vec<String> {
-        let last = request.get("messages").and_then(Value::as_array).and_then(|m| m.last());
+        let messages = request.get("messages").and_then(Value::as_array);
+        let last =
+            messages.and_then(|m| m.iter().rev().find(|message| message["role"] != "system"));
         let Some(last) = last.filter(|message| message["role"] == "user") else {
             return Vec::new();
         };

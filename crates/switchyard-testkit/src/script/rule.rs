@@ -206,9 +206,12 @@ mod tests {
         };
         let call = json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": "t", "name": "Bash", "input": {} }] });
         let fresh = json!({ "messages": [call, result("tool-ok")] });
+        let system = json!({ "role": "system", "content": "a mid-conversation system message" });
+        let fresh_then_system = json!({ "messages": [call, result("tool-ok"), system] });
         let old = json!({ "messages": [call, result("tool-ok"), { "role": "assistant", "content": "done" }, { "role": "user", "content": "more" }] });
         let when = When::any().tool_result_contains("tool-ok");
         assert!(when.matches(&subject(Dialect::Anthropic, &fresh)));
+        assert!(when.matches(&subject(Dialect::Anthropic, &fresh_then_system)));
         assert!(!when.matches(&subject(Dialect::Anthropic, &old)));
     }
 

@@ -6,7 +6,10 @@
 //! and stream events borrow from the upstream's body or event in the same way.
 //!
 //! Invariants every parser upholds and every encoder relies on:
-//! - System prompts live in [`ChatRequest::system`], never in `messages`.
+//! - The leading system prompt lives in [`ChatRequest::system`]. A system message in the middle
+//!   of the conversation (Anthropic's mid-conversation system messages, an OpenAI `system` or
+//!   `developer` message after the first turn) stays in place as a [`Role::System`] message of
+//!   text only; each encoder decides where its upstream can take it.
 //! - [`Part::ToolResult`] appears only in [`Role::Tool`] messages, and a tool message holds
 //!   nothing else. Its own `content` holds only [`Part::Text`], [`Part::Image`] and
 //!   [`Part::Opaque`].
@@ -42,7 +45,85 @@ pub struct ChatRequest<'a> {
     /// get it; OpenAI clients only when they ask (`stream_options.include_usage`), because
     /// some of them choke on the extra chunk with empty `choices`.
     pub stream_usage: bool,
+    /// How hard the model should think, when the client said so in any dialect's words.
+    pub reasoning: Option<Reasoning>,
     pub vendor: VendorFields<'a>,
+}
+
+/// A client's request for reasoning ("thinking"), in no dialect's words. Encoders of another
+/// dialect than the client's translate it (Anthropic `thinking` and `output_config.effort`,
+/// OpenAI `reasoning_effort`, Gemini `thinkingConfig`); the client's own dialect gets its
+/// fields verbatim instead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reasoning {
+    /// `None`: thinking is on at the model's own discretion (Anthropic's `adaptive`).
+    pub effort: Option<Effort>,
+    /// An explicit budget in tokens (Anthropic `budget_tokens`, Gemini `thinkingBudget`).
+    pub budget_tokens: Option<u32>,
+}
+
+impl Reasoning {
+    /// The effort, said outright or read off the budget; `None` when neither was given.
+    pub fn level(self) -> Option<Effort> {
+        self.effort.or(self.budget_tokens.map(Effort::from_budget))
+    }
+
+    /// A budget in tokens, given or derived from the effort.
+    pub fn budget(self) -> Option<u32> {
+        self.budget_tokens.or(self.effort.map(Effort::budget))
+    }
+}
+
+/// Reasoning effort levels, the union of what the dialects name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Effort {
+    /// No reasoning at all (Anthropic `thinking: disabled`, OpenAI `none`, a budget of 0).
+    Off,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    /// Anthropic's `max`; OpenAI's highest is `high`.
+    Max,
+}
+
+impl Effort {
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "none" | "disabled" => Self::Off,
+            "minimal" => Self::Minimal,
+            "low" => Self::Low,
+            "medium" => Self::Medium,
+            "high" => Self::High,
+            "max" | "xhigh" => Self::Max,
+            _ => return None,
+        })
+    }
+
+    /// Budgets in the ranges the vendors document for these levels (Anthropic's minimum
+    /// budget is 1,024 tokens; Gemini 2.5 Pro tops out at 32,768).
+    pub fn budget(self) -> u32 {
+        match self {
+            Self::Off => 0,
+            Self::Minimal => 1024,
+            Self::Low => 2048,
+            Self::Medium => 8192,
+            Self::High => 16384,
+            Self::Max => 32768,
+        }
+    }
+
+    /// The nearest level for a budget.
+    pub fn from_budget(budget: u32) -> Self {
+        match budget {
+            0 => Self::Off,
+            1..=1024 => Self::Minimal,
+            1025..=4096 => Self::Low,
+            4097..=12288 => Self::Medium,
+            12289..=24576 => Self::High,
+            _ => Self::Max,
+        }
+    }
 }
 
 /// Top-level request fields the parser did not recognise, kept verbatim.
@@ -61,6 +142,65 @@ impl<'a> VendorFields<'a> {
     /// The fields to forward to an upstream speaking `dialect`: all of them or none.
     pub fn for_dialect(&self, dialect: Dialect) -> &[(Cow<'a, str>, &'a RawValue)] {
         if self.origin == Some(dialect) { &self.fields } else { &[] }
+    }
+
+    /// The names of the fields an upstream speaking `dialect` does not get.
+    pub fn left_out(&self, dialect: Dialect) -> impl Iterator<Item = &str> {
+        let foreign = self.origin != Some(dialect);
+        self.fields.iter().filter(move |_| foreign).map(|(name, _)| name.as_ref())
+    }
+}
+
+impl<'a> ChatRequest<'a> {
+    /// Only what routing needs (`model`, `stream`) from a body the full parser cannot read:
+    /// enough to forward it as it is to an upstream of its own dialect. `None` when even
+    /// that is missing.
+    pub fn minimal(dialect: Dialect, body: &'a [u8]) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        struct Minimal<'a> {
+            #[serde(borrow)]
+            model: Cow<'a, str>,
+            #[serde(default)]
+            stream: Option<bool>,
+        }
+        let minimal: Minimal<'a> = serde_json::from_slice(body).ok()?;
+        let stream = minimal.stream.unwrap_or(false);
+        Some(Self {
+            model: minimal.model,
+            stream,
+            stream_usage: dialect == Dialect::Anthropic,
+            vendor: VendorFields { origin: Some(dialect), fields: Vec::new() },
+            ..Self::default()
+        })
+    }
+}
+
+impl ChatRequest<'_> {
+    /// Whether any prompt-caching breakpoint is set (only Anthropic takes them).
+    pub fn uses_cache_control(&self) -> bool {
+        let part = |p: &Part<'_>| match p {
+            Part::Text(t) => t.cache_control.is_some(),
+            Part::Image(i) => i.cache_control.is_some(),
+            Part::ToolUse(u) => u.cache_control.is_some(),
+            Part::ToolResult(r) => r.cache_control.is_some(),
+            _ => false,
+        };
+        self.system.iter().any(|t| t.cache_control.is_some())
+            || self.tools.iter().any(|t| t.cache_control.is_some())
+            || self.messages.iter().flat_map(|m| &m.content).any(part)
+    }
+}
+
+/// A part's kind as the error messages and the routing trace name it.
+pub fn part_kind<'p>(part: &'p Part<'_>) -> &'p str {
+    match part {
+        Part::Text(_) => "text",
+        Part::Image(_) => "image",
+        Part::ToolUse(_) => "tool_use",
+        Part::ToolResult(_) => "tool_result",
+        Part::Thinking(_) => "thinking",
+        Part::RedactedThinking(_) => "redacted_thinking",
+        Part::Opaque(opaque) => &opaque.kind,
     }
 }
 
@@ -94,6 +234,8 @@ pub enum Role {
     Assistant,
     /// Results of the assistant's tool calls; holds only [`Part::ToolResult`].
     Tool,
+    /// An instruction in the middle of the conversation; holds only [`Part::Text`].
+    System,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -50,10 +50,20 @@ impl Dialect {
         request: &ChatRequest<'_>,
         options: &EncodeOptions<'_>,
     ) -> Result<Vec<u8>, ProviderError> {
+        self.encode_request_noting(request, options, &mut Dropped::default())
+    }
+
+    /// [`Dialect::encode_request`], naming in `dropped` what this dialect could not carry.
+    pub fn encode_request_noting(
+        self,
+        request: &ChatRequest<'_>,
+        options: &EncodeOptions<'_>,
+        dropped: &mut Dropped,
+    ) -> Result<Vec<u8>, ProviderError> {
         match self {
-            Self::OpenAi => openai::encode_request(request, options),
-            Self::Anthropic => anthropic::encode_request(request, options),
-            Self::Gemini => gemini::encode_request(request, options),
+            Self::OpenAi => openai::encode_request(request, options, dropped),
+            Self::Anthropic => anthropic::encode_request(request, options, dropped),
+            Self::Gemini => gemini::encode_request(request, options, dropped),
         }
     }
 
@@ -168,6 +178,55 @@ pub struct EncodeOptions<'a> {
     pub model: &'a str,
     /// Sent when the client set no limit and the dialect requires one (Anthropic).
     pub default_max_tokens: u32,
+    /// The upstream takes a system message anywhere in the conversation (OpenAI's own API).
+    /// Other OpenAI-compatible hosts often run chat templates that refuse a system message
+    /// that is not first, so theirs are merged into the leading one.
+    pub system_in_place: bool,
+}
+
+impl<'a> EncodeOptions<'a> {
+    /// Options for `model` with the conservative choices.
+    pub fn new(model: &'a str, default_max_tokens: u32) -> Self {
+        Self { model, default_max_tokens, system_in_place: false }
+    }
+}
+
+/// What an encoder could not carry to its upstream: request fields and kinds of content, each
+/// named once, for the routing trace. Only what has no meaning on the other side ends up here;
+/// what would change the answer's meaning is refused instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dropped(Vec<Cow<'static, str>>);
+
+impl Dropped {
+    pub fn note(&mut self, what: impl Into<Cow<'static, str>>) {
+        let what = what.into();
+        if !self.0.contains(&what) {
+            self.0.push(what);
+        }
+    }
+
+    /// Notes every vendor field of `request` that `dialect` does not get, except those in
+    /// `translated` (read into the canonical request and carried in the target's own words).
+    pub fn vendor_fields(
+        &mut self,
+        request: &ChatRequest<'_>,
+        dialect: Dialect,
+        translated: &[&str],
+    ) {
+        for name in request.vendor.left_out(dialect) {
+            if !translated.contains(&name) {
+                self.note(name.to_owned());
+            }
+        }
+    }
+
+    pub fn names(&self) -> &[Cow<'static, str>] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// What the router knows about a response that the upstream does not say (or must not be
@@ -179,4 +238,16 @@ pub struct ResponseMeta<'a> {
     pub model: &'a str,
     /// Unix seconds, for OpenAI's `created`.
     pub created: u64,
+}
+
+/// A built-in (server) tool of another vendor: refused, since `target` cannot run it and the
+/// answer would not be the one the client asked for.
+pub(crate) fn native_tool(native: &crate::chat::Opaque<'_>, target: Dialect) -> ProviderError {
+    ProviderError::Untranslatable {
+        dialect: target,
+        message: format!(
+            "the {} built-in tool `{}` has no {target} equivalent; route this request to a target that speaks {}",
+            native.dialect, native.kind, native.dialect
+        ),
+    }
 }

@@ -17,5 +17,6 @@ mod json;
 pub mod models;
 pub mod oauth;
 pub mod openai;
+pub mod passthrough;
 pub mod sse;
 pub mod stream;

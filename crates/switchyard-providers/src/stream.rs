@@ -11,7 +11,7 @@
 
 use crate::chat::StreamEvent;
 use crate::dialect::{ClientDialect, Dialect, ResponseMeta};
-use crate::error::{ErrorKind, ProviderError};
+use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
 use crate::{anthropic, gemini, openai};
 
@@ -131,18 +131,69 @@ pub enum StreamEnd {
 /// What one translated upstream event produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Translated {
-    /// Canonical events produced; 0 means the upstream event was a keep-alive in disguise
-    /// (an Anthropic `ping`, an empty chunk) and must not count as the first real event.
+    /// Canonical events produced, `message_start` and usage included.
     pub events: usize,
+    /// Of those, the ones that carry content (RESILIENCE.md §7): text, thinking, a tool
+    /// call's start or arguments, a refusal. 0 means the upstream event was a keep-alive in
+    /// disguise (`message_start`, a `ping`, a role-only or usage-only chunk) and must not
+    /// count as the first real event.
+    pub real: usize,
     pub progress: Progress,
 }
 
-/// One upstream stream translated into one client stream: the decoder and encoder glued
-/// together, which is all the router's streaming loop needs besides the SSE decoder.
+/// The HTTP status an error event inside a 2xx stream stands for, read from its type so the
+/// one classifier treats it as if the upstream had answered with that status (RESILIENCE.md
+/// §2): Anthropic `overloaded_error` is a 529, a rate limit a 429, Gemini's
+/// `INVALID_ARGUMENT` the client's own 400. An error of no known type counts as a 503.
+pub fn error_status(error: &UpstreamError) -> u16 {
+    let code = error.code.as_deref().unwrap_or("");
+    match code {
+        "overloaded_error" => 529,
+        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" | "429" => 429,
+        "api_error" | "server_error" | "INTERNAL" | "500" => 500,
+        "UNAVAILABLE" | "503" => 503,
+        "invalid_request_error" | "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "400" => 400,
+        "authentication_error" | "UNAUTHENTICATED" | "401" => 401,
+        "permission_error" | "PERMISSION_DENIED" | "403" => 403,
+        "not_found_error" | "NOT_FOUND" | "404" => 404,
+        "timeout_error" | "DEADLINE_EXCEEDED" => 504,
+        _ => 503,
+    }
+}
+
+/// Whether a canonical event carries content the client must see (RESILIENCE.md §7).
+pub fn is_real(event: &StreamEvent<'_>) -> bool {
+    match event {
+        StreamEvent::TextDelta(text) | StreamEvent::ThinkingDelta(text) => !text.is_empty(),
+        StreamEvent::RedactedThinking(_)
+        | StreamEvent::ToolCallStart { .. }
+        | StreamEvent::ToolCallDelta { .. } => true,
+        StreamEvent::Start { .. }
+        | StreamEvent::ThinkingSignature(_)
+        | StreamEvent::Finish { .. }
+        | StreamEvent::Usage(_) => false,
+    }
+}
+
+/// One upstream stream made into one client stream: the upstream's decoder, which tells
+/// real events, errors and the end, and either the client's encoder (different dialects) or
+/// a relay of the upstream's own events (the same dialect; see [`crate::passthrough`]).
 #[derive(Debug)]
 pub struct StreamTranslator {
     decoder: StreamDecoder,
     encoder: StreamEncoder,
+    /// `Some` when the upstream's events are relayed as they are instead of re-encoded.
+    relay: Option<Relay>,
+}
+
+/// A passthrough stream: what is needed to relay an upstream event faithfully.
+#[derive(Debug)]
+struct Relay {
+    dialect: Dialect,
+    /// Written into the events that name a model.
+    model: String,
+    /// The upstream's own end marker (`[DONE]`, `message_stop`) went to the client.
+    end_relayed: bool,
 }
 
 /// The message a client reads when its stream was cut short.
@@ -158,23 +209,59 @@ impl StreamTranslator {
         Self {
             decoder: upstream.stream_decoder(),
             encoder: client.stream_encoder(meta, include_usage),
+            relay: None,
         }
     }
 
-    /// Translates one upstream event, appending client bytes to `out`. On error nothing was
-    /// appended; see [`StreamDecoder::decode`] for which errors end the stream.
+    /// A stream whose upstream speaks the client's own dialect: each event is relayed as the
+    /// upstream wrote it, with only the `model` it names replaced by `meta.model`. The
+    /// decoder still reads every event, to find the first real one, errors and the end.
+    pub fn relay(client: ClientDialect, meta: &ResponseMeta<'_>) -> Self {
+        let dialect = client.dialect();
+        Self {
+            decoder: dialect.stream_decoder(),
+            encoder: client.stream_encoder(meta, true),
+            relay: Some(Relay { dialect, model: meta.model.to_owned(), end_relayed: false }),
+        }
+    }
+
+    /// Translates (or relays) one upstream event, appending client bytes to `out`. On error
+    /// nothing was appended; see [`StreamDecoder::decode`] for which errors end the stream.
     pub fn translate(
         &mut self,
         event: &SseEvent<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Translated, ProviderError> {
-        let mut events = 0;
+        let (mut events, mut real) = (0, 0);
+        if let Some(relay) = &mut self.relay {
+            let decoded = self.decoder.decode(event, &mut |canonical| {
+                events += 1;
+                real += usize::from(is_real(&canonical));
+            });
+            let progress = match decoded {
+                Ok(progress) => progress,
+                // An event this crate cannot read but that is well-formed JSON is news from
+                // a newer API (a new block type, say): the client may know it.
+                Err(ProviderError::MalformedEvent { .. })
+                    if serde_json::from_str::<&serde_json::value::RawValue>(event.data).is_ok() =>
+                {
+                    Progress::Continue
+                }
+                Err(error) => return Err(error),
+            };
+            relay.write(event, out);
+            if progress == Progress::End {
+                relay.end_relayed = true;
+            }
+            return Ok(Translated { events, real, progress });
+        }
         let encoder = &mut self.encoder;
         let progress = self.decoder.decode(event, &mut |canonical| {
             events += 1;
+            real += usize::from(is_real(&canonical));
             encoder.encode(&canonical, out);
         })?;
-        Ok(Translated { events, progress })
+        Ok(Translated { events, real, progress })
     }
 
     pub fn status(&self) -> StreamStatus {
@@ -185,7 +272,10 @@ impl StreamTranslator {
     /// stream is complete, the terminal error event if it is not.
     pub fn end(&mut self, out: &mut Vec<u8>) -> StreamEnd {
         if self.decoder.status().is_complete() {
-            self.encoder.finish(out);
+            match &mut self.relay {
+                Some(relay) => relay.finish(out),
+                None => self.encoder.finish(out),
+            }
             StreamEnd::Complete
         } else {
             self.encoder.fail(ErrorKind::Internal, TRUNCATED_MESSAGE, out);
@@ -201,6 +291,38 @@ impl StreamTranslator {
 
     pub fn keep_alive(&self, out: &mut Vec<u8>) {
         self.encoder.keep_alive(out);
+    }
+}
+
+impl Relay {
+    /// The event as SSE, its model replaced. Multi-line data stays multi-line.
+    fn write(&self, event: &SseEvent<'_>, out: &mut Vec<u8>) {
+        if let Some(name) = event.event {
+            out.extend_from_slice(b"event: ");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'\n');
+        }
+        let data = crate::passthrough::rewrite_event_model(self.dialect, event.data, &self.model);
+        for line in data.split('\n') {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        out.push(b'\n');
+    }
+
+    /// A complete stream whose upstream left out its end marker gets the dialect's own.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if std::mem::replace(&mut self.end_relayed, true) {
+            return;
+        }
+        match self.dialect {
+            Dialect::OpenAi => out.extend_from_slice(b"data: [DONE]\n\n"),
+            Dialect::Anthropic => {
+                out.extend_from_slice(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+            }
+            Dialect::Gemini => {}
+        }
     }
 }
 
@@ -226,7 +348,7 @@ mod tests {
         let mut out = Vec::new();
         let done = SseEvent { event: None, data: "[DONE]", id: None };
         let translated = translator.translate(&done, &mut out).unwrap();
-        assert_eq!(translated, Translated { events: 0, progress: Progress::End });
+        assert_eq!(translated, Translated { events: 0, real: 0, progress: Progress::End });
         assert_eq!(translator.end(&mut out), StreamEnd::Complete);
         assert!(out.ends_with(b"data: [DONE]\n\n"));
     }
@@ -258,5 +380,69 @@ mod tests {
             ));
             assert!(out.is_empty(), "{upstream} leaked bytes for a malformed event");
         }
+    }
+}
+
+#[cfg(test)]
+mod relay_tests {
+    use super::*;
+
+    const META: ResponseMeta<'static> = ResponseMeta { model: "an/claude-x", created: 0 };
+
+    fn event<'a>(name: &'a str, data: &'a str) -> SseEvent<'a> {
+        SseEvent { event: Some(name), data, id: None }
+    }
+
+    #[test]
+    fn a_relayed_stream_keeps_every_event_and_renames_only_the_model() {
+        let mut relay = StreamTranslator::relay(ClientDialect::Anthropic, &META);
+        let mut out = Vec::new();
+        let start = r#"{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":0},"future_field":1}}"#;
+        let t = relay.translate(&event("message_start", start), &mut out).unwrap();
+        assert_eq!(t.real, 0, "message_start is no real event");
+        let t = relay.translate(&event("ping", r#"{"type":"ping"}"#), &mut out).unwrap();
+        assert_eq!(t.real, 0, "a ping is no real event");
+        let block =
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+        relay.translate(&event("content_block_start", block), &mut out).unwrap();
+        let delta =
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
+        let t = relay.translate(&event("content_block_delta", delta), &mut out).unwrap();
+        assert_eq!(t.real, 1);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "event: message_start\ndata: {}\n\nevent: ping\ndata: {{\"type\":\"ping\"}}\n\nevent: content_block_start\ndata: {block}\n\nevent: content_block_delta\ndata: {delta}\n\n",
+                start.replace(r#""model":"claude-x""#, r#""model":"an/claude-x""#)
+            )
+        );
+    }
+
+    #[test]
+    fn a_relayed_event_of_an_unknown_shape_still_reaches_the_client() {
+        let mut relay = StreamTranslator::relay(ClientDialect::Anthropic, &META);
+        let mut out = Vec::new();
+        let novel =
+            r#"{"type":"content_block_start","index":"x","content_block":{"type":"hologram"}}"#;
+        relay.translate(&event("content_block_start", novel), &mut out).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains("hologram"));
+        let mut out = Vec::new();
+        let broken = r#"{"type":"content_block_delta","#;
+        assert!(relay.translate(&event("content_block_delta", broken), &mut out).is_err());
+        assert!(out.is_empty(), "broken JSON never reaches the client");
+    }
+
+    #[test]
+    fn a_relayed_stream_complete_without_its_end_marker_gets_one() {
+        let meta = ResponseMeta { model: "oa/gpt", created: 0 };
+        let mut relay = StreamTranslator::relay(ClientDialect::OpenAi, &meta);
+        let mut out = Vec::new();
+        let chunk = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}"#;
+        relay.translate(&SseEvent { event: None, data: chunk, id: None }, &mut out).unwrap();
+        assert_eq!(relay.end(&mut out), StreamEnd::Complete);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#""model":"oa/gpt""#), "{text}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
-use switchyard_providers::dialect::{ClientDialect, Dialect, EncodeOptions, ResponseMeta};
+use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions, ResponseMeta};
 use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::sse::{SseDecoder, SseItem};
 use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
@@ -30,7 +30,7 @@ use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
 const UPSTREAMS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
 const CLIENTS: [ClientDialect; 2] = [ClientDialect::OpenAi, ClientDialect::Anthropic];
 const OPTIONS: EncodeOptions<'static> =
-    EncodeOptions { model: "upstream-model", default_max_tokens: 4096 };
+    EncodeOptions { model: "upstream-model", default_max_tokens: 4096, system_in_place: false };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 
 fn fixtures(kind: &str) -> Vec<PathBuf> {
@@ -109,11 +109,15 @@ fn client_requests_translate_to_every_upstream_dialect() {
                 continue;
             }
         };
+        let mut dropped_report = String::new();
         for upstream in UPSTREAMS {
             let name = upstream.as_str();
-            match upstream.encode_request(&request, &OPTIONS) {
+            let mut dropped = Dropped::default();
+            match upstream.encode_request_noting(&request, &OPTIONS, &mut dropped) {
                 Ok(body) => {
                     check(&case.join(format!("out.{name}.json")), &pretty(&body), &mut failures);
+                    let names: Vec<&str> = dropped.names().iter().map(AsRef::as_ref).collect();
+                    let _ = writeln!(dropped_report, "{name}: {}", names.join(", "));
                 }
                 Err(error) => {
                     check(
@@ -124,6 +128,8 @@ fn client_requests_translate_to_every_upstream_dialect() {
                 }
             }
         }
+        // What each target could not carry: the routing trace names the same.
+        check(&case.join("dropped.txt"), &dropped_report, &mut failures);
     }
     finish(&failures);
 }

@@ -23,7 +23,7 @@ const CASES: u32 = 256;
 const UPSTREAMS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
 const CLIENTS: [ClientDialect; 2] = [ClientDialect::OpenAi, ClientDialect::Anthropic];
 const OPTIONS: EncodeOptions<'static> =
-    EncodeOptions { model: "upstream-model", default_max_tokens: 4096 };
+    EncodeOptions { model: "upstream-model", default_max_tokens: 4096, system_in_place: false };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 /// An output may be this many times its input, plus [`SLACK`]: translation renames and
 /// re-wraps, it never multiplies.

@@ -7,6 +7,7 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod count;
 mod counters;
 pub mod exhausted;
 mod forward;
@@ -37,6 +38,7 @@ use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
 use switchyard_providers::executor::{self, Executor, SendFailure};
+use switchyard_providers::passthrough;
 use switchyard_providers::stream::StreamTranslator;
 use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
@@ -44,8 +46,9 @@ use tokio::time::Instant;
 
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
-use self::exhausted::Trace;
+use self::exhausted::{Carried, Trace};
 pub use self::routes::{ComboHealth, Routes};
+use self::upstream::ClientRequest;
 use crate::config::Config;
 use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
@@ -173,12 +176,23 @@ impl Summary {
     }
 }
 
-/// What one attempt came to.
-enum Tried {
+/// What one attempt came to, and how its request was made.
+struct Tried {
+    result: TriedResult,
+    carried: Carried,
+}
+
+enum TriedResult {
     /// The answer is on its way to the client.
     Served(Response),
     /// Failed before the client saw anything.
     Failed { verdict: Verdict, upstream: Option<(u16, UpstreamError)> },
+}
+
+impl From<TriedResult> for Tried {
+    fn from(result: TriedResult) -> Self {
+        Self { result, carried: Carried::default() }
+    }
 }
 
 /// The routing headers naming what really served.
@@ -191,13 +205,16 @@ fn routing_headers(response: &mut Response, target: &Target, attempts: u32) {
 
 impl Proxy {
     /// Serves one client request end to end, and logs it with its routing trace.
+    /// `query` is the client's query string (without `?`), forwarded with its body to a
+    /// same-dialect upstream.
     pub async fn handle(
         &self,
         client: ClientDialect,
         headers: &HeaderMap,
+        query: Option<&str>,
         body: Bytes,
     ) -> Response {
-        self.handle_logged(client, headers, body).await.0
+        self.handle_logged(client, headers, query, body).await.0
     }
 
     /// [`Proxy::handle`], with the request log's record of it.
@@ -205,12 +222,14 @@ impl Proxy {
         &self,
         client: ClientDialect,
         headers: &HeaderMap,
+        query: Option<&str>,
         body: Bytes,
     ) -> (Response, Arc<RequestRecord>) {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
-        let response = self.route(client, headers, body, &mut summary).await;
+        let inbound = ClientRequest { dialect: client, body: &body, query, headers };
+        let response = self.route(&inbound, &mut summary).await;
         let elapsed = started.elapsed();
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -239,19 +258,14 @@ impl Proxy {
         self.counters.values()
     }
 
-    async fn route(
-        &self,
-        client: ClientDialect,
-        headers: &HeaderMap,
-        body: Bytes,
-        summary: &mut Summary,
-    ) -> Response {
-        let dialect = crate::server::Dialect::from(client);
+    async fn route(&self, inbound: &ClientRequest<'_>, summary: &mut Summary) -> Response {
+        let dialect = crate::server::Dialect::from(inbound.dialect);
         let routes = self.routes.load_full();
-        let (request, combo) = match prepare(&routes, client, &body, summary, self.is_paused()) {
-            Ok(prepared) => prepared,
-            Err(refusal) => return refusal.into_response_in(dialect),
-        };
+        let Prepared { request, combo, untranslatable } =
+            match prepare(&routes, inbound, summary, self.is_paused()) {
+                Ok(prepared) => prepared,
+                Err(refusal) => return refusal.into_response_in(dialect),
+            };
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
         routes.budget.on_request(now);
@@ -297,12 +311,12 @@ impl Proxy {
             let first_event =
                 Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
-            let tried = self
+            let sending =
+                Sending { request: &request, inbound, untranslatable: untranslatable.as_deref() };
+            let Tried { result, carried } = self
                 .attempt(
                     &routes,
-                    client,
-                    &request,
-                    headers,
+                    &sending,
                     candidate,
                     target,
                     secret.as_ref(),
@@ -310,18 +324,18 @@ impl Proxy {
                     first_event.min(deadline),
                 )
                 .await;
-            let (verdict, upstream) = match tried {
-                Tried::Served(mut response) => {
+            let (verdict, upstream) = match result {
+                TriedResult::Served(mut response) => {
                     let took = started.elapsed();
                     self.observe_latency(&routes, candidate, took);
-                    trace.served(candidate, response.status().as_u16(), took);
+                    trace.served(candidate, response.status().as_u16(), took, carried);
                     routing_headers(&mut response, target, attempts);
                     summary.settle(&trace, attempts, Some(target.label()));
                     return response;
                 }
-                Tried::Failed { verdict, upstream } => (verdict, upstream),
+                TriedResult::Failed { verdict, upstream } => (verdict, upstream),
             };
-            trace.attempt(candidate, &verdict, started.elapsed());
+            trace.attempt(candidate, &verdict, started.elapsed(), carried);
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
             if let Some(response) = refuse_fallback(
@@ -456,9 +470,7 @@ impl Proxy {
     async fn attempt(
         &self,
         routes: &Routes,
-        client: ClientDialect,
-        request: &ChatRequest<'_>,
-        client_headers: &HeaderMap,
+        sending: &Sending<'_, '_>,
         candidate: &Candidate,
         target: &Target,
         secret: Option<&Secret>,
@@ -467,14 +479,17 @@ impl Proxy {
     ) -> Tried {
         let provider =
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
-        let upstream_request = match upstream::build(
+        let client = sending.inbound.dialect;
+        let request = sending.request;
+        let built = match upstream::build(
             provider,
             secret,
             target.model.as_str(),
             request,
-            client_headers,
+            sending.inbound,
+            sending.untranslatable,
         ) {
-            Ok(r) => r,
+            Ok(built) => built,
             Err(error) => {
                 // Not the upstream's doing: this target cannot express the request. Another
                 // target (of another dialect) may.
@@ -488,10 +503,57 @@ impl Proxy {
                     retry_after: None,
                 };
                 tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-                return Tried::Failed { verdict, upstream: None };
+                let carried = Carried { path: None, dropped: vec![error.to_string()] };
+                return Tried { result: TriedResult::Failed { verdict, upstream: None }, carried };
             }
         };
-        let dialect = upstream::dialect(provider.kind);
+        for field in built.dropped.names() {
+            tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
+        }
+        let carried = Carried {
+            path: Some(if built.passthrough { "passthrough" } else { "translated" }),
+            dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
+        };
+        let passthrough = built.passthrough;
+        let result = self
+            .exchange(
+                routes,
+                client,
+                request,
+                built.request,
+                passthrough,
+                attempt,
+                target,
+                first_event,
+            )
+            .await;
+        Tried { result, carried }
+    }
+
+    /// Sends one built request and reads its answer (RESILIENCE.md §2, §7).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the exchange needs both dialects, the attempt and its deadline"
+    )]
+    async fn exchange(
+        &self,
+        routes: &Routes,
+        client: ClientDialect,
+        request: &ChatRequest<'_>,
+        upstream_request: executor::UpstreamRequest,
+        passthrough: bool,
+        attempt: Attempt,
+        target: &Target,
+        first_event: Instant,
+    ) -> TriedResult {
+        let dialect = client.dialect();
+        let dialect = if passthrough {
+            dialect
+        } else {
+            let provider =
+                routes.provider(&target.provider).expect("planned providers are configured");
+            upstream::dialect(provider.kind)
+        };
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
             Ok(response) => response,
@@ -512,11 +574,11 @@ impl Proxy {
         }
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
+        let how = Answer { client, dialect, passthrough };
         if request.stream {
-            self.relay(routes, client, dialect, request, response, attempt, &meta, first_event)
-                .await
+            self.relay(routes, how, request, response, attempt, &meta, first_event).await
         } else {
-            self.complete(routes, client, dialect, response, attempt, &meta, first_event).await
+            self.complete(routes, how, response, attempt, &meta, first_event).await
         }
     }
 
@@ -528,13 +590,13 @@ impl Proxy {
     async fn complete(
         &self,
         routes: &Routes,
-        client: ClientDialect,
-        dialect: Dialect,
+        how: Answer,
         response: executor::Response,
         attempt: Attempt,
         meta: &ResponseMeta<'_>,
         first_event: Instant,
-    ) -> Tried {
+    ) -> TriedResult {
+        let Answer { client, dialect, passthrough } = how;
         let status = response.status.as_u16();
         let wait = first_event.saturating_duration_since(Instant::now());
         let body = match response.into_bytes(wait).await {
@@ -563,14 +625,19 @@ impl Proxy {
                 );
             }
         };
-        let encoded = client.encode_response(&answer, meta);
+        let encoded = if passthrough {
+            // The upstream's own body, every field it wrote, with the model that served.
+            passthrough::rewrite_answer_model(&body, meta.model)
+        } else {
+            client.encode_response(&answer, meta)
+        };
         let empty = HeaderMap::new();
         self.record(
             routes,
             attempt,
             Upstream::Response { status, headers: &empty, body: BodyHint::None },
         );
-        Tried::Served(([(header::CONTENT_TYPE, "application/json")], encoded).into_response())
+        TriedResult::Served(([(header::CONTENT_TYPE, "application/json")], encoded).into_response())
     }
 
     /// A streamed answer: hold it until its first real event, then relay it.
@@ -581,15 +648,19 @@ impl Proxy {
     async fn relay(
         &self,
         routes: &Routes,
-        client: ClientDialect,
-        dialect: Dialect,
+        how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
         attempt: Attempt,
         meta: &ResponseMeta<'_>,
         first_event: Instant,
-    ) -> Tried {
-        let translator = StreamTranslator::new(dialect, client, meta, request.stream_usage);
+    ) -> TriedResult {
+        let Answer { client, dialect, passthrough } = how;
+        let translator = if passthrough {
+            StreamTranslator::relay(client, meta)
+        } else {
+            StreamTranslator::new(dialect, client, meta, request.stream_usage)
+        };
         let settle = forward::Settle {
             attempt,
             clock: Arc::clone(&self.clock),
@@ -604,18 +675,18 @@ impl Proxy {
                 let h = response.headers_mut();
                 h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
                 h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-                Tried::Served(response)
+                TriedResult::Served(response)
             }
             forward::Opened::Failed(forward::Failure::Upstream(upstream), settle) => {
                 self.failed(routes, settle.attempt, upstream, None)
             }
             forward::Opened::Failed(forward::Failure::ErrorEvent(report), settle) => {
-                // An error event inside a 2xx stream, before anything reached the client: the
-                // provider is struggling, as if it had answered 503.
+                // An error event inside a 2xx stream, before anything reached the client: it
+                // is classified as the status its type stands for (RESILIENCE.md §2).
+                let status = switchyard_providers::stream::error_status(&report);
                 let empty = HeaderMap::new();
-                let outcome =
-                    Upstream::Response { status: 503, headers: &empty, body: report.hint };
-                self.failed(routes, settle.attempt, outcome, Some((503, report)))
+                let outcome = Upstream::Response { status, headers: &empty, body: report.hint };
+                self.failed(routes, settle.attempt, outcome, Some((status, report)))
             }
         }
     }
@@ -642,8 +713,8 @@ impl Proxy {
         attempt: Attempt,
         upstream: Upstream<'_>,
         report: Option<(u16, UpstreamError)>,
-    ) -> Tried {
-        Tried::Failed { verdict: self.record(routes, attempt, upstream), upstream: report }
+    ) -> TriedResult {
+        TriedResult::Failed { verdict: self.record(routes, attempt, upstream), upstream: report }
     }
 
     fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {
@@ -666,16 +737,52 @@ fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duratio
     if others_left && stream { t.first_event } else { t.first_byte }
 }
 
+/// A client request ready to route.
+struct Prepared<'r, 'b> {
+    request: ChatRequest<'b>,
+    combo: Cow<'r, Combo>,
+    /// Why the body has no canonical form, when it has none: only targets that take the
+    /// client's bytes as they are (passthrough) can serve it.
+    untranslatable: Option<String>,
+}
+
+/// One attempt's view of the client request.
+struct Sending<'s, 'b> {
+    request: &'s ChatRequest<'b>,
+    inbound: &'s ClientRequest<'s>,
+    untranslatable: Option<&'s str>,
+}
+
+/// How an answer reaches the client.
+#[derive(Clone, Copy)]
+struct Answer {
+    client: ClientDialect,
+    /// The upstream's dialect.
+    dialect: Dialect,
+    /// Relayed as the upstream wrote it, rather than translated.
+    passthrough: bool,
+}
+
 /// Parses the client's body and finds the combo its model names. The log learns the model as
 /// soon as it is known, so a request for an unknown one is logged with it.
+///
+/// A body the tolerant parser cannot read into the canonical model (a shape newer than this
+/// router) is not refused when a target of the client's own dialect could take it as it is:
+/// only what routing needs (`model`, `stream`) is read, and translation is ruled out.
 fn prepare<'r, 'b>(
     routes: &'r Routes,
-    client: ClientDialect,
-    body: &'b [u8],
+    inbound: &ClientRequest<'b>,
     summary: &mut Summary,
     paused: bool,
-) -> Result<(ChatRequest<'b>, Cow<'r, Combo>), ApiError> {
-    let request = client.parse_request(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+) -> Result<Prepared<'r, 'b>, ApiError> {
+    let client = inbound.dialect;
+    let (request, untranslatable) = match client.parse_request(inbound.body) {
+        Ok(request) => (request, None),
+        Err(error) => match ChatRequest::minimal(client.dialect(), inbound.body) {
+            Some(request) => (request, Some(error.to_string())),
+            None => return Err(ApiError::bad_request(error.to_string())),
+        },
+    };
     summary.model = request.model.to_string();
     if paused {
         return Err(ApiError::new(
@@ -692,7 +799,15 @@ fn prepare<'r, 'b>(
         );
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
-    Ok((request, combo))
+    if let Some(problem) = &untranslatable {
+        let forwardable = combo.targets.iter().any(|t| {
+            routes.provider(&t.provider).is_some_and(|p| upstream::passes_through(p, client))
+        });
+        if !forwardable {
+            return Err(ApiError::bad_request(problem.clone()));
+        }
+    }
+    Ok(Prepared { request, combo, untranslatable })
 }
 
 /// A provider that failed on its own account is done for this request, whatever happens to a

@@ -7,4 +7,13 @@ export type TraceEntry = {
 /**
  * `provider/model`.
  */
-target: string, credential: string, } & ({ "event": "skipped", reason: string, } | { "event": "attempted", outcome: string, status: number | null, millis: number, });
+target: string, credential: string, } & ({ "event": "skipped", reason: string, } | { "event": "attempted", outcome: string, status: number | null, millis: number, 
+/**
+ * `passthrough` (the client's own bytes went upstream) or `translated`; absent when
+ * no request was built.
+ */
+path?: string, 
+/**
+ * What translation could not carry to this target (fields, kinds of content).
+ */
+dropped?: Array<string>, });

@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use super::block::{BlockIn, BlockOut, Skip, block_out};
-use crate::chat::{ChatRequest, Message, Opaque, Part, RawJson, Role, Text, Tool, ToolChoice};
-use crate::dialect::{Dialect, EncodeOptions};
+use crate::chat::{
+    ChatRequest, Effort, Message, Opaque, Part, RawJson, Reasoning, Role, Text, Tool, ToolChoice,
+    part_kind,
+};
+use crate::dialect::{Dialect, Dropped, EncodeOptions, native_tool};
 use crate::error::ProviderError;
 use crate::json::{self, Str, TextOr};
 
@@ -45,6 +48,8 @@ impl<'de> Visitor<'de> for RequestVisitor {
         request.stream_usage = true;
         let mut model = None;
         let mut messages: Option<Vec<MessageIn<'de>>> = None;
+        let mut thinking: Option<ThinkingWire> = None;
+        let mut effort = None;
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.0.as_ref() {
                 "model" => model = Some(map.next_value::<Str<'de>>()?.into_cow()),
@@ -79,13 +84,56 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         stops.unwrap_or_default().into_iter().map(Str::into_cow).collect();
                 }
                 "stream" => request.stream = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                // Kept verbatim for Anthropic upstreams, and read for everyone else's.
+                "thinking" => {
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    thinking = serde_json::from_str(raw.get()).ok();
+                    request.vendor.fields.push((key.0, raw));
+                }
+                "output_config" => {
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    effort = serde_json::from_str::<OutputConfigWire<'_>>(raw.get())
+                        .ok()
+                        .and_then(|c| c.effort)
+                        .and_then(|e| Effort::parse(&e.0));
+                    request.vendor.fields.push((key.0, raw));
+                }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
             }
         }
+        request.reasoning = reasoning(thinking, effort);
         request.model = model.ok_or_else(|| de::Error::missing_field("model"))?;
         let messages = messages.ok_or_else(|| de::Error::missing_field("messages"))?;
         request.messages = messages.into_iter().flat_map(|m| m.0).collect();
         Ok(RequestIn(request))
+    }
+}
+
+/// `thinking`: `{"type": "enabled", "budget_tokens": N}`, `{"type": "adaptive"}` or
+/// `{"type": "disabled"}`.
+#[derive(Deserialize)]
+struct ThinkingWire {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    budget_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct OutputConfigWire<'a> {
+    #[serde(borrow, default)]
+    effort: Option<Str<'a>>,
+}
+
+/// The request's reasoning in canonical terms: `output_config.effort` sets the level, and
+/// `thinking` says whether it is on and with which budget.
+fn reasoning(thinking: Option<ThinkingWire>, effort: Option<Effort>) -> Option<Reasoning> {
+    match thinking {
+        Some(t) if t.kind == "disabled" => {
+            Some(Reasoning { effort: Some(Effort::Off), budget_tokens: None })
+        }
+        Some(t) => Some(Reasoning { effort, budget_tokens: t.budget_tokens }),
+        None => effort.map(|effort| Reasoning { effort: Some(effort), budget_tokens: None }),
     }
 }
 
@@ -109,11 +157,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for SystemBlock<'a> {
     }
 }
 
+/// `system` (and `developer`, as OpenAI-minded clients write it) in the middle of the
+/// conversation: Claude Code sends those under the `mid-conversation-system` beta.
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum RoleIn {
     User,
     Assistant,
+    #[serde(alias = "developer")]
+    System,
 }
 
 #[derive(Deserialize)]
@@ -134,8 +186,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageIn<'a> {
             TextOr::Text(text) => vec![Part::Text(Text::new(text))],
             TextOr::Items(blocks) => blocks.into_iter().map(|b| b.0).collect(),
         };
-        if matches!(wire.role, RoleIn::Assistant) {
-            return Ok(Self(vec![Message { role: Role::Assistant, content: parts }]));
+        match wire.role {
+            RoleIn::Assistant => {
+                return Ok(Self(vec![Message { role: Role::Assistant, content: parts }]));
+            }
+            RoleIn::System => {
+                if let Some(other) = parts.iter().find(|p| !matches!(p, Part::Text(_))) {
+                    return Err(de::Error::custom(format!(
+                        "a system message may only contain text, not {}",
+                        part_kind(other)
+                    )));
+                }
+                return Ok(Self(vec![Message { role: Role::System, content: parts }]));
+            }
+            RoleIn::User => {}
         }
         let mut messages: Vec<Message<'de>> = Vec::new();
         for part in parts {
@@ -252,6 +316,8 @@ struct RequestOut<'r> {
     top_p: Option<f64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingOut>,
     #[serde(flatten)]
     vendor: VendorOut<'r>,
 }
@@ -308,12 +374,29 @@ fn foreign(opaque: &Opaque<'_>) -> ProviderError {
     }
 }
 
+/// The request's own `thinking`, or one translated from another dialect's reasoning effort:
+/// Anthropic wants a budget of at least 1,024 tokens, below `max_tokens`.
+#[derive(Serialize)]
+struct ThinkingOut {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+/// Anthropic's minimum thinking budget.
+const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The fields other dialects' parsers read into [`ChatRequest::reasoning`].
+const REASONING_FIELDS: &[&str] = &["reasoning_effort", "thinking", "output_config"];
+
 /// The upstream body for `request`.
 pub fn encode_request(
     request: &ChatRequest<'_>,
     options: &EncodeOptions<'_>,
+    dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
-    let system = request
+    let own = request.vendor.origin == Some(Dialect::Anthropic);
+    let mut system: Vec<BlockOut<'_>> = request
         .system
         .iter()
         .filter(|text| !text.text.is_empty())
@@ -326,14 +409,32 @@ pub fn encode_request(
 
     let mut messages: Vec<MessageOut<'_>> = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
-        let role = if message.role == Role::Assistant { "assistant" } else { "user" };
+        let role = match message.role {
+            Role::Assistant => "assistant",
+            // The client's own mid-conversation system message, under its own beta header.
+            Role::System if own => "system",
+            Role::System => {
+                system.extend(message.content.iter().filter_map(|part| match part {
+                    Part::Text(text) => Some(BlockOut::Known(super::block::KnownBlock::Text {
+                        text: &text.text,
+                        cache_control: text.cache_control,
+                    })),
+                    _ => None,
+                }));
+                continue;
+            }
+            Role::User | Role::Tool => "user",
+        };
         let mut blocks = Vec::with_capacity(message.content.len());
         for part in &message.content {
             match block_out(part) {
                 Ok(block) => blocks.push(block),
-                Err(Skip::Drop) => {}
+                Err(Skip::Drop) if matches!(part, Part::Text(_)) => {}
+                Err(Skip::Drop) => dropped.note(format!("{} content", part_kind(part))),
                 // The model's own server-side work from another vendor means nothing here.
-                Err(Skip::Foreign(_)) if message.role == Role::Assistant => {}
+                Err(Skip::Foreign(opaque)) if message.role == Role::Assistant => {
+                    dropped.note(format!("{} content", opaque.kind));
+                }
                 Err(Skip::Foreign(opaque)) => return Err(foreign(opaque)),
             }
         }
@@ -346,14 +447,13 @@ pub fn encode_request(
         }
     }
 
-    let tools: Vec<ToolOut<'_>> = request
-        .tools
-        .iter()
-        .filter_map(|tool| match &tool.native {
-            Some(native) => {
-                (native.dialect == Dialect::Anthropic).then_some(ToolOut::Native(native.raw))
-            }
-            None => Some(ToolOut::Custom {
+    let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
+    for tool in &request.tools {
+        tools.push(match &tool.native {
+            Some(native) if native.dialect == Dialect::Anthropic => ToolOut::Native(native.raw),
+            // A server tool Anthropic does not run would change what the answer can be.
+            Some(native) => return Err(native_tool(native, Dialect::Anthropic)),
+            None => ToolOut::Custom {
                 name: &tool.name,
                 description: tool.description.as_deref(),
                 input_schema: match tool.parameters {
@@ -361,9 +461,9 @@ pub fn encode_request(
                     None => no_arguments_schema(),
                 },
                 cache_control: tool.cache_control,
-            }),
-        })
-        .collect();
+            },
+        });
+    }
     let disable_parallel = request.parallel_tool_calls == Some(false);
     let tool_choice = if tools.is_empty() {
         None
@@ -392,20 +492,53 @@ pub fn encode_request(
     };
 
     let sampling = &request.sampling;
+    let max_tokens = sampling.max_tokens.unwrap_or(options.default_max_tokens);
+    let thinking = if own { None } else { thinking(request, max_tokens, dropped) };
+    // Anthropic refuses sampling changes while thinking.
+    let (temperature, top_p) = if thinking.is_some() {
+        if sampling.temperature.is_some() || sampling.top_p.is_some() {
+            dropped.note("temperature/top_p (not allowed with thinking)");
+        }
+        (None, None)
+    } else {
+        (sampling.temperature.map(|t| t.clamp(0.0, 1.0)), sampling.top_p)
+    };
+    dropped.vendor_fields(request, Dialect::Anthropic, REASONING_FIELDS);
     let body = RequestOut {
         model: options.model,
-        max_tokens: sampling.max_tokens.unwrap_or(options.default_max_tokens),
+        max_tokens,
         system,
         messages,
         tools,
         tool_choice,
         stop_sequences: &sampling.stop,
-        temperature: sampling.temperature.map(|t| t.clamp(0.0, 1.0)),
-        top_p: sampling.top_p,
+        temperature,
+        top_p,
         stream: request.stream,
+        thinking,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+/// Another dialect's reasoning effort as Anthropic's extended thinking, when the output
+/// limit leaves room for Anthropic's minimum budget; otherwise noted as dropped.
+fn thinking(
+    request: &ChatRequest<'_>,
+    max_tokens: u32,
+    dropped: &mut Dropped,
+) -> Option<ThinkingOut> {
+    let reasoning = request.reasoning?;
+    let budget = reasoning.budget()?;
+    if budget == 0 {
+        return None;
+    }
+    let budget = budget.min(max_tokens.saturating_sub(1));
+    if budget < MIN_THINKING_BUDGET {
+        dropped.note("reasoning effort (max_tokens leaves no room for thinking)");
+        return None;
+    }
+    Some(ThinkingOut { kind: "enabled", budget_tokens: budget })
 }
 
 #[cfg(test)]
@@ -449,9 +582,11 @@ mod tests {
                 Part::Text(Text::new("answer")),
             ],
         });
-        let options = EncodeOptions { model: "x", default_max_tokens: 8 };
-        let body: serde_json::Value =
-            serde_json::from_slice(&encode_request(&request, &options).unwrap()).unwrap();
+        let options = EncodeOptions::new("x", 8);
+        let body: serde_json::Value = serde_json::from_slice(
+            &encode_request(&request, &options, &mut Dropped::default()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             body["messages"][1],
             serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "answer"}]})

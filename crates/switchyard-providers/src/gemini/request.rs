@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::chat::{ChatRequest, Image, ImageSource, Opaque, Part, RawJson, Role, ToolChoice};
-use crate::dialect::{Dialect, EncodeOptions};
+use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::object_or_empty;
 
@@ -105,6 +105,8 @@ struct GenerationConfigOut<'r> {
     top_p: Option<f64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop_sequences: &'r [Cow<'r, str>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_config: Option<ThinkingConfigOut>,
 }
 
 fn untranslatable(message: String) -> ProviderError {
@@ -146,6 +148,10 @@ fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, Pro
     let mut calls: Vec<(&str, &str)> = Vec::new();
     let mut contents: Vec<ContentOut<'_>> = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
+        // Gemini has one system instruction; `encode_request` moved these into it.
+        if message.role == Role::System {
+            continue;
+        }
         let role = if message.role == Role::Assistant { "model" } else { "user" };
         let mut parts = Vec::with_capacity(message.content.len());
         let mut images = Vec::new();
@@ -213,18 +219,53 @@ fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, Pro
     Ok(contents)
 }
 
+/// The fields the client parsers read into [`ChatRequest::reasoning`].
+const REASONING_FIELDS: &[&str] = &["reasoning_effort", "thinking", "output_config"];
+
+/// `generationConfig.thinkingConfig`: a budget of 0 turns thinking off.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThinkingConfigOut {
+    thinking_budget: u32,
+}
+
 /// The upstream body for `request`. The model and streaming are in the
 /// [`endpoint`](super::endpoint), not the body.
 pub fn encode_request(
     request: &ChatRequest<'_>,
     _options: &EncodeOptions<'_>,
+    dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
+    let late_system = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| &m.content)
+        .filter_map(|part| match part {
+            Part::Text(text) => Some(text),
+            _ => None,
+        });
     let system: Vec<PartOut<'_>> = request
         .system
         .iter()
+        .chain(late_system)
         .filter(|t| !t.text.is_empty())
         .map(|t| PartOut::Text(&t.text))
         .collect();
+    if let Some(native) = request.tools.iter().find_map(|t| t.native.as_ref()) {
+        return Err(crate::dialect::native_tool(native, Dialect::Gemini));
+    }
+    if request.uses_cache_control() {
+        dropped.note("cache_control");
+    }
+    dropped.vendor_fields(request, Dialect::Gemini, REASONING_FIELDS);
+    let thinking_config = request.reasoning.and_then(|r| {
+        let budget = r.budget();
+        if budget.is_none() {
+            dropped.note("thinking (adaptive: the model's default)");
+        }
+        budget.map(|budget| ThinkingConfigOut { thinking_budget: budget })
+    });
 
     let contents = contents(request)?;
 
@@ -263,12 +304,14 @@ pub fn encode_request(
     let generation_config = (sampling.max_tokens.is_some()
         || sampling.temperature.is_some()
         || sampling.top_p.is_some()
-        || !sampling.stop.is_empty())
+        || !sampling.stop.is_empty()
+        || thinking_config.is_some())
     .then_some(GenerationConfigOut {
         max_output_tokens: sampling.max_tokens,
         temperature: sampling.temperature,
         top_p: sampling.top_p,
         stop_sequences: &sampling.stop,
+        thinking_config,
     });
 
     let body = RequestOut {

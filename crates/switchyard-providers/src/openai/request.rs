@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use crate::chat::{
-    ChatRequest, Image, ImageSource, MaxTokensField, Message, Opaque, Part, RawJson, Role, Text,
-    Tool, ToolChoice, ToolResult, ToolUse,
+    ChatRequest, Effort, Image, ImageSource, MaxTokensField, Message, Opaque, Part, RawJson,
+    Reasoning, Role, Text, Tool, ToolChoice, ToolResult, ToolUse, part_kind,
 };
-use crate::dialect::{Dialect, EncodeOptions};
+use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::{self, Str, TextOr};
 
@@ -82,6 +82,15 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 "n" => {
                     map.next_value::<OneChoice>()?;
                 }
+                // Kept verbatim for OpenAI upstreams, and read for everyone else's.
+                "reasoning_effort" => {
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    request.reasoning = serde_json::from_str::<Str<'_>>(raw.get())
+                        .ok()
+                        .and_then(|word| Effort::parse(&word.0))
+                        .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
+                    request.vendor.fields.push((key.0, raw));
+                }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
             }
         }
@@ -94,7 +103,14 @@ impl<'de> Visitor<'de> for RequestVisitor {
         }
         for message in messages.ok_or_else(|| de::Error::missing_field("messages"))? {
             match message {
-                MessageIn::System(blocks) => request.system.extend(blocks),
+                // Leading system messages are the system prompt; later ones stay in place.
+                MessageIn::System(blocks) if request.messages.is_empty() => {
+                    request.system.extend(blocks);
+                }
+                MessageIn::System(blocks) => request.messages.push(Message {
+                    role: Role::System,
+                    content: blocks.into_iter().map(Part::Text).collect(),
+                }),
                 MessageIn::Message(message) => request.messages.push(message),
             }
         }
@@ -421,6 +437,8 @@ struct RequestOut<'r> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptionsOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
     #[serde(flatten)]
     vendor: VendorOut<'r>,
 }
@@ -548,6 +566,9 @@ struct NamedFunctionOut<'r> {
     name: &'r str,
 }
 
+/// The fields other dialects' parsers read into [`ChatRequest::reasoning`].
+const REASONING_FIELDS: &[&str] = &["thinking", "output_config"];
+
 /// The upstream body for `request`. Thinking is dropped (OpenAI-compatible servers take no
 /// reasoning back, and DeepSeek rejects it); content blocks only another dialect understands
 /// are refused in user turns and dropped from assistant turns, where they were the model's
@@ -555,32 +576,56 @@ struct NamedFunctionOut<'r> {
 pub fn encode_request(
     request: &ChatRequest<'_>,
     options: &EncodeOptions<'_>,
+    dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        messages.push(MessageOut {
-            role: "system",
-            content: Some(ContentOut::Text(join_text(request.system.iter(), "\n\n"))),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        });
-    }
+    // Mid-conversation system messages join the leading one unless the host takes them in
+    // place; the leading one is written when the whole system prompt is known.
+    let mut system: Vec<&Text<'_>> = request.system.iter().collect();
     for message in &request.messages {
         match message.role {
             Role::User => messages.push(user_message(&message.content)?),
-            Role::Assistant => messages.push(assistant_message(&message.content)),
+            Role::Assistant => messages.push(assistant_message(&message.content, dropped)),
             Role::Tool => tool_messages(&message.content, &mut messages)?,
+            Role::System => {
+                let texts = message.content.iter().filter_map(|part| match part {
+                    Part::Text(text) => Some(text),
+                    _ => None,
+                });
+                if options.system_in_place {
+                    messages.push(MessageOut {
+                        role: "system",
+                        content: Some(ContentOut::Text(join_text(texts, "\n\n"))),
+                        tool_calls: Vec::new(),
+                        tool_call_id: None,
+                    });
+                } else {
+                    system.extend(texts);
+                }
+            }
         }
     }
+    if !system.is_empty() {
+        messages.insert(
+            0,
+            MessageOut {
+                role: "system",
+                content: Some(ContentOut::Text(join_text(system.into_iter(), "\n\n"))),
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            },
+        );
+    }
 
-    let tools: Vec<ToolOut<'_>> = request
-        .tools
-        .iter()
-        .filter_map(|tool| match &tool.native {
+    let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
+    for tool in &request.tools {
+        tools.push(match &tool.native {
+            Some(native) if native.dialect == Dialect::OpenAi => ToolOut::Native(native.raw),
+            // A server tool OpenAI does not run would change what the answer can be.
             Some(native) => {
-                (native.dialect == Dialect::OpenAi).then_some(ToolOut::Native(native.raw))
+                return Err(crate::dialect::native_tool(native, Dialect::OpenAi));
             }
-            None => Some(ToolOut::Function {
+            None => ToolOut::Function {
                 kind: "function",
                 function: FunctionOut {
                     name: &tool.name,
@@ -588,9 +633,9 @@ pub fn encode_request(
                     parameters: tool.parameters,
                     strict: tool.strict,
                 },
-            }),
-        })
-        .collect();
+            },
+        });
+    }
     let has_tools = !tools.is_empty();
     let tool_choice =
         request.tool_choice.as_ref().filter(|_| has_tools).map(|choice| match choice {
@@ -602,6 +647,12 @@ pub fn encode_request(
             }
         });
 
+    let own = request.vendor.origin == Some(Dialect::OpenAi);
+    let reasoning_effort = if own { None } else { reasoning_effort(request.reasoning, dropped) };
+    if !own && request.uses_cache_control() {
+        dropped.note("cache_control");
+    }
+    dropped.vendor_fields(request, Dialect::OpenAi, REASONING_FIELDS);
     let sampling = &request.sampling;
     let completion_field = sampling.max_tokens_field == MaxTokensField::MaxCompletionTokens;
     let body = RequestOut {
@@ -617,9 +668,31 @@ pub fn encode_request(
         stop: &sampling.stop,
         stream: request.stream,
         stream_options: request.stream.then_some(StreamOptionsOut { include_usage: true }),
+        reasoning_effort,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::OpenAi)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+/// Another dialect's reasoning as OpenAI's `reasoning_effort`. Only a level the client chose
+/// is sent: thinking "at the model's discretion" (Anthropic's `adaptive`) is OpenAI's default
+/// already, and a model without reasoning refuses the field.
+fn reasoning_effort(reasoning: Option<Reasoning>, dropped: &mut Dropped) -> Option<&'static str> {
+    let level = reasoning?.level();
+    match level {
+        None => {
+            dropped.note("thinking (adaptive: the model's default)");
+            None
+        }
+        Some(Effort::Off) => {
+            dropped.note("thinking: disabled");
+            None
+        }
+        Some(Effort::Minimal) => Some("minimal"),
+        Some(Effort::Low) => Some("low"),
+        Some(Effort::Medium) => Some("medium"),
+        Some(Effort::High | Effort::Max) => Some("high"),
+    }
 }
 
 fn join_text<'r>(
@@ -673,7 +746,12 @@ fn image_part<'r>(image: &'r Image<'r>) -> PartOut<'r> {
     }
 }
 
-fn assistant_message<'r>(content: &'r [Part<'r>]) -> MessageOut<'r> {
+fn assistant_message<'r>(content: &'r [Part<'r>], dropped: &mut Dropped) -> MessageOut<'r> {
+    for part in content {
+        if !matches!(part, Part::Text(_) | Part::ToolUse(_)) {
+            dropped.note(format!("{} content", part_kind(part)));
+        }
+    }
     let texts = content.iter().filter_map(|part| match part {
         Part::Text(text) => Some(text),
         _ => None,
@@ -766,13 +844,37 @@ mod tests {
     }
 
     #[test]
-    fn system_and_developer_messages_are_hoisted_in_order() {
+    fn leading_system_messages_are_the_prompt_and_later_ones_stay_in_place() {
         let body = br#"{"model":"m","messages":[{"role":"system","content":"a"},
-            {"role":"user","content":"hi"},{"role":"developer","content":"b"}]}"#;
+            {"role":"developer","content":"b"},{"role":"user","content":"hi"},
+            {"role":"developer","content":"c"}]}"#;
         let request = parse_request(body).unwrap();
         let system: Vec<&str> = request.system.iter().map(|t| t.text.as_ref()).collect();
         assert_eq!(system, ["a", "b"]);
-        assert_eq!(request.messages.len(), 1);
+        let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::System]);
+    }
+
+    #[test]
+    fn a_late_system_message_is_kept_in_place_for_openai_and_merged_for_other_hosts() {
+        let body = br#"{"model":"m","messages":[{"role":"system","content":"a"},
+            {"role":"user","content":"hi"},{"role":"system","content":"b"}]}"#;
+        let request = parse_request(body).unwrap();
+        let encode = |system_in_place| {
+            let options = EncodeOptions { system_in_place, ..EncodeOptions::new("x", 8) };
+            let body = encode_request(&request, &options, &mut Dropped::default()).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()["messages"].clone()
+        };
+        assert_eq!(
+            encode(true),
+            serde_json::json!([{"role": "system", "content": "a"},
+                {"role": "user", "content": "hi"}, {"role": "system", "content": "b"}])
+        );
+        assert_eq!(
+            encode(false),
+            serde_json::json!([{"role": "system", "content": "a\n\nb"},
+                {"role": "user", "content": "hi"}])
+        );
     }
 
     #[test]

@@ -40,7 +40,23 @@ pub enum TraceEvent {
         status: Option<u16>,
         #[ts(type = "number")]
         millis: u64,
+        /// `passthrough` (the client's own bytes went upstream) or `translated`; absent when
+        /// no request was built.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        path: Option<Cow<'static, str>>,
+        /// What translation could not carry to this target (fields, kinds of content).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<String>>", optional)]
+        dropped: Vec<String>,
     },
+}
+
+/// How an attempt's request was made, for its trace line.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Carried {
+    pub path: Option<&'static str>,
+    pub dropped: Vec<String>,
 }
 
 /// What happened to every candidate of one request.
@@ -72,23 +88,39 @@ impl Trace {
         self.push(&candidate.key, TraceEvent::Skipped { reason: reason.into() });
     }
 
-    pub(super) fn attempt(&mut self, candidate: &Candidate, verdict: &Verdict, took: Duration) {
+    pub(super) fn attempt(
+        &mut self,
+        candidate: &Candidate,
+        verdict: &Verdict,
+        took: Duration,
+        carried: Carried,
+    ) {
         self.all_rate_limited &= verdict.kind == OutcomeKind::RateLimit;
         let what = TraceEvent::Attempted {
             outcome: verdict.kind.as_str().into(),
             status: verdict.status,
             millis: millis(took),
+            path: carried.path.map(Cow::Borrowed),
+            dropped: carried.dropped,
         };
         self.push(&candidate.key, what);
     }
 
     /// The attempt that served: the last line of a served request's trace, so the log says
     /// which credential answered and how long it took to start (a stream's first event).
-    pub(super) fn served(&mut self, candidate: &Candidate, status: u16, took: Duration) {
+    pub(super) fn served(
+        &mut self,
+        candidate: &Candidate,
+        status: u16,
+        took: Duration,
+        carried: Carried,
+    ) {
         let what = TraceEvent::Attempted {
             outcome: OutcomeKind::Success.as_str().into(),
             status: Some(status),
             millis: millis(took),
+            path: carried.path.map(Cow::Borrowed),
+            dropped: carried.dropped,
         };
         self.push(&candidate.key, what);
     }

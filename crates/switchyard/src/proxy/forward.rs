@@ -132,7 +132,9 @@ fn drain(sse: &mut SseDecoder, translator: &mut StreamTranslator, out: &mut Vec<
             Ok(SseItem::KeepAlive) => {}
             Ok(SseItem::Event(event)) => match translator.translate(&event, out) {
                 Ok(t) if t.progress == Progress::End => return Drained::End,
-                Ok(t) if t.events > 0 => drained = Drained::Events,
+                // Only content counts: `message_start`, pings, role-only and usage-only
+                // chunks are held back with everything before the first real event.
+                Ok(t) if t.real > 0 => drained = Drained::Events,
                 Ok(_) => {}
                 Err(ProviderError::UpstreamStream { error, .. }) => {
                     return Drained::ErrorEvent(error);
@@ -159,7 +161,12 @@ struct Relay {
 }
 
 /// Relays the rest of the stream, then settles the attempt.
+///
+/// The idle deadline runs from the last real event, not the last byte: an upstream that only
+/// sends keep-alives (pings, comments, usage) cannot hold the client (RESILIENCE.md §7). A
+/// client that leaves is noticed at once, even while the upstream sends nothing.
 async fn relay(mut r: Relay, settle: Settle) {
+    let mut idle_until = Instant::now() + r.idle;
     let ending = loop {
         if r.ended {
             break finish(&mut r.translator, &mut r.out);
@@ -167,7 +174,16 @@ async fn relay(mut r: Relay, settle: Settle) {
         if !r.out.is_empty() && r.tx.send(Bytes::from(std::mem::take(&mut r.out))).await.is_err() {
             break Ending::ClientGone;
         }
-        match tokio::time::timeout(r.idle, r.chunks.next()).await {
+        let next = tokio::select! {
+            next = timeout_at(idle_until, r.chunks.next()) => next,
+            () = r.tx.closed() => break Ending::ClientGone,
+        };
+        match next {
+            // The model had finished: what is missing is only the end marker (RESILIENCE.md
+            // §7). The client gets a proper end and nobody is charged.
+            Err(_) | Ok(Some(Err(_))) if r.translator.status().finish_seen => {
+                break finish(&mut r.translator, &mut r.out);
+            }
             Err(_) => {
                 r.translator.fail(
                     ErrorKind::Timeout,
@@ -192,7 +208,8 @@ async fn relay(mut r: Relay, settle: Settle) {
                         r.translator.fail(ErrorKind::Overloaded, &error.message, &mut r.out);
                         break Ending::Broken(StreamFault::Cut);
                     }
-                    Drained::Events | Drained::Nothing => {}
+                    Drained::Events => idle_until = Instant::now() + r.idle,
+                    Drained::Nothing => {}
                 }
             }
             Ok(None) => {

@@ -3,16 +3,19 @@
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use switchyard_providers::chat::ChatRequest;
-use switchyard_providers::dialect::{Dialect, EncodeOptions};
+use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions};
 use switchyard_providers::error::ProviderError;
 use switchyard_providers::executor::{UpstreamRequest, Url};
+use switchyard_providers::passthrough;
 
 use switchyard_secrets::Secret;
 
 use crate::config::{ProviderConfig, ProviderKind};
 
-/// Anthropic's API version header; the one every current feature is documented against.
+/// Anthropic's API version; the one every current feature is documented against.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
+const ANTHROPIC_VERSION_HEADER: &str = "anthropic-version";
+const ANTHROPIC_BETA_HEADER: &str = "anthropic-beta";
 
 /// Output limit for upstreams that require one (Anthropic) when the client gave none.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
@@ -21,22 +24,68 @@ pub(crate) fn dialect(kind: ProviderKind) -> Dialect {
     kind.dialect()
 }
 
-/// The request for `model` on `provider`, presenting `secret`. `client_headers` are the caller's;
-/// only `anthropic-beta` is forwarded (to Anthropic), everything else stays here.
+/// What the client sent, as it sent it: a same-dialect upstream gets these bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientRequest<'a> {
+    pub dialect: ClientDialect,
+    pub body: &'a [u8],
+    /// The query string (`beta=true` from Claude Code), without the `?`.
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+}
+
+/// One attempt's upstream request, and how its answer is read.
+#[derive(Debug)]
+pub(crate) struct Built {
+    pub request: UpstreamRequest,
+    /// The client's own bytes went upstream: its answer is relayed, not translated.
+    pub passthrough: bool,
+    /// What translation could not carry (empty for passthrough).
+    pub dropped: Dropped,
+}
+
+/// Whether `provider` gets `client`'s request as the client sent it (ARCHITECTURE.md, "Two
+/// paths through the router").
+pub(crate) fn passes_through(provider: &ProviderConfig, client: ClientDialect) -> bool {
+    provider.passthrough && provider.kind.dialect() == client.dialect()
+}
+
+/// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
+/// rewritten when the dialects match (and the provider allows it), else `request` encoded for
+/// the provider's dialect. `untranslatable` is why the client's body has no canonical form,
+/// when it has none: then only passthrough is possible.
 pub(crate) fn build(
     provider: &ProviderConfig,
     secret: Option<&Secret>,
     model: &str,
     request: &ChatRequest<'_>,
-    client_headers: &HeaderMap,
-) -> Result<UpstreamRequest, ProviderError> {
+    client: &ClientRequest<'_>,
+    untranslatable: Option<&str>,
+) -> Result<Built, ProviderError> {
     let dialect = dialect(provider.kind);
-    let body = dialect.encode_request(
-        request,
-        &EncodeOptions { model, default_max_tokens: DEFAULT_MAX_TOKENS },
-    )?;
+    let passthrough = passes_through(provider, client.dialect);
+    let mut dropped = Dropped::default();
+    let body = if passthrough {
+        passthrough::rewrite_model(client.body, model)?
+    } else if let Some(problem) = untranslatable {
+        return Err(ProviderError::Untranslatable {
+            dialect,
+            message: format!("the request could only be forwarded as it is: {problem}"),
+        });
+    } else {
+        let options = EncodeOptions {
+            model,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            system_in_place: is_openai_itself(&provider.base_url),
+        };
+        dialect.encode_request_noting(request, &options, &mut dropped)?
+    };
     let url = if let Some(url) = &provider.chat_url {
-        url.clone()
+        let mut url = url.clone();
+        if passthrough {
+            url.set_query(client.query);
+        }
+        url
     } else {
         let endpoint = dialect.endpoint(model, request.stream);
         let mut url = format!("{}/{}", provider.base_url, endpoint.path);
@@ -50,19 +99,44 @@ pub(crate) fn build(
         })?
     };
 
-    let mut headers = Vec::with_capacity(4 + provider.headers.len());
+    let mut headers = Vec::with_capacity(5 + provider.headers.len());
     headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
     if request.stream {
         headers.push((header::ACCEPT, HeaderValue::from_static("text/event-stream")));
     }
-    identify(&mut headers, provider, secret)?;
-    if dialect == Dialect::Anthropic
-        && let Some(beta) = client_headers.get("anthropic-beta")
-    {
-        headers.push((HeaderName::from_static("anthropic-beta"), beta.clone()));
-    }
+    let client_headers = (client.dialect.dialect() == dialect).then_some(client.headers);
+    identify(&mut headers, provider, secret, client_headers)?;
+    Ok(Built {
+        request: UpstreamRequest { url, headers, body: Bytes::from(body) },
+        passthrough,
+        dropped,
+    })
+}
+
+/// OpenAI's own API, which takes system messages anywhere in a conversation.
+fn is_openai_itself(base_url: &str) -> bool {
+    Url::parse(base_url).is_ok_and(|url| url.host_str() == Some("api.openai.com"))
+}
+
+/// `POST /v1/messages/count_tokens` on an Anthropic `provider` for the client's body, `model`
+/// rewritten, with the client's Anthropic headers.
+pub(crate) fn count_tokens(
+    provider: &ProviderConfig,
+    secret: Option<&Secret>,
+    model: &str,
+    client: &ClientRequest<'_>,
+) -> Result<UpstreamRequest, ProviderError> {
+    let body = passthrough::rewrite_model(client.body, model)?;
+    let url = Url::parse(&format!("{}/{COUNT_TOKENS_PATH}", provider.base_url)).map_err(|e| {
+        ProviderError::Untranslatable { dialect: Dialect::Anthropic, message: e.to_string() }
+    })?;
+    let mut headers = vec![(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+    identify(&mut headers, provider, secret, Some(client.headers))?;
     Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
 }
+
+/// Anthropic's token counting endpoint, relative to the base URL.
+const COUNT_TOKENS_PATH: &str = "v1/messages/count_tokens";
 
 /// The URL and headers of `provider`'s model list, as the holder of `secret` sees it.
 pub(crate) fn models_request(
@@ -71,16 +145,20 @@ pub(crate) fn models_request(
 ) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
     let url = format!("{}/{}", provider.base_url, dialect(provider.kind).models_path());
     let mut headers = Vec::with_capacity(2 + provider.headers.len());
-    identify(&mut headers, provider, secret)?;
+    identify(&mut headers, provider, secret, None)?;
     Ok((url, headers))
 }
 
 /// What every request to `provider` carries: the credential (marked sensitive, so no log or
 /// debug print shows it), the API version where the dialect wants one, the configured extras.
+/// `client` is the client's headers when it speaks the provider's dialect: an Anthropic
+/// client's `anthropic-version` and `anthropic-beta` go upstream exactly as sent (Claude Code
+/// turns features on with them).
 fn identify(
     headers: &mut Vec<(HeaderName, HeaderValue)>,
     provider: &ProviderConfig,
     secret: Option<&Secret>,
+    client: Option<&HeaderMap>,
 ) -> Result<(), ProviderError> {
     let dialect = dialect(provider.kind);
     if let Some(secret) = secret {
@@ -101,10 +179,14 @@ fn identify(
         headers.push((name, value));
     }
     if dialect == Dialect::Anthropic {
+        let version = client.and_then(|h| h.get(ANTHROPIC_VERSION_HEADER)).cloned();
         headers.push((
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
+            HeaderName::from_static(ANTHROPIC_VERSION_HEADER),
+            version.unwrap_or(HeaderValue::from_static(ANTHROPIC_VERSION)),
         ));
+        for beta in client.into_iter().flat_map(|h| h.get_all(ANTHROPIC_BETA_HEADER)) {
+            headers.push((HeaderName::from_static(ANTHROPIC_BETA_HEADER), beta.clone()));
+        }
     }
     for (name, value) in &provider.headers {
         if let (Ok(name), Ok(value)) =

@@ -14,13 +14,15 @@
 //!    `+json` type). Every SDK declares it; a form or `text/plain` body is what a page can send
 //!    without a preflight, so it is refused (`415`) even from a client that passed the rest.
 //!
+//! `HEAD /` (a connectivity check) needs no key: see [`front_door`].
+//!
 //! Refusals are answered in the dialect of the route (OpenAI or Anthropic error shape), and
 //! nothing behind the guard (no upstream) is ever touched.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
@@ -39,6 +41,15 @@ pub(crate) async fn front_door(
     } else {
         Door::Files
     };
+    // `HEAD /` is a connectivity check (Claude Code sends one before its first request): it
+    // passes the Host and Origin checks like everything else, needs no key, and reveals
+    // nothing but that the server is up.
+    if request.method() == http::Method::HEAD && path == "/" {
+        return match check(&state, request.headers(), Door::Files) {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(refusal) => refusal.into_response_in(dialect),
+        };
+    }
     let checked = check(&state, request.headers(), door).and_then(|()| {
         let body_to_v1 = path.starts_with("/v1/") && request.method() == http::Method::POST;
         if body_to_v1 { json_body(request.headers()) } else { Ok(()) }

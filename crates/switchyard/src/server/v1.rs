@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -21,23 +21,40 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// `POST /v1/chat/completions` (OpenAI).
 pub(super) async fn chat_completions(
     State(state): State<ServerState>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     match read(body, ClientDialect::OpenAi).await {
-        Ok(body) => state.proxy.handle(ClientDialect::OpenAi, &headers, body).await,
+        Ok(body) => state.proxy.handle(ClientDialect::OpenAi, &headers, uri.query(), body).await,
         Err(refusal) => refusal,
     }
 }
 
-/// `POST /v1/messages` (Anthropic).
+/// `POST /v1/messages` (Anthropic). Claude Code adds `?beta=true`; the query goes upstream
+/// with the body when the target speaks Anthropic.
 pub(super) async fn messages(
     State(state): State<ServerState>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     match read(body, ClientDialect::Anthropic).await {
-        Ok(body) => state.proxy.handle(ClientDialect::Anthropic, &headers, body).await,
+        Ok(body) => state.proxy.handle(ClientDialect::Anthropic, &headers, uri.query(), body).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// `POST /v1/messages/count_tokens` (Anthropic): answered by an Anthropic target of the route,
+/// else estimated (and marked so in `x-switchyard-estimate`).
+pub(super) async fn count_tokens(
+    State(state): State<ServerState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match read(body, ClientDialect::Anthropic).await {
+        Ok(body) => state.proxy.count_tokens(&headers, uri.query(), body).await,
         Err(refusal) => refusal,
     }
 }

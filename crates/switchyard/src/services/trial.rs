@@ -68,7 +68,7 @@ impl Services {
         });
         let body = Bytes::from(body.to_string());
         let (response, record) =
-            self.proxy.handle_logged(ClientDialect::OpenAi, &HeaderMap::new(), body).await;
+            self.proxy.handle_logged(ClientDialect::OpenAi, &HeaderMap::new(), None, body).await;
         let status = response.status();
         let bytes =
             axum::body::to_bytes(response.into_body(), MAX_ANSWER).await.unwrap_or_default();

@@ -1,0 +1,132 @@
+//! `POST /v1/messages/count_tokens`: Claude Code asks how large a conversation is before it
+//! sends it. Only Anthropic counts exactly, so the first eligible Anthropic target of the
+//! route answers; when the route has none (or none answers), the answer is an estimate and
+//! says so in `x-switchyard-estimate`, so a client is never refused over a side question.
+//!
+//! Counting sends no prompt to a model and bills nothing, so its outcome charges no
+//! resilience layer: a failure just moves on to the next target, then to the estimate.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::json;
+use switchyard_core::routing::plan;
+use switchyard_providers::chat::{ChatRequest, Part};
+use switchyard_providers::dialect::{ClientDialect, Dialect};
+
+use super::upstream::{self, ClientRequest};
+use super::{ERROR_BODY_DEADLINE, Proxy};
+use crate::config::ProviderKind;
+use crate::server::{ApiError, Dialect as ErrorDialect};
+
+/// Roughly four characters of English or code per token, the rule of thumb every vendor's
+/// tokenizer documentation gives; an estimate is only ever used to budget a context.
+const CHARS_PER_TOKEN: usize = 4;
+
+impl Proxy {
+    /// Counts the tokens of an Anthropic Messages body for the model it names.
+    pub async fn count_tokens(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        body: Bytes,
+    ) -> Response {
+        let routes = self.routes();
+        let Some(request) = ChatRequest::minimal(Dialect::Anthropic, &body) else {
+            return ApiError::bad_request("model: missing or not a string")
+                .into_response_in(ErrorDialect::Anthropic);
+        };
+        let Some(combo) = routes.resolve(&request.model) else {
+            let message = format!("unknown model \"{}\"", request.model);
+            return ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
+                .into_response_in(ErrorDialect::Anthropic);
+        };
+        let inbound =
+            ClientRequest { dialect: ClientDialect::Anthropic, body: &body, query, headers };
+        let now = self.clock.now();
+        let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
+        for candidate in &plan.candidates {
+            let key = &candidate.key;
+            let Some(provider) = routes.provider(&key.provider) else { continue };
+            if provider.kind != ProviderKind::Anthropic {
+                continue;
+            }
+            let Ok(secret) = self.secret_for(&routes, &key.provider, &key.credential).await else {
+                continue;
+            };
+            let model = combo.targets[candidate.target].model.as_str();
+            let Ok(counting) = upstream::count_tokens(provider, secret.as_ref(), model, &inbound)
+            else {
+                continue;
+            };
+            let wait = routes.config.timeouts.first_byte;
+            match routes.executor.send(counting, wait).await {
+                Ok(answer) if answer.status.is_success() => {
+                    if let Ok(counted) = answer.into_bytes(ERROR_BODY_DEADLINE).await {
+                        let mut response =
+                            ([(header::CONTENT_TYPE, "application/json")], counted).into_response();
+                        if let Ok(label) =
+                            HeaderValue::from_str(&format!("{}/{model}", key.provider))
+                        {
+                            response.headers_mut().insert("x-switchyard-target", label);
+                        }
+                        return response;
+                    }
+                }
+                Ok(answer) => {
+                    tracing::info!(target = %key, status = answer.status.as_u16(), "count_tokens refused; trying the next target");
+                }
+                Err(_) => {
+                    tracing::info!(target = %key, "count_tokens failed; trying the next target")
+                }
+            }
+        }
+        let mut response = axum::Json(json!({ "input_tokens": estimate(&body) })).into_response();
+        response.headers_mut().insert("x-switchyard-estimate", HeaderValue::from_static("true"));
+        response
+    }
+}
+
+/// Tokens in a Messages body by the characters of its text, tool definitions and tool
+/// calls; the raw body's size when it has no canonical form.
+fn estimate(body: &[u8]) -> usize {
+    let Ok(request) = ClientDialect::Anthropic.parse_request(body) else {
+        return body.len().div_ceil(CHARS_PER_TOKEN);
+    };
+    let part_chars = |part: &Part<'_>| match part {
+        Part::Text(text) => text.text.len(),
+        Part::ToolUse(call) => call.name.len() + call.arguments.len(),
+        Part::ToolResult(result) => result
+            .content
+            .iter()
+            .map(|p| if let Part::Text(t) = p { t.text.len() } else { 0 })
+            .sum(),
+        Part::Thinking(thinking) => thinking.text.len(),
+        _ => 0,
+    };
+    let chars: usize = request.system.iter().map(|t| t.text.len()).sum::<usize>()
+        + request.messages.iter().flat_map(|m| &m.content).map(part_chars).sum::<usize>()
+        + request
+            .tools
+            .iter()
+            .map(|t| {
+                t.name.len()
+                    + t.description.as_ref().map_or(0, |d| d.len())
+                    + t.parameters.map_or(0, |p| p.get().len())
+            })
+            .sum::<usize>();
+    chars.div_ceil(CHARS_PER_TOKEN).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_estimate_grows_with_the_conversation_and_is_never_zero() {
+        let small = br#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+        let large = br#"{"model":"m","max_tokens":1,"system":"you are a very careful engineer","messages":[{"role":"user","content":"please review this whole module for me"}]}"#;
+        assert_eq!(estimate(small), 1);
+        assert!(estimate(large) > 10, "{}", estimate(large));
+    }
+}

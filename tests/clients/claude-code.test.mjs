@@ -29,6 +29,15 @@ const PROXY_KEY = required('SWITCHYARD_API_KEY');
 /** Generous: a cold CLI start and a few requests take seconds, a hang must still end. */
 const CLI_TIMEOUT_MS = 180_000;
 
+/** The CLIs running now, so an interrupted run (the runner's TERM) takes them down too. */
+const running = new Set();
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    for (const child of running) child.kill('SIGTERM');
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
+
 /**
  * Runs `claude -p PROMPT --output-format json` and resolves with its exit code, output and the
  * parsed JSON (null when stdout is not one JSON document). Nothing of the caller's environment
@@ -66,12 +75,14 @@ function claude({ name, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] })
       stdio: ['ignore', 'pipe', 'pipe'],
       timeout: CLI_TIMEOUT_MS,
     });
+    running.add(child);
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
     child.on('close', (code, signal) => {
+      running.delete(child);
       let json = null;
       try {
         json = JSON.parse(stdout);

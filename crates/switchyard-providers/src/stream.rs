@@ -25,10 +25,11 @@ pub struct StreamStatus {
 }
 
 impl StreamStatus {
-    /// RESILIENCE.md §7: a finish reason without `[DONE]` is complete, and so is an explicit
-    /// end marker; a stream with neither was cut short.
+    /// RESILIENCE.md §7: a finish reason without `[DONE]` is complete; a stream without a
+    /// finish reason was cut short, even when an end marker says otherwise (a server that
+    /// closes every stream with `[DONE]`, a gateway that appends one after an error).
     pub fn is_complete(self) -> bool {
-        self.finish_seen || self.end_seen
+        self.finish_seen
     }
 }
 
@@ -336,21 +337,21 @@ mod tests {
     fn a_finish_reason_or_an_end_marker_makes_a_stream_complete() {
         let status = |finish_seen, end_seen| StreamStatus { finish_seen, end_seen }.is_complete();
         assert!(status(true, false), "a finish reason without [DONE] is complete");
-        assert!(status(false, true), "an explicit end marker is complete");
+        assert!(!status(false, true), "an end marker without a finish reason is truncated");
         assert!(status(true, true));
         assert!(!status(false, false), "neither is a truncated stream");
     }
 
     #[test]
-    fn a_done_marker_alone_ends_the_stream_properly() {
+    fn a_done_marker_without_a_finish_reason_ends_the_stream_with_an_error() {
         let mut translator =
             StreamTranslator::new(Dialect::OpenAi, ClientDialect::OpenAi, &META, false);
         let mut out = Vec::new();
         let done = SseEvent { event: None, data: "[DONE]", id: None };
         let translated = translator.translate(&done, &mut out).unwrap();
         assert_eq!(translated, Translated { events: 0, real: 0, progress: Progress::End });
-        assert_eq!(translator.end(&mut out), StreamEnd::Complete);
-        assert!(out.ends_with(b"data: [DONE]\n\n"));
+        assert_eq!(translator.end(&mut out), StreamEnd::Truncated);
+        assert!(!String::from_utf8(out).unwrap().contains("[DONE]"));
     }
 
     #[test]

@@ -294,9 +294,13 @@ impl Proxy {
                 index += 1;
                 continue;
             }
-            let others_left = plan.candidates[index + 1..]
-                .iter()
-                .any(|c| !failed_providers.contains(&c.key.provider));
+            // Someone else could still serve this request: an attempt is left after this one,
+            // and a later candidate would not be screened out. Only then may this attempt be
+            // given up on early (RESILIENCE.md §7); the last one waits the long deadline.
+            let others_left = attempts + 1 < routes.config.routing.max_attempts
+                && plan.candidates[index + 1..].iter().any(|c| {
+                    screen(c, &combo.targets[c.target], &failed_providers, needs_context).is_none()
+                });
             let (attempt, secret) = match self.ready(&routes, candidate).await {
                 Ok(ready) => ready,
                 Err(reason) => {

@@ -116,6 +116,19 @@ impl StreamDecoder {
             if let Some(delta) = choice.delta {
                 self.delta(delta, emit);
             }
+            // OpenRouter reports a mid-stream failure as `finish_reason: "error"`: the model
+            // did not finish (RESILIENCE.md §7).
+            if let Some(reason) = choice.finish_reason.as_ref().filter(|r| r.0 == "error") {
+                return Err(ProviderError::UpstreamStream {
+                    dialect: Dialect::OpenAi,
+                    error: crate::error::UpstreamError {
+                        code: Some(reason.0.to_string()),
+                        message: "the upstream reported an error mid-stream (finish_reason: error)"
+                            .into(),
+                        ..Default::default()
+                    },
+                });
+            }
             if let Some(reason) = choice.finish_reason {
                 let reason = match stop_reason(&reason.0) {
                     StopReason::EndTurn if !self.tools.is_empty() => StopReason::ToolUse,

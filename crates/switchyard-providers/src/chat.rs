@@ -47,7 +47,30 @@ pub struct ChatRequest<'a> {
     pub stream_usage: bool,
     /// How hard the model should think, when the client said so in any dialect's words.
     pub reasoning: Option<Reasoning>,
+    /// The shape the answer must have (JSON, JSON of a schema), in any dialect's words.
+    pub response_format: Option<ResponseFormat<'a>>,
+    /// A Responses client's `previous_response_id`: the conversation so far is the one that
+    /// response ended. Only a Responses upstream (or the router's own store, which expands it
+    /// into `messages` and clears it) can make sense of it; other encoders name it as dropped.
+    pub previous_response_id: Option<Cow<'a, str>>,
     pub vendor: VendorFields<'a>,
+}
+
+/// Structured output: what the client asked the answer to be. Encoders of another dialect
+/// than the client's translate it (Chat `response_format`, Responses `text.format`, Gemini
+/// `responseMimeType` + `responseJsonSchema`, Anthropic `output_config.format`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResponseFormat<'a> {
+    /// Plain text: the default, said outright.
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    JsonSchema {
+        name: Cow<'a, str>,
+        description: Option<Cow<'a, str>>,
+        schema: Option<RawJson<'a>>,
+        strict: Option<bool>,
+    },
 }
 
 /// A client's request for reasoning ("thinking"), in no dialect's words. Encoders of another
@@ -162,13 +185,17 @@ impl<'a> ChatRequest<'a> {
             model: Cow<'a, str>,
             #[serde(default)]
             stream: Option<bool>,
+            #[serde(borrow, default)]
+            previous_response_id: Option<Cow<'a, str>>,
         }
         let minimal: Minimal<'a> = serde_json::from_slice(body).ok()?;
         let stream = minimal.stream.unwrap_or(false);
         Some(Self {
             model: minimal.model,
             stream,
-            stream_usage: dialect == Dialect::Anthropic,
+            // Anthropic and Responses streams always end with usage.
+            stream_usage: dialect != Dialect::OpenAi,
+            previous_response_id: minimal.previous_response_id,
             vendor: VendorFields { origin: Some(dialect), fields: Vec::new() },
             ..Self::default()
         })
@@ -327,10 +354,100 @@ pub struct Tool<'a> {
     /// OpenAI structured-output `strict` flag, forwarded to OpenAI only.
     pub strict: Option<bool>,
     pub cache_control: Option<RawJson<'a>>,
-    /// A vendor's built-in tool (Anthropic `web_search_20250305`, ...) kept verbatim; it is
-    /// sent only to an upstream of the same dialect and dropped elsewhere, where it means
-    /// nothing.
+    /// A vendor's built-in tool (Anthropic `web_search_20250305`, Responses `web_search`,
+    /// ...) kept verbatim; it is sent only to an upstream of the same dialect. Elsewhere an
+    /// Anthropic server tool is refused (the answer would not be the one asked for) and a
+    /// Responses built-in is dropped and named (Codex sends them with every request).
     pub native: Option<Opaque<'a>>,
+    /// How the model passes the tool its input.
+    pub format: ToolFormat<'a>,
+}
+
+/// How a tool takes its input.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum ToolFormat<'a> {
+    /// JSON arguments described by [`Tool::parameters`].
+    #[default]
+    Function,
+    /// Free text (a Responses `custom` tool, such as Codex's `apply_patch`), with the
+    /// Responses `format` object (a grammar, or plain text) kept verbatim for a Responses
+    /// upstream. Every other dialect gets a function with one string argument, `input`
+    /// ([`FREEFORM_PARAMETERS`]); calls carry `{"input": "..."}` as their arguments, and the
+    /// Responses encoders turn them back into `custom_tool_call`s.
+    Freeform(Option<RawJson<'a>>),
+}
+
+/// The parameters of a freeform tool as a function: one string, `input`.
+pub const FREEFORM_PARAMETERS: &str =
+    r#"{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}"#;
+
+/// Said to the model of a freeform tool turned function, so it puts the raw text in `input`.
+const FREEFORM_NOTE: &str = "Pass the whole input as raw text in the string argument `input`.";
+
+impl<'a> Tool<'a> {
+    /// A plain function tool.
+    pub fn function(name: impl Into<Cow<'a, str>>) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            parameters: None,
+            strict: None,
+            cache_control: None,
+            native: None,
+            format: ToolFormat::Function,
+        }
+    }
+
+    pub fn is_freeform(&self) -> bool {
+        matches!(self.format, ToolFormat::Freeform(_))
+    }
+
+    /// The JSON Schema of the arguments as a function-calling dialect sees the tool.
+    pub fn function_parameters(&self) -> Option<RawJson<'a>> {
+        match self.format {
+            ToolFormat::Function => self.parameters,
+            ToolFormat::Freeform(_) => Some(RawJson(freeform_parameters())),
+        }
+    }
+
+    /// The description as a function-calling dialect sees the tool: a freeform tool's says
+    /// where its input goes.
+    pub fn function_description(&self) -> Option<Cow<'_, str>> {
+        match (&self.format, self.description.as_deref()) {
+            (ToolFormat::Function, description) => description.map(Cow::Borrowed),
+            (ToolFormat::Freeform(_), None) => Some(Cow::Borrowed(FREEFORM_NOTE)),
+            (ToolFormat::Freeform(_), Some(description)) => {
+                Some(Cow::Owned(format!("{description}\n\n{FREEFORM_NOTE}")))
+            }
+        }
+    }
+}
+
+fn freeform_parameters() -> &'static RawValue {
+    serde_json::from_str(FREEFORM_PARAMETERS).expect("static JSON")
+}
+
+/// The text a freeform tool call carries, read from its `{"input": "..."}` arguments; the
+/// arguments themselves when they are not of that shape (a model that ignored the schema).
+pub fn freeform_input<'r>(arguments: &'r str) -> Cow<'r, str> {
+    #[derive(serde::Deserialize)]
+    struct Input<'a> {
+        #[serde(borrow)]
+        input: Cow<'a, str>,
+    }
+    match serde_json::from_str::<Input<'r>>(arguments) {
+        Ok(parsed) => parsed.input,
+        Err(_) => Cow::Borrowed(arguments),
+    }
+}
+
+/// `{"input": text}`: a freeform tool call's input as function arguments.
+pub fn freeform_arguments(input: &str) -> String {
+    let mut arguments = String::with_capacity(input.len() + 12);
+    arguments.push_str("{\"input\":");
+    arguments.push_str(&serde_json::to_string(input).expect("a string serialises"));
+    arguments.push('}');
+    arguments
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -407,6 +524,8 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     /// Input tokens written to the provider's prompt cache (a subset of `input_tokens`).
     pub cache_write_tokens: u64,
+    /// Output tokens spent reasoning (a subset of `output_tokens`), when the upstream says.
+    pub reasoning_tokens: u64,
 }
 
 /// One step of a streamed answer, in the order a client needs them.

@@ -10,7 +10,7 @@ use std::fmt;
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::stream::{StreamDecoder, StreamEncoder};
-use crate::{anthropic, gemini, openai};
+use crate::{anthropic, gemini, openai, responses};
 
 /// A wire format an upstream speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +22,9 @@ pub enum Dialect {
     Anthropic,
     /// Google Gemini `generateContent` (the Generative Language API).
     Gemini,
+    /// OpenAI Responses (`POST /v1/responses`): what Codex CLI and the newest OpenAI SDKs
+    /// speak, and the only API of some OpenAI models.
+    Responses,
 }
 
 impl Dialect {
@@ -30,6 +33,7 @@ impl Dialect {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Responses => "responses",
         }
     }
 
@@ -41,6 +45,7 @@ impl Dialect {
             Self::OpenAi => Endpoint { path: Cow::Borrowed(openai::PATH), query: None },
             Self::Anthropic => Endpoint { path: Cow::Borrowed(anthropic::PATH), query: None },
             Self::Gemini => gemini::endpoint(model, stream),
+            Self::Responses => Endpoint { path: Cow::Borrowed(responses::PATH), query: None },
         }
     }
 
@@ -64,6 +69,7 @@ impl Dialect {
             Self::OpenAi => openai::encode_request(request, options, dropped),
             Self::Anthropic => anthropic::encode_request(request, options, dropped),
             Self::Gemini => gemini::encode_request(request, options, dropped),
+            Self::Responses => responses::encode_request(request, options, dropped),
         }
     }
 
@@ -73,6 +79,7 @@ impl Dialect {
             Self::OpenAi => openai::decode_response(body),
             Self::Anthropic => anthropic::decode_response(body),
             Self::Gemini => gemini::decode_response(body),
+            Self::Responses => responses::decode_response(body),
         }
     }
 
@@ -82,6 +89,7 @@ impl Dialect {
             Self::OpenAi => StreamDecoder::OpenAi(openai::StreamDecoder::default()),
             Self::Anthropic => StreamDecoder::Anthropic(anthropic::StreamDecoder::default()),
             Self::Gemini => StreamDecoder::Gemini(gemini::StreamDecoder::default()),
+            Self::Responses => StreamDecoder::Responses(responses::StreamDecoder::default()),
         }
     }
 
@@ -93,6 +101,7 @@ impl Dialect {
             Self::OpenAi => openai::error_report(body),
             Self::Anthropic => anthropic::error_report(body),
             Self::Gemini => gemini::error_report(body),
+            Self::Responses => responses::error_report(body),
         }
     }
 }
@@ -110,6 +119,8 @@ pub enum ClientDialect {
     OpenAi,
     /// `POST /v1/messages`.
     Anthropic,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 impl ClientDialect {
@@ -117,6 +128,7 @@ impl ClientDialect {
         match self {
             Self::OpenAi => Dialect::OpenAi,
             Self::Anthropic => Dialect::Anthropic,
+            Self::Responses => Dialect::Responses,
         }
     }
 
@@ -125,22 +137,58 @@ impl ClientDialect {
         match self {
             Self::OpenAi => openai::parse_request(body),
             Self::Anthropic => anthropic::parse_request(body),
+            Self::Responses => responses::parse_request(body),
         }
     }
 
-    /// A canonical response as this dialect's JSON body.
+    /// A canonical response as this dialect's JSON body, for a client whose request is not
+    /// at hand; see [`ClientDialect::encode_response_for`].
     pub fn encode_response(self, response: &ChatResponse<'_>, meta: &ResponseMeta<'_>) -> Vec<u8> {
+        self.encode_answer(response, meta, &ClientContext::default())
+    }
+
+    /// A canonical response as this dialect's JSON body, answering `request` (the client's
+    /// parsed request): a Responses client gets its freeform tools' calls back as
+    /// `custom_tool_call`s.
+    pub fn encode_response_for(
+        self,
+        request: &ChatRequest<'_>,
+        response: &ChatResponse<'_>,
+        meta: &ResponseMeta<'_>,
+    ) -> Vec<u8> {
+        self.encode_answer(response, meta, &ClientContext::of(request))
+    }
+
+    fn encode_answer(
+        self,
+        response: &ChatResponse<'_>,
+        meta: &ResponseMeta<'_>,
+        context: &ClientContext,
+    ) -> Vec<u8> {
         match self {
             Self::OpenAi => openai::encode_response(response, meta),
             Self::Anthropic => anthropic::encode_response(response, meta),
+            Self::Responses => responses::encode_response(response, meta, context),
         }
     }
 
     /// A fresh encoder for one streamed response to the client.
     pub fn stream_encoder(self, meta: &ResponseMeta<'_>, include_usage: bool) -> StreamEncoder {
+        self.stream_encoder_in(meta, include_usage, ClientContext::default())
+    }
+
+    pub(crate) fn stream_encoder_in(
+        self,
+        meta: &ResponseMeta<'_>,
+        include_usage: bool,
+        context: ClientContext,
+    ) -> StreamEncoder {
         match self {
             Self::OpenAi => StreamEncoder::OpenAi(openai::StreamEncoder::new(meta, include_usage)),
             Self::Anthropic => StreamEncoder::Anthropic(anthropic::StreamEncoder::new(meta)),
+            Self::Responses => {
+                StreamEncoder::Responses(responses::StreamEncoder::new(meta, context))
+            }
         }
     }
 
@@ -149,7 +197,33 @@ impl ClientDialect {
         match self {
             Self::OpenAi => openai::error_body(kind, message),
             Self::Anthropic => anthropic::error_body(kind, message),
+            Self::Responses => responses::error_body(kind, message),
         }
+    }
+}
+
+/// What a client encoder needs from the client's own request, owned so a stream can keep it:
+/// the names of its freeform tools, whose calls a Responses client must get back as
+/// `custom_tool_call`s (every other dialect carried them as functions).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientContext {
+    pub freeform_tools: Vec<String>,
+}
+
+impl ClientContext {
+    pub fn of(request: &ChatRequest<'_>) -> Self {
+        Self {
+            freeform_tools: request
+                .tools
+                .iter()
+                .filter(|tool| tool.is_freeform())
+                .map(|tool| tool.name.clone().into_owned())
+                .collect(),
+        }
+    }
+
+    pub fn is_freeform(&self, name: &str) -> bool {
+        self.freeform_tools.iter().any(|tool| tool == name)
     }
 }
 
@@ -163,6 +237,7 @@ impl ClientDialect {
 ///   as is (Claude Code turns features on with it).
 /// - Gemini: base includes the version (`https://generativelanguage.googleapis.com/v1beta`);
 ///   `x-goog-api-key: <key>`.
+/// - Responses: as OpenAI (`https://api.openai.com/v1`, `Authorization: Bearer <key>`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     /// Relative to the base URL, no leading slash.
@@ -238,6 +313,23 @@ pub struct ResponseMeta<'a> {
     pub model: &'a str,
     /// Unix seconds, for OpenAI's `created`.
     pub created: u64,
+}
+
+/// A built-in tool of another vendor on its way to `target`. A Responses built-in
+/// (`web_search`, `local_shell`, `file_search`, ...) is dropped and named: Codex sends them
+/// with every request, and refusing them would refuse Codex everywhere but OpenAI. Any other
+/// (an Anthropic server tool) is refused, see [`native_tool`].
+pub(crate) fn foreign_native(
+    native: &crate::chat::Opaque<'_>,
+    target: Dialect,
+    dropped: &mut Dropped,
+) -> Result<(), ProviderError> {
+    if native.dialect == Dialect::Responses {
+        dropped.note(format!("{} tool", native.kind));
+        Ok(())
+    } else {
+        Err(native_tool(native, target))
+    }
 }
 
 /// A built-in (server) tool of another vendor: refused, since `target` cannot run it and the

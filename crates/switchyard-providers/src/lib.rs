@@ -1,6 +1,6 @@
 //! Upstream provider dialects: the canonical chat model, translation between the client
-//! dialects (OpenAI, Anthropic) and the upstream dialects (OpenAI-compatible, Anthropic,
-//! Gemini), SSE framing, and each dialect's reading of error bodies into the
+//! dialects (OpenAI Chat, Anthropic, OpenAI Responses) and the upstream dialects
+//! (OpenAI-compatible, Anthropic, Gemini, OpenAI Responses), SSE framing, and each dialect's reading of error bodies into the
 //! [`BodyHint`](switchyard_core::outcome::BodyHint) the classifier takes.
 //!
 //! Everything here is pure (bytes in, bytes out) except [`executor`]: the one pooled HTTP
@@ -18,5 +18,6 @@ pub mod models;
 pub mod oauth;
 pub mod openai;
 pub mod passthrough;
+pub mod responses;
 pub mod sse;
 pub mod stream;

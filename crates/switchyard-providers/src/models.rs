@@ -12,7 +12,7 @@ impl Dialect {
     pub fn models_path(self) -> &'static str {
         match self {
             // OpenAI-compatible base URLs already end in the version (`.../v1`).
-            Self::OpenAi | Self::Gemini => "models",
+            Self::OpenAi | Self::Responses | Self::Gemini => "models",
             Self::Anthropic => "v1/models",
         }
     }

@@ -44,7 +44,8 @@ pub fn rewrite_answer_model(body: &[u8], model: &str) -> Vec<u8> {
 }
 
 /// A stream event's data with the `model` it names replaced, or `None` when this event names
-/// none: Anthropic names it once, in `message_start`; OpenAI in every chunk.
+/// none: Anthropic names it once, in `message_start`; OpenAI in every chunk; Responses in each
+/// event that carries the whole `response`.
 pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> Cow<'d, str> {
     // Cheap test first: most events (text deltas) never mention a model.
     if !data.contains("\"model\"") {
@@ -54,6 +55,8 @@ pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> 
         Dialect::Anthropic => &["message", "model"],
         Dialect::OpenAi => &["model"],
         Dialect::Gemini => &["modelVersion"],
+        // `response.created`, `response.in_progress`, `response.completed`, ...
+        Dialect::Responses => &["response", "model"],
     };
     match string_span(data, path) {
         Some(span) => Cow::Owned(splice(data, span, model)),

@@ -10,10 +10,11 @@
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
 use crate::chat::StreamEvent;
-use crate::dialect::{ClientDialect, Dialect, ResponseMeta};
+use crate::chat::ChatRequest;
+use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
-use crate::{anthropic, gemini, openai};
+use crate::{anthropic, gemini, openai, responses};
 
 /// Whether the upstream has said it is finished.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +49,7 @@ pub enum StreamDecoder {
     OpenAi(openai::StreamDecoder),
     Anthropic(anthropic::StreamDecoder),
     Gemini(gemini::StreamDecoder),
+    Responses(responses::StreamDecoder),
 }
 
 impl StreamDecoder {
@@ -65,6 +67,7 @@ impl StreamDecoder {
             Self::OpenAi(decoder) => decoder.decode(event, emit),
             Self::Anthropic(decoder) => decoder.decode(event, emit),
             Self::Gemini(decoder) => decoder.decode(event, emit),
+            Self::Responses(decoder) => decoder.decode(event, emit),
         }
     }
 
@@ -73,6 +76,7 @@ impl StreamDecoder {
             Self::OpenAi(decoder) => decoder.status(),
             Self::Anthropic(decoder) => decoder.status(),
             Self::Gemini(decoder) => decoder.status(),
+            Self::Responses(decoder) => decoder.status(),
         }
     }
 }
@@ -82,6 +86,7 @@ impl StreamDecoder {
 pub enum StreamEncoder {
     OpenAi(openai::StreamEncoder),
     Anthropic(anthropic::StreamEncoder),
+    Responses(responses::StreamEncoder),
 }
 
 impl StreamEncoder {
@@ -90,6 +95,7 @@ impl StreamEncoder {
         match self {
             Self::OpenAi(encoder) => encoder.encode(event, out),
             Self::Anthropic(encoder) => encoder.encode(event, out),
+            Self::Responses(encoder) => encoder.encode(event, out),
         }
     }
 
@@ -99,6 +105,7 @@ impl StreamEncoder {
         match self {
             Self::OpenAi(encoder) => encoder.finish(out),
             Self::Anthropic(encoder) => encoder.finish(out),
+            Self::Responses(encoder) => encoder.finish(out),
         }
     }
 
@@ -108,6 +115,7 @@ impl StreamEncoder {
         match self {
             Self::OpenAi(encoder) => encoder.fail(kind, message, out),
             Self::Anthropic(encoder) => encoder.fail(kind, message, out),
+            Self::Responses(encoder) => encoder.fail(kind, message, out),
         }
     }
 
@@ -116,6 +124,7 @@ impl StreamEncoder {
         match self {
             Self::OpenAi(_) => openai::StreamEncoder::keep_alive(out),
             Self::Anthropic(_) => anthropic::StreamEncoder::keep_alive(out),
+            Self::Responses(_) => responses::StreamEncoder::keep_alive(out),
         }
     }
 }
@@ -150,10 +159,14 @@ pub fn error_status(error: &UpstreamError) -> u16 {
     let code = error.code.as_deref().unwrap_or("");
     match code {
         "overloaded_error" => 529,
-        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" | "429" => 429,
+        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" | "429"
+        | "insufficient_quota" => 429,
         "api_error" | "server_error" | "INTERNAL" | "500" => 500,
         "UNAVAILABLE" | "503" => 503,
-        "invalid_request_error" | "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "400" => 400,
+        // Responses `response.failed` codes that are the request's own fault.
+        "invalid_request_error" | "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "400"
+        | "invalid_prompt" | "context_length_exceeded" | "invalid_image" | "invalid_image_url"
+        | "invalid_base64_image" | "image_too_large" => 400,
         "authentication_error" | "UNAUTHENTICATED" | "401" => 401,
         "permission_error" | "PERMISSION_DENIED" | "403" => 403,
         "not_found_error" | "NOT_FOUND" | "404" => 404,
@@ -210,6 +223,21 @@ impl StreamTranslator {
         Self {
             decoder: upstream.stream_decoder(),
             encoder: client.stream_encoder(meta, include_usage),
+            relay: None,
+        }
+    }
+
+    /// [`StreamTranslator::new`] for a client whose parsed request is at hand: usage as it
+    /// asked, and a Responses client's freeform tool calls given back as `custom_tool_call`s.
+    pub fn for_request(
+        upstream: Dialect,
+        client: ClientDialect,
+        meta: &ResponseMeta<'_>,
+        request: &ChatRequest<'_>,
+    ) -> Self {
+        Self {
+            decoder: upstream.stream_decoder(),
+            encoder: client.stream_encoder_in(meta, request.stream_usage, ClientContext::of(request)),
             relay: None,
         }
     }
@@ -322,7 +350,8 @@ impl Relay {
             Dialect::Anthropic => {
                 out.extend_from_slice(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
             }
-            Dialect::Gemini => {}
+            // `response.completed` is both the finish and the end.
+            Dialect::Gemini | Dialect::Responses => {}
         }
     }
 }
@@ -356,7 +385,7 @@ mod tests {
 
     #[test]
     fn nothing_is_written_after_a_terminal_error() {
-        for client in [ClientDialect::OpenAi, ClientDialect::Anthropic] {
+        for client in [ClientDialect::OpenAi, ClientDialect::Anthropic, ClientDialect::Responses] {
             let mut translator = StreamTranslator::new(Dialect::Gemini, client, &META, true);
             let mut out = Vec::new();
             translator.fail(ErrorKind::Timeout, "stalled", &mut out);
@@ -370,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_malformed_event_produces_no_client_bytes() {
-        for upstream in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini] {
+        for upstream in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Responses] {
             let mut translator =
                 StreamTranslator::new(upstream, ClientDialect::Anthropic, &META, true);
             let mut out = Vec::new();

@@ -20,8 +20,10 @@ use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
 
 /// Cases per property unless `PROPTEST_CASES` says otherwise: a few seconds each in debug.
 const CASES: u32 = 256;
-const UPSTREAMS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
-const CLIENTS: [ClientDialect; 2] = [ClientDialect::OpenAi, ClientDialect::Anthropic];
+const UPSTREAMS: [Dialect; 4] =
+    [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Responses];
+const CLIENTS: [ClientDialect; 3] =
+    [ClientDialect::OpenAi, ClientDialect::Anthropic, ClientDialect::Responses];
 const OPTIONS: EncodeOptions<'static> =
     EncodeOptions { model: "upstream-model", default_max_tokens: 4096, system_in_place: false };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
@@ -289,6 +291,10 @@ fn check_stream(upstream: Dialect, bytes: &[u8], cuts: &[usize]) -> Result<(), T
                 !text.contains("event: message_stop"),
                 "a truncated stream ended with message_stop"
             );
+            prop_assert!(
+                !text.contains("event: response.completed"),
+                "a truncated stream ended with response.completed"
+            );
         }
         let after = out.len();
         translator.end(&mut out);
@@ -458,6 +464,14 @@ fn a_request_nested_past_any_recursion_limit_neither_overflows_the_stack_nor_gro
                     r#"{{"model":"m","max_tokens":1,"messages":[{{"role":"user","content":"x"}}],"metadata":{deep}}}"#
                 ),
             ),
+            (
+                ClientDialect::Responses,
+                format!(r#"{{"model":"m","input":[{{"type":"reasoning","summary":{deep}}}]}}"#),
+            ),
+            (
+                ClientDialect::Responses,
+                format!(r#"{{"model":"m","input":[{{"role":"user","content":{deep}}}]}}"#),
+            ),
         ];
         for (client, body) in bodies {
             check_request(client, body.as_bytes()).unwrap();
@@ -497,6 +511,12 @@ fn token_counts_near_u64_max_saturate_instead_of_overflowing() {
                 r#"{{"candidates":[{{"content":{{"role":"model","parts":[{{"text":"hi"}}]}},"finishReason":"STOP"}}],"usageMetadata":{{"promptTokenCount":{max},"candidatesTokenCount":{max},"thoughtsTokenCount":{max},"cachedContentTokenCount":{max}}}}}"#
             ),
         ),
+        (
+            Dialect::Responses,
+            format!(
+                r#"{{"id":"resp_x","status":"completed","model":"m","output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"hi"}}]}}],"usage":{{"input_tokens":{max},"output_tokens":{max},"input_tokens_details":{{"cached_tokens":{max}}}}}}}"#
+            ),
+        ),
     ];
     for (upstream, body) in bodies {
         let response = upstream.decode_response(body.as_bytes()).unwrap();
@@ -505,7 +525,11 @@ fn token_counts_near_u64_max_saturate_instead_of_overflowing() {
                 .unwrap();
         assert_eq!(openai["usage"]["total_tokens"], json!(max), "{upstream}: {openai}");
         ClientDialect::Anthropic.encode_response(&response, &META);
-        let stream = format!("data: {body}\n\n");
+        let stream = if upstream == Dialect::Responses {
+            format!("data: {{\"type\":\"response.completed\",\"response\":{body}}}\n\n")
+        } else {
+            format!("data: {body}\n\n")
+        };
         check_stream(upstream, stream.as_bytes(), &[]).unwrap();
     }
 }

@@ -9,10 +9,10 @@ use serde_json::value::RawValue;
 
 use super::block::{BlockIn, BlockOut, Skip, block_out};
 use crate::chat::{
-    ChatRequest, Effort, Message, Opaque, Part, RawJson, Reasoning, Role, Text, Tool, ToolChoice,
-    part_kind,
+    ChatRequest, Effort, Message, Opaque, Part, RawJson, Reasoning, ResponseFormat, Role, Text,
+    Tool, ToolChoice, ToolFormat, part_kind,
 };
-use crate::dialect::{Dialect, Dropped, EncodeOptions, native_tool};
+use crate::dialect::{Dialect, Dropped, EncodeOptions, foreign_native};
 use crate::error::ProviderError;
 use crate::json::{self, Str, TextOr};
 
@@ -92,10 +92,20 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "output_config" => {
                     let raw = map.next_value::<&'de RawValue>()?;
-                    effort = serde_json::from_str::<OutputConfigWire<'_>>(raw.get())
-                        .ok()
-                        .and_then(|c| c.effort)
-                        .and_then(|e| Effort::parse(&e.0));
+                    let config = serde_json::from_str::<OutputConfigWire<'de>>(raw.get()).ok();
+                    let (effort_word, format) = match config {
+                        Some(config) => (config.effort, config.format),
+                        None => (None, None),
+                    };
+                    effort = effort_word.and_then(|e| Effort::parse(&e.0));
+                    request.response_format = format
+                        .filter(|f| f.kind.0 == "json_schema")
+                        .map(|f| ResponseFormat::JsonSchema {
+                            name: Cow::Borrowed("response"),
+                            description: None,
+                            schema: f.schema.map(RawJson),
+                            strict: Some(true),
+                        });
                     request.vendor.fields.push((key.0, raw));
                 }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
@@ -123,6 +133,17 @@ struct ThinkingWire {
 struct OutputConfigWire<'a> {
     #[serde(borrow, default)]
     effort: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    format: Option<OutputFormatWire<'a>>,
+}
+
+/// `output_config.format`: `{"type": "json_schema", "schema": {...}}`.
+#[derive(Deserialize)]
+struct OutputFormatWire<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
 }
 
 /// The request's reasoning in canonical terms: `output_config.effort` sets the level, and
@@ -251,6 +272,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
             strict: None,
             cache_control: wire.cache_control.map(RawJson),
             native,
+            format: ToolFormat::Function,
         }))
     }
 }
@@ -318,6 +340,8 @@ struct RequestOut<'r> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<ThinkingOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfigOut<'r>>,
     #[serde(flatten)]
     vendor: VendorOut<'r>,
 }
@@ -342,7 +366,7 @@ enum ToolOut<'r> {
     Custom {
         name: &'r str,
         #[serde(skip_serializing_if = "Option::is_none")]
-        description: Option<&'r str>,
+        description: Option<Cow<'r, str>>,
         input_schema: &'r RawValue,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<RawJson<'r>>,
@@ -387,7 +411,15 @@ struct ThinkingOut {
 const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// The fields other dialects' parsers read into [`ChatRequest::reasoning`].
-const REASONING_FIELDS: &[&str] = &["reasoning_effort", "thinking", "output_config"];
+const REASONING_FIELDS: &[&str] = &[
+    "reasoning_effort",
+    "thinking",
+    "output_config",
+    "response_format",
+    "reasoning",
+    "text",
+    "tool_choice",
+];
 
 /// The upstream body for `request`.
 pub fn encode_request(
@@ -451,12 +483,16 @@ pub fn encode_request(
     for tool in &request.tools {
         tools.push(match &tool.native {
             Some(native) if native.dialect == Dialect::Anthropic => ToolOut::Native(native.raw),
-            // A server tool Anthropic does not run would change what the answer can be.
-            Some(native) => return Err(native_tool(native, Dialect::Anthropic)),
+            // A server tool Anthropic does not run would change what the answer can be; a
+            // Responses built-in is dropped.
+            Some(native) => {
+                foreign_native(native, Dialect::Anthropic, dropped)?;
+                continue;
+            }
             None => ToolOut::Custom {
                 name: &tool.name,
-                description: tool.description.as_deref(),
-                input_schema: match tool.parameters {
+                description: tool.function_description(),
+                input_schema: match tool.function_parameters() {
                     Some(schema) => schema.0,
                     None => no_arguments_schema(),
                 },
@@ -503,6 +539,10 @@ pub fn encode_request(
     } else {
         (sampling.temperature.map(|t| t.clamp(0.0, 1.0)), sampling.top_p)
     };
+    let output_config = if own { None } else { output_config(request, dropped) };
+    if request.previous_response_id.is_some() {
+        dropped.note("previous_response_id");
+    }
     dropped.vendor_fields(request, Dialect::Anthropic, REASONING_FIELDS);
     let body = RequestOut {
         model: options.model,
@@ -516,9 +556,41 @@ pub fn encode_request(
         top_p,
         stream: request.stream,
         thinking,
+        output_config,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+/// `output_config.format`: Anthropic's structured outputs take a JSON schema only.
+#[derive(Serialize)]
+struct OutputConfigOut<'r> {
+    format: FormatOut<'r>,
+}
+
+#[derive(Serialize)]
+struct FormatOut<'r> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    schema: RawJson<'r>,
+}
+
+/// Another dialect's structured output as Anthropic's `output_config.format`; JSON without a
+/// schema has no Anthropic equivalent and is named as dropped.
+fn output_config<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Option<OutputConfigOut<'r>> {
+    match request.response_format.as_ref()? {
+        ResponseFormat::Text => None,
+        ResponseFormat::JsonSchema { schema: Some(schema), .. } => {
+            Some(OutputConfigOut { format: FormatOut { kind: "json_schema", schema: *schema } })
+        }
+        ResponseFormat::JsonObject | ResponseFormat::JsonSchema { schema: None, .. } => {
+            dropped.note("response_format (JSON without a schema)");
+            None
+        }
+    }
 }
 
 /// Another dialect's reasoning effort as Anthropic's extended thinking, when the output

@@ -63,6 +63,7 @@ impl UsageWire {
             output_tokens: self.output_tokens.unwrap_or(0),
             cache_read_tokens: read,
             cache_write_tokens: write,
+            reasoning_tokens: 0,
         }
     }
 }

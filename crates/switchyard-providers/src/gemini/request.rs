@@ -5,7 +5,9 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::chat::{ChatRequest, Image, ImageSource, Opaque, Part, RawJson, Role, ToolChoice};
+use crate::chat::{
+    ChatRequest, Image, ImageSource, Opaque, Part, RawJson, ResponseFormat, Role, ToolChoice,
+};
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::object_or_empty;
@@ -75,7 +77,7 @@ struct ToolOut<'r> {
 struct FunctionOut<'r> {
     name: &'r str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'r str>,
+    description: Option<Cow<'r, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parameters_json_schema: Option<RawJson<'r>>,
 }
@@ -107,6 +109,10 @@ struct GenerationConfigOut<'r> {
     stop_sequences: &'r [Cow<'r, str>],
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking_config: Option<ThinkingConfigOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_json_schema: Option<RawJson<'r>>,
 }
 
 fn untranslatable(message: String) -> ProviderError {
@@ -143,7 +149,10 @@ fn media_type_of(url: &str) -> &'static str {
 
 /// The conversation as Gemini contents: same-role turns merged, tool results named after
 /// their calls.
-fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, ProviderError> {
+fn contents<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<Vec<ContentOut<'r>>, ProviderError> {
     // Tool results name the function, not the call: remember each call's name by id.
     let mut calls: Vec<(&str, &str)> = Vec::new();
     let mut contents: Vec<ContentOut<'_>> = Vec::with_capacity(request.messages.len());
@@ -202,6 +211,8 @@ fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, Pro
                 Part::Opaque(opaque) if message.role != Role::Assistant => {
                     return Err(foreign(opaque));
                 }
+                // Another vendor's server-side work (a Responses reasoning item, ...).
+                Part::Opaque(opaque) => dropped.note(format!("{} content", opaque.kind)),
                 // Empty text, thinking (Gemini takes none back) and another vendor's
                 // server-side blocks.
                 _ => {}
@@ -220,7 +231,15 @@ fn contents<'r>(request: &'r ChatRequest<'r>) -> Result<Vec<ContentOut<'r>>, Pro
 }
 
 /// The fields the client parsers read into [`ChatRequest::reasoning`].
-const REASONING_FIELDS: &[&str] = &["reasoning_effort", "thinking", "output_config"];
+const REASONING_FIELDS: &[&str] = &[
+    "reasoning_effort",
+    "thinking",
+    "output_config",
+    "response_format",
+    "reasoning",
+    "text",
+    "tool_choice",
+];
 
 /// `generationConfig.thinkingConfig`: a budget of 0 turns thinking off.
 #[derive(Serialize)]
@@ -252,11 +271,14 @@ pub fn encode_request(
         .filter(|t| !t.text.is_empty())
         .map(|t| PartOut::Text(&t.text))
         .collect();
-    if let Some(native) = request.tools.iter().find_map(|t| t.native.as_ref()) {
-        return Err(crate::dialect::native_tool(native, Dialect::Gemini));
+    for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
+        crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
     }
     if request.uses_cache_control() {
         dropped.note("cache_control");
+    }
+    if request.previous_response_id.is_some() {
+        dropped.note("previous_response_id");
     }
     dropped.vendor_fields(request, Dialect::Gemini, REASONING_FIELDS);
     let thinking_config = request.reasoning.and_then(|r| {
@@ -267,7 +289,7 @@ pub fn encode_request(
         budget.map(|budget| ThinkingConfigOut { thinking_budget: budget })
     });
 
-    let contents = contents(request)?;
+    let contents = contents(request, dropped)?;
 
     let declarations: Vec<FunctionOut<'_>> = request
         .tools
@@ -275,8 +297,8 @@ pub fn encode_request(
         .filter(|tool| tool.native.is_none())
         .map(|tool| FunctionOut {
             name: &tool.name,
-            description: tool.description.as_deref(),
-            parameters_json_schema: tool.parameters,
+            description: tool.function_description(),
+            parameters_json_schema: tool.function_parameters(),
         })
         .collect();
     let tool_config =
@@ -300,18 +322,28 @@ pub fn encode_request(
         vec![ToolOut { function_declarations: declarations }]
     };
 
+    // Structured output: JSON, of a schema when there is one (`responseJsonSchema` takes JSON
+    // Schema as is, like `parametersJsonSchema`).
+    let (response_mime_type, response_json_schema) = match &request.response_format {
+        None | Some(ResponseFormat::Text) => (None, None),
+        Some(ResponseFormat::JsonObject) => (Some("application/json"), None),
+        Some(ResponseFormat::JsonSchema { schema, .. }) => (Some("application/json"), *schema),
+    };
     let sampling = &request.sampling;
     let generation_config = (sampling.max_tokens.is_some()
         || sampling.temperature.is_some()
         || sampling.top_p.is_some()
         || !sampling.stop.is_empty()
-        || thinking_config.is_some())
+        || thinking_config.is_some()
+        || response_mime_type.is_some())
     .then_some(GenerationConfigOut {
         max_output_tokens: sampling.max_tokens,
         temperature: sampling.temperature,
         top_p: sampling.top_p,
         stop_sequences: &sampling.stop,
         thinking_config,
+        response_mime_type,
+        response_json_schema,
     });
 
     let body = RequestOut {

@@ -99,6 +99,7 @@ impl UsageWire {
                 .saturating_add(self.thoughts_token_count.unwrap_or(0)),
             cache_read_tokens: self.cached_content_token_count.unwrap_or(0),
             cache_write_tokens: 0,
+            reasoning_tokens: self.thoughts_token_count.unwrap_or(0),
         }
     }
 }

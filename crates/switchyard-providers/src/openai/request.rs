@@ -9,7 +9,8 @@ use serde_json::value::RawValue;
 
 use crate::chat::{
     ChatRequest, Effort, Image, ImageSource, MaxTokensField, Message, Opaque, Part, RawJson,
-    Reasoning, Role, Text, Tool, ToolChoice, ToolResult, ToolUse, part_kind,
+    Reasoning, ResponseFormat, Role, Text, Tool, ToolChoice, ToolFormat, ToolResult, ToolUse,
+    part_kind,
 };
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
@@ -91,6 +92,11 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
                     request.vendor.fields.push((key.0, raw));
                 }
+                "response_format" => {
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    request.response_format = chat_response_format(raw);
+                    request.vendor.fields.push((key.0, raw));
+                }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
             }
         }
@@ -116,6 +122,41 @@ impl<'de> Visitor<'de> for RequestVisitor {
         }
         Ok(RequestIn(request))
     }
+}
+
+/// `response_format`: `{"type": "json_schema", "json_schema": {"name", "schema", "strict",
+/// "description"}}`, `{"type": "json_object"}` or `{"type": "text"}`.
+fn chat_response_format(raw: &RawValue) -> Option<ResponseFormat<'_>> {
+    #[derive(Deserialize)]
+    struct Wire<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Str<'a>,
+        #[serde(borrow, default)]
+        json_schema: Option<SchemaWire<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct SchemaWire<'a> {
+        #[serde(borrow, default)]
+        name: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        description: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        schema: Option<&'a RawValue>,
+        #[serde(default)]
+        strict: Option<bool>,
+    }
+    let wire: Wire<'_> = serde_json::from_str::<Option<Wire<'_>>>(raw.get()).ok()??;
+    Some(match (wire.kind.0.as_ref(), wire.json_schema) {
+        ("text", _) => ResponseFormat::Text,
+        ("json_object", _) => ResponseFormat::JsonObject,
+        ("json_schema", Some(schema)) => ResponseFormat::JsonSchema {
+            name: schema.name.map_or(Cow::Borrowed("response"), Str::into_cow),
+            description: schema.description.map(Str::into_cow),
+            schema: schema.schema.map(RawJson),
+            strict: schema.strict,
+        },
+        _ => return None,
+    })
 }
 
 #[derive(Deserialize)]
@@ -281,7 +322,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PartIn<'a> {
 
 /// An image URL, with `data:` URLs split into media type and base64 payload (borrowed when
 /// the URL was).
-fn image_source(url: Cow<'_, str>) -> Result<ImageSource<'_>, &'static str> {
+pub(crate) fn image_source(url: Cow<'_, str>) -> Result<ImageSource<'_>, &'static str> {
     let Some(rest) = url.strip_prefix("data:") else {
         return Ok(ImageSource::Url(url));
     };
@@ -357,6 +398,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
                     kind: wire.kind.0,
                     raw: RawJson(raw),
                 }),
+                format: ToolFormat::Function,
             }));
         }
         let function = wire.function.ok_or_else(|| de::Error::missing_field("function"))?;
@@ -367,6 +409,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
             strict: function.strict,
             cache_control: None,
             native: None,
+            format: ToolFormat::Function,
         }))
     }
 }
@@ -439,6 +482,8 @@ struct RequestOut<'r> {
     stream_options: Option<StreamOptionsOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormatOut<'r>>,
     #[serde(flatten)]
     vendor: VendorOut<'r>,
 }
@@ -543,7 +588,7 @@ enum ToolOut<'r> {
 struct FunctionOut<'r> {
     name: &'r str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'r str>,
+    description: Option<Cow<'r, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parameters: Option<RawJson<'r>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -566,8 +611,45 @@ struct NamedFunctionOut<'r> {
     name: &'r str,
 }
 
-/// The fields other dialects' parsers read into [`ChatRequest::reasoning`].
-const REASONING_FIELDS: &[&str] = &["thinking", "output_config"];
+/// The fields other dialects' parsers read into [`ChatRequest::reasoning`] and
+/// [`ChatRequest::response_format`].
+const REASONING_FIELDS: &[&str] = &["thinking", "output_config", "reasoning", "text", "tool_choice"];
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseFormatOut<'r> {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: JsonSchemaOut<'r> },
+}
+
+#[derive(Serialize)]
+struct JsonSchemaOut<'r> {
+    name: &'r str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<RawJson<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
+fn response_format<'r>(format: &'r ResponseFormat<'r>) -> ResponseFormatOut<'r> {
+    match format {
+        ResponseFormat::Text => ResponseFormatOut::Text,
+        ResponseFormat::JsonObject => ResponseFormatOut::JsonObject,
+        ResponseFormat::JsonSchema { name, description, schema, strict } => {
+            ResponseFormatOut::JsonSchema {
+                json_schema: JsonSchemaOut {
+                    name,
+                    description: description.as_deref(),
+                    schema: *schema,
+                    strict: *strict,
+                },
+            }
+        }
+    }
+}
 
 /// The upstream body for `request`. Thinking is dropped (OpenAI-compatible servers take no
 /// reasoning back, and DeepSeek rejects it); content blocks only another dialect understands
@@ -621,16 +703,18 @@ pub fn encode_request(
     for tool in &request.tools {
         tools.push(match &tool.native {
             Some(native) if native.dialect == Dialect::OpenAi => ToolOut::Native(native.raw),
-            // A server tool OpenAI does not run would change what the answer can be.
+            // A server tool OpenAI does not run would change what the answer can be; a
+            // Responses built-in is dropped.
             Some(native) => {
-                return Err(crate::dialect::native_tool(native, Dialect::OpenAi));
+                crate::dialect::foreign_native(native, Dialect::OpenAi, dropped)?;
+                continue;
             }
             None => ToolOut::Function {
                 kind: "function",
                 function: FunctionOut {
                     name: &tool.name,
-                    description: tool.description.as_deref(),
-                    parameters: tool.parameters,
+                    description: tool.function_description(),
+                    parameters: tool.function_parameters(),
                     strict: tool.strict,
                 },
             },
@@ -649,8 +733,13 @@ pub fn encode_request(
 
     let own = request.vendor.origin == Some(Dialect::OpenAi);
     let reasoning_effort = if own { None } else { reasoning_effort(request.reasoning, dropped) };
+    let response_format =
+        if own { None } else { request.response_format.as_ref().map(response_format) };
     if !own && request.uses_cache_control() {
         dropped.note("cache_control");
+    }
+    if request.previous_response_id.is_some() {
+        dropped.note("previous_response_id");
     }
     dropped.vendor_fields(request, Dialect::OpenAi, REASONING_FIELDS);
     let sampling = &request.sampling;
@@ -669,6 +758,7 @@ pub fn encode_request(
         stream: request.stream,
         stream_options: request.stream.then_some(StreamOptionsOut { include_usage: true }),
         reasoning_effort,
+        response_format,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::OpenAi)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))

@@ -97,6 +97,7 @@ impl UsageWire {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
             cache_write_tokens: 0,
+            reasoning_tokens: 0,
         }
     }
 }

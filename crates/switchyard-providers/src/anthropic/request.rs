@@ -593,6 +593,23 @@ fn output_config<'r>(
     }
 }
 
+/// Anthropic refuses thinking when the last assistant turn made tool calls without starting
+/// with its own signed thinking (another vendor's turn, or one whose thinking was not kept).
+fn tool_turn_is_signed(request: &ChatRequest<'_>) -> bool {
+    let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::Assistant) else {
+        return true;
+    };
+    if !last.content.iter().any(|p| matches!(p, Part::ToolUse(_))) {
+        return true;
+    }
+    let first = last.content.iter().find(|p| !matches!(p, Part::Text(t) if t.text.is_empty()));
+    match first {
+        Some(Part::Thinking(thinking)) => thinking.signature.as_deref().is_some_and(|s| !s.is_empty()),
+        Some(Part::RedactedThinking(_)) => true,
+        _ => false,
+    }
+}
+
 /// Another dialect's reasoning effort as Anthropic's extended thinking, when the output
 /// limit leaves room for Anthropic's minimum budget; otherwise noted as dropped.
 fn thinking(
@@ -603,6 +620,10 @@ fn thinking(
     let reasoning = request.reasoning?;
     let budget = reasoning.budget()?;
     if budget == 0 {
+        return None;
+    }
+    if !tool_turn_is_signed(request) {
+        dropped.note("thinking (the last tool-use turn carries no signed thinking)");
         return None;
     }
     let budget = budget.min(max_tokens.saturating_sub(1));

@@ -1072,6 +1072,28 @@ mod tests {
     }
 
     #[test]
+    fn thinking_is_turned_off_for_anthropic_when_the_tool_turn_carries_no_signed_thinking() {
+        let request = parse_request(
+            br#"{"model":"m","reasoning":{"effort":"high"},"input":[{"role":"user","content":"q"},
+                {"type":"reasoning","summary":[],"encrypted_content":"gAAAA"},
+                {"type":"function_call","call_id":"c","name":"f","arguments":"{}"},
+                {"type":"function_call_output","call_id":"c","output":"1"}]}"#,
+        )
+        .unwrap();
+        let mut dropped = Dropped::default();
+        let body = Dialect::Anthropic
+            .encode_request_noting(&request, &EncodeOptions::new("up", 32000), &mut dropped)
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body.get("thinking"), None);
+        assert!(
+            dropped.names().iter().any(|n| n.starts_with("thinking (the last tool-use turn")),
+            "{:?}",
+            dropped.names()
+        );
+    }
+
+    #[test]
     fn a_reasoning_item_of_openai_is_kept_for_responses_and_named_as_dropped_elsewhere() {
         let request = parse_request(
             br#"{"model":"m","input":[{"role":"user","content":"q"},

@@ -78,21 +78,23 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "reasoning" => {
                     let raw = map.next_value::<&'de RawValue>()?;
-                    request.reasoning = serde_json::from_str::<Option<ReasoningWire<'_>>>(raw.get())
-                        .ok()
-                        .flatten()
-                        .and_then(|r| r.effort)
-                        .and_then(|e| Effort::parse(&e.0))
-                        .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
+                    request.reasoning =
+                        serde_json::from_str::<Option<ReasoningWire<'_>>>(raw.get())
+                            .ok()
+                            .flatten()
+                            .and_then(|r| r.effort)
+                            .and_then(|e| Effort::parse(&e.0))
+                            .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
                     request.vendor.fields.push((key.0, raw));
                 }
                 "text" => {
                     let raw = map.next_value::<&'de RawValue>()?;
-                    request.response_format = serde_json::from_str::<Option<TextWire<'de>>>(raw.get())
-                        .ok()
-                        .flatten()
-                        .and_then(|t| t.format)
-                        .and_then(FormatWire::into_canonical);
+                    request.response_format =
+                        serde_json::from_str::<Option<TextWire<'de>>>(raw.get())
+                            .ok()
+                            .flatten()
+                            .and_then(|t| t.format)
+                            .and_then(FormatWire::into_canonical);
                     request.vendor.fields.push((key.0, raw));
                 }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
@@ -399,8 +401,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
                 wire.refusal.ok_or_else(|| de::Error::missing_field("refusal"))?.into_cow(),
             )),
             "input_image" if wire.image_url.is_some() => Part::Image(Image {
-                source: crate::openai::image_source(wire.image_url.map(Str::into_cow).unwrap_or_default())
-                    .map_err(de::Error::custom)?,
+                source: crate::openai::image_source(
+                    wire.image_url.map(Str::into_cow).unwrap_or_default(),
+                )
+                .map_err(de::Error::custom)?,
                 detail: wire.detail.map(Str::into_cow),
                 cache_control: None,
             }),
@@ -649,7 +653,78 @@ pub fn encode_request(
     dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
     let own = request.vendor.origin == Some(Dialect::Responses);
-    let freeform = |name: &str| request.tools.iter().any(|t| t.is_freeform() && t.name == name);
+    let freeform = |name: &str| is_freeform(request, name);
+    let input = input_items(request, dropped)?;
+    let tools = tools_out(request, own)?;
+    let has_tools = !tools.is_empty();
+    let tool_choice = if own {
+        None
+    } else {
+        request.tool_choice.as_ref().filter(|_| has_tools).map(|choice| match choice {
+            ToolChoice::Auto => ToolChoiceOut::Mode("auto"),
+            ToolChoice::None => ToolChoiceOut::Mode("none"),
+            ToolChoice::Required => ToolChoiceOut::Mode("required"),
+            ToolChoice::Tool(name) => ToolChoiceOut::Named {
+                kind: if freeform(name) { "custom" } else { "function" },
+                name,
+            },
+        })
+    };
+    let (reasoning, text) = if own {
+        (None, None)
+    } else {
+        (
+            reasoning(request.reasoning, dropped),
+            text_format(request.response_format.as_ref(), dropped),
+        )
+    };
+    if !own {
+        if request.uses_cache_control() {
+            dropped.note("cache_control");
+        }
+        if !request.sampling.stop.is_empty() {
+            dropped.note("stop");
+        }
+    }
+    dropped.vendor_fields(request, Dialect::Responses, TRANSLATED_FIELDS);
+    let instructions = match request.system.as_slice() {
+        [] => None,
+        [only] => Some(Cow::Borrowed(only.text.as_ref())),
+        many => {
+            Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
+        }
+    };
+    let body = RequestOut {
+        model: options.model,
+        instructions,
+        input,
+        tools,
+        tool_choice,
+        parallel_tool_calls: request.parallel_tool_calls.filter(|_| has_tools),
+        max_output_tokens: request.sampling.max_tokens,
+        temperature: request.sampling.temperature,
+        top_p: request.sampling.top_p,
+        reasoning,
+        text,
+        previous_response_id: request.previous_response_id.as_deref(),
+        store: (!own).then_some(false),
+        stream: request.stream,
+        vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),
+    };
+    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+fn is_freeform(request: &ChatRequest<'_>, name: &str) -> bool {
+    request.tools.iter().any(|t| t.is_freeform() && t.name == name)
+}
+
+/// The conversation as input items: each assistant turn's text one message, each call and
+/// each opaque item (reasoning, ...) an item of its own, in order.
+fn input_items<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<Vec<ItemOut<'r>>, ProviderError> {
+    let freeform = |name: &str| is_freeform(request, name);
     let mut input: Vec<ItemOut<'_>> = Vec::with_capacity(request.messages.len());
     // Calls of freeform tools, whose results go back as `custom_tool_call_output`.
     let mut custom_calls: Vec<&str> = Vec::new();
@@ -735,13 +810,24 @@ pub fn encode_request(
             }
         }
     }
+    Ok(input)
+}
 
+/// The tools: functions, freeform tools as `custom`, Responses built-ins as they came.
+fn tools_out<'r>(
+    request: &'r ChatRequest<'r>,
+    own: bool,
+) -> Result<Vec<ToolOut<'r>>, ProviderError> {
     let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
     for tool in &request.tools {
         tools.push(match (&tool.native, tool.format) {
-            (Some(native), _) if native.dialect == Dialect::Responses => ToolOut::Native(native.raw),
+            (Some(native), _) if native.dialect == Dialect::Responses => {
+                ToolOut::Native(native.raw)
+            }
             // Another vendor's server tool would change what the answer can be.
-            (Some(native), _) => return Err(crate::dialect::native_tool(native, Dialect::Responses)),
+            (Some(native), _) => {
+                return Err(crate::dialect::native_tool(native, Dialect::Responses));
+            }
             (None, ToolFormat::Freeform(format)) => ToolOut::Custom {
                 kind: "custom",
                 name: &tool.name,
@@ -759,59 +845,7 @@ pub fn encode_request(
             },
         });
     }
-    let has_tools = !tools.is_empty();
-    let tool_choice = if own {
-        None
-    } else {
-        request.tool_choice.as_ref().filter(|_| has_tools).map(|choice| match choice {
-            ToolChoice::Auto => ToolChoiceOut::Mode("auto"),
-            ToolChoice::None => ToolChoiceOut::Mode("none"),
-            ToolChoice::Required => ToolChoiceOut::Mode("required"),
-            ToolChoice::Tool(name) => ToolChoiceOut::Named {
-                kind: if freeform(name) { "custom" } else { "function" },
-                name,
-            },
-        })
-    };
-    let (reasoning, text) = if own {
-        (None, None)
-    } else {
-        (reasoning(request.reasoning, dropped), text_format(request.response_format.as_ref(), dropped))
-    };
-    if !own {
-        if request.uses_cache_control() {
-            dropped.note("cache_control");
-        }
-        if !request.sampling.stop.is_empty() {
-            dropped.note("stop");
-        }
-    }
-    dropped.vendor_fields(request, Dialect::Responses, TRANSLATED_FIELDS);
-    let instructions = match request.system.as_slice() {
-        [] => None,
-        [only] => Some(Cow::Borrowed(only.text.as_ref())),
-        many => Some(Cow::Owned(
-            many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n"),
-        )),
-    };
-    let body = RequestOut {
-        model: options.model,
-        instructions,
-        input,
-        tools,
-        tool_choice,
-        parallel_tool_calls: request.parallel_tool_calls.filter(|_| has_tools),
-        max_output_tokens: request.sampling.max_tokens,
-        temperature: request.sampling.temperature,
-        top_p: request.sampling.top_p,
-        reasoning,
-        text,
-        previous_response_id: request.previous_response_id.as_deref(),
-        store: (!own).then_some(false),
-        stream: request.stream,
-        vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),
-    };
-    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+    Ok(tools)
 }
 
 fn flush_text<'r>(texts: &mut Vec<ContentOut<'r>>, input: &mut Vec<ItemOut<'r>>) {
@@ -926,8 +960,7 @@ mod tests {
     use super::*;
 
     fn encode_for(request: &ChatRequest<'_>, dialect: Dialect) -> serde_json::Value {
-        let body =
-            dialect.encode_request(request, &EncodeOptions::new("up", 1024)).unwrap();
+        let body = dialect.encode_request(request, &EncodeOptions::new("up", 1024)).unwrap();
         serde_json::from_slice(&body).unwrap()
     }
 
@@ -1050,7 +1083,10 @@ mod tests {
         );
         assert_eq!(body["store"], false);
         assert_eq!(body["tools"][0]["strict"], false);
-        assert_eq!(body["input"][0]["content"][0], serde_json::json!({"type": "input_text", "text": "hi"}));
+        assert_eq!(
+            body["input"][0]["content"][0],
+            serde_json::json!({"type": "input_text", "text": "hi"})
+        );
     }
 
     #[test]
@@ -1112,8 +1148,8 @@ mod tests {
 
     #[test]
     fn an_unknown_role_is_refused_naming_the_item() {
-        let error =
-            parse_request(br#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#).unwrap_err();
+        let error = parse_request(br#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#)
+            .unwrap_err();
         assert!(error.to_string().starts_with("input[0]: unknown role `robot`"), "{error}");
     }
 }

@@ -479,6 +479,27 @@ mod relay_tests {
     }
 
     #[test]
+    fn a_relayed_responses_stream_renames_the_model_and_counts_only_content_as_real() {
+        let meta = ResponseMeta { model: "oa/gpt-5", created: 0 };
+        let mut relay = StreamTranslator::relay(ClientDialect::Responses, &meta);
+        let mut out = Vec::new();
+        let created = r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","model":"gpt-5","output":[],"future":true}}"#;
+        let t = relay.translate(&event("response.created", created), &mut out).unwrap();
+        assert_eq!(t.real, 0, "response.created is no real event");
+        let delta = r#"{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"\"model\""}"#;
+        let t = relay.translate(&event("response.output_text.delta", delta), &mut out).unwrap();
+        assert_eq!(t.real, 1);
+        let done = r#"{"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","model":"gpt-5","status":"completed"}}"#;
+        let t = relay.translate(&event("response.completed", done), &mut out).unwrap();
+        assert_eq!(t.progress, Progress::End);
+        assert_eq!(relay.end(&mut out), StreamEnd::Complete);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches(r#""model":"oa/gpt-5""#).count(), 2, "{text}");
+        assert!(text.contains(delta), "a delta passes byte for byte");
+        assert!(text.ends_with("\n\n") && !text.contains("[DONE]"), "{text}");
+    }
+
+    #[test]
     fn a_relayed_stream_complete_without_its_end_marker_gets_one() {
         let meta = ResponseMeta { model: "oa/gpt", created: 0 };
         let mut relay = StreamTranslator::relay(ClientDialect::OpenAi, &meta);

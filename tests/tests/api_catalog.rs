@@ -374,6 +374,83 @@ async fn invalid_combo_edits_name_the_field_and_change_nothing() {
 }
 
 #[tokio::test]
+async fn aliases_and_the_default_route_are_replaced_whole_route_at_once_and_follow_a_rename() {
+    let h = Harness::start(SMART).await;
+    let (status, body) = h.api_get("/api/aliases").await;
+    assert_eq!((status, body), (200, json!({ "aliases": [], "default_route": null })));
+
+    let aliases = json!({
+        "aliases": [{ "match": "claude-*", "to": "smart" }, { "match": "claude-*haiku*", "to": "oa/gpt-4o-mini" }],
+        "default_route": "oa/gpt-4o-mini",
+    });
+    let (status, body) = h.api(Method::PUT, "/api/aliases", &aliases).await;
+    assert_eq!((status, &body), (200, &aliases), "{body}");
+    assert!(saved_config(&h).contains("match = \"claude-*haiku*\""), "{}", saved_config(&h));
+    assert!(
+        saved_config(&h).contains("default_route = \"oa/gpt-4o-mini\""),
+        "{}",
+        saved_config(&h)
+    );
+    let (_, headers, _) = ask(&h, "claude-opus-4-1").await;
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o");
+    let (_, headers, _) = ask(&h, "claude-haiku-4-5").await;
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o-mini");
+    let (_, headers, _) = ask(&h, "whatever").await;
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o-mini", "the default route");
+
+    // A renamed combo takes its aliases along.
+    let renamed = json!({ "name": "clever", "targets": [{ "target": "oa/gpt-4o" }] });
+    assert_eq!(h.api(Method::PUT, "/api/combos/smart", &renamed).await.0, 200);
+    let (_, body) = h.api_get("/api/aliases").await;
+    assert_eq!(body["aliases"][0]["to"], "clever", "{body}");
+
+    // Emptied: the names are unknown again.
+    let none = json!({ "aliases": [] });
+    let (status, body) = h.api(Method::PUT, "/api/aliases", &none).await;
+    assert_eq!((status, body), (200, json!({ "aliases": [], "default_route": null })));
+    assert!(!saved_config(&h).contains("aliases"), "{}", saved_config(&h));
+    let (status, _, _) = ask(&h, "claude-opus-4-1").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn invalid_alias_edits_name_the_field_and_change_nothing() {
+    let h = Harness::start(SMART).await;
+    let kept =
+        json!({ "aliases": [{ "match": "claude-*", "to": "smart" }], "default_route": "smart" });
+    assert_eq!(h.api(Method::PUT, "/api/aliases", &kept).await.0, 200);
+    let one = |pattern: &str, to: &str| json!({ "aliases": [{ "match": pattern, "to": to }] });
+    refused(
+        &h,
+        &[
+            (Method::PUT, "/api/aliases", one("claude-*", "nope"), 422, "aliases[0].to"),
+            (Method::PUT, "/api/aliases", one("claude-*", "oa/gpt-9"), 422, "aliases[0].to"),
+            (Method::PUT, "/api/aliases", one("", "smart"), 422, "aliases[0].match"),
+            (Method::PUT, "/api/aliases", one("*", "smart"), 422, "aliases[0].match"),
+            (Method::PUT, "/api/aliases", one("smart", "oa/gpt-4o"), 422, "aliases[0].match"),
+            (
+                Method::PUT,
+                "/api/aliases",
+                json!({ "aliases": [{ "match": "a*", "to": "smart" }, { "match": "a*", "to": "smart" }] }),
+                422,
+                "aliases[1].match",
+            ),
+            (
+                Method::PUT,
+                "/api/aliases",
+                json!({ "aliases": [], "default_route": "nope/x" }),
+                422,
+                "default_route",
+            ),
+            (Method::DELETE, "/api/combos/smart", Value::Null, 409, "name"),
+        ],
+    )
+    .await;
+    let (_, body) = h.api_get("/api/aliases").await;
+    assert_eq!(body, kept);
+}
+
+#[tokio::test]
 async fn every_settings_section_reads_and_patches_live() {
     let h = Harness::start(SMART).await;
     let (status, all) = h.api_get("/api/settings").await;

@@ -234,3 +234,78 @@ async fn count_tokens_is_an_estimate_marked_as_such_when_no_anthropic_target_can
     assert!(counted["input_tokens"].as_u64().unwrap() >= 5, "{counted}");
     assert!(h.mock.attempts().is_empty(), "nothing was sent to an OpenAI upstream");
 }
+
+/// A real Claude Code 2.1.197 main turn, exactly as it was sent (captured by the recording
+/// mock, ids redacted), and the headers it came with.
+const REAL_REQUEST: &str = include_str!(
+    "../../crates/switchyard-providers/tests/fixtures/real/claude-code-2.1.197.request.json"
+);
+const REAL_HEADERS: &str = include_str!(
+    "../../crates/switchyard-providers/tests/fixtures/real/claude-code-2.1.197.headers.json"
+);
+
+#[tokio::test]
+async fn a_real_claude_code_turn_reaches_the_upstream_byte_for_byte_except_its_model() {
+    let h = Harness::start(
+        r#"
+[[combos]]
+name = "combo-main"
+targets = [{ target = "an/claude-real" }]
+"#,
+    )
+    .await;
+    let captured: Value = serde_json::from_str(REAL_HEADERS).unwrap();
+    let mut request = h
+        .http
+        .post(h.url(&format!("/v1/messages?{}", captured["query"].as_str().unwrap())))
+        .header("x-api-key", LOCAL_KEY)
+        .body(REAL_REQUEST);
+    for (name, value) in captured["headers"].as_object().unwrap() {
+        if !matches!(name.as_str(), "x-api-key" | "accept-encoding") {
+            request = request.header(name, value.as_str().unwrap());
+        }
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    assert_eq!(sse_events(&text).last(), Some(&"message_stop"), "{text}");
+
+    let sent = &h.mock.attempts_for("claude-real")[0];
+    let expected = REAL_REQUEST.replacen(r#""model":"combo-main""#, r#""model":"claude-real""#, 1);
+    assert_ne!(expected, REAL_REQUEST, "the fixture names its model as the test expects");
+    assert!(
+        sent.raw_body == expected.as_bytes(),
+        "the upstream got other bytes than the client sent, model aside"
+    );
+    assert_eq!(sent.query.as_deref(), Some("beta=true"));
+    for name in ["anthropic-beta", "anthropic-version"] {
+        assert_eq!(sent.header(name), captured["headers"][name].as_str(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn count_tokens_is_answered_by_the_routes_anthropic_target() {
+    let h = Harness::start(
+        r#"
+[[combos]]
+name = "mixed"
+targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-count" }]
+"#,
+    )
+    .await;
+    let response = h
+        .http
+        .post(h.url("/v1/messages/count_tokens?beta=true"))
+        .header("x-api-key", LOCAL_KEY)
+        .header("anthropic-beta", BETAS)
+        .json(&json!({"model": "mixed", "messages": [{"role": "user", "content": "count me"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(response.headers(), "x-switchyard-target"), "an/claude-count");
+    assert!(response.headers().get("x-switchyard-estimate").is_none());
+    let counted: Value = response.json().await.unwrap();
+    assert!(counted["input_tokens"].is_u64(), "{counted}");
+    assert!(h.mock.attempts_for("gpt-4o").is_empty(), "the OpenAI target is not asked");
+}

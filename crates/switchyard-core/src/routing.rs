@@ -1,15 +1,18 @@
-//! Routing: combos (named, ordered sets of targets), the strategies that order them, the planner
+//! Routing: combos (named, ordered sets of targets), aliases (other tools' model names mapped
+//! onto routes), the strategies that order them, the planner
 //! that turns a combo into candidates through the three resilience layers, and the retry budget
 //! (RESILIENCE.md §1, §8).
 //!
 //! Everything here is pure and synchronous: the planner reads the health registry without
 //! awaiting, and the attempt loop that does the I/O lives in the app.
 
+pub mod alias;
 pub mod budget;
 pub mod combo;
 pub mod planner;
 pub mod strategy;
 
+pub use self::alias::{Alias, AliasTable, Pattern};
 pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
 pub use self::planner::{Candidate, Plan, ProviderRoster, Skipped, plan};

@@ -119,6 +119,16 @@ pub(crate) trait Wire: Sync {
     /// Whether the conversation ends with an assistant (model) turn.
     fn ends_with_assistant(&self, request: &Value) -> bool;
 
+    /// The text of the conversation's last user message (its text parts joined by newlines;
+    /// tool results excluded), or empty. Read by content rules (`script::rule`).
+    fn last_user_text(&self, request: &Value) -> String;
+
+    /// The text of each tool result in the conversation's last turn, in order: what the client
+    /// sends back after running the tools the previous answer called. Older tool results do not
+    /// count, so a rule that answers a tool result does not fire again later in the same
+    /// conversation.
+    fn last_tool_results(&self, request: &Value) -> Vec<String>;
+
     /// The status code this dialect's provider uses for an error of this kind.
     fn code_for(&self, kind: ErrorKind) -> u16;
 
@@ -147,6 +157,30 @@ pub(crate) fn pieces(text: &str, n: usize) -> Vec<&str> {
         rest = tail;
     }
     out
+}
+
+/// The last element of a JSON array of turns whose `role_key` is `role`.
+fn last_with_role<'a>(turns: Option<&'a Value>, role_key: &str, role: &str) -> Option<&'a Value> {
+    turns?
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|turn| turn.get(role_key).and_then(Value::as_str) == Some(role))
+}
+
+/// The text of an OpenAI or Anthropic `content`: the string itself, or its `text` parts joined
+/// by newlines (images, tool calls and tool results skipped).
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// The role of the last element of a JSON array of turns, read at `role_key`.

@@ -3,9 +3,12 @@
 //!
 //! [`MockUpstream`] is a real HTTP server on 127.0.0.1 and a random port that speaks the OpenAI,
 //! Anthropic and Gemini dialects with their real wire formats, and fails on command: per model,
-//! a queue of [`Behavior`]s is consumed one per attempt, then a default (a normal reply). A
-//! single request can also carry its behaviour in the [`BEHAVIOR_HEADER`] header. Every attempt
-//! is recorded ([`Attempt`]) before it is answered, and tests await attempts instead of sleeping.
+//! content [`Rule`]s answer the requests they match (a real client's main turn, its tool
+//! results), then a queue of [`Behavior`]s is consumed one per attempt, then a default (a
+//! normal reply). A single request can also carry its behaviour in the [`BEHAVIOR_HEADER`]
+//! header. Every attempt is recorded ([`Attempt`], with the request's exact bytes) before it is
+//! answered, and tests await attempts instead of sleeping; with a record directory, each
+//! attempt is also written to a file, so tests outside the process can read them.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -49,5 +52,5 @@ pub use self::oauth::{
     AuthorizeRequest, MOCK_CLIENT_ID, MockOAuth, MockOAuthBuilder, TokenFault, TokenRequest,
 };
 pub use self::record::Attempt;
-pub use self::script::{ANY_MODEL, ModelScript, Script, ScriptError};
+pub use self::script::{ANY_MODEL, ModelScript, Rule, Script, ScriptError, When};
 pub use self::server::{MockBuilder, MockUpstream};

@@ -26,6 +26,11 @@ struct Args {
     /// Count attempts without storing them (long benchmark runs).
     #[arg(long)]
     forget_attempts: bool,
+    /// Write every attempt to DIR as `<seq>.json` (path, query, headers with credentials
+    /// redacted, parsed and raw body), written before the answer: how a test that runs a real
+    /// client against this process sees what reached the upstream.
+    #[arg(long, value_name = "DIR")]
+    record_dir: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -38,6 +43,9 @@ async fn main() -> anyhow::Result<()> {
     let mut builder = MockUpstream::builder().port(args.port).script(script).models(args.models);
     if args.forget_attempts {
         builder = builder.forget_attempts();
+    }
+    if let Some(dir) = args.record_dir {
+        builder = builder.record_dir(dir);
     }
     let mock = builder.start().await.with_context(|| format!("bind 127.0.0.1:{}", args.port))?;
     let mut stdout = std::io::stdout().lock();

@@ -4,18 +4,25 @@
 //! `watch` channel and [`Occupancy`] publishes the number of requests in flight, so a test can
 //! await "the third attempt has arrived" or "the proxy has let go of the upstream connection".
 //!
-//! Invariants: an attempt is recorded before any byte of its answer is sent (so a test that
-//! awaits it can then act on a hanging or stalled request); sequence numbers are unique and
-//! increasing for the mock's whole life, even across [`Journal::clear`].
+//! With a record directory, each attempt is also written there as `<seq>.json` (see
+//! [`Attempt::to_json`] for the format) for tests that run the mock as a process and a real
+//! client against it: they read the files instead of an API.
+//!
+//! Invariants: an attempt is recorded (and its file written, atomically by rename) before any
+//! byte of its answer is sent, so a test that awaits it can then act on a hanging or stalled
+//! request, and a client that has read its answer has left every file behind; sequence numbers
+//! are unique and increasing for the mock's whole life, even across [`Journal::clear`].
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::HeaderMap;
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -36,6 +43,9 @@ pub struct Attempt {
     pub headers: HeaderMap,
     /// The request body; `Null` when it was not JSON.
     pub body: Value,
+    /// The request body exactly as received, so a test can prove a proxy forwarded a client's
+    /// bytes unchanged (which the parsed `body` cannot: it loses key order and spacing).
+    pub raw_body: Bytes,
     pub behavior: Behavior,
     pub at: Instant,
     /// Time since the mock started.
@@ -59,7 +69,55 @@ impl Attempt {
                 self.query.as_deref()?.split('&').find_map(|pair| pair.strip_prefix("key="))
             })
     }
+
+    /// The attempt as a record file holds it: `seq`, `dialect`, `model`, `path`, `query`,
+    /// `stream`, `headers` (name → value, repeated headers joined with `, `, credentials
+    /// replaced by `[redacted]`), `body` (parsed, `null` when not JSON), `raw_body` (the exact
+    /// bytes as UTF-8 text, or `raw_body_base64` when they are not UTF-8), `behavior` and
+    /// `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        let mut headers = Map::new();
+        for name in self.headers.keys() {
+            let value = if REDACTED_HEADERS.contains(&name.as_str()) {
+                "[redacted]".to_owned()
+            } else {
+                let values: Vec<String> = self
+                    .headers
+                    .get_all(name)
+                    .iter()
+                    .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+                    .collect();
+                values.join(", ")
+            };
+            headers.insert(name.as_str().to_owned(), Value::String(value));
+        }
+        let mut record = json!({
+            "seq": self.seq,
+            "dialect": self.dialect,
+            "model": self.model,
+            "path": self.path,
+            "query": self.query,
+            "stream": self.stream,
+            "headers": headers,
+            "body": self.body,
+            "behavior": self.behavior,
+            "elapsed_ms": u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX),
+        });
+        if let Ok(text) = std::str::from_utf8(&self.raw_body) {
+            record["raw_body"] = Value::String(text.to_owned());
+        } else {
+            use base64::Engine as _;
+            let encoded = base64::engine::general_purpose::STANDARD.encode(&self.raw_body);
+            record["raw_body_base64"] = Value::String(encoded);
+        }
+        record
+    }
 }
+
+/// Headers that carry credentials: a record file names them but never holds their value, so
+/// record directories can be kept as CI artefacts.
+const REDACTED_HEADERS: &[&str] =
+    &["authorization", "x-api-key", "x-goog-api-key", "proxy-authorization", "cookie"];
 
 /// The attempt log.
 #[derive(Debug)]
@@ -71,6 +129,8 @@ pub(crate) struct Journal {
     started: Instant,
     /// Off for long benchmarks: counts are kept, attempts are not.
     keep: bool,
+    /// Where each attempt is also written as `<seq>.json`, when set.
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -81,13 +141,14 @@ struct Log {
 }
 
 impl Journal {
-    pub(crate) fn new(started: Instant, keep: bool) -> Self {
+    pub(crate) fn new(started: Instant, keep: bool, dir: Option<PathBuf>) -> Self {
         Self {
             log: Mutex::default(),
             count: watch::Sender::new(0),
             next_seq: AtomicU64::new(0),
             started,
             keep,
+            dir,
         }
     }
 
@@ -99,7 +160,11 @@ impl Journal {
         self.started
     }
 
-    pub(crate) fn record(&self, attempt: Attempt) {
+    /// Keeps the attempt; with a record directory, writes its file first. The attempt is kept
+    /// even when the file cannot be written: the error is for the exchange to answer with.
+    pub(crate) fn record(&self, attempt: Attempt) -> std::io::Result<()> {
+        // Blocking I/O on purpose: small files, and the answer must wait for the file.
+        let written = self.dir.as_deref().map_or(Ok(()), |dir| write_record(dir, &attempt));
         let mut log = self.log.lock();
         match log.per_model.get_mut(&attempt.model) {
             Some(count) => *count += 1,
@@ -113,6 +178,7 @@ impl Journal {
         log.total += 1;
         // Published under the lock so the count never goes backwards between two recorders.
         self.count.send_replace(log.total);
+        written
     }
 
     pub(crate) fn attempts(&self) -> Vec<Attempt> {
@@ -142,6 +208,17 @@ impl Journal {
         let mut count = self.count.subscribe();
         count.wait_for(|&c| c >= n).await.expect("the journal owns the sender");
     }
+}
+
+/// Writes `<seq>.json` (zero-padded, so a plain sort is arrival order) through a temporary
+/// name and a rename: a reader never sees half a file.
+fn write_record(dir: &Path, attempt: &Attempt) -> std::io::Result<()> {
+    let name = format!("{:06}.json", attempt.seq);
+    let partial = dir.join(format!(".{name}.partial"));
+    let text = serde_json::to_vec_pretty(&attempt.to_json()).map_err(std::io::Error::other)?;
+    std::fs::write(&partial, text)
+        .and_then(|()| std::fs::rename(&partial, dir.join(&name)))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.join(name).display())))
 }
 
 /// How many requests are being answered (or connections are open) right now.

@@ -1,16 +1,25 @@
-//! Who does what: per-model queues of behaviours, consumed one per attempt, then a default.
+//! Who does what: per-model content rules and queues of behaviours, then a default.
 //!
 //! A [`Script`] is the serde form (test code and `--script` files); [`Scripts`] is the live
 //! state the server consumes. The order in which an attempt's behaviour is chosen is fixed:
 //!
 //! 1. the `x-mock-behavior` request header (handled by the exchange; consumes nothing);
-//! 2. the model's queue, front first (a repeating queue starts over once consumed, so its
+//! 2. the model's content [`Rule`]s, in order: the first whose [`When`] matches the request
+//!    answers (a `once` rule is then removed); `script/rule.rs` says what a rule can look at;
+//! 3. the model's queue, front first (a repeating queue starts over once consumed, so its
 //!    default is never reached);
-//! 3. the model's default;
-//! 4. the [`ANY_MODEL`] queue, then its default;
-//! 5. a normal reply.
+//! 4. the model's default;
+//! 5. the [`ANY_MODEL`] rules, then its queue, then its default;
+//! 6. a normal reply.
 //!
-//! Invariant: the lock is held only to pop or clone one behaviour, never across an `.await`.
+//! Rules come first because they exist for clients whose side requests arrive in varying
+//! number and order: the request's content, not its position, picks the answer, and the queue
+//! and default serve whatever no rule claims.
+//!
+//! Invariant: the lock is held only to match rules and pop or clone one behaviour, never
+//! across an `.await`.
+
+mod rule;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -21,6 +30,8 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub(crate) use self::rule::Subject;
+pub use self::rule::{Rule, When};
 use crate::behavior::Behavior;
 
 /// The script key that applies to every model without an answer of its own.
@@ -33,6 +44,7 @@ pub const ANY_MODEL: &str = "*";
 /// "claude-sonnet-4" = { queue = ["reset"], default = "reject_prefill" }
 /// "flaky" = { queue = [{ status = { code = 503 } }, { reply = {} }], repeat = true }
 /// "*" = { default = { reply = { text = "fallback" } } }
+/// "agent" = { rules = [{ when = { last_user_contains = "hi" }, then = { reply = { text = "hello" } } }] }
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -70,12 +82,21 @@ impl Script {
         self.models.entry(name.into()).or_default().queue.extend(behaviors);
         self
     }
+
+    /// Adds a content rule after the model's other rules.
+    #[must_use]
+    pub fn rule(mut self, name: impl Into<String>, rule: Rule) -> Self {
+        self.models.entry(name.into()).or_default().rules.push(rule);
+        self
+    }
 }
 
 /// One model's script. A bare list in a script file is the queue.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, remote = "Self")]
 pub struct ModelScript {
+    /// Tried in order before the queue; the first that matches the request answers it.
+    pub rules: Vec<Rule>,
     /// Consumed one per attempt.
     pub queue: Vec<Behavior>,
     /// What follows once the queue is empty; a normal reply when unset.
@@ -94,12 +115,12 @@ impl<'de> Deserialize<'de> for ModelScript {
             type Value = ModelScript;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of behaviours or a table with `queue` and `default`")
+                f.write_str("a list of behaviours or a table with `rules`, `queue` and `default`")
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ModelScript, A::Error> {
                 let queue = Vec::deserialize(SeqAccessDeserializer::new(seq))?;
-                Ok(ModelScript { queue, default: None, repeat: false })
+                Ok(ModelScript { queue, ..ModelScript::default() })
             }
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelScript, A::Error> {
@@ -136,13 +157,18 @@ pub(crate) struct Scripts {
 
 #[derive(Debug, Default)]
 struct Queue {
+    rules: Vec<Rule>,
     pending: VecDeque<Behavior>,
     default: Option<Behavior>,
     repeat: bool,
 }
 
 impl Queue {
-    fn next(&mut self) -> Option<Behavior> {
+    fn next(&mut self, request: &Subject<'_>) -> Option<Behavior> {
+        if let Some(at) = self.rules.iter().position(|rule| rule.when.matches(request)) {
+            let rule = &self.rules[at];
+            return Some(if rule.once { self.rules.remove(at).then } else { rule.then.clone() });
+        }
         match self.pending.pop_front() {
             Some(behavior) if self.repeat => {
                 self.pending.push_back(behavior.clone());
@@ -155,14 +181,18 @@ impl Queue {
 }
 
 impl Scripts {
-    /// The behaviour for this model's next attempt (steps 2 to 5 above).
-    pub(crate) fn next(&self, model: &str) -> Behavior {
+    /// The behaviour for this request to this model (steps 2 to 6 above).
+    pub(crate) fn next(&self, model: &str, request: &Subject<'_>) -> Behavior {
         let mut models = self.models.lock();
         models
             .get_mut(model)
-            .and_then(Queue::next)
-            .or_else(|| models.get_mut(ANY_MODEL).and_then(Queue::next))
+            .and_then(|queue| queue.next(request))
+            .or_else(|| models.get_mut(ANY_MODEL).and_then(|queue| queue.next(request)))
             .unwrap_or_default()
+    }
+
+    pub(crate) fn add_rule(&self, model: &str, rule: Rule) {
+        self.models.lock().entry(model.to_owned()).or_default().rules.push(rule);
     }
 
     pub(crate) fn enqueue(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {
@@ -173,12 +203,13 @@ impl Scripts {
         self.models.lock().entry(model.to_owned()).or_default().default = Some(behavior);
     }
 
-    /// Appends each model's queue and replaces its default when the script sets one; a script
-    /// that makes a queue repeat makes it repeat for good.
+    /// Appends each model's rules and queue and replaces its default when the script sets one;
+    /// a script that makes a queue repeat makes it repeat for good.
     pub(crate) fn load(&self, script: Script) {
         let mut models = self.models.lock();
         for (name, model) in script.models {
             let queue = models.entry(name).or_default();
+            queue.rules.extend(model.rules);
             queue.pending.extend(model.queue);
             queue.repeat |= model.repeat;
             if model.default.is_some() {
@@ -201,6 +232,19 @@ impl Scripts {
 mod tests {
     use super::*;
     use crate::behavior::{ErrorKind, Fault, Reply, Status};
+    use crate::dialect::Dialect;
+    use serde_json::Value;
+
+    static EMPTY: Value = Value::Null;
+
+    /// A request no content rule of these tests looks at.
+    fn nothing() -> Subject<'static> {
+        Subject { wire: Dialect::OpenAi.wire(), body: &EMPTY, stream: false }
+    }
+
+    fn asking(body: &Value) -> Subject<'_> {
+        Subject { wire: Dialect::Anthropic.wire(), body, stream: false }
+    }
 
     #[test]
     fn a_toml_script_reads_lists_tables_and_every_behavior_form() {
@@ -251,7 +295,7 @@ mod tests {
         )
         .unwrap();
         scripts.load(script);
-        let seen: Vec<Behavior> = (0..5).map(|_| scripts.next("m")).collect();
+        let seen: Vec<Behavior> = (0..5).map(|_| scripts.next("m", &nothing())).collect();
         let (fail, reset) = (Behavior::status(503), Behavior::Reset);
         assert_eq!(seen, [fail.clone(), reset.clone(), fail.clone(), reset, fail]);
     }
@@ -262,11 +306,91 @@ mod tests {
         scripts.enqueue("a", [Behavior::status(500), Behavior::Reset]);
         scripts.set_default("a", Behavior::Hang);
         scripts.enqueue(ANY_MODEL, [Behavior::status(429)]);
-        assert_eq!(scripts.next("a"), Behavior::status(500));
-        assert_eq!(scripts.next("a"), Behavior::Reset);
-        assert_eq!(scripts.next("a"), Behavior::Hang);
-        assert_eq!(scripts.next("a"), Behavior::Hang);
-        assert_eq!(scripts.next("b"), Behavior::status(429));
-        assert_eq!(scripts.next("b"), Behavior::default());
+        assert_eq!(scripts.next("a", &nothing()), Behavior::status(500));
+        assert_eq!(scripts.next("a", &nothing()), Behavior::Reset);
+        assert_eq!(scripts.next("a", &nothing()), Behavior::Hang);
+        assert_eq!(scripts.next("a", &nothing()), Behavior::Hang);
+        assert_eq!(scripts.next("b", &nothing()), Behavior::status(429));
+        assert_eq!(scripts.next("b", &nothing()), Behavior::default());
+    }
+
+    #[test]
+    fn a_toml_script_reads_rules_with_their_conditions() {
+        let script = Script::from_toml(
+            r#"
+            "m" = { rules = [
+                { when = { tool_result_contains = "ok", has_tools = true }, then = { reply = { text = "done" } } },
+                { when = { last_user_contains = "run" }, once = true, then = { reply = { text = "", tool_call = { name = "Bash", arguments = { command = "echo ok" } } } } },
+                { then = "hang" },
+            ], queue = ["reset"] }
+            "#,
+        )
+        .unwrap();
+        let m = &script.models["m"];
+        assert_eq!(
+            m.rules,
+            [
+                Rule::new(
+                    When::any().tool_result_contains("ok").has_tools(true),
+                    Behavior::reply("done")
+                ),
+                Rule::new(
+                    When::any().last_user_contains("run"),
+                    Behavior::tool_call("Bash", serde_json::json!({ "command": "echo ok" })),
+                )
+                .once(),
+                Rule::new(When::any(), Behavior::Hang),
+            ]
+        );
+        assert_eq!(m.queue, [Behavior::Reset]);
+    }
+
+    #[test]
+    fn a_typo_in_a_rule_condition_is_an_error() {
+        let error = Script::from_toml(
+            r#"m = { rules = [{ when = { last_user_contain = "x" }, then = "reset" }] }"#,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("last_user_contain"), "{error}");
+    }
+
+    #[test]
+    fn the_first_matching_rule_answers_before_the_queue_and_a_once_rule_fires_once() {
+        let scripts = Scripts::default();
+        scripts.load(
+            Script::default()
+                .model("m", [Behavior::status(503)])
+                .rule(
+                    "m",
+                    Rule::new(When::any().last_user_contains("tool"), Behavior::reply("call"))
+                        .once(),
+                )
+                .rule(
+                    "m",
+                    Rule::new(When::any().last_user_contains("to"), Behavior::reply("repeat")),
+                ),
+        );
+        let tool =
+            serde_json::json!({ "messages": [{ "role": "user", "content": "use the tool" }] });
+        let other = serde_json::json!({ "messages": [{ "role": "user", "content": "a title" }] });
+        assert_eq!(scripts.next("m", &asking(&tool)), Behavior::reply("call"));
+        assert_eq!(scripts.next("m", &asking(&tool)), Behavior::reply("repeat"));
+        assert_eq!(scripts.next("m", &asking(&tool)), Behavior::reply("repeat"));
+        assert_eq!(scripts.next("m", &asking(&other)), Behavior::status(503), "no rule: the queue");
+        assert_eq!(scripts.next("m", &asking(&other)), Behavior::default());
+    }
+
+    #[test]
+    fn wildcard_rules_answer_only_what_the_model_leaves_unanswered() {
+        let scripts = Scripts::default();
+        scripts.load(
+            Script::default()
+                .rule(ANY_MODEL, Rule::new(When::any(), Behavior::reply("wildcard")))
+                .rule("m", Rule::new(When::any().has_tools(true), Behavior::reply("own"))),
+        );
+        let with_tools = serde_json::json!({ "tools": [{ "name": "t" }] });
+        assert_eq!(scripts.next("m", &asking(&with_tools)), Behavior::reply("own"));
+        assert_eq!(scripts.next("m", &nothing()), Behavior::reply("wildcard"));
+        assert_eq!(scripts.next("other", &nothing()), Behavior::reply("wildcard"));
     }
 }

@@ -17,6 +17,7 @@ mod route;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ use tokio::time::Instant;
 pub(crate) use self::connection::ConnectionControl;
 use crate::behavior::Behavior;
 use crate::record::{Attempt, Journal, Occupancy};
-use crate::script::{Script, Scripts};
+use crate::script::{Rule, Script, Scripts};
 
 /// State shared by the handle and every connection.
 #[derive(Debug)]
@@ -59,6 +60,7 @@ pub struct MockBuilder {
     script: Script,
     models: Vec<String>,
     forget_attempts: bool,
+    record_dir: Option<PathBuf>,
 }
 
 impl MockBuilder {
@@ -86,15 +88,25 @@ impl MockBuilder {
         self
     }
 
+    /// Also write every attempt to `dir` as `<seq>.json` (see [`Attempt::to_json`]), for
+    /// tests that run the mock as a separate process. The directory is created if missing.
+    pub fn record_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.record_dir = Some(dir.into());
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     pub async fn start(self) -> io::Result<MockUpstream> {
+        if let Some(dir) = &self.record_dir {
+            std::fs::create_dir_all(dir)?;
+        }
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).await?;
         let addr = listener.local_addr()?;
         let scripts = Scripts::default();
         scripts.load(self.script);
         let shared = Arc::new(Shared {
             scripts,
-            journal: Journal::new(Instant::now(), !self.forget_attempts),
+            journal: Journal::new(Instant::now(), !self.forget_attempts, self.record_dir),
             occupancy: Arc::new(Occupancy::new()),
             connections: Arc::new(Occupancy::new()),
             listed_models: self.models,
@@ -142,6 +154,12 @@ impl MockUpstream {
         self.shared.scripts.enqueue(model, behaviors);
     }
 
+    /// Adds a content rule after `model`'s other rules (use [`crate::ANY_MODEL`] for every
+    /// model): requests it matches get its behaviour before the queue is looked at.
+    pub fn add_rule(&self, model: &str, rule: Rule) {
+        self.shared.scripts.add_rule(model, rule);
+    }
+
     /// What `model` does once its queue is empty (a normal reply unless set).
     pub fn set_default(&self, model: &str, behavior: impl Into<Behavior>) {
         self.shared.scripts.set_default(model, behavior.into());
@@ -152,7 +170,7 @@ impl MockUpstream {
         self.shared.scripts.load(script);
     }
 
-    /// Forgets every queue and default: all models reply normally again.
+    /// Forgets every rule, queue and default: all models reply normally again.
     pub fn clear_scripts(&self) {
         self.shared.scripts.clear();
     }

@@ -14,12 +14,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
-use switchyard_core::routing::{Combo, Price, Target};
+use switchyard_core::routing::{AliasTable, Combo, Pattern, Price, Target};
 use switchyard_core::settings::{
     BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
     Timeouts,
 };
 use switchyard_core::{CredentialId, ModelId, ProviderId};
+use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 
@@ -27,8 +28,8 @@ use crate::oauth::OAuthClient;
 
 pub use self::editor::{ConfigEditor, EditError, Saving};
 pub use self::form::{
-    BreakerProfiles, ComboForm, ConfigForm, CredentialForm, NotificationSettings, PriceForm,
-    ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
+    AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, NotificationSettings,
+    OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
 };
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
@@ -129,9 +130,17 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthClient>,
     /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
     pub passthrough: bool,
+    /// The wire dialect requests go out in: the kind's, or Responses for an `openai`
+    /// provider with `api = "responses"`.
+    pub dialect: Dialect,
 }
 
 impl ProviderConfig {
+    /// The wire dialect this provider is called in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     pub fn credential(&self, id: &CredentialId) -> Option<&CredentialConfig> {
         self.credentials.iter().find(|c| &c.id == id)
     }
@@ -151,6 +160,10 @@ pub struct Config {
     pub port: u16,
     pub providers: Vec<ProviderConfig>,
     pub combos: Vec<Combo>,
+    /// Compiled once here, so a request only compares text.
+    pub aliases: AliasTable,
+    /// A combo name or `provider/model`, checked to exist.
+    pub default_route: Option<String>,
     pub lockout: LockoutPolicy,
     pub cooldown: CooldownPolicy,
     pub timeouts: Timeouts,
@@ -254,6 +267,10 @@ impl ConfigForm {
             }
             combos.push(c.validate(&at, &providers)?);
         }
+        let aliases = validate_aliases(&self.aliases, &combos, &providers)?;
+        if let Some(to) = &self.default_route {
+            check_route("default_route", to, &combos, &providers)?;
+        }
         let settings = &self.settings;
         let in_settings =
             |e: SettingsError| Problem::new(format!("settings.{}", e.field), e.problem);
@@ -271,6 +288,8 @@ impl ConfigForm {
             port: self.server.port.unwrap_or(DEFAULT_PORT),
             providers,
             combos,
+            aliases,
+            default_route: self.default_route.clone(),
             lockout: settings.model_lockouts.validate().map_err(in_settings)?,
             cooldown: settings.credential_cooldown.validate().map_err(in_settings)?,
             timeouts: settings.timeouts.validate().map_err(in_settings)?,
@@ -367,7 +386,17 @@ impl ProviderForm {
             });
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let chat_url = chat_url(at, self.kind, &base_url)?;
+        let dialect = match (self.kind, self.api) {
+            (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Dialect::Responses,
+            (kind, None) | (kind @ ProviderKind::Openai, Some(OpenAiApi::Chat)) => kind.dialect(),
+            (_, Some(_)) => {
+                return Err(Problem::new(
+                    format!("{at}.api"),
+                    "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
+                ));
+            }
+        };
+        let chat_url = chat_url(at, dialect, &base_url)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
             kind: self.kind,
@@ -380,6 +409,7 @@ impl ProviderForm {
             credentials,
             oauth: self.oauth.clone(),
             passthrough: self.passthrough,
+            dialect,
         })
     }
 }
@@ -471,12 +501,119 @@ impl TargetForm {
     }
 }
 
+/// The longest alias pattern, in characters: far longer than any model name in use.
+pub const MAX_ALIAS_PATTERN: usize = 200;
+
+/// Checks `[[aliases]]` and compiles them.
+///
+/// Besides the shape of each pattern, refuses aliases that could never apply, so the config
+/// says only what happens: a pattern without `*` equal to a combo name (the combo always wins),
+/// and a pattern whose every match is `provider/model` of a configured provider (those always
+/// route directly). A catch-all (`*` alone) is refused too: `default_route` says that.
+fn validate_aliases(
+    aliases: &[AliasForm],
+    combos: &[Combo],
+    providers: &[ProviderConfig],
+) -> Result<AliasTable, Problem> {
+    for (i, alias) in aliases.iter().enumerate() {
+        let field = format!("aliases[{i}].match");
+        let text = alias.pattern.as_str();
+        if text.is_empty() || text.chars().count() > MAX_ALIAS_PATTERN {
+            return Err(Problem::new(
+                field,
+                format!(
+                    "a pattern is 1 to {MAX_ALIAS_PATTERN} characters: a model name, or one with '*' for any run of characters (\"claude-*haiku*\")"
+                ),
+            ));
+        }
+        if text.chars().any(char::is_whitespace) {
+            return Err(Problem::new(
+                field,
+                format!("\"{text}\" contains whitespace, which no model name has"),
+            ));
+        }
+        if let Some(j) = aliases[..i].iter().position(|a| a.pattern == alias.pattern) {
+            return Err(Problem::new(
+                field,
+                format!("\"{text}\" is already aliases[{j}].match; write each pattern once"),
+            ));
+        }
+        let pattern = Pattern::new(text);
+        if pattern.is_catch_all() {
+            return Err(Problem::new(
+                field,
+                "a pattern of only '*' matches every name; set default_route instead",
+            ));
+        }
+        if pattern.is_exact() && combos.iter().any(|c| c.name == text) {
+            return Err(Problem::new(
+                field,
+                format!(
+                    "\"{text}\" is a combo's name, and a combo's name always routes to the combo; remove this alias or rename the combo"
+                ),
+            ));
+        }
+        if let Some((provider, _)) = pattern.prefix().split_once('/')
+            && providers.iter().any(|p| p.id.as_str() == provider)
+        {
+            return Err(Problem::new(
+                field,
+                format!(
+                    "every name \"{text}\" matches is {provider}/model, which routes straight to provider \"{provider}\"; this alias would never apply"
+                ),
+            ));
+        }
+        check_route(&format!("aliases[{i}].to"), &alias.to, combos, providers)?;
+    }
+    Ok(AliasTable::new(aliases.iter().map(|a| (a.pattern.as_str(), a.to.as_str()))))
+}
+
+/// Where an alias or `default_route` sends requests: an existing combo, or `provider/model` of
+/// a configured provider (a model it lists, when it lists any). Never another alias: a lookup
+/// is one step, and no chain can loop.
+fn check_route(
+    field: &str,
+    to: &str,
+    combos: &[Combo],
+    providers: &[ProviderConfig],
+) -> Result<(), Problem> {
+    if combos.iter().any(|c| c.name == to) {
+        return Ok(());
+    }
+    let Some((provider, model)) = parse_target(to) else {
+        let names: Vec<&str> = combos.iter().map(|c| c.name.as_str()).collect();
+        return Err(Problem::new(
+            field,
+            format!("\"{to}\" is neither a combo nor provider/model; combos: {names:?}"),
+        ));
+    };
+    let Some(p) = providers.iter().find(|p| p.id.as_str() == provider) else {
+        let known: Vec<&str> = providers.iter().map(|p| p.id.as_str()).collect();
+        return Err(Problem::new(
+            field,
+            format!(
+                "\"{to}\" is no combo, and \"{provider}\" is no provider; providers: {known:?}"
+            ),
+        ));
+    };
+    if !p.models.is_empty() && !p.models.iter().any(|m| m.as_str() == model) {
+        let listed: Vec<&str> = p.models.iter().map(ModelId::as_str).collect();
+        return Err(Problem::new(
+            field,
+            format!(
+                "provider \"{provider}\" does not list model \"{model}\"; listed: {listed:?} (add it to the provider's models first)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The chat endpoint of a dialect whose endpoint does not name the model, parsed once.
-fn chat_url(at: &str, kind: ProviderKind, base_url: &str) -> Result<Option<Url>, Problem> {
-    if kind == ProviderKind::Gemini {
+fn chat_url(at: &str, dialect: Dialect, base_url: &str) -> Result<Option<Url>, Problem> {
+    if dialect == Dialect::Gemini {
         return Ok(None);
     }
-    let path = kind.dialect().endpoint("", false).path;
+    let path = dialect.endpoint("", false).path;
     Url::parse(&format!("{base_url}/{path}")).map(Some).map_err(|e| {
         Problem::new(format!("{at}.base_url"), format!("\"{base_url}\" is not a valid URL: {e}"))
     })

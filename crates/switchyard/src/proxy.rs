@@ -42,11 +42,13 @@ use switchyard_providers::passthrough;
 use switchyard_providers::stream::StreamTranslator;
 use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
+use self::forward::StreamOutcome;
 pub use self::routes::{ComboHealth, Routes};
 use self::upstream::ClientRequest;
 use crate::config::Config;
@@ -91,8 +93,8 @@ pub struct Proxy {
     registry: Arc<HealthRegistry>,
     clock: Arc<dyn Clock>,
     orderer: TargetOrderer,
-    log: RequestLog,
-    counters: Counters,
+    log: Arc<RequestLog>,
+    counters: Arc<Counters>,
     seed: u64,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
@@ -115,8 +117,8 @@ impl Proxy {
             orderer: TargetOrderer::new(seed),
             registry,
             clock,
-            log,
-            counters: Counters::default(),
+            log: Arc::new(log),
+            counters: Arc::default(),
             seed,
             paused: AtomicBool::new(false),
         }
@@ -166,6 +168,8 @@ struct Summary {
     attempts: u32,
     /// The routing trace as JSON.
     trace: String,
+    /// For a stream being relayed: told how it ended, when it has.
+    ended: Option<oneshot::Receiver<StreamOutcome>>,
 }
 
 impl Summary {
@@ -183,8 +187,8 @@ struct Tried {
 }
 
 enum TriedResult {
-    /// The answer is on its way to the client.
-    Served(Response),
+    /// The answer is on its way to the client; a stream says how it ended when it has.
+    Served(Response, Option<oneshot::Receiver<StreamOutcome>>),
     /// Failed before the client saw anything.
     Failed { verdict: Verdict, upstream: Option<(u16, UpstreamError)> },
 }
@@ -237,7 +241,8 @@ impl Proxy {
         if summary.served_by.is_some() && summary.attempts > 1 {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        let record = self.log.record(RequestRecord {
+        let ended = summary.ended.take();
+        let record = RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
             model: summary.model,
@@ -246,8 +251,26 @@ impl Proxy {
             attempts: summary.attempts,
             duration_ms: millis(elapsed),
             trace: summary.trace,
+            outcome: None,
+            first_byte_ms: Some(millis(elapsed)),
+        };
+        let Some(ended) = ended else {
+            return (response, self.log.record(record));
+        };
+        // A stream is logged when it is over, with how it ended and how long it really took
+        // (RESILIENCE.md §7); until then the caller gets the record as it stands.
+        let provisional = Arc::new(record.clone());
+        let (log, counters) = (Arc::clone(&self.log), Arc::clone(&self.counters));
+        tokio::spawn(async move {
+            let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
+            counters.stream_ended(outcome);
+            log.record(RequestRecord {
+                outcome: Some(outcome.as_str().to_owned()),
+                duration_ms: millis(started.elapsed()),
+                ..record
+            });
         });
-        (response, record)
+        (response, provisional)
     }
 
     pub fn request_log(&self) -> &RequestLog {
@@ -329,12 +352,13 @@ impl Proxy {
                 )
                 .await;
             let (verdict, upstream) = match result {
-                TriedResult::Served(mut response) => {
+                TriedResult::Served(mut response, ended) => {
                     let took = started.elapsed();
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     routing_headers(&mut response, target, attempts);
                     summary.settle(&trace, attempts, Some(target.label()));
+                    summary.ended = ended;
                     return response;
                 }
                 TriedResult::Failed { verdict, upstream } => (verdict, upstream),
@@ -556,7 +580,7 @@ impl Proxy {
         } else {
             let provider =
                 routes.provider(&target.provider).expect("planned providers are configured");
-            upstream::dialect(provider.kind)
+            provider.dialect()
         };
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
@@ -582,7 +606,7 @@ impl Proxy {
         if request.stream {
             self.relay(routes, how, request, response, attempt, &meta, first_event).await
         } else {
-            self.complete(routes, how, response, attempt, &meta, first_event).await
+            self.complete(routes, how, request, response, attempt, &meta, first_event).await
         }
     }
 
@@ -595,6 +619,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         how: Answer,
+        request: &ChatRequest<'_>,
         response: executor::Response,
         attempt: Attempt,
         meta: &ResponseMeta<'_>,
@@ -633,7 +658,7 @@ impl Proxy {
             // The upstream's own body, every field it wrote, with the model that served.
             passthrough::rewrite_answer_model(&body, meta.model)
         } else {
-            client.encode_response(&answer, meta)
+            client.encode_response_for(request, &answer, meta)
         };
         let empty = HeaderMap::new();
         self.record(
@@ -641,7 +666,8 @@ impl Proxy {
             attempt,
             Upstream::Response { status, headers: &empty, body: BodyHint::None },
         );
-        TriedResult::Served(([(header::CONTENT_TYPE, "application/json")], encoded).into_response())
+        let response = ([(header::CONTENT_TYPE, "application/json")], encoded).into_response();
+        TriedResult::Served(response, None)
     }
 
     /// A streamed answer: hold it until its first real event, then relay it.
@@ -663,12 +689,14 @@ impl Proxy {
         let translator = if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
-            StreamTranslator::new(dialect, client, meta, request.stream_usage)
+            StreamTranslator::for_request(dialect, client, meta, request)
         };
+        let (ended, when_ended) = oneshot::channel();
         let settle = forward::Settle {
             attempt,
             clock: Arc::clone(&self.clock),
             policy: self.classify_policy(&routes.config),
+            ended: Some(ended),
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
@@ -679,7 +707,7 @@ impl Proxy {
                 let h = response.headers_mut();
                 h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
                 h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-                TriedResult::Served(response)
+                TriedResult::Served(response, Some(when_ended))
             }
             forward::Opened::Failed(forward::Failure::Upstream(upstream), settle) => {
                 self.failed(routes, settle.attempt, upstream, None)
@@ -796,11 +824,7 @@ fn prepare<'r, 'b>(
         ));
     }
     let Some(combo) = routes.resolve(&request.model) else {
-        let known: Vec<String> = routes.model_names().collect();
-        let message = format!(
-            "unknown model \"{}\": ask for a combo or provider/model; configured: {known:?}",
-            request.model
-        );
+        let message = routes.unknown_model(&request.model);
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
     if let Some(problem) = &untranslatable {

@@ -151,6 +151,8 @@ mod tests {
             attempts: 1,
             duration_ms: 3,
             trace: "[]".into(),
+            outcome: Some("complete".into()),
+            first_byte_ms: Some(1),
         }
     }
 

@@ -82,6 +82,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/chat/completions", post(v1::chat_completions))
         .route("/v1/messages", post(v1::messages))
         .route("/v1/messages/count_tokens", post(v1::count_tokens))
+        .route("/v1/responses", post(v1::responses))
         .route("/v1/models", get(v1::models))
         .route("/api/server", get(api::server_info))
         .route("/api/routing", get(api::routing).put(api::set_routing))
@@ -127,6 +128,7 @@ pub fn router(state: ServerState) -> Router {
             get(catalog::get_combo).put(catalog::replace_combo).delete(catalog::delete_combo),
         )
         .route("/api/combos/{name}/reorder", post(catalog::reorder_combo))
+        .route("/api/aliases", get(catalog::aliases).put(catalog::replace_aliases))
         .route("/api/config/export", get(catalog::export_config))
         .route("/api/config/import", post(catalog::import_config))
         .route("/api/requests", get(api::requests))

@@ -22,7 +22,8 @@ use tokio::sync::watch;
 use ts_rs::TS;
 
 pub use self::catalog::{
-    CredentialInput, CredentialPatch, ImportSummary, ProviderCredential, ProviderView, SecretView,
+    AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ProviderCredential, ProviderView,
+    SecretView,
 };
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};

@@ -142,3 +142,94 @@ fn a_provider_without_keys_gets_one_default_credential_and_defaults_apply() {
     assert_eq!(p.breaker.failure_threshold, 3, "the local profile");
     assert_eq!(config.port, switchyard::config::DEFAULT_PORT);
 }
+
+/// Two providers (`oa` lists its models, `an` does not) and a combo `fast`, then `rest`.
+fn with_routes(rest: &str) -> String {
+    format!(
+        r#"
+{rest}
+[[providers]]
+id = "oa"
+kind = "openai"
+models = ["gpt-4o", "gpt-4o-mini"]
+[[providers]]
+id = "an"
+kind = "anthropic"
+[[combos]]
+name = "fast"
+targets = [{{ target = "oa/gpt-4o-mini" }}]
+"#
+    )
+}
+
+fn alias(pattern: &str, to: &str) -> String {
+    format!("[[aliases]]\nmatch = {pattern:?}\nto = {to:?}\n")
+}
+
+#[test]
+fn aliases_and_a_default_route_load_compiled_in_the_order_written() {
+    let text = with_routes(&format!(
+        "default_route = \"an/claude-sonnet\"\n{}{}",
+        alias("claude-*haiku*", "fast"),
+        alias("claude-*", "oa/gpt-4o"),
+    ));
+    let config = parse(&text).unwrap();
+    let to = |name: &str| config.aliases.lookup(name).map(|a| a.to.clone());
+    assert_eq!(to("claude-haiku-4-5-20251001").as_deref(), Some("fast"));
+    assert_eq!(to("claude-opus-4-1").as_deref(), Some("oa/gpt-4o"));
+    assert_eq!(config.default_route.as_deref(), Some("an/claude-sonnet"));
+    let exported = config.form.to_toml();
+    assert_eq!(parse(&exported).unwrap().form, config.form, "{exported}");
+}
+
+#[test]
+fn an_alias_to_nothing_configured_is_refused_with_what_is_allowed() {
+    let e = error(&with_routes(&alias("claude-*", "smart")));
+    assert!(e.contains("aliases[0].to: \"smart\" is neither a combo nor provider/model"), "{e}");
+    assert!(e.contains("[\"fast\"]"), "{e}");
+    let e = error(&with_routes(&format!("{}{}", alias("a*", "fast"), alias("b*", "nope/m"))));
+    assert!(
+        e.contains("aliases[1].to: \"nope/m\" is no combo, and \"nope\" is no provider"),
+        "{e}"
+    );
+    let e = error(&with_routes(&alias("a*", "oa/gpt-5")));
+    assert!(e.contains("aliases[0].to: provider \"oa\" does not list model \"gpt-5\""), "{e}");
+}
+
+#[test]
+fn a_default_route_to_nothing_configured_is_refused() {
+    let e = error(&with_routes("default_route = \"smart\"\n"));
+    assert!(e.contains("default_route: \"smart\" is neither a combo nor provider/model"), "{e}");
+}
+
+#[test]
+fn alias_patterns_that_are_empty_too_long_or_spaced_are_refused() {
+    let e = error(&with_routes(&alias("", "fast")));
+    assert!(e.contains("aliases[0].match: a pattern is 1 to 200 characters"), "{e}");
+    let e = error(&with_routes(&alias(&"x".repeat(201), "fast")));
+    assert!(e.contains("aliases[0].match: a pattern is 1 to 200 characters"), "{e}");
+    let e = error(&with_routes(&alias("claude *", "fast")));
+    assert!(e.contains("aliases[0].match: \"claude *\" contains whitespace"), "{e}");
+}
+
+#[test]
+fn a_repeated_alias_pattern_is_refused() {
+    let e =
+        error(&with_routes(&format!("{}{}", alias("claude-*", "fast"), alias("claude-*", "fast"))));
+    assert!(e.contains("aliases[1].match: \"claude-*\" is already aliases[0].match"), "{e}");
+}
+
+#[test]
+fn aliases_that_could_never_apply_are_refused() {
+    let e = error(&with_routes(&alias("*", "fast")));
+    assert!(e.contains("aliases[0].match: a pattern of only '*'"), "{e}");
+    assert!(e.contains("default_route"), "{e}");
+    let e = error(&with_routes(&alias("fast", "oa/gpt-4o")));
+    assert!(e.contains("aliases[0].match: \"fast\" is a combo's name"), "{e}");
+    let e = error(&with_routes(&alias("oa/gpt-*", "fast")));
+    assert!(e.contains("aliases[0].match: every name \"oa/gpt-*\" matches is oa/model"), "{e}");
+    // A glob that merely may match a combo's name is fine: the combo wins for that name only.
+    parse(&with_routes(&alias("fa*", "oa/gpt-4o"))).unwrap();
+    // So is a slash in a pattern whose prefix names no provider.
+    parse(&with_routes(&alias("openrouter/*", "fast"))).unwrap();
+}

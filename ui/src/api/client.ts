@@ -1,3 +1,4 @@
+import type { AliasesForm } from '../bindings/AliasesForm';
 import type { BreakerProfiles } from '../bindings/BreakerProfiles';
 import type { CandidateKey } from '../bindings/CandidateKey';
 import type { Cleared } from '../bindings/Cleared';
@@ -142,6 +143,10 @@ export class ApiClient {
   createCombo = (combo: ComboForm) => this.call<ComboForm>('POST', '/api/combos', combo);
   replaceCombo = (name: string, combo: ComboForm) => this.call<ComboForm>('PUT', `/api/combos/${seg(name)}`, combo);
   deleteCombo = (name: string) => this.call<Deleted>('DELETE', `/api/combos/${seg(name)}`);
+
+  // Aliases and the default route (replaced whole)
+  aliases = () => this.call<AliasesForm>('GET', '/api/aliases');
+  replaceAliases = (form: AliasesForm) => this.call<AliasesForm>('PUT', '/api/aliases', form);
 
   // Settings
   settings = () => this.call<SettingsView>('GET', '/api/settings');

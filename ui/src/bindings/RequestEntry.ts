@@ -17,7 +17,20 @@ model: string,
 /**
  * `provider/model` that answered, if any did.
  */
-served_by: string | null, status: number, attempts: number, duration_ms: number, 
+served_by: string | null, status: number, attempts: number, 
+/**
+ * Until the answer was over (a stream's last byte).
+ */
+duration_ms: number, 
+/**
+ * How a streamed answer ended: `complete`, `broken` (cut, stalled or an upstream error
+ * after the first byte; the client got a terminal error event) or `client_gone`.
+ */
+outcome: string | null, 
+/**
+ * When the response started: a stream's first real event.
+ */
+first_byte_ms: number | null, 
 /**
  * Every candidate skipped or tried, in order.
  */

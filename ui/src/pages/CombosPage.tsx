@@ -4,6 +4,7 @@ import type { RouteStrategy } from '../bindings/RouteStrategy';
 import type { TryResult } from '../bindings/TryResult';
 import { useAction, useApi, useResource } from '../app/context';
 import { Badge, BusyButton, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
+import { AliasesSection } from '../components/AliasesSection';
 import { TraceView } from '../components/TraceView';
 import { checkComboDraft, comboDraftOf, comboFields, emptyCombo, emptyTarget, move, targetField, type ComboDraft, type TargetDraft } from '../forms/comboForm';
 import { placeError } from '../forms/fieldErrors';
@@ -99,6 +100,7 @@ export function CombosPage() {
           ),
         )}
       </div>
+      <AliasesSection routes={models} combos={combos.data} />
       <TryPanel models={models} />
     </div>
   );

@@ -20,6 +20,19 @@ const breakerText: Record<BreakerState, string> = {
   open: 'open',
 };
 
+/**
+ * The shell lines that point Claude Code at this server. Claude Code adds `/v1/messages` to
+ * its base URL itself, so the base is the endpoint without `/v1`. The key is a placeholder:
+ * a local key is shown once, when created, and never again.
+ */
+export function claudeCodeLines(endpoint: string, combo: string | null): string {
+  const base = endpoint.replace(/\/v1\/?$/, '');
+  const model = combo
+    ? `export ANTHROPIC_MODEL=${combo}   # or leave it unset and let aliases route Claude Code's own model names`
+    : '# ANTHROPIC_MODEL: leave it unset and let aliases route Claude Code\'s own model names, or name a combo';
+  return [`export ANTHROPIC_BASE_URL=${base}`, 'export ANTHROPIC_AUTH_TOKEN=<your Switchyard local API key>', model].join('\n');
+}
+
 export function OverviewPage() {
   const api = useApi();
   const live = useLiveVersion();
@@ -90,6 +103,19 @@ export function OverviewPage() {
             OpenAI and Anthropic clients: set this as the base URL, with a local API key.
             {server.data ? ` Switchyard ${server.data.version}.` : ''}
           </p>
+          {endpoint ? (
+            <div className="claude-code">
+              <h3>Claude Code</h3>
+              <pre className="snippet" data-testid="claude-code-env">
+                {claudeCodeLines(endpoint, h?.combos[0]?.name ?? null)}
+              </pre>
+              <CopyButton text={claudeCodeLines(endpoint, h?.combos[0]?.name ?? null)} label="Copy Claude Code settings" />
+              <p className="muted">
+                Paste in the shell that starts <code>claude</code>, with one of your local API keys. Without <code>ANTHROPIC_MODEL</code>, Claude Code asks for its own model names: route
+                them with <a href="#/combos">aliases</a>.
+              </p>
+            </div>
+          ) : null}
           <div className="row">
             <span>
               Routing:{' '}

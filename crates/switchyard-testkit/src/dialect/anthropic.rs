@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Failure, Turn, Wire, last_role, pieces, sse};
+use super::{Failure, Turn, Wire, content_text, last_role, last_with_role, pieces, sse};
 use crate::behavior::{ErrorKind, Finish};
 
 #[derive(Debug)]
@@ -121,6 +121,31 @@ impl Wire for Anthropic {
 
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("messages"), "role") == Some("assistant")
+    }
+
+    fn last_user_text(&self, request: &Value) -> String {
+        last_with_role(request.get("messages"), "role", "user")
+            .map(|message| content_text(&message["content"]))
+            .unwrap_or_default()
+    }
+
+    /// `tool_result` blocks of the last user or assistant message, when that is a user turn.
+    /// Mid-conversation `system` messages (Claude Code sends them after the user's turn) are
+    /// not turns of their own.
+    fn last_tool_results(&self, request: &Value) -> Vec<String> {
+        let messages = request.get("messages").and_then(Value::as_array);
+        let last =
+            messages.and_then(|m| m.iter().rev().find(|message| message["role"] != "system"));
+        let Some(last) = last.filter(|message| message["role"] == "user") else {
+            return Vec::new();
+        };
+        last["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|block| block["type"] == "tool_result")
+            .map(|block| content_text(&block["content"]))
+            .collect()
     }
 
     fn code_for(&self, kind: ErrorKind) -> u16 {

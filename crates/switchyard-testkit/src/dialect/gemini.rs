@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Failure, Turn, Wire, last_role, pieces, sse};
+use super::{Failure, Turn, Wire, last_role, last_with_role, pieces, sse};
 use crate::behavior::{ErrorKind, Finish};
 
 #[derive(Debug)]
@@ -73,6 +73,27 @@ impl Wire for Gemini {
 
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("contents"), "role") == Some("model")
+    }
+
+    fn last_user_text(&self, request: &Value) -> String {
+        last_with_role(request.get("contents"), "role", "user")
+            .and_then(|content| content["parts"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// `functionResponse` parts of the last content, each `response` as compact JSON.
+    fn last_tool_results(&self, request: &Value) -> Vec<String> {
+        let last = request.get("contents").and_then(Value::as_array).and_then(|c| c.last());
+        last.and_then(|content| content["parts"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|part| part.get("functionResponse"))
+            .map(|call| call.get("response").unwrap_or(&Value::Null).to_string())
+            .collect()
     }
 
     fn code_for(&self, kind: ErrorKind) -> u16 {

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{Failure, Turn, Wire, last_role, pieces, sse};
+use super::{Failure, Turn, Wire, content_text, last_role, last_with_role, pieces, sse};
 use crate::behavior::{ErrorKind, Finish};
 
 /// Chat Completions has no clock in its answers that tests care about; a constant keeps every
@@ -128,6 +128,26 @@ impl Wire for OpenAi {
 
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("messages"), "role") == Some("assistant")
+    }
+
+    fn last_user_text(&self, request: &Value) -> String {
+        last_with_role(request.get("messages"), "role", "user")
+            .map(|message| content_text(&message["content"]))
+            .unwrap_or_default()
+    }
+
+    /// The `tool` messages that end the conversation.
+    fn last_tool_results(&self, request: &Value) -> Vec<String> {
+        let messages = request.get("messages").and_then(Value::as_array);
+        let mut results: Vec<String> = messages
+            .into_iter()
+            .flatten()
+            .rev()
+            .take_while(|message| message["role"] == "tool")
+            .map(|message| content_text(&message["content"]))
+            .collect();
+        results.reverse();
+        results
     }
 
     fn code_for(&self, kind: ErrorKind) -> u16 {

@@ -25,6 +25,7 @@ use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Reply, Status};
 use crate::delivery::{Delivery, EventBody};
 use crate::dialect::{Dialect, Failure, Turn, Usage, Wire};
 use crate::record::{Attempt, InFlight};
+use crate::script::Subject;
 
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -47,6 +48,7 @@ pub(super) async fn answer(
     };
     let answer = match route {
         Route::Generate(target) => generate(&shared, &connection, parts, target, body).await,
+        Route::CountTokens => count_tokens(&body),
         Route::ListModels(dialect) => list_models(&shared, dialect),
         Route::Unknown => unknown(&parts),
     };
@@ -104,7 +106,8 @@ async fn generate(
     let stream = target
         .stream
         .unwrap_or_else(|| request.get("stream").and_then(Value::as_bool) == Some(true));
-    let behavior = choose(shared, &parts, &request, &model, target.problem);
+    let subject = Subject { wire: target.dialect.wire(), body: &request, stream };
+    let behavior = choose(shared, &parts, subject, &model, target.problem);
     let seq = shared.journal.next_seq();
     let arrived = tokio::time::Instant::now();
     // Rendered before recording so the request can move into the record without a copy; no
@@ -127,7 +130,7 @@ async fn generate(
         Behavior::Reset | Behavior::Hang => None,
     };
     let reset = behavior == Behavior::Reset;
-    shared.journal.record(Attempt {
+    let recorded = shared.journal.record(Attempt {
         seq,
         dialect: target.dialect,
         model,
@@ -136,10 +139,16 @@ async fn generate(
         stream,
         headers: parts.headers,
         body: request,
+        raw_body: body,
         behavior,
         at: arrived,
         elapsed: arrived - shared.journal.started(),
     });
+    // A record the test will look for and not find: say so in the answer, where the failing
+    // test shows it, instead of answering as scripted.
+    if let Err(e) = recorded {
+        return misscripted(&format!("cannot write the attempt's record file: {e}"));
+    }
     if let Some(answer) = answer {
         return answer;
     }
@@ -155,7 +164,7 @@ async fn generate(
 fn choose(
     shared: &Shared,
     parts: &Parts,
-    request: &Value,
+    request: Subject<'_>,
     model: &str,
     problem: Option<&str>,
 ) -> Behavior {
@@ -169,13 +178,13 @@ fn choose(
     if let Some(problem) = problem {
         return invalid(format!("mock upstream: {problem}"));
     }
-    if !request.is_object() {
+    if !request.body.is_object() {
         return invalid("mock upstream: the request body is not a JSON object".to_owned());
     }
     if model.is_empty() {
         return invalid("mock upstream: the request names no model".to_owned());
     }
-    shared.scripts.next(model)
+    shared.scripts.next(model, &request)
 }
 
 /// Everything the answer to one generation request depends on.
@@ -241,6 +250,12 @@ impl Scene<'_> {
         }
         answer
     }
+}
+
+/// The same four-bytes-a-token estimate as a reply's usage, so the two agree.
+fn count_tokens(body: &Bytes) -> Answer {
+    let input = Usage::estimate(body.len(), &Reply::text("")).input;
+    Answer::json(StatusCode::OK, &json!({ "input_tokens": input }))
 }
 
 fn list_models(shared: &Shared, dialect: Dialect) -> Answer {

@@ -8,6 +8,9 @@ use crate::dialect::Dialect;
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
     Generate(Target),
+    /// Anthropic's `POST /v1/messages/count_tokens`: answered with the mock's estimate, not an
+    /// attempt (it generates nothing and consumes no script).
+    CountTokens,
     ListModels(Dialect),
     Unknown,
 }
@@ -30,6 +33,7 @@ impl Route {
         match *method {
             Method::POST if path == "/v1/chat/completions" => Self::body_named(Dialect::OpenAi),
             Method::POST if path == "/v1/messages" => Self::body_named(Dialect::Anthropic),
+            Method::POST if path == "/v1/messages/count_tokens" => Self::CountTokens,
             Method::POST => path
                 .strip_prefix("/v1beta/models/")
                 .or_else(|| path.strip_prefix("/v1/models/"))
@@ -111,6 +115,7 @@ mod tests {
             route(&Method::GET, "/v1beta/models", false),
             Route::ListModels(Dialect::Gemini)
         );
+        assert_eq!(route(&Method::POST, "/v1/messages/count_tokens", true), Route::CountTokens);
         assert_eq!(route(&Method::POST, "/v1/completions", false), Route::Unknown);
     }
 

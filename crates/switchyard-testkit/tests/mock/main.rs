@@ -10,6 +10,7 @@ mod dialects;
 mod errors;
 mod faults;
 mod recording;
+mod rules;
 mod transcript;
 
 use std::future::Future;

@@ -172,3 +172,87 @@ async fn every_mock_gets_its_own_port() {
     assert_ne!(a.addr().port(), b.addr().port());
     assert!(a.base_url().starts_with("http://127.0.0.1:"));
 }
+
+#[tokio::test]
+async fn the_raw_body_is_kept_byte_for_byte_beside_the_parsed_one() {
+    let mock = MockUpstream::start().await;
+    // Key order, spacing and an escape that a parse-and-serialise round trip would all change.
+    let raw = "{ \"model\":\"m\",  \"zeta\": 1, \"alpha\": \"\\u00e9\", \"messages\": [] }";
+    client()
+        .post(mock.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    let attempt = &mock.attempts()[0];
+    assert_eq!(attempt.raw_body, raw.as_bytes());
+    assert_eq!(attempt.body["alpha"], "é");
+}
+
+#[tokio::test]
+async fn a_record_directory_gets_one_file_per_attempt_before_the_answer_with_credentials_redacted()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("records");
+    let mock = MockUpstream::builder().record_dir(&records).start().await.unwrap();
+    mock.enqueue("claude", Behavior::status(529));
+    let call = Call::new(Dialect::Anthropic, "claude").header("anthropic-beta", "a-1,b-2");
+    assert_eq!(call.json(&mock).await.0, 529);
+    Call::new(Dialect::OpenAi, "gpt").send(&mock).await;
+
+    let mut names: Vec<String> = std::fs::read_dir(&records)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["000000.json", "000001.json"]);
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(records.join(name)).unwrap()).unwrap()
+    };
+    let (anthropic, openai) = (read("000000.json"), read("000001.json"));
+    assert_eq!(anthropic["model"], "claude");
+    assert_eq!(anthropic["dialect"], "anthropic");
+    assert_eq!(anthropic["path"], "/v1/messages");
+    assert_eq!(anthropic["headers"]["anthropic-beta"], "a-1,b-2");
+    assert_eq!(anthropic["headers"]["x-api-key"], "[redacted]");
+    assert_eq!(anthropic["behavior"], serde_json::to_value(Behavior::status(529)).unwrap());
+    let raw = anthropic["raw_body"].as_str().unwrap();
+    assert_eq!(raw.as_bytes(), mock.attempts()[0].raw_body);
+    assert_eq!(anthropic["body"], serde_json::from_str::<serde_json::Value>(raw).unwrap());
+    assert_eq!(openai["headers"]["authorization"], "[redacted]");
+    assert!(
+        !String::from_utf8(std::fs::read(records.join("000001.json")).unwrap())
+            .unwrap()
+            .contains(OPENAI_KEY)
+    );
+}
+
+#[tokio::test]
+async fn count_tokens_is_answered_without_being_an_attempt() {
+    let mock = MockUpstream::start().await;
+    let answer: serde_json::Value = client()
+        .post(mock.url("/v1/messages/count_tokens"))
+        .json(&json!({ "model": "claude", "messages": [{ "role": "user", "content": "Hi" }] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(answer["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(mock.total_attempts(), 0);
+}
+
+#[tokio::test]
+async fn a_record_that_cannot_be_written_is_a_500_that_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("records");
+    let mock = MockUpstream::builder().record_dir(&records).start().await.unwrap();
+    std::fs::remove_dir(&records).unwrap();
+    let response = Call::new(Dialect::Anthropic, "m").send(&mock).await;
+    assert_eq!(response.status(), 500);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("record file") && text.contains("000000.json"), "{text}");
+    assert_eq!(mock.total_attempts(), 1, "the attempt is still kept in memory");
+}

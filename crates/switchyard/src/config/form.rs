@@ -48,6 +48,18 @@ impl ProviderKind {
     }
 }
 
+/// Which of OpenAI's APIs an `openai` provider is called through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenAiApi {
+    /// Chat Completions (`/chat/completions`): what every OpenAI-compatible host speaks.
+    #[default]
+    Chat,
+    /// Responses (`/responses`): OpenAI's newer API, the only one some models answer on.
+    Responses,
+}
+
 /// A whole config: the file, the export, and what the API edits piece by piece.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
@@ -59,6 +71,13 @@ pub struct ConfigForm {
     pub providers: Vec<ProviderForm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub combos: Vec<ComboForm>,
+    /// Where a model name goes that no combo, `provider/model` or alias names: a combo or
+    /// `provider/model`. Unset, such a name gets a 404 listing what is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub default_route: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<AliasForm>,
     #[serde(default)]
     pub settings: SettingsForm,
 }
@@ -115,6 +134,10 @@ pub struct ProviderForm {
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     #[ts(as = "Option<bool>", optional)]
     pub passthrough: bool,
+    /// `kind = "openai"` only: which API requests go to [default `chat`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub api: Option<OpenAiApi>,
 }
 
 impl ProviderForm {
@@ -131,6 +154,7 @@ impl ProviderForm {
             credentials: Vec::new(),
             oauth: None,
             passthrough: true,
+            api: None,
         }
     }
 
@@ -185,6 +209,26 @@ pub struct ComboForm {
     #[ts(as = "Option<RouteStrategy>", optional)]
     pub strategy: RouteStrategy,
     pub targets: Vec<TargetForm>,
+}
+
+/// `[[aliases]]`: model names other tools send on their own (Claude Code's
+/// `claude-haiku-4-5-20251001`), routed to a combo or `provider/model` without changing the tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct AliasForm {
+    /// The name, or a pattern where `*` stands for any run of characters: `claude-*haiku*`.
+    /// Case-sensitive.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// A combo name or `provider/model` (not another alias).
+    pub to: String,
+}
+
+impl AliasForm {
+    pub fn new(pattern: impl Into<String>, to: impl Into<String>) -> Self {
+        Self { pattern: pattern.into(), to: to.into() }
+    }
 }
 
 /// One target of a combo.

@@ -14,6 +14,10 @@ pub(super) struct Counters {
     pub(super) requests: AtomicU64,
     pub(super) attempts: AtomicU64,
     pub(super) fallbacks: AtomicU64,
+    /// Streams relayed to the client, by how they ended.
+    pub(super) streams_complete: AtomicU64,
+    pub(super) streams_broken: AtomicU64,
+    pub(super) streams_client_gone: AtomicU64,
     /// From a request's arrival until its response starts (headers sent, stream opened).
     pub(super) request_latency: Histogram,
     /// From sending an attempt until its first real event, for attempts that served.
@@ -21,11 +25,24 @@ pub(super) struct Counters {
 }
 
 impl Counters {
+    pub(super) fn stream_ended(&self, outcome: super::forward::StreamOutcome) {
+        use super::forward::StreamOutcome;
+        let counter = match outcome {
+            StreamOutcome::Complete => &self.streams_complete,
+            StreamOutcome::Broken => &self.streams_broken,
+            StreamOutcome::ClientGone => &self.streams_client_gone,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn values(&self) -> CounterValues {
         CounterValues {
             requests: self.requests.load(Ordering::Relaxed),
             attempts: self.attempts.load(Ordering::Relaxed),
             fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            streams_complete: self.streams_complete.load(Ordering::Relaxed),
+            streams_broken: self.streams_broken.load(Ordering::Relaxed),
+            streams_client_gone: self.streams_client_gone.load(Ordering::Relaxed),
             request_latency: self.request_latency.values(),
             upstream_latency: self.upstream_latency.values(),
         }
@@ -38,6 +55,9 @@ pub struct CounterValues {
     pub requests: u64,
     pub attempts: u64,
     pub fallbacks: u64,
+    pub streams_complete: u64,
+    pub streams_broken: u64,
+    pub streams_client_gone: u64,
     pub request_latency: HistogramValues,
     pub upstream_latency: HistogramValues,
 }

@@ -24,7 +24,7 @@ use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::executor::SendFailure;
 use switchyard_providers::sse::{SseDecoder, SseItem};
 use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
 type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, SendFailure>> + Send>>;
@@ -115,6 +115,30 @@ pub(crate) struct Settle {
     pub attempt: Attempt,
     pub clock: Arc<dyn Clock>,
     pub policy: ClassifyPolicy,
+    /// Told how the stream ended, once it has (the request log waits for it).
+    pub ended: Option<oneshot::Sender<StreamOutcome>>,
+}
+
+/// How a relayed stream ended, as the request log and metrics record it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamOutcome {
+    /// The upstream finished and the client got the proper end.
+    Complete,
+    /// Cut, stalled, truncated or an upstream error after the first byte: the client got a
+    /// terminal error event.
+    Broken,
+    /// The client went away first.
+    ClientGone,
+}
+
+impl StreamOutcome {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Broken => "broken",
+            Self::ClientGone => "client_gone",
+        }
+    }
 }
 
 enum Drained {
@@ -220,6 +244,11 @@ async fn relay(mut r: Relay, settle: Settle) {
         }
     };
     let client_gone = matches!(ending, Ending::ClientGone);
+    let stream_outcome = match ending {
+        Ending::Complete => StreamOutcome::Complete,
+        Ending::Broken(_) => StreamOutcome::Broken,
+        Ending::ClientGone => StreamOutcome::ClientGone,
+    };
     if !r.out.is_empty() && !client_gone {
         // A client that leaves now changes nothing: the verdict is already decided.
         let _ = r.tx.send(Bytes::from(r.out)).await;
@@ -235,6 +264,9 @@ async fn relay(mut r: Relay, settle: Settle) {
     let outcome = Outcome { upstream, bytes_sent: true, client_aborted: client_gone };
     let now = settle.clock.now();
     settle.attempt.finish(&classify(&outcome, &settle.policy, now), now);
+    if let Some(ended) = settle.ended {
+        let _ = ended.send(stream_outcome);
+    }
 }
 
 enum Ending {

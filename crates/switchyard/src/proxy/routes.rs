@@ -81,15 +81,41 @@ impl Routes {
         &self.executor
     }
 
-    /// The combo a requested model names: a configured combo, or `provider/model` as a combo of
-    /// one. `None` when it is neither.
+    /// The combo a requested model names, first rule that applies:
+    /// 1. a configured combo, or `provider/model` of a configured provider (a combo of one);
+    /// 2. an alias, the most specific matching pattern (see `routing::alias`);
+    /// 3. `default_route`.
+    ///
+    /// `None` when nothing applies. Aliases and `default_route` were checked to name a combo
+    /// or `provider/model` when the config was validated, so step 1 resolves them.
     pub fn resolve(&self, model: &str) -> Option<Cow<'_, Combo>> {
+        if let Some(combo) = self.exact(model) {
+            return Some(combo);
+        }
+        let to = match self.config.aliases.lookup(model) {
+            Some(alias) => &alias.to,
+            None => self.config.default_route.as_ref()?,
+        };
+        self.exact(to)
+    }
+
+    /// A combo by name, or `provider/model` as a combo of one.
+    fn exact(&self, model: &str) -> Option<Cow<'_, Combo>> {
         if let Some(combo) = self.config.combo(model) {
             return Some(Cow::Borrowed(combo));
         }
         let (provider, model) = parse_target(model)?;
         self.provider(&ProviderId::from(provider))?;
         Some(Cow::Owned(Combo::single(Target::new(provider, model))))
+    }
+
+    /// Why `model` routes nowhere, with everything that would: the 404's message.
+    pub fn unknown_model(&self, model: &str) -> String {
+        let known: Vec<String> = self.model_names().collect();
+        let patterns: Vec<&str> = self.config.aliases.iter().map(|a| a.pattern.as_str()).collect();
+        format!(
+            "unknown model \"{model}\": ask for a combo or provider/model, or add an alias ([[aliases]]) or default_route that catches it; configured: {known:?}; aliases: {patterns:?}"
+        )
     }
 
     /// Every model name a client may ask for: combos first, then each provider's listed models.

@@ -1,5 +1,5 @@
-//! Providers, their credentials, and combos: list, create, update, delete; config export and
-//! import.
+//! Providers, their credentials, combos, aliases and the default route: list, create, update,
+//! delete; config export and import.
 //!
 //! Every operation is one edit of the config form through the [`ConfigEditor`]: it is
 //! validated whole, saved, then applied, or refused with the field named and nothing changed.
@@ -19,7 +19,8 @@ use ts_rs::TS;
 
 use super::Services;
 use crate::config::{
-    ComboForm, Config, ConfigForm, CredentialForm, EditError, Problem, ProviderForm, ProviderKind,
+    AliasForm, ComboForm, Config, ConfigForm, CredentialForm, EditError, Problem, ProviderForm,
+    ProviderKind,
 };
 use crate::oauth::blocking;
 
@@ -108,6 +109,19 @@ pub struct CredentialPatch {
     #[serde(default)]
     #[ts(optional)]
     pub secret_ref: Option<String>,
+}
+
+/// Every alias and the default route: what `GET /api/aliases` shows and `PUT` replaces whole.
+/// They are one list because precedence between aliases depends on all of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct AliasesForm {
+    /// In the order written, which breaks ties between equally specific patterns.
+    pub aliases: Vec<AliasForm>,
+    /// A combo or `provider/model` for names nothing else routes; `null` leaves them a 404.
+    #[serde(default)]
+    pub default_route: Option<String>,
 }
 
 /// What an import replaced the config with.
@@ -201,6 +215,15 @@ impl Services {
                         format!(
                             "combos {users:?} route to provider \"{id}\"; remove it from them first"
                         ),
+                    )));
+                }
+                let on_provider =
+                    |to: &str| crate::config::parse_target(to).is_some_and(|(p, _)| p == id);
+                let users = routes_using(config, on_provider);
+                if !users.is_empty() {
+                    return Err(EditError::Conflict(Problem::new(
+                        "id",
+                        format!("{users:?} route to provider \"{id}\"; point them elsewhere first"),
                     )));
                 }
                 Ok(config.providers.remove(index))
@@ -471,6 +494,17 @@ impl Services {
                 if combo.name != name && config.combos.iter().any(|c| c.name == combo.name) {
                     return Err(taken("name", "combo", &combo.name));
                 }
+                // Aliases and the default route follow a rename: they name the combo, not
+                // whatever takes its old name.
+                if combo.name != name {
+                    for alias in config.aliases.iter_mut().filter(|a| a.to == name) {
+                        alias.to.clone_from(&combo.name);
+                    }
+                    if let Some(to) = config.default_route.as_mut().filter(|to| to.as_str() == name)
+                    {
+                        to.clone_from(&combo.name);
+                    }
+                }
                 config.combos[index] = combo;
                 Ok(())
             })
@@ -505,11 +539,38 @@ impl Services {
         self.editor
             .edit(|config| {
                 let index = combo_index(config, name)?;
+                let users = routes_using(config, |to| to == name);
+                if !users.is_empty() {
+                    return Err(EditError::Conflict(Problem::new(
+                        "name",
+                        format!("{users:?} route to combo \"{name}\"; point them elsewhere first"),
+                    )));
+                }
                 config.combos.remove(index);
                 Ok(())
             })
             .await?;
         Ok(())
+    }
+
+    // -- aliases ----------------------------------------------------------------------------
+
+    pub fn aliases(&self) -> AliasesForm {
+        let form = &self.editor.current().form;
+        AliasesForm { aliases: form.aliases.clone(), default_route: form.default_route.clone() }
+    }
+
+    /// Replaces every alias and the default route. Field paths in a refusal (`aliases[2].to`,
+    /// `default_route`) are the body's own.
+    pub async fn replace_aliases(&self, form: AliasesForm) -> Result<AliasesForm, EditError> {
+        self.editor
+            .edit(|config| {
+                config.aliases = form.aliases;
+                config.default_route = form.default_route;
+                Ok(())
+            })
+            .await?;
+        Ok(self.aliases())
     }
 
     // -- export and import ----------------------------------------------------------------
@@ -602,6 +663,19 @@ fn combos_using(config: &ConfigForm, provider: &str, credential: Option<&str>) -
         })
         .map(|combo| combo.name.clone())
         .collect()
+}
+
+/// The aliases (`aliases[0] (claude-*)`) and `default_route` whose route `uses` accepts.
+fn routes_using(config: &ConfigForm, uses: impl Fn(&str) -> bool) -> Vec<String> {
+    let aliases = config
+        .aliases
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| uses(&a.to))
+        .map(|(i, a)| format!("aliases[{i}] ({})", a.pattern));
+    let default =
+        config.default_route.as_deref().filter(|to| uses(to)).map(|_| "default_route".to_owned());
+    aliases.chain(default).collect()
 }
 
 /// Appends `item` unless an item of the same name is there already (a 409 on `field`).

@@ -32,6 +32,18 @@ impl Services {
             "Requests served by other than their first attempt.",
             counters.fallbacks,
         );
+        out.head(
+            "switchyard_streams_total",
+            "counter",
+            "Streams relayed to clients, by how they ended.",
+        );
+        for (outcome, n) in [
+            ("complete", counters.streams_complete),
+            ("broken", counters.streams_broken),
+            ("client_gone", counters.streams_client_gone),
+        ] {
+            out.line(format_args!("switchyard_streams_total{{outcome=\"{outcome}\"}} {n}"));
+        }
         out.histogram(
             "switchyard_request_duration_seconds",
             "From a request's arrival until its response starts.",

@@ -55,8 +55,15 @@ pub struct RequestEntry {
     pub served_by: Option<String>,
     pub status: u16,
     pub attempts: u32,
+    /// Until the answer was over (a stream's last byte).
     #[ts(type = "number")]
     pub duration_ms: u64,
+    /// How a streamed answer ended: `complete`, `broken` (cut, stalled or an upstream error
+    /// after the first byte; the client got a terminal error event) or `client_gone`.
+    pub outcome: Option<String>,
+    /// When the response started: a stream's first real event.
+    #[ts(type = "number | null")]
+    pub first_byte_ms: Option<u64>,
     /// Every candidate skipped or tried, in order.
     pub trace: Vec<TraceEntry>,
 }
@@ -73,7 +80,7 @@ impl RequestQuery {
     }
 
     fn matches(&self, r: &RequestRecord) -> bool {
-        let ok = (200..300).contains(&r.status);
+        let ok = (200..300).contains(&r.status) && r.outcome.as_deref() != Some("broken");
         self.model.as_ref().is_none_or(|m| *m == r.model)
             && self.provider.as_ref().is_none_or(|p| {
                 r.served_by
@@ -101,6 +108,8 @@ impl Services {
                 status: r.status,
                 attempts: r.attempts,
                 duration_ms: r.duration_ms,
+                outcome: r.outcome,
+                first_byte_ms: r.first_byte_ms,
                 trace: serde_json::from_str(&r.trace).unwrap_or_default(),
             })
             .collect()

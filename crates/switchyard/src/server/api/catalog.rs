@@ -1,4 +1,5 @@
-//! `/api/providers`, `/api/combos`, `/api/config`: thin handlers over the catalog services.
+//! `/api/providers`, `/api/combos`, `/api/aliases`, `/api/config`: thin handlers over the
+//! catalog services.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -14,7 +15,7 @@ use ts_rs::TS;
 use super::{Deleted, answer, body, created, edit_error, invalid, malformed};
 use crate::config::{ComboForm, ProviderForm};
 use crate::server::ServerState;
-use crate::services::{CredentialInput, CredentialPatch};
+use crate::services::{AliasesForm, CredentialInput, CredentialPatch};
 
 /// `GET /api/providers`.
 pub(in crate::server) async fn list_providers(State(state): State<ServerState>) -> Response {
@@ -196,6 +197,23 @@ pub(in crate::server) async fn delete_combo(
         Ok(()) => Json(Deleted { deleted: name }).into_response(),
         Err(e) => edit_error(&e),
     }
+}
+
+/// `GET /api/aliases`: every alias and the default route.
+pub(in crate::server) async fn aliases(State(state): State<ServerState>) -> Response {
+    Json(state.services.aliases()).into_response()
+}
+
+/// `PUT /api/aliases` with every alias and the default route: replaces them all.
+pub(in crate::server) async fn replace_aliases(
+    State(state): State<ServerState>,
+    bytes: Bytes,
+) -> Response {
+    let form: AliasesForm = match body(&bytes) {
+        Ok(form) => form,
+        Err(problem) => return malformed(&problem),
+    };
+    answer(state.services.replace_aliases(form).await)
 }
 
 /// `GET /api/config/export`: the config file (TOML), secrets as references only.

@@ -1,0 +1,262 @@
+// The real Claude Code CLI against Switchyard; started by tests/clients/run, which sets the
+// CLIENTS_* variables, starts the mock (tests/clients/mock.toml, recording every attempt) and
+// `switchyard serve`, and stops them afterwards. Each case runs `claude -p … --output-format
+// json` with a throwaway HOME and checks what it printed and what reached the mock.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+function required(name) {
+  const value = process.env[name];
+  if (value === undefined) {
+    throw new Error(`${name} is not set: run this file through tests/clients/run`);
+  }
+  return value;
+}
+
+const CLAUDE = required('CLIENTS_CLAUDE');
+const WORK = required('CLIENTS_WORK');
+const RECORDS = required('CLIENTS_RECORDS');
+const MOCK_URL = required('CLIENTS_MOCK_URL');
+const PROXY_URL = required('CLIENTS_PROXY_URL');
+const ALIAS_URL = process.env.CLIENTS_ALIAS_URL ?? '';
+const ALIAS_LOG = process.env.CLIENTS_ALIAS_LOG ?? '';
+const PROXY_KEY = required('SWITCHYARD_API_KEY');
+
+/** Generous: a cold CLI start and a few requests take seconds, a hang must still end. */
+const CLI_TIMEOUT_MS = 180_000;
+
+/** The CLIs running now, so an interrupted run (the runner's TERM) takes them down too. */
+const running = new Set();
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    for (const child of running) child.kill('SIGTERM');
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
+
+/**
+ * Runs `claude -p PROMPT --output-format json` and resolves with its exit code, output and the
+ * parsed JSON (null when stdout is not one JSON document). Nothing of the caller's environment
+ * that could change Claude Code's behaviour is passed on: a fresh HOME, no ANTHROPIC_* or
+ * CLAUDE_* variables but ours, retries off so a fault shows instead of being retried.
+ */
+function claude({ name, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] }) {
+  const home = path.join(WORK, 'homes', name);
+  const project = path.join(WORK, 'projects', name);
+  for (const dir of [home, project]) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+  }
+  const env = {
+    PATH: process.env.PATH,
+    LANG: 'C.UTF-8',
+    HOME: home,
+    ANTHROPIC_BASE_URL: baseUrl,
+    ANTHROPIC_API_KEY: apiKey,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    CLAUDE_CODE_MAX_RETRIES: '0',
+  };
+  if (model !== undefined) {
+    env.ANTHROPIC_MODEL = model;
+    env.ANTHROPIC_SMALL_FAST_MODEL = model;
+  }
+  const argv = ['-p', prompt, '--output-format', 'json', ...args];
+  return new Promise((resolve, reject) => {
+    const child = spawn(CLAUDE, argv, {
+      cwd: project,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: CLI_TIMEOUT_MS,
+    });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      running.delete(child);
+      let json = null;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        // Left null: the assertion that needs it shows the output.
+      }
+      resolve({ argv, code, signal, stdout, stderr, json });
+    });
+  });
+}
+
+/** The run, for an assertion message: what a failing case must show. */
+function explain(run) {
+  const how = run.signal ? `killed by ${run.signal}` : `exit ${run.code}`;
+  return `claude ${run.argv.map((a) => JSON.stringify(a)).join(' ')}: ${how}\n` +
+    `--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
+}
+
+function assertAnswered(run, text) {
+  assert.equal(run.json?.is_error, false, `Claude Code reported an error\n${explain(run)}`);
+  assert.equal(run.json.result, text, `not the mock's text\n${explain(run)}`);
+}
+
+/** Every attempt the mock recorded, in arrival order (the files are written before answering). */
+function records() {
+  return readdirSync(RECORDS)
+    .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
+    .sort()
+    .map((name) => JSON.parse(readFileSync(path.join(RECORDS, name), 'utf8')));
+}
+
+/** The highest sequence number so far, so a case reads only its own attempts. */
+function watermark() {
+  return records().reduce((max, r) => Math.max(max, r.seq), -1);
+}
+
+/** Claude Code's main-turn requests (they offer tools; side requests do not) since `after`. */
+function mainTurns(after, model) {
+  return records().filter(
+    (r) => r.seq > after && r.model === model && Array.isArray(r.body?.tools) && r.body.tools.length > 0,
+  );
+}
+
+function summary(list) {
+  return JSON.stringify(list.map((r) => ({ seq: r.seq, model: r.model, path: r.path, behavior: r.behavior })));
+}
+
+test('a plain answer through an Anthropic-dialect target is exactly the upstream text', async () => {
+  const before = watermark();
+  const run = await claude({ name: 'a-anthropic', baseUrl: PROXY_URL, model: 'cc-anthropic', prompt: 'Say hello.' });
+  assertAnswered(run, 'Plain answer from the Anthropic-dialect upstream.');
+  const turns = mainTurns(before, 'cc-text');
+  assert.equal(turns.length, 1, summary(records().filter((r) => r.seq > before)));
+  assert.equal(turns[0].dialect, 'anthropic');
+  assert.equal(turns[0].headers['x-api-key'], '[redacted]', 'the upstream got a key of its own');
+});
+
+test('a plain answer through an OpenAI-dialect target is translated both ways', async () => {
+  const before = watermark();
+  const run = await claude({ name: 'a-openai', baseUrl: PROXY_URL, model: 'cc-openai', prompt: 'Say hello.' });
+  assertAnswered(run, 'Plain answer from the OpenAI-dialect upstream.');
+  const turns = mainTurns(before, 'gpt-text');
+  assert.equal(turns.length, 1, summary(records().filter((r) => r.seq > before)));
+  assert.equal(turns[0].dialect, 'openai');
+  assert.equal(turns[0].path, '/v1/chat/completions');
+});
+
+test('a tool round trip runs the command and answers its result', async () => {
+  const before = watermark();
+  const run = await claude({
+    name: 'b-tool',
+    baseUrl: PROXY_URL,
+    model: 'cc-tool',
+    prompt: 'Run the check command.',
+    // As root, --dangerously-skip-permissions is refused: allow just this one command.
+    args: ['--allowedTools', 'Bash(echo:*)'],
+  });
+  assertAnswered(run, 'The command printed the marker.');
+  const turns = mainTurns(before, 'cc-tool');
+  assert.equal(turns.length, 2, `a tool call, then its result\n${summary(turns)}`);
+  assert.equal(turns[0].behavior.reply?.tool_call?.name, 'Bash', summary(turns));
+  const last = turns[1].body.messages.findLast((m) => m.role === 'user');
+  const result = last.content.find((block) => block.type === 'tool_result');
+  assert.ok(result, `no tool_result in the second request: ${JSON.stringify(last)}`);
+  assert.notEqual(result.is_error, true, `the command failed: ${JSON.stringify(result)}`);
+  const text = typeof result.content === 'string'
+    ? result.content
+    : result.content.map((part) => part.text ?? '').join('');
+  assert.equal(text.trim(), 'switchyard-tool-ok');
+});
+
+test('a 529 from the first target falls back to the second, one attempt each', async () => {
+  const before = watermark();
+  const run = await claude({ name: 'c-fallback', baseUrl: PROXY_URL, model: 'cc-fallback', prompt: 'Say hello.' });
+  assertAnswered(run, 'Served by the second target after a 529.');
+  const overloaded = mainTurns(before, 'cc-overloaded');
+  const backup = mainTurns(before, 'cc-backup');
+  assert.equal(overloaded.length, 1, `first target: ${summary(overloaded)}`);
+  assert.equal(backup.length, 1, `second target: ${summary(backup)}`);
+  assert.ok(overloaded[0].seq < backup[0].seq, 'the overloaded target was tried first');
+});
+
+test("Claude Code's own model names are routed by an alias", async () => {
+  assert.ok(
+    ALIAS_URL,
+    `switchyard with [[aliases]] did not start:\n${ALIAS_LOG ? readFileSync(ALIAS_LOG, 'utf8') : ''}`,
+  );
+  const before = watermark();
+  // No ANTHROPIC_MODEL: Claude Code asks for its default claude-* models.
+  const run = await claude({ name: 'd-alias', baseUrl: ALIAS_URL, prompt: 'Say hello.' });
+  assertAnswered(run, 'Routed by an alias.');
+  assert.equal(mainTurns(before, 'cc-alias').length, 1, summary(records().filter((r) => r.seq > before)));
+});
+
+/** Values that differ between two runs of the same prompt: session and user ids. */
+const PER_RUN = [
+  [/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<uuid>'],
+  [/\b[0-9a-f]{64}\b/g, '<hex64>'],
+];
+
+function normalise(text) {
+  return PER_RUN.reduce((out, [pattern, placeholder]) => out.replace(pattern, placeholder), text);
+}
+
+/** The first place two strings differ, with some context, for a readable failure. */
+function firstDifference(a, b) {
+  let i = 0;
+  while (i < a.length && a[i] === b[i]) i++;
+  const at = Math.max(0, i - 80);
+  return `at byte ${i}:\n  direct:  …${a.slice(at, i + 80)}…\n  proxied: …${b.slice(at, i + 80)}…`;
+}
+
+test('what Claude Code sends reaches the Anthropic upstream unchanged but for model', async () => {
+  // The same prompt, HOME and working directory twice: straight to the mock, then through
+  // Switchyard. Claude Code names the model `claude-passthrough` both times (a combo in the
+  // proxy), so its two requests differ only in per-run ids.
+  const prompt = 'Say hello for the passthrough check.';
+  const beforeDirect = watermark();
+  const direct = await claude({ name: 'e-passthrough', baseUrl: MOCK_URL, apiKey: 'sk-ant-direct', model: 'claude-passthrough', prompt });
+  assertAnswered(direct, 'Passthrough answer.');
+  const beforeProxied = watermark();
+  const proxied = await claude({ name: 'e-passthrough', baseUrl: PROXY_URL, model: 'claude-passthrough', prompt });
+  assertAnswered(proxied, 'Passthrough answer.');
+
+  const [sent] = mainTurns(beforeDirect, 'claude-passthrough');
+  const [received] = mainTurns(beforeProxied, 'cc-pass');
+  assert.ok(sent && received, summary(records().filter((r) => r.seq > beforeDirect)));
+
+  // What makes this case worth having: the fields a re-encoding proxy would drop or refuse.
+  const body = sent.body;
+  for (const field of ['thinking', 'context_management', 'output_config', 'metadata']) {
+    assert.ok(field in body, `Claude Code no longer sends ${field}; revisit this case`);
+  }
+  assert.ok(
+    body.messages.some((m) => m.role === 'system'),
+    'Claude Code no longer sends a mid-conversation system message; revisit this case',
+  );
+  assert.ok(sent.headers['anthropic-beta'], 'Claude Code sent no anthropic-beta header');
+
+  // Every key but model, compared as JSON after the per-run ids are blanked.
+  const strip = (record) => {
+    const { model: _, ...rest } = JSON.parse(normalise(record.raw_body));
+    return rest;
+  };
+  assert.deepEqual(strip(received), strip(sent));
+  assert.equal(received.body.model, 'cc-pass');
+
+  // And byte for byte: the proxy rewrote `model` in place and touched nothing else.
+  const rewritten = normalise(received.raw_body).replace('"model":"cc-pass"', '"model":"claude-passthrough"');
+  const original = normalise(sent.raw_body);
+  assert.ok(rewritten === original, `the upstream body differs ${firstDifference(original, rewritten)}`);
+
+  for (const header of ['anthropic-beta', 'anthropic-version']) {
+    assert.equal(received.headers[header], sent.headers[header], `header ${header}`);
+  }
+  assert.equal(received.query, sent.query, 'the query string (?beta=true)');
+});

@@ -1,0 +1,61 @@
+import { screen } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { ApiCall } from '../bindings/ApiCall';
+import type { ApiReply } from '../bindings/ApiReply';
+import type { Health } from '../bindings/Health';
+import { ok, renderWithServer } from '../test/fakeServer';
+import { OverviewPage, claudeCodeLines } from './OverviewPage';
+
+const health: Health = {
+  paused: false,
+  persistence: { durable: true, reason: null },
+  config_saved_to: { to: 'state_file' },
+  combos: [{ name: 'smart', eligible: 1, candidates: 2 }],
+  at: 0,
+  breakers: [],
+  credentials: [],
+  lockouts: [],
+  untracked: 0,
+};
+
+function server(call: ApiCall): ApiReply {
+  switch (call.path.split('?')[0]) {
+    case '/api/server':
+      return ok({ endpoint: 'http://127.0.0.1:5151/v1', version: '0.1.0' });
+    case '/api/monitoring/health':
+      return ok(health);
+    case '/api/routing':
+      return ok({ paused: false });
+    default:
+      return ok([]);
+  }
+}
+
+describe('the Claude Code lines on the overview', () => {
+  afterEach(() => vi.unstubAllGlobals());
+
+  it('name the real port without /v1, a key placeholder and a combo, and copy as shown', async () => {
+    const writeText = vi.fn(async () => {});
+    vi.stubGlobal('navigator', { ...navigator, clipboard: { writeText } });
+    renderWithServer(<OverviewPage />, server);
+    const expected = [
+      'export ANTHROPIC_BASE_URL=http://127.0.0.1:5151',
+      'export ANTHROPIC_AUTH_TOKEN=<your Switchyard local API key>',
+      "export ANTHROPIC_MODEL=smart   # or leave it unset and let aliases route Claude Code's own model names",
+    ].join('\n');
+    const snippet = await screen.findByTestId('claude-code-env');
+    await screen.findByText('1 of 2 ready');
+    expect(snippet.textContent).toBe(expected);
+
+    await userEvent.click(screen.getByRole('button', { name: /^Copy Claude Code settings/ }));
+    expect(writeText).toHaveBeenCalledWith(expected);
+    expect(screen.getByRole('button', { name: /^Copy Claude Code settings/ })).toHaveTextContent('Copied');
+  });
+
+  it('suggest aliases instead of a model when there is no combo', () => {
+    const lines = claudeCodeLines('http://127.0.0.1:4141/v1', null).split('\n');
+    expect(lines[0]).toBe('export ANTHROPIC_BASE_URL=http://127.0.0.1:4141');
+    expect(lines[2]).toMatch(/^# ANTHROPIC_MODEL: leave it unset and let aliases route/);
+  });
+});

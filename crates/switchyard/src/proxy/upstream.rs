@@ -59,7 +59,7 @@ pub(crate) fn build(
     untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
     let dialect = provider.dialect();
-    let passthrough = passes_through(provider, client.dialect);
+    let passthrough = passes_through(provider, client.dialect) && !carries_foreign_reasoning(client);
     let mut dropped = Dropped::default();
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?
@@ -113,6 +113,16 @@ pub(crate) fn build(
         passthrough,
         dropped,
     })
+}
+
+/// A Responses conversation that went through an Anthropic target carries Anthropic's signed
+/// thinking inside its reasoning items (see the providers' `responses` module); a Responses
+/// upstream would refuse those, so such a body is translated (which strips them) rather than
+/// passed through.
+fn carries_foreign_reasoning(client: &ClientRequest<'_>) -> bool {
+    const MARK: &[u8] = b"switchyard.anthropic.";
+    client.dialect == ClientDialect::Responses
+        && client.body.windows(MARK.len()).any(|window| window == MARK)
 }
 
 /// OpenAI's own API, which takes system messages anywhere in a conversation.

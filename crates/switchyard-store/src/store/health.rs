@@ -22,22 +22,22 @@ const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
 impl Store {
     /// Every persisted entry, read in one transaction so the three tables agree.
+    ///
+    /// A row that cannot be read (a value this version does not know, a hand edit) is skipped
+    /// with a warning: losing one entry's state is a blip, losing the whole restore over it
+    /// would un-bench every provider, key and model at once.
     pub async fn load_health(&self) -> Result<HealthRecords, StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
         // Each table comes back as one JSON array built inside SQLite: one row across the
         // connection's thread instead of one per entry, which is most of a cold start with
         // thousands of entries.
-        let breakers: Vec<BreakerRow> = rows(&mut tx, "breakers", BREAKERS).await?;
-        let credentials: Vec<CredentialRow> =
-            rows(&mut tx, "credential_cooldowns", CREDENTIALS).await?;
-        let lockouts: Vec<LockoutRow> = rows(&mut tx, "model_lockouts", LOCKOUTS).await?;
+        let breakers = rows(&mut tx, "breakers", BREAKERS).await?;
+        let credentials = rows(&mut tx, "credential_cooldowns", CREDENTIALS).await?;
+        let lockouts = rows(&mut tx, "model_lockouts", LOCKOUTS).await?;
         Ok(HealthRecords {
-            breakers: breakers.into_iter().map(BreakerRow::decode).collect::<Result<_, _>>()?,
-            credentials: credentials
-                .into_iter()
-                .map(CredentialRow::decode)
-                .collect::<Result<_, _>>()?,
-            lockouts: lockouts.into_iter().map(LockoutRow::decode).collect::<Result<_, _>>()?,
+            breakers: readable("breakers", breakers, BreakerRow::decode),
+            credentials: readable("credential_cooldowns", credentials, CredentialRow::decode),
+            lockouts: readable("model_lockouts", lockouts, LockoutRow::decode),
         })
     }
 
@@ -225,15 +225,41 @@ const LOCKOUTS: &str = "SELECT json_group_array(json_array(provider, credential,
      locked_until, consecutive_failures, reason_kind, reason_status, changed_at)) \
      FROM (SELECT * FROM model_lockouts ORDER BY provider, credential, model)";
 
-/// The rows one of the queries above returns.
-async fn rows<T: serde::de::DeserializeOwned>(
+/// The rows one of the queries above returns, each still as JSON so that one bad row can be
+/// told from a bad table.
+async fn rows(
     tx: &mut SqliteConnection,
     table: &str,
     sql: &'static str,
-) -> Result<Vec<T>, StoreError> {
+) -> Result<Vec<serde_json::Value>, StoreError> {
     let json: String =
         sqlx::query_scalar(sql).fetch_one(&mut *tx).await.map_err(StoreError::database)?;
     serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))
+}
+
+/// Every row of `table` that reads as a `Row` and decodes, in order; the others are skipped
+/// with a warning naming the table and the reason.
+fn readable<Row: serde::de::DeserializeOwned, T>(
+    table: &str,
+    rows: Vec<serde_json::Value>,
+    decode: impl Fn(Row) -> Result<T, StoreError>,
+) -> Vec<T> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let decoded = serde_json::from_value::<Row>(row)
+                .map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))
+                .and_then(&decode);
+            decoded
+                .inspect_err(|error| {
+                    tracing::warn!(
+                        table,
+                        %error,
+                        "skipped a health row that cannot be read; that entry starts fresh"
+                    );
+                })
+                .ok()
+        })
+        .collect()
 }
 
 impl BreakerRow {

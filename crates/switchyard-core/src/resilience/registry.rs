@@ -751,6 +751,26 @@ impl HealthRegistry {
         );
     }
 
+    /// The credentials whose status is `status` right now (after lazy expiry), for the
+    /// component that owns that status: the OAuth manager looks for `expired` credentials it
+    /// did not bench itself (restored from the state file after a restart).
+    pub fn credentials_with_status(
+        &self,
+        status: CredentialStatus,
+        now: UnixMillis,
+    ) -> Vec<CredentialKey> {
+        let mut st = self.state.lock();
+        let State { policies, credentials, .. } = &mut *st;
+        let keys: Vec<CredentialKey> = credentials.map.keys().cloned().collect();
+        keys.into_iter()
+            .filter(|k| {
+                credentials
+                    .get(k, now, &policies.cooldown, &self.events)
+                    .is_some_and(|c| c.status() == status)
+            })
+            .collect()
+    }
+
     /// Clears state by hand. Publishes a removal for every entry cleared.
     pub fn reset(&self, scope: &ResetScope, now: UnixMillis) -> ResetCounts {
         let mut st = self.state.lock();

@@ -393,16 +393,18 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
             let mut verdict = classify_response(status, body, policy);
             verdict.status = Some(status);
             // Hints apply to their own kind (RESILIENCE.md §2 notes): reset headers describe a
-            // rate-limit window and size only a rate-limit wait; `Retry-After` (and a body that
-            // stands for it) also applies to the transient codes, and may only lengthen a quota
-            // cooldown; elsewhere (a 404 with `x-ratelimit-reset-requests: 17ms`) a hint would
-            // shorten a lock that has nothing to do with it.
+            // rate-limit window and size only a rate-limit wait (a 404 with
+            // `x-ratelimit-reset-requests: 17ms` keeps its normal lock); `Retry-After` (and a
+            // body that stands for it) sets the wait of the transient codes, and may only
+            // lengthen the long quota cooldown and a model's lock (the proxy never calls back
+            // earlier than asked, §8). Nothing that charges nothing carries a wait.
             let delay = body.retry_delay();
             verdict.retry_after = match verdict.kind {
                 OutcomeKind::RateLimit => hint::wait(headers, delay, Resets::Count, now),
-                OutcomeKind::Transient | OutcomeKind::QuotaExhausted => {
-                    hint::wait(headers, delay, Resets::Ignore, now)
-                }
+                OutcomeKind::Transient
+                | OutcomeKind::QuotaExhausted
+                | OutcomeKind::ModelUnavailable
+                | OutcomeKind::ModelForbidden => hint::wait(headers, delay, Resets::Ignore, now),
                 _ => None,
             };
             if verdict.benched_by_retry_after() {

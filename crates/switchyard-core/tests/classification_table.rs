@@ -640,6 +640,18 @@ static TABLE: &[Row] = &[
         v(K::ModelUnavailable, Some(404), MODEL, R::No, F::Yes),
     ),
     row(
+        "a 404 with a retry-after carries it, to lengthen the lock at most",
+        status_with(404, &[("retry-after", "3600")]),
+        v(K::ModelUnavailable, Some(404), MODEL, R::No, F::Yes),
+    )
+    .waiting(secs(3600)),
+    row(
+        "a 403 model refusal with a retry-after carries it, to lengthen the lock at most",
+        status_with(403, &[("retry-after", "1")]),
+        model_forbidden(403, MODEL),
+    )
+    .waiting(secs(1)),
+    row(
         "a 404 charges nothing when lockouts are disabled but still falls back",
         status(404),
         v(K::ModelUnavailable, Some(404), NOTHING, R::No, F::Yes),

@@ -417,3 +417,26 @@ fn lockout_failures_below_the_threshold_publish_nothing_until_the_lock() {
         "{events:?}"
     );
 }
+
+#[test]
+fn a_retry_after_on_a_404_lengthens_the_lock_but_never_shortens_it() {
+    let r = Arc::new(HealthRegistry::default());
+    let long = key("openai", "a", "gone");
+    attempt(&r, &long, &retry_after(404, 3600), T0);
+    assert_eq!(
+        r.eligible(&long, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 3_600_000, rate_limited: false })
+    );
+    let short = key("openai", "a", "also-gone");
+    attempt(&r, &short, &retry_after(404, 1), T0);
+    assert_eq!(
+        r.eligible(&short, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 10_000, rate_limited: false })
+    );
+    let forbidden = key("openai", "a", "forbidden");
+    attempt(&r, &forbidden, &retry_after(403, 5), T0);
+    assert_eq!(
+        r.eligible(&forbidden, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 600_000, rate_limited: false })
+    );
+}

@@ -114,9 +114,19 @@ impl ModelLockout {
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.reason = Some(reason);
         if at_once || self.consecutive_failures >= policy.failure_threshold {
-            let wait = match reason.kind {
+            let normal = || match reason.kind {
                 OutcomeKind::ModelForbidden => FORBIDDEN_LOCK,
-                _ => hint.unwrap_or_else(|| formula(policy, self.consecutive_failures)),
+                _ => formula(policy, self.consecutive_failures),
+            };
+            let wait = match (reason.kind, hint) {
+                // A model that is gone or refused stays locked at least its normal length: a
+                // `Retry-After` on it may only lengthen the lock, never shorten it.
+                (OutcomeKind::ModelUnavailable | OutcomeKind::ModelForbidden, Some(hint)) => {
+                    hint.max(normal())
+                }
+                // A rate limit's or an overload's hint is the wait itself.
+                (_, Some(hint)) => hint,
+                (_, None) => normal(),
             };
             self.locked_until = Some(now.plus(wait));
         }

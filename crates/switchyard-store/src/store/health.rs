@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use sqlx::SqliteConnection;
+use sqlx::{Connection as _, SqliteConnection};
 use switchyard_core::resilience::event::HealthRecords;
 use switchyard_core::resilience::lockout::LockReason;
 use switchyard_core::resilience::{BreakerRecord, CredentialRecord, HealthEvent, LockoutRecord};
@@ -49,35 +49,81 @@ impl Store {
         if latest.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
-        for event in latest {
-            write(&mut tx, event).await.map_err(StoreError::database)?;
-        }
-        tx.commit().await.map_err(StoreError::database)
+        let mut conn = self.writable().await?;
+        let written = apply_on(&mut conn, &latest).await;
+        settle(conn, written).await
     }
 
     /// Makes the file hold exactly `records`, in one transaction: the resync after a consumer
     /// fell behind the event stream.
     pub async fn replace_all(&self, records: &HealthRecords) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
-        for clear in [
-            "DELETE FROM breakers",
-            "DELETE FROM credential_cooldowns",
-            "DELETE FROM model_lockouts",
-        ] {
-            sqlx::query(clear).execute(&mut *tx).await.map_err(StoreError::database)?;
-        }
-        for (provider, record) in &records.breakers {
-            put_breaker(&mut tx, provider, record).await.map_err(StoreError::database)?;
-        }
-        for (key, record) in &records.credentials {
-            put_credential(&mut tx, key, record).await.map_err(StoreError::database)?;
-        }
-        for (key, record) in &records.lockouts {
-            put_lockout(&mut tx, key, record).await.map_err(StoreError::database)?;
-        }
-        tx.commit().await.map_err(StoreError::database)
+        let mut conn = self.writable().await?;
+        let written = replace_on(&mut conn, records).await;
+        settle(conn, written).await
     }
+
+    /// A pooled connection that is not stuck inside a transaction. Any writer of this file
+    /// whose transaction failed on a full disk can leave one behind (see [`settle`]); such a
+    /// connection is closed and another taken, so a retry does not fail for a past error.
+    async fn writable(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>, StoreError> {
+        for _ in 0..8 {
+            let conn = self.pool.acquire().await.map_err(StoreError::database)?;
+            if !conn.is_in_transaction() {
+                return Ok(conn);
+            }
+            if let Err(error) = conn.close().await {
+                tracing::debug!(%error, "closing a connection left inside a transaction");
+            }
+        }
+        self.pool.acquire().await.map_err(StoreError::database)
+    }
+}
+
+async fn apply_on(conn: &mut SqliteConnection, latest: &[&HealthEvent]) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_WRITE).await?;
+    for event in latest {
+        write(&mut tx, event).await?;
+    }
+    tx.commit().await
+}
+
+async fn replace_on(
+    conn: &mut SqliteConnection,
+    records: &HealthRecords,
+) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_WRITE).await?;
+    for clear in
+        ["DELETE FROM breakers", "DELETE FROM credential_cooldowns", "DELETE FROM model_lockouts"]
+    {
+        sqlx::query(clear).execute(&mut *tx).await?;
+    }
+    for (provider, record) in &records.breakers {
+        put_breaker(&mut tx, provider, record).await?;
+    }
+    for (key, record) in &records.credentials {
+        put_credential(&mut tx, key, record).await?;
+    }
+    for (key, record) in &records.lockouts {
+        put_lockout(&mut tx, key, record).await?;
+    }
+    tx.commit().await
+}
+
+/// A connection whose write transaction failed is closed instead of going back to the pool.
+/// After a full disk SQLite has already rolled the transaction back itself, so the `ROLLBACK`
+/// sqlx queues for the dropped transaction fails and the connection would stay marked as inside
+/// a transaction: every retry on it would fail with "begin at non-zero transaction depth",
+/// whatever the disk does. A fresh connection has no such past.
+async fn settle(
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    written: Result<(), sqlx::Error>,
+) -> Result<(), StoreError> {
+    if written.is_err()
+        && let Err(error) = conn.close().await
+    {
+        tracing::debug!(%error, "closing the connection of a failed health write");
+    }
+    written.map_err(StoreError::database)
 }
 
 /// Which entry an event is about: the unit of coalescing.

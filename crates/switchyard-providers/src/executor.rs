@@ -163,7 +163,7 @@ fn classify_error(error: &reqwest::Error) -> SendFailure {
 /// failing (a certificate refused, an alert, a peer speaking something else), which may open
 /// the breaker at once (RESILIENCE.md §2). An I/O error whose text merely mentions TLS is not:
 /// a pooled connection the server closed without `close_notify` reports "peer closed connection
-/// without sending TLS close_notify" (`UnexpectedEof`), which is a plain reset, and a reset must
+/// without sending TLS `close_notify`" (`UnexpectedEof`), which is a plain reset, and a reset must
 /// never trip a breaker on its own. The words in a message are used only to tell DNS from a
 /// refused connection, where nothing better is exposed and both charge the same fault.
 fn transport_fault(error: &(dyn std::error::Error + 'static), is_connect: bool) -> SendFailure {

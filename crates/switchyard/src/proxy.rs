@@ -875,7 +875,10 @@ fn refuse_fallback(
 ) -> Option<Response> {
     match verdict.fallback {
         Fallback::Yes => None,
-        Fallback::No => Some(passthrough(dialect, verdict, upstream)),
+        // Until the attempt loop rules the provider out (see the variant's doc), returning the
+        // refusal is the safe reading: it never sends the request to another key of the same
+        // provider.
+        Fallback::No | Fallback::OtherProviderOnly => Some(passthrough(dialect, verdict, upstream)),
         Fallback::LargerContextOnly => {
             // Without a known window on the failed target there is nothing to compare with.
             let Some(window) = failed.context_window else {

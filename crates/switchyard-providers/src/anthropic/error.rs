@@ -92,6 +92,11 @@ fn hint(kind: Option<&str>, lower: &str) -> BodyHint {
         {
             BodyHint::UnsupportedFeature
         }
+        // Anthropic's streaming classifiers refuse with "Output blocked by content filtering
+        // policy" (a 400 `invalid_request_error`).
+        Some("invalid_request_error") if says(&["content filtering policy"]) => {
+            BodyHint::ContentPolicy
+        }
         Some("not_found_error") if lower.contains("model") => BodyHint::ModelNotFound,
         // The key itself: "invalid x-api-key", a revoked OAuth token. Whatever the status.
         Some("authentication_error") => BodyHint::InvalidCredential,
@@ -134,6 +139,12 @@ mod tests {
         assert_eq!(hint(feature), BodyHint::UnsupportedFeature);
         let forbidden_beta = r#"{"type":"error","error":{"type":"permission_error","message":"This organization does not have access to the `anthropic-beta` value `context-1m-2025-08-07`."}}"#;
         assert_eq!(hint(forbidden_beta), BodyHint::UnsupportedFeature);
+    }
+
+    #[test]
+    fn a_content_filtering_refusal_is_a_policy_refusal() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"Output blocked by content filtering policy"}}"#;
+        assert_eq!(hint(body), BodyHint::ContentPolicy);
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub fn error_report(body: &[u8]) -> UpstreamError {
         {
             BodyHint::ContextLengthExceeded
         }
+        // A prompt refused by the safety filters ("... blocked due to safety", "... violates
+        // the content policy (SAFETY)").
+        Some("INVALID_ARGUMENT")
+            if says(&["blocked due to safety", "violates the content policy"]) =>
+        {
+            BodyHint::ContentPolicy
+        }
         // A field, tool or mode the request used that this model or API version does not take
         // ("Function calling is not enabled for models/...", "... is not supported ...",
         // `Invalid JSON payload received. Unknown name "foo"`).
@@ -168,6 +175,12 @@ mod tests {
         assert_eq!(error_report(leaked.as_bytes()).hint, BodyHint::InvalidCredential);
         let other = r#"{"error":{"code":403,"message":"The caller does not have permission","status":"PERMISSION_DENIED"}}"#;
         assert_eq!(error_report(other.as_bytes()).hint, BodyHint::None);
+    }
+
+    #[test]
+    fn a_safety_refusal_is_a_policy_refusal() {
+        let body = r#"{"error":{"code":400,"message":"The request was blocked because it violates the content policy (SAFETY).","status":"INVALID_ARGUMENT"}}"#;
+        assert_eq!(error_report(body.as_bytes()).hint, BodyHint::ContentPolicy);
     }
 
     #[test]

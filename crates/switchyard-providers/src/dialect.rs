@@ -93,9 +93,8 @@ impl Dialect {
         }
     }
 
-    /// What an upstream error body (any status) says, with the provider's own error codes
-    /// read first and [`BodyHint::sniff`](switchyard_core::outcome::BodyHint::sniff) as the
-    /// fallback.
+    /// What an upstream error body (any status) says, read from the provider's own error
+    /// types, codes and documented phrases only (RESILIENCE.md §2: never a word anywhere).
     pub fn error_report(self, body: &[u8]) -> UpstreamError {
         match self {
             Self::OpenAi => openai::error_report(body),

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
-use switchyard_core::outcome::{BodyHint, ClassifyPolicy, Outcome, Upstream, classify};
+use switchyard_core::outcome::{
+    BodyHint, ClassifyPolicy, Outcome, StreamFault, Upstream, classify,
+};
 use switchyard_core::resilience::registry::{RegistryLimits, ResetScope};
 use switchyard_core::resilience::{
     BreakerState, CredentialStatus, HealthEvent, HealthRegistry, SkipReason,
@@ -120,6 +122,35 @@ fn dropping_a_probe_attempt_releases_its_slot() {
     let probe = r.admit(&k, half_open_at).expect("slot was released on drop");
     probe.finish(&status(200), half_open_at);
     assert_eq!(r.breaker_state(&k.provider, half_open_at), BreakerState::Closed);
+}
+
+#[test]
+fn a_probe_settles_at_its_first_answer_and_a_later_break_is_still_charged() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("groq", "a", "llama");
+    for _ in 0..5 {
+        attempt(&r, &k, &status(502), T0);
+    }
+    let half_open_at = T0.plus(30 * SEC);
+    let mut probe = r.admit(&k, half_open_at).unwrap();
+    assert!(probe.is_probe());
+    probe.answered(&status(200), half_open_at.plus(SEC));
+    assert_eq!(
+        r.breaker_state(&k.provider, half_open_at.plus(SEC)),
+        BreakerState::Closed,
+        "the first real event closes the breaker, not the end of a long stream"
+    );
+    assert!(r.admit(&k, half_open_at.plus(SEC)).is_ok(), "others are admitted at once");
+    let cut = Outcome {
+        upstream: Upstream::Stream(StreamFault::Cut),
+        bytes_sent: true,
+        client_aborted: false,
+    };
+    let broken = classify(&cut, &ClassifyPolicy::default(), half_open_at.plus(90 * SEC));
+    probe.finish(&broken, half_open_at.plus(90 * SEC));
+    let view = r.snapshot(half_open_at.plus(90 * SEC));
+    let breaker = view.breakers.iter().find(|b| b.provider == k.provider).unwrap();
+    assert_eq!(breaker.failures, 1, "the break after the answer is charged like any other");
 }
 
 #[test]

@@ -633,7 +633,7 @@ impl HealthRegistry {
             Admission::Probe(id) => Some(id),
             Admission::Normal => None,
         };
-        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe })
+        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false })
     }
 
     fn settle(
@@ -935,6 +935,8 @@ pub struct Attempt {
     registry: Arc<HealthRegistry>,
     key: CandidateKey,
     probe: Option<ProbeId>,
+    /// Its success was recorded already, at the stream's first real event.
+    answered: bool,
 }
 
 impl Attempt {
@@ -947,8 +949,23 @@ impl Attempt {
         self.probe.is_some()
     }
 
-    /// Records the attempt's verdict on all three layers.
+    /// The upstream answers again: a stream's first real event arrived, and `success` is that
+    /// answer's verdict. A half-open probe settles now (RESILIENCE.md §7), so a provider whose
+    /// streams outlast `probe_timeout_ms` can close its breaker; the attempt stays open for the
+    /// rest of the stream, and a later break is charged by [`Attempt::finish`] as usual.
+    pub fn answered(&mut self, success: &Verdict, now: UnixMillis) {
+        if let Some(probe) = self.probe.take() {
+            self.registry.settle(&self.key, Some(probe), success, now);
+            self.answered = true;
+        }
+    }
+
+    /// Records the attempt's verdict on all three layers (a success already recorded by
+    /// [`Attempt::answered`] is not counted twice).
     pub fn finish(mut self, verdict: &Verdict, now: UnixMillis) {
+        if self.answered && verdict.kind == OutcomeKind::Success {
+            return;
+        }
         let probe = self.probe.take();
         self.registry.settle(&self.key, probe, verdict, now);
     }

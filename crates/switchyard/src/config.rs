@@ -386,16 +386,7 @@ impl ProviderForm {
             });
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let dialect = match (self.kind, self.api) {
-            (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Dialect::Responses,
-            (kind, None) | (kind @ ProviderKind::Openai, Some(OpenAiApi::Chat)) => kind.dialect(),
-            (_, Some(_)) => {
-                return Err(Problem::new(
-                    format!("{at}.api"),
-                    "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
-                ));
-            }
-        };
+        let dialect = self.dialect(at)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
@@ -411,6 +402,23 @@ impl ProviderForm {
             passthrough: self.passthrough,
             dialect,
         })
+    }
+}
+
+impl ProviderForm {
+    /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
+    /// `api = "responses"`.
+    fn dialect(&self, at: &str) -> Result<Dialect, Problem> {
+        match (self.kind, self.api) {
+            (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Ok(Dialect::Responses),
+            (kind, None) | (kind @ ProviderKind::Openai, Some(OpenAiApi::Chat)) => {
+                Ok(kind.dialect())
+            }
+            (_, Some(_)) => Err(Problem::new(
+                format!("{at}.api"),
+                "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
+            )),
+        }
     }
 }
 

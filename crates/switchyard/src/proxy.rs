@@ -281,6 +281,10 @@ impl Proxy {
         self.counters.values()
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the attempt loop reads top to bottom in the order RESILIENCE.md §1 states it"
+    )]
     async fn route(&self, inbound: &ClientRequest<'_>, summary: &mut Summary) -> Response {
         let dialect = crate::server::Dialect::from(inbound.dialect);
         let routes = self.routes.load_full();
@@ -317,13 +321,9 @@ impl Proxy {
                 index += 1;
                 continue;
             }
-            // Someone else could still serve this request: an attempt is left after this one,
-            // and a later candidate would not be screened out. Only then may this attempt be
-            // given up on early (RESILIENCE.md §7); the last one waits the long deadline.
+            let rest = &plan.candidates[index + 1..];
             let others_left = attempts + 1 < routes.config.routing.max_attempts
-                && plan.candidates[index + 1..].iter().any(|c| {
-                    screen(c, &combo.targets[c.target], &failed_providers, needs_context).is_none()
-                });
+                && anyone_else(rest, &combo, &failed_providers, needs_context);
             let (attempt, secret) = match self.ready(&routes, candidate).await {
                 Ok(ready) => ready,
                 Err(reason) => {
@@ -366,10 +366,7 @@ impl Proxy {
             trace.attempt(candidate, &verdict, started.elapsed(), carried);
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
-            let rest: Vec<&Candidate> = plan.candidates[index + 1..]
-                .iter()
-                .filter(|c| !failed_providers.contains(&c.key.provider))
-                .collect();
+            let rest = Rest { candidates: rest, failed: &failed_providers };
             if let Some(response) = refuse_fallback(
                 dialect,
                 &verdict,
@@ -842,6 +839,30 @@ fn prepare<'r, 'b>(
     Ok(Prepared { request, combo, untranslatable })
 }
 
+/// Whether a candidate after this one could still serve the request, so this attempt may be
+/// given up on early (RESILIENCE.md §7): the last allowed one waits the long deadline.
+fn anyone_else(
+    rest: &[Candidate],
+    combo: &Combo,
+    failed_providers: &[ProviderId],
+    needs_context: Option<u32>,
+) -> bool {
+    rest.iter()
+        .any(|c| screen(c, &combo.targets[c.target], failed_providers, needs_context).is_none())
+}
+
+/// The candidates after the one that failed, and the providers already ruled out.
+struct Rest<'p> {
+    candidates: &'p [Candidate],
+    failed: &'p [ProviderId],
+}
+
+impl Rest<'_> {
+    fn live(&self) -> impl Iterator<Item = &Candidate> {
+        self.candidates.iter().filter(|c| !self.failed.contains(&c.key.provider))
+    }
+}
+
 /// A provider that failed on its own account is done for this request, whatever happens to a
 /// same-target retry.
 fn rule_out_provider(failed: &mut Vec<ProviderId>, verdict: &Verdict, key: &CandidateKey) {
@@ -876,7 +897,7 @@ fn refuse_fallback(
     upstream: Option<(u16, UpstreamError)>,
     failed: &Target,
     combo: &Combo,
-    rest: &[&Candidate],
+    rest: &Rest<'_>,
     needs_context: &mut Option<u32>,
 ) -> Option<Response> {
     match verdict.fallback {
@@ -885,7 +906,7 @@ fn refuse_fallback(
         // The request itself was refused: another key of the same provider would refuse it the
         // same way (`rule_out_provider` screens them), another provider may take it.
         Fallback::OtherProviderOnly => {
-            let elsewhere = rest.iter().any(|c| c.key.provider != failed.provider);
+            let elsewhere = rest.live().any(|c| c.key.provider != failed.provider);
             (!elsewhere).then(|| passthrough(dialect, verdict, upstream))
         }
         Fallback::LargerContextOnly => {
@@ -894,7 +915,7 @@ fn refuse_fallback(
                 return Some(passthrough(dialect, verdict, upstream));
             };
             let larger = rest
-                .iter()
+                .live()
                 .any(|c| combo.targets[c.target].context_window.is_some_and(|w| w > window));
             if !larger {
                 return Some(passthrough(dialect, verdict, upstream));

@@ -733,14 +733,7 @@ pub fn encode_request(
         });
 
     let own = request.vendor.origin == Some(Dialect::OpenAi);
-    let reasoning_effort = match request.reasoning {
-        _ if own => None,
-        Some(_) if !options.reasoning => {
-            dropped.note("reasoning (the model takes no reasoning parameters)");
-            None
-        }
-        reasoning => reasoning_effort(reasoning, dropped),
-    };
+    let reasoning_effort = if own { None } else { reasoning_effort(request, options, dropped) };
     let response_format =
         if own { None } else { request.response_format.as_ref().map(response_format) };
     if !own && request.uses_cache_control() {
@@ -775,8 +768,17 @@ pub fn encode_request(
 /// Another dialect's reasoning as OpenAI's `reasoning_effort`. Only a level the client chose
 /// is sent: thinking "at the model's discretion" (Anthropic's `adaptive`) is OpenAI's default
 /// already, and a model without reasoning refuses the field.
-fn reasoning_effort(reasoning: Option<Reasoning>, dropped: &mut Dropped) -> Option<&'static str> {
-    let level = reasoning?.level();
+fn reasoning_effort(
+    request: &ChatRequest<'_>,
+    options: &EncodeOptions<'_>,
+    dropped: &mut Dropped,
+) -> Option<&'static str> {
+    let reasoning = request.reasoning?;
+    if !options.reasoning {
+        dropped.note("reasoning (the model takes no reasoning parameters)");
+        return None;
+    }
+    let level = reasoning.level();
     match level {
         None => {
             dropped.note("thinking (adaptive: the model's default)");

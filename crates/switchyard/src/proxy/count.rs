@@ -77,7 +77,7 @@ impl Proxy {
                     tracing::info!(target = %key, status = answer.status.as_u16(), "count_tokens refused; trying the next target");
                 }
                 Err(_) => {
-                    tracing::info!(target = %key, "count_tokens failed; trying the next target")
+                    tracing::info!(target = %key, "count_tokens failed; trying the next target");
                 }
             }
         }

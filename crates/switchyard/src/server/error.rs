@@ -97,10 +97,10 @@ impl ApiError {
 impl From<switchyard_providers::dialect::ClientDialect> for Dialect {
     fn from(d: switchyard_providers::dialect::ClientDialect) -> Self {
         match d {
-            switchyard_providers::dialect::ClientDialect::OpenAi => Self::OpenAi,
-            switchyard_providers::dialect::ClientDialect::Anthropic => Self::Anthropic,
             // The Responses API reports errors in OpenAI's shape.
-            switchyard_providers::dialect::ClientDialect::Responses => Self::OpenAi,
+            switchyard_providers::dialect::ClientDialect::OpenAi
+            | switchyard_providers::dialect::ClientDialect::Responses => Self::OpenAi,
+            switchyard_providers::dialect::ClientDialect::Anthropic => Self::Anthropic,
         }
     }
 }

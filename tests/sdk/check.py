@@ -423,6 +423,72 @@ case("anthropic sdk -> openai upstream: tool use, streaming")(lambda: anthropic_
 case("anthropic sdk -> openai upstream: tool result turn")(lambda: anthropic_tool_result("oa/gpt-text", OA_TEXT))
 
 
+# OpenAI SDK, Responses API (`/v1/responses`), translated to each upstream dialect.
+
+
+def responses_text(model: str, expected_text: str) -> None:
+    raw = OA.responses.with_raw_response.create(model=model, input="Say hello.", instructions="Be brief.")
+    response = raw.parse()
+    body = dump(response)
+    expect_eq(response.object, "response", f"object in {body}")
+    expect_eq(response.status, "completed", f"status in {body}")
+    expect_eq(response.model, model, f"model (the target that served) in {body}")
+    expect_eq(raw.headers.get("x-switchyard-target"), model, "x-switchyard-target header")
+    expect_eq(response.output_text, expected_text, f"output_text in {body}")
+    expect(response.usage is not None and response.usage.input_tokens > 0, f"usage in {body}")
+
+
+def responses_text_stream(model: str, expected_text: str) -> None:
+    with OA.responses.stream(model=model, input=[{"role": "user", "content": "Say hello."}]) as stream:
+        deltas: list[str] = []
+        sequence: list[int] = []
+        kinds: list[str] = []
+        for event in stream:
+            kinds.append(event.type)
+            sequence.append(event.sequence_number)
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = stream.get_final_response()
+    expect_eq("".join(deltas), expected_text, f"concatenated output_text deltas ({len(deltas)})")
+    expect_eq(sequence, sorted(set(sequence)), "sequence_number strictly increasing")
+    expect_eq(kinds[0], "response.created", f"first event of {kinds}")
+    expect_eq(kinds[-1], "response.completed", f"last event of {kinds}")
+    expect_eq(final.status, "completed", f"final status in {dump(final)}")
+    expect_eq(final.model, model, f"final model in {dump(final)}")
+    expect_eq(final.output_text, expected_text, f"final output_text in {dump(final)}")
+
+
+def responses_tool(model: str) -> None:
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ]
+    response = OA.responses.create(model=model, input="Weather in Paris?", tools=tools)
+    calls = [item for item in response.output if item.type == "function_call"]
+    expect_eq(len(calls), 1, f"function_call items in {dump(response)}")
+    expect_eq(calls[0].name, "get_weather", "function name")
+    expect_eq(json.loads(calls[0].arguments), {"city": "Paris", "unit": "celsius"}, "arguments")
+    expect(calls[0].call_id, f"call_id in {dump(calls[0])}")
+
+
+case("openai sdk: responses.create -> chat upstream")(lambda: responses_text("oa/gpt-text", OA_TEXT))
+case("openai sdk: responses.stream -> chat upstream")(lambda: responses_text_stream("oa/gpt-text", OA_TEXT))
+case("openai sdk: responses.create -> anthropic upstream")(lambda: responses_text("an/claude-text", AN_TEXT))
+case("openai sdk: responses.stream -> anthropic upstream")(
+    lambda: responses_text_stream("an/claude-text", AN_TEXT)
+)
+case("openai sdk: responses.create function call -> chat upstream")(lambda: responses_tool("oa/gpt-tool"))
+case("openai sdk: responses.create function call -> anthropic upstream")(lambda: responses_tool("an/claude-tool"))
+
+
 # A combo whose first target is down: `model` names the target that really served.
 @case("openai sdk: combo falls back, model names the target that served")
 def _() -> None:

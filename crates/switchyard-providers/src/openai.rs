@@ -21,8 +21,8 @@ mod response;
 mod stream;
 
 pub use self::error::{error_body, error_report};
-pub use self::request::{encode_request, parse_request};
 pub(crate) use self::request::image_source;
+pub use self::request::{encode_request, parse_request};
 pub use self::response::{decode_response, encode_response};
 pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::StopReason;

@@ -9,8 +9,8 @@
 //!   terminal error event, never its dialect's normal end.
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
-use crate::chat::StreamEvent;
 use crate::chat::ChatRequest;
+use crate::chat::StreamEvent;
 use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
@@ -159,14 +159,24 @@ pub fn error_status(error: &UpstreamError) -> u16 {
     let code = error.code.as_deref().unwrap_or("");
     match code {
         "overloaded_error" => 529,
-        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" | "429"
+        "rate_limit_error"
+        | "rate_limit_exceeded"
+        | "RESOURCE_EXHAUSTED"
+        | "429"
         | "insufficient_quota" => 429,
         "api_error" | "server_error" | "INTERNAL" | "500" => 500,
         "UNAVAILABLE" | "503" => 503,
         // Responses `response.failed` codes that are the request's own fault.
-        "invalid_request_error" | "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "400"
-        | "invalid_prompt" | "context_length_exceeded" | "invalid_image" | "invalid_image_url"
-        | "invalid_base64_image" | "image_too_large" => 400,
+        "invalid_request_error"
+        | "INVALID_ARGUMENT"
+        | "FAILED_PRECONDITION"
+        | "400"
+        | "invalid_prompt"
+        | "context_length_exceeded"
+        | "invalid_image"
+        | "invalid_image_url"
+        | "invalid_base64_image"
+        | "image_too_large" => 400,
         "authentication_error" | "UNAUTHENTICATED" | "401" => 401,
         "permission_error" | "PERMISSION_DENIED" | "403" => 403,
         "not_found_error" | "NOT_FOUND" | "404" => 404,
@@ -237,7 +247,11 @@ impl StreamTranslator {
     ) -> Self {
         Self {
             decoder: upstream.stream_decoder(),
-            encoder: client.stream_encoder_in(meta, request.stream_usage, ClientContext::of(request)),
+            encoder: client.stream_encoder_in(
+                meta,
+                request.stream_usage,
+                ClientContext::of(request),
+            ),
             relay: None,
         }
     }

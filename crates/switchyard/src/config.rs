@@ -20,6 +20,7 @@ use switchyard_core::settings::{
     Timeouts,
 };
 use switchyard_core::{CredentialId, ModelId, ProviderId};
+use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 
@@ -28,7 +29,7 @@ use crate::oauth::OAuthClient;
 pub use self::editor::{ConfigEditor, EditError, Saving};
 pub use self::form::{
     AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, NotificationSettings,
-    PriceForm, ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
+    OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
 };
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
@@ -129,9 +130,17 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthClient>,
     /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
     pub passthrough: bool,
+    /// The wire dialect requests go out in: the kind's, or Responses for an `openai`
+    /// provider with `api = "responses"`.
+    pub dialect: Dialect,
 }
 
 impl ProviderConfig {
+    /// The wire dialect this provider is called in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     pub fn credential(&self, id: &CredentialId) -> Option<&CredentialConfig> {
         self.credentials.iter().find(|c| &c.id == id)
     }
@@ -377,7 +386,17 @@ impl ProviderForm {
             });
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let chat_url = chat_url(at, self.kind, &base_url)?;
+        let dialect = match (self.kind, self.api) {
+            (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Dialect::Responses,
+            (kind, None) | (kind @ ProviderKind::Openai, Some(OpenAiApi::Chat)) => kind.dialect(),
+            (_, Some(_)) => {
+                return Err(Problem::new(
+                    format!("{at}.api"),
+                    "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
+                ));
+            }
+        };
+        let chat_url = chat_url(at, dialect, &base_url)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
             kind: self.kind,
@@ -390,6 +409,7 @@ impl ProviderForm {
             credentials,
             oauth: self.oauth.clone(),
             passthrough: self.passthrough,
+            dialect,
         })
     }
 }
@@ -589,11 +609,11 @@ fn check_route(
 }
 
 /// The chat endpoint of a dialect whose endpoint does not name the model, parsed once.
-fn chat_url(at: &str, kind: ProviderKind, base_url: &str) -> Result<Option<Url>, Problem> {
-    if kind == ProviderKind::Gemini {
+fn chat_url(at: &str, dialect: Dialect, base_url: &str) -> Result<Option<Url>, Problem> {
+    if dialect == Dialect::Gemini {
         return Ok(None);
     }
-    let path = kind.dialect().endpoint("", false).path;
+    let path = dialect.endpoint("", false).path;
     Url::parse(&format!("{base_url}/{path}")).map(Some).map_err(|e| {
         Problem::new(format!("{at}.base_url"), format!("\"{base_url}\" is not a valid URL: {e}"))
     })

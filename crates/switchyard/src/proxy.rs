@@ -580,7 +580,7 @@ impl Proxy {
         } else {
             let provider =
                 routes.provider(&target.provider).expect("planned providers are configured");
-            upstream::dialect(provider.kind)
+            provider.dialect()
         };
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
@@ -606,7 +606,7 @@ impl Proxy {
         if request.stream {
             self.relay(routes, how, request, response, attempt, &meta, first_event).await
         } else {
-            self.complete(routes, how, response, attempt, &meta, first_event).await
+            self.complete(routes, how, request, response, attempt, &meta, first_event).await
         }
     }
 
@@ -619,6 +619,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         how: Answer,
+        request: &ChatRequest<'_>,
         response: executor::Response,
         attempt: Attempt,
         meta: &ResponseMeta<'_>,
@@ -657,7 +658,7 @@ impl Proxy {
             // The upstream's own body, every field it wrote, with the model that served.
             passthrough::rewrite_answer_model(&body, meta.model)
         } else {
-            client.encode_response(&answer, meta)
+            client.encode_response_for(request, &answer, meta)
         };
         let empty = HeaderMap::new();
         self.record(
@@ -688,7 +689,7 @@ impl Proxy {
         let translator = if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
-            StreamTranslator::new(dialect, client, meta, request.stream_usage)
+            StreamTranslator::for_request(dialect, client, meta, request)
         };
         let (ended, when_ended) = oneshot::channel();
         let settle = forward::Settle {

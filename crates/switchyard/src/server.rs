@@ -82,6 +82,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/chat/completions", post(v1::chat_completions))
         .route("/v1/messages", post(v1::messages))
         .route("/v1/messages/count_tokens", post(v1::count_tokens))
+        .route("/v1/responses", post(v1::responses))
         .route("/v1/models", get(v1::models))
         .route("/api/server", get(api::server_info))
         .route("/api/routing", get(api::routing).put(api::set_routing))

@@ -3,6 +3,7 @@ import type { BreakerProfile } from "./BreakerProfile";
 import type { BreakerSettings } from "./BreakerSettings";
 import type { CredentialForm } from "./CredentialForm";
 import type { OAuthClient } from "./OAuthClient";
+import type { OpenAiApi } from "./OpenAiApi";
 import type { ProviderKind } from "./ProviderKind";
 import type { SelectionStrategy } from "./SelectionStrategy";
 
@@ -31,4 +32,8 @@ oauth?: OAuthClient,
  * `model` rewritten [default true]. `false` re-encodes every request instead, for hosts
  * that refuse fields they do not know.
  */
-passthrough?: boolean, };
+passthrough?: boolean, 
+/**
+ * `kind = "openai"` only: which API requests go to [default `chat`].
+ */
+api?: OpenAiApi, };

@@ -98,13 +98,14 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         None => (None, None),
                     };
                     effort = effort_word.and_then(|e| Effort::parse(&e.0));
-                    request.response_format = format
-                        .filter(|f| f.kind.0 == "json_schema")
-                        .map(|f| ResponseFormat::JsonSchema {
-                            name: Cow::Borrowed("response"),
-                            description: None,
-                            schema: f.schema.map(RawJson),
-                            strict: Some(true),
+                    request.response_format =
+                        format.filter(|f| f.kind.0 == "json_schema").map(|f| {
+                            ResponseFormat::JsonSchema {
+                                name: Cow::Borrowed("response"),
+                                description: None,
+                                schema: f.schema.map(RawJson),
+                                strict: Some(true),
+                            }
                         });
                     request.vendor.fields.push((key.0, raw));
                 }

@@ -613,7 +613,8 @@ struct NamedFunctionOut<'r> {
 
 /// The fields other dialects' parsers read into [`ChatRequest::reasoning`] and
 /// [`ChatRequest::response_format`].
-const REASONING_FIELDS: &[&str] = &["thinking", "output_config", "reasoning", "text", "tool_choice"];
+const REASONING_FIELDS: &[&str] =
+    &["thinking", "output_config", "reasoning", "text", "tool_choice"];
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -78,21 +78,23 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "reasoning" => {
                     let raw = map.next_value::<&'de RawValue>()?;
-                    request.reasoning = serde_json::from_str::<Option<ReasoningWire<'_>>>(raw.get())
-                        .ok()
-                        .flatten()
-                        .and_then(|r| r.effort)
-                        .and_then(|e| Effort::parse(&e.0))
-                        .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
+                    request.reasoning =
+                        serde_json::from_str::<Option<ReasoningWire<'_>>>(raw.get())
+                            .ok()
+                            .flatten()
+                            .and_then(|r| r.effort)
+                            .and_then(|e| Effort::parse(&e.0))
+                            .map(|effort| Reasoning { effort: Some(effort), budget_tokens: None });
                     request.vendor.fields.push((key.0, raw));
                 }
                 "text" => {
                     let raw = map.next_value::<&'de RawValue>()?;
-                    request.response_format = serde_json::from_str::<Option<TextWire<'de>>>(raw.get())
-                        .ok()
-                        .flatten()
-                        .and_then(|t| t.format)
-                        .and_then(FormatWire::into_canonical);
+                    request.response_format =
+                        serde_json::from_str::<Option<TextWire<'de>>>(raw.get())
+                            .ok()
+                            .flatten()
+                            .and_then(|t| t.format)
+                            .and_then(FormatWire::into_canonical);
                     request.vendor.fields.push((key.0, raw));
                 }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
@@ -399,8 +401,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
                 wire.refusal.ok_or_else(|| de::Error::missing_field("refusal"))?.into_cow(),
             )),
             "input_image" if wire.image_url.is_some() => Part::Image(Image {
-                source: crate::openai::image_source(wire.image_url.map(Str::into_cow).unwrap_or_default())
-                    .map_err(de::Error::custom)?,
+                source: crate::openai::image_source(
+                    wire.image_url.map(Str::into_cow).unwrap_or_default(),
+                )
+                .map_err(de::Error::custom)?,
                 detail: wire.detail.map(Str::into_cow),
                 cache_control: None,
             }),
@@ -739,9 +743,13 @@ pub fn encode_request(
     let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
     for tool in &request.tools {
         tools.push(match (&tool.native, tool.format) {
-            (Some(native), _) if native.dialect == Dialect::Responses => ToolOut::Native(native.raw),
+            (Some(native), _) if native.dialect == Dialect::Responses => {
+                ToolOut::Native(native.raw)
+            }
             // Another vendor's server tool would change what the answer can be.
-            (Some(native), _) => return Err(crate::dialect::native_tool(native, Dialect::Responses)),
+            (Some(native), _) => {
+                return Err(crate::dialect::native_tool(native, Dialect::Responses));
+            }
             (None, ToolFormat::Freeform(format)) => ToolOut::Custom {
                 kind: "custom",
                 name: &tool.name,
@@ -776,7 +784,10 @@ pub fn encode_request(
     let (reasoning, text) = if own {
         (None, None)
     } else {
-        (reasoning(request.reasoning, dropped), text_format(request.response_format.as_ref(), dropped))
+        (
+            reasoning(request.reasoning, dropped),
+            text_format(request.response_format.as_ref(), dropped),
+        )
     };
     if !own {
         if request.uses_cache_control() {
@@ -790,9 +801,9 @@ pub fn encode_request(
     let instructions = match request.system.as_slice() {
         [] => None,
         [only] => Some(Cow::Borrowed(only.text.as_ref())),
-        many => Some(Cow::Owned(
-            many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n"),
-        )),
+        many => {
+            Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
+        }
     };
     let body = RequestOut {
         model: options.model,
@@ -926,8 +937,7 @@ mod tests {
     use super::*;
 
     fn encode_for(request: &ChatRequest<'_>, dialect: Dialect) -> serde_json::Value {
-        let body =
-            dialect.encode_request(request, &EncodeOptions::new("up", 1024)).unwrap();
+        let body = dialect.encode_request(request, &EncodeOptions::new("up", 1024)).unwrap();
         serde_json::from_slice(&body).unwrap()
     }
 
@@ -1050,7 +1060,10 @@ mod tests {
         );
         assert_eq!(body["store"], false);
         assert_eq!(body["tools"][0]["strict"], false);
-        assert_eq!(body["input"][0]["content"][0], serde_json::json!({"type": "input_text", "text": "hi"}));
+        assert_eq!(
+            body["input"][0]["content"][0],
+            serde_json::json!({"type": "input_text", "text": "hi"})
+        );
     }
 
     #[test]
@@ -1090,8 +1103,8 @@ mod tests {
 
     #[test]
     fn an_unknown_role_is_refused_naming_the_item() {
-        let error =
-            parse_request(br#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#).unwrap_err();
+        let error = parse_request(br#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#)
+            .unwrap_err();
         assert!(error.to_string().starts_with("input[0]: unknown role `robot`"), "{error}");
     }
 }

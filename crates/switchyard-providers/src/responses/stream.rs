@@ -71,12 +71,23 @@ enum Slot {
     /// Not announced yet, or an item type that is not forwarded (built-in tool calls, ...).
     Unknown,
     /// `seen`: some of its content arrived as deltas.
-    Message { seen: bool },
-    Reasoning { seen: bool },
+    Message {
+        seen: bool,
+    },
+    Reasoning {
+        seen: bool,
+    },
     /// The n-th tool call of the answer.
-    Function { index: u32, seen: bool },
+    Function {
+        index: u32,
+        seen: bool,
+    },
     /// A freeform call, forwarded as `{"input": "..."}` arguments: open until its `"}`.
-    Custom { index: u32, seen: bool, open: bool },
+    Custom {
+        index: u32,
+        seen: bool,
+        open: bool,
+    },
 }
 
 /// How far ahead of the items seen so far a new item's index may jump.
@@ -134,8 +145,8 @@ impl StreamDecoder {
                     return Err(malformed("output index out of order"));
                 }
                 let raw = wire.item.ok_or_else(|| malformed("no `item`"))?;
-                let head: ItemHead<'_> =
-                    serde_json::from_str(raw.get()).map_err(|_| malformed("an item without `type`"))?;
+                let head: ItemHead<'_> = serde_json::from_str(raw.get())
+                    .map_err(|_| malformed("an item without `type`"))?;
                 let known = matches!(
                     head.kind.0.as_ref(),
                     "message" | "reasoning" | "function_call" | "custom_tool_call"
@@ -163,7 +174,8 @@ impl StreamDecoder {
                             bare.input.take(),
                         );
                         self.slots[index] = self.item_added(bare, emit);
-                        let whole = OutputItemWire { content, summary, arguments, input, ..empty_item() };
+                        let whole =
+                            OutputItemWire { content, summary, arguments, input, ..empty_item() };
                         self.slots[index] = self.item_done(self.slots[index], whole, emit);
                     } else {
                         self.slots[index] = self.item_done(self.slots[index], item, emit);
@@ -195,11 +207,17 @@ impl StreamDecoder {
                 match (slot, delta) {
                     (Some(Slot::Function { index, seen }), Some(delta)) => {
                         *seen = true;
-                        emit(StreamEvent::ToolCallDelta { index: *index, arguments: delta.into_cow() });
+                        emit(StreamEvent::ToolCallDelta {
+                            index: *index,
+                            arguments: delta.into_cow(),
+                        });
                     }
                     (Some(Slot::Custom { index, seen, open: true }), Some(delta)) => {
                         *seen = true;
-                        emit(StreamEvent::ToolCallDelta { index: *index, arguments: escaped(&delta.0) });
+                        emit(StreamEvent::ToolCallDelta {
+                            index: *index,
+                            arguments: escaped(&delta.0),
+                        });
                     }
                     _ => {}
                 }
@@ -216,8 +234,9 @@ impl StreamDecoder {
                     emit(StreamEvent::Usage(usage.usage()));
                 }
                 let status = if kind == "response.completed" { "completed" } else { "incomplete" };
-                let reason = stop_reason(status, reason.as_ref().map(|r| r.0.as_ref()), self.tools > 0)
-                    .unwrap_or(StopReason::EndTurn);
+                let reason =
+                    stop_reason(status, reason.as_ref().map(|r| r.0.as_ref()), self.tools > 0)
+                        .unwrap_or(StopReason::EndTurn);
                 self.status.finish_seen = true;
                 self.status.end_seen = true;
                 emit(StreamEvent::Finish { reason, stop_sequence: None });
@@ -310,7 +329,9 @@ impl StreamDecoder {
     ) -> Slot {
         match slot {
             Slot::Message { seen: false } => {
-                for text in item.content.unwrap_or_default().into_iter().filter_map(ContentWire::into_text) {
+                for text in
+                    item.content.unwrap_or_default().into_iter().filter_map(ContentWire::into_text)
+                {
                     if !text.is_empty() {
                         emit(StreamEvent::TextDelta(text));
                     }
@@ -318,7 +339,8 @@ impl StreamDecoder {
                 Slot::Message { seen: true }
             }
             Slot::Reasoning { seen: false } => {
-                let parts = item.summary.filter(|s| !s.is_empty()).or(item.content).unwrap_or_default();
+                let parts =
+                    item.summary.filter(|s| !s.is_empty()).or(item.content).unwrap_or_default();
                 for (n, text) in parts.into_iter().filter_map(ContentWire::into_text).enumerate() {
                     if n > 0 {
                         emit(StreamEvent::ThinkingDelta(Cow::Borrowed("\n\n")));

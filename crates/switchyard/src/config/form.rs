@@ -48,6 +48,18 @@ impl ProviderKind {
     }
 }
 
+/// Which of OpenAI's APIs an `openai` provider is called through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenAiApi {
+    /// Chat Completions (`/chat/completions`): what every OpenAI-compatible host speaks.
+    #[default]
+    Chat,
+    /// Responses (`/responses`): OpenAI's newer API, the only one some models answer on.
+    Responses,
+}
+
 /// A whole config: the file, the export, and what the API edits piece by piece.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
@@ -122,6 +134,10 @@ pub struct ProviderForm {
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     #[ts(as = "Option<bool>", optional)]
     pub passthrough: bool,
+    /// `kind = "openai"` only: which API requests go to [default `chat`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub api: Option<OpenAiApi>,
 }
 
 impl ProviderForm {
@@ -138,6 +154,7 @@ impl ProviderForm {
             credentials: Vec::new(),
             oauth: None,
             passthrough: true,
+            api: None,
         }
     }
 

@@ -10,7 +10,7 @@ use switchyard_providers::passthrough;
 
 use switchyard_secrets::Secret;
 
-use crate::config::{ProviderConfig, ProviderKind};
+use crate::config::ProviderConfig;
 
 /// Anthropic's API version; the one every current feature is documented against.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -19,10 +19,6 @@ const ANTHROPIC_BETA_HEADER: &str = "anthropic-beta";
 
 /// Output limit for upstreams that require one (Anthropic) when the client gave none.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
-
-pub(crate) fn dialect(kind: ProviderKind) -> Dialect {
-    kind.dialect()
-}
 
 /// What the client sent, as it sent it: a same-dialect upstream gets these bytes.
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +43,7 @@ pub(crate) struct Built {
 /// Whether `provider` gets `client`'s request as the client sent it (ARCHITECTURE.md, "Two
 /// paths through the router").
 pub(crate) fn passes_through(provider: &ProviderConfig, client: ClientDialect) -> bool {
-    provider.passthrough && provider.kind.dialect() == client.dialect()
+    provider.passthrough && provider.dialect() == client.dialect()
 }
 
 /// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
@@ -62,11 +58,17 @@ pub(crate) fn build(
     client: &ClientRequest<'_>,
     untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
-    let dialect = dialect(provider.kind);
+    let dialect = provider.dialect();
     let passthrough = passes_through(provider, client.dialect);
     let mut dropped = Dropped::default();
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?
+    } else if request.previous_response_id.is_some() {
+        // The conversation so far lives with the upstream that answered it.
+        return Err(ProviderError::Untranslatable {
+            dialect,
+            message: "`previous_response_id` names a conversation only a Responses upstream keeps; send the whole conversation in `input` (Codex does with `store = false`)".into(),
+        });
     } else if let Some(problem) = untranslatable {
         return Err(ProviderError::Untranslatable {
             dialect,
@@ -143,7 +145,7 @@ pub(crate) fn models_request(
     provider: &ProviderConfig,
     secret: Option<&Secret>,
 ) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
-    let url = format!("{}/{}", provider.base_url, dialect(provider.kind).models_path());
+    let url = format!("{}/{}", provider.base_url, provider.dialect().models_path());
     let mut headers = Vec::with_capacity(2 + provider.headers.len());
     identify(&mut headers, provider, secret, None)?;
     Ok((url, headers))
@@ -160,10 +162,12 @@ fn identify(
     secret: Option<&Secret>,
     client: Option<&HeaderMap>,
 ) -> Result<(), ProviderError> {
-    let dialect = dialect(provider.kind);
+    let dialect = provider.dialect();
     if let Some(secret) = secret {
         let mut value = match dialect {
-            Dialect::OpenAi => HeaderValue::from_str(&format!("Bearer {}", secret.expose())),
+            Dialect::OpenAi | Dialect::Responses => {
+                HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
+            }
             Dialect::Anthropic | Dialect::Gemini => HeaderValue::from_str(secret.expose()),
         }
         .map_err(|_| ProviderError::Untranslatable {
@@ -172,7 +176,7 @@ fn identify(
         })?;
         value.set_sensitive(true);
         let name = match dialect {
-            Dialect::OpenAi => header::AUTHORIZATION,
+            Dialect::OpenAi | Dialect::Responses => header::AUTHORIZATION,
             Dialect::Anthropic => HeaderName::from_static("x-api-key"),
             Dialect::Gemini => HeaderName::from_static("x-goog-api-key"),
         };

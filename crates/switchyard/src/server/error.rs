@@ -99,6 +99,8 @@ impl From<switchyard_providers::dialect::ClientDialect> for Dialect {
         match d {
             switchyard_providers::dialect::ClientDialect::OpenAi => Self::OpenAi,
             switchyard_providers::dialect::ClientDialect::Anthropic => Self::Anthropic,
+            // The Responses API reports errors in OpenAI's shape.
+            switchyard_providers::dialect::ClientDialect::Responses => Self::OpenAi,
         }
     }
 }

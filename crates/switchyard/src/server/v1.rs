@@ -45,6 +45,19 @@ pub(super) async fn messages(
     }
 }
 
+/// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
+pub(super) async fn responses(
+    State(state): State<ServerState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match read(body, ClientDialect::Responses).await {
+        Ok(body) => state.proxy.handle(ClientDialect::Responses, &headers, uri.query(), body).await,
+        Err(refusal) => refusal,
+    }
+}
+
 /// `POST /v1/messages/count_tokens` (Anthropic): answered by an Anthropic target of the route,
 /// else estimated (and marked so in `x-switchyard-estimate`).
 pub(super) async fn count_tokens(

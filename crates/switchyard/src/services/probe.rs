@@ -116,7 +116,7 @@ impl Services {
             .into_bytes(PROBE_DEADLINE)
             .await
             .map_err(|e| Failure { status: Some(status), message: describe(e) })?;
-        let dialect = upstream::dialect(provider.kind);
+        let dialect = provider.dialect();
         if !(200..300).contains(&status) {
             let report = dialect.error_report(&body);
             return Err(Failure {

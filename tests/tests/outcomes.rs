@@ -268,7 +268,9 @@ async fn a_429_cools_the_whole_key_when_429_is_not_in_the_lockout_list() {
 
 #[tokio::test]
 async fn a_refused_key_is_marked_invalid_and_never_used_again_while_the_other_key_serves() {
-    for code in [401, 403] {
+    // A 403 is about the key only when the body says so (RESILIENCE.md §2): see
+    // `a_403_forbids_only_that_model_on_that_key_and_the_key_keeps_serving`.
+    for code in [401] {
         let clock = ManualClock::new(T0);
         let h = Harness::start_with_clock(FALLBACK, &clock).await;
         h.mock.enqueue("gpt-4o", Status::new(code));
@@ -288,6 +290,26 @@ async fn a_refused_key_is_marked_invalid_and_never_used_again_while_the_other_ke
         let all = keys_of(&h.mock.attempts());
         assert_eq!(all.iter().filter(|k| *k == "oa-1").count(), 1, "{code}: {all:?}");
     }
+}
+
+/// RESILIENCE.md §2: a 403 that does not say the key is refused is `model_forbidden`: that
+/// model on that key is locked for 10 minutes, the key keeps serving its other models, and the
+/// request falls back (here to the other key).
+#[tokio::test]
+async fn a_403_forbids_only_that_model_on_that_key_and_the_key_keeps_serving() {
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(FALLBACK, &clock).await;
+    h.mock.enqueue("gpt-4o", Status::new(403));
+    let (status, headers, body) = ask(&h, "smart").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o");
+    assert_eq!(keys(&h, "gpt-4o"), ["oa-1", "oa-2"]);
+    assert!(h.app.credential("oa", "oa-1").is_none(), "the key is not benched");
+    let lock = h.app.lockout("oa", "oa-1", "gpt-4o").expect("the model is locked on oa-1");
+    assert_eq!(lock.reason.map(|r| r.kind), Some(OutcomeKind::ModelForbidden));
+    assert_eq!(lock.remaining_ms, 600_000);
+    assert_eq!(ask(&h, "oa/gpt-4o-mini").await.0, 200);
+    assert_eq!(keys(&h, "gpt-4o-mini"), ["oa-1"], "oa-1 still serves its other models");
 }
 
 /// Gemini answers a bad key with 400 `INVALID_ARGUMENT` / `API_KEY_INVALID`, not 401: it is the

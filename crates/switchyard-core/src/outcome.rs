@@ -13,8 +13,15 @@ use std::time::Duration;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
+use self::hint::Resets;
 pub use self::hint::{MAX_RETRY_AFTER, retry_after};
 use crate::clock::UnixMillis;
+
+/// The longest `Retry-After` on a transient answer (408, 5xx, 529) that still allows the one
+/// immediate retry of the same target (RESILIENCE.md §2). A longer one is the upstream asking
+/// not to be called for a while: the same target is not retried, and the (credential, model) is
+/// benched for the wait.
+pub const RETRY_IN_PLACE_MAX: Duration = Duration::from_secs(1);
 
 /// One finished upstream attempt, as the attempt loop saw it.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +86,11 @@ pub enum StreamFault {
 }
 
 /// What the response body said, as far as the adapter could tell.
+///
+/// Only the provider adapters produce these, each from its provider's documented error types,
+/// codes and phrases (RESILIENCE.md §2 notes): a word somewhere in a message proves nothing (a
+/// 400 about an unknown parameter `billing_id` is not a billing problem), so there is no generic
+/// text sniffer here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BodyHint {
@@ -91,64 +103,25 @@ pub enum BodyHint {
     /// The key itself was refused, whatever the status says (Gemini answers a bad key with
     /// 400 `API_KEY_INVALID`).
     InvalidCredential,
+    /// The request named something this provider refuses: a beta, a header, a parameter or a
+    /// feature the client sent. The request's fault, so nothing is benched; another provider may
+    /// accept it, another key of the same provider will not.
+    UnsupportedFeature,
+    /// The model is not permitted to this account here (region, organisation), even though the
+    /// status is not 403 (Gemini's 400 `FAILED_PRECONDITION` "User location is not supported").
+    NotPermitted,
+    /// Nothing special, but the body asked for a wait, as a `Retry-After` header would (Gemini's
+    /// `google.rpc.RetryInfo.retryDelay`). Applies only where `Retry-After` does.
+    RetryDelay(Duration),
 }
 
 impl BodyHint {
-    /// A dialect-independent guess from an error body's text. Adapters that know their
-    /// provider's error codes should prefer them; this catches the common spellings.
-    pub fn sniff(body: &str) -> Self {
-        const RULES: &[(&[&str], BodyHint)] = &[
-            (
-                &[
-                    "context_length_exceeded",
-                    "maximum context length",
-                    "prompt is too long",
-                    "context window",
-                ],
-                BodyHint::ContextLengthExceeded,
-            ),
-            (
-                &[
-                    "insufficient_quota",
-                    "insufficient quota",
-                    "credit balance",
-                    "billing",
-                    "exceeded your current quota",
-                    "payment required",
-                ],
-                BodyHint::InsufficientQuota,
-            ),
-            (
-                &[
-                    "content_policy",
-                    "content policy",
-                    "content_filter",
-                    "content filtering",
-                    "safety system",
-                    "flagged",
-                ],
-                BodyHint::ContentPolicy,
-            ),
-            (
-                &["model_not_found", "does not exist", "no such model", "unknown model"],
-                BodyHint::ModelNotFound,
-            ),
-            (
-                &[
-                    "api_key_invalid",
-                    "api key not valid",
-                    "invalid api key",
-                    "invalid x-api-key",
-                    "incorrect api key",
-                ],
-                BodyHint::InvalidCredential,
-            ),
-        ];
-        let lower = body.to_ascii_lowercase();
-        RULES
-            .iter()
-            .find(|(needles, _)| needles.iter().any(|n| lower.contains(n)))
-            .map_or(Self::None, |&(_, hint)| hint)
+    /// The wait the body asked for, if any.
+    pub fn retry_delay(self) -> Option<Duration> {
+        match self {
+            Self::RetryDelay(wait) => Some(wait),
+            _ => None,
+        }
     }
 }
 
@@ -168,6 +141,9 @@ pub enum OutcomeKind {
     RequestTooLarge,
     Policy,
     ClientError,
+    /// A 403 that is not about the key: this model (or region, organisation) is not permitted
+    /// to this credential. The key keeps serving its other models.
+    ModelForbidden,
     StreamBroken,
     Aborted,
 }
@@ -186,6 +162,7 @@ impl OutcomeKind {
             Self::RequestTooLarge => "request_too_large",
             Self::Policy => "policy",
             Self::ClientError => "client_error",
+            Self::ModelForbidden => "model_forbidden",
             Self::StreamBroken => "stream_broken",
             Self::Aborted => "aborted",
         }
@@ -271,6 +248,17 @@ pub enum Fallback {
     No,
     /// Only to targets with a larger context window; otherwise return the error.
     LargerContextOnly,
+    /// The request itself was refused (a beta, header or feature the client sent, RESILIENCE.md
+    /// §2): only to a target of **another provider**, never to another key (or model) of the same
+    /// provider, which would refuse it the same way.
+    ///
+    /// How the attempt loop must treat it: rule the failed target's provider out for the rest of
+    /// this request (as it does after a provider fault, e.g. by adding it to the request's failed
+    /// providers, but without charging the breaker), then fall back to the next candidate of
+    /// another provider; when none is left, return this upstream's error to the client as is
+    /// (like [`Fallback::No`]), not the "nothing left" 503. Nothing is charged and the same
+    /// target is not retried.
+    OtherProviderOnly,
 }
 
 /// The classification of one outcome.
@@ -404,11 +392,37 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
         Upstream::Response { status, headers, body } => {
             let mut verdict = classify_response(status, body, policy);
             verdict.status = Some(status);
-            if verdict.kind != OutcomeKind::Success {
-                verdict.retry_after = retry_after(headers, now);
+            // Hints apply to their own kind (RESILIENCE.md §2 notes): reset headers describe a
+            // rate-limit window and size only a rate-limit wait (a 404 with
+            // `x-ratelimit-reset-requests: 17ms` keeps its normal lock); `Retry-After` (and a
+            // body that stands for it) sets the wait of the transient codes, and may only
+            // lengthen the long quota cooldown and a model's lock (the proxy never calls back
+            // earlier than asked, §8). Nothing that charges nothing carries a wait.
+            let delay = body.retry_delay();
+            verdict.retry_after = match verdict.kind {
+                OutcomeKind::RateLimit => hint::wait(headers, delay, Resets::Count, now),
+                OutcomeKind::Transient
+                | OutcomeKind::QuotaExhausted
+                | OutcomeKind::ModelUnavailable
+                | OutcomeKind::ModelForbidden => hint::wait(headers, delay, Resets::Ignore, now),
+                _ => None,
+            };
+            if verdict.benched_by_retry_after() {
+                verdict.retry_same = RetrySame::No;
+                verdict.charges.model = policy.lockout_enabled;
             }
             verdict
         }
+    }
+}
+
+impl Verdict {
+    /// A transient answer that asked for more than [`RETRY_IN_PLACE_MAX`]: not retried at once,
+    /// and the (credential, model) is benched for `retry_after` at once, whatever the lockout
+    /// list and threshold say (the upstream told us; RESILIENCE.md §2, §8).
+    pub fn benched_by_retry_after(&self) -> bool {
+        self.kind == OutcomeKind::Transient
+            && self.retry_after.is_some_and(|wait| wait > RETRY_IN_PLACE_MAX)
     }
 }
 
@@ -433,7 +447,10 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
         (_, BodyHint::InsufficientQuota) | (402, _) => {
             v(K::QuotaExhausted, credential(CredentialFault::Quota), R::No, F::Yes)
         }
-        (401 | 403, _) | (_, BodyHint::InvalidCredential) => {
+        // A 403 is about the key only when the adapter recognised the provider saying so;
+        // otherwise it is about this model (below), and benching the key would bench every model
+        // it serves, and then the next key, one after another.
+        (401, _) | (_, BodyHint::InvalidCredential) => {
             v(K::Auth, credential(CredentialFault::Auth), R::AfterRefresh, F::Yes)
         }
         (429, _) => {
@@ -441,16 +458,22 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
                 if policy.locks(429) { model } else { credential(CredentialFault::RateLimit) };
             v(K::RateLimit, charges, R::WaitIfAlone, F::Yes)
         }
-        (404 | 410, _) | (400, BodyHint::ModelNotFound) => {
+        (404 | 410, _) | (400 | 403, BodyHint::ModelNotFound) => {
             v(K::ModelUnavailable, model, R::No, F::Yes)
         }
         (400 | 413, BodyHint::ContextLengthExceeded) => {
             v(K::RequestTooLarge, Charges::NOTHING, R::No, F::LargerContextOnly)
         }
-        (400, BodyHint::ContentPolicy) => {
+        // OpenRouter refuses moderated input with a 403.
+        (400 | 403, BodyHint::ContentPolicy) => {
             let fallback = if policy.policy_fallback { F::Yes } else { F::No };
             v(K::Policy, Charges::NOTHING, R::No, fallback)
         }
+        (400 | 403, BodyHint::UnsupportedFeature) => {
+            v(K::ClientError, Charges::NOTHING, R::No, F::OtherProviderOnly)
+        }
+        // The lock's length (10 min) is the lockout layer's: see `lockout::FORBIDDEN_LOCK`.
+        (403, _) | (400, BodyHint::NotPermitted) => v(K::ModelForbidden, model, R::No, F::Yes),
         (408 | 500..=599, _) => {
             let charges = Charges {
                 provider: Some(BreakerFault::Transient),

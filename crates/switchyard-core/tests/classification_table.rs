@@ -137,6 +137,10 @@ const fn status_with(status: u16, headers: Headers) -> Input {
     Input::Response { status, body: BodyHint::None, headers }
 }
 
+const fn status_saying_with(status: u16, body: BodyHint, headers: Headers) -> Input {
+    Input::Response { status, body, headers }
+}
+
 // Expected verdicts.
 
 const fn v(kind: K, status: Option<u16>, charges: Charges, retry: R, fallback: F) -> Verdict {
@@ -174,6 +178,21 @@ const fn rate_limit(charges: Charges) -> Verdict {
 
 const fn client_error(status: u16) -> Verdict {
     v(K::ClientError, Some(status), NOTHING, R::No, F::No)
+}
+
+/// A transient answer that asked for more than a second: not retried at once, and the
+/// (credential, model) is benched for the wait.
+const fn transient_benched(status: u16, charges: Charges) -> Verdict {
+    v(K::Transient, Some(status), charges, R::No, F::Yes)
+}
+
+const fn model_forbidden(status: u16, charges: Charges) -> Verdict {
+    v(K::ModelForbidden, Some(status), charges, R::No, F::Yes)
+}
+
+/// The request named something this provider refuses: nothing charged, another provider only.
+const fn refused_feature(status: u16) -> Verdict {
+    v(K::ClientError, Some(status), NOTHING, R::No, F::OtherProviderOnly)
 }
 
 const STREAM_BROKEN: Verdict =
@@ -328,11 +347,64 @@ static TABLE: &[Row] = &[
     )
     .under(Policy::LockoutsDisabled),
     row(
-        "a 503 with retry-after carries the requested wait",
+        "a 503 with a retry-after over a second is not retried at once and benches the model",
         status_with(503, &[("retry-after", "30")]),
-        transient(503, TRANSIENT_AND_MODEL),
+        transient_benched(503, TRANSIENT_AND_MODEL),
     )
     .waiting(secs(30)),
+    row(
+        "a 500 with a retry-after over a second benches the model although 500 is not listed",
+        status_with(500, &[("retry-after", "120")]),
+        transient_benched(500, TRANSIENT_AND_MODEL),
+    )
+    .waiting(secs(120)),
+    row(
+        "a 529 with retry-after-ms over a second benches the model for that long",
+        status_with(529, &[("retry-after-ms", "2500")]),
+        transient_benched(529, TRANSIENT_AND_MODEL),
+    )
+    .waiting(ms(2500)),
+    row(
+        "a 408 with a retry-after http date a minute away benches the model for a minute",
+        status_with(408, &[("retry-after", "Sun, 29 Nov 2026 18:21:00 GMT")]),
+        transient_benched(408, TRANSIENT_AND_MODEL),
+    )
+    .waiting(secs(60)),
+    row(
+        "a 502 with a retry-after of exactly one second may still be retried once",
+        status_with(502, &[("retry-after", "1")]),
+        transient(502, TRANSIENT),
+    )
+    .waiting(secs(1)),
+    row(
+        "a 503 asking for days is benched for the clamp at most",
+        status_with(503, &[("retry-after", "864000")]),
+        transient_benched(503, TRANSIENT_AND_MODEL),
+    )
+    .waiting(MAX_RETRY_AFTER),
+    row(
+        "a 503 with a long retry-after charges no model when lockouts are disabled",
+        status_with(503, &[("retry-after", "30")]),
+        transient_benched(503, TRANSIENT),
+    )
+    .under(Policy::LockoutsDisabled)
+    .waiting(secs(30)),
+    row(
+        "a 503 carrying x-ratelimit-reset-tokens is not benched for the reset",
+        status_with(503, &[("x-ratelimit-reset-tokens", "6m0s")]),
+        transient(503, TRANSIENT_AND_MODEL),
+    ),
+    row(
+        "a 500 carrying an anthropic reset header is retried once and benches no model",
+        status_with(500, &[("anthropic-ratelimit-tokens-reset", "2026-11-29T18:30:00Z")]),
+        transient(500, TRANSIENT),
+    ),
+    row(
+        "a 503 whose body asks for a delay over a second is benched like a retry-after",
+        status_saying(503, BodyHint::RetryDelay(secs(37))),
+        transient_benched(503, TRANSIENT_AND_MODEL),
+    )
+    .waiting(secs(37)),
     // 429 → rate_limit; model lockout if 429 is listed, else credential cooldown; hints set the
     // length; do not retry in place unless alone; fall back.
     row("a 429 locks the model when 429 is in the lockout list", status(429), rate_limit(MODEL)),
@@ -423,6 +495,28 @@ static TABLE: &[Row] = &[
         rate_limit(MODEL),
     ),
     row(
+        "a 429 whose body asks for a delay waits that long",
+        status_saying(429, BodyHint::RetryDelay(secs(37))),
+        rate_limit(MODEL),
+    )
+    .waiting(secs(37)),
+    row(
+        "a 429 prefers retry-after over the body's delay",
+        status_saying_with(429, BodyHint::RetryDelay(secs(37)), &[("retry-after", "5")]),
+        rate_limit(MODEL),
+    )
+    .waiting(secs(5)),
+    row(
+        "a 429 prefers the body's delay over reset headers",
+        status_saying_with(
+            429,
+            BodyHint::RetryDelay(secs(37)),
+            &[("x-ratelimit-reset-tokens", "6m0s")],
+        ),
+        rate_limit(MODEL),
+    )
+    .waiting(secs(37)),
+    row(
         "a 429 that cools the credential still carries the requested wait",
         status_with(429, &[("retry-after", "20")]),
         rate_limit(RATE_LIMITED_KEY),
@@ -436,8 +530,8 @@ static TABLE: &[Row] = &[
         v(K::Auth, Some(401), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
     ),
     row(
-        "a 403 marks the credential invalid and retries only after a refresh",
-        status(403),
+        "a 403 whose body says the key itself is refused marks the credential invalid",
+        status_saying(403, BodyHint::InvalidCredential),
         v(K::Auth, Some(403), credential(CredentialFault::Auth), R::AfterRefresh, F::Yes),
     ),
     row(
@@ -460,6 +554,63 @@ static TABLE: &[Row] = &[
         "a 400 whose body is billing text is quota exhausted, not a client error",
         status_saying(400, BodyHint::InsufficientQuota),
         v(K::QuotaExhausted, Some(400), QUOTA, R::No, F::Yes),
+    ),
+    row(
+        "a 403 whose body says the account is out of credit is quota exhausted",
+        status_saying(403, BodyHint::InsufficientQuota),
+        v(K::QuotaExhausted, Some(403), QUOTA, R::No, F::Yes),
+    ),
+    row(
+        "a quota exhausted 429 ignores rate limit reset headers",
+        status_saying_with(429, BodyHint::InsufficientQuota, &[("x-ratelimit-reset", "30")]),
+        v(K::QuotaExhausted, Some(429), QUOTA, R::No, F::Yes),
+    ),
+    row(
+        "a quota exhausted 429 keeps a retry-after, which can only lengthen the long cooldown",
+        status_saying_with(429, BodyHint::InsufficientQuota, &[("retry-after", "7200")]),
+        v(K::QuotaExhausted, Some(429), QUOTA, R::No, F::Yes),
+    )
+    .waiting(MAX_RETRY_AFTER),
+    // 403 otherwise (model, region, organisation not permitted) → model_forbidden: the
+    // (credential, model) is locked, the key keeps serving its other models.
+    row(
+        "a 403 that does not say the key is refused locks only this model on this key",
+        status(403),
+        model_forbidden(403, MODEL),
+    ),
+    row(
+        "a 403 locks the model even when 403 is not in the lockout list",
+        status(403),
+        model_forbidden(403, MODEL),
+    )
+    .under(Policy::LockoutCodes(&[429])),
+    row(
+        "a 403 charges nothing when lockouts are disabled but still falls back",
+        status(403),
+        model_forbidden(403, NOTHING),
+    )
+    .under(Policy::LockoutsDisabled),
+    row(
+        "a 400 saying the region is not permitted is model forbidden",
+        status_saying(400, BodyHint::NotPermitted),
+        model_forbidden(400, MODEL),
+    ),
+    // 400/403 naming a beta, header or feature the client sent → client_error, nothing charged,
+    // another provider only.
+    row(
+        "a 400 naming a feature the client sent falls back only to another provider",
+        status_saying(400, BodyHint::UnsupportedFeature),
+        refused_feature(400),
+    ),
+    row(
+        "a 403 naming a beta header the client sent falls back only to another provider",
+        status_saying(403, BodyHint::UnsupportedFeature),
+        refused_feature(403),
+    ),
+    row(
+        "a 422 naming a feature is a plain client error that is returned as is",
+        status_saying(422, BodyHint::UnsupportedFeature),
+        client_error(422),
     ),
     // 404 / 410 model not found or retired → model_unavailable, model lockout, fall back.
     row(
@@ -484,6 +635,23 @@ static TABLE: &[Row] = &[
     )
     .under(Policy::LockoutCodes(&[429])),
     row(
+        "a 404 with a rate limit reset header is locked for the normal lockout length",
+        status_with(404, &[("x-ratelimit-reset-requests", "17ms")]),
+        v(K::ModelUnavailable, Some(404), MODEL, R::No, F::Yes),
+    ),
+    row(
+        "a 404 with a retry-after carries it, to lengthen the lock at most",
+        status_with(404, &[("retry-after", "3600")]),
+        v(K::ModelUnavailable, Some(404), MODEL, R::No, F::Yes),
+    )
+    .waiting(secs(3600)),
+    row(
+        "a 403 model refusal with a retry-after carries it, to lengthen the lock at most",
+        status_with(403, &[("retry-after", "1")]),
+        model_forbidden(403, MODEL),
+    )
+    .waiting(secs(1)),
+    row(
         "a 404 charges nothing when lockouts are disabled but still falls back",
         status(404),
         v(K::ModelUnavailable, Some(404), NOTHING, R::No, F::Yes),
@@ -507,6 +675,11 @@ static TABLE: &[Row] = &[
         v(K::Policy, Some(400), NOTHING, R::No, F::No),
     ),
     row(
+        "a 403 moderation refusal is a policy refusal that charges nothing",
+        status_saying(403, BodyHint::ContentPolicy),
+        v(K::Policy, Some(403), NOTHING, R::No, F::No),
+    ),
+    row(
         "a 400 content policy refusal falls back when policy fallback is configured",
         status_saying(400, BodyHint::ContentPolicy),
         v(K::Policy, Some(400), NOTHING, R::No, F::Yes),
@@ -516,6 +689,11 @@ static TABLE: &[Row] = &[
     row("a plain 400 is the request's fault and charges nothing", status(400), client_error(400)),
     row("a 413 without a context hint is a client error", status(413), client_error(413)),
     row("a 415 is a client error", status(415), client_error(415)),
+    row(
+        "a 400 carrying a retry-after is still a client error with no wait",
+        status_with(400, &[("retry-after", "30")]),
+        client_error(400),
+    ),
     row("a 422 is a client error", status(422), client_error(422)),
     row(
         "a 400 never cools anything even when lockouts are disabled",
@@ -624,6 +802,7 @@ fn kind_index(k: K) -> usize {
         K::ClientError => 10,
         K::StreamBroken => 11,
         K::Aborted => 12,
+        K::ModelForbidden => 13,
     }
 }
 
@@ -676,6 +855,7 @@ fn fallback_index(f: F) -> usize {
         F::Yes => 0,
         F::No => 1,
         F::LargerContextOnly => 2,
+        F::OtherProviderOnly => 3,
     }
 }
 
@@ -683,14 +863,14 @@ fn fallback_index(f: F) -> usize {
 /// untested by accident.
 #[test]
 fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
-    let mut kinds = [false; 13];
+    let mut kinds = [false; 14];
     let mut transports = [false; 4];
     let mut phases = [false; 3];
     let mut streams = [false; 6];
     let mut breaker_faults = [false; BreakerFault::ALL.len()];
     let mut credentials = [false; 3];
     let mut retries = [false; 4];
-    let mut fallbacks = [false; 3];
+    let mut fallbacks = [false; 4];
     let mut model_charged = false;
 
     for row in TABLE {
@@ -744,47 +924,4 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
 #[test]
 fn the_default_policy_is_the_documented_lockout_default() {
     assert_eq!(ClassifyPolicy::default(), Policy::Default.build());
-}
-
-#[test]
-fn body_sniffing_recognises_the_common_provider_spellings() {
-    let cases = [
-        (
-            r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","code":"context_length_exceeded"}}"#,
-            BodyHint::ContextLengthExceeded,
-        ),
-        (
-            r#"{"type":"error","error":{"message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
-            BodyHint::ContextLengthExceeded,
-        ),
-        ("Input exceeds the CONTEXT WINDOW of this model", BodyHint::ContextLengthExceeded),
-        (
-            r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota"}}"#,
-            BodyHint::InsufficientQuota,
-        ),
-        (
-            "Your credit balance is too low to access the Anthropic API.",
-            BodyHint::InsufficientQuota,
-        ),
-        ("402 Payment Required", BodyHint::InsufficientQuota),
-        ("Your request was rejected as a result of our safety system.", BodyHint::ContentPolicy),
-        (r#"{"error":{"code":"content_filter"}}"#, BodyHint::ContentPolicy),
-        ("This prompt was flagged by moderation", BodyHint::ContentPolicy),
-        (
-            r#"{"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.","code":"model_not_found"}}"#,
-            BodyHint::ModelNotFound,
-        ),
-        ("no such model: llama9", BodyHint::ModelNotFound),
-        (
-            r#"{"error":{"status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}"#,
-            BodyHint::InvalidCredential,
-        ),
-        ("Output blocked by content filtering policy", BodyHint::ContentPolicy),
-        (r#"{"error":{"message":"Invalid value for 'temperature': 3."}}"#, BodyHint::None),
-        ("Internal Server Error", BodyHint::None),
-        ("", BodyHint::None),
-    ];
-    for (body, expected) in cases {
-        assert_eq!(BodyHint::sniff(body), expected, "{body}");
-    }
 }

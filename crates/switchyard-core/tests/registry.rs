@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderMap;
-use switchyard_core::outcome::{BodyHint, ClassifyPolicy, Outcome, Upstream, classify};
+use switchyard_core::outcome::{
+    BodyHint, ClassifyPolicy, Outcome, StreamFault, Upstream, classify,
+};
 use switchyard_core::resilience::registry::{RegistryLimits, ResetScope};
 use switchyard_core::resilience::{
     BreakerState, CredentialStatus, HealthEvent, HealthRegistry, SkipReason,
@@ -26,8 +28,12 @@ fn status_with(code: u16, headers: &HeaderMap, policy: &ClassifyPolicy) -> Verdi
 }
 
 fn retry_after(code: u16, secs: u64) -> Verdict {
+    with_header(code, "retry-after", &secs.to_string())
+}
+
+fn with_header(code: u16, name: &'static str, value: &str) -> Verdict {
     let mut headers = HeaderMap::new();
-    headers.insert("retry-after", secs.to_string().parse().unwrap());
+    headers.insert(name, value.parse().unwrap());
     status_with(code, &headers, &ClassifyPolicy::default())
 }
 
@@ -119,6 +125,35 @@ fn dropping_a_probe_attempt_releases_its_slot() {
 }
 
 #[test]
+fn a_probe_settles_at_its_first_answer_and_a_later_break_is_still_charged() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("groq", "a", "llama");
+    for _ in 0..5 {
+        attempt(&r, &k, &status(502), T0);
+    }
+    let half_open_at = T0.plus(30 * SEC);
+    let mut probe = r.admit(&k, half_open_at).unwrap();
+    assert!(probe.is_probe());
+    probe.answered(&status(200), half_open_at.plus(SEC));
+    assert_eq!(
+        r.breaker_state(&k.provider, half_open_at.plus(SEC)),
+        BreakerState::Closed,
+        "the first real event closes the breaker, not the end of a long stream"
+    );
+    assert!(r.admit(&k, half_open_at.plus(SEC)).is_ok(), "others are admitted at once");
+    let cut = Outcome {
+        upstream: Upstream::Stream(StreamFault::Cut),
+        bytes_sent: true,
+        client_aborted: false,
+    };
+    let broken = classify(&cut, &ClassifyPolicy::default(), half_open_at.plus(90 * SEC));
+    probe.finish(&broken, half_open_at.plus(90 * SEC));
+    let view = r.snapshot(half_open_at.plus(90 * SEC));
+    let breaker = view.breakers.iter().find(|b| b.provider == k.provider).unwrap();
+    assert_eq!(breaker.failures, 1, "the break after the answer is charged like any other");
+}
+
+#[test]
 fn probe_dropped_by_a_panicking_task_releases_its_slot() {
     let r = Arc::new(HealthRegistry::default());
     let k = key("groq", "a", "llama");
@@ -180,10 +215,10 @@ fn every_change_is_published_in_order_and_a_healthy_success_publishes_nothing() 
 
     attempt(&r, &k, &status(503), T0);
     let events = drain(&mut rx);
-    assert_eq!(events.len(), 2, "breaker failure count and model lockout: {events:?}");
-    assert!(matches!(&events[0], HealthEvent::Breaker { record: Some(b), .. } if b.failures == 1));
+    // The breaker's first failure only ticks its count (RESILIENCE.md §6): not published.
     assert!(
-        matches!(&events[1], HealthEvent::Lockout { record: Some(l), .. } if l.locked_until.is_some())
+        matches!(&events[..], [HealthEvent::Lockout { record: Some(l), .. }] if l.locked_until.is_some()),
+        "only the model lockout is a transition: {events:?}"
     );
 
     // The lock runs out lazily, on the next read, and that is published too.
@@ -314,4 +349,125 @@ fn restored_state_answers_exactly_like_the_original() {
             assert_eq!(restored.eligible(&k, at), r.eligible(&k, at), "{k} at {at}");
         }
     }
+}
+
+#[test]
+fn a_forbidden_model_is_locked_for_ten_minutes_and_the_key_keeps_serving_other_models() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("anthropic", "a", "claude-opus");
+    attempt(&r, &k, &status(403), T0);
+    assert_eq!(
+        r.eligible(&k, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 600_000, rate_limited: false })
+    );
+    assert_eq!(r.eligible(&key("anthropic", "a", "claude-haiku"), T0), Ok(()));
+    assert_eq!(r.eligible(&key("anthropic", "b", "claude-opus"), T0), Ok(()));
+    assert!(r.snapshot(T0).credentials.is_empty(), "the key itself is not benched");
+    assert_eq!(r.eligible(&k, T0.plus(600 * SEC)), Ok(()));
+}
+
+#[test]
+fn a_long_retry_after_on_a_5xx_benches_the_model_at_once_whatever_the_threshold() {
+    let r = Arc::new(HealthRegistry::default());
+    r.set_lockout_policy(
+        LockoutSettings { failure_threshold: 3, ..LockoutSettings::default() }.validate().unwrap(),
+    );
+    let k = key("anthropic", "a", "claude-opus");
+    attempt(&r, &k, &retry_after(529, 30), T0);
+    assert_eq!(
+        r.eligible(&k, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 30_000, rate_limited: false })
+    );
+    assert_eq!(r.eligible(&key("anthropic", "a", "claude-haiku"), T0), Ok(()));
+    assert_eq!(r.eligible(&k, T0.plus(30 * SEC)), Ok(()));
+}
+
+#[test]
+fn a_rate_limit_reset_header_on_a_503_does_not_set_the_lock_length() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("openai", "a", "gpt-4o");
+    attempt(&r, &k, &with_header(503, "x-ratelimit-reset-tokens", "6m0s"), T0);
+    assert_eq!(
+        r.eligible(&k, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 10_000, rate_limited: false })
+    );
+}
+
+#[test]
+fn a_404_with_a_tiny_reset_header_is_still_locked_for_the_normal_length() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("openai", "a", "gpt-9");
+    attempt(&r, &k, &with_header(404, "x-ratelimit-reset-requests", "17ms"), T0);
+    assert_eq!(
+        r.eligible(&k, T0.plus(SEC)),
+        Err(SkipReason::ModelLocked { retry_in_ms: 9_000, rate_limited: false })
+    );
+}
+
+#[test]
+fn failure_count_ticks_below_a_threshold_are_not_transitions_and_publish_nothing() {
+    let r = Arc::new(HealthRegistry::default());
+    let mut rx = r.subscribe();
+    let k = key("openai", "a", "gpt-4o");
+    // 500 is not a lockout code: each one only ticks the breaker's failure count.
+    attempt(&r, &k, &status(500), T0);
+    attempt(&r, &k, &status(500), T0);
+    assert!(drain(&mut rx).is_empty(), "two ticks below the degradation threshold");
+    assert_eq!(r.snapshot(T0).breakers[0].failures, 2, "the count is kept in memory");
+
+    // The third failure degrades the breaker: a transition, published with its count.
+    attempt(&r, &k, &status(500), T0);
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [HealthEvent::Breaker { record: Some(b), .. }]
+            if b.state == BreakerState::Degraded && b.failures == 3),
+        "{events:?}"
+    );
+
+    // A success back to closed is a transition; the next one only lowers the count.
+    attempt(&r, &k, &status(200), T0);
+    assert_eq!(drain(&mut rx).len(), 1, "degraded to closed");
+    attempt(&r, &k, &status(200), T0);
+    assert!(drain(&mut rx).is_empty(), "a success on a closed breaker writes nothing");
+}
+
+#[test]
+fn lockout_failures_below_the_threshold_publish_nothing_until_the_lock() {
+    let r = Arc::new(HealthRegistry::default());
+    r.set_lockout_policy(
+        LockoutSettings { failure_threshold: 2, ..LockoutSettings::default() }.validate().unwrap(),
+    );
+    let mut rx = r.subscribe();
+    let k = key("openai", "a", "gpt-9");
+    attempt(&r, &k, &status(404), T0);
+    assert!(drain(&mut rx).is_empty(), "one 404 below a threshold of two");
+    attempt(&r, &k, &status(404), T0);
+    let events = drain(&mut rx);
+    assert!(
+        matches!(&events[..], [HealthEvent::Lockout { record: Some(l), .. }] if l.locked_until.is_some()),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_retry_after_on_a_404_lengthens_the_lock_but_never_shortens_it() {
+    let r = Arc::new(HealthRegistry::default());
+    let long = key("openai", "a", "gone");
+    attempt(&r, &long, &retry_after(404, 3600), T0);
+    assert_eq!(
+        r.eligible(&long, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 3_600_000, rate_limited: false })
+    );
+    let short = key("openai", "a", "also-gone");
+    attempt(&r, &short, &retry_after(404, 1), T0);
+    assert_eq!(
+        r.eligible(&short, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 10_000, rate_limited: false })
+    );
+    let forbidden = key("openai", "a", "forbidden");
+    attempt(&r, &forbidden, &retry_after(403, 5), T0);
+    assert_eq!(
+        r.eligible(&forbidden, T0),
+        Err(SkipReason::ModelLocked { retry_in_ms: 600_000, rate_limited: false })
+    );
 }

@@ -93,9 +93,8 @@ impl Dialect {
         }
     }
 
-    /// What an upstream error body (any status) says, with the provider's own error codes
-    /// read first and [`BodyHint::sniff`](switchyard_core::outcome::BodyHint::sniff) as the
-    /// fallback.
+    /// What an upstream error body (any status) says, read from the provider's own error
+    /// types, codes and documented phrases only (RESILIENCE.md §2: never a word anywhere).
     pub fn error_report(self, body: &[u8]) -> UpstreamError {
         match self {
             Self::OpenAi => openai::error_report(body),
@@ -257,12 +256,18 @@ pub struct EncodeOptions<'a> {
     /// Other OpenAI-compatible hosts often run chat templates that refuse a system message
     /// that is not first, so theirs are merged into the leading one.
     pub system_in_place: bool,
+    /// The target model takes reasoning parameters (OpenAI `reasoning_effort`, Gemini
+    /// `thinkingConfig`); models without reasoning refuse them with a 400. Another dialect's
+    /// request for thinking is translated only when this is set, and named as dropped
+    /// otherwise. Until models carry this as a fact of their own, the router guesses it from
+    /// the model's name (see the app's `upstream::reasons`).
+    pub reasoning: bool,
 }
 
 impl<'a> EncodeOptions<'a> {
     /// Options for `model` with the conservative choices.
     pub fn new(model: &'a str, default_max_tokens: u32) -> Self {
-        Self { model, default_max_tokens, system_in_place: false }
+        Self { model, default_max_tokens, system_in_place: false, reasoning: true }
     }
 }
 

@@ -47,10 +47,12 @@ pub struct UpstreamError {
 }
 
 impl UpstreamError {
-    /// An error body that is not JSON (a proxy's HTML page, plain text): all there is to go on
-    /// is its text.
+    /// An error body that is not JSON (a proxy's HTML page, plain text). Its text is passed on
+    /// but proves nothing: no provider documents a plain-text error, and a word in a proxy's
+    /// page ("billing", "quota") must not bench a key for an hour (RESILIENCE.md §2 notes). The
+    /// status code alone decides.
     pub(crate) fn unparsed(text: &str) -> Self {
-        Self { hint: BodyHint::sniff(text), code: None, message: text.trim().to_owned() }
+        Self { hint: BodyHint::None, code: None, message: text.trim().to_owned() }
     }
 }
 

@@ -6,7 +6,6 @@
 //! reads the body, because only a dialect decoder can tell a real event from a keep-alive.
 //! Error bodies are read here, bounded, so the caller can pass them to the body sniffers.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -148,13 +147,6 @@ impl Response {
 
 /// Maps a client error onto the classifier's transport faults by walking its source chain.
 fn classify_error(error: &reqwest::Error) -> SendFailure {
-    let mut chain = String::new();
-    let mut source = error.source();
-    while let Some(e) = source {
-        chain.push_str(&e.to_string().to_ascii_lowercase());
-        chain.push_str(": ");
-        source = e.source();
-    }
     if error.is_timeout() {
         return SendFailure::Timeout(if error.is_connect() {
             TimeoutPhase::Connect
@@ -162,10 +154,30 @@ fn classify_error(error: &reqwest::Error) -> SendFailure {
             TimeoutPhase::Headers
         });
     }
-    if chain.contains("certificate") || chain.contains("tls") || chain.contains("handshake") {
-        return SendFailure::Transport(TransportFault::Tls);
+    transport_fault(error, error.is_connect())
+}
+
+/// The transport fault behind a client error that is not a timeout.
+///
+/// TLS is recognised by type: a `rustls::Error` anywhere in the chain is the TLS protocol
+/// failing (a certificate refused, an alert, a peer speaking something else), which may open
+/// the breaker at once (RESILIENCE.md §2). An I/O error whose text merely mentions TLS is not:
+/// a pooled connection the server closed without `close_notify` reports "peer closed connection
+/// without sending TLS `close_notify`" (`UnexpectedEof`), which is a plain reset, and a reset must
+/// never trip a breaker on its own. The words in a message are used only to tell DNS from a
+/// refused connection, where nothing better is exposed and both charge the same fault.
+fn transport_fault(error: &(dyn std::error::Error + 'static), is_connect: bool) -> SendFailure {
+    let mut chain = String::new();
+    let mut source = error.source();
+    while let Some(e) = source {
+        if is_tls_error(e) {
+            return SendFailure::Transport(TransportFault::Tls);
+        }
+        chain.push_str(&e.to_string().to_ascii_lowercase());
+        chain.push_str(": ");
+        source = e.source();
     }
-    if error.is_connect() {
+    if is_connect {
         let dns = chain.contains("dns") || chain.contains("resolve") || chain.contains("lookup");
         return SendFailure::Transport(if dns {
             TransportFault::Dns
@@ -174,4 +186,118 @@ fn classify_error(error: &reqwest::Error) -> SendFailure {
         });
     }
     SendFailure::Transport(TransportFault::ResetBeforeHeaders)
+}
+
+/// A `rustls::Error`, on its own or inside `io::Error`s (tokio-rustls wraps it in one, and the
+/// connector in another). An `io::Error`'s `source` skips the error it wraps, so the wrappers
+/// are opened by hand.
+fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        current = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    /// A client error as hyper builds one: a message, and the cause as its source.
+    #[derive(Debug)]
+    struct Wrapped(&'static str, Box<dyn std::error::Error + Send + Sync>);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&*self.1)
+        }
+    }
+
+    /// `error` as the source of a client error, as reqwest reports it.
+    fn fault(error: impl std::error::Error + Send + Sync + 'static, connect: bool) -> SendFailure {
+        let client =
+            Wrapped("error sending request", Box::new(Wrapped("client error", Box::new(error))));
+        transport_fault(&client, connect)
+    }
+
+    fn tls_io(error: rustls::Error) -> io::Error {
+        // How a handshake failure reaches reqwest: tokio-rustls wraps it in an `InvalidData`
+        // I/O error, the connector wraps that in another.
+        io::Error::other(io::Error::new(io::ErrorKind::InvalidData, error))
+    }
+
+    #[test]
+    fn a_stale_pooled_connection_closed_without_close_notify_is_a_reset_not_a_tls_fault() {
+        let eof = io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify: \
+             https://docs.rs/rustls/latest/rustls/manual/_03_howto/index.html#unexpected-eof",
+        );
+        assert_eq!(fault(eof, false), SendFailure::Transport(TransportFault::ResetBeforeHeaders));
+    }
+
+    #[test]
+    fn rustls_handshake_errors_are_tls_faults_by_type() {
+        let cases = [
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Expired),
+            rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure),
+            rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+            rustls::Error::NoCertificatesPresented,
+        ];
+        for error in cases {
+            let shown = format!("{error:?}");
+            assert_eq!(
+                fault(tls_io(error), true),
+                SendFailure::Transport(TransportFault::Tls),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_message_that_merely_mentions_tls_or_a_handshake_is_not_a_tls_fault() {
+        let refused = io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "connection refused by the tls-terminating proxy during handshake",
+        );
+        assert_eq!(fault(refused, true), SendFailure::Transport(TransportFault::ConnectRefused));
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, "certificate store reloaded");
+        assert_eq!(fault(reset, false), SendFailure::Transport(TransportFault::ResetBeforeHeaders));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_answers_a_client_hello_with_plain_http_is_a_tls_fault() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; 512];
+            let _ = socket.read(&mut hello).await;
+            let _ =
+                socket.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+            let _ = socket.shutdown().await;
+        });
+        let executor = Executor::new(Duration::from_secs(5)).unwrap();
+        let url = Url::parse(&format!("https://127.0.0.1:{port}/v1/messages")).unwrap();
+        let request = UpstreamRequest { url, headers: Vec::new(), body: Bytes::from_static(b"{}") };
+        let failure = executor.send(request, Duration::from_secs(5)).await.unwrap_err();
+        assert_eq!(failure, SendFailure::Transport(TransportFault::Tls));
+        server.await.unwrap();
+    }
 }

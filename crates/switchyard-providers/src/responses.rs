@@ -38,6 +38,7 @@ mod response;
 mod stream;
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -105,7 +106,10 @@ fn response_id(upstream: &str, meta: &ResponseMeta<'_>) -> String {
         let mut random = [0_u8; 8];
         // Without randomness the time alone still names the response.
         let _ = getrandom::fill(&mut random);
-        let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = random.iter().fold(String::with_capacity(16), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        });
         format!("resp_{}_{hex}", meta.created)
     } else {
         format!("resp_{clean}")

@@ -9,8 +9,7 @@
 //!   terminal error event, never its dialect's normal end.
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
-use crate::chat::ChatRequest;
-use crate::chat::StreamEvent;
+use crate::chat::{ChatRequest, StreamEvent};
 use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
@@ -165,7 +164,6 @@ pub fn error_status(error: &UpstreamError) -> u16 {
         | "429"
         | "insufficient_quota" => 429,
         "api_error" | "server_error" | "INTERNAL" | "500" => 500,
-        "UNAVAILABLE" | "503" => 503,
         // Responses `response.failed` codes that are the request's own fault.
         "invalid_request_error"
         | "INVALID_ARGUMENT"
@@ -181,6 +179,7 @@ pub fn error_status(error: &UpstreamError) -> u16 {
         "permission_error" | "PERMISSION_DENIED" | "403" => 403,
         "not_found_error" | "NOT_FOUND" | "404" => 404,
         "timeout_error" | "DEADLINE_EXCEEDED" => 504,
+        // `UNAVAILABLE`, `503`, and whatever else.
         _ => 503,
     }
 }
@@ -362,7 +361,9 @@ impl Relay {
         match self.dialect {
             Dialect::OpenAi => out.extend_from_slice(b"data: [DONE]\n\n"),
             Dialect::Anthropic => {
-                out.extend_from_slice(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+                out.extend_from_slice(
+                    b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+                );
             }
             // `response.completed` is both the finish and the end.
             Dialect::Gemini | Dialect::Responses => {}
@@ -475,6 +476,27 @@ mod relay_tests {
         let broken = r#"{"type":"content_block_delta","#;
         assert!(relay.translate(&event("content_block_delta", broken), &mut out).is_err());
         assert!(out.is_empty(), "broken JSON never reaches the client");
+    }
+
+    #[test]
+    fn a_relayed_responses_stream_renames_the_model_and_counts_only_content_as_real() {
+        let meta = ResponseMeta { model: "oa/gpt-5", created: 0 };
+        let mut relay = StreamTranslator::relay(ClientDialect::Responses, &meta);
+        let mut out = Vec::new();
+        let created = r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","model":"gpt-5","output":[],"future":true}}"#;
+        let t = relay.translate(&event("response.created", created), &mut out).unwrap();
+        assert_eq!(t.real, 0, "response.created is no real event");
+        let delta = r#"{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"\"model\""}"#;
+        let t = relay.translate(&event("response.output_text.delta", delta), &mut out).unwrap();
+        assert_eq!(t.real, 1);
+        let done = r#"{"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","model":"gpt-5","status":"completed"}}"#;
+        let t = relay.translate(&event("response.completed", done), &mut out).unwrap();
+        assert_eq!(t.progress, Progress::End);
+        assert_eq!(relay.end(&mut out), StreamEnd::Complete);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches(r#""model":"oa/gpt-5""#).count(), 2, "{text}");
+        assert!(text.contains(delta), "a delta passes byte for byte");
+        assert!(text.ends_with("\n\n") && !text.contains("[DONE]"), "{text}");
     }
 
     #[test]

@@ -24,8 +24,12 @@ const UPSTREAMS: [Dialect; 4] =
     [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Responses];
 const CLIENTS: [ClientDialect; 3] =
     [ClientDialect::OpenAi, ClientDialect::Anthropic, ClientDialect::Responses];
-const OPTIONS: EncodeOptions<'static> =
-    EncodeOptions { model: "upstream-model", default_max_tokens: 4096, system_in_place: false };
+const OPTIONS: EncodeOptions<'static> = EncodeOptions {
+    model: "upstream-model",
+    default_max_tokens: 4096,
+    system_in_place: false,
+    reasoning: true,
+};
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 /// An output may be this many times its input, plus [`SLACK`]: translation renames and
 /// re-wraps, it never multiplies.

@@ -14,5 +14,5 @@ mod persistence;
 mod store;
 
 pub use self::error::StoreError;
-pub use self::persistence::{Persistence, PersistenceStatus};
+pub use self::persistence::{Persistence, PersistenceStatus, WriteRetry};
 pub use self::store::{ApiKeyRecord, RequestRecord, Store};

@@ -19,6 +19,7 @@ use switchyard_core::UnixMillis;
 use switchyard_core::resilience::HealthRegistry;
 use tokio::sync::watch;
 
+pub use self::writer::WriteRetry;
 use self::writer::Writer;
 use crate::Store;
 
@@ -54,6 +55,16 @@ impl Persistence {
         registry: &Arc<HealthRegistry>,
         now: UnixMillis,
     ) -> Self {
+        Self::start_with(path, registry, now, WriteRetry::default()).await
+    }
+
+    /// [`Self::start`], with the writer retrying failed writes as `retry` says.
+    pub async fn start_with(
+        path: impl AsRef<Path>,
+        registry: &Arc<HealthRegistry>,
+        now: UnixMillis,
+        retry: WriteRetry,
+    ) -> Self {
         let path = path.as_ref();
         // Subscribed before the file is read, so a transition during start-up is not lost.
         let events = registry.subscribe();
@@ -76,7 +87,7 @@ impl Persistence {
             return Self::without_writer(Some(store), reason.to_owned());
         }
         let (status_tx, status) = watch::channel(PersistenceStatus::Durable);
-        let writer = Writer::spawn(store.clone(), Arc::clone(registry), events, status_tx);
+        let writer = Writer::spawn(store.clone(), Arc::clone(registry), events, status_tx, retry);
         Self { store: Some(store), status, writer: Some(writer) }
     }
 
@@ -101,8 +112,9 @@ impl Persistence {
         self.status.borrow().clone()
     }
 
-    /// The status as it changes: the writer turns it to memory-only when a write fails (a full
-    /// disk), long after start, so whoever shows it must read it live, not keep a copy.
+    /// The status as it changes: the writer turns it to memory-only when writes keep failing (a
+    /// full disk), long after start, and back to durable when they succeed again, so whoever
+    /// shows it must read it live, not keep a copy.
     pub fn watch_status(&self) -> watch::Receiver<PersistenceStatus> {
         self.status.clone()
     }
@@ -117,8 +129,13 @@ impl Persistence {
         self.writer.as_ref().map_or(0, Writer::batches_written)
     }
 
+    /// Writes that failed (each is retried, see [`WriteRetry`]).
+    pub fn write_failures(&self) -> u64 {
+        self.writer.as_ref().map_or(0, Writer::write_failures)
+    }
+
     /// Resolves once every transition published before the call is in the file, or once the
-    /// writer has stopped (check [`Self::status`]).
+    /// writer cannot write for now or has stopped (check [`Self::status`]).
     pub async fn flush(&self) {
         if let Some(writer) = &self.writer {
             writer.flush().await;

@@ -701,6 +701,7 @@ impl Inner {
     }
 
     async fn retry_expired(&self, now: UnixMillis) -> usize {
+        self.adopt_restored(now);
         let policy = self.policy();
         let waiting: Vec<Arc<Slot>> = self
             .slots
@@ -708,9 +709,10 @@ impl Inner {
             .values()
             .filter(|slot| {
                 let st = slot.state.lock();
-                st.status_owned
-                    && st.block.is_none()
-                    && st.tokens.as_ref().is_some_and(|t| t.lifetime.is_expired(now))
+                // Not loaded yet: adopted from the state file, its tokens still to be read.
+                let tokens_due =
+                    !st.loaded || st.tokens.as_ref().is_some_and(|t| t.lifetime.is_expired(now));
+                st.status_owned && st.block.is_none() && tokens_due
             })
             .cloned()
             .collect();
@@ -720,10 +722,38 @@ impl Inner {
                 continue;
             }
             if self.access_token(&slot.key.provider, &slot.key.credential, now).await.is_ok() {
+                // A token that needed no refresh comes back without one; the status this
+                // manager owns goes back to `active` either way.
+                self.release_status(&slot);
                 revived += 1;
             }
         }
         revived
+    }
+
+    /// Takes ownership of credentials the registry holds as `expired` although no slot of
+    /// this manager benched them: they were restored from the state file after a restart (a
+    /// refresh cut short by a `kill -9` restores as `expired`). Nobody else would ever bring
+    /// them back, and the planner skips them, so no request would trigger a refresh either.
+    fn adopt_restored(&self, now: UnixMillis) {
+        for key in self.registry.credentials_with_status(CredentialStatus::Expired, now) {
+            let owned =
+                self.slots.lock().get(&key).is_some_and(|slot| slot.state.lock().status_owned);
+            if owned {
+                continue;
+            }
+            match self.slot(&key.provider, &key.credential) {
+                Ok(slot) => slot.state.lock().status_owned = true,
+                Err(error) => {
+                    tracing::warn!(
+                        provider = %key.provider,
+                        credential = %key.credential,
+                        %error,
+                        "cannot adopt a restored expired credential"
+                    );
+                }
+            }
+        }
     }
 
     async fn status(

@@ -366,13 +366,17 @@ impl Proxy {
             trace.attempt(candidate, &verdict, started.elapsed(), carried);
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
+            let rest: Vec<&Candidate> = plan.candidates[index + 1..]
+                .iter()
+                .filter(|c| !failed_providers.contains(&c.key.provider))
+                .collect();
             if let Some(response) = refuse_fallback(
                 dialect,
                 &verdict,
                 upstream,
                 target,
                 &combo,
-                &plan.candidates[index + 1..],
+                &rest,
                 &mut needs_context,
             ) {
                 summary.settle(&trace, attempts, None);
@@ -841,7 +845,9 @@ fn prepare<'r, 'b>(
 /// A provider that failed on its own account is done for this request, whatever happens to a
 /// same-target retry.
 fn rule_out_provider(failed: &mut Vec<ProviderId>, verdict: &Verdict, key: &CandidateKey) {
-    if verdict.charges.provider.is_some() && !failed.contains(&key.provider) {
+    let done =
+        verdict.charges.provider.is_some() || verdict.fallback == Fallback::OtherProviderOnly;
+    if done && !failed.contains(&key.provider) {
         failed.push(key.provider.clone());
     }
 }
@@ -870,12 +876,18 @@ fn refuse_fallback(
     upstream: Option<(u16, UpstreamError)>,
     failed: &Target,
     combo: &Combo,
-    rest: &[Candidate],
+    rest: &[&Candidate],
     needs_context: &mut Option<u32>,
 ) -> Option<Response> {
     match verdict.fallback {
         Fallback::Yes => None,
         Fallback::No => Some(passthrough(dialect, verdict, upstream)),
+        // The request itself was refused: another key of the same provider would refuse it the
+        // same way (`rule_out_provider` screens them), another provider may take it.
+        Fallback::OtherProviderOnly => {
+            let elsewhere = rest.iter().any(|c| c.key.provider != failed.provider);
+            (!elsewhere).then(|| passthrough(dialect, verdict, upstream))
+        }
         Fallback::LargerContextOnly => {
             // Without a known window on the failed target there is nothing to compare with.
             let Some(window) = failed.context_window else {

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use switchyard::oauth::{LoginStatus, OAuth, OAuthClient, OAuthError, OAuthOptions, TokenState};
-use switchyard_core::resilience::{BreakerState, CredentialStatus, HealthRegistry};
+use switchyard_core::resilience::{
+    BreakerState, CredentialRecord, CredentialStatus, HealthRecords, HealthRegistry, SkipReason,
+};
 use switchyard_core::{Clock, CredentialId, CredentialKey, ManualClock, ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
 use switchyard_providers::oauth::OAuthError as TokenError;
@@ -549,4 +551,61 @@ async fn no_token_code_or_verifier_appears_in_debug_display_or_json_of_any_publi
         }
     }
     assert!(shown[0].contains("Secret(***)"), "the manager's Debug does show its (masked) cache");
+}
+
+/// The registry of a process restarted after a `kill -9` in the middle of a refresh: the state
+/// file says the credential was refreshing, which restores as `expired`.
+fn restored_expired(rig: &Rig) -> Arc<HealthRegistry> {
+    let key = CredentialKey { provider: rig.provider.clone(), credential: rig.credential.clone() };
+    let record = CredentialRecord {
+        status: CredentialStatus::Refreshing,
+        cooling_until: None,
+        backoff_level: 0,
+        last_error: None,
+        changed_at: T0,
+    };
+    let registry = Arc::new(HealthRegistry::default());
+    registry.restore(
+        &HealthRecords { credentials: vec![(key, record)], ..HealthRecords::default() },
+        rig.now(),
+    );
+    let candidate = switchyard_core::CandidateKey {
+        provider: rig.provider.clone(),
+        credential: rig.credential.clone(),
+        model: "m".into(),
+    };
+    assert_eq!(registry.eligible(&candidate, rig.now()), Err(SkipReason::CredentialExpired));
+    registry
+}
+
+#[tokio::test]
+async fn a_credential_restored_as_expired_is_refreshed_by_the_manager_and_serves_again() {
+    let rig = Rig::new().await;
+    rig.sign_in().await;
+    rig.clock.set(EXPIRY);
+    let registry = restored_expired(&rig);
+    let restarted = manager(&rig.store, &registry, &rig.clock);
+    restarted.set_client(&rig.provider, &rig.client()).unwrap();
+    let requests = rig.idp.token_request_count();
+
+    assert_eq!(restarted.retry_expired(rig.now()).await, 1);
+    assert_eq!(rig.idp.token_request_count(), requests + 1, "one refresh, not a sign-in");
+    let key = CredentialKey { provider: rig.provider.clone(), credential: rig.credential.clone() };
+    assert!(registry.snapshot(rig.now()).credentials.iter().all(|c| c.key != key), "active");
+    let token = restarted.access_token(&rig.provider, &rig.credential, rig.now()).await.unwrap();
+    assert!(rig.idp.is_access_token_valid(token.expose()));
+}
+
+#[tokio::test]
+async fn a_credential_restored_as_expired_whose_token_is_still_valid_serves_without_a_refresh() {
+    let rig = Rig::new().await;
+    rig.sign_in().await;
+    let registry = restored_expired(&rig);
+    let restarted = manager(&rig.store, &registry, &rig.clock);
+    restarted.set_client(&rig.provider, &rig.client()).unwrap();
+    let requests = rig.idp.token_request_count();
+
+    assert_eq!(restarted.retry_expired(rig.now()).await, 1);
+    assert_eq!(rig.idp.token_request_count(), requests);
+    assert!(registry.snapshot(rig.now()).credentials.is_empty(), "handed back as active");
 }

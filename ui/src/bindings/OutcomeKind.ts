@@ -3,4 +3,4 @@
 /**
  * The class of an outcome; one row of the §2 table.
  */
-export type OutcomeKind = "success" | "transport" | "timeout" | "transient" | "rate_limit" | "auth" | "quota_exhausted" | "model_unavailable" | "request_too_large" | "policy" | "client_error" | "stream_broken" | "aborted";
+export type OutcomeKind = "success" | "transport" | "timeout" | "transient" | "rate_limit" | "auth" | "quota_exhausted" | "model_unavailable" | "request_too_large" | "policy" | "client_error" | "model_forbidden" | "stream_broken" | "aborted";

@@ -44,6 +44,10 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
               <>
                 <td>
                   <Badge tone={entry.outcome === 'success' ? 'ok' : 'bad'}>attempted</Badge> {entry.outcome.replace(/_/g, ' ')}
+                  {entry.path ? <span className="muted"> · {entry.path}</span> : null}
+                  {entry.dropped && entry.dropped.length > 0 ? (
+                    <div className="muted trace-dropped">not carried: {entry.dropped.join(', ')}</div>
+                  ) : null}
                 </td>
                 <td className="num">{entry.status ?? '—'}</td>
                 <td className="num">{entry.millis} ms</td>

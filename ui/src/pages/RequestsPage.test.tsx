@@ -13,10 +13,21 @@ const entry: RequestEntry = {
   status: 200,
   attempts: 2,
   duration_ms: 420,
+  outcome: 'broken',
+  first_byte_ms: 410,
   trace: [
     { target: 'openai/gpt-4o', credential: 'main', event: 'skipped', reason: 'model_locked' },
-    { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000 },
-    { target: 'groq/llama', credential: 'main', event: 'attempted', outcome: 'success', status: 200, millis: 400 },
+    { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000, path: 'passthrough' },
+    {
+      target: 'groq/llama',
+      credential: 'main',
+      event: 'attempted',
+      outcome: 'success',
+      status: 200,
+      millis: 400,
+      path: 'translated',
+      dropped: ['context_management', 'cache_control'],
+    },
   ],
 };
 
@@ -30,9 +41,10 @@ describe('RequestsPage', () => {
     const rows = within(trace).getAllByRole('row').slice(1);
     expect(rows.map((r) => r.textContent)).toEqual([
       '1openai/gpt-4omainskipped model locked',
-      '2anthropic/sonnetworkattempted timeout—15000 ms',
-      '3groq/llamamainattempted success200400 ms',
+      '2anthropic/sonnetworkattempted timeout · passthrough—15000 ms',
+      '3groq/llamamainattempted success · translatednot carried: context_management, cache_control200400 ms',
     ]);
+    expect(screen.getByText('broken', { exact: false })).toBeInTheDocument();
     expect(screen.getByRole('button', { name: 'Hide routing trace of request 1' })).toHaveAttribute('aria-expanded', 'true');
   });
 

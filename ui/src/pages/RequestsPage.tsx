@@ -99,7 +99,10 @@ export function RequestsPage() {
                     <td>{r.model}</td>
                     <td>{r.served_by ?? '—'}</td>
                     <td>
-                      <Badge tone={r.status < 300 ? 'ok' : 'bad'}>{r.status}</Badge>
+                      <Badge tone={r.status < 300 && r.outcome !== 'broken' ? 'ok' : 'bad'}>{r.status}</Badge>
+                      {r.outcome && r.outcome !== 'complete' ? (
+                        <span className="muted"> {r.outcome.replace(/_/g, ' ')}</span>
+                      ) : null}
                     </td>
                     <td className="num">{r.attempts > 1 ? <strong>{r.attempts}</strong> : r.attempts}</td>
                     <td className="num">{r.duration_ms} ms</td>

@@ -29,12 +29,41 @@ use crate::clock::UnixMillis;
 /// The longest wait any upstream hint can impose.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_hours(1);
 
-/// How long the upstream asked us to wait, clamped to [`MAX_RETRY_AFTER`]; `None` when it did
-/// not say (or said something unparseable).
+/// How long the upstream asked us to wait before a rate-limited request may go again, clamped
+/// to [`MAX_RETRY_AFTER`]; `None` when it did not say (or said something unparseable). Every
+/// source counts, rate-limit reset headers included.
 pub fn retry_after(headers: &HeaderMap, now: UnixMillis) -> Option<Duration> {
+    wait(headers, None, Resets::Count, now)
+}
+
+/// Whether the rate-limit reset headers count as a hint.
+///
+/// They describe when a rate-limit window refills, which says nothing about when an overloaded
+/// or broken upstream recovers: OpenAI sends `x-ratelimit-reset-tokens: 6m0s` on every answer,
+/// 503s included, and reading that as "come back in six minutes" would bench a model for a
+/// blip (RESILIENCE.md §2 notes: "hints apply to their own kind").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resets {
+    Count,
+    Ignore,
+}
+
+/// The upstream's wait in precedence order: `retry-after-ms`, `Retry-After`, then the body's own
+/// `body` delay (Gemini's `RetryInfo`, which stands for a `Retry-After`), then, when `resets`
+/// says so, the rate-limit reset headers. Clamped to [`MAX_RETRY_AFTER`].
+pub(crate) fn wait(
+    headers: &HeaderMap,
+    body: Option<Duration>,
+    resets: Resets,
+    now: UnixMillis,
+) -> Option<Duration> {
     retry_after_ms(headers)
         .or_else(|| retry_after_standard(headers, now))
-        .or_else(|| rate_limit_reset(headers, now))
+        .or(body)
+        .or_else(|| match resets {
+            Resets::Count => rate_limit_reset(headers, now),
+            Resets::Ignore => None,
+        })
         .map(|wait| wait.min(MAX_RETRY_AFTER))
 }
 

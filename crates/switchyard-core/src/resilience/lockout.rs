@@ -15,6 +15,12 @@ use crate::clock::{UnixMillis, millis};
 use crate::outcome::OutcomeKind;
 use crate::settings::LockoutPolicy;
 
+/// How long a model the upstream refused to this credential (403 `model_forbidden`) stays
+/// locked (RESILIENCE.md §2). Fixed rather than the backoff formula: a refusal of a model, region
+/// or organisation does not flicker, and re-asking every 10 s would only collect more 403s,
+/// while an hour would hide a permission that was just granted.
+pub const FORBIDDEN_LOCK: Duration = Duration::from_secs(600);
+
 /// Why a model was locked: the outcome kind and the upstream status, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
@@ -90,21 +96,38 @@ impl ModelLockout {
         Changed::Yes
     }
 
-    /// Counts a failure and locks once the threshold is reached. Call [`Self::refresh`] first.
+    /// Counts a failure and locks once the threshold is reached, or at once when `at_once`
+    /// (the upstream asked for a wait: a transient answer's long `Retry-After`, see
+    /// [`Verdict::benched_by_retry_after`](crate::outcome::Verdict::benched_by_retry_after)).
+    /// Call [`Self::refresh`] first.
     pub fn on_failure(
         &mut self,
         now: UnixMillis,
         policy: &LockoutPolicy,
         reason: LockReason,
         hint: Option<Duration>,
+        at_once: bool,
     ) -> Changed {
         if !policy.enabled || self.is_locked(now) {
             return Changed::No;
         }
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.reason = Some(reason);
-        if self.consecutive_failures >= policy.failure_threshold {
-            let wait = hint.unwrap_or_else(|| formula(policy, self.consecutive_failures));
+        if at_once || self.consecutive_failures >= policy.failure_threshold {
+            let normal = || match reason.kind {
+                OutcomeKind::ModelForbidden => FORBIDDEN_LOCK,
+                _ => formula(policy, self.consecutive_failures),
+            };
+            let wait = match (reason.kind, hint) {
+                // A model that is gone or refused stays locked at least its normal length: a
+                // `Retry-After` on it may only lengthen the lock, never shorten it.
+                (OutcomeKind::ModelUnavailable | OutcomeKind::ModelForbidden, Some(hint)) => {
+                    hint.max(normal())
+                }
+                // A rate limit's or an overload's hint is the wait itself.
+                (_, Some(hint)) => hint,
+                (_, None) => normal(),
+            };
             self.locked_until = Some(now.plus(wait));
         }
         self.changed_at = now;
@@ -153,7 +176,7 @@ mod tests {
         hint: Option<Duration>,
     ) -> Changed {
         let _ = l.refresh(now, p);
-        l.on_failure(now, p, NOT_FOUND, hint)
+        l.on_failure(now, p, NOT_FOUND, hint, false)
     }
 
     #[test]

@@ -107,7 +107,14 @@ trait Layer {
     type Policy;
     type Record;
 
+    /// What an entry shows the world, as opposed to its counters: a change of it is a
+    /// transition, which is published; a change of a counter alone (a failure below a
+    /// threshold, a success that lowers a count) is not, so persistence writes on transitions
+    /// only (RESILIENCE.md §6). The counters travel with the next transition's full record.
+    type Phase: PartialEq;
+
     fn refresh(entry: &mut Self::Entry, now: UnixMillis, policy: &Self::Policy) -> Changed;
+    fn phase(entry: &Self::Entry, policy: &Self::Policy) -> Self::Phase;
     fn is_pristine(entry: &Self::Entry) -> bool;
     /// Eligible right now: such an entry may be forgotten when idle or when room is needed.
     fn is_healthy(entry: &Self::Entry, now: UnixMillis, policy: &Self::Policy) -> bool;
@@ -125,9 +132,15 @@ impl Layer for Breakers {
     type Entry = Breaker;
     type Policy = BreakerPolicy;
     type Record = BreakerRecord;
+    /// The state and, while open, when it may half-open.
+    type Phase = (BreakerState, Option<UnixMillis>);
 
     fn refresh(e: &mut Breaker, now: UnixMillis, p: &BreakerPolicy) -> Changed {
         e.refresh(now, p)
+    }
+    fn phase(e: &Breaker, p: &BreakerPolicy) -> Self::Phase {
+        let r = e.record(p);
+        (r.state, r.open_until)
     }
     fn is_pristine(e: &Breaker) -> bool {
         e.is_pristine()
@@ -151,9 +164,16 @@ impl Layer for Credentials {
     type Entry = CredentialCooldown;
     type Policy = CooldownPolicy;
     type Record = CredentialRecord;
+    /// The status and until when it lasts. A success that only decays `backoff_level` is not a
+    /// transition.
+    type Phase = (CredentialStatus, Option<UnixMillis>);
 
     fn refresh(e: &mut CredentialCooldown, now: UnixMillis, p: &CooldownPolicy) -> Changed {
         e.refresh(now, p)
+    }
+    fn phase(e: &CredentialCooldown, _: &CooldownPolicy) -> Self::Phase {
+        let r = e.record();
+        (r.status, r.cooling_until)
     }
     fn is_pristine(e: &CredentialCooldown) -> bool {
         e.is_pristine()
@@ -177,9 +197,14 @@ impl Layer for Lockouts {
     type Entry = ModelLockout;
     type Policy = LockoutPolicy;
     type Record = LockoutRecord;
+    /// Until when the model is locked; the consecutive-failure count is a counter.
+    type Phase = Option<UnixMillis>;
 
     fn refresh(e: &mut ModelLockout, now: UnixMillis, p: &LockoutPolicy) -> Changed {
         e.refresh(now, p)
+    }
+    fn phase(e: &ModelLockout, _: &LockoutPolicy) -> Self::Phase {
+        e.locked_until
     }
     fn is_pristine(e: &ModelLockout) -> bool {
         e.is_pristine()
@@ -227,7 +252,9 @@ impl<L: Layer> Table<L> {
         out.send(L::event(k, Some(L::record(e, policy)), now));
     }
 
-    /// Publishes a change to the entry at `index`, dropping it if it became pristine.
+    /// Publishes a transition of the entry at `index`, dropping it if it became pristine (an
+    /// entry that got there by counter ticks alone is dropped silently: it was never published
+    /// in that state, and a row left behind in the store is forgotten as idle after a restart).
     /// Returns whether the entry is still there.
     fn settle(
         &mut self,
@@ -301,8 +328,10 @@ impl<L: Layer> Table<L> {
             (None, None) => return,
         };
         let (_, entry) = self.map.get_index_mut(index).expect("index is live");
-        let changed = change(entry).is_yes();
-        self.settle(index, changed, policy, now, out);
+        let before = L::phase(entry, policy);
+        // A counter that moved without the phase moving is kept in memory, not published.
+        let transition = change(entry).is_yes() && L::phase(entry, policy) != before;
+        self.settle(index, transition, policy, now, out);
     }
 
     /// Removes every entry `pick` selects, publishing each removal. Returns how many.
@@ -604,7 +633,7 @@ impl HealthRegistry {
             Admission::Probe(id) => Some(id),
             Admission::Normal => None,
         };
-        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe })
+        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false })
     }
 
     fn settle(
@@ -671,7 +700,15 @@ impl HealthRegistry {
                 lockout,
                 out,
                 room.then_some(|| (key.clone(), ModelLockout::new(now))),
-                |l| l.on_failure(now, lockout, reason, verdict.retry_after),
+                |l| {
+                    l.on_failure(
+                        now,
+                        lockout,
+                        reason,
+                        verdict.retry_after,
+                        verdict.benched_by_retry_after(),
+                    )
+                },
             );
         } else if verdict.kind == OutcomeKind::Success {
             lockouts.update(key, now, lockout, out, no_create(), |l| l.on_success(now));
@@ -712,6 +749,26 @@ impl HealthRegistry {
             room.then_some(|| (key.clone(), CredentialCooldown::new(now))),
             |c| c.set_status(now, status),
         );
+    }
+
+    /// The credentials whose status is `status` right now (after lazy expiry), for the
+    /// component that owns that status: the OAuth manager looks for `expired` credentials it
+    /// did not bench itself (restored from the state file after a restart).
+    pub fn credentials_with_status(
+        &self,
+        status: CredentialStatus,
+        now: UnixMillis,
+    ) -> Vec<CredentialKey> {
+        let mut st = self.state.lock();
+        let State { policies, credentials, .. } = &mut *st;
+        let keys: Vec<CredentialKey> = credentials.map.keys().cloned().collect();
+        keys.into_iter()
+            .filter(|k| {
+                credentials
+                    .get(k, now, &policies.cooldown, &self.events)
+                    .is_some_and(|c| c.status() == status)
+            })
+            .collect()
     }
 
     /// Clears state by hand. Publishes a removal for every entry cleared.
@@ -878,6 +935,8 @@ pub struct Attempt {
     registry: Arc<HealthRegistry>,
     key: CandidateKey,
     probe: Option<ProbeId>,
+    /// Its success was recorded already, at the stream's first real event.
+    answered: bool,
 }
 
 impl Attempt {
@@ -890,8 +949,23 @@ impl Attempt {
         self.probe.is_some()
     }
 
-    /// Records the attempt's verdict on all three layers.
+    /// The upstream answers again: a stream's first real event arrived, and `success` is that
+    /// answer's verdict. A half-open probe settles now (RESILIENCE.md §7), so a provider whose
+    /// streams outlast `probe_timeout_ms` can close its breaker; the attempt stays open for the
+    /// rest of the stream, and a later break is charged by [`Attempt::finish`] as usual.
+    pub fn answered(&mut self, success: &Verdict, now: UnixMillis) {
+        if let Some(probe) = self.probe.take() {
+            self.registry.settle(&self.key, Some(probe), success, now);
+            self.answered = true;
+        }
+    }
+
+    /// Records the attempt's verdict on all three layers (a success already recorded by
+    /// [`Attempt::answered`] is not counted twice).
     pub fn finish(mut self, verdict: &Verdict, now: UnixMillis) {
+        if self.answered && verdict.kind == OutcomeKind::Success {
+            return;
+        }
         let probe = self.probe.take();
         self.registry.settle(&self.key, probe, verdict, now);
     }

@@ -480,6 +480,49 @@ pub fn encode_request(
         }
     }
 
+    let (tools, tool_choice) = tools_out(request, dropped)?;
+
+    let sampling = &request.sampling;
+    let max_tokens = sampling.max_tokens.unwrap_or(options.default_max_tokens);
+    let thinking = if own { None } else { thinking(request, max_tokens, dropped) };
+    // Anthropic refuses sampling changes while thinking.
+    let (temperature, top_p) = if thinking.is_some() {
+        if sampling.temperature.is_some() || sampling.top_p.is_some() {
+            dropped.note("temperature/top_p (not allowed with thinking)");
+        }
+        (None, None)
+    } else {
+        (sampling.temperature.map(|t| t.clamp(0.0, 1.0)), sampling.top_p)
+    };
+    let output_config = if own { None } else { output_config(request, dropped) };
+    if request.previous_response_id.is_some() {
+        dropped.note("previous_response_id");
+    }
+    dropped.vendor_fields(request, Dialect::Anthropic, REASONING_FIELDS);
+    let body = RequestOut {
+        model: options.model,
+        max_tokens,
+        system,
+        messages,
+        tools,
+        tool_choice,
+        stop_sequences: &sampling.stop,
+        temperature,
+        top_p,
+        stream: request.stream,
+        thinking,
+        output_config,
+        vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
+    };
+    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+/// The tools and `tool_choice`; another dialect's built-in tool is refused or dropped (see
+/// [`foreign_native`]).
+fn tools_out<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<(Vec<ToolOut<'r>>, Option<ToolChoiceOut<'r>>), ProviderError> {
     let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
     for tool in &request.tools {
         tools.push(match &tool.native {
@@ -527,40 +570,7 @@ pub fn encode_request(
             }),
         }
     };
-
-    let sampling = &request.sampling;
-    let max_tokens = sampling.max_tokens.unwrap_or(options.default_max_tokens);
-    let thinking = if own { None } else { thinking(request, max_tokens, dropped) };
-    // Anthropic refuses sampling changes while thinking.
-    let (temperature, top_p) = if thinking.is_some() {
-        if sampling.temperature.is_some() || sampling.top_p.is_some() {
-            dropped.note("temperature/top_p (not allowed with thinking)");
-        }
-        (None, None)
-    } else {
-        (sampling.temperature.map(|t| t.clamp(0.0, 1.0)), sampling.top_p)
-    };
-    let output_config = if own { None } else { output_config(request, dropped) };
-    if request.previous_response_id.is_some() {
-        dropped.note("previous_response_id");
-    }
-    dropped.vendor_fields(request, Dialect::Anthropic, REASONING_FIELDS);
-    let body = RequestOut {
-        model: options.model,
-        max_tokens,
-        system,
-        messages,
-        tools,
-        tool_choice,
-        stop_sequences: &sampling.stop,
-        temperature,
-        top_p,
-        stream: request.stream,
-        thinking,
-        output_config,
-        vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
-    };
-    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+    Ok((tools, tool_choice))
 }
 
 /// `output_config.format`: Anthropic's structured outputs take a JSON schema only.
@@ -594,6 +604,25 @@ fn output_config<'r>(
     }
 }
 
+/// Anthropic refuses thinking when the last assistant turn made tool calls without starting
+/// with its own signed thinking (another vendor's turn, or one whose thinking was not kept).
+fn tool_turn_is_signed(request: &ChatRequest<'_>) -> bool {
+    let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::Assistant) else {
+        return true;
+    };
+    if !last.content.iter().any(|p| matches!(p, Part::ToolUse(_))) {
+        return true;
+    }
+    let first = last.content.iter().find(|p| !matches!(p, Part::Text(t) if t.text.is_empty()));
+    match first {
+        Some(Part::Thinking(thinking)) => {
+            thinking.signature.as_deref().is_some_and(|s| !s.is_empty())
+        }
+        Some(Part::RedactedThinking(_)) => true,
+        _ => false,
+    }
+}
+
 /// Another dialect's reasoning effort as Anthropic's extended thinking, when the output
 /// limit leaves room for Anthropic's minimum budget; otherwise noted as dropped.
 fn thinking(
@@ -604,6 +633,10 @@ fn thinking(
     let reasoning = request.reasoning?;
     let budget = reasoning.budget()?;
     if budget == 0 {
+        return None;
+    }
+    if !tool_turn_is_signed(request) {
+        dropped.note("thinking (the last tool-use turn carries no signed thinking)");
         return None;
     }
     let budget = budget.min(max_tokens.saturating_sub(1));

@@ -252,7 +252,7 @@ struct ThinkingConfigOut {
 /// [`endpoint`](super::endpoint), not the body.
 pub fn encode_request(
     request: &ChatRequest<'_>,
-    _options: &EncodeOptions<'_>,
+    options: &EncodeOptions<'_>,
     dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
     let late_system = request
@@ -281,7 +281,13 @@ pub fn encode_request(
         dropped.note("previous_response_id");
     }
     dropped.vendor_fields(request, Dialect::Gemini, REASONING_FIELDS);
-    let thinking_config = request.reasoning.and_then(|r| {
+    let reasoning = request.reasoning.filter(|_| {
+        if !options.reasoning && request.reasoning.is_some() {
+            dropped.note("reasoning (the model takes no reasoning parameters)");
+        }
+        options.reasoning
+    });
+    let thinking_config = reasoning.and_then(|r| {
         let budget = r.budget();
         if budget.is_none() {
             dropped.note("thinking (adaptive: the model's default)");

@@ -49,11 +49,14 @@ pub fn error_body(kind: ErrorKind, message: &str) -> Vec<u8> {
         .expect("serialising to memory cannot fail")
 }
 
-/// Reads an OpenAI-style error body. OpenAI's `code`/`type` decide when they are known, even
-/// when they say "nothing special": a `rate_limit_exceeded` message mentions billing pages,
-/// and sniffing it would turn a short rate limit into an hour-long quota cooldown. Compatible
-/// servers that answer in other shapes (`{"error": "text"}`, `FastAPI`'s `{"detail": ...}`) are
-/// sniffed.
+/// Reads an OpenAI-style error body (`{"error": {"message", "type", "param", "code"}}`, and the
+/// compatible servers' variants: OpenRouter's numeric `code` with `metadata`, `{"error": "text"}`,
+/// `FastAPI`'s `{"detail": ...}`).
+///
+/// OpenAI's `code`/`type` decide when they are known, even when they say "nothing special": a
+/// `rate_limit_exceeded` message mentions billing pages, and reading it as text would turn a
+/// short rate limit into an hour-long quota cooldown. Without a known code only the phrases the
+/// servers document count (see [`message_hint`]); no other word in a message does.
 pub fn error_report(body: &[u8]) -> UpstreamError {
     let text = String::from_utf8_lossy(body);
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
@@ -68,26 +71,67 @@ pub fn error_report(body: &[u8]) -> UpstreamError {
         .map_or_else(|| text.trim().to_owned(), str::to_owned);
     let code = error.get("code").and_then(Value::as_str);
     let kind = error.get("type").and_then(Value::as_str);
-    let known = |name: &str| match name {
-        "insufficient_quota" => Some(BodyHint::InsufficientQuota),
-        "context_length_exceeded" | "string_above_max_length" => {
-            Some(BodyHint::ContextLengthExceeded)
-        }
-        "content_filter" | "content_policy_violation" => Some(BodyHint::ContentPolicy),
-        "model_not_found" => Some(BodyHint::ModelNotFound),
-        "rate_limit_exceeded" | "invalid_api_key" => Some(BodyHint::None),
-        _ => None,
-    };
-    let hint = code.and_then(known).or_else(|| kind.and_then(known)).unwrap_or_else(|| {
-        let lower = message.to_ascii_lowercase();
-        // Ollama and friends: `model "x" not found, try pulling it first`.
-        if lower.contains("model") && lower.contains("not found") {
-            BodyHint::ModelNotFound
-        } else {
-            BodyHint::sniff(&message)
-        }
-    });
+    let hint = code
+        .and_then(known)
+        .or_else(|| kind.and_then(known))
+        .or_else(|| moderated(error))
+        .unwrap_or_else(|| message_hint(&message.to_ascii_lowercase()));
     UpstreamError { hint, code: code.or(kind).map(str::to_owned), message }
+}
+
+/// OpenAI's documented error codes and types
+/// (<https://platform.openai.com/docs/guides/error-codes>), and those of compatible servers
+/// that name them the same way.
+fn known(name: &str) -> Option<BodyHint> {
+    Some(match name {
+        "insufficient_quota" | "billing_hard_limit_reached" | "billing_not_active" => {
+            BodyHint::InsufficientQuota
+        }
+        // llama.cpp's server answers an overlong prompt with type `exceed_context_size_error`.
+        "context_length_exceeded" | "string_above_max_length" | "exceed_context_size_error" => {
+            BodyHint::ContextLengthExceeded
+        }
+        "content_filter" | "content_policy_violation" => BodyHint::ContentPolicy,
+        "model_not_found" => BodyHint::ModelNotFound,
+        // A parameter or value the client sent that this model or server does not take
+        // ("Unsupported parameter: 'max_tokens' is not supported with this model. Use
+        // 'max_completion_tokens' instead.").
+        "unsupported_parameter" | "unsupported_value" | "unknown_parameter" => {
+            BodyHint::UnsupportedFeature
+        }
+        "unsupported_country_region_territory" => BodyHint::NotPermitted,
+        "invalid_api_key" | "account_deactivated" => BodyHint::InvalidCredential,
+        "rate_limit_exceeded" => BodyHint::None,
+        _ => return None,
+    })
+}
+
+/// OpenRouter refuses input its moderation flagged with a 403 whose `error.metadata` names the
+/// `reasons` and the `flagged_input` (<https://openrouter.ai/docs/api-reference/errors>): a
+/// policy refusal, not a forbidden model.
+fn moderated(error: &Value) -> Option<BodyHint> {
+    let metadata = error.get("metadata")?;
+    (metadata.get("flagged_input").is_some() || metadata.get("reasons").is_some())
+        .then_some(BodyHint::ContentPolicy)
+}
+
+/// The phrases OpenAI-compatible servers document for errors that carry no known code.
+fn message_hint(lower: &str) -> BodyHint {
+    let says = |phrases: &[&str]| phrases.iter().any(|p| lower.contains(p));
+    // OpenAI's older shape, vLLM, DeepSeek and OpenRouter: "This model's maximum context length
+    // is 4096 tokens. However, you requested 5000 tokens ...".
+    if says(&["maximum context length"]) {
+        BodyHint::ContextLengthExceeded
+    // Ollama: `model "llama9" not found, try pulling it first`.
+    } else if lower.contains("model") && lower.contains("not found") {
+        BodyHint::ModelNotFound
+    // OpenAI's older shape for a parameter it does not know: "Unrecognized request argument
+    // supplied: billing_id". The client's doing; another provider may accept it.
+    } else if says(&["unrecognized request argument", "unknown parameter"]) {
+        BodyHint::UnsupportedFeature
+    } else {
+        BodyHint::None
+    }
 }
 
 #[cfg(test)]
@@ -117,21 +161,51 @@ mod tests {
     }
 
     #[test]
-    fn unknown_shapes_fall_back_to_sniffing_the_message() {
-        assert_eq!(
-            hint(r#"{"detail":"Prompt is too long for this model"}"#),
-            BodyHint::ContextLengthExceeded
-        );
+    fn unknown_shapes_are_read_only_for_documented_phrases() {
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).","type":"BadRequestError","code":400}"#;
+        assert_eq!(hint(vllm), BodyHint::ContextLengthExceeded);
+        let llama_cpp = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#;
+        assert_eq!(hint(llama_cpp), BodyHint::ContextLengthExceeded);
         assert_eq!(
             hint(r#"{"error":"model 'llama9' not found, try pulling it first"}"#),
             BodyHint::ModelNotFound
         );
-        assert_eq!(hint("upstream says: insufficient quota"), BodyHint::InsufficientQuota);
+        // A word is not a shape: plain text and unknown messages decide nothing.
+        assert_eq!(hint("upstream says: insufficient quota"), BodyHint::None);
+        assert_eq!(hint(r#"{"detail":"billing service unavailable"}"#), BodyHint::None);
         let report = error_report(br#"{"error":{"message":"boom","code":500}}"#);
         assert_eq!(
             (report.hint, report.code, report.message.as_str()),
             (BodyHint::None, None, "boom")
         );
+    }
+
+    #[test]
+    fn a_billing_id_parameter_is_the_clients_doing_not_a_billing_problem() {
+        let legacy = r#"{"error":{"message":"Unrecognized request argument supplied: billing_id","type":"invalid_request_error","param":null,"code":null}}"#;
+        assert_eq!(hint(legacy), BodyHint::UnsupportedFeature);
+        let invalid = r#"{"error":{"message":"Invalid type for 'billing_id': expected a string, but got an integer instead.","type":"invalid_request_error","param":"billing_id","code":"invalid_type"}}"#;
+        assert_eq!(hint(invalid), BodyHint::None);
+    }
+
+    #[test]
+    fn a_parameter_the_model_does_not_support_is_an_unsupported_feature() {
+        let body = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+        assert_eq!(hint(body), BodyHint::UnsupportedFeature);
+    }
+
+    #[test]
+    fn openrouter_moderation_is_a_policy_refusal_and_its_402_needs_no_hint() {
+        let flagged = r#"{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["harassment"],"flagged_input":"...","provider_name":"OpenAI","model_slug":"openai/gpt-4o"}}}"#;
+        assert_eq!(hint(flagged), BodyHint::ContentPolicy);
+        let credits = r#"{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/settings/credits"}}"#;
+        assert_eq!(hint(credits), BodyHint::None, "the 402 status says it");
+    }
+
+    #[test]
+    fn billing_codes_are_quota() {
+        let body = r#"{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}"#;
+        assert_eq!(hint(body), BodyHint::InsufficientQuota);
     }
 
     #[test]

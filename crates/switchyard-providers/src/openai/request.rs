@@ -733,7 +733,14 @@ pub fn encode_request(
         });
 
     let own = request.vendor.origin == Some(Dialect::OpenAi);
-    let reasoning_effort = if own { None } else { reasoning_effort(request.reasoning, dropped) };
+    let reasoning_effort = match request.reasoning {
+        _ if own => None,
+        Some(_) if !options.reasoning => {
+            dropped.note("reasoning (the model takes no reasoning parameters)");
+            None
+        }
+        reasoning => reasoning_effort(reasoning, dropped),
+    };
     let response_format =
         if own { None } else { request.response_format.as_ref().map(response_format) };
     if !own && request.uses_cache_control() {

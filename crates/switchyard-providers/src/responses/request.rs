@@ -653,7 +653,78 @@ pub fn encode_request(
     dropped: &mut Dropped,
 ) -> Result<Vec<u8>, ProviderError> {
     let own = request.vendor.origin == Some(Dialect::Responses);
-    let freeform = |name: &str| request.tools.iter().any(|t| t.is_freeform() && t.name == name);
+    let freeform = |name: &str| is_freeform(request, name);
+    let input = input_items(request, dropped)?;
+    let tools = tools_out(request, own)?;
+    let has_tools = !tools.is_empty();
+    let tool_choice = if own {
+        None
+    } else {
+        request.tool_choice.as_ref().filter(|_| has_tools).map(|choice| match choice {
+            ToolChoice::Auto => ToolChoiceOut::Mode("auto"),
+            ToolChoice::None => ToolChoiceOut::Mode("none"),
+            ToolChoice::Required => ToolChoiceOut::Mode("required"),
+            ToolChoice::Tool(name) => ToolChoiceOut::Named {
+                kind: if freeform(name) { "custom" } else { "function" },
+                name,
+            },
+        })
+    };
+    let (reasoning, text) = if own {
+        (None, None)
+    } else {
+        (
+            reasoning(request.reasoning, dropped),
+            text_format(request.response_format.as_ref(), dropped),
+        )
+    };
+    if !own {
+        if request.uses_cache_control() {
+            dropped.note("cache_control");
+        }
+        if !request.sampling.stop.is_empty() {
+            dropped.note("stop");
+        }
+    }
+    dropped.vendor_fields(request, Dialect::Responses, TRANSLATED_FIELDS);
+    let instructions = match request.system.as_slice() {
+        [] => None,
+        [only] => Some(Cow::Borrowed(only.text.as_ref())),
+        many => {
+            Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
+        }
+    };
+    let body = RequestOut {
+        model: options.model,
+        instructions,
+        input,
+        tools,
+        tool_choice,
+        parallel_tool_calls: request.parallel_tool_calls.filter(|_| has_tools),
+        max_output_tokens: request.sampling.max_tokens,
+        temperature: request.sampling.temperature,
+        top_p: request.sampling.top_p,
+        reasoning,
+        text,
+        previous_response_id: request.previous_response_id.as_deref(),
+        store: (!own).then_some(false),
+        stream: request.stream,
+        vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),
+    };
+    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+fn is_freeform(request: &ChatRequest<'_>, name: &str) -> bool {
+    request.tools.iter().any(|t| t.is_freeform() && t.name == name)
+}
+
+/// The conversation as input items: each assistant turn's text one message, each call and
+/// each opaque item (reasoning, ...) an item of its own, in order.
+fn input_items<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<Vec<ItemOut<'r>>, ProviderError> {
+    let freeform = |name: &str| is_freeform(request, name);
     let mut input: Vec<ItemOut<'_>> = Vec::with_capacity(request.messages.len());
     // Calls of freeform tools, whose results go back as `custom_tool_call_output`.
     let mut custom_calls: Vec<&str> = Vec::new();
@@ -739,7 +810,14 @@ pub fn encode_request(
             }
         }
     }
+    Ok(input)
+}
 
+/// The tools: functions, freeform tools as `custom`, Responses built-ins as they came.
+fn tools_out<'r>(
+    request: &'r ChatRequest<'r>,
+    own: bool,
+) -> Result<Vec<ToolOut<'r>>, ProviderError> {
     let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
     for tool in &request.tools {
         tools.push(match (&tool.native, tool.format) {
@@ -767,62 +845,7 @@ pub fn encode_request(
             },
         });
     }
-    let has_tools = !tools.is_empty();
-    let tool_choice = if own {
-        None
-    } else {
-        request.tool_choice.as_ref().filter(|_| has_tools).map(|choice| match choice {
-            ToolChoice::Auto => ToolChoiceOut::Mode("auto"),
-            ToolChoice::None => ToolChoiceOut::Mode("none"),
-            ToolChoice::Required => ToolChoiceOut::Mode("required"),
-            ToolChoice::Tool(name) => ToolChoiceOut::Named {
-                kind: if freeform(name) { "custom" } else { "function" },
-                name,
-            },
-        })
-    };
-    let (reasoning, text) = if own {
-        (None, None)
-    } else {
-        (
-            reasoning(request.reasoning, dropped),
-            text_format(request.response_format.as_ref(), dropped),
-        )
-    };
-    if !own {
-        if request.uses_cache_control() {
-            dropped.note("cache_control");
-        }
-        if !request.sampling.stop.is_empty() {
-            dropped.note("stop");
-        }
-    }
-    dropped.vendor_fields(request, Dialect::Responses, TRANSLATED_FIELDS);
-    let instructions = match request.system.as_slice() {
-        [] => None,
-        [only] => Some(Cow::Borrowed(only.text.as_ref())),
-        many => {
-            Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
-        }
-    };
-    let body = RequestOut {
-        model: options.model,
-        instructions,
-        input,
-        tools,
-        tool_choice,
-        parallel_tool_calls: request.parallel_tool_calls.filter(|_| has_tools),
-        max_output_tokens: request.sampling.max_tokens,
-        temperature: request.sampling.temperature,
-        top_p: request.sampling.top_p,
-        reasoning,
-        text,
-        previous_response_id: request.previous_response_id.as_deref(),
-        store: (!own).then_some(false),
-        stream: request.stream,
-        vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),
-    };
-    Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+    Ok(tools)
 }
 
 fn flush_text<'r>(texts: &mut Vec<ContentOut<'r>>, input: &mut Vec<ItemOut<'r>>) {
@@ -1081,6 +1104,28 @@ mod tests {
         assert_eq!(
             anthropic["messages"][1]["content"][0],
             serde_json::json!({"type": "thinking", "thinking": "hmm", "signature": "sig"})
+        );
+    }
+
+    #[test]
+    fn thinking_is_turned_off_for_anthropic_when_the_tool_turn_carries_no_signed_thinking() {
+        let request = parse_request(
+            br#"{"model":"m","reasoning":{"effort":"high"},"input":[{"role":"user","content":"q"},
+                {"type":"reasoning","summary":[],"encrypted_content":"gAAAA"},
+                {"type":"function_call","call_id":"c","name":"f","arguments":"{}"},
+                {"type":"function_call_output","call_id":"c","output":"1"}]}"#,
+        )
+        .unwrap();
+        let mut dropped = Dropped::default();
+        let body = Dialect::Anthropic
+            .encode_request_noting(&request, &EncodeOptions::new("up", 32000), &mut dropped)
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body.get("thinking"), None);
+        assert!(
+            dropped.names().iter().any(|n| n.starts_with("thinking (the last tool-use turn")),
+            "{:?}",
+            dropped.names()
         );
     }
 

@@ -345,7 +345,6 @@ pub(super) struct UsageOut {
 }
 
 #[derive(Serialize)]
-#[expect(clippy::struct_field_names, reason = "OpenAI's field names")]
 struct InputDetailsOut {
     cached_tokens: u64,
     cache_write_tokens: u64,

@@ -119,68 +119,26 @@ impl StreamDecoder {
             ProviderError::MalformedEvent { dialect: Dialect::Responses, message: e.describe() }
         })?;
         let kind = wire.kind.0.clone();
-        let malformed = |message: &str| ProviderError::MalformedEvent {
-            dialect: Dialect::Responses,
-            message: format!("`{kind}` event: {message}"),
-        };
         match kind.as_ref() {
-            "response.created" | "response.in_progress" | "response.queued" => {
-                if !self.started {
-                    self.started = true;
-                    let head = wire.response;
-                    let (id, model) = match head {
-                        Some(head) => (head.id, head.model),
-                        None => (None, None),
-                    };
-                    emit(StreamEvent::Start {
-                        id: id.map(Str::into_cow).unwrap_or_default(),
-                        model: model.map(Str::into_cow).unwrap_or_default(),
-                    });
-                }
+            "response.created" | "response.in_progress" | "response.queued" if !self.started => {
+                self.started = true;
+                let (id, model) = match wire.response {
+                    Some(head) => (head.id, head.model),
+                    None => (None, None),
+                };
+                emit(StreamEvent::Start {
+                    id: id.map(Str::into_cow).unwrap_or_default(),
+                    model: model.map(Str::into_cow).unwrap_or_default(),
+                });
             }
             "response.output_item.added" | "response.output_item.done" => {
-                let index = wire.output_index.ok_or_else(|| malformed("no `output_index`"))?;
-                // Items are numbered in order; a wild index must not size a vector.
-                if index > self.slots.len() + MAX_INDEX_GAP {
-                    return Err(malformed("output index out of order"));
-                }
-                let raw = wire.item.ok_or_else(|| malformed("no `item`"))?;
-                let head: ItemHead<'_> = serde_json::from_str(raw.get())
-                    .map_err(|_| malformed("an item without `type`"))?;
-                let known = matches!(
-                    head.kind.0.as_ref(),
-                    "message" | "reasoning" | "function_call" | "custom_tool_call"
-                );
-                let item: Option<OutputItemWire<'e>> = if known {
-                    Some(json::parse_raw(raw).map_err(|e| malformed(&e))?)
-                } else {
-                    None
-                };
-                self.ensure_started(emit);
-                if self.slots.len() <= index {
-                    self.slots.resize(index + 1, Slot::Unknown);
-                }
-                let Some(item) = item else { return Ok(Progress::Continue) };
-                if kind == "response.output_item.added" {
-                    self.slots[index] = self.item_added(item, emit);
-                } else {
-                    if self.slots[index] == Slot::Unknown {
-                        // Announced only now (a server that skips `added`).
-                        let mut bare = item;
-                        let (content, summary, arguments, input) = (
-                            bare.content.take(),
-                            bare.summary.take(),
-                            bare.arguments.take(),
-                            bare.input.take(),
-                        );
-                        self.slots[index] = self.item_added(bare, emit);
-                        let whole =
-                            OutputItemWire { content, summary, arguments, input, ..empty_item() };
-                        self.slots[index] = self.item_done(self.slots[index], whole, emit);
-                    } else {
-                        self.slots[index] = self.item_done(self.slots[index], item, emit);
+                let added = kind == "response.output_item.added";
+                self.output_item(added, wire.output_index, wire.item, emit).map_err(|message| {
+                    ProviderError::MalformedEvent {
+                        dialect: Dialect::Responses,
+                        message: format!("`{kind}` event: {message}"),
                     }
-                }
+                })?;
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 self.ensure_started(emit);
@@ -196,50 +154,17 @@ impl StreamDecoder {
                     emit(StreamEvent::ThinkingDelta(delta.into_cow()));
                 }
             }
-            "response.reasoning_summary_part.added" => {
-                if wire.summary_index.is_some_and(|i| i > 0) {
-                    emit(StreamEvent::ThinkingDelta(Cow::Borrowed("\n\n")));
-                }
+            // Summary parts after the first are paragraphs of the same thinking.
+            "response.reasoning_summary_part.added"
+                if wire.summary_index.is_some_and(|i| i > 0) =>
+            {
+                emit(StreamEvent::ThinkingDelta(Cow::Borrowed("\n\n")));
             }
             "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta" => {
-                let slot = wire.output_index.and_then(|i| self.slots.get_mut(i));
-                let delta = wire.delta.filter(|d| !d.0.is_empty());
-                match (slot, delta) {
-                    (Some(Slot::Function { index, seen }), Some(delta)) => {
-                        *seen = true;
-                        emit(StreamEvent::ToolCallDelta {
-                            index: *index,
-                            arguments: delta.into_cow(),
-                        });
-                    }
-                    (Some(Slot::Custom { index, seen, open: true }), Some(delta)) => {
-                        *seen = true;
-                        emit(StreamEvent::ToolCallDelta {
-                            index: *index,
-                            arguments: escaped(&delta.0),
-                        });
-                    }
-                    _ => {}
-                }
+                self.tool_delta(wire.output_index, wire.delta, emit);
             }
             "response.completed" | "response.incomplete" => {
-                self.ensure_started(emit);
-                self.close_custom(emit);
-                let head = wire.response;
-                let (usage, reason) = match head {
-                    Some(head) => (head.usage, head.incomplete_details.and_then(|d| d.reason)),
-                    None => (None, None),
-                };
-                if let Some(usage) = usage {
-                    emit(StreamEvent::Usage(usage.usage()));
-                }
-                let status = if kind == "response.completed" { "completed" } else { "incomplete" };
-                let reason =
-                    stop_reason(status, reason.as_ref().map(|r| r.0.as_ref()), self.tools > 0)
-                        .unwrap_or(StopReason::EndTurn);
-                self.status.finish_seen = true;
-                self.status.end_seen = true;
-                emit(StreamEvent::Finish { reason, stop_sequence: None });
+                self.finished(kind == "response.completed", wire.response, emit);
                 return Ok(Progress::End);
             }
             "response.failed" => {
@@ -265,6 +190,99 @@ impl StreamDecoder {
         Ok(Progress::Continue)
     }
 
+    /// `response.output_item.added` / `.done`. Errors describe what is malformed.
+    fn output_item<'e>(
+        &mut self,
+        added: bool,
+        index: Option<usize>,
+        raw: Option<&'e RawValue>,
+        emit: &mut impl FnMut(StreamEvent<'e>),
+    ) -> Result<(), String> {
+        let index = index.ok_or("no `output_index`")?;
+        // Items are numbered in order; a wild index must not size a vector.
+        if index > self.slots.len() + MAX_INDEX_GAP {
+            return Err("output index out of order".into());
+        }
+        let raw = raw.ok_or("no `item`")?;
+        let head: ItemHead<'_> =
+            serde_json::from_str(raw.get()).map_err(|_| "an item without `type`")?;
+        let known = matches!(
+            head.kind.0.as_ref(),
+            "message" | "reasoning" | "function_call" | "custom_tool_call"
+        );
+        let item: Option<OutputItemWire<'e>> =
+            if known { Some(json::parse_raw(raw)?) } else { None };
+        self.ensure_started(emit);
+        if self.slots.len() <= index {
+            self.slots.resize(index + 1, Slot::Unknown);
+        }
+        let Some(mut item) = item else { return Ok(()) };
+        if added {
+            self.slots[index] = self.item_added(item, emit);
+        } else if self.slots[index] == Slot::Unknown {
+            // Announced only now (a server that skips `added`): start it bare, then finish
+            // it with all it carries.
+            let whole = OutputItemWire {
+                content: item.content.take(),
+                summary: item.summary.take(),
+                arguments: item.arguments.take(),
+                input: item.input.take(),
+                ..empty_item()
+            };
+            let slot = self.item_added(item, emit);
+            self.slots[index] = Self::item_done(slot, whole, emit);
+        } else {
+            self.slots[index] = Self::item_done(self.slots[index], item, emit);
+        }
+        Ok(())
+    }
+
+    /// A function call's arguments or a freeform call's input, a piece at a time.
+    fn tool_delta<'e>(
+        &mut self,
+        index: Option<usize>,
+        delta: Option<Str<'e>>,
+        emit: &mut impl FnMut(StreamEvent<'e>),
+    ) {
+        let slot = index.and_then(|i| self.slots.get_mut(i));
+        let delta = delta.filter(|d| !d.0.is_empty());
+        match (slot, delta) {
+            (Some(Slot::Function { index, seen }), Some(delta)) => {
+                *seen = true;
+                emit(StreamEvent::ToolCallDelta { index: *index, arguments: delta.into_cow() });
+            }
+            (Some(Slot::Custom { index, seen, open: true }), Some(delta)) => {
+                *seen = true;
+                emit(StreamEvent::ToolCallDelta { index: *index, arguments: escaped(&delta.0) });
+            }
+            _ => {}
+        }
+    }
+
+    /// `response.completed` / `response.incomplete`: usage, then the finish.
+    fn finished<'e>(
+        &mut self,
+        completed: bool,
+        head: Option<ResponseHeadWire<'e>>,
+        emit: &mut impl FnMut(StreamEvent<'e>),
+    ) {
+        self.ensure_started(emit);
+        self.close_custom(emit);
+        let (usage, reason) = match head {
+            Some(head) => (head.usage, head.incomplete_details.and_then(|d| d.reason)),
+            None => (None, None),
+        };
+        if let Some(usage) = usage {
+            emit(StreamEvent::Usage(usage.usage()));
+        }
+        let status = if completed { "completed" } else { "incomplete" };
+        let reason = stop_reason(status, reason.as_ref().map(|r| r.0.as_ref()), self.tools > 0)
+            .unwrap_or(StopReason::EndTurn);
+        self.status.finish_seen = true;
+        self.status.end_seen = true;
+        emit(StreamEvent::Finish { reason, stop_sequence: None });
+    }
+
     fn ensure_started<'e>(&mut self, emit: &mut impl FnMut(StreamEvent<'e>)) {
         if !self.started {
             self.started = true;
@@ -273,9 +291,10 @@ impl StreamDecoder {
     }
 
     fn mark_seen(&mut self, index: Option<usize>) {
-        match index.and_then(|i| self.slots.get_mut(i)) {
-            Some(Slot::Message { seen } | Slot::Reasoning { seen }) => *seen = true,
-            _ => {}
+        if let Some(Slot::Message { seen } | Slot::Reasoning { seen }) =
+            index.and_then(|i| self.slots.get_mut(i))
+        {
+            *seen = true;
         }
     }
 
@@ -322,7 +341,6 @@ impl StreamDecoder {
 
     /// An item is done: what never came as deltas comes now, whole.
     fn item_done<'e>(
-        &mut self,
         slot: Slot,
         item: OutputItemWire<'e>,
         emit: &mut impl FnMut(StreamEvent<'e>),
@@ -638,29 +656,28 @@ impl StreamEncoder {
     fn text_delta(&mut self, text: &str, out: &mut Vec<u8>) {
         self.ensure_started(out);
         self.close_reasoning(out);
-        let n = match self.open_text {
-            Some(n) => n,
-            None => {
-                let n = self.items.len();
-                self.items.push(ItemOut::Message {
-                    id: item_id("msg", &self.id, n),
-                    status: "in_progress",
-                    role: "assistant",
-                    content: Vec::new(),
-                });
-                self.item_event("response.output_item.added", n, out);
-                if let ItemOut::Message { id, content, .. } = &mut self.items[n] {
-                    content.push(TextPartOut::new(String::new()));
-                    let mut event = EventOut::new("response.content_part.added");
-                    event.item_id = Some(id.as_str());
-                    event.output_index = Some(n);
-                    event.content_index = Some(0);
-                    event.part = Some(PartOut::Text(&content[0]));
-                    write(out, &mut self.sequence, event);
-                }
-                self.open_text = Some(n);
-                n
+        let n = if let Some(n) = self.open_text {
+            n
+        } else {
+            let n = self.items.len();
+            self.items.push(ItemOut::Message {
+                id: item_id("msg", &self.id, n),
+                status: "in_progress",
+                role: "assistant",
+                content: Vec::new(),
+            });
+            self.item_event("response.output_item.added", n, out);
+            if let ItemOut::Message { id, content, .. } = &mut self.items[n] {
+                content.push(TextPartOut::new(String::new()));
+                let mut event = EventOut::new("response.content_part.added");
+                event.item_id = Some(id.as_str());
+                event.output_index = Some(n);
+                event.content_index = Some(0);
+                event.part = Some(PartOut::Text(&content[0]));
+                write(out, &mut self.sequence, event);
             }
+            self.open_text = Some(n);
+            n
         };
         if let ItemOut::Message { id, content, .. } = &mut self.items[n] {
             content[0].text.push_str(text);
@@ -699,29 +716,28 @@ impl StreamEncoder {
     fn thinking_delta(&mut self, text: &str, out: &mut Vec<u8>) {
         self.ensure_started(out);
         self.close_text(out);
-        let n = match self.open_reasoning {
-            Some(n) => n,
-            None => {
-                let n = self.items.len();
-                self.items.push(ItemOut::Reasoning {
-                    id: item_id("rs", &self.id, n),
-                    summary: Vec::new(),
-                    encrypted_content: None,
-                });
-                self.item_event("response.output_item.added", n, out);
-                if let ItemOut::Reasoning { id, summary, .. } = &mut self.items[n] {
-                    summary.push(SummaryOut::new(String::new()));
-                    let mut event = EventOut::new("response.reasoning_summary_part.added");
-                    event.item_id = Some(id.as_str());
-                    event.output_index = Some(n);
-                    event.summary_index = Some(0);
-                    event.part = Some(PartOut::Summary(&summary[0]));
-                    write(out, &mut self.sequence, event);
-                }
-                self.open_reasoning = Some(n);
-                self.signature = None;
-                n
+        let n = if let Some(n) = self.open_reasoning {
+            n
+        } else {
+            let n = self.items.len();
+            self.items.push(ItemOut::Reasoning {
+                id: item_id("rs", &self.id, n),
+                summary: Vec::new(),
+                encrypted_content: None,
+            });
+            self.item_event("response.output_item.added", n, out);
+            if let ItemOut::Reasoning { id, summary, .. } = &mut self.items[n] {
+                summary.push(SummaryOut::new(String::new()));
+                let mut event = EventOut::new("response.reasoning_summary_part.added");
+                event.item_id = Some(id.as_str());
+                event.output_index = Some(n);
+                event.summary_index = Some(0);
+                event.part = Some(PartOut::Summary(&summary[0]));
+                write(out, &mut self.sequence, event);
             }
+            self.open_reasoning = Some(n);
+            self.signature = None;
+            n
         };
         if text.is_empty() {
             return;

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use sqlx::SqliteConnection;
+use sqlx::{Connection as _, SqliteConnection};
 use switchyard_core::resilience::event::HealthRecords;
 use switchyard_core::resilience::lockout::LockReason;
 use switchyard_core::resilience::{BreakerRecord, CredentialRecord, HealthEvent, LockoutRecord};
@@ -22,22 +22,22 @@ const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
 impl Store {
     /// Every persisted entry, read in one transaction so the three tables agree.
+    ///
+    /// A row that cannot be read (a value this version does not know, a hand edit) is skipped
+    /// with a warning: losing one entry's state is a blip, losing the whole restore over it
+    /// would un-bench every provider, key and model at once.
     pub async fn load_health(&self) -> Result<HealthRecords, StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
         // Each table comes back as one JSON array built inside SQLite: one row across the
         // connection's thread instead of one per entry, which is most of a cold start with
         // thousands of entries.
-        let breakers: Vec<BreakerRow> = rows(&mut tx, "breakers", BREAKERS).await?;
-        let credentials: Vec<CredentialRow> =
-            rows(&mut tx, "credential_cooldowns", CREDENTIALS).await?;
-        let lockouts: Vec<LockoutRow> = rows(&mut tx, "model_lockouts", LOCKOUTS).await?;
+        let breakers = rows(&mut tx, "breakers", BREAKERS).await?;
+        let credentials = rows(&mut tx, "credential_cooldowns", CREDENTIALS).await?;
+        let lockouts = rows(&mut tx, "model_lockouts", LOCKOUTS).await?;
         Ok(HealthRecords {
-            breakers: breakers.into_iter().map(BreakerRow::decode).collect::<Result<_, _>>()?,
-            credentials: credentials
-                .into_iter()
-                .map(CredentialRow::decode)
-                .collect::<Result<_, _>>()?,
-            lockouts: lockouts.into_iter().map(LockoutRow::decode).collect::<Result<_, _>>()?,
+            breakers: readable("breakers", breakers, BreakerRow::decode),
+            credentials: readable("credential_cooldowns", credentials, CredentialRow::decode),
+            lockouts: readable("model_lockouts", lockouts, LockoutRow::decode),
         })
     }
 
@@ -49,35 +49,81 @@ impl Store {
         if latest.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
-        for event in latest {
-            write(&mut tx, event).await.map_err(StoreError::database)?;
-        }
-        tx.commit().await.map_err(StoreError::database)
+        let mut conn = self.writable().await?;
+        let written = apply_on(&mut conn, &latest).await;
+        settle(conn, written).await
     }
 
     /// Makes the file hold exactly `records`, in one transaction: the resync after a consumer
     /// fell behind the event stream.
     pub async fn replace_all(&self, records: &HealthRecords) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await.map_err(StoreError::database)?;
-        for clear in [
-            "DELETE FROM breakers",
-            "DELETE FROM credential_cooldowns",
-            "DELETE FROM model_lockouts",
-        ] {
-            sqlx::query(clear).execute(&mut *tx).await.map_err(StoreError::database)?;
-        }
-        for (provider, record) in &records.breakers {
-            put_breaker(&mut tx, provider, record).await.map_err(StoreError::database)?;
-        }
-        for (key, record) in &records.credentials {
-            put_credential(&mut tx, key, record).await.map_err(StoreError::database)?;
-        }
-        for (key, record) in &records.lockouts {
-            put_lockout(&mut tx, key, record).await.map_err(StoreError::database)?;
-        }
-        tx.commit().await.map_err(StoreError::database)
+        let mut conn = self.writable().await?;
+        let written = replace_on(&mut conn, records).await;
+        settle(conn, written).await
     }
+
+    /// A pooled connection that is not stuck inside a transaction. Any writer of this file
+    /// whose transaction failed on a full disk can leave one behind (see [`settle`]); such a
+    /// connection is closed and another taken, so a retry does not fail for a past error.
+    async fn writable(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>, StoreError> {
+        for _ in 0..8 {
+            let conn = self.pool.acquire().await.map_err(StoreError::database)?;
+            if !conn.is_in_transaction() {
+                return Ok(conn);
+            }
+            if let Err(error) = conn.close().await {
+                tracing::debug!(%error, "closing a connection left inside a transaction");
+            }
+        }
+        self.pool.acquire().await.map_err(StoreError::database)
+    }
+}
+
+async fn apply_on(conn: &mut SqliteConnection, latest: &[&HealthEvent]) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_WRITE).await?;
+    for event in latest {
+        write(&mut tx, event).await?;
+    }
+    tx.commit().await
+}
+
+async fn replace_on(
+    conn: &mut SqliteConnection,
+    records: &HealthRecords,
+) -> Result<(), sqlx::Error> {
+    let mut tx = conn.begin_with(BEGIN_WRITE).await?;
+    for clear in
+        ["DELETE FROM breakers", "DELETE FROM credential_cooldowns", "DELETE FROM model_lockouts"]
+    {
+        sqlx::query(clear).execute(&mut *tx).await?;
+    }
+    for (provider, record) in &records.breakers {
+        put_breaker(&mut tx, provider, record).await?;
+    }
+    for (key, record) in &records.credentials {
+        put_credential(&mut tx, key, record).await?;
+    }
+    for (key, record) in &records.lockouts {
+        put_lockout(&mut tx, key, record).await?;
+    }
+    tx.commit().await
+}
+
+/// A connection whose write transaction failed is closed instead of going back to the pool.
+/// After a full disk SQLite has already rolled the transaction back itself, so the `ROLLBACK`
+/// sqlx queues for the dropped transaction fails and the connection would stay marked as inside
+/// a transaction: every retry on it would fail with "begin at non-zero transaction depth",
+/// whatever the disk does. A fresh connection has no such past.
+async fn settle(
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    written: Result<(), sqlx::Error>,
+) -> Result<(), StoreError> {
+    if written.is_err()
+        && let Err(error) = conn.close().await
+    {
+        tracing::debug!(%error, "closing the connection of a failed health write");
+    }
+    written.map_err(StoreError::database)
 }
 
 /// Which entry an event is about: the unit of coalescing.
@@ -225,15 +271,41 @@ const LOCKOUTS: &str = "SELECT json_group_array(json_array(provider, credential,
      locked_until, consecutive_failures, reason_kind, reason_status, changed_at)) \
      FROM (SELECT * FROM model_lockouts ORDER BY provider, credential, model)";
 
-/// The rows one of the queries above returns.
-async fn rows<T: serde::de::DeserializeOwned>(
+/// The rows one of the queries above returns, each still as JSON so that one bad row can be
+/// told from a bad table.
+async fn rows(
     tx: &mut SqliteConnection,
     table: &str,
     sql: &'static str,
-) -> Result<Vec<T>, StoreError> {
+) -> Result<Vec<serde_json::Value>, StoreError> {
     let json: String =
         sqlx::query_scalar(sql).fetch_one(&mut *tx).await.map_err(StoreError::database)?;
     serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))
+}
+
+/// Every row of `table` that reads as a `Row` and decodes, in order; the others are skipped
+/// with a warning naming the table and the reason.
+fn readable<Row: serde::de::DeserializeOwned, T>(
+    table: &str,
+    rows: Vec<serde_json::Value>,
+    decode: impl Fn(Row) -> Result<T, StoreError>,
+) -> Vec<T> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let decoded = serde_json::from_value::<Row>(row)
+                .map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))
+                .and_then(&decode);
+            decoded
+                .inspect_err(|error| {
+                    tracing::warn!(
+                        table,
+                        %error,
+                        "skipped a health row that cannot be read; that entry starts fresh"
+                    );
+                })
+                .ok()
+        })
+        .collect()
 }
 
 impl BreakerRow {

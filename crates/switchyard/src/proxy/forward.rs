@@ -102,6 +102,12 @@ pub(crate) async fn open(
             }
         }
     }
+    // The upstream answers: a half-open probe settles now, not when a long stream ends.
+    let mut settle = settle;
+    let now = settle.clock.now();
+    let empty = http::HeaderMap::new();
+    let answered = Upstream::Response { status: 200, headers: &empty, body: BodyHint::None };
+    settle.attempt.answered(&classify(&Outcome::new(answered), &settle.policy, now), now);
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     tokio::spawn(relay(Relay { chunks, sse, translator, out, ended, idle, tx }, settle));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {

@@ -59,7 +59,8 @@ pub(crate) fn build(
     untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
     let dialect = provider.dialect();
-    let passthrough = passes_through(provider, client.dialect);
+    let passthrough =
+        passes_through(provider, client.dialect) && !carries_foreign_reasoning(client);
     let mut dropped = Dropped::default();
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?
@@ -79,6 +80,7 @@ pub(crate) fn build(
             model,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             system_in_place: is_openai_itself(&provider.base_url),
+            reasoning: reasons(dialect, model),
         };
         dialect.encode_request_noting(request, &options, &mut dropped)?
     };
@@ -113,6 +115,36 @@ pub(crate) fn build(
         passthrough,
         dropped,
     })
+}
+
+/// A Responses conversation that went through an Anthropic target carries Anthropic's signed
+/// thinking inside its reasoning items (see the providers' `responses` module); a Responses
+/// upstream would refuse those, so such a body is translated (which strips them) rather than
+/// passed through.
+fn carries_foreign_reasoning(client: &ClientRequest<'_>) -> bool {
+    const MARK: &[u8] = b"switchyard.anthropic.";
+    client.dialect == ClientDialect::Responses
+        && client.body.windows(MARK.len()).any(|window| window == MARK)
+}
+
+/// Whether `model` takes reasoning parameters, guessed from its name until models carry it as
+/// a fact of their own (the catalogue). A model without reasoning answers `reasoning_effort`
+/// or `thinkingConfig` with a 400, which would fail a Claude Code turn (it always asks for
+/// thinking) on, say, `gpt-4o`; a reasoning model that is not recognised merely thinks at its
+/// default level. Anthropic and Responses targets decide for themselves.
+pub(crate) fn reasons(dialect: Dialect, model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    match dialect {
+        Dialect::OpenAi => {
+            ["o1", "o3", "o4", "gpt-5", "gpt-oss"].iter().any(|p| name.starts_with(p))
+                || ["reason", "think", "-r1", "qwq", "magistral", "grok-3-mini", "grok-4"]
+                    .iter()
+                    .any(|part| name.contains(part))
+        }
+        // Gemini 2.5 and later think; 1.x and 2.0 refuse a thinking config.
+        Dialect::Gemini => !["gemini-1", "gemini-2.0", "gemma"].iter().any(|p| name.starts_with(p)),
+        Dialect::Anthropic | Dialect::Responses => true,
+    }
 }
 
 /// OpenAI's own API, which takes system messages anywhere in a conversation.
@@ -200,4 +232,21 @@ fn identify(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_parameters_go_only_to_models_that_take_them() {
+        for model in ["o3-mini", "gpt-5.1-codex", "deepseek-reasoner", "openai/gpt-oss-120b"] {
+            assert!(reasons(Dialect::OpenAi, model), "{model}");
+        }
+        for model in ["gpt-4o", "gpt-4.1-mini", "llama-3.3-70b", "deepseek-chat"] {
+            assert!(!reasons(Dialect::OpenAi, model), "{model}");
+        }
+        assert!(reasons(Dialect::Gemini, "gemini-2.5-pro"));
+        assert!(!reasons(Dialect::Gemini, "gemini-2.0-flash"));
+    }
 }

@@ -62,6 +62,11 @@ impl Behavior {
         Reply::text("").with_tool_call(name, arguments).into()
     }
 
+    /// A normal reply that calls one freeform (custom) tool with this raw input (no text).
+    pub fn custom_tool_call(name: impl Into<String>, input: impl Into<String>) -> Self {
+        Reply::text("").with_custom_tool_call(name, input).into()
+    }
+
     /// An error status with the dialect's realistic body for that code.
     pub fn status(code: u16) -> Self {
         Status::new(code).into()
@@ -191,6 +196,13 @@ impl Reply {
         self
     }
 
+    /// A call to a freeform tool (Responses `custom` tools, such as Codex's `apply_patch`):
+    /// its input is raw text, not JSON. See [`ToolCall::arguments`].
+    #[must_use]
+    pub fn with_custom_tool_call(self, name: impl Into<String>, input: impl Into<String>) -> Self {
+        self.with_tool_call(name, Value::String(input.into()))
+    }
+
     #[must_use]
     pub fn finish(mut self, finish: Finish) -> Self {
         self.finish = Some(finish);
@@ -253,14 +265,28 @@ impl Reply {
     }
 }
 
-/// One function call the assistant makes.
+/// One tool call the assistant makes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
     pub name: String,
-    /// A JSON object; OpenAI receives it as a string, Anthropic and Gemini as an object.
+    /// A JSON object for a function call; OpenAI receives it as a string, Anthropic and Gemini
+    /// as an object. A JSON *string* is a freeform (custom) tool's raw input: Responses sends a
+    /// `custom_tool_call` with it as `input`; the dialects without freeform tools receive it as
+    /// a function call with one string argument, `{"input": text}`, the way a proxy carries a
+    /// custom tool to them.
     #[serde(default = "empty_object")]
     pub arguments: Value,
+}
+
+impl ToolCall {
+    /// The arguments as a JSON object, for the dialects without freeform tools.
+    pub(crate) fn object_arguments(&self) -> Value {
+        match &self.arguments {
+            Value::String(input) => serde_json::json!({ "input": input }),
+            arguments => arguments.clone(),
+        }
+    }
 }
 
 fn empty_object() -> Value {

@@ -1,4 +1,4 @@
-//! The three upstream wire formats the mock speaks, behind one trait.
+//! The four upstream wire formats the mock speaks, behind one trait.
 //!
 //! A dialect only *renders*: given the facts of one turn (the request, the reply to give, the
 //! finish reason) it produces a JSON document, a list of stream events or an error body.
@@ -11,6 +11,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod responses;
 mod sse;
 
 use std::fmt;
@@ -32,6 +33,8 @@ pub enum Dialect {
     Anthropic,
     /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`.
     Gemini,
+    /// `POST /v1/responses` (OpenAI's Responses API, what Codex CLI speaks).
+    Responses,
 }
 
 impl Dialect {
@@ -40,6 +43,7 @@ impl Dialect {
             Self::OpenAi => &openai::OpenAi,
             Self::Anthropic => &anthropic::Anthropic,
             Self::Gemini => &gemini::Gemini,
+            Self::Responses => &responses::Responses,
         }
     }
 }
@@ -50,6 +54,7 @@ impl fmt::Display for Dialect {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::Responses => "responses",
         })
     }
 }

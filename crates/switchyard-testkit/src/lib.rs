@@ -1,10 +1,10 @@
 //! Dev-only support for Switchyard's tests and benchmarks: the fault-injecting mock upstream and
 //! the core's [`ManualClock`], re-exported so test code has one place to import test tools from.
 //!
-//! [`MockUpstream`] is a real HTTP server on 127.0.0.1 and a random port that speaks the OpenAI,
-//! Anthropic and Gemini dialects with their real wire formats, and fails on command: per model,
-//! content [`Rule`]s answer the requests they match (a real client's main turn, its tool
-//! results), then a queue of [`Behavior`]s is consumed one per attempt, then a default (a
+//! [`MockUpstream`] is a real HTTP server on 127.0.0.1 and a random port that speaks the OpenAI
+//! (Chat Completions and Responses), Anthropic and Gemini dialects with their real wire formats,
+//! and fails on command: per model, content [`Rule`]s answer the requests they match (a real
+//! client's main turn, its tool results), then a queue of [`Behavior`]s is consumed one per attempt, then a default (a
 //! normal reply). A single request can also carry its behaviour in the [`BEHAVIOR_HEADER`]
 //! header. Every attempt is recorded ([`Attempt`], with the request's exact bytes) before it is
 //! answered, and tests await attempts instead of sleeping; with a record directory, each

@@ -10,7 +10,8 @@ use anyhow::Context as _;
 use clap::Parser;
 use switchyard_testkit::{MockUpstream, Script};
 
-/// A fault-injecting mock of the OpenAI, Anthropic and Gemini APIs on 127.0.0.1.
+/// A fault-injecting mock of the OpenAI (Chat and Responses), Anthropic and Gemini APIs on
+/// 127.0.0.1.
 #[derive(Debug, Parser)]
 #[command(name = "switchyard-mock", version)]
 struct Args {

@@ -28,7 +28,7 @@ impl Wire for Anthropic {
                 "type": "tool_use",
                 "id": tool_id(turn),
                 "name": call.name,
-                "input": call.arguments,
+                "input": call.object_arguments(),
             }));
         }
         json!({
@@ -86,7 +86,7 @@ impl Wire for Anthropic {
         if let Some(call) = &reply.tool_call {
             let start =
                 json!({ "type": "tool_use", "id": tool_id(turn), "name": call.name, "input": {} });
-            let arguments = call.arguments.to_string();
+            let arguments = call.object_arguments().to_string();
             let deltas = pieces(&arguments, 2)
                 .into_iter()
                 .map(|piece| json!({ "type": "input_json_delta", "partial_json": piece }));

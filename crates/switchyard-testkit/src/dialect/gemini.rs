@@ -25,7 +25,7 @@ impl Wire for Gemini {
             parts.push(json!({ "text": reply.text }));
         }
         if let Some(call) = &reply.tool_call {
-            parts.push(function_call(&call.name, &call.arguments));
+            parts.push(function_call(&call.name, &call.object_arguments()));
         }
         let mut candidate = json!({ "content": { "parts": parts, "role": "model" }, "index": 0 });
         if let Some(finish) = turn.finish {
@@ -49,7 +49,7 @@ impl Wire for Gemini {
             .map(|piece| chunk(json!([{ "text": piece }]), None))
             .collect();
         if let Some(call) = &reply.tool_call {
-            events.push(chunk(json!([function_call(&call.name, &call.arguments)]), None));
+            events.push(chunk(json!([function_call(&call.name, &call.object_arguments())]), None));
         }
         if let Some(finish) = turn.finish {
             events.push(chunk(json!([{ "text": "" }]), Some(finish)));

@@ -36,7 +36,7 @@ impl Wire for OpenAi {
             message["tool_calls"] = json!([{
                 "id": call_id(turn),
                 "type": "function",
-                "function": { "name": call.name, "arguments": call.arguments.to_string() },
+                "function": { "name": call.name, "arguments": call.object_arguments().to_string() },
             }]);
         }
         json!({
@@ -88,7 +88,7 @@ impl Wire for OpenAi {
                 }]}),
                 None,
             ));
-            for fragment in pieces(&call.arguments.to_string(), 2) {
+            for fragment in pieces(&call.object_arguments().to_string(), 2) {
                 events.push(chunk(
                     json!({ "tool_calls": [{ "index": 0, "function": { "arguments": fragment } }] }),
                     None,

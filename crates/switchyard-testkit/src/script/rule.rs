@@ -58,11 +58,12 @@ impl Rule {
 #[serde(default, deny_unknown_fields)]
 pub struct When {
     /// The last user message's text (string content or its text parts; tool results not
-    /// included).
+    /// included; for Responses, a string `input` or the last `user` item's `input_text` parts).
     pub last_user_contains: Option<String>,
     /// One of the tool results in the conversation's last turn (Anthropic `tool_result` blocks
     /// of the last user message, OpenAI `tool` messages at the end, Gemini `functionResponse`s
-    /// of the last content as JSON).
+    /// of the last content as JSON, Responses `function_call_output` and
+    /// `custom_tool_call_output` items after the last message).
     pub tool_result_contains: Option<String>,
     /// Any string anywhere in the request body: system prompt, messages, tool definitions,
     /// metadata. Searched in the parsed JSON, so no escaping is needed.
@@ -233,6 +234,46 @@ mod tests {
             Dialect::OpenAi,
             &json!({ "messages": [{ "role": "user", "content": "tool-ok" }] })
         )));
+    }
+
+    #[test]
+    fn responses_tool_outputs_count_only_after_the_last_message() {
+        let call = json!({ "type": "function_call", "call_id": "c", "name": "exec_command", "arguments": "{}" });
+        let output = json!({ "type": "function_call_output", "call_id": "c", "output": "tool-ok" });
+        let custom = json!({ "type": "custom_tool_call_output", "call_id": "p", "output": [{ "type": "input_text", "text": "patch-ok" }] });
+        let user = json!({ "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "go" }] });
+        let answer = json!({ "type": "message", "role": "assistant", "content": [{ "type": "output_text", "text": "done" }] });
+        let reasoning = json!({ "type": "reasoning", "summary": [] });
+        let fresh = json!({ "input": [user, reasoning, call, output, custom] });
+        let old = json!({ "input": [user, call, output, answer, user] });
+        for (needle, body, wanted) in
+            [("tool-ok", &fresh, true), ("patch-ok", &fresh, true), ("tool-ok", &old, false)]
+        {
+            let when = When::any().tool_result_contains(needle);
+            assert_eq!(
+                when.matches(&subject(Dialect::Responses, body)),
+                wanted,
+                "{needle}: {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn responses_last_user_text_reads_input_text_parts_or_a_string_input() {
+        let items = json!({ "input": [
+            { "type": "message", "role": "developer", "content": [{ "type": "input_text", "text": "be brief" }] },
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "<environment_context/>" }] },
+            { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "Say hello." }] },
+            { "type": "function_call", "call_id": "c", "name": "f", "arguments": "{}" },
+        ]});
+        let when = When::any().last_user_contains("Say hello.");
+        assert!(when.matches(&subject(Dialect::Responses, &items)));
+        assert!(
+            !When::any()
+                .last_user_contains("be brief")
+                .matches(&subject(Dialect::Responses, &items))
+        );
+        assert!(when.matches(&subject(Dialect::Responses, &json!({ "input": "Say hello." }))));
     }
 
     #[test]

@@ -33,6 +33,7 @@ impl Route {
         match *method {
             Method::POST if path == "/v1/chat/completions" => Self::body_named(Dialect::OpenAi),
             Method::POST if path == "/v1/messages" => Self::body_named(Dialect::Anthropic),
+            Method::POST if path == "/v1/responses" => Self::body_named(Dialect::Responses),
             Method::POST if path == "/v1/messages/count_tokens" => Self::CountTokens,
             Method::POST => path
                 .strip_prefix("/v1beta/models/")
@@ -114,6 +115,10 @@ mod tests {
         assert_eq!(
             route(&Method::GET, "/v1beta/models", false),
             Route::ListModels(Dialect::Gemini)
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/responses", false),
+            Route::body_named(Dialect::Responses)
         );
         assert_eq!(route(&Method::POST, "/v1/messages/count_tokens", true), Route::CountTokens);
         assert_eq!(route(&Method::POST, "/v1/completions", false), Route::Unknown);

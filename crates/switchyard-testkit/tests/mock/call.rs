@@ -41,13 +41,25 @@ impl Call {
                 json!({ "contents": [{ "role": "user", "parts": [{ "text": "Hi" }] }] }),
                 vec![("x-goog-api-key".to_owned(), GEMINI_KEY.to_owned())],
             ),
+            Dialect::Responses => (
+                json!({
+                    "model": model,
+                    "input": [{
+                        "type": "message",
+                        "role": "user",
+                        "content": [{ "type": "input_text", "text": "Hi" }],
+                    }],
+                }),
+                vec![("authorization".to_owned(), format!("Bearer {OPENAI_KEY}"))],
+            ),
         };
         Self { dialect, model: model.to_owned(), stream: false, body, headers }
     }
 
     /// The same request in each dialect.
-    pub(crate) fn each(model: &str) -> [Self; 3] {
-        [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini].map(|d| Self::new(d, model))
+    pub(crate) fn each(model: &str) -> [Self; 4] {
+        [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Responses]
+            .map(|d| Self::new(d, model))
     }
 
     pub(crate) fn stream(mut self) -> Self {
@@ -76,6 +88,14 @@ impl Call {
             Dialect::OpenAi | Dialect::Anthropic => {
                 ("messages", json!({ "role": "assistant", "content": "Sure," }))
             }
+            Dialect::Responses => (
+                "input",
+                json!({
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{ "type": "output_text", "text": "Sure," }],
+                }),
+            ),
         };
         self.body[key].as_array_mut().unwrap().push(turn);
         self
@@ -90,6 +110,7 @@ impl Call {
         match self.dialect {
             Dialect::OpenAi => mock.url("/v1/chat/completions"),
             Dialect::Anthropic => mock.url("/v1/messages"),
+            Dialect::Responses => mock.url("/v1/responses"),
             Dialect::Gemini if self.stream => {
                 mock.url(&format!("/v1beta/models/{}:streamGenerateContent?alt=sse", self.model))
             }

@@ -236,7 +236,7 @@ async fn unknown_paths_are_404_and_not_attempts() {
 async fn finish_reasons_are_spelled_per_dialect() {
     let mock = MockUpstream::start().await;
     mock.set_default("m", Reply::default().finish(switchyard_testkit::Finish::Length));
-    let expected = ["length", "max_tokens", "MAX_TOKENS"];
+    let expected = ["length", "max_tokens", "MAX_TOKENS", "max_output_tokens"];
     for (call, want) in Call::each("m").into_iter().zip(expected) {
         let body = call.clone().stream().send(&mock).await.bytes().await.unwrap();
         assert_eq!(Transcript::read(call.dialect, &body).finish.as_deref(), Some(want));

@@ -14,12 +14,14 @@ use crate::call::Call;
 async fn a_status_has_each_dialects_error_shape() {
     let mock = MockUpstream::start().await;
     mock.set_default("m", Behavior::status(429));
-    let [openai, anthropic, gemini] = Call::each("m");
+    let [openai, anthropic, gemini, responses] = Call::each("m");
 
-    let (status, body) = openai.json(&mock).await;
-    assert_eq!(status, 429);
-    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
-    assert!(body["error"]["message"].as_str().unwrap().contains("Rate limit reached for m"));
+    for call in [openai, responses] {
+        let (status, body) = call.json(&mock).await;
+        assert_eq!(status, 429, "{:?}", call.dialect);
+        assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+        assert!(body["error"]["message"].as_str().unwrap().contains("Rate limit reached for m"));
+    }
 
     let (status, body) = anthropic.json(&mock).await;
     assert_eq!(status, 429);
@@ -36,12 +38,14 @@ async fn a_status_has_each_dialects_error_shape() {
 async fn error_kinds_use_each_providers_own_status_code() {
     let mock = MockUpstream::start().await;
     mock.set_default("m", Behavior::error(ErrorKind::InsufficientQuota));
-    let [openai, anthropic, gemini] = Call::each("m");
+    let [openai, anthropic, gemini, responses] = Call::each("m");
 
-    let (status, body) = openai.json(&mock).await;
-    assert_eq!(status, 429);
-    assert_eq!(body["error"]["type"], "insufficient_quota");
-    assert_eq!(body["error"]["code"], "insufficient_quota");
+    for call in [openai, responses] {
+        let (status, body) = call.json(&mock).await;
+        assert_eq!(status, 429, "{:?}", call.dialect);
+        assert_eq!(body["error"]["type"], "insufficient_quota");
+        assert_eq!(body["error"]["code"], "insufficient_quota");
+    }
 
     let (status, body) = anthropic.json(&mock).await;
     assert_eq!(status, 400);

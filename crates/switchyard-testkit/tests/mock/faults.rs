@@ -4,7 +4,7 @@ use std::error::Error as _;
 use std::io;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use switchyard_testkit::{Behavior, Dialect, Fault, MockUpstream, Reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -52,7 +52,7 @@ async fn reset_gives_every_dialect_a_connection_error_and_no_status() {
         assert!(!error.is_timeout());
         assert!(is_connection_reset(&error), "{:?}: {error:?}", call.dialect);
     }
-    assert_eq!(mock.attempt_count("m"), 3);
+    assert_eq!(mock.attempt_count("m"), 4);
     within(mock.wait_for_in_flight(0)).await;
 }
 
@@ -80,7 +80,7 @@ async fn hang_holds_the_request_until_the_client_gives_up() {
         let error = request.send().await.expect_err("no answer");
         assert!(error.is_timeout(), "{:?}: {error:?}", call.dialect);
     }
-    assert_eq!(mock.attempt_count("m"), 3);
+    assert_eq!(mock.attempt_count("m"), 4);
     within(mock.wait_for_in_flight(0)).await;
 }
 
@@ -103,7 +103,11 @@ async fn a_slow_first_event_sends_headers_then_keep_alives_then_the_stream() {
         "m",
         Behavior::slow_first_event_with_keep_alive(delay, Duration::from_millis(40)),
     );
-    for call in [Call::new(Dialect::OpenAi, "m"), Call::new(Dialect::Anthropic, "m")] {
+    for call in [
+        Call::new(Dialect::OpenAi, "m"),
+        Call::new(Dialect::Anthropic, "m"),
+        Call::new(Dialect::Responses, "m"),
+    ] {
         let started = Instant::now();
         let response = call.clone().stream().send(&mock).await;
         assert_eq!(response.status(), 200, "headers come first");
@@ -122,7 +126,7 @@ async fn a_slow_first_event_sends_headers_then_keep_alives_then_the_stream() {
         );
         let t = Transcript::read(call.dialect, &body);
         assert_eq!(t.text, "Hello from the mock upstream.");
-        assert!(t.done);
+        assert!(t.finish.is_some());
     }
 }
 
@@ -137,7 +141,13 @@ async fn a_slow_first_event_without_keep_alives_is_silent_until_it_comes() {
         let mut response = response;
         let first = within(response.chunk()).await.unwrap().unwrap();
         assert!(started.elapsed() >= delay, "{:?}", call.dialect);
-        assert!(first.starts_with(b"data: ") || first.starts_with(b"event: message_start"));
+        assert!(
+            first.starts_with(b"data: ")
+                || first.starts_with(b"event: message_start")
+                || first.starts_with(b"event: response.created"),
+            "{:?}",
+            call.dialect
+        );
         // Non-streaming: the document arrives after the delay too.
         let started = Instant::now();
         let (status, _) = call.json(&mock).await;
@@ -225,7 +235,7 @@ async fn a_malformed_event_sits_among_good_ones() {
         assert_eq!(t.malformed, 1, "{:?}", call.dialect);
         assert_eq!(t.text, "Hello from the mock upstream.");
         assert!(t.finish.is_some());
-        assert_eq!(t.done, call.dialect != Dialect::Gemini);
+        assert_eq!(t.done, matches!(call.dialect, Dialect::OpenAi | Dialect::Anthropic));
     }
     // Non-streaming: the document itself is not JSON.
     let response = Call::new(Dialect::OpenAi, "m").send(&mock).await;
@@ -264,6 +274,8 @@ async fn a_truncated_stream_ends_cleanly_with_no_finish_reason_and_no_terminator
     assert_eq!(body["stop_reason"], Value::Null);
     let (_, body) = Call::new(Dialect::Gemini, "m").json(&mock).await;
     assert!(body["candidates"][0].get("finishReason").is_none());
+    let (_, body) = Call::new(Dialect::Responses, "m").json(&mock).await;
+    assert_eq!((&body["status"], &body["usage"]), (&json!("in_progress"), &Value::Null));
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod dialects;
 mod errors;
 mod faults;
 mod recording;
+mod responses;
 mod rules;
 mod transcript;
 

@@ -60,6 +60,8 @@ pub(crate) struct Transcript {
     pub(crate) keep_alives: usize,
     /// Every event except comments.
     pub(crate) events: usize,
+    /// The next Responses `sequence_number` expected.
+    sequence: u64,
 }
 
 impl Transcript {
@@ -86,6 +88,7 @@ impl Transcript {
                 Dialect::OpenAi => t.openai(&json),
                 Dialect::Anthropic => t.anthropic(name.as_deref(), &json),
                 Dialect::Gemini => t.gemini(&json),
+                Dialect::Responses => t.responses(name.as_deref(), &json),
             }
         }
         t
@@ -135,6 +138,43 @@ impl Transcript {
                 self.usage_chunks += 1;
             }
             Some("message_stop") => self.done = true,
+            _ => {}
+        }
+    }
+
+    /// Responses has no terminator (`done` stays false); the final event's status, or the
+    /// reason it is incomplete, is the finish.
+    fn responses(&mut self, name: Option<&str>, json: &Value) {
+        assert_eq!(name, json["type"].as_str(), "event name and data type agree");
+        assert_eq!(
+            json["sequence_number"].as_u64(),
+            Some(self.sequence),
+            "sequence numbers count every event from 0"
+        );
+        self.sequence += 1;
+        match name {
+            Some("response.output_text.delta") => {
+                self.text.push_str(json["delta"].as_str().unwrap_or_default());
+            }
+            Some("response.output_item.added") => {
+                if let Some(tool) = json["item"]["name"].as_str() {
+                    self.tool_name = Some(tool.to_owned());
+                }
+            }
+            Some(
+                "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta",
+            ) => {
+                self.tool_arguments.push_str(json["delta"].as_str().unwrap_or_default());
+            }
+            Some("response.completed") => {
+                self.finish = Some("completed".to_owned());
+                self.usage_chunks += 1;
+            }
+            Some("response.incomplete") => {
+                self.finish =
+                    json["response"]["incomplete_details"]["reason"].as_str().map(str::to_owned);
+                self.usage_chunks += 1;
+            }
             _ => {}
         }
     }

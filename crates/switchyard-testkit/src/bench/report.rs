@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::cold_start::{ColdStart, ROWS};
 use super::flap::{BreakerFlap, DRIVER_EVERY, FLAP};
 use super::machine::Machine;
+use super::passthrough::{AGENT, PATHS, Passthrough, Series};
 use super::run::{FALLBACK_COMBO, PACED_CHUNKS, PACED_GAP, Plan, Results};
 use super::stats::{Megabytes, Micros, Summary};
 use super::throughput::{BOUNDS, CONCURRENCY, Step, best_under};
@@ -70,6 +71,7 @@ pub(crate) fn section(setup: &Setup, r: &Results) -> String {
     );
     setup_table(&mut out, setup);
     targets_table(&mut out, r);
+    passthrough_table(&mut out, &r.passthrough);
     details(&mut out, r);
     out
 }
@@ -117,6 +119,13 @@ fn setup_table(out: &mut String, setup: &Setup) {
             t.window.as_millis()
         );
     }
+    let _ = writeln!(
+        out,
+        "| Agent turn | a coding agent's request to `POST /v1/messages` (see *Passthrough vs \
+         translated*): {} warm-up rounds, then {} non-streamed and {} streamed rounds of four calls \
+         each |",
+        p.agent.warmup, p.agent.non_streamed, p.agent.streamed
+    );
     if p.flap_pairs > 0 {
         let _ = writeln!(
             out,
@@ -142,8 +151,11 @@ fn setup_table(out: &mut String, setup: &Setup) {
          has a first target on a second provider that always answers 503 (its breaker, model \
          lockouts and same-target retries off, so every request makes exactly one failed attempt); \
          a provider `flap` with `breaker = {{ failure_threshold = 2, degraded_threshold = 1, \
-         reset_timeout_ms = 100, max_backoff_multiplier = 1 }}`; state file in the data directory, \
-         written behind by the app as usual |\n"
+         reset_timeout_ms = 100, max_backoff_multiplier = 1 }}`; two Anthropic-dialect providers \
+         on the mock, `an` (passthrough, the default) and `an-tr` (`passthrough = false`); state \
+         file in the data directory, written behind by the app as usual. The small chat request \
+         goes from an OpenAI client to the OpenAI provider `oa`, so since issue 12 it is passed \
+         through too |\n"
     );
 }
 
@@ -270,6 +282,88 @@ fn new_targets(out: &mut String, r: &Results) {
             );
         }
     }
+}
+
+/// Issue 12: "passthrough and translated added latency in the same paired run; passthrough is
+/// not slower". Reported, not enforced (see the binary's exit status).
+fn passthrough_table(out: &mut String, a: &Passthrough) {
+    let _ = writeln!(out, "### Passthrough vs translated (issue 12)\n");
+    let _ = writeln!(
+        out,
+        "The request is a coding agent's turn as Claude Code sends it to `POST /v1/messages` \
+         (`crates/switchyard-testkit/src/bench/agent_turn.rs`, generated with a fixed seed): \
+         {} bytes, a 9 KB system prompt with `cache_control`, 20 tools with JSON schemas, ten \
+         rounds of `tool_use` / `tool_result` with an assistant `thinking` block, and top-level \
+         fields the canonical model does not know (`context_management`, `output_config`, \
+         `thinking: {{type: adaptive}}`). The mock answers model `{AGENT}` with a sentence and a \
+         tool call (eight text deltas when streamed). Each round makes four calls, in an order \
+         that runs through all 24 permutations: the direct call to the mock's `/v1/messages`, \
+         and the same body through the proxy to each provider below. *Added* is proxied minus \
+         the direct call of the same round; for `oa` that direct call is still the Anthropic one \
+         (the request the client made), while its upstream is the mock's OpenAI endpoint, which \
+         parses the translated body instead. Before the figures the run read the proxy's \
+         request log (`GET /api/requests`) and checked that each provider served through the \
+         path named here.\n",
+        a.body_bytes
+    );
+    let pair = |s: &Summary| format!("{} / {}", Micros(s.p50), Micros(s.p99));
+    let series = [&a.non_streamed, &a.first_byte, &a.whole_stream];
+    let _ = writeln!(
+        out,
+        "| Added p50 / p99 | Non-streamed | First SSE byte | Whole stream |\n|---|---:|---:|---:|"
+    );
+    for (i, path) in PATHS.iter().enumerate() {
+        let cells: Vec<String> = series.iter().map(|s| pair(&s.added[i])).collect();
+        let _ = writeln!(out, "| {} | {} |", path.label, cells.join(" | "));
+    }
+    let cells: Vec<String> = series.iter().map(|s| pair(&s.direct)).collect();
+    let _ =
+        writeln!(out, "| Direct call to the mock, for scale (not added) | {} |", cells.join(" | "));
+    let _ = writeln!(
+        out,
+        "\n| Passthrough minus translated, same round: p50 (p99); rounds where passthrough was faster | Non-streamed | First SSE byte | Whole stream |\n|---|---:|---:|---:|"
+    );
+    for (t, path) in PATHS[1..].iter().enumerate() {
+        let cells: Vec<String> = series
+            .iter()
+            .map(|s| {
+                let v = &s.versus[t];
+                format!(
+                    "{} ({}); {}",
+                    Micros(v.difference.p50),
+                    Micros(v.difference.p99),
+                    percent(v.faster)
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "| vs `{}` | {} |", path.provider, cells.join(" | "));
+    }
+    let not_slower = |s: &Series| s.versus.iter().all(|v| v.difference.p50 <= 0);
+    let verdict = |s: &Series| if not_slower(s) { "not slower" } else { "**slower**" };
+    let _ = writeln!(
+        out,
+        "\nPassthrough against both translated paths, by the p50 of the paired differences: {} \
+         non-streamed, {} to the first SSE byte, {} over the whole stream. ({} non-streamed and \
+         {} streamed rounds after {} warm-up rounds.)",
+        verdict(&a.non_streamed),
+        verdict(&a.first_byte),
+        verdict(&a.whole_stream),
+        a.non_streamed.direct.count,
+        a.first_byte.direct.count,
+        a.warmup
+    );
+    for (path, dropped) in PATHS.iter().zip(&a.dropped) {
+        if !dropped.is_empty() {
+            let names: Vec<String> = dropped.iter().map(|d| format!("`{d}`")).collect();
+            let _ = writeln!(
+                out,
+                "\nWhat the request log says `{}` could not carry: {}.",
+                path.provider,
+                names.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(out);
 }
 
 fn details(out: &mut String, r: &Results) {

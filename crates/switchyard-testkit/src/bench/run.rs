@@ -11,6 +11,7 @@ use super::client::{Endpoint, StreamTiming, call, stream};
 use super::cold_start::ColdStart;
 use super::flap::{self, BreakerFlap};
 use super::fleet::Memory;
+use super::passthrough::{self, Passthrough, Rounds, Ways};
 use super::stats::{Summary, nanos};
 use super::throughput::{self, Pids, Step, Timing};
 
@@ -30,7 +31,7 @@ const LONG_CHUNKS: usize = 29;
 const LONG_GAP: Duration = Duration::from_millis(100);
 
 /// The mock's script: every model answers the same way on every attempt, except the flapping
-/// model (see `flap.rs`).
+/// model (see `flap.rs`). The agent's model is `passthrough.rs`'s.
 pub(crate) fn mock_script() -> String {
     let gap = PACED_GAP.as_millis();
     let long_gap = LONG_GAP.as_millis();
@@ -39,13 +40,14 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-{}"#,
-        flap::mock_script()
+{}{}"#,
+        flap::mock_script(),
+        passthrough::mock_script()
     )
 }
 
 /// The proxy's config: provider `oa` for the answers, provider `down` for the failing first
-/// target. Lockouts, `down`'s breaker and same-target retries are off, so every fallback request
+/// target, and the Anthropic providers of `passthrough.rs`. Lockouts, `down`'s breaker and same-target retries are off, so every fallback request
 /// makes exactly one failed attempt and one successful one, run after run.
 pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
     format!(
@@ -72,8 +74,9 @@ enabled = false
 [settings.routing]
 retry_budget_percent = 0
 retry_budget_min_per_second = 0
-{}"#,
-        flap::proxy_config(mock_url, key_env)
+{}{}"#,
+        flap::proxy_config(mock_url, key_env),
+        passthrough::proxy_config(mock_url, key_env)
     )
 }
 
@@ -92,6 +95,8 @@ pub(crate) struct Plan {
     pub(crate) flap_pairs: usize,
     /// Cold starts with the seeded state file (and as many with an empty one); 0 skips them.
     pub(crate) cold_starts: usize,
+    /// Rounds of the agent's turn on every path (`passthrough.rs`).
+    pub(crate) agent: Rounds,
 }
 
 impl Plan {
@@ -109,6 +114,7 @@ impl Plan {
             }),
             flap_pairs: pairs * 3,
             cold_starts: 10,
+            agent: Rounds { warmup: 24, non_streamed: pairs / 2, streamed: pairs / 2 },
         }
     }
 
@@ -123,6 +129,7 @@ impl Plan {
             throughput: None,
             flap_pairs: 0,
             cold_starts: 0,
+            agent: Rounds { warmup: 4, non_streamed: pairs / 4, streamed: pairs / 4 },
         }
     }
 }
@@ -133,6 +140,8 @@ pub(crate) struct Sides {
     pub(crate) http: reqwest::Client,
     pub(crate) direct: Endpoint,
     pub(crate) proxied: Endpoint,
+    /// The agent's turn, to the mock's Anthropic endpoint and through three providers.
+    pub(crate) agent: Ways,
     pub(crate) proxy_pid: u32,
     pub(crate) mock_pid: u32,
 }
@@ -149,6 +158,7 @@ pub(crate) struct Results {
     pub(crate) first_byte_added: Summary,
     pub(crate) paced: Paced,
     pub(crate) fallback: Fallback,
+    pub(crate) passthrough: Passthrough,
     /// RSS with this many streams open at once, if measured.
     pub(crate) streams: Option<(usize, Memory)>,
     pub(crate) after: Memory,
@@ -190,6 +200,9 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         first_bytes(sides, plan.stream_pairs).await.context("streamed pairs")?;
     let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
     let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
+    let passthrough = passthrough::measure(&sides.http, &sides.agent, plan.agent)
+        .await
+        .context("passthrough and translation")?;
     let streams = if plan.concurrent_streams > 0 {
         let memory = concurrent(sides, plan.concurrent_streams).await.context("open streams")?;
         Some((plan.concurrent_streams, memory))
@@ -227,6 +240,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         first_byte_added,
         paced,
         fallback,
+        passthrough,
         streams,
         after,
         throughput,

@@ -115,6 +115,16 @@ impl Behavior {
         Reply::default().fault(Fault::StallAfter(events)).into()
     }
 
+    /// See [`Fault::PingAfter`].
+    pub fn ping_after(events: usize) -> Self {
+        Reply::default().fault(Fault::PingAfter(events)).into()
+    }
+
+    /// See [`Fault::ErrorAfter`].
+    pub fn error_after(events: usize) -> Self {
+        Reply::default().fault(Fault::ErrorAfter(events)).into()
+    }
+
     /// See [`Fault::MalformedAt`].
     pub fn malformed_at(position: usize) -> Self {
         Reply::default().fault(Fault::MalformedAt(position)).into()
@@ -326,6 +336,15 @@ pub enum Fault {
     ResetAfter(usize),
     /// Send this many events, then keep the connection open and send nothing more.
     StallAfter(usize),
+    /// Send this many events, then only keep-alives (Anthropic `ping`s, SSE comments) at the
+    /// reply's keep-alive interval (200 ms when it has none), for ever: what an Anthropic
+    /// stream looks like when generation hangs after `message_start`.
+    PingAfter(usize),
+    /// Send this many events, then the dialect's in-stream error event (Anthropic
+    /// `overloaded_error`, OpenRouter's error chunk with `finish_reason: "error"`, Gemini
+    /// `UNAVAILABLE`, Responses `response.failed`), then end the body: an overload reported
+    /// inside a 200 stream.
+    ErrorAfter(usize),
     /// Insert one event whose `data:` is not valid JSON at this position; the rest of the stream
     /// is complete and correct.
     MalformedAt(usize),

@@ -40,6 +40,8 @@ pub(crate) struct Delivery {
     gap: Duration,
     phase: Phase,
     exact_len: Option<u64>,
+    /// The in-stream error event [`Stop::Error`] sends.
+    error_event: Option<Bytes>,
 }
 
 /// Where the body stops early.
@@ -49,6 +51,10 @@ enum Stop {
     Cut(usize),
     Reset(usize),
     Stall(usize),
+    /// Keep-alives only after this many events.
+    Ping(usize),
+    /// The in-stream error event after this many events, then the end.
+    Error(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +65,16 @@ enum Phase {
     Waiting { first_at: Instant, next_keep_alive: Option<Instant> },
     /// Events flow, each no earlier than `next_at`.
     Flowing { next_at: Option<Instant> },
+}
+
+/// How often [`Fault::PingAfter`] pings when the reply sets no keep-alive interval.
+const PING_EVERY: Duration = Duration::from_millis(200);
+
+/// The dialect's frames a fault may send instead of the reply's events.
+pub(crate) struct Frames {
+    pub(crate) keep_alive: Bytes,
+    pub(crate) malformed: Bytes,
+    pub(crate) error: Bytes,
 }
 
 /// What the body does next.
@@ -85,14 +101,16 @@ impl Delivery {
         events: Vec<Bytes>,
         terminator: Option<Bytes>,
         reply: &Reply,
-        keep_alive: Bytes,
-        malformed: Bytes,
+        frames: Frames,
     ) -> Self {
+        let Frames { keep_alive, malformed, error } = frames;
         let mut events = VecDeque::from(events);
         let stop = match reply.fault {
             Some(Fault::CutAfter(n)) => Stop::Cut(n),
             Some(Fault::ResetAfter(n)) => Stop::Reset(n),
             Some(Fault::StallAfter(n)) => Stop::Stall(n),
+            Some(Fault::PingAfter(n)) => Stop::Ping(n),
+            Some(Fault::ErrorAfter(n)) => Stop::Error(n),
             Some(Fault::MalformedAt(at)) => {
                 events.insert(at.min(events.len()), malformed);
                 Stop::Never
@@ -104,7 +122,12 @@ impl Delivery {
         }
         let mut delivery = Self::paced(events, stop, None);
         delivery.apply_pacing(reply);
-        delivery.keep_alive = reply.keep_alive_interval().map(|every| (every, keep_alive));
+        let every = match stop {
+            Stop::Ping(_) => Some(reply.keep_alive_interval().unwrap_or(PING_EVERY)),
+            _ => reply.keep_alive_interval(),
+        };
+        delivery.keep_alive = every.map(|every| (every, keep_alive));
+        delivery.error_event = Some(error);
         delivery
     }
 
@@ -116,7 +139,11 @@ impl Delivery {
         let (events, stop, announced) = match reply.fault {
             Some(Fault::CutAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
             Some(Fault::ResetAfter(n)) => (halves(&body, half), Stop::Reset(n.min(1)), full),
-            Some(Fault::StallAfter(n)) => (halves(&body, half), Stop::Stall(n.min(1)), full),
+            Some(Fault::StallAfter(n) | Fault::PingAfter(n)) => {
+                (halves(&body, half), Stop::Stall(n.min(1)), full)
+            }
+            // A whole document has no place for an error event: it is cut instead.
+            Some(Fault::ErrorAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
             Some(Fault::MalformedAt(_)) => {
                 (VecDeque::from([body.slice(..half)]), Stop::Never, half as u64)
             }
@@ -139,6 +166,7 @@ impl Delivery {
             gap: Duration::ZERO,
             phase: Phase::Fresh,
             exact_len,
+            error_event: None,
         }
     }
 
@@ -195,6 +223,20 @@ impl Delivery {
                         Stop::Cut(n) if self.sent >= n => return Step::Cut,
                         Stop::Reset(n) if self.sent >= n => return Step::Reset,
                         Stop::Stall(n) if self.sent >= n => return Step::Stall,
+                        Stop::Error(n) if self.sent >= n => {
+                            return match self.error_event.take() {
+                                Some(event) => Step::Send(event),
+                                None => Step::End,
+                            };
+                        }
+                        Stop::Ping(n) if self.sent >= n => {
+                            let Some((every, frame)) = &self.keep_alive else { return Step::Stall };
+                            if let Some(at) = next_at.filter(|&at| now < at) {
+                                return Step::WaitUntil(at);
+                            }
+                            self.phase = Phase::Flowing { next_at: Some(now + *every) };
+                            return Step::Send(frame.clone());
+                        }
                         _ => {}
                     }
                     if let Some(at) = next_at.filter(|&at| now < at) {
@@ -329,9 +371,32 @@ mod tests {
             events(3),
             Some(Bytes::from_static(b"done")),
             reply,
-            Bytes::from_static(b"ka"),
-            Bytes::from_static(b"bad"),
+            Frames {
+                keep_alive: Bytes::from_static(b"ka"),
+                malformed: Bytes::from_static(b"bad"),
+                error: Bytes::from_static(b"err"),
+            },
         )
+    }
+
+    #[test]
+    fn ping_after_sends_only_keep_alives_once_its_events_are_out() {
+        let mut d = stream(&Reply::default().fault(Fault::PingAfter(2)));
+        let t0 = Instant::now();
+        assert_eq!(sent(d.step(t0)), "e0");
+        assert_eq!(sent(d.step(t0)), "e1");
+        assert_eq!(sent(d.step(t0)), "ka");
+        assert_eq!(d.step(t0), Step::WaitUntil(t0 + PING_EVERY));
+        assert_eq!(sent(d.step(t0 + PING_EVERY)), "ka", "and again, never the rest");
+    }
+
+    #[test]
+    fn error_after_sends_the_error_event_and_ends_without_the_terminator() {
+        let mut d = stream(&Reply::default().fault(Fault::ErrorAfter(1)));
+        let t0 = Instant::now();
+        assert_eq!(sent(d.step(t0)), "e0");
+        assert_eq!(sent(d.step(t0)), "err");
+        assert_eq!(d.step(t0), Step::End);
     }
 
     #[test]

@@ -121,6 +121,9 @@ pub(crate) trait Wire: Sync {
     /// An event whose `data:` is cut off mid-JSON.
     fn malformed(&self) -> Bytes;
 
+    /// The dialect's documented in-stream report of an overload, sent inside a 200 stream.
+    fn stream_error(&self) -> Bytes;
+
     /// Whether the conversation ends with an assistant (model) turn.
     fn ends_with_assistant(&self, request: &Value) -> bool;
 

@@ -119,6 +119,13 @@ impl Wire for Anthropic {
         )
     }
 
+    /// <https://docs.anthropic.com/en/docs/build-with-claude/streaming#error-events>
+    fn stream_error(&self) -> Bytes {
+        Bytes::from_static(
+            b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+        )
+    }
+
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("messages"), "role") == Some("assistant")
     }

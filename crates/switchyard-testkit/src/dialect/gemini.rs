@@ -71,6 +71,13 @@ impl Wire for Gemini {
         )
     }
 
+    /// Gemini reports an overload inside a stream as a bare error object.
+    fn stream_error(&self) -> Bytes {
+        Bytes::from_static(
+            b"data: {\"error\":{\"code\":503,\"message\":\"The model is overloaded. Please try again later.\",\"status\":\"UNAVAILABLE\"}}\r\n\r\n",
+        )
+    }
+
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("contents"), "role") == Some("model")
     }

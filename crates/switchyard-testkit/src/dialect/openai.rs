@@ -126,6 +126,14 @@ impl Wire for OpenAi {
         )
     }
 
+    /// OpenRouter's mid-stream error: the error beside a choice whose `finish_reason` is
+    /// `"error"` (<https://openrouter.ai/docs/api-reference/streaming>).
+    fn stream_error(&self) -> Bytes {
+        Bytes::from_static(
+            b"data: {\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"mock\",\"error\":{\"code\":\"server_error\",\"message\":\"Provider disconnected unexpectedly\"},\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n",
+        )
+    }
+
     fn ends_with_assistant(&self, request: &Value) -> bool {
         last_role(request.get("messages"), "role") == Some("assistant")
     }

@@ -126,6 +126,13 @@ impl Wire for Responses {
         )
     }
 
+    /// The Responses API's `error` event (<https://platform.openai.com/docs/api-reference/responses-streaming/error>).
+    fn stream_error(&self) -> Bytes {
+        Bytes::from_static(
+            b"event: error\ndata: {\"type\":\"error\",\"sequence_number\":99,\"code\":\"server_error\",\"message\":\"The server had an error while processing your request.\",\"param\":null}\n\n",
+        )
+    }
+
     fn ends_with_assistant(&self, request: &Value) -> bool {
         let Some(items) = request.get("input").and_then(Value::as_array) else { return false };
         items.last().and_then(|item| item.get("role")).and_then(Value::as_str) == Some("assistant")

@@ -22,7 +22,7 @@ use super::Shared;
 use super::connection::ConnectionControl;
 use super::route::{Route, Target};
 use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Reply, Status};
-use crate::delivery::{Delivery, EventBody};
+use crate::delivery::{Delivery, EventBody, Frames};
 use crate::dialect::{Dialect, Failure, Turn, Usage, Wire};
 use crate::record::{Attempt, InFlight};
 use crate::script::Subject;
@@ -208,13 +208,13 @@ impl Scene<'_> {
             usage: Usage::estimate(self.request_len, reply),
         };
         if self.stream {
-            let delivery = Delivery::stream(
-                self.wire.events(&turn),
-                self.wire.terminator(),
-                reply,
-                self.wire.keep_alive(),
-                self.wire.malformed(),
-            );
+            let frames = Frames {
+                keep_alive: self.wire.keep_alive(),
+                malformed: self.wire.malformed(),
+                error: self.wire.stream_error(),
+            };
+            let delivery =
+                Delivery::stream(self.wire.events(&turn), self.wire.terminator(), reply, frames);
             Answer::new(StatusCode::OK, EVENT_STREAM, delivery)
         } else {
             let document = to_bytes(&self.wire.document(&turn));

@@ -304,7 +304,7 @@ fn passthrough_table(out: &mut String, a: &Passthrough) {
          parses the translated body instead. Before the figures the run read the proxy's \
          request log (`GET /api/requests`) and checked that each provider served through the \
          path named here.\n",
-        a.body_bytes
+        thousands(a.body_bytes)
     );
     let pair = |s: &Summary| format!("{} / {}", Micros(s.p50), Micros(s.p99));
     let series = [&a.non_streamed, &a.first_byte, &a.whole_stream];
@@ -352,18 +352,20 @@ fn passthrough_table(out: &mut String, a: &Passthrough) {
         a.first_byte.direct.count,
         a.warmup
     );
-    for (path, dropped) in PATHS.iter().zip(&a.dropped) {
-        if !dropped.is_empty() {
+    let carried: Vec<String> = PATHS[1..]
+        .iter()
+        .zip(&a.dropped[1..])
+        .map(|(path, dropped)| {
             let names: Vec<String> = dropped.iter().map(|d| format!("`{d}`")).collect();
-            let _ = writeln!(
-                out,
-                "\nWhat the request log says `{}` could not carry: {}.",
-                path.provider,
-                names.join(", ")
-            );
-        }
-    }
-    let _ = writeln!(out);
+            let names = if names.is_empty() { "nothing".to_owned() } else { names.join(", ") };
+            format!("`{}` {names}", path.provider)
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nWhat the request log says each translated path could not carry: {}.\n",
+        carried.join("; ")
+    );
 }
 
 fn details(out: &mut String, r: &Results) {

@@ -137,13 +137,14 @@ impl Delivery {
         let full = body.len() as u64;
         let half = body.len() / 2;
         let (events, stop, announced) = match reply.fault {
-            Some(Fault::CutAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
+            // A whole document has no place for an error event: it is cut instead.
+            Some(Fault::CutAfter(n) | Fault::ErrorAfter(n)) => {
+                (halves(&body, half), Stop::Cut(n.min(1)), full)
+            }
             Some(Fault::ResetAfter(n)) => (halves(&body, half), Stop::Reset(n.min(1)), full),
             Some(Fault::StallAfter(n) | Fault::PingAfter(n)) => {
                 (halves(&body, half), Stop::Stall(n.min(1)), full)
             }
-            // A whole document has no place for an error event: it is cut instead.
-            Some(Fault::ErrorAfter(n)) => (halves(&body, half), Stop::Cut(n.min(1)), full),
             Some(Fault::MalformedAt(_)) => {
                 (VecDeque::from([body.slice(..half)]), Stop::Never, half as u64)
             }

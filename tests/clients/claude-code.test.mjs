@@ -185,6 +185,18 @@ test('a 529 from the first target falls back to the second, one attempt each', a
   assert.ok(overloaded[0].seq < backup[0].seq, 'the overloaded target was tried first');
 });
 
+test('an overload after message_start falls back: Claude Code prints the whole answer from the second target', async () => {
+  const before = watermark();
+  const run = await claude({ name: 'c-midstream', baseUrl: PROXY_URL, model: 'cc-midstream', prompt: 'Say hello.' });
+  assertAnswered(run, 'Served by the second target after a 529.');
+  const overloaded = mainTurns(before, 'cc-midstream');
+  const backup = mainTurns(before, 'cc-backup');
+  assert.equal(overloaded.length, 1, `first target: ${summary(overloaded)}`);
+  assert.equal(overloaded[0].behavior.reply?.fault?.error_after, 1, summary(overloaded));
+  assert.equal(backup.length, 1, `second target: ${summary(backup)}`);
+  assert.ok(overloaded[0].seq < backup[0].seq, 'the overloaded target was tried first');
+});
+
 test("Claude Code's own model names are routed by an alias", async () => {
   assert.ok(
     ALIAS_URL,

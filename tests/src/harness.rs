@@ -153,6 +153,7 @@ impl Setup {
             timeouts: TimeoutSettings {
                 first_event_ms: 1500,
                 first_byte_ms: 3000,
+                non_stream_ms: 3000,
                 idle_ms: 1000,
                 total_ms: 20000,
                 ..TimeoutSettings::default()
@@ -242,8 +243,14 @@ pub fn config_text(mock: &MockUpstream, extra: &str) -> String {
 pub fn setup_text(mock: &MockUpstream, setup: &Setup) -> String {
     let base = mock.base_url();
     let breaker = setup.breaker.as_ref().map(|t| format!("breaker = {t}")).unwrap_or_default();
-    let TimeoutSettings { connect_ms, first_event_ms, first_byte_ms, idle_ms, total_ms } =
-        setup.timeouts;
+    let TimeoutSettings {
+        connect_ms,
+        first_event_ms,
+        first_byte_ms,
+        non_stream_ms,
+        idle_ms,
+        total_ms,
+    } = setup.timeouts;
     let extra = setup.extra.replace("{mock}", &base);
     format!(
         r#"
@@ -273,6 +280,7 @@ credentials = [{{ id = "ge-1", secret = "env:GE_1" }}]
 connect_ms = {connect_ms}
 first_event_ms = {first_event_ms}
 first_byte_ms = {first_byte_ms}
+non_stream_ms = {non_stream_ms}
 idle_ms = {idle_ms}
 total_ms = {total_ms}
 

@@ -145,14 +145,35 @@ async fn a_stream_whose_upstream_sends_no_headers_falls_back_at_the_first_event_
 }
 
 #[tokio::test]
-async fn a_non_streamed_request_whose_upstream_sends_no_headers_falls_back_at_the_first_byte_deadline()
+async fn a_non_streamed_request_whose_upstream_sends_no_headers_falls_back_at_the_non_stream_deadline()
  {
     let setup = Setup::new(FALLBACK).timeouts(|t| {
         t.first_event_ms = 200;
-        t.first_byte_ms = 700;
+        t.first_byte_ms = 300;
+        t.non_stream_ms = 1000;
     });
     let h = Harness::start_with(setup).await;
-    silent_primary_is_abandoned(&h, false, Duration::from_millis(700)).await;
+    silent_primary_is_abandoned(&h, false, Duration::from_millis(1000)).await;
+}
+
+/// Anthropic and OpenAI send a non-streamed answer's headers only with the finished body: a
+/// generation longer than the stream deadlines is not a dead host (RESILIENCE.md §7).
+#[tokio::test]
+async fn a_slow_non_streamed_answer_is_waited_for_past_the_stream_deadlines() {
+    let setup = Setup::new(FALLBACK).timeouts(|t| {
+        t.first_event_ms = 200;
+        t.first_byte_ms = 300;
+        t.idle_ms = 300;
+        t.non_stream_ms = 5000;
+    });
+    let h = Harness::start_with(setup).await;
+    h.mock.enqueue("gpt-4o", Behavior::slow_first_event(Duration::from_millis(900)));
+    let (status, headers, body) = ask(&h, "smart").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], "oa/gpt-4o", "the slow generation is the answer");
+    assert_eq!(header(&headers, "x-switchyard-attempts"), "1");
+    assert_eq!(h.mock.attempt_count("claude-fallback"), 0);
+    assert!(h.app.breaker("oa").is_none_or(|b| b.failures == 0), "nothing charged");
 }
 
 #[tokio::test]

@@ -439,6 +439,9 @@ pub struct TimeoutSettings {
     /// Until the first real event when no other candidate is left.
     #[ts(type = "number")]
     pub first_byte_ms: u64,
+    /// A non-streamed answer, head and body: it arrives whole, only when generation ends.
+    #[ts(type = "number")]
+    pub non_stream_ms: u64,
     /// Between two events of a stream.
     #[ts(type = "number")]
     pub idle_ms: u64,
@@ -453,6 +456,7 @@ impl Default for TimeoutSettings {
             connect_ms: 10 * SECOND,
             first_event_ms: 15 * SECOND,
             first_byte_ms: MINUTE,
+            non_stream_ms: 10 * MINUTE,
             idle_ms: 30 * SECOND,
             total_ms: 10 * MINUTE,
         }
@@ -465,6 +469,7 @@ pub struct Timeouts {
     pub connect: Duration,
     pub first_event: Duration,
     pub first_byte: Duration,
+    pub non_stream: Duration,
     pub idle: Duration,
     pub total: Duration,
 }
@@ -483,12 +488,14 @@ impl TimeoutSettings {
                 ),
             });
         }
+        let non_stream = check_range(S, "non_stream_ms", self.non_stream_ms, SECOND, 2 * HOUR)?;
         let idle = check_range(S, "idle_ms", self.idle_ms, 100, 30 * MINUTE)?;
         let total = check_range(S, "total_ms", self.total_ms, SECOND, 2 * HOUR)?;
         Ok(Timeouts {
             connect: Duration::from_millis(connect),
             first_event: Duration::from_millis(first_event),
             first_byte: Duration::from_millis(first_byte),
+            non_stream: Duration::from_millis(non_stream),
             idle: Duration::from_millis(idle),
             total: Duration::from_millis(total),
         })

@@ -763,11 +763,16 @@ impl Proxy {
 
 /// How long an attempt may take to its first real event. A stream shows life with its first
 /// event, so a slow one can be given up on early when someone else could serve. A
-/// non-streamed answer arrives whole, after the whole generation: only the longer
-/// first-byte deadline is fair to it.
+/// non-streamed answer arrives whole, headers included, only when the generation ends (as
+/// Anthropic's and OpenAI's do): a head deadline cannot tell a slow generation from a dead
+/// host, so one long deadline covers head and body (RESILIENCE.md §7).
 fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duration {
     let t = &config.timeouts;
-    if others_left && stream { t.first_event } else { t.first_byte }
+    match (stream, others_left) {
+        (false, _) => t.non_stream,
+        (true, true) => t.first_event,
+        (true, false) => t.first_byte,
+    }
 }
 
 /// A client request ready to route.

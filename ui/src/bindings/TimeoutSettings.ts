@@ -17,6 +17,10 @@ first_event_ms: number,
  */
 first_byte_ms: number, 
 /**
+ * A non-streamed answer, head and body: it arrives whole, only when generation ends.
+ */
+non_stream_ms: number, 
+/**
  * Between two events of a stream.
  */
 idle_ms: number, 

@@ -34,6 +34,7 @@ const TIMEOUTS: FieldGroup[] = [
       { path: 'connect_ms', label: 'Connect (ms)', kind: 'int', ms: true },
       { path: 'first_event_ms', label: 'First event, with a fallback left (ms)', kind: 'int', ms: true },
       { path: 'first_byte_ms', label: 'First event, last candidate (ms)', kind: 'int', ms: true },
+      { path: 'non_stream_ms', label: 'Whole non-streamed answer (ms)', kind: 'int', ms: true },
       { path: 'idle_ms', label: 'Idle between events (ms)', kind: 'int', ms: true },
       { path: 'total_ms', label: 'Whole request (ms)', kind: 'int', ms: true },
     ],

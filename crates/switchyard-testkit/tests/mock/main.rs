@@ -5,6 +5,7 @@
 //! runs in a few seconds and a broken behaviour fails instead of hanging.
 
 mod binary;
+mod corpus;
 mod call;
 mod dialects;
 mod errors;

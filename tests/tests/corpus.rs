@@ -102,6 +102,10 @@ const fn clean_error(outcome: OutcomeKind, status: u16, says: &'static str) -> E
 }
 
 /// The verdict of every shape. A shape added to the corpus without one fails the test, named.
+#[expect(
+    clippy::match_same_arms,
+    reason = "one arm per shape, grouped by provider like the corpus and the docs table"
+)]
 fn expected(shape: &Shape) -> Expect {
     use BreakerFault::{Timeout, Transient};
     use OutcomeKind as K;
@@ -115,7 +119,8 @@ fn expected(shape: &Shape) -> Expect {
         credential: Some((CredentialStatus::QuotaExhausted, hour)),
         ..rescued(K::QuotaExhausted)
     };
-    let gone = Expect { lock: Some((K::ModelUnavailable, base_lock)), ..rescued(K::ModelUnavailable) };
+    let gone =
+        Expect { lock: Some((K::ModelUnavailable, base_lock)), ..rescued(K::ModelUnavailable) };
     match shape.name {
         // 429 is in the default lockout list: the model on that key waits out `retry-after`.
         "anthropic/429-rate-limit" => rate_limited(20_000),
@@ -130,10 +135,9 @@ fn expected(shape: &Shape) -> Expect {
         "openai/429-insufficient-quota" => quota,
         "openai/500-server-error" => transient,
         "openai/503-overloaded" => transient_locked,
-        "openai/401-invalid-api-key" => Expect {
-            credential: Some((CredentialStatus::Invalid, None)),
-            ..rescued(K::Auth)
-        },
+        "openai/401-invalid-api-key" => {
+            Expect { credential: Some((CredentialStatus::Invalid, None)), ..rescued(K::Auth) }
+        }
         "openai/404-model-not-found" => gone,
         // The fallback's window is known to be smaller: the error goes back to the client.
         "openai/400-context-length-exceeded" => {
@@ -181,7 +185,11 @@ fn expected(shape: &Shape) -> Expect {
 /// Replays `shape` through a fresh server, as an Anthropic or an OpenAI client, and checks
 /// everything [`expected`] says.
 async fn replay(shape: &Shape, anthropic_client: bool) {
-    let name = format!("{} ({} client)", shape.name, if anthropic_client { "anthropic" } else { "openai" });
+    let name = format!(
+        "{} ({} client)",
+        shape.name,
+        if anthropic_client { "anthropic" } else { "openai" }
+    );
     let expect = expected(shape);
     let (provider, key, model, fallback) = primary(shape.provider);
     let target = format!("{provider}/{model}");
@@ -215,7 +223,11 @@ targets = [
             let text = timeout(WATCHDOG, response.text()).await.expect(&name).unwrap();
             assert_eq!(status, 200, "{name}: {text}");
             assert_eq!(served_by, fallback, "{name}");
-            assert_eq!(client_text(&text, anthropic_client, shape.streamed), TEXT, "{name}: {text}");
+            assert_eq!(
+                client_text(&text, anthropic_client, shape.streamed),
+                TEXT,
+                "{name}: {text}"
+            );
             assert!(!text.contains("\"error\""), "{name}: the failure reached the client: {text}");
         }
         Sees::CleanError { status: code, says } => {

@@ -86,7 +86,7 @@ pub fn api_error() -> Shape {
 
 /// A 200 stream that sends `message_start`, then `event: error` with `overloaded_error` and
 /// ends: "Error events: ... For example, during periods of high usage, you may receive an
-/// overloaded_error, which would normally correspond to an HTTP 529 in a non-streaming context"
+/// `overloaded_error`, which would normally correspond to an HTTP 529 in a non-streaming context"
 /// (<https://docs.anthropic.com/en/docs/build-with-claude/streaming#error-events>).
 pub fn overloaded_in_stream() -> Shape {
     Shape {

@@ -19,7 +19,8 @@ use super::{Provider, Shape, answer};
 
 const OLLAMA_ROUTES: &str = "https://github.com/ollama/ollama/blob/main/server/routes.go";
 const OLLAMA_SCHED: &str = "https://github.com/ollama/ollama/blob/main/server/sched.go";
-const VLLM_PROTOCOL: &str = "https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/engine/protocol.py";
+const VLLM_PROTOCOL: &str =
+    "https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/engine/protocol.py";
 const VLLM_SERVING: &str =
     "https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/engine/serving.py";
 

@@ -210,8 +210,7 @@ impl Scene<'_> {
         if self.stream {
             let raw = |event: &Option<String>| event.clone().map(Bytes::from);
             let frames = Frames {
-                keep_alive: raw(&reply.keep_alive_event)
-                    .unwrap_or_else(|| self.wire.keep_alive()),
+                keep_alive: raw(&reply.keep_alive_event).unwrap_or_else(|| self.wire.keep_alive()),
                 malformed: self.wire.malformed(),
                 error: raw(&reply.error_event).unwrap_or_else(|| self.wire.stream_error()),
             };

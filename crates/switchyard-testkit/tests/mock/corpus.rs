@@ -1,8 +1,8 @@
 //! The corpus's shapes reach the wire as written: the status, headers and body of an error
 //! answer, and a provider's own keep-alive and in-stream error event.
 
-use switchyard_testkit::corpus::{self, Shape, openrouter};
 use switchyard_core::UnixMillis;
+use switchyard_testkit::corpus::{self, Shape, openrouter};
 use switchyard_testkit::{Behavior, MockUpstream};
 
 use crate::call::Call;
@@ -36,7 +36,9 @@ async fn a_providers_own_error_event_ends_the_stream_in_its_place() {
     let text = call_for(&shape).send(&mock).await.text().await.unwrap();
     let events: Vec<&str> = text.split_terminator("\n\n").collect();
     assert_eq!(events.len(), 2, "the role chunk, then the error: {text}");
-    assert!(events[1].contains("\"code\":429") && events[1].contains("\"finish_reason\":\"error\""));
+    assert!(
+        events[1].contains("\"code\":429") && events[1].contains("\"finish_reason\":\"error\"")
+    );
     assert!(!text.contains("[DONE]"), "{text}");
 }
 

@@ -5,8 +5,8 @@
 //! runs in a few seconds and a broken behaviour fails instead of hanging.
 
 mod binary;
-mod corpus;
 mod call;
+mod corpus;
 mod dialects;
 mod errors;
 mod faults;

@@ -83,6 +83,8 @@ struct Expect {
     credential: Option<(CredentialStatus, Option<u64>)>,
     /// The (key, model) lock, its reason and how long it has left.
     lock: Option<(OutcomeKind, u64)>,
+    /// Attempts at the primary: 2 when the one same-target retry happened.
+    tries: usize,
 }
 
 const NOTHING: Expect = Expect {
@@ -91,6 +93,7 @@ const NOTHING: Expect = Expect {
     breaker: None,
     credential: None,
     lock: None,
+    tries: 1,
 };
 
 const fn rescued(outcome: OutcomeKind) -> Expect {
@@ -112,8 +115,9 @@ fn expected(shape: &Shape) -> Expect {
     let hour = Some(3_600_000);
     // The model lockout's base length: the default settings lock 10 s at the first failure.
     let base_lock = 10_000;
-    let transient = Expect { breaker: Some(Transient), ..rescued(K::Transient) };
-    let transient_locked = Expect { lock: Some((K::Transient, base_lock)), ..transient };
+    // A transient failure is retried once on the same target, unless it locked the model.
+    let transient = Expect { breaker: Some(Transient), tries: 2, ..rescued(K::Transient) };
+    let transient_locked = Expect { lock: Some((K::Transient, base_lock)), tries: 1, ..transient };
     let rate_limited = |ms| Expect { lock: Some((K::RateLimit, ms)), ..rescued(K::RateLimit) };
     let quota = Expect {
         credential: Some((CredentialStatus::QuotaExhausted, hour)),
@@ -251,6 +255,7 @@ targets = [
         "{name}: the verdict recorded for {target}: {trace:?}"
     );
 
+    assert_eq!(h.mock.attempt_count(model), expect.tries, "{name}: attempts at {target}");
     let breaker = h.app.breaker(provider).and_then(|b| b.last_fault);
     assert_eq!(breaker, expect.breaker, "{name}: provider breaker");
     let credential = h.app.credential(provider, key).map(|c| (c.status, c.retry_in_ms));

@@ -409,6 +409,22 @@ impl Harness {
             .json(&json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}))
     }
 
+    /// The newest entry of the request log, once there is one: a streamed request is logged
+    /// when its stream ends, which may be a moment after the client read its last byte.
+    pub async fn newest_logged(&self) -> Value {
+        tokio::time::timeout(WATCHDOG, async {
+            loop {
+                let (_, log) = self.api_get("/api/requests").await;
+                if let Some(entry) = log.as_array().and_then(|a| a.first()).cloned() {
+                    return entry;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the request is logged when it ends")
+    }
+
     /// An Anthropic messages request for `model`.
     pub fn anthropic(&self, model: &str, stream: bool) -> reqwest::RequestBuilder {
         self.http.post(self.url("/v1/messages")).header("x-api-key", LOCAL_KEY).json(&json!({

@@ -119,17 +119,7 @@ async fn pings_after_content_do_not_hold_the_client_past_the_idle_deadline() {
     assert!(started.elapsed() < Duration::from_secs(4), "every ping reset the idle deadline");
 
     // The request log records how the stream ended, not its first byte.
-    let entry = timeout(WATCHDOG, async {
-        loop {
-            let (_, log) = h.api_get("/api/requests").await;
-            if let Some(entry) = log.as_array().and_then(|a| a.first()).cloned() {
-                return entry;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the request is logged when its stream ends");
+    let entry = h.newest_logged().await;
     assert_eq!(entry["outcome"], "broken", "{entry}");
     assert_eq!(entry["status"], 200, "{entry}");
     let (duration, first_byte) = (entry["duration_ms"].as_u64(), entry["first_byte_ms"].as_u64());

@@ -178,6 +178,13 @@ pub struct Reply {
     /// While waiting for the first event, send a keep-alive this often (streams only).
     pub keep_alive_every_ms: Option<u64>,
     pub fault: Option<Fault>,
+    /// Replaces the dialect's keep-alive with this raw text, one complete SSE event or comment
+    /// (OpenRouter's `: OPENROUTER PROCESSING\n\n`): a provider's own keep-alive, byte for byte.
+    pub keep_alive_event: Option<String>,
+    /// Replaces the in-stream error event [`Fault::ErrorAfter`] sends with this raw text, one
+    /// complete SSE event: a provider's own error chunk (OpenRouter's numeric `code`, an
+    /// OpenAI-style `{"error": ...}` chunk) rather than the dialect's usual one.
+    pub error_event: Option<String>,
 }
 
 impl Default for Reply {
@@ -191,6 +198,8 @@ impl Default for Reply {
             first_event_delay_ms: 0,
             keep_alive_every_ms: None,
             fault: None,
+            keep_alive_event: None,
+            error_event: None,
         }
     }
 }
@@ -246,6 +255,20 @@ impl Reply {
     #[must_use]
     pub fn fault(mut self, fault: Fault) -> Self {
         self.fault = Some(fault);
+        self
+    }
+
+    /// See [`Reply::keep_alive_event`].
+    #[must_use]
+    pub fn keep_alive_event(mut self, event: impl Into<String>) -> Self {
+        self.keep_alive_event = Some(event.into());
+        self
+    }
+
+    /// See [`Reply::error_event`]; sent by [`Fault::ErrorAfter`].
+    #[must_use]
+    pub fn error_event(mut self, event: impl Into<String>) -> Self {
+        self.error_event = Some(event.into());
         self
     }
 

@@ -35,6 +35,7 @@
 //! sequence number or are constants), and never outlives its [`MockUpstream`] handle.
 
 mod behavior;
+pub mod corpus;
 mod delivery;
 mod dialect;
 mod oauth;

@@ -76,7 +76,11 @@ pub fn error_report(body: &[u8]) -> UpstreamError {
         .or_else(|| kind.and_then(known))
         .or_else(|| moderated(error))
         .unwrap_or_else(|| message_hint(&message.to_ascii_lowercase()));
-    UpstreamError { hint, code: code.or(kind).map(str::to_owned), message }
+    // OpenRouter's `code` is the number of the HTTP status the error stands for; inside a 200
+    // stream it is the only thing that says what went wrong (`stream::error_status` reads it).
+    // A name (`code` or `type`) says more, so a number counts only without one.
+    let number = || error.get("code").and_then(Value::as_u64).map(|n| n.to_string());
+    UpstreamError { hint, code: code.or(kind).map(str::to_owned).or_else(number), message }
 }
 
 /// OpenAI's documented error codes and types
@@ -175,8 +179,8 @@ mod tests {
         assert_eq!(hint(r#"{"detail":"billing service unavailable"}"#), BodyHint::None);
         let report = error_report(br#"{"error":{"message":"boom","code":500}}"#);
         assert_eq!(
-            (report.hint, report.code, report.message.as_str()),
-            (BodyHint::None, None, "boom")
+            (report.hint, report.code.as_deref(), report.message.as_str()),
+            (BodyHint::None, Some("500"), "boom")
         );
     }
 
@@ -200,6 +204,21 @@ mod tests {
         assert_eq!(hint(flagged), BodyHint::ContentPolicy);
         let credits = r#"{"error":{"code":402,"message":"Insufficient credits. Add more using https://openrouter.ai/settings/credits"}}"#;
         assert_eq!(hint(credits), BodyHint::None, "the 402 status says it");
+    }
+
+    /// OpenRouter's errors carry the HTTP status they stand for as a *number* in `code`
+    /// (<https://openrouter.ai/docs/api-reference/errors>), also when they arrive as a chunk
+    /// inside a 200 stream: a 429 there is a rate limit, not an unknown error read as a 503
+    /// (which charged the breaker and locked the model as if the provider were down).
+    #[test]
+    fn a_numeric_code_names_the_status_an_in_stream_error_stands_for() {
+        let chunk = r#"{"error":{"code":429,"message":"Provider returned error","metadata":{"provider_name":"Google"}}}"#;
+        let report = error_report(chunk.as_bytes());
+        assert_eq!(report.code.as_deref(), Some("429"));
+        assert_eq!(crate::stream::error_status(&report), 429);
+        // A name, when there is one, still wins: vLLM's `type` beside its numeric `code`.
+        let vllm = r#"{"error":{"message":"Internal server error","type":"InternalServerError","param":null,"code":500}}"#;
+        assert_eq!(error_report(vllm.as_bytes()).code.as_deref(), Some("InternalServerError"));
     }
 
     #[test]

@@ -208,10 +208,11 @@ impl Scene<'_> {
             usage: Usage::estimate(self.request_len, reply),
         };
         if self.stream {
+            let raw = |event: &Option<String>| event.clone().map(Bytes::from);
             let frames = Frames {
-                keep_alive: self.wire.keep_alive(),
+                keep_alive: raw(&reply.keep_alive_event).unwrap_or_else(|| self.wire.keep_alive()),
                 malformed: self.wire.malformed(),
-                error: self.wire.stream_error(),
+                error: raw(&reply.error_event).unwrap_or_else(|| self.wire.stream_error()),
             };
             let delivery =
                 Delivery::stream(self.wire.events(&turn), self.wire.terminator(), reply, frames);

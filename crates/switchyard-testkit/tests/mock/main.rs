@@ -6,6 +6,7 @@
 
 mod binary;
 mod call;
+mod corpus;
 mod dialects;
 mod errors;
 mod faults;

@@ -361,6 +361,29 @@ pub struct Tool<'a> {
     pub native: Option<Opaque<'a>>,
     /// How the model passes the tool its input.
     pub format: ToolFormat<'a>,
+    /// The Responses `namespace` tool this one was declared in; then [`Tool::name`] is the
+    /// flat name every other dialect knows it by.
+    pub namespace: Option<Namespace<'a>>,
+}
+
+/// A Responses `namespace` tool: a named group of tools (Codex declares its MCP servers' and
+/// sub-agents' tools so, and gets their calls back as `function_call`s with `namespace` set).
+/// Other dialects know no namespaces: each member is a tool of its own under the flat name
+/// Codex itself uses when a boundary cannot keep the split ([`flat_tool_name`]), and a call of
+/// that name goes back to a Responses client as the namespaced call it expects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Namespace<'a> {
+    pub name: Cow<'a, str>,
+    pub description: Option<Cow<'a, str>>,
+    /// The tool's own name inside the namespace.
+    pub member: Cow<'a, str>,
+}
+
+/// Codex's flattening of a namespaced tool name (`codex-rs/protocol/src/tool_name.rs`,
+/// `canonical_flat_name`): the namespace without trailing `_`, `__`, the name without leading
+/// `_`. `mcp__docs__` and `search` make `mcp__docs__search`.
+pub fn flat_tool_name(namespace: &str, name: &str) -> String {
+    format!("{}__{}", namespace.trim_end_matches('_'), name.trim_start_matches('_'))
 }
 
 /// How a tool takes its input.
@@ -395,6 +418,7 @@ impl<'a> Tool<'a> {
             cache_control: None,
             native: None,
             format: ToolFormat::Function,
+            namespace: None,
         }
     }
 

@@ -203,10 +203,13 @@ impl ClientDialect {
 
 /// What a client encoder needs from the client's own request, owned so a stream can keep it:
 /// the names of its freeform tools, whose calls a Responses client must get back as
-/// `custom_tool_call`s (every other dialect carried them as functions).
+/// `custom_tool_call`s (every other dialect carried them as functions), and of its namespaced
+/// tools, whose calls it must get back with their namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientContext {
     pub freeform_tools: Vec<String>,
+    /// `(flat name, namespace, name in the namespace)` of each namespaced tool.
+    pub namespaced_tools: Vec<(String, String, String)>,
 }
 
 impl ClientContext {
@@ -218,11 +221,32 @@ impl ClientContext {
                 .filter(|tool| tool.is_freeform())
                 .map(|tool| tool.name.clone().into_owned())
                 .collect(),
+            namespaced_tools: request
+                .tools
+                .iter()
+                .filter_map(|tool| {
+                    let namespace = tool.namespace.as_ref()?;
+                    Some((
+                        tool.name.clone().into_owned(),
+                        namespace.name.clone().into_owned(),
+                        namespace.member.clone().into_owned(),
+                    ))
+                })
+                .collect(),
         }
     }
 
     pub fn is_freeform(&self, name: &str) -> bool {
         self.freeform_tools.iter().any(|tool| tool == name)
+    }
+
+    /// A call's name as the client declared it: `(namespace, name)` for a namespaced tool's
+    /// flat name, `(None, name)` otherwise.
+    pub fn declared<'n>(&'n self, name: &'n str) -> (Option<&'n str>, &'n str) {
+        match self.namespaced_tools.iter().find(|(flat, _, _)| flat == name) {
+            Some((_, namespace, member)) => (Some(namespace), member),
+            None => (None, name),
+        }
     }
 }
 

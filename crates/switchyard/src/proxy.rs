@@ -7,6 +7,7 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod conversations;
 mod count;
 mod counters;
 pub mod exhausted;
@@ -45,6 +46,7 @@ use switchyard_store::RequestRecord;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use self::conversations::{Conversations, Pending, Turn};
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
@@ -96,6 +98,8 @@ pub struct Proxy {
     log: Arc<RequestLog>,
     counters: Arc<Counters>,
     seed: u64,
+    /// Recent Responses conversations, for `previous_response_id`.
+    conversations: Arc<Conversations>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
 }
@@ -120,6 +124,7 @@ impl Proxy {
             log: Arc::new(log),
             counters: Arc::default(),
             seed,
+            conversations: Arc::default(),
             paused: AtomicBool::new(false),
         }
     }
@@ -233,7 +238,7 @@ impl Proxy {
         let at = self.clock.now();
         let mut summary = Summary::default();
         let inbound = ClientRequest { dialect: client, body: &body, query, headers };
-        let response = self.route(&inbound, &mut summary).await;
+        let response = self.route(&inbound, &body, &mut summary).await;
         let elapsed = started.elapsed();
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -285,18 +290,43 @@ impl Proxy {
         clippy::too_many_lines,
         reason = "the attempt loop reads top to bottom in the order RESILIENCE.md §1 states it"
     )]
-    async fn route(&self, inbound: &ClientRequest<'_>, summary: &mut Summary) -> Response {
+    async fn route(
+        &self,
+        inbound: &ClientRequest<'_>,
+        body: &Bytes,
+        summary: &mut Summary,
+    ) -> Response {
         let dialect = crate::server::Dialect::from(inbound.dialect);
         let routes = self.routes.load_full();
+        // A Responses request that continues an earlier response is routed with the whole
+        // conversation; an unknown id is refused before anyone is asked.
+        let turn = if inbound.dialect == ClientDialect::Responses {
+            match self.conversations.turn(body) {
+                Ok(turn) => Some(turn),
+                Err(refusal) => {
+                    summary.model = ChatRequest::minimal(Dialect::Responses, body)
+                        .map(|r| r.model.into_owned())
+                        .unwrap_or_default();
+                    return refusal.into_response_in(dialect);
+                }
+            }
+        } else {
+            None
+        };
+        let routed =
+            turn.as_ref().map_or(*inbound, |t| ClientRequest { body: &t.body, ..*inbound });
         let Prepared { request, combo, untranslatable } =
-            match prepare(&routes, inbound, summary, self.is_paused()) {
+            match prepare(&routes, &routed, summary, self.is_paused()) {
                 Ok(prepared) => prepared,
                 Err(refusal) => return refusal.into_response_in(dialect),
             };
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
         routes.budget.on_request(now);
-        let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
+        let mut plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
+        if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
+            prefer(&mut plan.candidates, sticky);
+        }
         let mut trace = Trace::new(&plan, &combo);
         let mut attempts = 0u32;
         // Providers that failed this request on their own account are not tried again for it.
@@ -338,8 +368,13 @@ impl Proxy {
             let first_event =
                 Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
-            let sending =
-                Sending { request: &request, inbound, untranslatable: untranslatable.as_deref() };
+            let sending = Sending {
+                request: &request,
+                inbound: &routed,
+                client: inbound,
+                turn: turn.as_ref(),
+                untranslatable: untranslatable.as_deref(),
+            };
             let Tried { result, carried } = self
                 .attempt(
                     &routes,
@@ -510,12 +545,18 @@ impl Proxy {
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
         let client = sending.inbound.dialect;
         let request = sending.request;
+        let credential = CredentialKey {
+            provider: candidate.key.provider.clone(),
+            credential: candidate.key.credential.clone(),
+        };
+        // Only the upstream that keeps the previous response gets `previous_response_id`.
+        let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(&credential);
         let built = match upstream::build(
             provider,
             secret,
             target.model.as_str(),
             request,
-            sending.inbound,
+            if sticky { sending.client } else { sending.inbound },
             sending.untranslatable,
         ) {
             Ok(built) => built,
@@ -544,13 +585,15 @@ impl Proxy {
             dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
         };
         let passthrough = built.passthrough;
+        let pending =
+            sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
         let result = self
             .exchange(
                 routes,
                 client,
                 request,
                 built.request,
-                passthrough,
+                (passthrough, pending),
                 attempt,
                 target,
                 first_event,
@@ -570,7 +613,7 @@ impl Proxy {
         client: ClientDialect,
         request: &ChatRequest<'_>,
         upstream_request: executor::UpstreamRequest,
-        passthrough: bool,
+        (passthrough, pending): (bool, Option<Pending>),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
@@ -605,9 +648,10 @@ impl Proxy {
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough };
         if request.stream {
-            self.relay(routes, how, request, response, attempt, &meta, first_event).await
+            self.relay(routes, how, request, response, (attempt, pending), &meta, first_event).await
         } else {
-            self.complete(routes, how, request, response, attempt, &meta, first_event).await
+            self.complete(routes, how, request, response, (attempt, pending), &meta, first_event)
+                .await
         }
     }
 
@@ -622,7 +666,7 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        attempt: Attempt,
+        (attempt, pending): (Attempt, Option<Pending>),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
@@ -661,6 +705,9 @@ impl Proxy {
         } else {
             client.encode_response_for(request, &answer, meta)
         };
+        if let Some(pending) = pending {
+            pending.answered(&encoded);
+        }
         let empty = HeaderMap::new();
         self.record(
             routes,
@@ -682,7 +729,7 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        attempt: Attempt,
+        (attempt, pending): (Attempt, Option<Pending>),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
@@ -698,6 +745,7 @@ impl Proxy {
             clock: Arc::clone(&self.clock),
             policy: self.classify_policy(&routes.config),
             ended: Some(ended),
+            tap: pending.map(Pending::tap),
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
@@ -787,8 +835,25 @@ struct Prepared<'r, 'b> {
 /// One attempt's view of the client request.
 struct Sending<'s, 'b> {
     request: &'s ChatRequest<'b>,
+    /// The body routed: the client's, or its conversation expanded (see [`Turn`]).
     inbound: &'s ClientRequest<'s>,
+    /// The client's own bytes, for the credential that keeps the previous response.
+    client: &'s ClientRequest<'s>,
+    /// A Responses request's place in its conversation.
+    turn: Option<&'s Turn>,
     untranslatable: Option<&'s str>,
+}
+
+/// Moves the first candidate on `credential` to the front: its upstream keeps the conversation
+/// the request continues, so it can be sent the request as it is.
+fn prefer(candidates: &mut Vec<Candidate>, credential: &CredentialKey) {
+    let on = |c: &Candidate| {
+        c.key.provider == credential.provider && c.key.credential == credential.credential
+    };
+    if let Some(i) = candidates.iter().position(on) {
+        let candidate = candidates.remove(i);
+        candidates.insert(0, candidate);
+    }
 }
 
 /// How an answer reaches the client.

@@ -274,6 +274,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
             cache_control: wire.cache_control.map(RawJson),
             native,
             format: ToolFormat::Function,
+            namespace: None,
         }))
     }
 }

@@ -399,6 +399,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
                     raw: RawJson(raw),
                 }),
                 format: ToolFormat::Function,
+                namespace: None,
             }));
         }
         let function = wire.function.ok_or_else(|| de::Error::missing_field("function"))?;
@@ -410,6 +411,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
             cache_control: None,
             native: None,
             format: ToolFormat::Function,
+            namespace: None,
         }))
     }
 }

@@ -9,8 +9,8 @@ use serde_json::value::RawValue;
 
 use super::unwrap_thinking;
 use crate::chat::{
-    ChatRequest, Effort, Image, ImageSource, Message, Opaque, Part, RawJson, Reasoning,
-    ResponseFormat, Role, Text, Tool, ToolChoice, ToolFormat, ToolResult, ToolUse,
+    ChatRequest, Effort, Image, ImageSource, Message, Namespace, Opaque, Part, RawJson, Reasoning,
+    ResponseFormat, Role, Text, Tool, ToolChoice, ToolFormat, ToolResult, ToolUse, flat_tool_name,
     freeform_arguments, freeform_input, part_kind,
 };
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
@@ -59,7 +59,8 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 "input" => input = map.next_value()?,
                 "tools" => {
                     let tools: Option<Vec<ToolIn<'de>>> = map.next_value()?;
-                    request.tools = tools.unwrap_or_default().into_iter().map(|t| t.0).collect();
+                    request.tools =
+                        tools.unwrap_or_default().into_iter().flat_map(|t| t.0).collect();
                 }
                 "parallel_tool_calls" => request.parallel_tool_calls = map.next_value()?,
                 "max_output_tokens" => request.sampling.max_tokens = map.next_value()?,
@@ -246,6 +247,8 @@ struct FunctionCallWire<'a> {
     #[serde(borrow)]
     name: Str<'a>,
     #[serde(borrow, default)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow, default)]
     arguments: Option<Str<'a>>,
 }
 
@@ -256,7 +259,17 @@ struct CustomCallWire<'a> {
     #[serde(borrow)]
     name: Str<'a>,
     #[serde(borrow, default)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow, default)]
     input: Option<Str<'a>>,
+}
+
+/// A call's canonical name: the flat name of a namespaced tool (see [`Namespace`]).
+fn call_name<'a>(name: Str<'a>, namespace: Option<Str<'a>>) -> Cow<'a, str> {
+    match namespace {
+        Some(namespace) => Cow::Owned(flat_tool_name(&namespace.0, &name.0)),
+        None => name.into_cow(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -328,7 +341,7 @@ fn item(raw: &RawValue) -> Result<ItemIn<'_>, String> {
             let wire: FunctionCallWire<'_> = json::parse_raw(raw)?;
             ItemIn::Model(vec![Part::ToolUse(ToolUse {
                 id: wire.call_id.into_cow(),
-                name: wire.name.into_cow(),
+                name: call_name(wire.name, wire.namespace),
                 arguments: wire.arguments.map_or(Cow::Borrowed("{}"), Str::into_cow),
                 cache_control: None,
             })])
@@ -338,7 +351,7 @@ fn item(raw: &RawValue) -> Result<ItemIn<'_>, String> {
             let input = wire.input.map(Str::into_cow).unwrap_or_default();
             ItemIn::Model(vec![Part::ToolUse(ToolUse {
                 id: wire.call_id.into_cow(),
-                name: wire.name.into_cow(),
+                name: call_name(wire.name, wire.namespace),
                 arguments: Cow::Owned(freeform_arguments(&input)),
                 cache_control: None,
             })])
@@ -428,43 +441,70 @@ struct ToolWire<'a> {
     strict: Option<bool>,
     #[serde(borrow, default)]
     format: Option<&'a RawValue>,
+    /// A `namespace` tool's members.
+    #[serde(borrow, default)]
+    tools: Option<Vec<&'a RawValue>>,
 }
 
-/// A tool definition: `function`, `custom` (freeform), or a built-in kept verbatim.
-struct ToolIn<'a>(Tool<'a>);
+/// A tool definition: `function`, `custom` (freeform), the members of a `namespace` (each a
+/// tool of its own, see [`Namespace`]), or a built-in kept verbatim.
+struct ToolIn<'a>(Vec<Tool<'a>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for ToolIn<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(deserializer)?;
         let wire: ToolWire<'de> = json::parse_raw(raw).map_err(de::Error::custom)?;
-        let named = |wire: ToolWire<'de>| -> Result<Tool<'de>, D::Error> {
-            let mut tool =
-                Tool::function(wire.name.ok_or_else(|| de::Error::missing_field("name"))?.0);
-            tool.description = wire.description.map(Str::into_cow);
-            Ok(tool)
-        };
-        let kind = wire.kind.0.clone();
-        Ok(Self(match kind.as_ref() {
-            "function" => {
-                let (parameters, strict) = (wire.parameters, wire.strict);
-                let mut tool = named(wire)?;
-                tool.parameters = parameters.map(RawJson);
-                tool.strict = strict;
-                tool
+        if wire.kind.0 != "namespace" {
+            return tool(raw, wire).map(|tool| Self(vec![tool])).map_err(de::Error::custom);
+        }
+        let name = wire.name.ok_or_else(|| de::Error::missing_field("name"))?.into_cow();
+        let description = wire.description.map(Str::into_cow);
+        let mut tools = Vec::new();
+        for member in wire.tools.unwrap_or_default() {
+            let member_wire: ToolWire<'de> = json::parse_raw(member).map_err(de::Error::custom)?;
+            let mut tool = tool(member, member_wire).map_err(de::Error::custom)?;
+            // Only functions and freeform tools are callable by name from inside a namespace.
+            if tool.native.is_some() {
+                continue;
             }
-            "custom" => {
-                let format = wire.format.filter(|f| f.get() != "null").map(RawJson);
-                let mut tool = named(wire)?;
-                tool.format = ToolFormat::Freeform(format);
-                tool
-            }
-            _ => {
-                let mut tool = Tool::function(kind.clone());
-                tool.native = Some(Opaque { dialect: Dialect::Responses, kind, raw: RawJson(raw) });
-                tool
-            }
-        }))
+            let flat = Cow::Owned(flat_tool_name(&name, &tool.name));
+            let member = std::mem::replace(&mut tool.name, flat);
+            tool.namespace =
+                Some(Namespace { name: name.clone(), description: description.clone(), member });
+            tools.push(tool);
+        }
+        Ok(Self(tools))
     }
+}
+
+/// One tool that is not a namespace.
+fn tool<'a>(raw: &'a RawValue, wire: ToolWire<'a>) -> Result<Tool<'a>, String> {
+    let named = |wire: ToolWire<'a>| -> Result<Tool<'a>, String> {
+        let mut tool = Tool::function(wire.name.ok_or("missing field `name`")?.0);
+        tool.description = wire.description.map(Str::into_cow);
+        Ok(tool)
+    };
+    let kind = wire.kind.0.clone();
+    Ok(match kind.as_ref() {
+        "function" => {
+            let (parameters, strict) = (wire.parameters, wire.strict);
+            let mut tool = named(wire)?;
+            tool.parameters = parameters.map(RawJson);
+            tool.strict = strict;
+            tool
+        }
+        "custom" => {
+            let format = wire.format.filter(|f| f.get() != "null").map(RawJson);
+            let mut tool = named(wire)?;
+            tool.format = ToolFormat::Freeform(format);
+            tool
+        }
+        _ => {
+            let mut tool = Tool::function(kind.clone());
+            tool.native = Some(Opaque { dialect: Dialect::Responses, kind, raw: RawJson(raw) });
+            tool
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,11 +561,32 @@ enum ItemOut<'r> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum KnownItem<'r> {
-    Message { role: &'static str, content: Vec<ContentOut<'r>> },
-    FunctionCall { call_id: &'r str, name: &'r str, arguments: &'r str },
-    CustomToolCall { call_id: &'r str, name: &'r str, input: Cow<'r, str> },
-    FunctionCallOutput { call_id: &'r str, output: OutputOut<'r> },
-    CustomToolCallOutput { call_id: &'r str, output: OutputOut<'r> },
+    Message {
+        role: &'static str,
+        content: Vec<ContentOut<'r>>,
+    },
+    FunctionCall {
+        call_id: &'r str,
+        name: &'r str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        namespace: Option<&'r str>,
+        arguments: &'r str,
+    },
+    CustomToolCall {
+        call_id: &'r str,
+        name: &'r str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        namespace: Option<&'r str>,
+        input: Cow<'r, str>,
+    },
+    FunctionCallOutput {
+        call_id: &'r str,
+        output: OutputOut<'r>,
+    },
+    CustomToolCallOutput {
+        call_id: &'r str,
+        output: OutputOut<'r>,
+    },
 }
 
 #[derive(Serialize)]
@@ -585,6 +646,14 @@ enum ToolOut<'r> {
         description: Option<&'r str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         format: Option<RawJson<'r>>,
+    },
+    Namespace {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'r str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<&'r str>,
+        tools: Vec<ToolOut<'r>>,
     },
     Native(RawJson<'r>),
 }
@@ -768,17 +837,23 @@ fn input_items<'r>(
                         }
                         Part::ToolUse(call) if freeform(&call.name) => {
                             custom_calls.push(&call.id);
+                            let (namespace, name) = declared(request, &call.name);
                             KnownItem::CustomToolCall {
                                 call_id: &call.id,
-                                name: &call.name,
+                                name,
+                                namespace,
                                 input: freeform_input(&call.arguments),
                             }
                         }
-                        Part::ToolUse(call) => KnownItem::FunctionCall {
-                            call_id: &call.id,
-                            name: &call.name,
-                            arguments: &call.arguments,
-                        },
+                        Part::ToolUse(call) => {
+                            let (namespace, name) = declared(request, &call.name);
+                            KnownItem::FunctionCall {
+                                call_id: &call.id,
+                                name,
+                                namespace,
+                                arguments: &call.arguments,
+                            }
+                        }
                         Part::Opaque(opaque) if opaque.dialect == Dialect::Responses => {
                             flush_text(&mut texts, &mut input);
                             input.push(ItemOut::Raw(opaque.raw));
@@ -813,14 +888,27 @@ fn input_items<'r>(
     Ok(input)
 }
 
-/// The tools: functions, freeform tools as `custom`, Responses built-ins as they came.
+/// A call's name as its tool was declared: `(namespace, name)` for a namespaced tool's flat
+/// name, `(None, name)` otherwise.
+fn declared<'r>(request: &'r ChatRequest<'r>, name: &'r str) -> (Option<&'r str>, &'r str) {
+    let namespaced =
+        request.tools.iter().find(|t| t.name == name).and_then(|t| t.namespace.as_ref());
+    match namespaced {
+        Some(namespace) => (Some(&namespace.name), &namespace.member),
+        None => (None, name),
+    }
+}
+
+/// The tools: functions, freeform tools as `custom`, the members of a namespace in their
+/// `namespace` again, Responses built-ins as they came.
 fn tools_out<'r>(
     request: &'r ChatRequest<'r>,
     own: bool,
 ) -> Result<Vec<ToolOut<'r>>, ProviderError> {
     let mut tools: Vec<ToolOut<'_>> = Vec::with_capacity(request.tools.len());
     for tool in &request.tools {
-        tools.push(match (&tool.native, tool.format) {
+        let name = tool.namespace.as_ref().map_or(tool.name.as_ref(), |n| n.member.as_ref());
+        let out = match (&tool.native, tool.format) {
             (Some(native), _) if native.dialect == Dialect::Responses => {
                 ToolOut::Native(native.raw)
             }
@@ -830,20 +918,37 @@ fn tools_out<'r>(
             }
             (None, ToolFormat::Freeform(format)) => ToolOut::Custom {
                 kind: "custom",
-                name: &tool.name,
+                name,
                 description: tool.description.as_deref(),
                 format,
             },
             (None, ToolFormat::Function) => ToolOut::Function {
                 kind: "function",
-                name: &tool.name,
+                name,
                 description: tool.description.as_deref(),
                 parameters: tool.parameters.unwrap_or(RawJson(no_arguments_schema())),
                 // Responses functions are strict unless told otherwise; other dialects'
                 // never were, and their schemas seldom meet strict mode's rules.
                 strict: tool.strict.or((!own).then_some(false)),
             },
+        };
+        let Some(namespace) = &tool.namespace else {
+            tools.push(out);
+            continue;
+        };
+        let group = tools.iter_mut().find_map(|t| match t {
+            ToolOut::Namespace { name, tools, .. } if *name == namespace.name => Some(tools),
+            _ => None,
         });
+        match group {
+            Some(members) => members.push(out),
+            None => tools.push(ToolOut::Namespace {
+                kind: "namespace",
+                name: &namespace.name,
+                description: namespace.description.as_deref(),
+                tools: vec![out],
+            }),
+        }
     }
     Ok(tools)
 }
@@ -1144,6 +1249,111 @@ mod tests {
             .encode_request_noting(&request, &EncodeOptions::new("up", 1024), &mut dropped)
             .unwrap();
         assert!(dropped.names().iter().any(|n| n == "reasoning content"), "{:?}", dropped.names());
+    }
+
+    /// Codex's shape: MCP tools in a `namespace`, `tool_search` beside them, and a call of a
+    /// namespaced tool in the history (`codex-rs/tools/src/responses_api.rs`).
+    const CODEX_NAMESPACE: &[u8] = br#"{"model":"m","tools":[
+        {"type":"namespace","name":"mcp__docs__","description":"Tools in the mcp__docs__ namespace.",
+            "tools":[{"type":"function","name":"search","description":"Search the docs.","strict":false,
+                "parameters":{"type":"object","properties":{"q":{"type":"string"}}}}]},
+        {"type":"tool_search","execution":"client","description":"Find tools.","parameters":{"type":"object"}}],
+        "input":[{"role":"user","content":"look it up"},
+            {"type":"function_call","call_id":"c1","name":"search","namespace":"mcp__docs__","arguments":"{\"q\":\"x\"}"},
+            {"type":"function_call_output","call_id":"c1","output":"found"}]}"#;
+
+    #[test]
+    fn a_namespace_is_flattened_for_other_dialects_and_tool_search_is_dropped_and_named() {
+        let request = parse_request(CODEX_NAMESPACE).unwrap();
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini] {
+            let mut dropped = Dropped::default();
+            dialect
+                .encode_request_noting(&request, &EncodeOptions::new("up", 1024), &mut dropped)
+                .unwrap();
+            let names = dropped.names();
+            assert!(names.iter().any(|n| n == "tool_search tool"), "{dialect}: {names:?}");
+            assert!(!names.iter().any(|n| n.contains("namespace")), "{dialect}: {names:?}");
+        }
+        let chat = encode_for(&request, Dialect::OpenAi);
+        assert_eq!(
+            chat["tools"],
+            serde_json::json!([{"type": "function", "function": {"name": "mcp__docs__search",
+                "description": "Search the docs.",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                "strict": false}}])
+        );
+        assert_eq!(chat["messages"][1]["tool_calls"][0]["function"]["name"], "mcp__docs__search");
+        let anthropic = encode_for(&request, Dialect::Anthropic);
+        assert_eq!(anthropic["tools"][0]["name"], "mcp__docs__search");
+        assert_eq!(anthropic["messages"][1]["content"][0]["name"], "mcp__docs__search");
+    }
+
+    #[test]
+    fn a_namespace_goes_back_to_a_responses_upstream_as_a_namespace() {
+        let mut request = parse_request(CODEX_NAMESPACE).unwrap();
+        request.vendor.origin = None;
+        let body = encode_for(&request, Dialect::Responses);
+        assert_eq!(
+            body["tools"][0],
+            serde_json::json!({"type": "namespace", "name": "mcp__docs__",
+                "description": "Tools in the mcp__docs__ namespace.",
+                "tools": [{"type": "function", "name": "search", "description": "Search the docs.",
+                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                    "strict": false}]})
+        );
+        assert_eq!(
+            body["input"][1],
+            serde_json::json!({"type": "function_call", "call_id": "c1", "name": "search",
+                "namespace": "mcp__docs__", "arguments": "{\"q\":\"x\"}"})
+        );
+    }
+
+    #[test]
+    fn a_call_of_a_flattened_tool_reaches_codex_as_the_namespaced_call_it_expects() {
+        use crate::chat::{ChatResponse, StopReason};
+        use crate::dialect::{ClientContext, ResponseMeta};
+        let request = parse_request(CODEX_NAMESPACE).unwrap();
+        let answer = ChatResponse {
+            id: "chatcmpl-1".into(),
+            content: vec![Part::ToolUse(ToolUse {
+                id: "call_2".into(),
+                name: "mcp__docs__search".into(),
+                arguments: r#"{"q":"y"}"#.into(),
+                cache_control: None,
+            })],
+            stop_reason: Some(StopReason::ToolUse),
+            ..ChatResponse::default()
+        };
+        let meta = ResponseMeta { model: "oa/gpt-4o", created: 1 };
+        let body = super::super::encode_response(&answer, &meta, &ClientContext::of(&request));
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["output"][0]["type"], "function_call");
+        assert_eq!(body["output"][0]["name"], "search");
+        assert_eq!(body["output"][0]["namespace"], "mcp__docs__");
+
+        // Streamed, the item Codex takes from `response.output_item.done` says the same.
+        let mut encoder = super::super::StreamEncoder::new(&meta, ClientContext::of(&request));
+        let mut out = Vec::new();
+        for event in [
+            crate::chat::StreamEvent::ToolCallStart {
+                index: 0,
+                id: "call_2".into(),
+                name: "mcp__docs__search".into(),
+            },
+            crate::chat::StreamEvent::ToolCallDelta { index: 0, arguments: "{}".into() },
+        ] {
+            encoder.encode(&event, &mut out);
+        }
+        encoder.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let done = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .find(|e| e["type"] == "response.output_item.done")
+            .unwrap();
+        assert_eq!(done["item"]["name"], "search", "{text}");
+        assert_eq!(done["item"]["namespace"], "mcp__docs__", "{text}");
     }
 
     #[test]

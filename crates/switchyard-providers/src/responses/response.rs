@@ -294,6 +294,9 @@ pub(super) enum ItemOut {
         id: String,
         call_id: String,
         name: String,
+        /// The namespace the client declared the tool in (see [`crate::chat::Namespace`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
         arguments: String,
         status: &'static str,
     },
@@ -301,6 +304,8 @@ pub(super) enum ItemOut {
         id: String,
         call_id: String,
         name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
         input: String,
     },
 }
@@ -410,20 +415,26 @@ pub fn encode_response(
                 encrypted_content: Some(format!("{}{data}", super::REDACTED_PREFIX)),
             }),
             Part::ToolUse(call) if context.is_freeform(&call.name) => {
+                let (namespace, name) = context.declared(&call.name);
                 output.push(ItemOut::CustomToolCall {
                     id: item_id("ctc", &id, n),
                     call_id: call.id.clone().into_owned(),
-                    name: call.name.clone().into_owned(),
+                    name: name.to_owned(),
+                    namespace: namespace.map(str::to_owned),
                     input: freeform_input(&call.arguments).into_owned(),
                 });
             }
-            Part::ToolUse(call) => output.push(ItemOut::FunctionCall {
-                id: item_id("fc", &id, n),
-                call_id: call.id.clone().into_owned(),
-                name: call.name.clone().into_owned(),
-                arguments: call.arguments.clone().into_owned(),
-                status: "completed",
-            }),
+            Part::ToolUse(call) => {
+                let (namespace, name) = context.declared(&call.name);
+                output.push(ItemOut::FunctionCall {
+                    id: item_id("fc", &id, n),
+                    call_id: call.id.clone().into_owned(),
+                    name: name.to_owned(),
+                    namespace: namespace.map(str::to_owned),
+                    arguments: call.arguments.clone().into_owned(),
+                    status: "completed",
+                });
+            }
             Part::Image(_) | Part::ToolResult(_) | Part::Opaque(_) => {}
         }
     }
@@ -490,7 +501,10 @@ mod tests {
             stop_reason: Some(StopReason::ToolUse),
             ..ChatResponse::default()
         };
-        let context = ClientContext { freeform_tools: vec!["apply_patch".into()] };
+        let context = ClientContext {
+            freeform_tools: vec!["apply_patch".into()],
+            ..ClientContext::default()
+        };
         let body: serde_json::Value =
             serde_json::from_slice(&encode_response(&response, &META, &context)).unwrap();
         assert_eq!(body["id"], "resp_chatcmpl-1");

@@ -574,18 +574,22 @@ impl StreamEncoder {
                 let n = self.items.len();
                 let item_id_prefix = if self.context.is_freeform(name) { "ctc" } else { "fc" };
                 let item_id = item_id(item_id_prefix, &self.id, n);
+                let (namespace, declared) = self.context.declared(name);
+                let (namespace, declared) = (namespace.map(str::to_owned), declared.to_owned());
                 self.items.push(if self.context.is_freeform(name) {
                     ItemOut::CustomToolCall {
                         id: item_id,
                         call_id: id.clone().into_owned(),
-                        name: name.clone().into_owned(),
+                        name: declared,
+                        namespace,
                         input: String::new(),
                     }
                 } else {
                     ItemOut::FunctionCall {
                         id: item_id,
                         call_id: id.clone().into_owned(),
-                        name: name.clone().into_owned(),
+                        name: declared,
+                        namespace,
                         arguments: String::new(),
                         status: "in_progress",
                     }

@@ -123,6 +123,8 @@ pub(crate) struct Settle {
     pub policy: ClassifyPolicy,
     /// Told how the stream ended, once it has (the request log waits for it).
     pub ended: Option<oneshot::Sender<StreamOutcome>>,
+    /// Reads a Responses client's stream, to keep the conversation once it is complete.
+    pub tap: Option<super::conversations::Tap>,
 }
 
 /// How a relayed stream ended, as the request log and metrics record it.
@@ -195,14 +197,21 @@ struct Relay {
 /// The idle deadline runs from the last real event, not the last byte: an upstream that only
 /// sends keep-alives (pings, comments, usage) cannot hold the client (RESILIENCE.md §7). A
 /// client that leaves is noticed at once, even while the upstream sends nothing.
-async fn relay(mut r: Relay, settle: Settle) {
+async fn relay(mut r: Relay, mut settle: Settle) {
     let mut idle_until = Instant::now() + r.idle;
+    let mut tap = settle.tap.take();
     let ending = loop {
         if r.ended {
             break finish(&mut r.translator, &mut r.out);
         }
-        if !r.out.is_empty() && r.tx.send(Bytes::from(std::mem::take(&mut r.out))).await.is_err() {
-            break Ending::ClientGone;
+        if !r.out.is_empty() {
+            let chunk = Bytes::from(std::mem::take(&mut r.out));
+            if let Some(tap) = &mut tap {
+                tap.observe(&chunk);
+            }
+            if r.tx.send(chunk).await.is_err() {
+                break Ending::ClientGone;
+            }
         }
         let next = tokio::select! {
             next = timeout_at(idle_until, r.chunks.next()) => next,
@@ -256,8 +265,14 @@ async fn relay(mut r: Relay, settle: Settle) {
         Ending::ClientGone => StreamOutcome::ClientGone,
     };
     if !r.out.is_empty() && !client_gone {
+        if let Some(tap) = &mut tap {
+            tap.observe(&r.out);
+        }
         // A client that leaves now changes nothing: the verdict is already decided.
         let _ = r.tx.send(Bytes::from(r.out)).await;
+    }
+    if let (Some(tap), StreamOutcome::Complete) = (tap, stream_outcome) {
+        tap.complete();
     }
     let headers = http::HeaderMap::new();
     let upstream = match ending {

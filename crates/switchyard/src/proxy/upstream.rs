@@ -65,10 +65,11 @@ pub(crate) fn build(
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?
     } else if request.previous_response_id.is_some() {
-        // The conversation so far lives with the upstream that answered it.
+        // The proxy's conversation store expands `previous_response_id` into `input` before a
+        // request gets here; one that still names it can only go to the upstream keeping it.
         return Err(ProviderError::Untranslatable {
             dialect,
-            message: "`previous_response_id` names a conversation only a Responses upstream keeps; send the whole conversation in `input` (Codex does with `store = false`)".into(),
+            message: "`previous_response_id` names a conversation only the upstream that answered it keeps; send the whole conversation in `input`".into(),
         });
     } else if let Some(problem) = untranslatable {
         return Err(ProviderError::Untranslatable {

@@ -56,11 +56,13 @@ pub struct ApiError {
     pub retry_after: Option<Duration>,
     /// Extra detail for the body (e.g. why each candidate was skipped or failed).
     pub detail: Option<Value>,
+    /// The request field at fault, as OpenAI's `error.param` (the SDKs show it).
+    pub param: Option<&'static str>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), retry_after: None, detail: None }
+        Self { status, kind, message: message.into(), retry_after: None, detail: None, param: None }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -69,14 +71,20 @@ impl ApiError {
 
     pub fn into_response_in(self, dialect: Dialect) -> Response {
         let body = match dialect {
-            Dialect::OpenAi => json!(ErrorBody {
-                error: ErrorInfo {
-                    message: self.message,
-                    kind: self.kind.to_owned(),
-                    code: self.status.as_u16(),
-                    switchyard: self.detail,
+            Dialect::OpenAi => {
+                let mut body = json!(ErrorBody {
+                    error: ErrorInfo {
+                        message: self.message,
+                        kind: self.kind.to_owned(),
+                        code: self.status.as_u16(),
+                        switchyard: self.detail,
+                    }
+                });
+                if let Some(param) = self.param {
+                    body["error"]["param"] = Value::from(param);
                 }
-            }),
+                body
+            }
             Dialect::Anthropic => json!({
                 "type": "error",
                 "error": {"type": self.kind, "message": self.message, "switchyard": self.detail}

@@ -1,0 +1,201 @@
+//! `previous_response_id` (issue 13): every answer to a Responses client is kept in a bounded
+//! store, so a conversation continues on any target. A Chat target gets the whole history; a
+//! Responses upstream that kept the previous response gets the client's bytes on the same
+//! credential; an unknown id is a 400 in the client's dialect that charges nobody.
+
+use serde_json::{Value, json};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, sse_data};
+use switchyard_testkit::Behavior;
+
+/// An OpenAI provider on the Responses API with two keys; `least_used` would take turns
+/// between them if nothing held a conversation to one.
+const RESPONSES_PROVIDER: &str = r#"
+[[providers]]
+id = "rs"
+kind = "openai"
+api = "responses"
+base_url = "{mock}/v1"
+selection = { strategy = "least_used" }
+credentials = [{ id = "rs-1", secret = "env:OA_1" }, { id = "rs-2", secret = "env:OA_2" }]
+"#;
+
+async fn respond(h: &Harness, body: &Value) -> reqwest::Response {
+    h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(body).send().await.unwrap()
+}
+
+/// Sends `body` and returns the id of the response, streamed or not.
+async fn response_id(h: &Harness, body: &Value) -> String {
+    let response = respond(h, body).await;
+    assert_eq!(response.status(), 200);
+    if body["stream"] == true {
+        let text = response.text().await.unwrap();
+        let done = sse_data(&text)
+            .into_iter()
+            .find(|e| e["type"] == "response.completed")
+            .unwrap_or_else(|| panic!("no response.completed in {text}"));
+        done["response"]["id"].as_str().unwrap().to_owned()
+    } else {
+        let answer: Value = response.json().await.unwrap();
+        answer["id"].as_str().unwrap().to_owned()
+    }
+}
+
+fn roles_and_text(messages: &Value) -> Vec<(String, String)> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let content = match &m["content"] {
+                Value::String(text) => text.clone(),
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap().to_owned(), content)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_conversation_continued_by_previous_response_id_reaches_a_chat_target_whole() {
+    let h = Harness::start("").await;
+    h.mock.script(
+        "gpt-4o",
+        [Behavior::reply("Paris."), Behavior::reply("About 2 million."), Behavior::reply("Yes.")],
+    );
+    // The first answer is streamed: the store reads it off the stream.
+    let first = response_id(
+        &h,
+        &json!({"model": "oa/gpt-4o", "stream": true, "instructions": "Be brief.",
+            "input": "What is the capital of France?"}),
+    )
+    .await;
+    let second = response_id(
+        &h,
+        &json!({"model": "oa/gpt-4o", "previous_response_id": first, "instructions": "Be brief.",
+            "input": [{"role": "user", "content": "How many people live there?"}]}),
+    )
+    .await;
+    let sent = &h.mock.attempts_for("gpt-4o")[1];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    let pair = |role: &str, text: &str| (role.to_owned(), text.to_owned());
+    assert_eq!(
+        roles_and_text(&sent.body["messages"]),
+        [
+            pair("system", "Be brief."),
+            pair("user", "What is the capital of France?"),
+            pair("assistant", "Paris."),
+            pair("user", "How many people live there?"),
+        ],
+        "the mock sees the whole history in turn 2"
+    );
+
+    // A chain expands completely: turn 3 names only turn 2.
+    response_id(
+        &h,
+        &json!({"model": "oa/gpt-4o", "previous_response_id": second, "input": "Is it big?"}),
+    )
+    .await;
+    let sent = &h.mock.attempts_for("gpt-4o")[2];
+    assert_eq!(
+        roles_and_text(&sent.body["messages"]),
+        [
+            pair("user", "What is the capital of France?"),
+            pair("assistant", "Paris."),
+            pair("user", "How many people live there?"),
+            pair("assistant", "About 2 million."),
+            pair("user", "Is it big?"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_response_kept_by_a_responses_upstream_is_continued_on_the_same_credential_as_sent() {
+    let h = Harness::start(RESPONSES_PROVIDER).await;
+    h.mock.script(
+        "gpt-5",
+        [Behavior::reply("One."), Behavior::reply("Two."), Behavior::reply("Three.")],
+    );
+    let mut previous =
+        response_id(&h, &json!({"model": "rs/gpt-5", "input": "count with me"})).await;
+    for (turn, stream) in [(1, true), (2, false)] {
+        let body = json!({"model": "rs/gpt-5", "stream": stream,
+            "previous_response_id": previous, "input": "next"});
+        previous = response_id(&h, &body).await;
+        let attempts = h.mock.attempts_for("gpt-5");
+        assert_eq!(attempts.len(), turn + 1);
+        assert_eq!(
+            attempts[turn].api_key(),
+            attempts[0].api_key(),
+            "turn {turn} stays on the credential that keeps the conversation"
+        );
+        let mut expected = body.clone();
+        expected["model"] = json!("gpt-5");
+        assert_eq!(attempts[turn].body, expected, "the client's bytes, only the model changed");
+    }
+}
+
+#[tokio::test]
+async fn a_response_the_upstream_was_told_not_to_store_is_expanded_for_whichever_credential() {
+    let h = Harness::start(RESPONSES_PROVIDER).await;
+    h.mock.script("gpt-5", [Behavior::reply("One."), Behavior::reply("Two.")]);
+    let first =
+        response_id(&h, &json!({"model": "rs/gpt-5", "store": false, "input": "count"})).await;
+    response_id(
+        &h,
+        &json!({"model": "rs/gpt-5", "store": false, "previous_response_id": first, "input": "on"}),
+    )
+    .await;
+    let sent = &h.mock.attempts_for("gpt-5")[1];
+    assert_eq!(sent.body.get("previous_response_id"), None);
+    assert_eq!(sent.body["store"], false);
+    assert_eq!(
+        sent.body["input"],
+        json!([{"type": "message", "role": "user", "content": "count"},
+            {"type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": "One.", "annotations": [], "logprobs": []}]},
+            {"type": "message", "role": "user", "content": "on"}])
+    );
+}
+
+#[tokio::test]
+async fn when_the_credential_keeping_the_conversation_fails_another_gets_it_expanded() {
+    let h = Harness::start(RESPONSES_PROVIDER).await;
+    h.mock
+        .script("gpt-5", [Behavior::reply("One."), Behavior::status(429), Behavior::reply("Two.")]);
+    let first = response_id(&h, &json!({"model": "rs/gpt-5", "input": "count"})).await;
+    let response =
+        respond(&h, &json!({"model": "rs/gpt-5", "previous_response_id": first, "input": "on"}))
+            .await;
+    assert_eq!(response.status(), 200);
+    let attempts = h.mock.attempts_for("gpt-5");
+    let (keeper, refused, other) = (&attempts[0], &attempts[1], attempts.last().unwrap());
+    assert_eq!(refused.api_key(), keeper.api_key(), "the keeper is tried first");
+    assert_eq!(refused.body["previous_response_id"], json!(first));
+    assert_ne!(other.api_key(), keeper.api_key());
+    assert_eq!(other.body.get("previous_response_id"), None, "the other key never saw it");
+    assert_eq!(other.body["input"].as_array().unwrap().len(), 3, "{}", other.body);
+}
+
+#[tokio::test]
+async fn an_unknown_previous_response_id_is_a_400_that_says_to_send_the_whole_input() {
+    let h = Harness::start(RESPONSES_PROVIDER).await;
+    let response = respond(
+        &h,
+        &json!({"model": "rs/gpt-5", "previous_response_id": "resp_from_elsewhere", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    assert_eq!(body["error"]["param"], "previous_response_id", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("resp_from_elsewhere"), "{message}");
+    assert!(message.contains("Send the whole conversation in `input`"), "{message}");
+    assert_eq!(h.mock.total_attempts(), 0, "no upstream was asked");
+    let health = h.app.snapshot();
+    assert!(
+        health.breakers.is_empty() && health.credentials.is_empty() && health.lockouts.is_empty(),
+        "nothing is charged: {health:?}"
+    );
+}

@@ -59,9 +59,9 @@ function parseModels(text: string, previous: readonly ModelEntry[]): { models: M
     .map((line) => line.trim())
     .filter((line) => line !== '')
     .map((line) => {
-      const match = MODEL_LINE.exec(line);
-      const id = match ? match[1] : line;
-      const api = match ? (match[2] as OpenAiApi) : undefined;
+      const [, named, chosen] = MODEL_LINE.exec(line) ?? [];
+      const id = named ?? line;
+      const api = chosen as OpenAiApi | undefined;
       if (api) apiOutsideOpenai = true;
       const { api: _old, ...rest } = known.get(id) ?? { id };
       return entryOf(api ? { ...rest, id, api } : { ...rest, id });

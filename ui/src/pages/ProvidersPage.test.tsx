@@ -54,8 +54,9 @@ describe('the provider editor', () => {
     await userEvent.type(models, 'gpt-4o (chat){Enter}gpt-5-codex');
     await userEvent.click(form.getByRole('button', { name: 'Save provider' }));
 
-    const [patch] = transport.callsTo('PATCH', '/api/providers/oa');
-    expect(patch.body).toEqual({
+    const patches = transport.callsTo('PATCH', '/api/providers/oa');
+    expect(patches).toHaveLength(1);
+    expect(patches[0]?.body).toEqual({
       api: 'responses',
       passthrough: false,
       models: [{ id: 'gpt-4o', api: 'chat' }, 'gpt-5-codex'],

@@ -27,12 +27,12 @@ use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 use crate::oauth::OAuthClient;
 
 pub use self::editor::{ConfigEditor, EditError, Saving};
+pub(crate) use self::form::model_list;
 pub use self::form::{
     AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, ModelEntry, ModelForm,
     NotificationSettings, OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm,
     SettingsForm, TargetForm,
 };
-pub(crate) use self::form::model_list;
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
 pub const DEFAULT_PORT: u16 = 4141;

@@ -239,7 +239,9 @@ fn aliases_that_could_never_apply_are_refused() {
 
 /// One `openai` provider on Chat whose `models` are spelled `list`.
 fn openai_with_models(list: &str) -> String {
-    format!("[[providers]]\nid = \"oa\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n{list}")
+    format!(
+        "[[providers]]\nid = \"oa\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n{list}"
+    )
 }
 
 #[test]
@@ -255,10 +257,7 @@ fn a_model_is_a_plain_id_or_a_table_and_every_spelling_reads_the_same() {
     assert_eq!(inline.form, tables.form);
     let models = &inline.form.providers[0].models;
     assert_eq!(models[0], ModelForm::new("gpt-4o"));
-    assert_eq!(
-        models[1],
-        ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses) }
-    );
+    assert_eq!(models[1], ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses) });
 }
 
 #[test]
@@ -271,7 +270,11 @@ fn a_model_api_overrides_the_provider_for_that_model_only() {
     assert_eq!(p.dialect(), Dialect::OpenAi);
     assert_eq!(p.dialect_for("gpt-4o"), Dialect::OpenAi);
     assert_eq!(p.dialect_for("gpt-5-codex"), Dialect::Responses);
-    assert_eq!(p.dialect_for("unlisted"), Dialect::OpenAi, "an unlisted model takes the provider's");
+    assert_eq!(
+        p.dialect_for("unlisted"),
+        Dialect::OpenAi,
+        "an unlisted model takes the provider's"
+    );
     let url = |model: &str| p.chat_url_for(model).map(ToString::to_string);
     assert_eq!(url("gpt-4o").as_deref(), Some("http://127.0.0.1:9/v1/chat/completions"));
     assert_eq!(url("gpt-5-codex").as_deref(), Some("http://127.0.0.1:9/v1/responses"));
@@ -290,7 +293,10 @@ fn a_model_api_overrides_the_provider_for_that_model_only() {
 fn plain_models_write_back_as_plain_strings_and_facts_as_tables() {
     let text = openai_with_models("models = [\"gpt-4o\", \"gpt-4o-mini\"]\n");
     let exported = parse(&text).unwrap().form.to_toml();
-    assert!(exported.contains("models = [\n    \"gpt-4o\",\n    \"gpt-4o-mini\",\n]"), "{exported}");
+    assert!(
+        exported.contains("models = [\n    \"gpt-4o\",\n    \"gpt-4o-mini\",\n]"),
+        "{exported}"
+    );
 
     let text = openai_with_models(
         "models = [\"gpt-4o\", { id = \"gpt-5-codex\", api = \"responses\" }]\n",

@@ -229,7 +229,7 @@ impl From<ModelForm> for ModelEntry {
 
 /// Written by hand rather than `untagged`: an untagged enum answers every mistake inside a
 /// table with "did not match any variant", while this passes the table's own error on
-/// (`unknown variant `completions`, expected `chat` or `responses``) at the field's path.
+/// ("unknown variant completions, expected chat or responses") at the field's path.
 impl<'de> Deserialize<'de> for ModelEntry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
@@ -244,7 +244,10 @@ impl<'de> Deserialize<'de> for ModelEntry {
                 Ok(ModelEntry::Id(id.to_owned()))
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ModelEntry, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ModelEntry, A::Error> {
                 ModelForm::deserialize(serde::de::value::MapAccessDeserializer::new(map))
                     .map(ModelEntry::Facts)
             }

@@ -42,7 +42,11 @@ pub(crate) struct Built {
 
 /// Whether `provider` gets `client`'s request for `model` as the client sent it
 /// (ARCHITECTURE.md, "Two paths through the router").
-pub(crate) fn passes_through(provider: &ProviderConfig, model: &str, client: ClientDialect) -> bool {
+pub(crate) fn passes_through(
+    provider: &ProviderConfig,
+    model: &str,
+    client: ClientDialect,
+) -> bool {
     provider.passthrough && provider.dialect_for(model) == client.dialect()
 }
 

@@ -27,9 +27,11 @@ use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
 use crate::oauth::OAuthClient;
 
 pub use self::editor::{ConfigEditor, EditError, Saving};
+pub(crate) use self::form::model_list;
 pub use self::form::{
-    AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, NotificationSettings,
-    OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm, SettingsForm, TargetForm,
+    AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, ModelEntry, ModelForm,
+    NotificationSettings, OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm,
+    SettingsForm, TargetForm,
 };
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
@@ -112,6 +114,16 @@ pub struct CredentialConfig {
     pub priority: u32,
 }
 
+/// One model a provider lists, its facts resolved against the provider's.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub id: ModelId,
+    /// The wire dialect this model is called in: its own `api`, else the provider's.
+    pub dialect: Dialect,
+    /// The chat endpoint for [`Self::dialect`] (see [`ProviderConfig::chat_url`]).
+    pub chat_url: Option<Url>,
+}
+
 /// One provider, ready to route to.
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
@@ -122,7 +134,8 @@ pub struct ProviderConfig {
     pub chat_url: Option<Url>,
     pub breaker: BreakerPolicy,
     pub selection: SelectionStrategy,
-    pub models: Vec<ModelId>,
+    /// Empty when the provider serves any model.
+    pub models: Vec<ModelConfig>,
     pub headers: Vec<(String, String)>,
     /// Never empty: a provider configured without keys gets one credential named `default`.
     pub credentials: Vec<CredentialConfig>,
@@ -130,15 +143,43 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthClient>,
     /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
     pub passthrough: bool,
-    /// The wire dialect requests go out in: the kind's, or Responses for an `openai`
-    /// provider with `api = "responses"`.
+    /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
+    /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
 }
 
 impl ProviderConfig {
-    /// The wire dialect this provider is called in.
+    /// The provider's own wire dialect: what its model list and connection test speak. A
+    /// request for a model goes out in [`Self::dialect_for`] instead.
     pub fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// The one answer to "which dialect does a request for `model` go out in": the model's
+    /// own `api` when it lists one, else the provider's.
+    pub fn dialect_for(&self, model: &str) -> Dialect {
+        self.model(model).map_or(self.dialect, |m| m.dialect)
+    }
+
+    /// The chat endpoint a request for `model` goes to (`None` for Gemini, whose endpoint
+    /// names the model); it follows [`Self::dialect_for`].
+    pub fn chat_url_for(&self, model: &str) -> Option<&Url> {
+        self.model(model).map_or(self.chat_url.as_ref(), |m| m.chat_url.as_ref())
+    }
+
+    /// The listed model `id`, with its facts.
+    pub fn model(&self, id: &str) -> Option<&ModelConfig> {
+        self.models.iter().find(|m| m.id.as_str() == id)
+    }
+
+    /// Whether a target may name `model`: any model when none is listed.
+    pub fn serves(&self, model: &str) -> bool {
+        self.models.is_empty() || self.model(model).is_some()
+    }
+
+    /// The listed model ids, for errors that say what is allowed.
+    fn listed(&self) -> Vec<&str> {
+        self.models.iter().map(|m| m.id.as_str()).collect()
     }
 
     pub fn credential(&self, id: &CredentialId) -> Option<&CredentialConfig> {
@@ -314,14 +355,6 @@ impl ProviderForm {
         };
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
-        for (i, model) in self.models.iter().enumerate() {
-            if model.trim().is_empty() || model.len() > 200 {
-                return Err(Problem::new(
-                    format!("{at}.models[{i}]"),
-                    "a model name is 1 to 200 characters",
-                ));
-            }
-        }
         for name in self.headers.keys() {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(Problem::new(
@@ -388,6 +421,7 @@ impl ProviderForm {
         let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
+        let models = self.validate_models(at, dialect, chat_url.as_ref(), &base_url)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
             kind: self.kind,
@@ -395,7 +429,7 @@ impl ProviderForm {
             chat_url,
             breaker,
             selection: self.selection,
-            models: self.models.iter().map(|m| ModelId::from(m.as_str())).collect(),
+            models,
             headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             credentials,
             oauth: self.oauth.clone(),
@@ -409,16 +443,59 @@ impl ProviderForm {
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
     /// `api = "responses"`.
     fn dialect(&self, at: &str) -> Result<Dialect, Problem> {
-        match (self.kind, self.api) {
-            (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Ok(Dialect::Responses),
-            (kind, None) | (kind @ ProviderKind::Openai, Some(OpenAiApi::Chat)) => {
-                Ok(kind.dialect())
+        api_dialect(&format!("{at}.api"), self.kind, self.api)
+            .map(|api| api.unwrap_or(self.kind.dialect()))
+    }
+
+    /// `models`, each resolved against the provider's `dialect` and endpoint.
+    fn validate_models(
+        &self,
+        at: &str,
+        dialect: Dialect,
+        provider_url: Option<&Url>,
+        base_url: &str,
+    ) -> Result<Vec<ModelConfig>, Problem> {
+        let mut models: Vec<ModelConfig> = Vec::with_capacity(self.models.len());
+        for (i, model) in self.models.iter().enumerate() {
+            let mat = format!("{at}.models[{i}]");
+            let id = model.id.as_str();
+            // A plain entry is its id: the error names the entry as written.
+            let id_field = if model.is_plain() { mat.clone() } else { format!("{mat}.id") };
+            if id.trim().is_empty() || id.len() > 200 {
+                return Err(Problem::new(id_field, "a model name is 1 to 200 characters"));
             }
-            (_, Some(_)) => Err(Problem::new(
-                format!("{at}.api"),
-                "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
-            )),
+            if let Some(j) = models.iter().position(|m| m.id.as_str() == id) {
+                return Err(Problem::new(
+                    id_field,
+                    format!("\"{id}\" is already {at}.models[{j}]; list each model once"),
+                ));
+            }
+            let own = api_dialect(&format!("{mat}.api"), self.kind, model.api)?;
+            let (dialect, chat_url) = match own {
+                Some(own) if own != dialect => (own, chat_url(at, own, base_url)?),
+                _ => (dialect, provider_url.cloned()),
+            };
+            models.push(ModelConfig { id: ModelId::from(id), dialect, chat_url });
         }
+        Ok(models)
+    }
+}
+
+/// The dialect an `api` field (at `field`) chooses for a provider of `kind`; `None` when it
+/// is not set. Only `kind = "openai"` has more than one API.
+fn api_dialect(
+    field: &str,
+    kind: ProviderKind,
+    api: Option<OpenAiApi>,
+) -> Result<Option<Dialect>, Problem> {
+    match (kind, api) {
+        (_, None) => Ok(None),
+        (ProviderKind::Openai, Some(OpenAiApi::Chat)) => Ok(Some(Dialect::OpenAi)),
+        (ProviderKind::Openai, Some(OpenAiApi::Responses)) => Ok(Some(Dialect::Responses)),
+        (_, Some(_)) => Err(Problem::new(
+            field,
+            "only `kind = \"openai\"` providers choose an API (`chat` or `responses`); remove `api`",
+        )),
     }
 }
 
@@ -458,8 +535,8 @@ impl TargetForm {
                 format!("unknown provider \"{provider}\"; configured: {known:?}"),
             ));
         };
-        if !p.models.is_empty() && !p.models.iter().any(|m| m.as_str() == model) {
-            let listed: Vec<&str> = p.models.iter().map(ModelId::as_str).collect();
+        if !p.serves(model) {
+            let listed = p.listed();
             return Err(Problem::new(
                 format!("{at}.target"),
                 format!(
@@ -604,8 +681,8 @@ fn check_route(
             ),
         ));
     };
-    if !p.models.is_empty() && !p.models.iter().any(|m| m.as_str() == model) {
-        let listed: Vec<&str> = p.models.iter().map(ModelId::as_str).collect();
+    if !p.serves(model) {
+        let listed = p.listed();
         return Err(Problem::new(
             field,
             format!(

@@ -624,7 +624,7 @@ impl Proxy {
         } else {
             let provider =
                 routes.provider(&target.provider).expect("planned providers are configured");
-            provider.dialect()
+            provider.dialect_for(target.model.as_str())
         };
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
@@ -900,7 +900,9 @@ fn prepare<'r, 'b>(
     };
     if let Some(problem) = &untranslatable {
         let forwardable = combo.targets.iter().any(|t| {
-            routes.provider(&t.provider).is_some_and(|p| upstream::passes_through(p, client))
+            routes
+                .provider(&t.provider)
+                .is_some_and(|p| upstream::passes_through(p, t.model.as_str(), client))
         });
         if !forwardable {
             return Err(ApiError::bad_request(problem.clone()));

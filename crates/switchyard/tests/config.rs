@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use switchyard::config::{Config, ConfigError};
+use switchyard::config::{Config, ConfigError, ModelForm, OpenAiApi, ProviderForm};
+use switchyard_providers::dialect::Dialect;
 
 /// The environment the tests see: three keys, nothing else.
 fn env(var: &str) -> Option<String> {
@@ -232,4 +233,136 @@ fn aliases_that_could_never_apply_are_refused() {
     parse(&with_routes(&alias("fa*", "oa/gpt-4o"))).unwrap();
     // So is a slash in a pattern whose prefix names no provider.
     parse(&with_routes(&alias("openrouter/*", "fast"))).unwrap();
+}
+
+// -- [[providers.models]] ---------------------------------------------------------------------
+
+/// One `openai` provider on Chat whose `models` are spelled `list`.
+fn openai_with_models(list: &str) -> String {
+    format!(
+        "[[providers]]\nid = \"oa\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n{list}"
+    )
+}
+
+#[test]
+fn a_model_is_a_plain_id_or_a_table_and_every_spelling_reads_the_same() {
+    let inline = openai_with_models(
+        "models = [\"gpt-4o\", { id = \"gpt-5-codex\", api = \"responses\" }]\n",
+    );
+    let tables = openai_with_models(
+        "[[providers.models]]\nid = \"gpt-4o\"\n[[providers.models]]\nid = \"gpt-5-codex\"\napi = \"responses\"\n",
+    );
+    let inline = parse(&inline).unwrap();
+    let tables = parse(&tables).unwrap();
+    assert_eq!(inline.form, tables.form);
+    let models = &inline.form.providers[0].models;
+    assert_eq!(models[0], ModelForm::new("gpt-4o"));
+    assert_eq!(models[1], ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses) });
+}
+
+#[test]
+fn a_model_api_overrides_the_provider_for_that_model_only() {
+    let config = parse(&openai_with_models(
+        "models = [\"gpt-4o\", { id = \"gpt-5-codex\", api = \"responses\" }]\n",
+    ))
+    .unwrap();
+    let p = &config.providers[0];
+    assert_eq!(p.dialect(), Dialect::OpenAi);
+    assert_eq!(p.dialect_for("gpt-4o"), Dialect::OpenAi);
+    assert_eq!(p.dialect_for("gpt-5-codex"), Dialect::Responses);
+    assert_eq!(
+        p.dialect_for("unlisted"),
+        Dialect::OpenAi,
+        "an unlisted model takes the provider's"
+    );
+    let url = |model: &str| p.chat_url_for(model).map(ToString::to_string);
+    assert_eq!(url("gpt-4o").as_deref(), Some("http://127.0.0.1:9/v1/chat/completions"));
+    assert_eq!(url("gpt-5-codex").as_deref(), Some("http://127.0.0.1:9/v1/responses"));
+
+    // And the other way round: a Responses provider with one model on Chat.
+    let config = parse(&openai_with_models(
+        "api = \"responses\"\nmodels = [\"gpt-5-codex\", { id = \"gpt-4o\", api = \"chat\" }]\n",
+    ))
+    .unwrap();
+    let p = &config.providers[0];
+    assert_eq!(p.dialect_for("gpt-5-codex"), Dialect::Responses);
+    assert_eq!(p.dialect_for("gpt-4o"), Dialect::OpenAi);
+}
+
+#[test]
+fn plain_models_write_back_as_plain_strings_and_facts_as_tables() {
+    let text = openai_with_models("models = [\"gpt-4o\", \"gpt-4o-mini\"]\n");
+    let exported = parse(&text).unwrap().form.to_toml();
+    assert!(
+        exported.contains("models = [\n    \"gpt-4o\",\n    \"gpt-4o-mini\",\n]"),
+        "{exported}"
+    );
+
+    let text = openai_with_models(
+        "models = [\"gpt-4o\", { id = \"gpt-5-codex\", api = \"responses\" }]\n",
+    );
+    let config = parse(&text).unwrap();
+    let exported = config.form.to_toml();
+    let again = parse(&exported).unwrap_or_else(|e| panic!("{e}\n---\n{exported}"));
+    assert_eq!(again.form, config.form, "{exported}");
+    assert!(exported.contains("\"gpt-4o\""), "the plain entry stays a string: {exported}");
+}
+
+#[test]
+fn the_management_api_form_takes_and_gives_both_spellings() {
+    let json = serde_json::json!({
+        "id": "oa",
+        "kind": "openai",
+        "models": ["gpt-4o", {"id": "gpt-5-codex", "api": "responses"}, {"id": "o3"}],
+    });
+    let form: ProviderForm = serde_json::from_value(json).unwrap();
+    assert_eq!(form.models[2], ModelForm::new("o3"));
+    assert_eq!(
+        serde_json::to_value(&form).unwrap()["models"],
+        serde_json::json!(["gpt-4o", {"id": "gpt-5-codex", "api": "responses"}, "o3"]),
+        "a table without facts is written back as its plain id"
+    );
+}
+
+#[test]
+fn a_model_api_outside_openai_is_refused_naming_the_entry() {
+    let e = error(
+        "[[providers]]\nid = \"an\"\nkind = \"anthropic\"\nmodels = [\"claude\", { id = \"x\", api = \"chat\" }]\n",
+    );
+    assert!(
+        e.contains("providers[0].models[1].api: only `kind = \"openai\"` providers choose an API"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unknown_model_api_is_refused_listing_the_allowed_values() {
+    let e = error(&openai_with_models(
+        "models = [\"gpt-4o\", { id = \"x\", api = \"completions\" }]\n",
+    ));
+    assert!(e.contains("providers[0].models[1].api"), "{e}");
+    assert!(e.contains("completions") && e.contains("`chat`") && e.contains("`responses`"), "{e}");
+}
+
+#[test]
+fn an_unknown_model_fact_and_a_non_model_are_refused_with_their_path() {
+    let e = error(&openai_with_models("models = [{ id = \"x\", context_windw = 5 }]\n"));
+    assert!(e.contains("providers[0].models[0]"), "{e}");
+    assert!(e.contains("context_windw"), "{e}");
+    let e = error(&openai_with_models("models = [\"gpt-4o\", 5]\n"));
+    assert!(e.contains("providers[0].models[1]"), "{e}");
+    assert!(e.contains("a model id"), "{e}");
+}
+
+#[test]
+fn a_model_listed_twice_is_refused_in_either_spelling() {
+    let e = error(&openai_with_models(
+        "models = [\"gpt-4o\", \"o3\", { id = \"gpt-4o\", api = \"responses\" }]\n",
+    ));
+    assert!(
+        e.contains("providers[0].models[2].id: \"gpt-4o\" is already providers[0].models[0]"),
+        "{e}"
+    );
+    let e = error(&openai_with_models("models = [\"o3\", \"o3\"]\n"));
+    assert!(e.contains("providers[0].models[1]: \"o3\" is already providers[0].models[0]"), "{e}");
 }

@@ -2,6 +2,7 @@
 import type { BreakerProfile } from "./BreakerProfile";
 import type { BreakerSettings } from "./BreakerSettings";
 import type { CredentialForm } from "./CredentialForm";
+import type { ModelEntry } from "./ModelEntry";
 import type { OAuthClient } from "./OAuthClient";
 import type { OpenAiApi } from "./OpenAiApi";
 import type { ProviderKind } from "./ProviderKind";
@@ -22,7 +23,12 @@ profile?: BreakerProfile,
 /**
  * A whole breaker section for this provider alone, replacing its profile.
  */
-breaker?: BreakerSettings, selection?: SelectionStrategy, models?: Array<string>, headers?: { [key in string]: string }, credentials?: Array<CredentialForm>, 
+breaker?: BreakerSettings, selection?: SelectionStrategy, 
+/**
+ * The models it serves, each a plain id or a table with the model's facts; empty means
+ * any model the provider serves.
+ */
+models?: Array<ModelEntry>, headers?: { [key in string]: string }, credentials?: Array<CredentialForm>, 
 /**
  * The OAuth client its `oauth` credentials sign in and refresh with.
  */
@@ -34,6 +40,7 @@ oauth?: OAuthClient,
  */
 passthrough?: boolean, 
 /**
- * `kind = "openai"` only: which API requests go to [default `chat`].
+ * `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
+ * wins.
  */
 api?: OpenAiApi, };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ProviderView } from '../bindings/ProviderView';
-import { checkProviderDraft, emptyProvider, providerDraftOf, providerPatch } from './providerForm';
+import { adoptModels, checkProviderDraft, emptyProvider, providerDraftOf, providerPatch } from './providerForm';
 
 const view: ProviderView = {
   id: 'groq',
@@ -13,6 +13,19 @@ const view: ProviderView = {
   models: ['llama-3.3-70b'],
   headers: { 'X-Team': 'a' },
   credentials: [],
+  passthrough: true,
+  api: null,
+};
+
+/** An OpenAI key with one model on Responses, written `api = "chat"`. */
+const openai: ProviderView = {
+  ...view,
+  id: 'oa',
+  base_url: null,
+  effective_base_url: 'https://api.openai.com/v1',
+  models: ['gpt-4o', { id: 'gpt-5-codex', api: 'responses' }],
+  headers: {},
+  api: 'chat',
 };
 
 describe('provider form', () => {
@@ -55,5 +68,42 @@ describe('provider form', () => {
   it('patches nothing when nothing changed', () => {
     const form = checkProviderDraft(providerDraftOf(view), false).value!;
     expect(providerPatch(view, form)).toEqual({});
+  });
+
+  it('shows a model with its own API as “id (api)” and reads it back as a table', () => {
+    const draft = providerDraftOf(openai);
+    expect(draft.models).toBe('gpt-4o\ngpt-5-codex (responses)');
+    expect(draft.api).toBe('chat');
+    expect(checkProviderDraft(draft, false, openai.models).value?.models).toEqual(openai.models);
+    expect(providerPatch(openai, checkProviderDraft(draft, false, openai.models).value!)).toEqual({});
+  });
+
+  it('patches a model’s API, the provider’s API and passthrough', () => {
+    const draft = { ...providerDraftOf(openai), models: 'gpt-4o (responses)\ngpt-5-codex', api: 'responses' as const, passthrough: false };
+    const form = checkProviderDraft(draft, false, openai.models).value!;
+    expect(providerPatch(openai, form)).toEqual({
+      api: 'responses',
+      passthrough: false,
+      models: [{ id: 'gpt-4o', api: 'responses' }, 'gpt-5-codex'],
+    });
+  });
+
+  it('turns passthrough back on by removing it', () => {
+    const off = { ...view, passthrough: false };
+    const form = checkProviderDraft({ ...providerDraftOf(off), passthrough: true }, false).value!;
+    expect(form.passthrough).toBeUndefined();
+    expect(providerPatch(off, form)).toEqual({ passthrough: null });
+  });
+
+  it('sends api only for an OpenAI compatible provider, and refuses a model API elsewhere', () => {
+    const anthropic = { ...emptyProvider, id: 'an', kind: 'anthropic' as const, api: 'responses' as const };
+    expect(checkProviderDraft(anthropic, true).value).not.toHaveProperty('api');
+    const checked = checkProviderDraft({ ...anthropic, models: 'claude (chat)' }, true);
+    expect(checked.value).toBeNull();
+    expect(Object.keys(checked.errors)).toEqual(['models']);
+  });
+
+  it('keeps what is known about a model when a discovered list is adopted', () => {
+    expect(adoptModels(openai.models, ['gpt-5-codex', 'o3'])).toEqual([{ id: 'gpt-5-codex', api: 'responses' }, 'o3']);
   });
 });

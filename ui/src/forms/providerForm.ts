@@ -1,6 +1,9 @@
 //! The provider form as typed (text areas for lists and headers) and its conversion to the
 //! API's `ProviderForm`, or to a merge patch of an existing provider.
 import type { BreakerProfile } from '../bindings/BreakerProfile';
+import type { ModelEntry } from '../bindings/ModelEntry';
+import type { ModelForm } from '../bindings/ModelForm';
+import type { OpenAiApi } from '../bindings/OpenAiApi';
 import type { ProviderForm } from '../bindings/ProviderForm';
 import type { ProviderKind } from '../bindings/ProviderKind';
 import type { ProviderView } from '../bindings/ProviderView';
@@ -15,11 +18,62 @@ export type ProviderDraft = {
   profile: '' | BreakerProfile;
   selection: SelectionStrategy['strategy'];
   sticky: string;
+  /** `kind = openai` only; Chat Completions is the default. */
+  api: OpenAiApi;
+  passthrough: boolean;
+  /** One model per line; `gpt-5-codex (responses)` gives that model its own API. */
   models: string;
   headers: string;
 };
 
-export const PROVIDER_FIELDS = ['id', 'kind', 'base_url', 'profile', 'selection', 'models', 'headers'] as const;
+export const PROVIDER_FIELDS = ['id', 'kind', 'base_url', 'profile', 'selection', 'api', 'passthrough', 'models', 'headers'] as const;
+
+/** A model entry as its table, whichever way it is spelled. */
+export function modelOf(entry: ModelEntry): ModelForm {
+  return typeof entry === 'string' ? { id: entry } : entry;
+}
+
+/** The entry as the server writes it: the plain id when it carries no fact. */
+function entryOf(model: ModelForm): ModelEntry {
+  const facts = Object.entries(model).filter(([key, value]) => key !== 'id' && value !== undefined && value !== null);
+  return facts.length === 0 ? model.id : model;
+}
+
+/** One line of the models text area. */
+function modelLine(entry: ModelEntry): string {
+  const model = modelOf(entry);
+  return model.api ? `${model.id} (${model.api})` : model.id;
+}
+
+const MODEL_LINE = /^(.*\S)\s+\((chat|responses)\)$/;
+
+/**
+ * The models text as entries. Facts the text does not show (those a later version adds) are
+ * kept from `previous` for the ids that stay, so editing the list never loses them.
+ */
+function parseModels(text: string, previous: readonly ModelEntry[]): { models: ModelEntry[]; apiOutsideOpenai: boolean } {
+  const known = new Map(previous.map((entry) => [modelOf(entry).id, modelOf(entry)]));
+  let apiOutsideOpenai = false;
+  const models = text
+    .split(/[\n,]/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .map((line) => {
+      const [, named, chosen] = MODEL_LINE.exec(line) ?? [];
+      const id = named ?? line;
+      const api = chosen as OpenAiApi | undefined;
+      if (api) apiOutsideOpenai = true;
+      const { api: _old, ...rest } = known.get(id) ?? { id };
+      return entryOf(api ? { ...rest, id, api } : { ...rest, id });
+    });
+  return { models, apiOutsideOpenai };
+}
+
+/** The entries after adopting a discovered list: `names`, keeping what is known about each. */
+export function adoptModels(current: readonly ModelEntry[], names: readonly string[]): ModelEntry[] {
+  const known = new Map(current.map((entry) => [modelOf(entry).id, entry]));
+  return names.map((name) => known.get(name) ?? name);
+}
 
 export const emptyProvider: ProviderDraft = {
   id: '',
@@ -28,6 +82,8 @@ export const emptyProvider: ProviderDraft = {
   profile: '',
   selection: 'fill_first',
   sticky: '1',
+  api: 'chat',
+  passthrough: true,
   models: '',
   headers: '',
 };
@@ -40,7 +96,9 @@ export function providerDraftOf(view: ProviderView): ProviderDraft {
     profile: view.profile ?? '',
     selection: view.selection.strategy,
     sticky: view.selection.strategy === 'round_robin' ? String(view.selection.sticky) : '1',
-    models: view.models.join('\n'),
+    api: view.api ?? 'chat',
+    passthrough: view.passthrough,
+    models: view.models.map(modelLine).join('\n'),
     headers: Object.entries(view.headers)
       .map(([name, value]) => `${name}: ${value}`)
       .join('\n'),
@@ -53,12 +111,23 @@ function editable(view: ProviderView): Record<string, unknown> {
     base_url: view.base_url ?? undefined,
     profile: view.profile ?? undefined,
     selection: view.selection,
+    // Written `api = "chat"` and left out mean the same: no patch for either.
+    api: view.api === 'chat' ? undefined : (view.api ?? undefined),
+    passthrough: view.passthrough ? undefined : false,
     models: view.models,
     headers: view.headers,
   };
 }
 
-export function checkProviderDraft(draft: ProviderDraft, creating: boolean): { value: ProviderForm | null; errors: Record<string, string> } {
+/**
+ * Checks the typed draft. `previous` is the provider's models as the server has them, whose
+ * facts the text does not show and so are kept.
+ */
+export function checkProviderDraft(
+  draft: ProviderDraft,
+  creating: boolean,
+  previous: readonly ModelEntry[] = [],
+): { value: ProviderForm | null; errors: Record<string, string> } {
   const errors: Record<string, string> = {};
   const id = draft.id.trim();
   if (creating) {
@@ -75,10 +144,10 @@ export function checkProviderDraft(draft: ProviderDraft, creating: boolean): { v
   } else {
     selection = { strategy: draft.selection };
   }
-  const models = draft.models
-    .split(/[\n,]/)
-    .map((m) => m.trim())
-    .filter((m) => m !== '');
+  const { models, apiOutsideOpenai } = parseModels(draft.models, previous);
+  if (apiOutsideOpenai && draft.kind !== 'openai') {
+    errors.models = 'Only OpenAI compatible providers choose an API per model: remove “(chat)” or “(responses)”';
+  }
   const headers: Record<string, string> = {};
   draft.headers.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
@@ -94,6 +163,8 @@ export function checkProviderDraft(draft: ProviderDraft, creating: boolean): { v
   const form: ProviderForm = { id, kind: draft.kind, selection, models, headers };
   if (baseUrl !== '') form.base_url = baseUrl;
   if (draft.profile !== '') form.profile = draft.profile;
+  if (draft.kind === 'openai' && draft.api === 'responses') form.api = 'responses';
+  if (!draft.passthrough) form.passthrough = false;
   return { value: form, errors };
 }
 
@@ -103,6 +174,8 @@ export function providerPatch(view: ProviderView, form: ProviderForm): Record<st
     base_url: form.base_url,
     profile: form.profile,
     selection: form.selection,
+    api: form.api,
+    passthrough: form.passthrough,
     models: form.models ?? [],
     headers: form.headers ?? {},
   });

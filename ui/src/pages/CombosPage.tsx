@@ -8,6 +8,7 @@ import { AliasesSection } from '../components/AliasesSection';
 import { TraceView } from '../components/TraceView';
 import { checkComboDraft, comboDraftOf, comboFields, emptyCombo, emptyTarget, move, targetField, type ComboDraft, type TargetDraft } from '../forms/comboForm';
 import { placeError } from '../forms/fieldErrors';
+import { modelOf } from '../forms/providerForm';
 
 const STRATEGIES: Array<[RouteStrategy, string]> = [
   ['priority', 'Priority (in order)'],
@@ -29,7 +30,7 @@ export function CombosPage() {
     await combos.reload();
   });
 
-  const knownTargets = (providers.data ?? []).flatMap((p) => p.models.map((m) => `${p.id}/${m}`));
+  const knownTargets = (providers.data ?? []).flatMap((p) => p.models.map((m) => `${p.id}/${modelOf(m).id}`));
   const models = [...(combos.data ?? []).map((c) => c.name), ...knownTargets];
 
   return (

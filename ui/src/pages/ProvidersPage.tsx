@@ -2,15 +2,24 @@ import { useState, type FormEvent } from 'react';
 import type { BreakerProfile } from '../bindings/BreakerProfile';
 import type { ConnectionReport } from '../bindings/ConnectionReport';
 import type { DiscoveredModels } from '../bindings/DiscoveredModels';
+import type { OpenAiApi } from '../bindings/OpenAiApi';
 import type { ProviderKind } from '../bindings/ProviderKind';
 import type { ProviderView } from '../bindings/ProviderView';
 import type { SelectionStrategy } from '../bindings/SelectionStrategy';
 import { useAction, useApi, useResource } from '../app/context';
-import { Badge, BusyButton, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
+import { Badge, BusyButton, CheckField, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { CredentialEditor } from '../components/CredentialEditor';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
-import { checkProviderDraft, emptyProvider, PROVIDER_FIELDS, providerDraftOf, providerPatch, type ProviderDraft } from '../forms/providerForm';
+import {
+  adoptModels,
+  checkProviderDraft,
+  emptyProvider,
+  PROVIDER_FIELDS,
+  providerDraftOf,
+  providerPatch,
+  type ProviderDraft,
+} from '../forms/providerForm';
 
 export function ProvidersPage() {
   const api = useApi();
@@ -63,7 +72,7 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
     setModels(await api.discoverModels(provider.id));
   });
   const adopt = useAction(async (names: string[]) => {
-    await api.patchProvider(provider.id, { models: names });
+    await api.patchProvider(provider.id, { models: adoptModels(provider.models, names) });
     onChanged();
   });
   const remove = useAction(async () => {
@@ -216,7 +225,7 @@ function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderVie
   const [draft, setDraft] = useState<ProviderDraft>(provider ? providerDraftOf(provider) : emptyProvider);
   const [touched, setTouched] = useState(false);
   const [serverErrors, setServerErrors] = useState<Record<string, string>>({});
-  const checked = checkProviderDraft(draft, creating);
+  const checked = checkProviderDraft(draft, creating, provider?.models ?? []);
   const errorOf = (field: string) => (touched ? checked.errors[field] : undefined) ?? serverErrors[field] ?? null;
   const edit = <K extends keyof ProviderDraft>(field: K, value: ProviderDraft[K]) => {
     setDraft({ ...draft, [field]: value });
@@ -266,6 +275,27 @@ function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderVie
         <option value="anthropic">Anthropic</option>
         <option value="gemini">Gemini</option>
       </SelectField>
+      {draft.kind === 'openai' ? (
+        <SelectField
+          id={`${prefix}-api`}
+          label="API"
+          value={draft.api}
+          onChange={(e) => edit('api', e.target.value as OpenAiApi)}
+          hint="Where requests go unless a model names its own API"
+          error={errorOf('api')}
+        >
+          <option value="chat">Chat Completions</option>
+          <option value="responses">Responses</option>
+        </SelectField>
+      ) : null}
+      <CheckField
+        id={`${prefix}-passthrough`}
+        label="Pass through same-dialect requests"
+        checked={draft.passthrough}
+        onChange={(e) => edit('passthrough', e.target.checked)}
+        hint="A client speaking this provider's API is forwarded as it sent the request; off re-encodes every request, for hosts that refuse unknown fields"
+        error={errorOf('passthrough')}
+      />
       <TextField
         id={`${prefix}-base-url`}
         label="Base URL"
@@ -313,6 +343,7 @@ function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderVie
         />
         <div className="hint" id={`${prefix}-models-hint`}>
           One per line. Empty means any model the provider serves.
+          {draft.kind === 'openai' ? ' Add “(responses)” or “(chat)” after a model to call it through that API: gpt-5-codex (responses).' : ''}
         </div>
         {errorOf('models') ? <div className="error" role="alert">{errorOf('models')}</div> : null}
       </div>

@@ -115,9 +115,11 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "is_default")]
     #[ts(as = "Option<SelectionStrategy>", optional)]
     pub selection: SelectionStrategy,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[ts(as = "Option<Vec<String>>", optional)]
-    pub models: Vec<String>,
+    /// The models it serves, each a plain id or a table with the model's facts; empty means
+    /// any model the provider serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "model_list")]
+    #[ts(as = "Option<Vec<ModelEntry>>", optional)]
+    pub models: Vec<ModelForm>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[ts(as = "Option<BTreeMap<String, String>>", optional)]
     pub headers: BTreeMap<String, String>,
@@ -134,7 +136,8 @@ pub struct ProviderForm {
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     #[ts(as = "Option<bool>", optional)]
     pub passthrough: bool,
-    /// `kind = "openai"` only: which API requests go to [default `chat`].
+    /// `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
+    /// wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub api: Option<OpenAiApi>,
@@ -160,6 +163,117 @@ impl ProviderForm {
 
     pub fn credential(&self, id: &str) -> Option<&CredentialForm> {
         self.credentials.iter().find(|c| c.id == id)
+    }
+}
+
+/// `[[providers.models]]`: one model and the facts known about it. Facts left out are the
+/// provider's (or, later, the catalogue's); a fact written here wins.
+///
+/// An entry without facts is written as its plain id (`"gpt-4o"`), so configs from before
+/// model facts existed read and write back unchanged. A new fact is one more optional field
+/// here: the spelling of the list does not change again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct ModelForm {
+    /// The model's name as the provider knows it.
+    pub id: String,
+    /// `kind = "openai"` only: which API this model is called through, whatever the
+    /// provider's `api` (`gpt-5-codex` answers only on Responses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub api: Option<OpenAiApi>,
+}
+
+impl ModelForm {
+    /// A model with no facts of its own.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self { id: id.into(), api: None }
+    }
+
+    /// No fact is set: the entry is written as its plain id.
+    pub fn is_plain(&self) -> bool {
+        *self == Self::new(self.id.clone())
+    }
+}
+
+impl From<&str> for ModelForm {
+    fn from(id: &str) -> Self {
+        Self::new(id)
+    }
+}
+
+/// How one entry of `models` is spelled: a plain id, or a table with the model's facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+#[serde(untagged)]
+pub enum ModelEntry {
+    Id(String),
+    Facts(ModelForm),
+}
+
+impl From<ModelEntry> for ModelForm {
+    fn from(entry: ModelEntry) -> Self {
+        match entry {
+            ModelEntry::Id(id) => Self::new(id),
+            ModelEntry::Facts(form) => form,
+        }
+    }
+}
+
+impl From<ModelForm> for ModelEntry {
+    fn from(form: ModelForm) -> Self {
+        if form.is_plain() { Self::Id(form.id) } else { Self::Facts(form) }
+    }
+}
+
+/// Written by hand rather than `untagged`: an untagged enum answers every mistake inside a
+/// table with "did not match any variant", while this passes the table's own error on
+/// ("unknown variant completions, expected chat or responses") at the field's path.
+impl<'de> Deserialize<'de> for ModelEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ModelEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a model id (\"gpt-4o\") or a table with `id` and the model's facts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, id: &str) -> Result<ModelEntry, E> {
+                Ok(ModelEntry::Id(id.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ModelEntry, A::Error> {
+                ModelForm::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ModelEntry::Facts)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// `models` as written: each entry a [`ModelEntry`], held as [`ModelForm`]s.
+pub(crate) mod model_list {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{ModelEntry, ModelForm};
+
+    pub(crate) fn serialize<S: Serializer>(
+        models: &[ModelForm],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(models.iter().cloned().map(ModelEntry::from))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<ModelForm>, D::Error> {
+        let entries = Vec::<ModelEntry>::deserialize(deserializer)?;
+        Ok(entries.into_iter().map(ModelForm::from).collect())
     }
 }
 

@@ -125,7 +125,7 @@ impl Routes {
             .config
             .providers
             .iter()
-            .flat_map(|p| p.models.iter().map(move |m| format!("{}/{m}", p.id)));
+            .flat_map(|p| p.models.iter().map(move |m| format!("{}/{}", p.id, m.id)));
         combos.chain(models)
     }
 

@@ -40,10 +40,14 @@ pub(crate) struct Built {
     pub dropped: Dropped,
 }
 
-/// Whether `provider` gets `client`'s request as the client sent it (ARCHITECTURE.md, "Two
-/// paths through the router").
-pub(crate) fn passes_through(provider: &ProviderConfig, client: ClientDialect) -> bool {
-    provider.passthrough && provider.dialect() == client.dialect()
+/// Whether `provider` gets `client`'s request for `model` as the client sent it
+/// (ARCHITECTURE.md, "Two paths through the router").
+pub(crate) fn passes_through(
+    provider: &ProviderConfig,
+    model: &str,
+    client: ClientDialect,
+) -> bool {
+    provider.passthrough && provider.dialect_for(model) == client.dialect()
 }
 
 /// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
@@ -58,9 +62,9 @@ pub(crate) fn build(
     client: &ClientRequest<'_>,
     untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
-    let dialect = provider.dialect();
+    let dialect = provider.dialect_for(model);
     let passthrough =
-        passes_through(provider, client.dialect) && !carries_foreign_reasoning(client);
+        passes_through(provider, model, client.dialect) && !carries_foreign_reasoning(client);
     let mut dropped = Dropped::default();
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?
@@ -85,7 +89,7 @@ pub(crate) fn build(
         };
         dialect.encode_request_noting(request, &options, &mut dropped)?
     };
-    let url = if let Some(url) = &provider.chat_url {
+    let url = if let Some(url) = provider.chat_url_for(model) {
         let mut url = url.clone();
         if passthrough {
             url.set_query(client.query);
@@ -110,7 +114,7 @@ pub(crate) fn build(
         headers.push((header::ACCEPT, HeaderValue::from_static("text/event-stream")));
     }
     let client_headers = (client.dialect.dialect() == dialect).then_some(client.headers);
-    identify(&mut headers, provider, secret, client_headers)?;
+    identify(&mut headers, provider, dialect, secret, client_headers)?;
     Ok(Built {
         request: UpstreamRequest { url, headers, body: Bytes::from(body) },
         passthrough,
@@ -166,7 +170,7 @@ pub(crate) fn count_tokens(
         ProviderError::Untranslatable { dialect: Dialect::Anthropic, message: e.to_string() }
     })?;
     let mut headers = vec![(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
-    identify(&mut headers, provider, secret, Some(client.headers))?;
+    identify(&mut headers, provider, Dialect::Anthropic, secret, Some(client.headers))?;
     Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
 }
 
@@ -178,24 +182,26 @@ pub(crate) fn models_request(
     provider: &ProviderConfig,
     secret: Option<&Secret>,
 ) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
-    let url = format!("{}/{}", provider.base_url, provider.dialect().models_path());
+    let dialect = provider.dialect();
+    let url = format!("{}/{}", provider.base_url, dialect.models_path());
     let mut headers = Vec::with_capacity(2 + provider.headers.len());
-    identify(&mut headers, provider, secret, None)?;
+    identify(&mut headers, provider, dialect, secret, None)?;
     Ok((url, headers))
 }
 
-/// What every request to `provider` carries: the credential (marked sensitive, so no log or
-/// debug print shows it), the API version where the dialect wants one, the configured extras.
+/// What every request to `provider` in `dialect` carries: the credential (marked sensitive, so
+/// no log or debug print shows it), the API version where the dialect wants one, the
+/// configured extras.
 /// `client` is the client's headers when it speaks the provider's dialect: an Anthropic
 /// client's `anthropic-version` and `anthropic-beta` go upstream exactly as sent (Claude Code
 /// turns features on with them).
 fn identify(
     headers: &mut Vec<(HeaderName, HeaderValue)>,
     provider: &ProviderConfig,
+    dialect: Dialect,
     secret: Option<&Secret>,
     client: Option<&HeaderMap>,
 ) -> Result<(), ProviderError> {
-    let dialect = provider.dialect();
     if let Some(secret) = secret {
         let mut value = match dialect {
             Dialect::OpenAi | Dialect::Responses => {

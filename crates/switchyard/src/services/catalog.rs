@@ -19,8 +19,8 @@ use ts_rs::TS;
 
 use super::Services;
 use crate::config::{
-    AliasForm, ComboForm, Config, ConfigForm, CredentialForm, EditError, Problem, ProviderForm,
-    ProviderKind,
+    AliasForm, ComboForm, Config, ConfigForm, CredentialForm, EditError, ModelEntry, ModelForm,
+    OpenAiApi, Problem, ProviderForm, ProviderKind, model_list,
 };
 use crate::oauth::blocking;
 
@@ -37,9 +37,17 @@ pub struct ProviderView {
     pub profile: Option<BreakerProfile>,
     pub breaker: Option<BreakerSettings>,
     pub selection: SelectionStrategy,
-    pub models: Vec<String>,
+    /// As written: a plain id, or a table with the model's facts.
+    #[serde(serialize_with = "model_list::serialize")]
+    #[ts(as = "Vec<ModelEntry>")]
+    pub models: Vec<ModelForm>,
     pub headers: std::collections::BTreeMap<String, String>,
     pub credentials: Vec<ProviderCredential>,
+    /// Same-dialect requests are forwarded as the client sent them.
+    pub passthrough: bool,
+    /// `kind = "openai"` only: the API requests go to unless a model says otherwise; `null`
+    /// means the default, Chat Completions.
+    pub api: Option<OpenAiApi>,
 }
 
 /// A credential as the API shows it: never its secret.
@@ -638,6 +646,8 @@ fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
         models: form.models.clone(),
         headers: form.headers.clone(),
         credentials,
+        passthrough: form.passthrough,
+        api: form.api,
     }
 }
 

@@ -4,39 +4,17 @@
 // json` with a throwaway HOME and checks what it printed and what reached the mock.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-function required(name) {
-  const value = process.env[name];
-  if (value === undefined) {
-    throw new Error(`${name} is not set: run this file through tests/clients/run`);
-  }
-  return value;
-}
+import { freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
 
 const CLAUDE = required('CLIENTS_CLAUDE');
-const WORK = required('CLIENTS_WORK');
-const RECORDS = required('CLIENTS_RECORDS');
 const MOCK_URL = required('CLIENTS_MOCK_URL');
 const PROXY_URL = required('CLIENTS_PROXY_URL');
 const ALIAS_URL = process.env.CLIENTS_ALIAS_URL ?? '';
 const ALIAS_LOG = process.env.CLIENTS_ALIAS_LOG ?? '';
 const PROXY_KEY = required('SWITCHYARD_API_KEY');
-
-/** Generous: a cold CLI start and a few requests take seconds, a hang must still end. */
-const CLI_TIMEOUT_MS = 180_000;
-
-/** The CLIs running now, so an interrupted run (the runner's TERM) takes them down too. */
-const running = new Set();
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.once(signal, () => {
-    for (const child of running) child.kill('SIGTERM');
-    process.exit(signal === 'SIGINT' ? 130 : 143);
-  });
-}
 
 /**
  * Runs `claude -p PROMPT --output-format json` and resolves with its exit code, output and the
@@ -45,12 +23,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
  * CLAUDE_* variables but ours, retries off so a fault shows instead of being retried.
  */
 function claude({ name, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] }) {
-  const home = path.join(WORK, 'homes', name);
-  const project = path.join(WORK, 'projects', name);
-  for (const dir of [home, project]) {
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-  }
+  const { home, project } = freshDirs(name);
   const env = {
     PATH: process.env.PATH,
     LANG: 'C.UTF-8',
@@ -68,29 +41,14 @@ function claude({ name, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] })
     env.ANTHROPIC_SMALL_FAST_MODEL = model;
   }
   const argv = ['-p', prompt, '--output-format', 'json', ...args];
-  return new Promise((resolve, reject) => {
-    const child = spawn(CLAUDE, argv, {
-      cwd: project,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: CLI_TIMEOUT_MS,
-    });
-    running.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      running.delete(child);
-      let json = null;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        // Left null: the assertion that needs it shows the output.
-      }
-      resolve({ argv, code, signal, stdout, stderr, json });
-    });
+  return runCli(CLAUDE, argv, { cwd: project, env }).then((run) => {
+    let json = null;
+    try {
+      json = JSON.parse(run.stdout);
+    } catch {
+      // Left null: the assertion that needs it shows the output.
+    }
+    return { ...run, json };
   });
 }
 
@@ -106,36 +64,12 @@ function assertAnswered(run, text) {
   assert.equal(run.json.result, text, `not the mock's text\n${explain(run)}`);
 }
 
-/** Every attempt the mock recorded, in arrival order (the files are written before answering). */
-function records() {
-  return readdirSync(RECORDS)
-    .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
-    .sort()
-    .map((name) => JSON.parse(readFileSync(path.join(RECORDS, name), 'utf8')));
-}
-
-/** The highest sequence number so far, so a case reads only its own attempts. */
-function watermark() {
-  return records().reduce((max, r) => Math.max(max, r.seq), -1);
-}
-
-/** Claude Code's main-turn requests (they offer tools; side requests do not) since `after`. */
-function mainTurns(after, model) {
-  return records().filter(
-    (r) => r.seq > after && r.model === model && Array.isArray(r.body?.tools) && r.body.tools.length > 0,
-  );
-}
-
-function summary(list) {
-  return JSON.stringify(list.map((r) => ({ seq: r.seq, model: r.model, path: r.path, behavior: r.behavior })));
-}
-
 test('a plain answer through an Anthropic-dialect target is exactly the upstream text', async () => {
   const before = watermark();
   const run = await claude({ name: 'a-anthropic', baseUrl: PROXY_URL, model: 'cc-anthropic', prompt: 'Say hello.' });
   assertAnswered(run, 'Plain answer from the Anthropic-dialect upstream.');
   const turns = mainTurns(before, 'cc-text');
-  assert.equal(turns.length, 1, summary(records().filter((r) => r.seq > before)));
+  assert.equal(turns.length, 1, summary(since(before)));
   assert.equal(turns[0].dialect, 'anthropic');
   assert.equal(turns[0].headers['x-api-key'], '[redacted]', 'the upstream got a key of its own');
 });
@@ -145,7 +79,7 @@ test('a plain answer through an OpenAI-dialect target is translated both ways', 
   const run = await claude({ name: 'a-openai', baseUrl: PROXY_URL, model: 'cc-openai', prompt: 'Say hello.' });
   assertAnswered(run, 'Plain answer from the OpenAI-dialect upstream.');
   const turns = mainTurns(before, 'gpt-text');
-  assert.equal(turns.length, 1, summary(records().filter((r) => r.seq > before)));
+  assert.equal(turns.length, 1, summary(since(before)));
   assert.equal(turns[0].dialect, 'openai');
   assert.equal(turns[0].path, '/v1/chat/completions');
 });
@@ -206,7 +140,7 @@ test("Claude Code's own model names are routed by an alias", async () => {
   // No ANTHROPIC_MODEL: Claude Code asks for its default claude-* models.
   const run = await claude({ name: 'd-alias', baseUrl: ALIAS_URL, prompt: 'Say hello.' });
   assertAnswered(run, 'Routed by an alias.');
-  assert.equal(mainTurns(before, 'cc-alias').length, 1, summary(records().filter((r) => r.seq > before)));
+  assert.equal(mainTurns(before, 'cc-alias').length, 1, summary(since(before)));
 });
 
 /** Values that differ between two runs of the same prompt: session and user ids. */
@@ -241,7 +175,7 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
 
   const [sent] = mainTurns(beforeDirect, 'claude-passthrough');
   const [received] = mainTurns(beforeProxied, 'cc-pass');
-  assert.ok(sent && received, summary(records().filter((r) => r.seq > beforeDirect)));
+  assert.ok(sent && received, summary(since(beforeDirect)));
 
   // What makes this case worth having: the fields a re-encoding proxy would drop or refuse.
   const body = sent.body;

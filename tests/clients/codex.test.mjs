@@ -10,44 +10,23 @@
 // does not warn about missing model metadata.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-function required(name) {
-  const value = process.env[name];
-  if (value === undefined) {
-    throw new Error(`${name} is not set: run this file through tests/clients/run`);
-  }
-  return value;
-}
+import { freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
 
 const CODEX = required('CLIENTS_CODEX');
-const WORK = required('CLIENTS_WORK');
-const RECORDS = required('CLIENTS_RECORDS');
 /** Switchyard's OpenAI-style base, …/v1: Codex appends /responses. */
 const PROXY_URL = required('CLIENTS_PROXY_URL');
 const PROXY_KEY = required('SWITCHYARD_API_KEY');
 const SWITCHYARD_LOG = process.env.CLIENTS_SWITCHYARD_LOG ?? '';
-
-/** Generous: a cold CLI start and a few requests take seconds, a hang must still end. */
-const CLI_TIMEOUT_MS = 180_000;
 
 /** The combos Codex is pointed at (tests/clients/run's config). */
 const MODELS = ['codex-chat', 'codex-anthropic', 'codex-tool', 'codex-patch', 'codex-fallback'];
 
 const PATCHED_FILE = 'hello.txt';
 const PATCHED_TEXT = 'hello from switchyard\n';
-
-/** The CLIs running now, so an interrupted run (the runner's TERM) takes them down too. */
-const running = new Set();
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.once(signal, () => {
-    for (const child of running) child.kill('SIGTERM');
-    process.exit(signal === 'SIGINT' ? 130 : 143);
-  });
-}
 
 /**
  * What Codex needs to know about a model it has never heard of. Every field here is one Codex
@@ -107,12 +86,7 @@ function isFailure(event) {
  * "reconnecting" after a connection error, which would otherwise last until the timeout.
  */
 function codex({ name, model, prompt }) {
-  const home = path.join(WORK, 'homes', name);
-  const project = path.join(WORK, 'projects', name);
-  for (const dir of [home, project]) {
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-  }
+  const { home, project } = freshDirs(name);
   mkdirSync(path.join(home, '.codex'));
   writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model));
   const env = {
@@ -122,44 +96,27 @@ function codex({ name, model, prompt }) {
     SWITCHYARD_KEY: PROXY_KEY,
   };
   // The sandbox may not start in a CI container (and CI runs as root): no sandbox, no approvals.
+  // No stdin (runCli's): `codex exec` would wait for more prompt on an open one.
   const argv = ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--json', prompt];
-  return new Promise((resolve, reject) => {
-    const child = spawn(CODEX, argv, {
-      cwd: project,
-      env,
-      // No stdin: `codex exec` would wait for more prompt on an open one.
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: CLI_TIMEOUT_MS,
-    });
-    running.add(child);
-    let stdout = '';
-    let stderr = '';
-    let pending = '';
-    const events = [];
-    child.stdout.setEncoding('utf8').on('data', (chunk) => {
-      stdout += chunk;
-      pending += chunk;
-      const lines = pending.split('\n');
-      pending = lines.pop();
-      for (const line of lines) {
-        if (!line.trim()) continue;
-        let event;
-        try {
-          event = JSON.parse(line);
-        } catch {
-          continue; // Not an event: shown with the output when an assertion fails.
-        }
-        events.push(event);
-        if (isFailure(event)) child.kill('SIGTERM');
+  let pending = '';
+  const events = [];
+  const onStdout = (chunk, child) => {
+    pending += chunk;
+    const lines = pending.split('\n');
+    pending = lines.pop();
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      let event;
+      try {
+        event = JSON.parse(line);
+      } catch {
+        continue; // Not an event: shown with the output when an assertion fails.
       }
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      running.delete(child);
-      resolve({ argv, code, signal, stdout, stderr, events, project, home });
-    });
-  });
+      events.push(event);
+      if (isFailure(event)) child.kill('SIGTERM');
+    }
+  };
+  return runCli(CODEX, argv, { cwd: project, env, onStdout }).then((run) => ({ ...run, events, project, home }));
 }
 
 /** The last lines of Switchyard's log, for a failing case. */
@@ -191,30 +148,6 @@ function assertAnswered(run, text) {
   assert.equal(messages.at(-1)?.text, text, `not the mock's text\n${explain(run)}`);
 }
 
-/** Every attempt the mock recorded, in arrival order (the files are written before answering). */
-function records() {
-  return readdirSync(RECORDS)
-    .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
-    .sort()
-    .map((name) => JSON.parse(readFileSync(path.join(RECORDS, name), 'utf8')));
-}
-
-/** The highest sequence number so far, so a case reads only its own attempts. */
-function watermark() {
-  return records().reduce((max, r) => Math.max(max, r.seq), -1);
-}
-
-/** Codex's main-turn requests as they reached the upstream (they offer tools) since `after`. */
-function mainTurns(after, model) {
-  return records().filter(
-    (r) => r.seq > after && r.model === model && Array.isArray(r.body?.tools) && r.body.tools.length > 0,
-  );
-}
-
-function summary(list) {
-  return JSON.stringify(list.map((r) => ({ seq: r.seq, model: r.model, path: r.path, behavior: r.behavior })));
-}
-
 /** The text of a tool result in an upstream request: a Chat `tool` message or an Anthropic block. */
 function toolResultText(record) {
   const messages = record.body.messages ?? [];
@@ -233,7 +166,7 @@ test('Codex gets a plain answer through an OpenAI Chat target', async () => {
   const run = await codex({ name: 'a-chat', model: 'codex-chat', prompt: 'Say hello.' });
   assertAnswered(run, 'Codex answer from the OpenAI Chat upstream.');
   const turns = mainTurns(before, 'cx-chat');
-  assert.equal(turns.length, 1, `one main turn\n${summary(records().filter((r) => r.seq > before))}\n${explain(run)}`);
+  assert.equal(turns.length, 1, `one main turn\n${summary(since(before))}\n${explain(run)}`);
   assert.equal(turns[0].dialect, 'openai');
   assert.equal(turns[0].path, '/v1/chat/completions');
   assert.equal(turns[0].stream, true);
@@ -247,7 +180,7 @@ test('Codex gets a plain answer through an Anthropic target', async () => {
   const run = await codex({ name: 'a-anthropic', model: 'codex-anthropic', prompt: 'Say hello.' });
   assertAnswered(run, 'Codex answer from the Anthropic upstream.');
   const turns = mainTurns(before, 'cx-anthropic');
-  assert.equal(turns.length, 1, `one main turn\n${summary(records().filter((r) => r.seq > before))}\n${explain(run)}`);
+  assert.equal(turns.length, 1, `one main turn\n${summary(since(before))}\n${explain(run)}`);
   assert.equal(turns[0].dialect, 'anthropic');
   assert.equal(turns[0].path, '/v1/messages');
 });

@@ -9,6 +9,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::chat::ChatRequest;
+use crate::error::ProviderError;
+
 /// A string that borrows from the input unless it had escapes. Serde borrows a bare
 /// `Cow<str>` field only with `#[serde(borrow)]` and never inside `Option` or `Vec`; this
 /// newtype borrows everywhere.
@@ -117,6 +120,42 @@ pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, FieldEr
         // Only trailing garbage fails the fast parse and not this one.
         Ok(_) => FieldError { path: String::new(), message: message(&fast) },
     })
+}
+
+/// One client dialect's request object, read field by field into the canonical request.
+pub(crate) trait RequestFields {
+    /// What the object is, for "invalid type: expected ..." errors.
+    const EXPECTING: &'static str;
+
+    fn read<'de, A: de::MapAccess<'de>>(map: A) -> Result<ChatRequest<'de>, A::Error>;
+}
+
+/// A client's request body read by `R`, with errors that name the field.
+pub(crate) fn parse_request<R: RequestFields>(
+    body: &[u8],
+) -> Result<ChatRequest<'_>, ProviderError> {
+    parse::<RequestIn<'_, R>>(body)
+        .map(|request| request.0)
+        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+}
+
+struct RequestIn<'a, R>(ChatRequest<'a>, PhantomData<R>);
+
+impl<'de: 'a, 'a, R: RequestFields> Deserialize<'de> for RequestIn<'a, R> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RequestVisitor<R>(PhantomData<R>);
+        impl<'de, R: RequestFields> Visitor<'de> for RequestVisitor<R> {
+            type Value = ChatRequest<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(R::EXPECTING)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                R::read(map)
+            }
+        }
+        let request = deserializer.deserialize_map(RequestVisitor::<R>(PhantomData))?;
+        Ok(Self(request, PhantomData))
+    }
 }
 
 /// Parses one embedded raw value (a content block), for conversion inside an outer parse:

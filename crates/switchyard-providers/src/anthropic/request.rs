@@ -1,9 +1,8 @@
 //! Anthropic requests: parsed from clients, encoded for upstreams.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
@@ -19,29 +18,15 @@ use crate::json::{self, Str, TextOr};
 /// Parses a client's Messages body. Unknown top-level fields (`thinking`, `metadata`,
 /// `top_k`, ...) are kept for Anthropic upstreams.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse::<RequestIn<'_>>(body)
-        .map(|request| request.0)
-        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+    json::parse_request::<Fields>(body)
 }
 
-struct RequestIn<'a>(ChatRequest<'a>);
+struct Fields;
 
-impl<'de: 'a, 'a> Deserialize<'de> for RequestIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor)
-    }
-}
+impl json::RequestFields for Fields {
+    const EXPECTING: &'static str = "a messages request object";
 
-struct RequestVisitor;
-
-impl<'de> Visitor<'de> for RequestVisitor {
-    type Value = RequestIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a messages request object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::Anthropic);
         // Anthropic always reports usage at the end of a stream.
@@ -116,7 +101,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
         request.model = model.ok_or_else(|| de::Error::missing_field("model"))?;
         let messages = messages.ok_or_else(|| de::Error::missing_field("messages"))?;
         request.messages = messages.into_iter().flat_map(|m| m.0).collect();
-        Ok(RequestIn(request))
+        Ok(request)
     }
 }
 

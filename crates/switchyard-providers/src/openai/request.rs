@@ -1,9 +1,8 @@
 //! OpenAI requests: parsed from clients, encoded for upstreams.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
@@ -19,29 +18,15 @@ use crate::json::{self, Str, TextOr};
 /// Parses a client's Chat Completions body. Unknown top-level fields are kept for OpenAI
 /// upstreams; `n` other than 1 is refused because only one answer is ever translated back.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse::<RequestIn<'_>>(body)
-        .map(|request| request.0)
-        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+    json::parse_request::<Fields>(body)
 }
 
-struct RequestIn<'a>(ChatRequest<'a>);
+struct Fields;
 
-impl<'de: 'a, 'a> Deserialize<'de> for RequestIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor)
-    }
-}
+impl json::RequestFields for Fields {
+    const EXPECTING: &'static str = "a chat completion request object";
 
-struct RequestVisitor;
-
-impl<'de> Visitor<'de> for RequestVisitor {
-    type Value = RequestIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a chat completion request object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::OpenAi);
         let mut model = None;
@@ -120,7 +105,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 MessageIn::Message(message) => request.messages.push(message),
             }
         }
-        Ok(RequestIn(request))
+        Ok(request)
     }
 }
 

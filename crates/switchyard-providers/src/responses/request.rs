@@ -1,9 +1,8 @@
 //! Responses requests: parsed from clients, encoded for upstreams.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
@@ -22,29 +21,15 @@ use crate::json::{self, Str, TextOr};
 /// `tool_choice`, `reasoning` and `text` are kept verbatim for them too, and read for everyone
 /// else's.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse::<RequestIn<'_>>(body)
-        .map(|request| request.0)
-        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+    json::parse_request::<Fields>(body)
 }
 
-struct RequestIn<'a>(ChatRequest<'a>);
+struct Fields;
 
-impl<'de: 'a, 'a> Deserialize<'de> for RequestIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor)
-    }
-}
+impl json::RequestFields for Fields {
+    const EXPECTING: &'static str = "a responses request object";
 
-struct RequestVisitor;
-
-impl<'de> Visitor<'de> for RequestVisitor {
-    type Value = RequestIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a responses request object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::Responses);
         // `response.completed` always carries usage.
@@ -116,7 +101,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
             }
         }
-        Ok(RequestIn(request))
+        Ok(request)
     }
 }
 

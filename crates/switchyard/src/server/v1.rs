@@ -1,4 +1,4 @@
-//! `/v1`: the client API, in the OpenAI and Anthropic dialects. Handlers only pick the dialect,
+//! `/v1`: the client API, in the OpenAI (Chat, Responses) and Anthropic dialects. Handlers only pick the dialect,
 //! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
 
 use axum::Json;
@@ -20,40 +20,45 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// `POST /v1/chat/completions` (OpenAI).
 pub(super) async fn chat_completions(
-    State(state): State<ServerState>,
+    state: State<ServerState>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match read(body, ClientDialect::OpenAi).await {
-        Ok(body) => state.proxy.handle(ClientDialect::OpenAi, &headers, uri.query(), body).await,
-        Err(refusal) => refusal,
-    }
+    proxied(ClientDialect::OpenAi, state, &uri, &headers, body).await
 }
 
 /// `POST /v1/messages` (Anthropic). Claude Code adds `?beta=true`; the query goes upstream
 /// with the body when the target speaks Anthropic.
 pub(super) async fn messages(
-    State(state): State<ServerState>,
+    state: State<ServerState>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match read(body, ClientDialect::Anthropic).await {
-        Ok(body) => state.proxy.handle(ClientDialect::Anthropic, &headers, uri.query(), body).await,
-        Err(refusal) => refusal,
-    }
+    proxied(ClientDialect::Anthropic, state, &uri, &headers, body).await
 }
 
 /// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
 pub(super) async fn responses(
-    State(state): State<ServerState>,
+    state: State<ServerState>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match read(body, ClientDialect::Responses).await {
-        Ok(body) => state.proxy.handle(ClientDialect::Responses, &headers, uri.query(), body).await,
+    proxied(ClientDialect::Responses, state, &uri, &headers, body).await
+}
+
+/// One client request in `client`'s dialect, read and handed to the proxy.
+async fn proxied(
+    client: ClientDialect,
+    State(state): State<ServerState>,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    match read(body, client).await {
+        Ok(body) => state.proxy.handle(client, headers, uri.query(), body).await,
         Err(refusal) => refusal,
     }
 }

@@ -1,0 +1,100 @@
+// What both real-client suites share: their settings from tests/clients/run, a CLI run in a
+// throwaway HOME and working directory, and the mock's record of every attempt.
+
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+
+/** A variable tests/clients/run sets; a clear error when the file was run some other way. */
+export function required(name) {
+  const value = process.env[name];
+  if (value === undefined) {
+    throw new Error(`${name} is not set: run this file through tests/clients/run`);
+  }
+  return value;
+}
+
+const WORK = required('CLIENTS_WORK');
+const RECORDS = required('CLIENTS_RECORDS');
+
+/** Generous: a cold CLI start and a few requests take seconds, a hang must still end. */
+const CLI_TIMEOUT_MS = 180_000;
+
+/** The CLIs running now, so an interrupted run (the runner's TERM) takes them down too. */
+const running = new Set();
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    for (const child of running) child.kill('SIGTERM');
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
+
+/** An empty HOME and working directory of the case `name`. */
+export function freshDirs(name) {
+  const home = path.join(WORK, 'homes', name);
+  const project = path.join(WORK, 'projects', name);
+  for (const dir of [home, project]) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+  }
+  return { home, project };
+}
+
+/**
+ * Runs `cli argv` in `cwd` with exactly `env` and no stdin, and resolves with its exit code,
+ * signal and output once it ends (killed after CLI_TIMEOUT_MS). `onStdout(chunk, child)` sees
+ * the output as it comes, so a caller can stop a CLI that would otherwise wait for ever.
+ */
+export function runCli(cli, argv, { cwd, env, onStdout = () => {} }) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cli, argv, {
+      cwd,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: CLI_TIMEOUT_MS,
+    });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      stdout += chunk;
+      onStdout(chunk, child);
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      running.delete(child);
+      resolve({ argv, code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** Every attempt the mock recorded, in arrival order (the files are written before answering). */
+export function records() {
+  return readdirSync(RECORDS)
+    .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
+    .sort()
+    .map((name) => JSON.parse(readFileSync(path.join(RECORDS, name), 'utf8')));
+}
+
+/** The highest sequence number so far, so a case reads only its own attempts. */
+export function watermark() {
+  return records().reduce((max, r) => Math.max(max, r.seq), -1);
+}
+
+/** Every attempt since `after` (a watermark). */
+export function since(after) {
+  return records().filter((r) => r.seq > after);
+}
+
+/** A CLI's main-turn requests as they reached the upstream (they offer tools) since `after`. */
+export function mainTurns(after, model) {
+  return since(after).filter(
+    (r) => r.model === model && Array.isArray(r.body?.tools) && r.body.tools.length > 0,
+  );
+}
+
+/** Attempts, for an assertion message. */
+export function summary(list) {
+  return JSON.stringify(list.map((r) => ({ seq: r.seq, model: r.model, path: r.path, behavior: r.behavior })));
+}

@@ -416,8 +416,9 @@ async fn check_paths(http: &reqwest::Client, ways: &Ways) -> anyhow::Result<Vec<
             served.get("event").and_then(|e| e.as_str()) == Some("attempted")
                 && served.get("outcome").and_then(|o| o.as_str()) == Some("success")
                 && took == path.path,
-            "{} was meant to be served through {}, the log says: {served}",
+            "{} (a `{}` request) was meant to be served through {}, the log says: {served}",
             side.model,
+            ways.case.dialect,
             path.path
         );
         let names = served.get("dropped").and_then(|d| d.as_array()).into_iter().flatten();

@@ -352,8 +352,13 @@ fn passthrough_intro(a: &Passthrough) -> (&'static str, String) {
                  \"responses\"` on the mock's `/v1/responses`, so Codex's bytes go through with \
                  `model` rewritten; `oa` is the plain (Chat) `openai` provider: the proxy decodes \
                  the turn, encodes it for the mock's `/v1/chat/completions` and turns the Chat \
-                 answer (or its chunks) back into a Responses document (or events). {rounds}, \
-                 the Responses call the client made, for both. {checked}",
+                 answer (or its chunks) back into a Responses document (or events). The mock, \
+                 like the real API, repeats the request's `instructions` and `tools` in every \
+                 `response` object it sends (the document; `response.created`, \
+                 `response.in_progress` and `response.completed` when streamed), so what `rs` \
+                 relays is about 42 KB non-streamed and 131 KB streamed, while the answer the \
+                 proxy builds for `oa` does not repeat them (about 1 KB and 7 KB). {rounds}, the \
+                 Responses call the client made, for both. {checked}",
                 model = case.model
             ),
         ),

@@ -203,17 +203,19 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         first_bytes(sides, plan.stream_pairs).await.context("streamed pairs")?;
     let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
     let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
-    let mut passthrough = Vec::with_capacity(sides.turns.len());
-    for ways in &sides.turns {
-        let measured = passthrough::measure(&sides.http, ways, plan.agent).await;
-        passthrough.push(measured.context("passthrough and translation")?);
-    }
+    // Before the agents' turns: the proxy keeps translated Responses answers for a later
+    // `previous_response_id` (up to 64 MB), which this figure is not about.
     let streams = if plan.concurrent_streams > 0 {
         let memory = concurrent(sides, plan.concurrent_streams).await.context("open streams")?;
         Some((plan.concurrent_streams, memory))
     } else {
         None
     };
+    let mut passthrough = Vec::with_capacity(sides.turns.len());
+    for ways in &sides.turns {
+        let measured = passthrough::measure(&sides.http, ways, plan.agent).await;
+        passthrough.push(measured.context("passthrough and translation")?);
+    }
     let flapping = if plan.flap_pairs > 0 {
         Some(flapping(sides, plan.flap_pairs).await.context("breaker flapping")?)
     } else {

@@ -60,6 +60,12 @@ pub(crate) fn body(model: &str, stream: bool) -> Vec<u8> {
         ("output_config", json!({ "effort": "high" })),
         ("stream", json!(stream)),
     ];
+    ordered(&fields)
+}
+
+/// A JSON object with its fields in the order given, as a client writes them (`serde_json`
+/// without `preserve_order` would sort them).
+pub(crate) fn ordered(fields: &[(&str, Value)]) -> Vec<u8> {
     let mut out = b"{".to_vec();
     for (i, (name, value)) in fields.iter().enumerate() {
         if i > 0 {
@@ -180,8 +186,9 @@ fn messages(words: &mut Words) -> Value {
     Value::Array(messages)
 }
 
-/// A fixed-seed word generator (xorshift64*): text of a given size that reads like text.
-struct Words(u64);
+/// A fixed-seed word generator (xorshift64*): text of a given size that reads like text. Codex's
+/// turn (`codex_turn.rs`) draws its text from it too, with a seed of its own.
+pub(crate) struct Words(pub(crate) u64);
 
 const VOCABULARY: [&str; 48] = [
     "the",
@@ -247,12 +254,12 @@ impl Words {
         usize::try_from(self.next() % n as u64).unwrap_or(0)
     }
 
-    fn word(&mut self) -> &'static str {
+    pub(crate) fn word(&mut self) -> &'static str {
         VOCABULARY[self.pick(VOCABULARY.len())]
     }
 
     /// Sentences of about `bytes` bytes.
-    fn prose(&mut self, bytes: usize) -> String {
+    pub(crate) fn prose(&mut self, bytes: usize) -> String {
         let mut out = String::with_capacity(bytes + 16);
         let mut in_sentence = 0;
         while out.len() < bytes {
@@ -270,7 +277,7 @@ impl Words {
     }
 
     /// A file as the Read tool shows it: numbered lines of Rust-looking code.
-    fn code(&mut self, lines: usize) -> String {
+    pub(crate) fn code(&mut self, lines: usize) -> String {
         let mut out = String::new();
         for n in 1..=lines {
             let indent = 4 * self.pick(3);
@@ -287,7 +294,7 @@ impl Words {
     }
 
     /// Base64-looking characters, for ids and signatures.
-    fn token(&mut self, len: usize) -> String {
+    pub(crate) fn token(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         (0..len).map(|_| char::from(ALPHABET[self.pick(ALPHABET.len())])).collect()
     }

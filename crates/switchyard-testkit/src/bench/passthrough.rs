@@ -1,18 +1,20 @@
-//! Passthrough against translation (issue 12), with the request passthrough was built for: a
-//! coding agent's turn (`agent_turn.rs`, about 80 KB) sent to `POST /v1/messages`.
+//! Passthrough against translation, with the requests passthrough was built for: a coding
+//! agent's turn of about 80 KB, as Claude Code sends it to `POST /v1/messages` (issue 12,
+//! `agent_turn.rs`) and as Codex CLI sends it to `POST /v1/responses` (issue 13,
+//! `codex_turn.rs`). Each is a [`Case`]; the measurement is the same for both.
 //!
-//! Four sides, one call each per round: the mock's own Anthropic endpoint (the direct call),
-//! and through the proxy to provider `an` (Anthropic, passthrough: the client's bytes go
-//! upstream with `model` rewritten, the events come back relayed), to `an-tr` (the same
-//! upstream with `passthrough = false`: decoded into the canonical model and encoded again, both
-//! ways) and to `oa` (OpenAI: Anthropic → OpenAI and back). Each proxied call is paired with
-//! the direct call of its own round; passthrough is also paired with each translated call of
-//! its round, and that difference needs no direct call at all. The order inside a round runs
-//! through all 24 permutations, so no side always follows another one or always goes first.
+//! The sides of a case, one call each per round: the mock's own endpoint for the client's
+//! dialect (the direct call), and through the proxy to each provider of [`Case::paths`]. The
+//! first of those passes the client's bytes through (`model` rewritten, the events relayed); the
+//! others translate (decoded into the canonical model and encoded again, both ways). Each
+//! proxied call is paired with the direct call of its own round; passthrough is also paired
+//! with each translated call of its round, and that difference needs no direct call at all. The
+//! order inside a round runs through every permutation of the sides, so no side always follows
+//! another one or always goes first.
 //!
-//! `oa`'s upstream is the mock's OpenAI endpoint, which parses the translated (smaller) body
-//! and renders an OpenAI answer; its added figure is still taken against the direct Anthropic
-//! call, the request the client made.
+//! A translated path to another dialect has the mock's endpoint for that dialect as its
+//! upstream, which parses the translated body and renders its own answer; its added figure is
+//! still taken against the direct call in the client's dialect, the request the client made.
 //!
 //! Before any figure, the run reads the proxy's request log (`GET /api/requests`) to check that
 //! each provider served its warm-up through the path this module says it measures.
@@ -22,29 +24,48 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use bytes::Bytes;
 
-use super::agent_turn;
 use super::client::now;
 use super::stats::{Summary, nanos};
+use super::{agent_turn, codex_turn};
 
-/// The upstream model of every side.
-pub(crate) const AGENT: &str = "bench-agent";
+/// The client whose turn a [`Case`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Client {
+    /// Claude Code, Anthropic Messages.
+    ClaudeCode,
+    /// Codex CLI, OpenAI Responses.
+    Codex,
+}
 
-/// The proxied sides, in the order of every per-path array in [`Passthrough`].
-pub(crate) const PATHS: [Proxied; 3] = [
-    Proxied {
-        provider: "an",
-        path: "passthrough",
-        label: "Passthrough: Anthropic → `an` (Anthropic)",
-    },
-    Proxied {
-        provider: "an-tr",
-        path: "translated",
-        label: "Translated: Anthropic → `an-tr` (Anthropic, `passthrough = false`)",
-    },
-    Proxied {
-        provider: "oa", path: "translated", label: "Translated: Anthropic → `oa` (OpenAI)"
-    },
-];
+/// One client's turn, measured on every path.
+#[derive(Debug)]
+pub(crate) struct Case {
+    pub(crate) client: Client,
+    /// The client's endpoint, on the mock and on the proxy.
+    pub(crate) endpoint: &'static str,
+    /// The client's dialect, as the proxy's config names it (`anthropic`, `responses`).
+    dialect: &'static str,
+    /// The upstream model of every side.
+    pub(crate) model: &'static str,
+    body: fn(&str, bool) -> Vec<u8>,
+    auth: Auth,
+    /// Headers the client sends besides its key and `content-type`.
+    headers: &'static [(&'static str, &'static str)],
+    /// What every complete answer holds (the tool call), and what a complete stream holds
+    /// besides (its final event).
+    answered: &'static [u8],
+    stream_ended: &'static [u8],
+    /// Passthrough first, then the translated paths.
+    pub(crate) paths: &'static [Proxied],
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Auth {
+    /// Anthropic's `x-api-key`.
+    ApiKey,
+    /// OpenAI's `Authorization: Bearer`.
+    Bearer,
+}
 
 /// One proxied side.
 #[derive(Clone, Copy, Debug)]
@@ -55,16 +76,85 @@ pub(crate) struct Proxied {
     pub(crate) label: &'static str,
 }
 
-/// The mock's answer to the agent: what a turn usually ends with, a sentence and a tool call,
-/// the sentence streamed in eight deltas.
+/// Issue 12: Claude Code's turn, passed through to an Anthropic upstream, translated to the
+/// same upstream with passthrough off, and translated to an OpenAI Chat upstream.
+pub(crate) const CLAUDE_CODE: Case = Case {
+    client: Client::ClaudeCode,
+    endpoint: "/v1/messages",
+    dialect: "anthropic",
+    model: "bench-agent",
+    body: agent_turn::body,
+    auth: Auth::ApiKey,
+    headers: &[
+        ("anthropic-version", "2023-06-01"),
+        (
+            "anthropic-beta",
+            "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27",
+        ),
+    ],
+    answered: b"tool_use",
+    stream_ended: b"message_stop",
+    paths: &[
+        Proxied {
+            provider: "an",
+            path: "passthrough",
+            label: "Passthrough: Anthropic → `an` (Anthropic)",
+        },
+        Proxied {
+            provider: "an-tr",
+            path: "translated",
+            label: "Translated: Anthropic → `an-tr` (Anthropic, `passthrough = false`)",
+        },
+        Proxied {
+            provider: "oa",
+            path: "translated",
+            label: "Translated: Anthropic → `oa` (OpenAI)",
+        },
+    ],
+};
+
+/// Issue 13: Codex's turn, passed through to a Responses upstream and translated to an OpenAI
+/// Chat upstream (`oa`, the run's own OpenAI provider).
+pub(crate) const CODEX: Case = Case {
+    client: Client::Codex,
+    endpoint: "/v1/responses",
+    dialect: "responses",
+    model: "bench-codex",
+    body: codex_turn::body,
+    auth: Auth::Bearer,
+    headers: &[("originator", "codex_exec")],
+    answered: b"\"function_call\"",
+    stream_ended: b"response.completed",
+    paths: &[
+        Proxied {
+            provider: "rs",
+            path: "passthrough",
+            label: "Passthrough: Responses → `rs` (Responses, `api = \"responses\"`)",
+        },
+        Proxied {
+            provider: "oa",
+            path: "translated",
+            label: "Translated: Responses → `oa` (OpenAI Chat)",
+        },
+    ],
+};
+
+/// Every case, in the order the run measures and reports them.
+pub(crate) const CASES: [&Case; 2] = [&CLAUDE_CODE, &CODEX];
+
+/// The mock's answers: what a turn usually ends with, a sentence and a call of the client's own
+/// shell tool, the sentence streamed in eight deltas.
 pub(crate) fn mock_script() -> String {
+    let claude = CLAUDE_CODE.model;
+    let codex = CODEX.model;
     format!(
-        r#""{AGENT}" = {{ default = {{ reply = {{ text = "I'll run the core tests once more to see whether the fix holds.", chunks = 8, tool_call = {{ name = "Bash", arguments = {{ command = "cargo test -p switchyard-core", description = "Run the core tests" }} }} }} }} }}
+        r#""{claude}" = {{ default = {{ reply = {{ text = "I'll run the core tests once more to see whether the fix holds.", chunks = 8, tool_call = {{ name = "Bash", arguments = {{ command = "cargo test -p switchyard-core", description = "Run the core tests" }} }} }} }} }}
+"{codex}" = {{ default = {{ reply = {{ text = "I'll run the core tests once more to see whether the fix holds.", chunks = 8, tool_call = {{ name = "exec_command", arguments = {{ cmd = "cargo test -p switchyard-core", workdir = "/work/switchyard" }} }} }} }} }}
 "#
     )
 }
 
-/// Providers `an` and `an-tr` (`oa` is the run's own OpenAI provider).
+/// Providers `an`, `an-tr` and `rs` (`oa` is the run's own OpenAI provider).
 pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
     format!(
         r#"
@@ -80,15 +170,24 @@ kind = "anthropic"
 base_url = "{mock_url}"
 passthrough = false
 credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
+
+[[providers]]
+id = "rs"
+kind = "openai"
+api = "responses"
+base_url = "{mock_url}/v1"
+credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
 "#
     )
 }
 
-/// Where each side sends the turn, with the bodies made once (outside every timing).
+/// Where each side of one case sends its turn, with the bodies made once (outside every
+/// timing).
 #[derive(Clone, Debug)]
 pub(crate) struct Ways {
-    /// The direct side first, then [`PATHS`].
-    sides: [Side; 4],
+    case: &'static Case,
+    /// The direct side first, then [`Case::paths`].
+    sides: Vec<Side>,
     /// `{proxy}/api/requests` and the management token that reads it.
     requests: (String, String),
     body_bytes: usize,
@@ -104,29 +203,33 @@ struct Side {
 }
 
 impl Side {
-    fn new(url: String, key: &str, model: String) -> Self {
-        let bodies = [false, true].map(|stream| Bytes::from(agent_turn::body(&model, stream)));
-        Self { url, key: key.to_owned(), model, bodies }
+    fn new(case: &Case, base: &str, key: &str, model: String) -> Self {
+        let bodies = [false, true].map(|stream| Bytes::from((case.body)(&model, stream)));
+        Self { url: format!("{base}{}", case.endpoint), key: key.to_owned(), model, bodies }
     }
 }
 
 impl Ways {
     /// `mock` and `proxy` are base URLs (no `/v1`).
     pub(crate) fn new(
+        case: &'static Case,
         mock: &str,
         upstream_key: &str,
         proxy: &str,
         local_key: &str,
         management_token: &str,
     ) -> Self {
-        let direct = Side::new(format!("{mock}/v1/messages"), upstream_key, AGENT.to_owned());
-        let proxied = PATHS.map(|p| {
-            Side::new(format!("{proxy}/v1/messages"), local_key, format!("{}/{AGENT}", p.provider))
-        });
-        let [a, b, c] = proxied;
+        let direct = Side::new(case, mock, upstream_key, case.model.to_owned());
         let body_bytes = direct.bodies[0].len();
+        let mut sides = vec![direct];
+        sides.extend(
+            case.paths.iter().map(|p| {
+                Side::new(case, proxy, local_key, format!("{}/{}", p.provider, case.model))
+            }),
+        );
         Self {
-            sides: [direct, a, b, c],
+            case,
+            sides,
             requests: (format!("{proxy}/api/requests"), management_token.to_owned()),
             body_bytes,
         }
@@ -137,10 +240,10 @@ impl Ways {
 #[derive(Clone, Debug)]
 pub(crate) struct Series {
     pub(crate) direct: Summary,
-    /// Proxied minus direct, per path of [`PATHS`].
-    pub(crate) added: [Summary; 3],
+    /// Proxied minus direct, per path of [`Case::paths`].
+    pub(crate) added: Vec<Summary>,
     /// Passthrough minus each translated path, same round.
-    pub(crate) versus: [Versus; 2],
+    pub(crate) versus: Vec<Versus>,
 }
 
 /// Passthrough minus one translated path.
@@ -151,16 +254,18 @@ pub(crate) struct Versus {
     pub(crate) faster: f64,
 }
 
-/// The figures of the whole measurement.
+/// The figures of one case.
 #[derive(Clone, Debug)]
 pub(crate) struct Passthrough {
+    pub(crate) case: &'static Case,
     pub(crate) body_bytes: usize,
     pub(crate) warmup: usize,
     pub(crate) non_streamed: Series,
     pub(crate) first_byte: Series,
     pub(crate) whole_stream: Series,
-    /// What each translated path's first warm-up attempt could not carry (from the request log).
-    pub(crate) dropped: [Vec<String>; 3],
+    /// What each path's last warm-up attempt could not carry (from the request log), per path
+    /// of [`Case::paths`].
+    pub(crate) dropped: Vec<Vec<String>>,
 }
 
 /// How many rounds of each kind.
@@ -184,6 +289,7 @@ pub(crate) async fn measure(
     let plain = rounds_of(http, ways, rounds.non_streamed, false).await?;
     let streamed = rounds_of(http, ways, rounds.streamed, true).await?;
     Ok(Passthrough {
+        case: ways.case,
         body_bytes: ways.body_bytes,
         warmup: rounds.warmup,
         non_streamed: series(&plain, |t| t.whole)?,
@@ -198,7 +304,7 @@ async fn rounds_of(
     ways: &Ways,
     count: usize,
     stream: bool,
-) -> anyhow::Result<Vec<[Timing; 4]>> {
+) -> anyhow::Result<Vec<Vec<Timing>>> {
     let mut all = Vec::with_capacity(count);
     for i in 0..count {
         let what = if stream { "streamed" } else { "non-streamed" };
@@ -213,22 +319,24 @@ async fn round(
     ways: &Ways,
     i: usize,
     stream: bool,
-) -> anyhow::Result<[Timing; 4]> {
-    let mut timings = [Timing::default(); 4];
-    for side in order(i) {
-        timings[side] = send(http, &ways.sides[side], stream).await?;
+) -> anyhow::Result<Vec<Timing>> {
+    let mut timings = vec![Timing::default(); ways.sides.len()];
+    for side in order(i, ways.sides.len()) {
+        timings[side] = send(http, ways.case, &ways.sides[side], stream).await?;
     }
     Ok(timings)
 }
 
-/// The `i`-th of the 24 orders of four sides (factorial number system), cyclically.
-fn order(i: usize) -> [usize; 4] {
-    let mut left = vec![0, 1, 2, 3];
-    let mut k = i % 24;
-    let mut out = [0; 4];
-    for (slot, weight) in [6, 2, 1, 1].into_iter().enumerate() {
-        out[slot] = left.remove(k / weight);
+/// The `i`-th of the `n!` orders of `n` sides (factorial number system), cyclically.
+fn order(i: usize, n: usize) -> Vec<usize> {
+    let mut left: Vec<usize> = (0..n).collect();
+    let mut weight: usize = (1..n).product();
+    let mut k = i % (weight * n);
+    let mut out = Vec::with_capacity(n);
+    for slot in 0..n {
+        out.push(left.remove(k / weight));
         k %= weight;
+        weight /= (n - 1 - slot).max(1);
     }
     out
 }
@@ -241,21 +349,23 @@ struct Timing {
 }
 
 /// One call, read to its end; anything but a complete 200 answer with the tool call is an error.
-async fn send(http: &reqwest::Client, side: &Side, stream: bool) -> anyhow::Result<Timing> {
+async fn send(
+    http: &reqwest::Client,
+    case: &Case,
+    side: &Side,
+    stream: bool,
+) -> anyhow::Result<Timing> {
     let body = side.bodies[usize::from(stream)].clone();
+    let mut request = http.post(&side.url);
+    request = match case.auth {
+        Auth::ApiKey => request.header("x-api-key", &side.key),
+        Auth::Bearer => request.bearer_auth(&side.key),
+    };
+    for &(name, value) in case.headers {
+        request = request.header(name, value);
+    }
     let started = now();
-    let mut response = http
-        .post(&side.url)
-        .header("x-api-key", &side.key)
-        .header("anthropic-version", "2023-06-01")
-        .header(
-            "anthropic-beta",
-            "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27",
-        )
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await?;
+    let mut response = request.header("content-type", "application/json").body(body).send().await?;
     let mut first_byte = None;
     let mut received = Vec::new();
     while let Some(piece) = response.chunk().await? {
@@ -267,7 +377,7 @@ async fn send(http: &reqwest::Client, side: &Side, stream: bool) -> anyhow::Resu
     let whole = started.elapsed();
     let status = response.status();
     let has = |needle: &[u8]| received.windows(needle.len()).any(|w| w == needle);
-    if status != 200 || !has(b"tool_use") || (stream && !has(b"message_stop")) {
+    if status != 200 || !has(case.answered) || (stream && !has(case.stream_ended)) {
         bail!(
             "{} {} (stream {stream}): status {status}, an incomplete answer: {}",
             side.url,
@@ -280,12 +390,12 @@ async fn send(http: &reqwest::Client, side: &Side, stream: bool) -> anyhow::Resu
 }
 
 /// Reads the newest request of each proxied model from the request log: it must have been
-/// served, by that provider, through the path [`PATHS`] names. Returns what each could not
-/// carry.
-async fn check_paths(http: &reqwest::Client, ways: &Ways) -> anyhow::Result<[Vec<String>; 3]> {
+/// served, by that provider, through the path [`Case::paths`] names. Returns what each could
+/// not carry.
+async fn check_paths(http: &reqwest::Client, ways: &Ways) -> anyhow::Result<Vec<Vec<String>>> {
     let (url, token) = &ways.requests;
-    let mut dropped: [Vec<String>; 3] = Default::default();
-    for (i, (path, side)) in PATHS.iter().zip(&ways.sides[1..]).enumerate() {
+    let mut dropped = Vec::with_capacity(ways.case.paths.len());
+    for (path, side) in ways.case.paths.iter().zip(&ways.sides[1..]) {
         // A model is `provider/name`: `/` may stand as it is in a query.
         let answer = http
             .get(format!("{url}?limit=1&model={}", side.model))
@@ -306,34 +416,36 @@ async fn check_paths(http: &reqwest::Client, ways: &Ways) -> anyhow::Result<[Vec
             served.get("event").and_then(|e| e.as_str()) == Some("attempted")
                 && served.get("outcome").and_then(|o| o.as_str()) == Some("success")
                 && took == path.path,
-            "{} was meant to be served through {}, the log says: {served}",
+            "{} (a `{}` request) was meant to be served through {}, the log says: {served}",
             side.model,
+            ways.case.dialect,
             path.path
         );
         let names = served.get("dropped").and_then(|d| d.as_array()).into_iter().flatten();
-        dropped[i] = names.filter_map(|n| n.as_str().map(str::to_owned)).collect();
+        dropped.push(names.filter_map(|n| n.as_str().map(str::to_owned)).collect());
     }
     Ok(dropped)
 }
 
-fn series(rounds: &[[Timing; 4]], of: impl Fn(&Timing) -> Duration) -> anyhow::Result<Series> {
-    let at = |r: &[Timing; 4], side: usize| nanos(of(&r[side]));
+fn series(rounds: &[Vec<Timing>], of: impl Fn(&Timing) -> Duration) -> anyhow::Result<Series> {
+    let at = |r: &[Timing], side: usize| nanos(of(&r[side]));
     let summary = |samples: Vec<i64>| {
         Summary::of(&samples).context("no rounds: every count in the plan must be at least 1")
     };
+    let sides = rounds.first().map_or(0, Vec::len);
     let direct = summary(rounds.iter().map(|r| at(r, 0)).collect())?;
-    let mut added = [direct; 3];
-    for (p, slot) in added.iter_mut().enumerate() {
-        *slot = summary(rounds.iter().map(|r| at(r, p + 1) - at(r, 0)).collect())?;
-    }
-    let mut versus = [Versus { difference: direct, faster: 0.0 }; 2];
-    for (t, slot) in versus.iter_mut().enumerate() {
-        let differences: Vec<i64> = rounds.iter().map(|r| at(r, 1) - at(r, t + 2)).collect();
-        let faster = differences.iter().filter(|&&d| d < 0).count();
-        #[expect(clippy::cast_precision_loss, reason = "a count of rounds, far below 2^52")]
-        let share = faster as f64 / differences.len() as f64;
-        *slot = Versus { difference: summary(differences)?, faster: share };
-    }
+    let added = (1..sides)
+        .map(|p| summary(rounds.iter().map(|r| at(r, p) - at(r, 0)).collect()))
+        .collect::<anyhow::Result<_>>()?;
+    let versus = (2..sides)
+        .map(|t| {
+            let differences: Vec<i64> = rounds.iter().map(|r| at(r, 1) - at(r, t)).collect();
+            let faster = differences.iter().filter(|&&d| d < 0).count();
+            #[expect(clippy::cast_precision_loss, reason = "a count of rounds, far below 2^52")]
+            let share = faster as f64 / differences.len() as f64;
+            Ok(Versus { difference: summary(differences)?, faster: share })
+        })
+        .collect::<anyhow::Result<_>>()?;
     Ok(Series { direct, added, versus })
 }
 
@@ -341,53 +453,81 @@ fn series(rounds: &[[Timing; 4]], of: impl Fn(&Timing) -> Duration) -> anyhow::R
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_run_scripts_the_agent_and_configures_both_anthropic_providers() {
-        let script = switchyard_testkit::Script::from_toml(&crate::run::mock_script()).unwrap();
-        let Some(switchyard_testkit::Behavior::Reply(reply)) = &script.models[AGENT].default else {
-            panic!("{AGENT} does not reply");
-        };
-        assert_eq!(reply.tool_call.as_ref().map(|c| c.name.as_str()), Some("Bash"));
-        let config = crate::run::proxy_config("http://127.0.0.1:1", "K");
-        let config: toml::Value = toml::from_str(&config).unwrap();
-        let providers = config["providers"].as_array().unwrap();
-        for path in PATHS {
-            let provider = providers.iter().find(|p| p["id"].as_str() == Some(path.provider));
-            let provider = provider.unwrap_or_else(|| panic!("no provider {}", path.provider));
-            let forced = provider.get("passthrough").and_then(toml::Value::as_bool) == Some(false);
-            let kind = provider["kind"].as_str().unwrap();
-            assert_eq!(path.path == "passthrough", kind == "anthropic" && !forced, "{provider}");
+    /// The dialect a provider of the run's config speaks, as [`Case::dialect`] names it.
+    fn dialect(provider: &toml::Value) -> &str {
+        match (provider["kind"].as_str().unwrap(), provider.get("api").and_then(|a| a.as_str())) {
+            ("openai", Some("responses")) => "responses",
+            ("openai", _) => "chat",
+            (kind, _) => kind,
         }
     }
 
     #[test]
-    fn every_side_takes_every_place_equally_often_over_24_rounds() {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut places = [[0; 4]; 4];
-        for i in 0..24 {
-            let order = order(i);
-            seen.insert(order);
-            for (place, side) in order.into_iter().enumerate() {
-                places[side][place] += 1;
+    fn the_run_scripts_each_turn_and_configures_its_passthrough_and_translated_providers() {
+        let script = switchyard_testkit::Script::from_toml(&crate::run::mock_script()).unwrap();
+        let config = crate::run::proxy_config("http://127.0.0.1:1", "K");
+        let config: toml::Value = toml::from_str(&config).unwrap();
+        let providers = config["providers"].as_array().unwrap();
+        for case in CASES {
+            let Some(switchyard_testkit::Behavior::Reply(reply)) =
+                &script.models[case.model].default
+            else {
+                panic!("{} does not reply", case.model);
+            };
+            assert!(reply.tool_call.is_some(), "{} answers without a tool call", case.model);
+            assert_eq!(case.paths[0].path, "passthrough");
+            for path in case.paths {
+                let provider = providers.iter().find(|p| p["id"].as_str() == Some(path.provider));
+                let provider = provider.unwrap_or_else(|| panic!("no provider {}", path.provider));
+                let forced =
+                    provider.get("passthrough").and_then(toml::Value::as_bool) == Some(false);
+                let same = dialect(provider) == case.dialect;
+                assert_eq!(path.path == "passthrough", same && !forced, "{provider}");
             }
         }
-        assert_eq!(seen.len(), 24);
-        assert_eq!(places, [[6; 4]; 4]);
-        assert_eq!(order(24), order(0));
+    }
+
+    #[test]
+    fn every_side_takes_every_place_equally_often_over_all_orders() {
+        for n in [3, 4] {
+            let orders: usize = (1..=n).product();
+            let mut seen = std::collections::BTreeSet::new();
+            let mut places = vec![vec![0; n]; n];
+            for i in 0..orders {
+                let order = order(i, n);
+                seen.insert(order.clone());
+                for (place, side) in order.into_iter().enumerate() {
+                    places[side][place] += 1;
+                }
+            }
+            assert_eq!(seen.len(), orders, "n = {n}");
+            assert_eq!(places, vec![vec![orders / n; n]; n], "n = {n}");
+            assert_eq!(order(orders, n), order(0, n));
+        }
     }
 
     #[test]
     fn passthrough_is_compared_with_each_translated_path_in_the_same_round() {
         let ms = |m: u64| Duration::from_millis(m);
-        let round =
-            |d, p, t, o| [d, p, t, o].map(|w| Timing { first_byte: ms(w) / 2, whole: ms(w) });
-        let rounds = [round(10, 11, 13, 12), round(10, 14, 13, 15)];
+        let round = |sides: &[u64]| {
+            sides.iter().map(|&w| Timing { first_byte: ms(w) / 2, whole: ms(w) }).collect()
+        };
+        let rounds = [round(&[10, 11, 13, 12]), round(&[10, 14, 13, 15])];
         let s = series(&rounds, |t| t.whole).unwrap();
         assert_eq!(s.direct.p50, nanos(ms(10)));
-        assert_eq!(s.added.map(|a| a.max), [4, 3, 5].map(|m| nanos(ms(m))));
+        assert_eq!(
+            s.added.iter().map(|a| a.max).collect::<Vec<_>>(),
+            [4, 3, 5].map(|m| nanos(ms(m)))
+        );
         assert_eq!(s.versus[0].difference.p50, -nanos(ms(2)));
         assert_eq!(s.versus[0].difference.max, nanos(ms(1)));
         assert!((s.versus[0].faster - 0.5).abs() < f64::EPSILON);
         assert!((s.versus[1].faster - 1.0).abs() < f64::EPSILON);
+        // Three sides (Codex's case): one translated path to compare with.
+        let rounds = [round(&[10, 11, 13]), round(&[10, 12, 11])];
+        let s = series(&rounds, |t| t.first_byte).unwrap();
+        assert_eq!((s.added.len(), s.versus.len()), (2, 1));
+        assert_eq!(s.versus[0].difference.max, nanos(ms(1)) / 2);
+        assert!((s.versus[0].faster - 0.5).abs() < f64::EPSILON);
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::cold_start::{ColdStart, ROWS};
 use super::flap::{BreakerFlap, DRIVER_EVERY, FLAP};
 use super::machine::Machine;
-use super::passthrough::{AGENT, PATHS, Passthrough, Series};
+use super::passthrough::{CASES, Client, Passthrough, Series};
 use super::run::{FALLBACK_COMBO, PACED_CHUNKS, PACED_GAP, Plan, Results};
 use super::stats::{Megabytes, Micros, Summary};
 use super::throughput::{BOUNDS, CONCURRENCY, Step, best_under};
@@ -71,7 +71,9 @@ pub(crate) fn section(setup: &Setup, r: &Results) -> String {
     );
     setup_table(&mut out, setup);
     targets_table(&mut out, r);
-    passthrough_table(&mut out, &r.passthrough);
+    for turn in &r.passthrough {
+        passthrough_table(&mut out, turn);
+    }
     details(&mut out, r);
     out
 }
@@ -119,12 +121,20 @@ fn setup_table(out: &mut String, setup: &Setup) {
             t.window.as_millis()
         );
     }
+    let calls: Vec<String> = CASES
+        .iter()
+        .map(|c| format!("{} calls a round to `{}`", c.paths.len() + 1, c.endpoint))
+        .collect();
     let _ = writeln!(
         out,
-        "| Agent turn | a coding agent's request to `POST /v1/messages` (see *Passthrough vs \
-         translated*): {} warm-up rounds, then {} non-streamed and {} streamed rounds of four calls \
-         each |",
-        p.agent.warmup, p.agent.non_streamed, p.agent.streamed
+        "| Agent turns | a coding agent's request as Claude Code sends it to `POST /v1/messages` \
+         (see *Passthrough vs translated*) and as Codex CLI sends it to `POST /v1/responses` (see \
+         *Responses: passthrough vs translated to Chat*): for each, {} warm-up rounds, then {} \
+         non-streamed and {} streamed rounds ({}) |",
+        p.agent.warmup,
+        p.agent.non_streamed,
+        p.agent.streamed,
+        calls.join(", ")
     );
     if p.flap_pairs > 0 {
         let _ = writeln!(
@@ -152,10 +162,11 @@ fn setup_table(out: &mut String, setup: &Setup) {
          lockouts and same-target retries off, so every request makes exactly one failed attempt); \
          a provider `flap` with `breaker = {{ failure_threshold = 2, degraded_threshold = 1, \
          reset_timeout_ms = 100, max_backoff_multiplier = 1 }}`; two Anthropic-dialect providers \
-         on the mock, `an` (passthrough, the default) and `an-tr` (`passthrough = false`); state \
-         file in the data directory, written behind by the app as usual. The small chat request \
-         goes from an OpenAI client to the OpenAI provider `oa`, so since issue 12 it is passed \
-         through too |\n"
+         on the mock, `an` (passthrough, the default) and `an-tr` (`passthrough = false`); an \
+         OpenAI-dialect provider `rs` with `api = \"responses\"` on the mock's `/v1/responses`; \
+         state file in the data directory, written behind by the app as usual. The small chat \
+         request goes from an OpenAI client to the OpenAI provider `oa`, so since issue 12 it is \
+         passed through too |\n"
     );
 }
 
@@ -284,35 +295,88 @@ fn new_targets(out: &mut String, r: &Results) {
     }
 }
 
-/// Issue 12: "passthrough and translated added latency in the same paired run; passthrough is
-/// not slower". Reported, not enforced (see the binary's exit status).
-fn passthrough_table(out: &mut String, a: &Passthrough) {
-    let _ = writeln!(out, "### Passthrough vs translated (issue 12)\n");
-    let _ = writeln!(
-        out,
-        "The request is a coding agent's turn as Claude Code sends it to `POST /v1/messages` \
-         (`crates/switchyard-testkit/src/bench/agent_turn.rs`, generated with a fixed seed): \
-         {} bytes, a 9 KB system prompt with `cache_control`, 20 tools with JSON schemas, ten \
-         rounds of `tool_use` / `tool_result` with an assistant `thinking` block, and top-level \
-         fields the canonical model does not know (`context_management`, `output_config`, \
-         `thinking: {{type: adaptive}}`). The mock answers model `{AGENT}` with a sentence and a \
-         tool call (eight text deltas when streamed). Each round makes four calls, in an order \
-         that runs through all 24 permutations: the direct call to the mock's `/v1/messages`, \
-         and the same body through the proxy to each provider below. *Added* is proxied minus \
-         the direct call of the same round; for `oa` that direct call is still the Anthropic one \
-         (the request the client made), while its upstream is the mock's OpenAI endpoint, which \
-         parses the translated body instead. Before the figures the run read the proxy's \
-         request log (`GET /api/requests`) and checked that each provider served through the \
-         path named here.\n",
-        thousands(a.body_bytes)
+/// The heading and opening paragraph of one case's section.
+fn passthrough_intro(a: &Passthrough) -> (&'static str, String) {
+    let case = a.case;
+    let sides = case.paths.len() + 1;
+    let orders: usize = (1..=sides).product();
+    let calls = match sides {
+        3 => "three",
+        4 => "four",
+        _ => "several",
+    };
+    let rounds = format!(
+        "Each round makes {calls} calls, in an order that runs through all {orders} \
+         permutations: the direct call to the mock's `{endpoint}`, and the same body through the \
+         proxy to each provider below. *Added* is proxied minus the direct call of the same round",
+        endpoint = case.endpoint
     );
+    let checked = "Before the figures the run read the proxy's request log (`GET /api/requests`) \
+                   and checked that each provider served through the path named here.";
+    let bytes = thousands(a.body_bytes);
+    match case.client {
+        // Issue 12: "passthrough and translated added latency in the same paired run;
+        // passthrough is not slower". Reported, not enforced (see the binary's exit status).
+        Client::ClaudeCode => (
+            "### Passthrough vs translated (issue 12)",
+            format!(
+                "The request is a coding agent's turn as Claude Code sends it to `POST \
+                 /v1/messages` (`crates/switchyard-testkit/src/bench/agent_turn.rs`, generated \
+                 with a fixed seed): {bytes} bytes, a 9 KB system prompt with `cache_control`, 20 \
+                 tools with JSON schemas, ten rounds of `tool_use` / `tool_result` with an \
+                 assistant `thinking` block, and top-level fields the canonical model does not \
+                 know (`context_management`, `output_config`, `thinking: {{type: adaptive}}`). The \
+                 mock answers model `{model}` with a sentence and a tool call (eight text deltas \
+                 when streamed). {rounds}; for `oa` that direct call is still the Anthropic one \
+                 (the request the client made), while its upstream is the mock's OpenAI endpoint, \
+                 which parses the translated body instead. {checked}",
+                model = case.model
+            ),
+        ),
+        // Issue 13: "a Responses request passed through and translated to Chat, paired
+        // against a direct call".
+        Client::Codex => (
+            "### Responses: passthrough vs translated to Chat (issue 13)",
+            format!(
+                "The request is a coding agent's turn as Codex CLI sends it to `POST \
+                 /v1/responses` (`crates/switchyard-testkit/src/bench/codex_turn.rs`, generated \
+                 with a fixed seed in the shapes of Codex 0.171.0's recorded request): {bytes} \
+                 bytes, 9 KB of `instructions` and a `developer` message, ten rounds of \
+                 `function_call` / `function_call_output` after a `reasoning` item with its \
+                 `encrypted_content`, the freeform (`custom`) tool `apply_patch` with its Lark \
+                 grammar beside 20 function tools, and top-level fields Chat has no place for \
+                 (`reasoning: {{effort, summary}}`, `store: false`, `include: \
+                 [\"reasoning.encrypted_content\"]`, `prompt_cache_key`, `client_metadata`). The \
+                 mock answers model `{model}` with a sentence and an `exec_command` call (eight \
+                 text deltas when streamed). `rs` is an `openai` provider with `api = \
+                 \"responses\"` on the mock's `/v1/responses`, so Codex's bytes go through with \
+                 `model` rewritten; `oa` is the plain (Chat) `openai` provider: the proxy decodes \
+                 the turn, encodes it for the mock's `/v1/chat/completions` and turns the Chat \
+                 answer (or its chunks) back into a Responses document (or events). The mock, \
+                 like the real API, repeats the request's `instructions` and `tools` in every \
+                 `response` object it sends (the document; `response.created`, \
+                 `response.in_progress` and `response.completed` when streamed), so what `rs` \
+                 relays is about 42 KB non-streamed and 131 KB streamed, while the answer the \
+                 proxy builds for `oa` does not repeat them (about 1 KB and 7 KB). {rounds}, the \
+                 Responses call the client made, for both. {checked}",
+                model = case.model
+            ),
+        ),
+    }
+}
+
+/// One case's section: its paths against the direct call, then passthrough against each
+/// translated path.
+fn passthrough_table(out: &mut String, a: &Passthrough) {
+    let (heading, intro) = passthrough_intro(a);
+    let _ = writeln!(out, "{heading}\n\n{intro}\n");
     let pair = |s: &Summary| format!("{} / {}", Micros(s.p50), Micros(s.p99));
     let series = [&a.non_streamed, &a.first_byte, &a.whole_stream];
     let _ = writeln!(
         out,
         "| Added p50 / p99 | Non-streamed | First SSE byte | Whole stream |\n|---|---:|---:|---:|"
     );
-    for (i, path) in PATHS.iter().enumerate() {
+    for (i, path) in a.case.paths.iter().enumerate() {
         let cells: Vec<String> = series.iter().map(|s| pair(&s.added[i])).collect();
         let _ = writeln!(out, "| {} | {} |", path.label, cells.join(" | "));
     }
@@ -323,7 +387,7 @@ fn passthrough_table(out: &mut String, a: &Passthrough) {
         out,
         "\n| Passthrough minus translated, same round: p50 (p99); rounds where passthrough was faster | Non-streamed | First SSE byte | Whole stream |\n|---|---:|---:|---:|"
     );
-    for (t, path) in PATHS[1..].iter().enumerate() {
+    for (t, path) in a.case.paths[1..].iter().enumerate() {
         let cells: Vec<String> = series
             .iter()
             .map(|s| {
@@ -340,9 +404,10 @@ fn passthrough_table(out: &mut String, a: &Passthrough) {
     }
     let not_slower = |s: &Series| s.versus.iter().all(|v| v.difference.p50 <= 0);
     let verdict = |s: &Series| if not_slower(s) { "not slower" } else { "**slower**" };
+    let against = if a.case.paths.len() > 2 { "both translated paths" } else { "translation" };
     let _ = writeln!(
         out,
-        "\nPassthrough against both translated paths, by the p50 of the paired differences: {} \
+        "\nPassthrough against {against}, by the p50 of the paired differences: {} \
          non-streamed, {} to the first SSE byte, {} over the whole stream. ({} non-streamed and \
          {} streamed rounds after {} warm-up rounds.)",
         verdict(&a.non_streamed),
@@ -352,7 +417,7 @@ fn passthrough_table(out: &mut String, a: &Passthrough) {
         a.first_byte.direct.count,
         a.warmup
     );
-    let carried: Vec<String> = PATHS[1..]
+    let carried: Vec<String> = a.case.paths[1..]
         .iter()
         .zip(&a.dropped[1..])
         .map(|(path, dropped)| {

@@ -31,7 +31,7 @@ const LONG_CHUNKS: usize = 29;
 const LONG_GAP: Duration = Duration::from_millis(100);
 
 /// The mock's script: every model answers the same way on every attempt, except the flapping
-/// model (see `flap.rs`). The agent's model is `passthrough.rs`'s.
+/// model (see `flap.rs`). The agents' models are `passthrough.rs`'s.
 pub(crate) fn mock_script() -> String {
     let gap = PACED_GAP.as_millis();
     let long_gap = LONG_GAP.as_millis();
@@ -47,8 +47,9 @@ pub(crate) fn mock_script() -> String {
 }
 
 /// The proxy's config: provider `oa` for the answers, provider `down` for the failing first
-/// target, and the Anthropic providers of `passthrough.rs`. Lockouts, `down`'s breaker and same-target retries are off, so every fallback request
-/// makes exactly one failed attempt and one successful one, run after run.
+/// target, and the Anthropic and Responses providers of `passthrough.rs`. Lockouts, `down`'s
+/// breaker and same-target retries are off, so every fallback request makes exactly one failed
+/// attempt and one successful one, run after run.
 pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
     format!(
         r#"[[providers]]
@@ -95,7 +96,7 @@ pub(crate) struct Plan {
     pub(crate) flap_pairs: usize,
     /// Cold starts with the seeded state file (and as many with an empty one); 0 skips them.
     pub(crate) cold_starts: usize,
-    /// Rounds of the agent's turn on every path (`passthrough.rs`).
+    /// Rounds of each agent's turn (Claude Code's, Codex's) on every path (`passthrough.rs`).
     pub(crate) agent: Rounds,
 }
 
@@ -140,8 +141,9 @@ pub(crate) struct Sides {
     pub(crate) http: reqwest::Client,
     pub(crate) direct: Endpoint,
     pub(crate) proxied: Endpoint,
-    /// The agent's turn, to the mock's Anthropic endpoint and through three providers.
-    pub(crate) agent: Ways,
+    /// Each agent's turn (`passthrough::CASES`), to the mock's endpoint for its dialect and
+    /// through the proxy to each of its providers.
+    pub(crate) turns: Vec<Ways>,
     pub(crate) proxy_pid: u32,
     pub(crate) mock_pid: u32,
 }
@@ -158,7 +160,8 @@ pub(crate) struct Results {
     pub(crate) first_byte_added: Summary,
     pub(crate) paced: Paced,
     pub(crate) fallback: Fallback,
-    pub(crate) passthrough: Passthrough,
+    /// Per case of `passthrough::CASES`, in that order.
+    pub(crate) passthrough: Vec<Passthrough>,
     /// RSS with this many streams open at once, if measured.
     pub(crate) streams: Option<(usize, Memory)>,
     pub(crate) after: Memory,
@@ -200,15 +203,19 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         first_bytes(sides, plan.stream_pairs).await.context("streamed pairs")?;
     let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
     let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
-    let passthrough = passthrough::measure(&sides.http, &sides.agent, plan.agent)
-        .await
-        .context("passthrough and translation")?;
+    // Before the agents' turns: the proxy keeps translated Responses answers for a later
+    // `previous_response_id` (up to 64 MB), which this figure is not about.
     let streams = if plan.concurrent_streams > 0 {
         let memory = concurrent(sides, plan.concurrent_streams).await.context("open streams")?;
         Some((plan.concurrent_streams, memory))
     } else {
         None
     };
+    let mut passthrough = Vec::with_capacity(sides.turns.len());
+    for ways in &sides.turns {
+        let measured = passthrough::measure(&sides.http, ways, plan.agent).await;
+        passthrough.push(measured.context("passthrough and translation")?);
+    }
     let flapping = if plan.flap_pairs > 0 {
         Some(flapping(sides, plan.flap_pairs).await.context("breaker flapping")?)
     } else {

@@ -8,7 +8,8 @@
 //! difference; see `bench/run.rs` for the order of the measurements.
 //!
 //! Exit status: 0 when the run completed and the added p50 latencies (non-streamed and first
-//! SSE byte, of the small chat request and of the agent's turn on every path) are under the
+//! SSE byte, of the small chat request and of each agent's turn, Claude Code's and Codex's, on
+//! every path) are under the
 //! gross-regression ceiling (`--max-added-p50-ms`), 1 otherwise. That ceiling is far above the
 //! targets: it catches a broken build, not a slow one. Whether passthrough beats translation is
 //! reported, not enforced: on a shared machine one run's ordering is not a verdict.
@@ -21,6 +22,8 @@
 mod agent_turn;
 #[path = "../bench/client.rs"]
 mod client;
+#[path = "../bench/codex_turn.rs"]
+mod codex_turn;
 #[path = "../bench/cold_start.rs"]
 mod cold_start;
 #[path = "../bench/flap.rs"]
@@ -53,7 +56,7 @@ use clap::Parser;
 use self::client::{Endpoint, http_client};
 use self::fleet::{Launch, pin_self, taskset_available};
 use self::machine::Machine;
-use self::passthrough::{PATHS, Ways};
+use self::passthrough::{CASES, Ways};
 use self::report::Setup;
 use self::run::{Plan, Sides};
 use self::stats::Micros;
@@ -200,12 +203,13 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         ("added latency p50 (non-streamed)".to_owned(), results.added.p50),
         ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50),
     ];
-    let agent = &results.passthrough;
-    for (i, path) in PATHS.iter().enumerate() {
-        let name = format!("agent turn via `{}`", path.provider);
-        guarded
-            .push((format!("{name}: added p50 (non-streamed)"), agent.non_streamed.added[i].p50));
-        guarded.push((format!("{name}: added first-SSE-byte p50"), agent.first_byte.added[i].p50));
+    for turn in &results.passthrough {
+        for (i, path) in turn.case.paths.iter().enumerate() {
+            let name = format!("{} via `{}`", turn.case.endpoint, path.provider);
+            let (plain, first) = (turn.non_streamed.added[i].p50, turn.first_byte.added[i].p50);
+            guarded.push((format!("{name}: added p50 (non-streamed)"), plain));
+            guarded.push((format!("{name}: added first-SSE-byte p50"), first));
+        }
     }
     for (name, p50) in guarded {
         let verdict = if p50 <= ceiling { "ok" } else { "GROSS REGRESSION" };
@@ -336,7 +340,11 @@ async fn start_and_measure(
     let proxy = start_proxy(args, &config, proxy_cpu, work).await?;
 
     let proxy_base = proxy.url.strip_suffix("/v1").unwrap_or(&proxy.url);
-    let agent = Ways::new(&mock.url, UPSTREAM_KEY, proxy_base, LOCAL_KEY, MANAGEMENT_TOKEN);
+    let turns = CASES
+        .map(|case| {
+            Ways::new(case, &mock.url, UPSTREAM_KEY, proxy_base, LOCAL_KEY, MANAGEMENT_TOKEN)
+        })
+        .to_vec();
     let sides = Sides {
         http: http_client()?,
         direct: Endpoint {
@@ -349,7 +357,7 @@ async fn start_and_measure(
             key: LOCAL_KEY.to_owned(),
             model_prefix: "oa/".to_owned(),
         },
-        agent,
+        turns,
         proxy_pid: proxy.pid,
         mock_pid: mock.pid,
     };

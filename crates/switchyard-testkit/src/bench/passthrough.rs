@@ -57,6 +57,9 @@ pub(crate) struct Case {
     stream_ended: &'static [u8],
     /// Passthrough first, then the translated paths.
     pub(crate) paths: &'static [Proxied],
+    /// This turn's own gross-regression ceiling for an added p50, in milliseconds, when the
+    /// run's (`--max-added-p50-ms`) does not fit its known baseline.
+    pub(crate) ceiling_ms: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +82,7 @@ pub(crate) struct Proxied {
 /// Issue 12: Claude Code's turn, passed through to an Anthropic upstream, translated to the
 /// same upstream with passthrough off, and translated to an OpenAI Chat upstream.
 pub(crate) const CLAUDE_CODE: Case = Case {
+    ceiling_ms: None,
     client: Client::ClaudeCode,
     endpoint: "/v1/messages",
     dialect: "anthropic",
@@ -116,6 +120,11 @@ pub(crate) const CLAUDE_CODE: Case = Case {
 /// Issue 13: Codex's turn, passed through to a Responses upstream and translated to an OpenAI
 /// Chat upstream (`oa`, the run's own OpenAI provider).
 pub(crate) const CODEX: Case = Case {
+    // Its passthrough relay adds 3–6 ms to the first SSE byte today (every `response.*` event
+    // repeats the request's instructions and tools, about 80 KB before the first delta; see
+    // "Not done yet" in docs/benchmarks.md). The guard catches a gross regression from that
+    // baseline; the slowness itself is reported, not hidden, in the section's table.
+    ceiling_ms: Some(15.0),
     client: Client::Codex,
     endpoint: "/v1/responses",
     dialect: "responses",

@@ -200,18 +200,22 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     let ceiling = stats::nanos(ceiling);
     let mut passed = true;
     let mut guarded = vec![
-        ("added latency p50 (non-streamed)".to_owned(), results.added.p50),
-        ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50),
+        ("added latency p50 (non-streamed)".to_owned(), results.added.p50, ceiling),
+        ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50, ceiling),
     ];
     for turn in &results.passthrough {
+        let ceiling = turn
+            .case
+            .ceiling_ms
+            .map_or(ceiling, |ms| stats::nanos(Duration::from_secs_f64(ms / 1000.0)));
         for (i, path) in turn.case.paths.iter().enumerate() {
             let name = format!("{} via `{}`", turn.case.endpoint, path.provider);
             let (plain, first) = (turn.non_streamed.added[i].p50, turn.first_byte.added[i].p50);
-            guarded.push((format!("{name}: added p50 (non-streamed)"), plain));
-            guarded.push((format!("{name}: added first-SSE-byte p50"), first));
+            guarded.push((format!("{name}: added p50 (non-streamed)"), plain, ceiling));
+            guarded.push((format!("{name}: added first-SSE-byte p50"), first, ceiling));
         }
     }
-    for (name, p50) in guarded {
+    for (name, p50, ceiling) in guarded {
         let verdict = if p50 <= ceiling { "ok" } else { "GROSS REGRESSION" };
         passed &= p50 <= ceiling;
         writeln!(

@@ -32,8 +32,10 @@ use crate::server::ApiError;
 
 /// How many responses are kept at most.
 pub(crate) const MAX_RESPONSES: usize = 1_000;
-/// How many bytes of conversation are kept at most, over all responses.
-pub(crate) const MAX_BYTES: usize = 64 * 1024 * 1024;
+/// How many bytes of conversation are kept at most, over all responses. Every Codex turn is
+/// kept (a Responses client may continue any of them) and carries the whole conversation, so
+/// the bound is what a tray app may hold for it: 16 MiB is a few dozen agent turns.
+pub(crate) const MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// The field a continuing request names its predecessor in.
 const PREVIOUS: &str = "previous_response_id";

@@ -92,24 +92,25 @@ async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_br
 /// RESILIENCE.md §3: a degraded provider "still gets traffic, ranked lower". In a priority
 /// combo with a healthy fallback, ranked lower means no traffic at all, and the leaky count only
 /// drains on successes, so a primary that blipped a few times would stay demoted for good even
-/// though it is healthy again. The loosest bound anyone could defend is the registry's own idle
-/// horizon: failures an hour old no longer demote anybody.
+/// though it is healthy again. Its count halves every `reset_timeout` (30 s) since its last
+/// failure instead: 4 failures (degraded) become 2 (closed) after one period.
 #[tokio::test]
-async fn a_degraded_primary_that_stopped_failing_leads_again_once_its_failures_are_an_hour_old() {
+async fn a_degraded_primary_that_stopped_failing_leads_again_after_its_failures_decay() {
     let clock = ManualClock::new(T0);
     let h = Harness::start_with_clock(FALLBACK, &clock).await;
     // Two failing requests (each failing its retry too): 4 failures, degraded, not open.
     h.mock.script("gpt-4o", [502, 502, 502, 502].map(Behavior::status));
     assert_eq!(served_by(&h, "smart", 2).await, ["an/claude-fallback"; 2]);
-    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
+    let oa = h.app.breaker("oa").expect("tracked");
+    assert_eq!((oa.state, oa.failures), (BreakerState::Degraded, 4));
 
-    clock.advance(Duration::from_secs(3601));
-    assert_eq!(
-        served_by(&h, "smart", 1).await,
-        ["oa/gpt-4o"],
-        "an hour after its last failure the healthy primary is still demoted: {:?}",
-        h.app.breaker("oa")
-    );
+    clock.advance(Duration::from_millis(29_999));
+    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
+    clock.advance(Duration::from_millis(1));
+    let oa = h.app.breaker("oa").expect("still tracked with a count");
+    assert_eq!((oa.state, oa.failures), (BreakerState::Closed, 2));
+    assert_eq!(served_by(&h, "smart", 2).await, ["oa/gpt-4o"; 2], "{:?}", h.app.breaker("oa"));
+    assert_eq!(h.app.breaker("oa"), None, "two successes drained the rest");
 }
 
 #[tokio::test]

@@ -800,7 +800,8 @@ impl Proxy {
 
     fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {
         self.counters.upstream_latency.observe(latency);
-        self.orderer.observe_latency(&candidate.key.provider, &candidate.key.model, latency);
+        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
+        self.orderer.observe_latency(provider, model, latency, self.clock.now());
         if let Some(roster) = routes.roster(&candidate.key.provider)
             && let Some(i) = roster.credentials.iter().position(|c| *c == candidate.key.credential)
         {

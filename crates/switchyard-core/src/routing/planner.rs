@@ -55,7 +55,7 @@ pub fn plan<'r>(
     now: UnixMillis,
 ) -> Plan {
     let mut order = Vec::with_capacity(combo.targets.len());
-    orderer.order(combo, &mut order);
+    orderer.order(combo, now, &mut order);
     // Degraded providers still serve, but only after every healthy one.
     let degraded: Vec<bool> = order
         .iter()

@@ -17,6 +17,7 @@ const health: Health = {
   credentials: [],
   lockouts: [],
   untracked: 0,
+  probes: [],
 };
 
 function server(call: ApiCall): ApiReply {

@@ -226,6 +226,17 @@ impl Breaker {
         Changed::Yes
     }
 
+    /// A recovery probe found the provider answering: a closed (degraded) breaker forgets its
+    /// failures at once instead of leaking them one success at a time.
+    pub fn heal(&mut self, now: UnixMillis) -> Changed {
+        if self.phase != Phase::Closed || self.failures == 0 {
+            return Changed::No;
+        }
+        self.failures = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
     /// The provider failed with `fault`.
     pub fn on_failure(
         &mut self,

@@ -25,6 +25,7 @@ use tokio::sync::broadcast;
 use super::breaker::{Admission, ProbeId};
 use super::event::HealthRecords;
 use super::lockout::LockReason;
+use super::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView};
 use super::{
     Breaker, BreakerRecord, BreakerState, Changed, CredentialCooldown, CredentialKind,
     CredentialRecord, CredentialStatus, HealthEvent, LockoutRecord, ModelLockout, SkipReason,
@@ -334,6 +335,26 @@ impl<L: Layer> Table<L> {
         self.settle(index, transition, policy, now, out);
     }
 
+    /// Applies `change` to the tracked entry for `key` and publishes the result as a transition
+    /// whatever its phase: for a probe's verdict, which clears or extends a bench that a reader
+    /// must see go (a lapsed lock forgotten, a degraded breaker back to closed).
+    fn force<Q>(
+        &mut self,
+        key: &Q,
+        now: UnixMillis,
+        policy: &L::Policy,
+        out: &Publisher,
+        change: impl FnOnce(&mut L::Entry) -> Changed,
+    ) where
+        Q: ?Sized + Hash + Equivalent<L::Key>,
+    {
+        let _ = self.get(key, now, policy, out);
+        let Some((index, _, entry)) = self.map.get_full_mut(key) else { return };
+        if change(entry).is_yes() {
+            self.settle(index, true, policy, now, out);
+        }
+    }
+
     /// Removes every entry `pick` selects, publishing each removal. Returns how many.
     fn remove_where(
         &mut self,
@@ -439,6 +460,9 @@ struct State {
     lockouts: Table<Lockouts>,
     /// Failures not tracked because the registry was full of benched entries.
     untracked: u64,
+    /// Recovery probes, by scope: whether one is in flight, when the last was sent and what it
+    /// found. One entry per scope ever probed, bounded by the configured candidates.
+    probes: FxIndexMap<ProbeScope, ProbeTrack>,
 }
 
 impl State {
@@ -449,7 +473,65 @@ impl State {
             credentials: Table::new(idle),
             lockouts: Table::new(idle),
             untracked: 0,
+            probes: FxIndexMap::default(),
         }
+    }
+
+    /// Which bench `key` is recovering from, if any (see [`super::recovery`]): eligible, but
+    /// not yet shown to work since a layer benched it. Outermost layer first.
+    fn recovering(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        out: &Publisher,
+    ) -> Option<Bench> {
+        self.check(key, now, out).ok()?;
+        let State { policies, breakers, credentials, lockouts, probes, .. } = self;
+        let policy = policies.breaker(&key.provider);
+        if let Some(b) = breakers.map.get(&key.provider) {
+            match b.state(policy) {
+                BreakerState::HalfOpen => return Some(Bench::BreakerHalfOpen),
+                BreakerState::Degraded => {
+                    let scope = Bench::BreakerDegraded.scope(key);
+                    let due = probes.get(&scope).is_none_or(|t| {
+                        !t.in_flight
+                            && t.last_sent.is_none_or(|at| now.since(at) >= policy.reset_timeout)
+                    });
+                    if due {
+                        return Some(Bench::BreakerDegraded);
+                    }
+                }
+                BreakerState::Closed | BreakerState::Open => {}
+            }
+        }
+        if credentials.map.get(&CredRef::from(key)).is_some_and(CredentialCooldown::is_recovering) {
+            return Some(Bench::CredentialCooled);
+        }
+        if lockouts.map.get(key).is_some_and(|l| l.is_recovering(now, &policies.lockout)) {
+            return Some(Bench::ModelLockLapsed);
+        }
+        None
+    }
+
+    /// Lets an attempt at `key` through, claiming a half-open probe slot if there is one.
+    fn admit(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        out: &Publisher,
+        next_probe: &AtomicU64,
+    ) -> Result<Option<ProbeId>, SkipReason> {
+        self.check(key, now, out)?;
+        let State { policies, breakers, .. } = self;
+        let policy = policies.breaker(&key.provider);
+        let admission = match breakers.get(&key.provider, now, policy, out) {
+            Some(b) => b.admit(now, policy, || next_probe.fetch_add(1, Ordering::Relaxed))?,
+            None => Admission::Normal,
+        };
+        Ok(match admission {
+            Admission::Probe(id) => Some(id),
+            Admission::Normal => None,
+        })
     }
 
     fn len(&self) -> usize {
@@ -620,20 +702,103 @@ impl HealthRegistry {
         key: &CandidateKey,
         now: UnixMillis,
     ) -> Result<Attempt, SkipReason> {
-        let mut st = self.state.lock();
-        st.check(key, now, &self.events)?;
-        let State { policies, breakers, .. } = &mut *st;
-        let policy = policies.breaker(&key.provider);
-        let admission = match breakers.get(&key.provider, now, policy, &self.events) {
-            Some(b) => b.admit(now, policy, || self.next_probe.fetch_add(1, Ordering::Relaxed))?,
-            None => Admission::Normal,
-        };
-        drop(st);
-        let probe = match admission {
-            Admission::Probe(id) => Some(id),
-            Admission::Normal => None,
-        };
+        let probe = self.state.lock().admit(key, now, &self.events, &self.next_probe)?;
         Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false })
+    }
+
+    /// Which bench `key` is recovering from, if any: eligible again, but not yet shown to work
+    /// (RESILIENCE.md §3). The planner passes such a target over for a probe when another
+    /// candidate can serve. Performs lazy transitions, claims nothing.
+    pub fn recovering(&self, key: &CandidateKey, now: UnixMillis) -> Option<Bench> {
+        self.state.lock().recovering(key, now, &self.events)
+    }
+
+    /// Starts a recovery probe of `key` on `bench`: takes the scope's probe slot (and a
+    /// half-open breaker's), so no other probe of the scope starts until this one is settled
+    /// with [`RecoveryProbe::finish`] or dropped.
+    pub fn start_probe(
+        self: &Arc<Self>,
+        key: &CandidateKey,
+        bench: Bench,
+        now: UnixMillis,
+    ) -> Result<RecoveryProbe, ProbeRefused> {
+        let scope = bench.scope(key);
+        let mut st = self.state.lock();
+        if st.probes.iter().any(|(s, t)| t.in_flight && (*s == scope || s.covers(key))) {
+            return Err(ProbeRefused::InFlight);
+        }
+        let probe = st
+            .admit(key, now, &self.events, &self.next_probe)
+            .map_err(|_| ProbeRefused::NotEligible)?;
+        let track = st.probes.entry(scope.clone()).or_default();
+        track.in_flight = true;
+        track.last_sent = Some(now);
+        drop(st);
+        let attempt =
+            Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false };
+        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope })
+    }
+
+    /// Judges a probe's verdict by its bench's layer: success clears the bench at once; a
+    /// failure the verdict did not already charge to a lapsed lock extends it by the usual
+    /// backoff. Frees the scope's slot and keeps the result for the health page.
+    fn judge_probe(
+        &self,
+        key: &CandidateKey,
+        bench: Bench,
+        scope: &ProbeScope,
+        verdict: &Verdict,
+        now: UnixMillis,
+    ) -> bool {
+        let out = &self.events;
+        let mut st = self.state.lock();
+        let aborted = verdict.kind == OutcomeKind::Aborted;
+        let healed = !aborted && bench.healed_by(verdict);
+        let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
+        // A half-open probe closed (or re-opened) the breaker through its own admission, and
+        // the verdict has charged every other failure already: only these change more.
+        match bench {
+            Bench::BreakerDegraded if healed => {
+                let policy = policies.breaker(&key.provider);
+                breakers.force(&key.provider, now, policy, out, |b| b.heal(now));
+            }
+            Bench::CredentialCooled if healed => {
+                let cooldown = &policies.cooldown;
+                credentials.force(&CredRef::from(key), now, cooldown, out, |c| c.heal(now));
+            }
+            Bench::ModelLockLapsed if healed => {
+                lockouts.force(key, now, &policies.lockout, out, |l| l.heal(now));
+            }
+            Bench::ModelLockLapsed if !verdict.charges.model && !aborted => {
+                let lockout = &policies.lockout;
+                let reason = LockReason { kind: verdict.kind, status: verdict.status };
+                lockouts.force(key, now, lockout, out, |l| {
+                    l.on_failure(now, lockout, reason, verdict.retry_after, true)
+                });
+            }
+            Bench::BreakerHalfOpen
+            | Bench::BreakerDegraded
+            | Bench::CredentialCooled
+            | Bench::ModelLockLapsed => {}
+        }
+        let track = probes.entry(scope.clone()).or_default();
+        track.in_flight = false;
+        if !aborted {
+            track.last = Some(ProbeResult {
+                at: now,
+                bench,
+                outcome: verdict.kind,
+                status: verdict.status,
+                healed,
+            });
+        }
+        healed
+    }
+
+    fn release_probe(&self, scope: &ProbeScope) {
+        if let Some(track) = self.state.lock().probes.get_mut(scope) {
+            track.in_flight = false;
+        }
     }
 
     fn settle(
@@ -856,7 +1021,8 @@ impl HealthRegistry {
     pub fn snapshot(&self, now: UnixMillis) -> HealthSnapshot {
         let mut st = self.state.lock();
         let out = &self.events;
-        let State { policies, breakers, credentials, lockouts, untracked } = &mut *st;
+        let idle = self.limits.idle_ttl;
+        let State { policies, breakers, credentials, lockouts, untracked, probes } = &mut *st;
         // Refresh first so the snapshot shows lazy transitions (and publishes them).
         let keys: Vec<ProviderId> = breakers.map.keys().cloned().collect();
         for p in &keys {
@@ -911,6 +1077,27 @@ impl HealthRegistry {
                 })
                 .collect(),
             untracked: *untracked,
+            // Probing now, still benched since the last probe ("last probe: 503"), or healed
+            // by a probe within the idle horizon ("back since 14:02").
+            probes: probes
+                .iter()
+                .filter(|(scope, track)| {
+                    track.in_flight
+                        || track.last.is_some_and(|l| l.healed && now.since(l.at) < idle)
+                        || match scope {
+                            ProbeScope::Provider { provider } => {
+                                breakers.map.contains_key(provider)
+                            }
+                            ProbeScope::Credential { key } => credentials.map.contains_key(key),
+                            ProbeScope::Model { key } => lockouts.map.contains_key(key),
+                        }
+                })
+                .map(|(scope, track)| ProbeView {
+                    scope: scope.clone(),
+                    probing: track.in_flight,
+                    last: track.last,
+                })
+                .collect(),
         }
     }
 }
@@ -979,6 +1166,44 @@ impl Drop for Attempt {
     }
 }
 
+/// One recovery probe in flight (see [`super::recovery`]). Settle it with
+/// [`RecoveryProbe::finish`]; dropping it unsettled frees its scope's slot (and a half-open
+/// breaker's probe slot), so a scope never stays "probing" for a probe that cannot answer.
+#[derive(Debug)]
+pub struct RecoveryProbe {
+    /// `None` once settled.
+    attempt: Option<Attempt>,
+    bench: Bench,
+    scope: ProbeScope,
+}
+
+impl RecoveryProbe {
+    pub fn key(&self) -> &CandidateKey {
+        &self.attempt.as_ref().expect("unsettled until finished").key
+    }
+
+    pub fn bench(&self) -> Bench {
+        self.bench
+    }
+
+    /// Records the probe's verdict on all three layers, as any attempt's, then judges it by its
+    /// bench's layer. Returns whether the bench was cleared.
+    pub fn finish(mut self, verdict: &Verdict, now: UnixMillis) -> bool {
+        let attempt = self.attempt.take().expect("settled once");
+        let (registry, key) = (Arc::clone(&attempt.registry), attempt.key.clone());
+        attempt.finish(verdict, now);
+        registry.judge_probe(&key, self.bench, &self.scope, verdict, now)
+    }
+}
+
+impl Drop for RecoveryProbe {
+    fn drop(&mut self) {
+        if let Some(attempt) = self.attempt.take() {
+            attempt.registry.release_probe(&self.scope);
+        }
+    }
+}
+
 /// A display snapshot of the registry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
@@ -990,6 +1215,8 @@ pub struct HealthSnapshot {
     /// Failures not tracked because the registry was full of benched entries.
     #[ts(type = "number")]
     pub untracked: u64,
+    /// Recovery probes in flight, and the last probe's result for every target still benched.
+    pub probes: Vec<ProbeView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]

@@ -96,16 +96,7 @@ pub(crate) fn build(
         }
         url
     } else {
-        let endpoint = dialect.endpoint(model, request.stream);
-        let mut url = format!("{}/{}", provider.base_url, endpoint.path);
-        if let Some(query) = endpoint.query {
-            url.push('?');
-            url.push_str(query);
-        }
-        Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
-            dialect,
-            message: format!("model \"{model}\" makes no valid URL: {e}"),
-        })?
+        endpoint_url(provider, dialect, model, request.stream)?
     };
 
     let mut headers = Vec::with_capacity(5 + provider.headers.len());
@@ -119,6 +110,80 @@ pub(crate) fn build(
         request: UpstreamRequest { url, headers, body: Bytes::from(body) },
         passthrough,
         dropped,
+    })
+}
+
+/// The header that marks a recovery probe, so an upstream's logs (and the test mock) can tell
+/// the proxy's own probes from its users' requests.
+pub(crate) const PROBE_HEADER: &str = "x-switchyard-probe";
+
+/// The recovery probe for `model` on `provider` (RESILIENCE.md §3): the cheapest request its
+/// dialect accepts, one output token where the API allows it (OpenAI reasoning models refuse
+/// `max_tokens` and take `max_completion_tokens`; the Responses API takes no fewer than 16),
+/// a fixed one-word prompt (never a user's), not streamed.
+pub(crate) fn probe(
+    provider: &ProviderConfig,
+    secret: Option<&Secret>,
+    model: &str,
+) -> Result<UpstreamRequest, ProviderError> {
+    const PROMPT: &str = "ping";
+    let dialect = provider.dialect_for(model);
+    let body = match dialect {
+        Dialect::OpenAi => {
+            let limit =
+                if reasons(dialect, model) { "max_completion_tokens" } else { "max_tokens" };
+            let mut body = serde_json::json!({
+                "model": model,
+                "messages": [{"role": "user", "content": PROMPT}],
+                "stream": false,
+            });
+            body[limit] = 1.into();
+            body
+        }
+        Dialect::Anthropic => serde_json::json!({
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 1,
+        }),
+        Dialect::Responses => serde_json::json!({
+            "model": model,
+            "input": PROMPT,
+            "max_output_tokens": 16,
+            "store": false,
+        }),
+        Dialect::Gemini => serde_json::json!({
+            "contents": [{"role": "user", "parts": [{"text": PROMPT}]}],
+            "generationConfig": {"maxOutputTokens": 1},
+        }),
+    };
+    let url = match provider.chat_url_for(model) {
+        Some(url) => url.clone(),
+        None => endpoint_url(provider, dialect, model, false)?,
+    };
+    let mut headers = Vec::with_capacity(4 + provider.headers.len());
+    headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    headers.push((HeaderName::from_static(PROBE_HEADER), HeaderValue::from_static("1")));
+    identify(&mut headers, provider, dialect, secret, None)?;
+    Ok(UpstreamRequest { url, headers, body: Bytes::from(body.to_string()) })
+}
+
+/// The URL of `model`'s chat endpoint in `dialect` when the provider has no fixed one (Gemini
+/// names the model and the streaming mode in the path).
+fn endpoint_url(
+    provider: &ProviderConfig,
+    dialect: Dialect,
+    model: &str,
+    stream: bool,
+) -> Result<Url, ProviderError> {
+    let endpoint = dialect.endpoint(model, stream);
+    let mut url = format!("{}/{}", provider.base_url, endpoint.path);
+    if let Some(query) = endpoint.query {
+        url.push('?');
+        url.push_str(query);
+    }
+    Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
+        dialect,
+        message: format!("model \"{model}\" makes no valid URL: {e}"),
     })
 }
 

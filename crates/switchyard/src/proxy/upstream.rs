@@ -321,4 +321,44 @@ mod tests {
         assert!(reasons(Dialect::Gemini, "gemini-2.5-pro"));
         assert!(!reasons(Dialect::Gemini, "gemini-2.0-flash"));
     }
+
+    #[test]
+    fn a_probe_is_the_cheapest_valid_request_for_its_dialect_and_model() {
+        let text = r#"
+[[providers]]
+id = "oa"
+kind = "openai"
+base_url = "https://api.example.com/v1"
+credentials = [{ id = "k", secret = "env:KEY" }]
+
+[[providers]]
+id = "an"
+kind = "anthropic"
+base_url = "https://anthropic.example.com"
+credentials = [{ id = "k", secret = "env:KEY" }]
+
+[[providers]]
+id = "ge"
+kind = "gemini"
+base_url = "https://gemini.example.com/v1beta"
+credentials = [{ id = "k", secret = "env:KEY" }]
+"#;
+        let env = |_: &str| Some("sk-test".to_owned());
+        let config = crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env)
+            .expect("a valid config");
+        let body = |provider: &str, model: &str| {
+            let p = config.provider(&provider.into()).unwrap();
+            let request = probe(p, None, model).unwrap();
+            let marked = request.headers.iter().any(|(n, v)| n == PROBE_HEADER && v == "1");
+            assert!(marked, "{provider}/{model}: probes are marked");
+            serde_json::from_slice::<serde_json::Value>(&request.body).unwrap()
+        };
+        let chat = body("oa", "gpt-4o");
+        assert_eq!((chat["max_tokens"].as_u64(), chat["stream"].as_bool()), (Some(1), Some(false)));
+        let reasoning = body("oa", "o3-mini");
+        assert_eq!(reasoning["max_completion_tokens"], 1, "{reasoning}");
+        assert!(reasoning.get("max_tokens").is_none(), "reasoning models refuse max_tokens");
+        assert_eq!(body("an", "claude-x")["max_tokens"], 1);
+        assert_eq!(body("ge", "gemini-2.5-flash")["generationConfig"]["maxOutputTokens"], 1);
+    }
 }

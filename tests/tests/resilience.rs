@@ -245,9 +245,9 @@ targets = [{ target = "an/claude-primary" }, { target = "oa/gpt-4o-mini" }]
     assert_eq!(served_by(&h, "heal", 3).await, ["oa/gpt-4o-mini"; 3]);
     assert_eq!(h.mock.attempt_count("claude-primary"), 1);
     // Each lapse: the user goes to the fallback, a probe to the primary, which fails and is
-    // locked again for twice as long (10 s, 20 s, 40 s).
+    // locked again for twice as long (10 s, 20 s, 40 s, then the 1 min cap).
     let mut lapse = Duration::from_secs(10);
-    for round in 1..=3 {
+    for round in 1..=4 {
         clock.advance(lapse);
         assert_eq!(served_by(&h, "heal", 1).await, ["oa/gpt-4o-mini"], "round {round}");
         h.app.probes_settled().await;
@@ -255,7 +255,8 @@ targets = [{ target = "an/claude-primary" }, { target = "oa/gpt-4o-mini" }]
         let primary = h.mock.attempts_for("claude-primary");
         assert_eq!(user_requests(&primary).len(), 1, "round {round}: a user request hit it");
         assert_eq!(primary.len(), 1 + round, "round {round}: one probe per lapse");
-        lapse *= 2;
+        // Doubling, up to `max_cooldown_ms` (1 min by default).
+        lapse = (lapse * 2).min(Duration::from_secs(60));
         let lock = h.app.lockout("an", "an-1", "claude-primary").expect("locked again");
         assert_eq!(lock.remaining_ms, u64::try_from(lapse.as_millis()).unwrap());
     }
@@ -297,7 +298,7 @@ targets = [{ target = "an/claude-primary" }, { target = "oa/gpt-4o-mini" }]
         .unwrap()
         .iter()
         .filter(|r| r["trace"].as_array().is_some_and(|t| t.iter().any(probed)));
-    assert_eq!(triggered.count(), 4, "one per lapse: {log}");
+    assert_eq!(triggered.count(), 5, "one per lapse: {log}");
 }
 
 /// `probe = false` on a model billed per request: no probes, it gets a user's request when its

@@ -201,7 +201,7 @@ mod tests {
         assert!(p.enabled && p.exponential_backoff);
         assert_eq!(p.error_codes.iter().collect::<Vec<_>>(), [404, 429, 503]);
         assert_eq!((p.failure_threshold, p.max_backoff_steps), (1, 5));
-        assert_eq!((p.base_cooldown, p.max_cooldown), (10 * SEC, 300 * SEC));
+        assert_eq!((p.base_cooldown, p.max_cooldown), (10 * SEC, 60 * SEC));
     }
 
     #[test]
@@ -216,7 +216,7 @@ mod tests {
             locks.push(until.since(now).as_secs());
             now = until;
         }
-        assert_eq!(locks, [10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(locks, [10, 20, 40, 60, 60, 60, 60]);
     }
 
     #[test]

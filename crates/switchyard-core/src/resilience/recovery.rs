@@ -116,6 +116,11 @@ pub(crate) struct ProbeTrack {
     pub in_flight: bool,
     pub last_sent: Option<UnixMillis>,
     pub last: Option<ProbeResult>,
+    /// Provider scope: its last probe failed and the provider has not answered well since.
+    /// Its failure count may decay below the degraded threshold meanwhile, but it keeps the
+    /// last place (and is probed, not given users' requests) until it answers: the decay is
+    /// for a provider nobody asks, not for one just seen failing.
+    pub suspect: bool,
 }
 
 /// Why no probe was started.
@@ -292,5 +297,24 @@ mod tests {
         assert!(probe.finish(&verdict(400), later));
         assert_eq!(r.recovering(&key(), later), None);
         assert!(r.snapshot(later).credentials.is_empty());
+    }
+
+    #[test]
+    fn a_provider_whose_probe_failed_ranks_last_even_once_its_count_decays() {
+        let r = Arc::new(HealthRegistry::default());
+        for _ in 0..3 {
+            fail(&r, &key(), 500, T0);
+        }
+        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0).unwrap();
+        assert!(!probe.finish(&verdict(500), T0));
+        // 4 failures halve to 2 after 30 s: closed, but just seen failing.
+        let at = T0.plus(30 * SEC);
+        assert_eq!(r.breaker_state(&"p".into(), at), BreakerState::Closed);
+        assert!(r.ranks_last(&"p".into(), at));
+        assert_eq!(r.recovering(&key(), at), Some(Bench::BreakerDegraded), "probed, not used");
+        // Any answer that does not blame the provider lifts the suspicion.
+        r.admit(&key(), at).unwrap().finish(&verdict(200), at);
+        assert!(!r.ranks_last(&"p".into(), at));
+        assert_eq!(r.recovering(&key(), at), None);
     }
 }

@@ -486,12 +486,13 @@ impl State {
         out: &Publisher,
     ) -> Option<Bench> {
         self.check(key, now, out).ok()?;
+        let ranks_last = self.ranks_last(&key.provider, now, out);
         let State { policies, breakers, credentials, lockouts, probes, .. } = self;
         let policy = policies.breaker(&key.provider);
         if let Some(b) = breakers.map.get(&key.provider) {
             match b.state(policy) {
                 BreakerState::HalfOpen => return Some(Bench::BreakerHalfOpen),
-                BreakerState::Degraded => {
+                BreakerState::Degraded | BreakerState::Closed if ranks_last => {
                     let scope = Bench::BreakerDegraded.scope(key);
                     let due = probes.get(&scope).is_none_or(|t| {
                         !t.in_flight
@@ -501,7 +502,7 @@ impl State {
                         return Some(Bench::BreakerDegraded);
                     }
                 }
-                BreakerState::Closed | BreakerState::Open => {}
+                BreakerState::Degraded | BreakerState::Closed | BreakerState::Open => {}
             }
         }
         if credentials.map.get(&CredRef::from(key)).is_some_and(CredentialCooldown::is_recovering) {
@@ -511,6 +512,24 @@ impl State {
             return Some(Bench::ModelLockLapsed);
         }
         None
+    }
+
+    /// Whether the planner puts `provider` after the others: its breaker is degraded, or it
+    /// still counts failures and its last probe failed (see [`ProbeTrack::suspect`]).
+    fn ranks_last(&mut self, provider: &ProviderId, now: UnixMillis, out: &Publisher) -> bool {
+        let State { policies, breakers, probes, .. } = self;
+        let policy = policies.breaker(provider);
+        let Some(b) = breakers.get(provider, now, policy, out) else { return false };
+        match b.state(policy) {
+            BreakerState::Degraded => true,
+            BreakerState::Closed => {
+                b.failures() > 0
+                    && probes
+                        .get(&ProbeScope::Provider { provider: provider.clone() })
+                        .is_some_and(|t| t.suspect)
+            }
+            BreakerState::Open | BreakerState::HalfOpen => false,
+        }
     }
 
     /// Lets an attempt at `key` through, claiming a half-open probe slot if there is one.
@@ -684,7 +703,13 @@ impl HealthRegistry {
         self.state.lock().check(key, now, &self.events)
     }
 
-    /// The provider's breaker state at `now` (for ranking degraded providers lower).
+    /// Whether the planner ranks `provider` after the others at `now`: its breaker is degraded,
+    /// or its failures have decayed below that while its last recovery probe failed.
+    pub fn ranks_last(&self, provider: &ProviderId, now: UnixMillis) -> bool {
+        self.state.lock().ranks_last(provider, now, &self.events)
+    }
+
+    /// The provider's breaker state at `now`.
     pub fn breaker_state(&self, provider: &ProviderId, now: UnixMillis) -> BreakerState {
         let mut st = self.state.lock();
         let State { policies, breakers, .. } = &mut *st;
@@ -783,6 +808,9 @@ impl HealthRegistry {
         }
         let track = probes.entry(scope.clone()).or_default();
         track.in_flight = false;
+        if !aborted && matches!(scope, ProbeScope::Provider { .. }) {
+            track.suspect = !healed;
+        }
         if !aborted {
             track.last = Some(ProbeResult {
                 at: now,
@@ -820,9 +848,14 @@ impl HealthRegistry {
         let charges = verdict.charges;
         let creates = charges.provider.is_some() || charges.credential.is_some() || charges.model;
         let room = !creates || st.make_room(now, &self.limits, out);
-        let State { policies, breakers, credentials, lockouts, .. } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
 
         // Layer 1. The provider answered for itself unless the verdict blames it.
+        if charges.provider.is_none()
+            && let Some(track) = provider_track(probes, &key.provider)
+        {
+            track.suspect = false;
+        }
         let policy = policies.breaker(&key.provider);
         match charges.provider {
             Some(fault) => breakers.update(
@@ -1100,6 +1133,14 @@ impl HealthRegistry {
                 .collect(),
         }
     }
+}
+
+/// The provider's probe track, if it was ever probed.
+fn provider_track<'t>(
+    probes: &'t mut FxIndexMap<ProbeScope, ProbeTrack>,
+    provider: &ProviderId,
+) -> Option<&'t mut ProbeTrack> {
+    probes.get_mut(&ProbeScope::Provider { provider: provider.clone() })
 }
 
 /// `Table::update`'s "do not create" marker, with a concrete closure type.

@@ -19,9 +19,7 @@ use super::combo::Combo;
 use super::strategy::TargetOrderer;
 use crate::clock::UnixMillis;
 use crate::ids::{CandidateKey, CredentialId, ProviderId};
-use crate::resilience::{
-    Bench, BreakerState, CredentialSelector, HealthRegistry, ProbeScope, SkipReason,
-};
+use crate::resilience::{Bench, CredentialSelector, HealthRegistry, ProbeScope, SkipReason};
 
 /// A provider's credentials in priority order, and how to choose among them.
 #[derive(Debug)]
@@ -81,10 +79,8 @@ pub fn plan<'r>(
         preference[target] = position;
     }
     // Degraded providers still serve, but only after every healthy one.
-    let degraded: Vec<bool> = order
-        .iter()
-        .map(|&i| registry.breaker_state(&combo.targets[i].provider, now) == BreakerState::Degraded)
-        .collect();
+    let degraded: Vec<bool> =
+        order.iter().map(|&i| registry.ranks_last(&combo.targets[i].provider, now)).collect();
     let mut ranked: Vec<(bool, usize)> = degraded.into_iter().zip(order).collect();
     ranked.sort_by_key(|&(degraded, _)| degraded);
 

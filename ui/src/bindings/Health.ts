@@ -29,6 +29,7 @@ combos: Array<ComboHealth>, at: UnixMillis, breakers: Array<BreakerView>, creden
  */
 untracked: number, 
 /**
- * Recovery probes in flight, and the last probe's result for every target still benched.
+ * Recovery probes in flight, and the last probe's result for every target still benched
+ * or healed by a probe within the last hour.
  */
 probes: Array<ProbeView>, };

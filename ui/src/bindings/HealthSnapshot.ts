@@ -14,6 +14,7 @@ export type HealthSnapshot = { at: UnixMillis, breakers: Array<BreakerView>, cre
  */
 untracked: number, 
 /**
- * Recovery probes in flight, and the last probe's result for every target still benched.
+ * Recovery probes in flight, and the last probe's result for every target still benched
+ * or healed by a probe within the last hour.
  */
 probes: Array<ProbeView>, };

@@ -1256,7 +1256,8 @@ pub struct HealthSnapshot {
     /// Failures not tracked because the registry was full of benched entries.
     #[ts(type = "number")]
     pub untracked: u64,
-    /// Recovery probes in flight, and the last probe's result for every target still benched.
+    /// Recovery probes in flight, and the last probe's result for every target still benched
+    /// or healed by a probe within the last hour.
     pub probes: Vec<ProbeView>,
 }
 

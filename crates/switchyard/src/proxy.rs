@@ -433,17 +433,15 @@ impl Proxy {
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
     /// own that the user's request does not wait for, and notes each in the trace. A probe is
-    /// a retry in the budget's eyes: under load the budget bounds them. Its slot is taken
-    /// before the budget is asked, so a probe that would be refused for being a duplicate
-    /// spends nothing.
+    /// a retry in the budget's eyes: under load the budget bounds them. The budget is asked
+    /// last, so a probe refused for another reason (one in flight already) spends nothing.
     fn send_probes(&self, routes: &Arc<Routes>, plan: &Plan, trace: &mut Trace) {
         for wanted in &plan.probes {
             let now = self.clock.now();
             let bench = wanted.bench.code();
-            let not_sent = match self.registry.start_probe(&wanted.key, wanted.bench, now) {
+            let afford = || routes.budget.try_retry(now);
+            let not_sent = match self.registry.start_probe(&wanted.key, wanted.bench, now, afford) {
                 Err(refused) => Some(refused.code()),
-                // Dropping the probe frees its slot.
-                Ok(_) if !routes.budget.try_retry(now) => Some("retry_budget"),
                 Ok(probe) => {
                     let prober = Prober {
                         routes: Arc::clone(routes),

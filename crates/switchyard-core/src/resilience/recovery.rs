@@ -130,6 +130,8 @@ pub enum ProbeRefused {
     InFlight,
     /// The target is no longer eligible (another request's failure benched it again).
     NotEligible,
+    /// The retry budget is spent: probes are retries in its eyes (RESILIENCE.md §8).
+    Budget,
 }
 
 impl ProbeRefused {
@@ -137,6 +139,7 @@ impl ProbeRefused {
         match self {
             Self::InFlight => "probe_in_flight",
             Self::NotEligible => "probe_not_eligible",
+            Self::Budget => "retry_budget",
         }
     }
 }
@@ -184,7 +187,7 @@ mod tests {
         assert_eq!(r.recovering(&key(), T0), None, "locked: benched, not recovering");
         let lapsed = T0.plus(10 * SEC);
         assert_eq!(r.recovering(&key(), lapsed), Some(Bench::ModelLockLapsed));
-        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed).unwrap();
+        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || true).unwrap();
         assert!(probe.finish(&verdict(200), lapsed));
         assert_eq!(r.recovering(&key(), lapsed), None);
         assert!(r.snapshot(lapsed).lockouts.is_empty());
@@ -196,7 +199,7 @@ mod tests {
         fail(&r, &key(), 503, T0);
         let lapsed = T0.plus(10 * SEC);
         // 500 is not in the lockout list, but the lock asks for a 2xx.
-        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed).unwrap();
+        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || true).unwrap();
         assert!(!probe.finish(&verdict(500), lapsed));
         assert_eq!(r.eligible(&key(), lapsed).unwrap_err().retry_in(), Some(20 * SEC));
         let view = r.snapshot(lapsed).probes;
@@ -209,20 +212,25 @@ mod tests {
         let r = Arc::new(HealthRegistry::default());
         fail(&r, &key(), 404, T0);
         let lapsed = T0.plus(10 * SEC);
-        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed).unwrap();
+        let probe = r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || true).unwrap();
         assert_eq!(
-            r.start_probe(&key(), Bench::ModelLockLapsed, lapsed).unwrap_err(),
+            r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || true).unwrap_err(),
             ProbeRefused::InFlight
         );
         assert!(r.snapshot(lapsed).probes[0].probing);
         // Nor under another bench: a target is never probed twice at once.
         assert_eq!(
-            r.start_probe(&key(), Bench::CredentialCooled, lapsed).unwrap_err(),
+            r.start_probe(&key(), Bench::CredentialCooled, lapsed, || true).unwrap_err(),
             ProbeRefused::InFlight
         );
         drop(probe);
         assert!(!r.snapshot(lapsed).probes.iter().any(|p| p.probing));
-        assert!(r.start_probe(&key(), Bench::ModelLockLapsed, lapsed).is_ok());
+        // A probe the budget cannot afford is not started and spends nothing of the slot.
+        assert_eq!(
+            r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || false).unwrap_err(),
+            ProbeRefused::Budget
+        );
+        assert!(r.start_probe(&key(), Bench::ModelLockLapsed, lapsed, || true).is_ok());
     }
 
     #[test]
@@ -234,7 +242,7 @@ mod tests {
         }
         let at = T0.plus(30 * SEC);
         assert_eq!(r.recovering(&key(), at), Some(Bench::BreakerHalfOpen));
-        let probe = r.start_probe(&key(), Bench::BreakerHalfOpen, at).unwrap();
+        let probe = r.start_probe(&key(), Bench::BreakerHalfOpen, at, || true).unwrap();
         // The probe holds the half-open slot: nobody else is admitted meanwhile.
         assert!(r.eligible(&other, at).is_err());
         // A 400 does not blame the provider: the breaker closes.
@@ -254,7 +262,7 @@ mod tests {
             fail(&r, &key(), 502, T0);
         }
         assert_eq!(r.recovering(&key(), T0), Some(Bench::BreakerDegraded));
-        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0).unwrap();
+        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0, || true).unwrap();
         assert_eq!(r.recovering(&key(), T0), None, "a probe is in flight");
         assert!(!probe.finish(&verdict(502), T0));
         // A user request fails meanwhile (the decay clock restarts): still degraded.
@@ -269,7 +277,7 @@ mod tests {
         for _ in 0..4 {
             fail(&r, &key(), 502, T0);
         }
-        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0).unwrap();
+        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0, || true).unwrap();
         assert!(probe.finish(&verdict(200), T0));
         assert_eq!(r.breaker_state(&"p".into(), T0), BreakerState::Closed);
         assert!(r.snapshot(T0).breakers.is_empty(), "no failures left to count");
@@ -289,11 +297,11 @@ mod tests {
         r.admit(&key(), T0).unwrap().finish(&classify_429(), T0);
         let at = T0.plus(60 * SEC);
         assert_eq!(r.recovering(&key(), at), Some(Bench::CredentialCooled));
-        let probe = r.start_probe(&key(), Bench::CredentialCooled, at).unwrap();
+        let probe = r.start_probe(&key(), Bench::CredentialCooled, at, || true).unwrap();
         assert!(!probe.finish(&classify_429(), at));
         assert!(r.eligible(&key(), at).is_err(), "cooling again");
         let later = at.plus(600 * SEC);
-        let probe = r.start_probe(&key(), Bench::CredentialCooled, later).unwrap();
+        let probe = r.start_probe(&key(), Bench::CredentialCooled, later, || true).unwrap();
         assert!(probe.finish(&verdict(400), later));
         assert_eq!(r.recovering(&key(), later), None);
         assert!(r.snapshot(later).credentials.is_empty());
@@ -305,7 +313,7 @@ mod tests {
         for _ in 0..3 {
             fail(&r, &key(), 500, T0);
         }
-        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0).unwrap();
+        let probe = r.start_probe(&key(), Bench::BreakerDegraded, T0, || true).unwrap();
         assert!(!probe.finish(&verdict(500), T0));
         // 4 failures halve to 2 after 30 s: closed, but just seen failing.
         let at = T0.plus(30 * SEC);

@@ -740,17 +740,23 @@ impl HealthRegistry {
 
     /// Starts a recovery probe of `key` on `bench`: takes the scope's probe slot (and a
     /// half-open breaker's), so no other probe of the scope starts until this one is settled
-    /// with [`RecoveryProbe::finish`] or dropped.
+    /// with [`RecoveryProbe::finish`] or dropped. `afford` is asked last, once the probe could
+    /// go out (the retry budget: a probe refused for another reason spends nothing).
     pub fn start_probe(
         self: &Arc<Self>,
         key: &CandidateKey,
         bench: Bench,
         now: UnixMillis,
+        afford: impl FnOnce() -> bool,
     ) -> Result<RecoveryProbe, ProbeRefused> {
         let scope = bench.scope(key);
         let mut st = self.state.lock();
         if st.probes.iter().any(|(s, t)| t.in_flight && (*s == scope || s.covers(key))) {
             return Err(ProbeRefused::InFlight);
+        }
+        st.check(key, now, &self.events).map_err(|_| ProbeRefused::NotEligible)?;
+        if !afford() {
+            return Err(ProbeRefused::Budget);
         }
         let probe = st
             .admit(key, now, &self.events, &self.next_probe)

@@ -248,6 +248,11 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
     h.app.probes_settled().await;
     let (journals, probes) = upstreams.journals(&h.mock);
     let probes = assert_probes(&books, &probes);
+    for mock in upstreams.all(&h.mock) {
+        for (group, peak) in mock.probe_peaks() {
+            assert!(peak <= 1, "{peak} probes of `{group}` were in flight at once");
+        }
+    }
     assert_upstreams_saw_what_the_proxy_sent(&books, &journals);
     assert_requests_match(&answers, &attempts_by_request(&journals), round);
 
@@ -793,8 +798,9 @@ async fn assert_omega_counted(h: &Harness, books: &Books) {
 /// output token. Returns how many probes were sent.
 ///
 /// That no scope ever has two probes in flight is the registry's invariant (its probe slot,
-/// released on every exit path; see `switchyard_core::resilience::recovery`'s tests): under
-/// this load, requests that find a scope's probe in flight are listed as `probe_in_flight`.
+/// released on every exit path; see `switchyard_core::resilience::recovery`'s tests); the
+/// upstreams check it from their side too: no mock ever held two probes of one credential and
+/// model at once (`MockUpstream::probe_peaks`, asserted in [`burst`]).
 fn assert_probes(books: &Books, probes: &Journals) -> usize {
     for (&provider, seen) in probes {
         let sent = books.probes_sent.get(provider).copied().unwrap_or(0);

@@ -106,6 +106,19 @@ impl AppHandle {
         locked
     }
 
+    /// Resolves once no recovery probe is in flight. A probe's slot is taken before the
+    /// request that triggered it answers, so awaiting this after that answer waits for the
+    /// probe's verdict to be recorded.
+    pub async fn probes_settled(&self) {
+        tokio::time::timeout(WATCHDOG, async {
+            while self.snapshot().probes.iter().any(|p| p.probing) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("every recovery probe settles");
+    }
+
     /// The lockout of `provider/model@credential`, if active.
     pub fn lockout(&self, provider: &str, credential: &str, model: &str) -> Option<LockoutView> {
         let key = CandidateKey::new(provider, credential, model);
@@ -464,6 +477,17 @@ pub fn header<'h>(headers: &'h reqwest::header::HeaderMap, name: &str) -> &'h st
 /// The upstream key each attempt presented, in order.
 pub fn keys_of(attempts: &[Attempt]) -> Vec<String> {
     attempts.iter().map(|a| a.api_key().unwrap_or("").to_owned()).collect()
+}
+
+/// Whether the mock's `attempt` was one of the proxy's own recovery probes (they carry
+/// `x-switchyard-probe`), as opposed to a user's request.
+pub fn is_probe(attempt: &Attempt) -> bool {
+    attempt.header("x-switchyard-probe").is_some()
+}
+
+/// The attempts that were users' requests, not probes.
+pub fn user_requests(attempts: &[Attempt]) -> Vec<&Attempt> {
+    attempts.iter().filter(|a| !is_probe(a)).collect()
 }
 
 /// The JSON of every `data:` line of an SSE body (`[DONE]` and non-JSON lines left out).

@@ -23,6 +23,11 @@
 //! really expire and flap during a burst, and each burst stays inside one ten-second window of
 //! the retry budget, which makes its limit exact (see [`assert_retry_budget`]). Deadlines run on
 //! real time, as always.
+//!
+//! Benched targets whose wait runs out during a burst are probed by the proxy (RESILIENCE.md
+//! §3): those one-token probes carry `x-switchyard-probe` and no request's marker, are listed in
+//! the traces of the requests that triggered them, draw from the same retry budget, and never
+//! reach an upstream more often than the traces say they were sent (see [`assert_probes`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,7 +37,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use switchyard_core::{Clock as _, ManualClock};
 use switchyard_e2e::harness::{
-    Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, T0, anthropic_stream_text, header,
+    Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, T0, anthropic_stream_text, header, is_probe,
     openai_stream_text, sse_data, sse_events,
 };
 use switchyard_testkit::{Attempt, Behavior, MockUpstream, Reply, Status};
@@ -151,6 +156,7 @@ struct Burst {
     tally: Tally,
     books: Books,
     retries: usize,
+    probes: usize,
 }
 
 impl std::fmt::Display for Burst {
@@ -158,13 +164,17 @@ impl std::fmt::Display for Burst {
         write!(
             f,
             "{REQUESTS} requests in {:.2?}; {}; attempts {} by provider {:?} ({:?} timed out or \
-             broke before an answer); same-target retries {}",
+             broke before an answer); same-target retries {}; recovery probes sent {} by \
+             provider {:?}, not sent {:?}",
             self.took,
             self.tally,
             self.tally.attempts,
             self.books.by_provider,
             self.books.unreached,
-            self.retries
+            self.retries,
+            self.probes,
+            self.books.probes_sent,
+            self.books.probes_not_sent,
         )
     }
 }
@@ -233,8 +243,16 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
     let retries = assert_retry_budget(&books, REQUESTS + usize::from(round == 0));
     assert_omega_counted(h, &books).await;
 
-    // And the upstreams' books agree with the proxy's.
-    let journals = upstreams.journals(&h.mock);
+    // And the upstreams' books agree with the proxy's. Probes are settled before the journals
+    // are read, so none is still on its way.
+    h.app.probes_settled().await;
+    let (journals, probes) = upstreams.journals(&h.mock);
+    let probes = assert_probes(&books, &probes);
+    for mock in upstreams.all(&h.mock) {
+        for (group, peak) in mock.probe_peaks() {
+            assert!(peak <= 1, "{peak} probes of `{group}` were in flight at once");
+        }
+    }
     assert_upstreams_saw_what_the_proxy_sent(&books, &journals);
     assert_requests_match(&answers, &attempts_by_request(&journals), round);
 
@@ -247,7 +265,7 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
             .expect("every upstream request let go");
     }
     upstreams.clear_journals(&h.mock);
-    Burst { took, tally, books, retries }
+    Burst { took, tally, books, retries, probes }
 }
 
 /// One client request.
@@ -469,16 +487,29 @@ retry_budget_min_per_second = {BUDGET_MIN_PER_SECOND}
         }
     }
 
-    /// Every mock's attempts, by provider name.
-    fn journals(&self, harness_mock: &MockUpstream) -> BTreeMap<&'static str, Vec<Attempt>> {
-        BTreeMap::from([
-            ("alpha", self.alpha.attempts()),
-            ("beta", self.beta.attempts()),
-            ("omega", self.omega.attempts()),
-            ("oa", harness_mock.attempts()),
-        ])
+    /// Every mock's attempts for users' requests, and the proxy's recovery probes apart, by
+    /// provider name.
+    fn journals(&self, harness_mock: &MockUpstream) -> (Journals, Journals) {
+        let mut users = Journals::new();
+        let mut probes = Journals::new();
+        let mocks = [
+            ("alpha", &self.alpha),
+            ("beta", &self.beta),
+            ("omega", &self.omega),
+            ("oa", harness_mock),
+        ];
+        for (name, mock) in mocks {
+            let (probed, served): (Vec<Attempt>, Vec<Attempt>) =
+                mock.attempts().into_iter().partition(is_probe);
+            users.insert(name, served);
+            probes.insert(name, probed);
+        }
+        (users, probes)
     }
 }
+
+/// Attempts by provider name.
+type Journals = BTreeMap<&'static str, Vec<Attempt>>;
 
 /// `pattern` over and over, enough for every attempt both bursts can make.
 fn cycle(pattern: &[Behavior]) -> Vec<Behavior> {
@@ -670,6 +701,10 @@ struct Books {
     unreached: BTreeMap<String, usize>,
     /// Per request, attempts per (target, credential): more than one is a same-target retry.
     per_target: Vec<BTreeMap<(String, String), usize>>,
+    /// Recovery probes the traces say were sent, per provider.
+    probes_sent: BTreeMap<String, usize>,
+    /// Probes the planner asked for but the proxy did not send, per reason.
+    probes_not_sent: BTreeMap<String, usize>,
 }
 
 impl Books {
@@ -694,6 +729,15 @@ impl Books {
                 *per_target.entry((target, credential)).or_default() += 1;
             }
             books.per_target.push(per_target);
+            for probe in trace.iter().filter(|e| e["event"] == "probe") {
+                if let Some(why) = probe["not_sent"].as_str() {
+                    *books.probes_not_sent.entry(why.to_owned()).or_default() += 1;
+                } else {
+                    let target = probe["target"].as_str().unwrap_or_default();
+                    let provider = target.split('/').next().unwrap_or_default().to_owned();
+                    *books.probes_sent.entry(provider).or_default() += 1;
+                }
+            }
         }
         books
     }
@@ -707,6 +751,9 @@ impl Books {
 /// same-target retry is a second attempt at the same target with the same key within one
 /// request (the trace lists each candidate once otherwise), and there is at most one per
 /// candidate.
+///
+/// Recovery probes draw from the same budget (RESILIENCE.md §3): retries and probes together
+/// stay within it.
 fn assert_retry_budget(books: &Books, requests: usize) -> usize {
     let mut retries = 0;
     for (i, per_target) in books.per_target.iter().enumerate() {
@@ -715,8 +762,12 @@ fn assert_retry_budget(books: &Books, requests: usize) -> usize {
             retries += n - 1;
         }
     }
+    let probes: usize = books.probes_sent.values().sum();
     let allowed = (requests * BUDGET_PERCENT / 100).max(BUDGET_MIN_PER_SECOND * BUDGET_WINDOW_SECS);
-    assert!(retries <= allowed, "{retries} same-target retries; the budget allows {allowed}");
+    assert!(
+        retries + probes <= allowed,
+        "{retries} same-target retries and {probes} probes; the budget allows {allowed}"
+    );
     assert!(retries > 0, "no retry at all: the budget was not exercised");
     retries
 }
@@ -739,6 +790,31 @@ async fn assert_omega_counted(h: &Harness, books: &Books) {
     assert!(charged > 0, "omega was never tried: {books:?}");
     assert_eq!(omega["failures"], charged, "omega's failures vs. its attempts: {omega}");
     assert_eq!(health["untracked"], 0, "{health}");
+}
+
+/// Recovery probes: each upstream saw at most the probes the traces say were sent to it (a
+/// probe that timed out on a loaded machine may never have arrived), and every probe it saw
+/// is the proxy's own one-token request, never a user's: no request marker, not streamed, one
+/// output token. Returns how many probes were sent.
+///
+/// That no scope ever has two probes in flight is the registry's invariant (its probe slot,
+/// released on every exit path; see `switchyard_core::resilience::recovery`'s tests); the
+/// upstreams check it from their side too: no mock ever held two probes of one credential and
+/// model at once (`MockUpstream::probe_peaks`, asserted in [`burst`]).
+fn assert_probes(books: &Books, probes: &Journals) -> usize {
+    for (&provider, seen) in probes {
+        let sent = books.probes_sent.get(provider).copied().unwrap_or(0);
+        assert!(seen.len() <= sent, "{provider} saw {} probes, the traces list {sent}", seen.len());
+        for probe in seen {
+            let body = probe.body.to_string();
+            assert!(!body.contains("load-"), "a probe carried a user's prompt: {body}");
+            assert!(!probe.stream, "a streamed probe: {body}");
+            let one_token =
+                ["max_tokens", "max_completion_tokens"].iter().any(|k| probe.body[k] == 1);
+            assert!(one_token, "a probe asking for more than one token: {body}");
+        }
+    }
+    books.probes_sent.values().sum()
 }
 
 /// Each mock recorded no attempt the proxy does not account for, and missed only attempts the

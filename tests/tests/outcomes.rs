@@ -13,14 +13,20 @@ use switchyard_core::outcome::{BreakerFault, OutcomeKind};
 use switchyard_core::resilience::{BreakerState, CredentialStatus};
 use switchyard_e2e::harness::{
     FALLBACK, Harness, Setup, T0, WATCHDOG, anthropic_stream_text, ask, closed_port, header,
-    json_parts, keys_of, openai_stream_text, openai_text, sse_data, sse_events,
+    is_probe, json_parts, keys_of, openai_stream_text, openai_text, sse_data, sse_events,
 };
 use switchyard_testkit::{Behavior, ErrorKind, Reply, Status};
 use tokio::time::{Instant, timeout};
 
 /// The key of every attempt at `model`, in order.
+/// The keys users' requests for `model` presented upstream, in order (recovery probes left out).
 fn keys(h: &Harness, model: &str) -> Vec<String> {
-    keys_of(&h.mock.attempts_for(model))
+    keys_of(&h.mock.attempts_for(model).into_iter().filter(|a| !is_probe(a)).collect::<Vec<_>>())
+}
+
+/// The keys the proxy's recovery probes for `model` presented, in order.
+fn probed(h: &Harness, model: &str) -> Vec<String> {
+    keys_of(&h.mock.attempts_for(model).into_iter().filter(is_probe).collect::<Vec<_>>())
 }
 
 #[tokio::test]
@@ -262,7 +268,12 @@ async fn a_429_moves_to_the_next_key_which_serves_until_retry_after_has_passed()
     }
     assert_eq!(keys(&h, "gpt-4o"), ["oa-2", "oa-2", "oa-2"], "oa-1 rests until Retry-After");
 
+    // The lock has run out: oa-2 serves once more while a probe asks oa-1, whose 2xx puts it
+    // back in first place.
     clock.advance(Duration::from_millis(1));
+    assert_eq!(ask(&h, "oa/gpt-4o").await.0, 200);
+    h.app.probes_settled().await;
+    assert_eq!(probed(&h, "gpt-4o"), ["oa-1"]);
     assert_eq!(ask(&h, "oa/gpt-4o").await.0, 200);
     assert_eq!(keys(&h, "gpt-4o").last().map(String::as_str), Some("oa-1"), "back in first place");
 }
@@ -282,9 +293,15 @@ async fn a_429_cools_the_whole_key_when_429_is_not_in_the_lockout_list() {
     // The key, not the model: the other model avoids it too.
     assert_eq!(ask(&h, "oa/gpt-4o-mini").await.0, 200);
     assert_eq!(keys(&h, "gpt-4o-mini"), ["oa-2"]);
+    // The cooldown has run out, its backoff standing: a probe (on this model) asks the key
+    // first; anything but a 429 gives it its place back.
     clock.advance(Duration::from_secs(30));
     assert_eq!(ask(&h, "oa/gpt-4o-mini").await.0, 200);
-    assert_eq!(keys(&h, "gpt-4o-mini"), ["oa-2", "oa-1"]);
+    h.app.probes_settled().await;
+    assert_eq!(probed(&h, "gpt-4o-mini"), ["oa-1"]);
+    assert_eq!(ask(&h, "oa/gpt-4o-mini").await.0, 200);
+    assert_eq!(keys(&h, "gpt-4o-mini"), ["oa-2", "oa-2", "oa-1"]);
+    assert!(h.app.registry.records().credentials.is_empty(), "the backoff is cleared");
 }
 
 #[tokio::test]

@@ -10,7 +10,8 @@ use switchyard_core::ManualClock;
 use switchyard_core::outcome::{BreakerFault, OutcomeKind};
 use switchyard_core::resilience::{BreakerState, CredentialStatus};
 use switchyard_e2e::harness::{
-    FALLBACK, Harness, Setup, T0, WATCHDOG, ask, header, json_parts, keys_of,
+    FALLBACK, Harness, Setup, T0, WATCHDOG, ask, header, is_probe, json_parts, keys_of,
+    user_requests,
 };
 use switchyard_testkit::{Behavior, ErrorKind, MockUpstream, Reply, Status};
 use tokio::time::{Instant, timeout};
@@ -47,9 +48,26 @@ async fn a_429_on_one_model_locks_only_that_model_on_that_key_for_the_retry_afte
     clock.advance(Duration::from_secs(19));
     served_by(&h, "oa/gpt-4o", 2).await;
     assert_eq!(keys_of(&h.mock.attempts_for("gpt-4o")), ["oa-2", "oa-2"]);
+    // The lock has run out: the request stays on the second key while a one-token probe asks
+    // the first; its answer gives the first key its place back.
     clock.advance(Duration::from_secs(1));
     served_by(&h, "oa/gpt-4o", 1).await;
-    assert_eq!(keys_of(&h.mock.attempts_for("gpt-4o")), ["oa-2", "oa-2", "oa-1"]);
+    h.app.probes_settled().await;
+    served_by(&h, "oa/gpt-4o", 1).await;
+    let attempts = h.mock.attempts_for("gpt-4o");
+    let seen: Vec<(String, bool)> =
+        attempts.iter().map(|a| (a.api_key().unwrap().to_owned(), is_probe(a))).collect();
+    let key = |k: &str, probe| (k.to_owned(), probe);
+    assert_eq!(
+        seen,
+        [
+            key("oa-2", false),
+            key("oa-2", false),
+            key("oa-2", false),
+            key("oa-1", true),
+            key("oa-1", false)
+        ]
+    );
 }
 
 #[tokio::test]
@@ -80,10 +98,15 @@ async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_br
     assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
     assert_eq!(h.mock.attempt_count("gpt-4o"), 0, "an open breaker sends nothing upstream");
 
-    // The cooldown is over: the next request is the probe; it succeeds and closes the breaker.
+    // The cooldown is over: the next request still goes to the fallback, and the proxy probes
+    // the primary alongside; the probe succeeds and closes the breaker.
     clock.advance(Duration::from_millis(1));
     assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::HalfOpen));
-    assert_eq!(served_by(&h, "smart", 1).await, ["oa/gpt-4o"]);
+    assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
+    h.app.probes_settled().await;
+    let probes = h.mock.attempts_for("gpt-4o");
+    assert_eq!((probes.len(), probes.iter().all(is_probe)), (1, true), "one probe, no user");
+    assert_eq!(probes[0].body["max_tokens"], 1, "{}", probes[0].body);
     assert_eq!(h.app.breaker("oa"), None, "closed with counters reset: nothing left to track");
     assert_eq!(served_by(&h, "smart", 3).await, ["oa/gpt-4o"; 3]);
     assert_eq!(h.mock.attempt_count("gpt-4o"), 4);
@@ -92,24 +115,25 @@ async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_br
 /// RESILIENCE.md §3: a degraded provider "still gets traffic, ranked lower". In a priority
 /// combo with a healthy fallback, ranked lower means no traffic at all, and the leaky count only
 /// drains on successes, so a primary that blipped a few times would stay demoted for good even
-/// though it is healthy again. The loosest bound anyone could defend is the registry's own idle
-/// horizon: failures an hour old no longer demote anybody.
+/// though it is healthy again. Its count halves every `reset_timeout` (30 s) since its last
+/// failure instead: 4 failures (degraded) become 2 (closed) after one period.
 #[tokio::test]
-async fn a_degraded_primary_that_stopped_failing_leads_again_once_its_failures_are_an_hour_old() {
+async fn a_degraded_primary_that_stopped_failing_leads_again_after_its_failures_decay() {
     let clock = ManualClock::new(T0);
     let h = Harness::start_with_clock(FALLBACK, &clock).await;
     // Two failing requests (each failing its retry too): 4 failures, degraded, not open.
     h.mock.script("gpt-4o", [502, 502, 502, 502].map(Behavior::status));
     assert_eq!(served_by(&h, "smart", 2).await, ["an/claude-fallback"; 2]);
-    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
+    let oa = h.app.breaker("oa").expect("tracked");
+    assert_eq!((oa.state, oa.failures), (BreakerState::Degraded, 4));
 
-    clock.advance(Duration::from_secs(3601));
-    assert_eq!(
-        served_by(&h, "smart", 1).await,
-        ["oa/gpt-4o"],
-        "an hour after its last failure the healthy primary is still demoted: {:?}",
-        h.app.breaker("oa")
-    );
+    clock.advance(Duration::from_millis(29_999));
+    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
+    clock.advance(Duration::from_millis(1));
+    let oa = h.app.breaker("oa").expect("still tracked with a count");
+    assert_eq!((oa.state, oa.failures), (BreakerState::Closed, 2));
+    assert_eq!(served_by(&h, "smart", 2).await, ["oa/gpt-4o"; 2], "{:?}", h.app.breaker("oa"));
+    assert_eq!(h.app.breaker("oa"), None, "two successes drained the rest");
 }
 
 #[tokio::test]
@@ -121,8 +145,11 @@ async fn a_failed_probe_reopens_the_breaker_for_twice_as_long() {
     assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
     assert_eq!(h.app.breaker("oa").map(|b| b.retry_in_ms), Some(30_000));
     clock.advance(Duration::from_secs(30));
-    // The probe fails: open again, with the doubled cooldown.
+    // The probe (the proxy's own, the user's request going to the fallback) fails: open again,
+    // with the doubled cooldown.
     assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
+    h.app.probes_settled().await;
+    assert_eq!(user_requests(&h.mock.attempts_for("gpt-4o")).len(), 1, "only the first");
     let oa = h.app.breaker("oa").unwrap();
     assert_eq!((oa.state, oa.reopens, oa.retry_in_ms), (BreakerState::Open, 1, 60_000));
     assert_eq!(h.mock.attempt_count("gpt-4o"), 2, "one attempt each time, no retry while open");
@@ -196,4 +223,105 @@ async fn a_restart_keeps_breaker_cooldown_and_lockout_state() {
     assert_eq!(ask(&h, "an/claude-x").await.0, 503);
     assert_eq!(ask(&h, "oa/gpt-4o").await.0, 200);
     assert_eq!(keys_of(&h.mock.attempts()), ["oa-2"]);
+}
+
+/// Issue 15's acceptance: a primary that answers 503 and then recovers. While it fails, no
+/// user request is spent on it after the first: each time its lock lapses the request goes to
+/// the fallback and a one-token probe goes to the primary. The first probe that finds it
+/// healthy gives it its traffic back: the next user request goes to it, within 2 s (real time)
+/// of that probe.
+#[tokio::test]
+async fn a_primary_that_recovers_gets_users_back_right_after_the_first_healthy_probe() {
+    const HEAL: &str = r#"
+[[combos]]
+name = "heal"
+targets = [{ target = "an/claude-primary" }, { target = "oa/gpt-4o-mini" }]
+"#;
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(HEAL, &clock).await;
+    h.mock.set_default("claude-primary", Behavior::status(503));
+
+    // The first failure is a user's: nothing knew yet. 503 locks the model for 10 s.
+    assert_eq!(served_by(&h, "heal", 3).await, ["oa/gpt-4o-mini"; 3]);
+    assert_eq!(h.mock.attempt_count("claude-primary"), 1);
+    // Each lapse: the user goes to the fallback, a probe to the primary, which fails and is
+    // locked again for twice as long (10 s, 20 s, 40 s, then the 1 min cap).
+    let mut lapse = Duration::from_secs(10);
+    for round in 1..=4 {
+        clock.advance(lapse);
+        assert_eq!(served_by(&h, "heal", 1).await, ["oa/gpt-4o-mini"], "round {round}");
+        h.app.probes_settled().await;
+        assert_eq!(served_by(&h, "heal", 2).await, ["oa/gpt-4o-mini"; 2], "round {round}");
+        let primary = h.mock.attempts_for("claude-primary");
+        assert_eq!(user_requests(&primary).len(), 1, "round {round}: a user request hit it");
+        assert_eq!(primary.len(), 1 + round, "round {round}: one probe per lapse");
+        // Doubling, up to `max_cooldown_ms` (1 min by default).
+        lapse = (lapse * 2).min(Duration::from_secs(60));
+        let lock = h.app.lockout("an", "an-1", "claude-primary").expect("locked again");
+        assert_eq!(lock.remaining_ms, u64::try_from(lapse.as_millis()).unwrap());
+    }
+    let probe = h.mock.attempts_for("claude-primary").pop().unwrap();
+    assert!(is_probe(&probe));
+    assert_eq!((probe.body["max_tokens"].as_u64(), probe.stream), (Some(1), false));
+    assert!(!probe.body.to_string().contains("hi"), "never the user's prompt: {}", probe.body);
+
+    // It heals. At the next lapse the probe finds it healthy and the bench is cleared.
+    h.mock.set_default("claude-primary", Reply::default());
+    clock.advance(lapse);
+    assert_eq!(served_by(&h, "heal", 1).await, ["oa/gpt-4o-mini"]);
+    h.app.probes_settled().await;
+    assert_eq!(h.app.lockout("an", "an-1", "claude-primary").map(|l| l.remaining_ms), None);
+    let (status, health) = h.api_get("/api/monitoring/health").await;
+    assert_eq!(status, 200);
+    let last = &health["probes"][0]["last"];
+    assert_eq!(
+        (last["healed"].as_bool(), last["status"].as_u64()),
+        (Some(true), Some(200)),
+        "{health}"
+    );
+    assert_eq!(served_by(&h, "heal", 3).await, ["an/claude-primary"; 3]);
+    let primary = h.mock.attempts_for("claude-primary");
+    let healthy_probe = primary.iter().rev().find(|a| is_probe(a)).unwrap();
+    let back = primary.iter().find(|a| !is_probe(a) && a.seq > healthy_probe.seq).unwrap();
+    let took = back.at.duration_since(healthy_probe.at);
+    assert!(took < Duration::from_secs(2), "users came back {took:?} after the healthy probe");
+
+    // The request that triggered the probe says so in its trace.
+    let (_, log) = h.api_get("/api/requests").await;
+    let probed = |entry: &serde_json::Value| {
+        entry["event"] == "probe"
+            && entry["bench"] == "model_lock_lapsed"
+            && entry["target"] == "an/claude-primary"
+    };
+    let triggered = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["trace"].as_array().is_some_and(|t| t.iter().any(probed)));
+    assert_eq!(triggered.count(), 5, "one per lapse: {log}");
+}
+
+/// `probe = false` on a model billed per request: no probes, it gets a user's request when its
+/// lock lapses, as before.
+#[tokio::test]
+async fn a_model_marked_probe_false_gets_no_probe_and_is_tried_by_a_user_request_again() {
+    const NO_PROBE: &str = r#"
+[[providers]]
+id = "pr"
+kind = "anthropic"
+base_url = "{mock}"
+models = [{ id = "per-request", probe = false }]
+credentials = [{ id = "pr-1", secret = "env:AN_1" }]
+
+[[combos]]
+name = "paid"
+targets = [{ target = "pr/per-request" }, { target = "oa/gpt-4o-mini" }]
+"#;
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(NO_PROBE, &clock).await;
+    h.mock.enqueue("per-request", Status::new(503));
+    assert_eq!(served_by(&h, "paid", 2).await, ["oa/gpt-4o-mini"; 2]);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(served_by(&h, "paid", 1).await, ["pr/per-request"]);
+    assert!(h.mock.attempts_for("per-request").iter().all(|a| !is_probe(a)));
 }

@@ -16,6 +16,7 @@ const health: Health = {
   credentials: [],
   lockouts: [],
   untracked: 0,
+  probes: [],
 };
 
 /** What the server answers, by path, for the overview. */

@@ -9,6 +9,7 @@ pub mod breaker;
 pub mod cooldown;
 pub mod event;
 pub mod lockout;
+pub mod recovery;
 pub mod registry;
 pub mod selection;
 
@@ -20,8 +21,9 @@ pub use self::breaker::{Breaker, BreakerRecord, BreakerState};
 pub use self::cooldown::{CredentialCooldown, CredentialKind, CredentialRecord, CredentialStatus};
 pub use self::event::{HealthEvent, HealthRecords};
 pub use self::lockout::{LockReason, LockoutRecord, ModelLockout};
+pub use self::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeView};
 pub use self::registry::{
-    Attempt, HealthRegistry, HealthSnapshot, RegistryLimits, ResetCounts, ResetScope,
+    Attempt, HealthRegistry, HealthSnapshot, RecoveryProbe, RegistryLimits, ResetCounts, ResetScope,
 };
 pub use self::selection::{CredentialSelector, SelectionStrategy};
 

@@ -15,5 +15,5 @@ pub mod strategy;
 pub use self::alias::{Alias, AliasTable, Pattern};
 pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
-pub use self::planner::{Candidate, Plan, ProviderRoster, Skipped, plan};
+pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan};
 pub use self::strategy::TargetOrderer;

@@ -71,7 +71,11 @@ impl Default for LockoutSettings {
             error_codes: vec![404, 429, 503],
             failure_threshold: 1,
             base_cooldown_ms: 10 * SECOND,
-            max_cooldown_ms: 5 * MINUTE,
+            // A lock that lapses costs a one-token recovery probe, not a user's request (when
+            // another target serves meanwhile), so the lock need not grow long to spare users:
+            // 1 min at most brings a healed model back within a minute. See
+            // docs/resilience.md, "Lock lengths", for the figures.
+            max_cooldown_ms: MINUTE,
             exponential_backoff: true,
             max_backoff_steps: 5,
         }

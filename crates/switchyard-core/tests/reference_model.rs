@@ -109,6 +109,17 @@ impl ModelBreaker {
             }
         }
         self.probes.retain(|&(_, deadline)| deadline > now);
+        // Closed: the count halves per whole reset timeout since the last change.
+        if self.open_until.is_none() && !self.half_open && self.failures > 0 {
+            let halvings = now.saturating_sub(self.changed_at) / BREAKER_RESET;
+            if halvings > 0 {
+                self.failures = self
+                    .failures
+                    .checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX))
+                    .unwrap_or(0);
+                self.changed_at += halvings * BREAKER_RESET;
+            }
+        }
     }
 
     fn check(&self, now: u64) -> Result<(), SkipReason> {

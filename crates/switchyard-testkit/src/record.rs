@@ -251,12 +251,57 @@ impl Occupancy {
 /// the request is abandoned (client gone, connection cut, mock stopped). Also one open
 /// connection, counted from accept until it is closed.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Occupancy>);
+pub(crate) struct InFlight(Arc<Occupancy>, Option<Concurrent>);
 
 impl InFlight {
     pub(crate) fn enter(occupancy: &Arc<Occupancy>) -> Self {
         occupancy.open.send_modify(|open| *open += 1);
-        Self(Arc::clone(occupancy))
+        Self(Arc::clone(occupancy), None)
+    }
+
+    /// Also counts the request in `group` of `peaks` for as long as it is open.
+    pub(crate) fn count_in(&mut self, peaks: &Arc<Peaks>, group: String) {
+        self.1 = Some(Concurrent::enter(peaks, group));
+    }
+}
+
+/// How many requests of each group were open at once, at most: for requests a client marks as
+/// its own (Switchyard's recovery probes), per credential and model, so a test can check that
+/// the client never has two of one group out at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Peaks {
+    /// Per group: open now, and the most ever open at once.
+    groups: Mutex<HashMap<String, (usize, usize)>>,
+}
+
+impl Peaks {
+    pub(crate) fn peaks(&self) -> HashMap<String, usize> {
+        self.groups.lock().iter().map(|(group, &(_, peak))| (group.clone(), peak)).collect()
+    }
+}
+
+/// One open request of a group (see [`Peaks`]).
+#[derive(Debug)]
+struct Concurrent {
+    peaks: Arc<Peaks>,
+    group: String,
+}
+
+impl Concurrent {
+    fn enter(peaks: &Arc<Peaks>, group: String) -> Self {
+        let mut groups = peaks.groups.lock();
+        let (open, peak) = groups.entry(group.clone()).or_default();
+        *open += 1;
+        *peak = (*peak).max(*open);
+        Self { peaks: Arc::clone(peaks), group }
+    }
+}
+
+impl Drop for Concurrent {
+    fn drop(&mut self) {
+        if let Some((open, _)) = self.peaks.groups.lock().get_mut(&self.group) {
+            *open -= 1;
+        }
     }
 }
 

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 pub(crate) use self::connection::ConnectionControl;
 use crate::behavior::Behavior;
-use crate::record::{Attempt, Journal, Occupancy};
+use crate::record::{Attempt, Journal, Occupancy, Peaks};
 use crate::script::{Rule, Script, Scripts};
 
 /// State shared by the handle and every connection.
@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Occupancy>,
     /// Listed by the model endpoints in addition to every scripted model.
     pub(crate) listed_models: Vec<String>,
+    /// Requests marked as probes (`x-switchyard-probe`) open at once, per credential and model.
+    pub(crate) probes: Arc<Peaks>,
 }
 
 /// A running mock upstream on 127.0.0.1. Serves until dropped.
@@ -109,6 +111,7 @@ impl MockBuilder {
             journal: Journal::new(Instant::now(), !self.forget_attempts, self.record_dir),
             occupancy: Arc::new(Occupancy::new()),
             connections: Arc::new(Occupancy::new()),
+            probes: Arc::default(),
             listed_models: self.models,
         });
         let (stop, stopped) = oneshot::channel();
@@ -203,6 +206,14 @@ impl MockUpstream {
     pub async fn wait_for_attempts(&self, n: usize) -> Vec<Attempt> {
         self.shared.journal.wait_for(n).await;
         self.attempts()
+    }
+
+    /// The most requests marked `x-switchyard-probe` (Switchyard's recovery probes) that were
+    /// open at once, per `credential model` (the credential as [`Attempt::api_key`] reads it,
+    /// the model from the body or, for Gemini, the path). A request counts from arrival until
+    /// its answer is sent in full or it is abandoned.
+    pub fn probe_peaks(&self) -> std::collections::HashMap<String, usize> {
+        self.shared.probes.peaks()
     }
 
     /// Requests received whose answer has not finished (hanging, stalled, still streaming).

@@ -122,6 +122,8 @@ pub struct ModelConfig {
     pub dialect: Dialect,
     /// The chat endpoint for [`Self::dialect`] (see [`ProviderConfig::chat_url`]).
     pub chat_url: Option<Url>,
+    /// Recovery probes may be sent to it (`probe = false` turns them off).
+    pub probe: bool,
 }
 
 /// One provider, ready to route to.
@@ -475,7 +477,8 @@ impl ProviderForm {
                 Some(own) if own != dialect => (own, chat_url(at, own, base_url)?),
                 _ => (dialect, provider_url.cloned()),
             };
-            models.push(ModelConfig { id: ModelId::from(id), dialect, chat_url });
+            let probe = model.probe.unwrap_or(true);
+            models.push(ModelConfig { id: ModelId::from(id), dialect, chat_url, probe });
         }
         Ok(models)
     }
@@ -545,6 +548,7 @@ impl TargetForm {
             ));
         }
         let mut target = Target::new(provider, model);
+        target.probe = p.model(model).is_none_or(|m| m.probe);
         if let Some(credential) = &self.credential {
             if !p.credentials.iter().any(|c| c.id.as_str() == credential) {
                 return Err(Problem::new(

@@ -32,8 +32,8 @@ use switchyard_core::outcome::{
     Verdict, classify,
 };
 use switchyard_core::resilience::CredentialKind;
-use switchyard_core::resilience::{Attempt, HealthRegistry, SkipReason};
-use switchyard_core::routing::{Candidate, Combo, Target, TargetOrderer, plan};
+use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
+use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
@@ -328,6 +328,7 @@ impl Proxy {
             prefer(&mut plan.candidates, sticky);
         }
         let mut trace = Trace::new(&plan, &combo);
+        self.send_probes(&routes, &plan, &mut trace);
         let mut attempts = 0u32;
         // Providers that failed this request on their own account are not tried again for it.
         let mut failed_providers: Vec<ProviderId> = Vec::new();
@@ -430,6 +431,32 @@ impl Proxy {
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 
+    /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
+    /// own that the user's request does not wait for, and notes each in the trace. A probe is
+    /// a retry in the budget's eyes: under load the budget bounds them. The budget is asked
+    /// last, so a probe refused for another reason (one in flight already) spends nothing.
+    fn send_probes(&self, routes: &Arc<Routes>, plan: &Plan, trace: &mut Trace) {
+        for wanted in &plan.probes {
+            let now = self.clock.now();
+            let bench = wanted.bench.code();
+            let afford = || routes.budget.try_retry(now);
+            let not_sent = match self.registry.start_probe(&wanted.key, wanted.bench, now, afford) {
+                Err(refused) => Some(refused.code()),
+                Ok(probe) => {
+                    let prober = Prober {
+                        routes: Arc::clone(routes),
+                        oauth: self.oauth.clone(),
+                        clock: Arc::clone(&self.clock),
+                        policy: self.classify_policy(&routes.config),
+                    };
+                    tokio::spawn(prober.run(probe));
+                    None
+                }
+            };
+            trace.probe(&wanted.key, bench, not_sent);
+        }
+    }
+
     /// Admits `candidate` and finds the secret it will present. `Err` is why it is skipped: the
     /// registry refused it, or (OAuth) no usable token could be had, in which case the OAuth
     /// manager has benched the credential and says why in its status. Neither is an attempt.
@@ -459,12 +486,7 @@ impl Proxy {
         provider: &ProviderId,
         credential: &CredentialId,
     ) -> Result<Option<Secret>, OAuthError> {
-        let config = routes.provider(provider).and_then(|p| p.credential(credential));
-        let Some(config) = config else { return Ok(None) };
-        if config.kind != CredentialKind::Oauth {
-            return Ok(config.secret.clone());
-        }
-        self.oauth.access_token(provider, credential, self.clock.now()).await.map(Some)
+        secret(&self.oauth, routes, provider, credential, self.clock.now()).await
     }
 
     /// After a 401 to an OAuth token: refresh it once, so the same target may be tried once
@@ -800,12 +822,92 @@ impl Proxy {
 
     fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {
         self.counters.upstream_latency.observe(latency);
-        self.orderer.observe_latency(&candidate.key.provider, &candidate.key.model, latency);
+        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
+        self.orderer.observe_latency(provider, model, latency, self.clock.now());
         if let Some(roster) = routes.roster(&candidate.key.provider)
             && let Some(i) = roster.credentials.iter().position(|c| *c == candidate.key.credential)
         {
             roster.selector.observe_latency(i, latency);
         }
+    }
+}
+
+/// The secret an attempt (or a probe) with `provider`'s `credential` presents: see
+/// [`Proxy::secret_for`].
+async fn secret(
+    oauth: &OAuth,
+    routes: &Routes,
+    provider: &ProviderId,
+    credential: &CredentialId,
+    now: switchyard_core::UnixMillis,
+) -> Result<Option<Secret>, OAuthError> {
+    let config = routes.provider(provider).and_then(|p| p.credential(credential));
+    let Some(config) = config else { return Ok(None) };
+    if config.kind != CredentialKind::Oauth {
+        return Ok(config.secret.clone());
+    }
+    oauth.access_token(provider, credential, now).await.map(Some)
+}
+
+/// What a recovery probe's task needs, owned: it outlives the request that started it.
+struct Prober {
+    routes: Arc<Routes>,
+    oauth: OAuth,
+    clock: Arc<dyn Clock>,
+    policy: switchyard_core::outcome::ClassifyPolicy,
+}
+
+impl Prober {
+    /// Sends one probe and settles it; every early return drops the probe, which frees its slot.
+    async fn run(self, probe: RecoveryProbe) {
+        let key = probe.key().clone();
+        let Some(provider) = self.routes.provider(&key.provider) else { return };
+        let now = self.clock.now();
+        let secret =
+            match secret(&self.oauth, &self.routes, &key.provider, &key.credential, now).await {
+                Ok(secret) => secret,
+                Err(error) => {
+                    tracing::info!(target = %key, %error, "no token for a recovery probe");
+                    return;
+                }
+            };
+        let request = match upstream::probe(provider, secret.as_ref(), key.model.as_str()) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::info!(target = %key, %error, "no recovery probe for this target");
+                return;
+            }
+        };
+        let dialect = provider.dialect_for(key.model.as_str());
+        // A one-token answer is quick: a probe gets the streaming first-event deadline.
+        let wait = self.routes.config.timeouts.first_event;
+        let empty = HeaderMap::new();
+        let (verdict, status) = match self.routes.executor.send(request, wait).await {
+            Ok(response) if response.status.is_success() => {
+                let status = response.status.as_u16();
+                // Read to the end so the connection goes back to the pool; the text is unused.
+                let _ = response.into_bytes(wait).await;
+                let ok = Upstream::Response { status, headers: &empty, body: BodyHint::None };
+                (self.classify(ok), Some(status))
+            }
+            Ok(response) => {
+                let status = response.status.as_u16();
+                let headers = response.headers.clone();
+                let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+                let hint = dialect.error_report(&body).hint;
+                let failed = Upstream::Response { status, headers: &headers, body: hint };
+                (self.classify(failed), Some(status))
+            }
+            Err(SendFailure::Transport(fault)) => (self.classify(Upstream::Transport(fault)), None),
+            Err(SendFailure::Timeout(phase)) => (self.classify(Upstream::Timeout(phase)), None),
+        };
+        let bench = probe.bench().code();
+        let healed = probe.finish(&verdict, self.clock.now());
+        tracing::info!(target = %key, bench, kind = verdict.kind.as_str(), ?status, healed, "recovery probe");
+    }
+
+    fn classify(&self, upstream: Upstream<'_>) -> Verdict {
+        classify(&Outcome::new(upstream), &self.policy, self.clock.now())
     }
 }
 

@@ -257,7 +257,10 @@ fn a_model_is_a_plain_id_or_a_table_and_every_spelling_reads_the_same() {
     assert_eq!(inline.form, tables.form);
     let models = &inline.form.providers[0].models;
     assert_eq!(models[0], ModelForm::new("gpt-4o"));
-    assert_eq!(models[1], ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses) });
+    assert_eq!(
+        models[1],
+        ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses), probe: None }
+    );
 }
 
 #[test]

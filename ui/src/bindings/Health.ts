@@ -5,6 +5,7 @@ import type { ConfigSaving } from "./ConfigSaving";
 import type { CredentialView } from "./CredentialView";
 import type { LockoutView } from "./LockoutView";
 import type { Persistence } from "./Persistence";
+import type { ProbeView } from "./ProbeView";
 import type { UnixMillis } from "./UnixMillis";
 
 /**
@@ -26,4 +27,9 @@ combos: Array<ComboHealth>, at: UnixMillis, breakers: Array<BreakerView>, creden
 /**
  * Failures not tracked because the registry was full of benched entries.
  */
-untracked: number, };
+untracked: number, 
+/**
+ * Recovery probes in flight, and the last probe's result for every target still benched
+ * or healed by a probe within the last hour.
+ */
+probes: Array<ProbeView>, };

@@ -2,6 +2,7 @@
 import type { BreakerView } from "./BreakerView";
 import type { CredentialView } from "./CredentialView";
 import type { LockoutView } from "./LockoutView";
+import type { ProbeView } from "./ProbeView";
 import type { UnixMillis } from "./UnixMillis";
 
 /**
@@ -11,4 +12,9 @@ export type HealthSnapshot = { at: UnixMillis, breakers: Array<BreakerView>, cre
 /**
  * Failures not tracked because the registry was full of benched entries.
  */
-untracked: number, };
+untracked: number, 
+/**
+ * Recovery probes in flight, and the last probe's result for every target still benched
+ * or healed by a probe within the last hour.
+ */
+probes: Array<ProbeView>, };

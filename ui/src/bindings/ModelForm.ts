@@ -18,4 +18,11 @@ id: string,
  * `kind = "openai"` only: which API this model is called through, whatever the
  * provider's `api` (`gpt-5-codex` answers only on Responses).
  */
-api?: OpenAiApi, };
+api?: OpenAiApi, 
+/**
+ * Whether Switchyard may send this model one-token recovery probes of its own when it is
+ * benched and another target can serve meanwhile [default true]. Set `false` for a model
+ * billed per request, where a probe costs as much as a real request: it then gets its
+ * traffic back by serving a user's request, as a combo of one does.
+ */
+probe?: boolean, };

@@ -40,6 +40,17 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td />
               </>
+            ) : entry.event === 'probe' ? (
+              <>
+                <td>
+                  <Badge tone="muted">probe</Badge> {entry.bench.replace(/_/g, ' ')}
+                  <span className="muted">
+                    {entry.not_sent ? ` · not sent: ${entry.not_sent.replace(/_/g, ' ')}` : ' · sent alongside, one token'}
+                  </span>
+                </td>
+                <td />
+                <td />
+              </>
             ) : (
               <>
                 <td>

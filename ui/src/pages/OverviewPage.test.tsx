@@ -17,6 +17,7 @@ const health: Health = {
   credentials: [],
   lockouts: [],
   untracked: 0,
+  probes: [],
 };
 
 function server(call: ApiCall): ApiReply {
@@ -57,5 +58,34 @@ describe('the Claude Code lines on the overview', () => {
     const lines = claudeCodeLines('http://127.0.0.1:4141/v1', null).split('\n');
     expect(lines[0]).toBe('export ANTHROPIC_BASE_URL=http://127.0.0.1:4141');
     expect(lines[2]).toMatch(/^# ANTHROPIC_MODEL: leave it unset and let aliases route/);
+  });
+});
+
+describe('recovery probes on the overview', () => {
+  it('show a benched provider being probed and what the last probe found', async () => {
+    const probing: Health = {
+      ...health,
+      breakers: [{ provider: 'oa', state: 'half_open', failures: 5, reopens: 0, last_fault: 'transient', retry_in_ms: 0 }],
+      probes: [
+        { scope: { layer: 'provider', provider: 'oa' }, probing: true, last: null },
+        {
+          scope: { layer: 'model', key: { provider: 'an', credential: 'work', model: 'claude' } },
+          probing: false,
+          last: { at: Date.now(), bench: 'model_lock_lapsed', outcome: 'success', status: 200, healed: true },
+        },
+      ],
+    };
+    const routes = (call: ApiCall): ApiReply => {
+      const path = call.path.split('?')[0];
+      if (path === '/api/monitoring/health') return ok(probing);
+      if (path === '/api/providers') return ok([{ id: 'oa', credentials: [] }]);
+      return server(call);
+    };
+    renderWithServer(<OverviewPage />, routes);
+    const list = await screen.findByRole('heading', { name: 'Recovery probes' });
+    expect(list).toBeInTheDocument();
+    expect(screen.getByText('an/claude on work')).toBeInTheDocument();
+    expect(screen.getAllByText('probing').length).toBeGreaterThanOrEqual(2);
+    expect(screen.getByText('back')).toBeInTheDocument();
   });
 });

@@ -5,6 +5,7 @@ import { insideDesktop } from '../api/ipc';
 import { useAction, useApi, useLiveVersion, useNow, useResource } from '../app/context';
 import { Badge, BusyButton, CopyButton, ErrorNote } from '../components/controls';
 import { reasonText } from '../components/LockoutTable';
+import { ProbeNote, probeScopeLabel } from '../components/ProbeNote';
 import { formatAgo, formatCountdown, remainingAt } from '../format/duration';
 
 const breakerTone: Record<BreakerState, 'ok' | 'warn' | 'bad'> = {
@@ -170,6 +171,7 @@ export function OverviewPage() {
           {(providers.data ?? []).map((p) => {
             const breaker = h?.breakers.find((b) => b.provider === p.id);
             const state = breaker?.state ?? 'closed';
+            const probe = h?.probes.find((v) => v.scope.layer === 'provider' && v.scope.provider === p.id);
             return (
               <article className="card health-card" key={p.id} aria-label={`Provider ${p.id}`} data-testid="health-card">
                 <div className="row spread">
@@ -193,6 +195,14 @@ export function OverviewPage() {
                   ) : null}
                   <dt>Credentials</dt>
                   <dd>{p.credentials.filter((c) => c.enabled).length} enabled</dd>
+                  {probe ? (
+                    <>
+                      <dt>Recovery</dt>
+                      <dd>
+                        <ProbeNote view={probe} now={now} />
+                      </dd>
+                    </>
+                  ) : null}
                 </dl>
                 <BusyButton
                   className="secondary small"
@@ -266,6 +276,25 @@ export function OverviewPage() {
           <a href="#/settings/lockouts">Manage lockouts</a>
         </section>
       </div>
+
+      {h && h.probes.length > 0 ? (
+        <section className="card" aria-labelledby="probes-title">
+          <h2 id="probes-title">Recovery probes</h2>
+          <p className="muted">
+            A benched target whose wait ran out gets a one-token probe while requests go to the next target; a probe that finds it
+            healthy gives it its traffic back.
+          </p>
+          <ul className="plain">
+            {h.probes.map((v) => (
+              <li key={JSON.stringify(v.scope)} className="row spread">
+                <span>
+                  <strong>{probeScopeLabel(v.scope)}</strong> <ProbeNote view={v} now={now} />
+                </span>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ) : null}
 
       {h && h.combos.length > 0 ? (
         <section className="card" aria-labelledby="combos-title">

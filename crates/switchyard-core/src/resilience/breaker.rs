@@ -9,6 +9,9 @@
 //!   never stay half-open forever waiting for a result that will not come.
 //! - Only a probe's own result moves `half_open`; stragglers admitted before the breaker opened
 //!   are ignored while it is open or half-open.
+//! - The leaky count also leaks with time: it halves every `reset_timeout` since the breaker
+//!   last changed, computed lazily on read. A degraded provider ranks last and so sees no
+//!   successes; without the decay it would stay demoted for ever (RESILIENCE.md §3).
 
 use std::time::Duration;
 
@@ -109,7 +112,7 @@ impl Breaker {
     /// The state at `now`, performing the lazy open → half-open move (and the clamp against
     /// clock jumps). Returns whether anything changed.
     pub fn refresh(&mut self, now: UnixMillis, policy: &BreakerPolicy) -> Changed {
-        let mut changed = false;
+        let mut changed = self.decay(now, policy);
         if let Phase::Open { until } = &mut self.phase {
             if now >= *until {
                 // It became half-open at `until`, whenever someone happens to look.
@@ -127,6 +130,27 @@ impl Breaker {
             probes.retain(|p| p.deadline > now);
         }
         Changed::from(changed)
+    }
+
+    /// Halves the failure count for every whole `reset_timeout` since the last change (a
+    /// failure, or a success that lowered the count), keeping the remainder for next time so
+    /// reads at any rhythm decay alike. Only a change a reader can see counts as a change: the
+    /// state moving (degraded back to closed) or the count reaching zero; a count that only
+    /// shrinks is a counter, travelling with the next transition's record (§6).
+    fn decay(&mut self, now: UnixMillis, policy: &BreakerPolicy) -> bool {
+        if self.phase != Phase::Closed || self.failures == 0 || policy.reset_timeout.is_zero() {
+            return false;
+        }
+        let period = millis(policy.reset_timeout);
+        let halvings = now.0.saturating_sub(self.changed_at.0) / period;
+        if halvings == 0 {
+            return false;
+        }
+        let before = self.state(policy);
+        self.failures =
+            self.failures.checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX)).unwrap_or(0);
+        self.changed_at = UnixMillis(self.changed_at.0 + halvings * period);
+        self.state(policy) != before || self.failures == 0
     }
 
     /// The state as last refreshed.
@@ -198,6 +222,17 @@ impl Breaker {
             }
             _ => return Changed::No,
         }
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// A recovery probe found the provider answering: a closed (degraded) breaker forgets its
+    /// failures at once instead of leaking them one success at a time.
+    pub fn heal(&mut self, now: UnixMillis) -> Changed {
+        if self.phase != Phase::Closed || self.failures == 0 {
+            return Changed::No;
+        }
+        self.failures = 0;
         self.changed_at = now;
         Changed::Yes
     }
@@ -533,5 +568,96 @@ mod tests {
         trip(&mut b, T0, &p);
         let restored = Breaker::restore(&b.record(&p), T0, &p);
         assert_eq!(restored, b);
+    }
+
+    #[test]
+    fn failures_halve_every_reset_timeout_so_a_degraded_provider_drifts_back_to_closed() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        for _ in 0..4 {
+            let _ = fail(&mut b, T0, &p);
+        }
+        assert_eq!((b.failures(), b.state(&p)), (4, BreakerState::Degraded));
+        let period = p.reset_timeout;
+        // Table: time since the last failure -> (count, state, was it a transition).
+        let table = [
+            (period.saturating_sub(Duration::from_millis(1)), 4, BreakerState::Degraded, false),
+            (period, 2, BreakerState::Closed, true),
+            ((period * 2).saturating_sub(Duration::from_millis(1)), 2, BreakerState::Closed, false),
+            (period * 2, 1, BreakerState::Closed, false),
+            (period * 3, 0, BreakerState::Closed, true),
+        ];
+        for (after, count, state, transition) in table {
+            let changed = b.refresh(T0.plus(after), &p);
+            assert_eq!((b.failures(), b.state(&p)), (count, state), "after {after:?}");
+            assert_eq!(changed.is_yes(), transition, "after {after:?}");
+        }
+        assert!(b.is_pristine());
+    }
+
+    #[test]
+    fn a_new_failure_restarts_the_decay_clock() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        for _ in 0..3 {
+            let _ = fail(&mut b, T0, &p);
+        }
+        let later = T0.plus(p.reset_timeout.saturating_sub(SEC));
+        let _ = fail(&mut b, later, &p);
+        assert_eq!(state_at(&mut b, T0.plus(p.reset_timeout), &p), BreakerState::Degraded);
+        assert_eq!(b.failures(), 4);
+        assert_eq!(state_at(&mut b, later.plus(p.reset_timeout), &p), BreakerState::Closed);
+    }
+
+    #[test]
+    fn decay_leaves_open_and_half_open_breakers_alone() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout * 100);
+        assert_eq!(state_at(&mut b, at, &p), BreakerState::HalfOpen);
+        assert_eq!(b.failures(), p.failure_threshold);
+    }
+
+    mod decay_properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            /// However often (or rarely) someone looks, the count at a given instant is the
+            /// same, never grows without a failure, and is at most the count at the last
+            /// failure halved once per whole `reset_timeout` since.
+            #[test]
+            fn decay_does_not_depend_on_when_it_is_read(
+                failures in 1u32..5,
+                looks in proptest::collection::vec(0u64..200_000, 0..12),
+                end in 0u64..400_000,
+            ) {
+                let p = BreakerSettings { failure_threshold: 10, ..BreakerSettings::default() }
+                    .validate()
+                    .unwrap();
+                let mut watched = Breaker::new(T0);
+                for _ in 0..failures {
+                    let _ = fail(&mut watched, T0, &p);
+                }
+                let mut unwatched = watched.clone();
+                let mut looks = looks;
+                looks.sort_unstable();
+                let mut last = failures;
+                for at in looks.into_iter().filter(|&at| at <= end) {
+                    let _ = watched.refresh(T0.plus(Duration::from_millis(at)), &p);
+                    prop_assert!(watched.failures() <= last);
+                    last = watched.failures();
+                }
+                let end = T0.plus(Duration::from_millis(end));
+                let _ = watched.refresh(end, &p);
+                let _ = unwatched.refresh(end, &p);
+                prop_assert_eq!(watched.failures(), unwatched.failures());
+                let halvings = end.since(T0).as_millis() / p.reset_timeout.as_millis();
+                let bound = u32::try_from(halvings).ok().and_then(|h| failures.checked_shr(h));
+                prop_assert_eq!(watched.failures(), bound.unwrap_or(0));
+            }
+        }
     }
 }

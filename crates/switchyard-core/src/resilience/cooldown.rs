@@ -131,6 +131,24 @@ impl CredentialCooldown {
         Changed::Yes
     }
 
+    /// Its cooldown ran out but its backoff still stands: it was rate-limited and nothing has
+    /// shown since that it is served again (see [`crate::resilience::recovery`]).
+    pub fn is_recovering(&self) -> bool {
+        self.status == CredentialStatus::Active
+            && self.backoff_level > 0
+            && self.last_error == Some(CredentialFault::RateLimit)
+    }
+
+    /// A recovery probe was served without a rate limit: the backoff is cleared at once.
+    pub fn heal(&mut self, now: UnixMillis) -> Changed {
+        if !self.is_recovering() {
+            return Changed::No;
+        }
+        self.backoff_level = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
     /// Charges `fault` to this credential. `hint` is the upstream's wait, already clamped by the
     /// classifier; call [`Self::refresh`] first.
     pub fn on_failure(

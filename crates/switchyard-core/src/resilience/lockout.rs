@@ -96,6 +96,22 @@ impl ModelLockout {
         Changed::Yes
     }
 
+    /// The lock ran out with its failures still counted: nothing has shown since that the model
+    /// answers again (see [`crate::resilience::recovery`]).
+    pub fn is_recovering(&self, now: UnixMillis, policy: &LockoutPolicy) -> bool {
+        !self.is_locked(now) && self.consecutive_failures >= policy.failure_threshold.max(1)
+    }
+
+    /// A recovery probe got a 2xx: the count that sizes the next lock is cleared at once.
+    pub fn heal(&mut self, now: UnixMillis) -> Changed {
+        if self.is_locked(now) || self.consecutive_failures == 0 {
+            return Changed::No;
+        }
+        self.consecutive_failures = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
     /// Counts a failure and locks once the threshold is reached, or at once when `at_once`
     /// (the upstream asked for a wait: a transient answer's long `Retry-After`, see
     /// [`Verdict::benched_by_retry_after`](crate::outcome::Verdict::benched_by_retry_after)).
@@ -185,7 +201,7 @@ mod tests {
         assert!(p.enabled && p.exponential_backoff);
         assert_eq!(p.error_codes.iter().collect::<Vec<_>>(), [404, 429, 503]);
         assert_eq!((p.failure_threshold, p.max_backoff_steps), (1, 5));
-        assert_eq!((p.base_cooldown, p.max_cooldown), (10 * SEC, 300 * SEC));
+        assert_eq!((p.base_cooldown, p.max_cooldown), (10 * SEC, 60 * SEC));
     }
 
     #[test]
@@ -200,7 +216,7 @@ mod tests {
             locks.push(until.since(now).as_secs());
             now = until;
         }
-        assert_eq!(locks, [10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(locks, [10, 20, 40, 60, 60, 60, 60]);
     }
 
     #[test]

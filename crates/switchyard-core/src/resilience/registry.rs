@@ -25,6 +25,7 @@ use tokio::sync::broadcast;
 use super::breaker::{Admission, ProbeId};
 use super::event::HealthRecords;
 use super::lockout::LockReason;
+use super::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView};
 use super::{
     Breaker, BreakerRecord, BreakerState, Changed, CredentialCooldown, CredentialKind,
     CredentialRecord, CredentialStatus, HealthEvent, LockoutRecord, ModelLockout, SkipReason,
@@ -334,6 +335,26 @@ impl<L: Layer> Table<L> {
         self.settle(index, transition, policy, now, out);
     }
 
+    /// Applies `change` to the tracked entry for `key` and publishes the result as a transition
+    /// whatever its phase: for a probe's verdict, which clears or extends a bench that a reader
+    /// must see go (a lapsed lock forgotten, a degraded breaker back to closed).
+    fn force<Q>(
+        &mut self,
+        key: &Q,
+        now: UnixMillis,
+        policy: &L::Policy,
+        out: &Publisher,
+        change: impl FnOnce(&mut L::Entry) -> Changed,
+    ) where
+        Q: ?Sized + Hash + Equivalent<L::Key>,
+    {
+        let _ = self.get(key, now, policy, out);
+        let Some((index, _, entry)) = self.map.get_full_mut(key) else { return };
+        if change(entry).is_yes() {
+            self.settle(index, true, policy, now, out);
+        }
+    }
+
     /// Removes every entry `pick` selects, publishing each removal. Returns how many.
     fn remove_where(
         &mut self,
@@ -439,6 +460,9 @@ struct State {
     lockouts: Table<Lockouts>,
     /// Failures not tracked because the registry was full of benched entries.
     untracked: u64,
+    /// Recovery probes, by scope: whether one is in flight, when the last was sent and what it
+    /// found. One entry per scope ever probed, bounded by the configured candidates.
+    probes: FxIndexMap<ProbeScope, ProbeTrack>,
 }
 
 impl State {
@@ -449,7 +473,84 @@ impl State {
             credentials: Table::new(idle),
             lockouts: Table::new(idle),
             untracked: 0,
+            probes: FxIndexMap::default(),
         }
+    }
+
+    /// Which bench `key` is recovering from, if any (see [`super::recovery`]): eligible, but
+    /// not yet shown to work since a layer benched it. Outermost layer first.
+    fn recovering(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        out: &Publisher,
+    ) -> Option<Bench> {
+        self.check(key, now, out).ok()?;
+        let ranks_last = self.ranks_last(&key.provider, now, out);
+        let State { policies, breakers, credentials, lockouts, probes, .. } = self;
+        let policy = policies.breaker(&key.provider);
+        if let Some(b) = breakers.map.get(&key.provider) {
+            match b.state(policy) {
+                BreakerState::HalfOpen => return Some(Bench::BreakerHalfOpen),
+                BreakerState::Degraded | BreakerState::Closed if ranks_last => {
+                    let scope = Bench::BreakerDegraded.scope(key);
+                    let due = probes.get(&scope).is_none_or(|t| {
+                        !t.in_flight
+                            && t.last_sent.is_none_or(|at| now.since(at) >= policy.reset_timeout)
+                    });
+                    if due {
+                        return Some(Bench::BreakerDegraded);
+                    }
+                }
+                BreakerState::Degraded | BreakerState::Closed | BreakerState::Open => {}
+            }
+        }
+        if credentials.map.get(&CredRef::from(key)).is_some_and(CredentialCooldown::is_recovering) {
+            return Some(Bench::CredentialCooled);
+        }
+        if lockouts.map.get(key).is_some_and(|l| l.is_recovering(now, &policies.lockout)) {
+            return Some(Bench::ModelLockLapsed);
+        }
+        None
+    }
+
+    /// Whether the planner puts `provider` after the others: its breaker is degraded, or it
+    /// still counts failures and its last probe failed (see [`ProbeTrack::suspect`]).
+    fn ranks_last(&mut self, provider: &ProviderId, now: UnixMillis, out: &Publisher) -> bool {
+        let State { policies, breakers, probes, .. } = self;
+        let policy = policies.breaker(provider);
+        let Some(b) = breakers.get(provider, now, policy, out) else { return false };
+        match b.state(policy) {
+            BreakerState::Degraded => true,
+            BreakerState::Closed => {
+                b.failures() > 0
+                    && probes
+                        .get(&ProbeScope::Provider { provider: provider.clone() })
+                        .is_some_and(|t| t.suspect)
+            }
+            BreakerState::Open | BreakerState::HalfOpen => false,
+        }
+    }
+
+    /// Lets an attempt at `key` through, claiming a half-open probe slot if there is one.
+    fn admit(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        out: &Publisher,
+        next_probe: &AtomicU64,
+    ) -> Result<Option<ProbeId>, SkipReason> {
+        self.check(key, now, out)?;
+        let State { policies, breakers, .. } = self;
+        let policy = policies.breaker(&key.provider);
+        let admission = match breakers.get(&key.provider, now, policy, out) {
+            Some(b) => b.admit(now, policy, || next_probe.fetch_add(1, Ordering::Relaxed))?,
+            None => Admission::Normal,
+        };
+        Ok(match admission {
+            Admission::Probe(id) => Some(id),
+            Admission::Normal => None,
+        })
     }
 
     fn len(&self) -> usize {
@@ -602,7 +703,13 @@ impl HealthRegistry {
         self.state.lock().check(key, now, &self.events)
     }
 
-    /// The provider's breaker state at `now` (for ranking degraded providers lower).
+    /// Whether the planner ranks `provider` after the others at `now`: its breaker is degraded,
+    /// or its failures have decayed below that while its last recovery probe failed.
+    pub fn ranks_last(&self, provider: &ProviderId, now: UnixMillis) -> bool {
+        self.state.lock().ranks_last(provider, now, &self.events)
+    }
+
+    /// The provider's breaker state at `now`.
     pub fn breaker_state(&self, provider: &ProviderId, now: UnixMillis) -> BreakerState {
         let mut st = self.state.lock();
         let State { policies, breakers, .. } = &mut *st;
@@ -620,20 +727,112 @@ impl HealthRegistry {
         key: &CandidateKey,
         now: UnixMillis,
     ) -> Result<Attempt, SkipReason> {
-        let mut st = self.state.lock();
-        st.check(key, now, &self.events)?;
-        let State { policies, breakers, .. } = &mut *st;
-        let policy = policies.breaker(&key.provider);
-        let admission = match breakers.get(&key.provider, now, policy, &self.events) {
-            Some(b) => b.admit(now, policy, || self.next_probe.fetch_add(1, Ordering::Relaxed))?,
-            None => Admission::Normal,
-        };
-        drop(st);
-        let probe = match admission {
-            Admission::Probe(id) => Some(id),
-            Admission::Normal => None,
-        };
+        let probe = self.state.lock().admit(key, now, &self.events, &self.next_probe)?;
         Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false })
+    }
+
+    /// Which bench `key` is recovering from, if any: eligible again, but not yet shown to work
+    /// (RESILIENCE.md §3). The planner passes such a target over for a probe when another
+    /// candidate can serve. Performs lazy transitions, claims nothing.
+    pub fn recovering(&self, key: &CandidateKey, now: UnixMillis) -> Option<Bench> {
+        self.state.lock().recovering(key, now, &self.events)
+    }
+
+    /// Starts a recovery probe of `key` on `bench`: takes the scope's probe slot (and a
+    /// half-open breaker's), so no other probe of the scope starts until this one is settled
+    /// with [`RecoveryProbe::finish`] or dropped. `afford` is asked last, once the probe could
+    /// go out (the retry budget: a probe refused for another reason spends nothing).
+    pub fn start_probe(
+        self: &Arc<Self>,
+        key: &CandidateKey,
+        bench: Bench,
+        now: UnixMillis,
+        afford: impl FnOnce() -> bool,
+    ) -> Result<RecoveryProbe, ProbeRefused> {
+        let scope = bench.scope(key);
+        let mut st = self.state.lock();
+        if st.probes.iter().any(|(s, t)| t.in_flight && (*s == scope || s.covers(key))) {
+            return Err(ProbeRefused::InFlight);
+        }
+        st.check(key, now, &self.events).map_err(|_| ProbeRefused::NotEligible)?;
+        if !afford() {
+            return Err(ProbeRefused::Budget);
+        }
+        let probe = st
+            .admit(key, now, &self.events, &self.next_probe)
+            .map_err(|_| ProbeRefused::NotEligible)?;
+        let track = st.probes.entry(scope.clone()).or_default();
+        track.in_flight = true;
+        track.last_sent = Some(now);
+        drop(st);
+        let attempt =
+            Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false };
+        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope })
+    }
+
+    /// Judges a probe's verdict by its bench's layer: success clears the bench at once; a
+    /// failure the verdict did not already charge to a lapsed lock extends it by the usual
+    /// backoff. Frees the scope's slot and keeps the result for the health page.
+    fn judge_probe(
+        &self,
+        key: &CandidateKey,
+        bench: Bench,
+        scope: &ProbeScope,
+        verdict: &Verdict,
+        now: UnixMillis,
+    ) -> bool {
+        let out = &self.events;
+        let mut st = self.state.lock();
+        let aborted = verdict.kind == OutcomeKind::Aborted;
+        let healed = !aborted && bench.healed_by(verdict);
+        let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
+        // A half-open probe closed (or re-opened) the breaker through its own admission, and
+        // the verdict has charged every other failure already: only these change more.
+        match bench {
+            Bench::BreakerDegraded if healed => {
+                let policy = policies.breaker(&key.provider);
+                breakers.force(&key.provider, now, policy, out, |b| b.heal(now));
+            }
+            Bench::CredentialCooled if healed => {
+                let cooldown = &policies.cooldown;
+                credentials.force(&CredRef::from(key), now, cooldown, out, |c| c.heal(now));
+            }
+            Bench::ModelLockLapsed if healed => {
+                lockouts.force(key, now, &policies.lockout, out, |l| l.heal(now));
+            }
+            Bench::ModelLockLapsed if !verdict.charges.model && !aborted => {
+                let lockout = &policies.lockout;
+                let reason = LockReason { kind: verdict.kind, status: verdict.status };
+                lockouts.force(key, now, lockout, out, |l| {
+                    l.on_failure(now, lockout, reason, verdict.retry_after, true)
+                });
+            }
+            Bench::BreakerHalfOpen
+            | Bench::BreakerDegraded
+            | Bench::CredentialCooled
+            | Bench::ModelLockLapsed => {}
+        }
+        let track = probes.entry(scope.clone()).or_default();
+        track.in_flight = false;
+        if !aborted && matches!(scope, ProbeScope::Provider { .. }) {
+            track.suspect = !healed;
+        }
+        if !aborted {
+            track.last = Some(ProbeResult {
+                at: now,
+                bench,
+                outcome: verdict.kind,
+                status: verdict.status,
+                healed,
+            });
+        }
+        healed
+    }
+
+    fn release_probe(&self, scope: &ProbeScope) {
+        if let Some(track) = self.state.lock().probes.get_mut(scope) {
+            track.in_flight = false;
+        }
     }
 
     fn settle(
@@ -655,9 +854,14 @@ impl HealthRegistry {
         let charges = verdict.charges;
         let creates = charges.provider.is_some() || charges.credential.is_some() || charges.model;
         let room = !creates || st.make_room(now, &self.limits, out);
-        let State { policies, breakers, credentials, lockouts, .. } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
 
         // Layer 1. The provider answered for itself unless the verdict blames it.
+        if charges.provider.is_none()
+            && let Some(track) = provider_track(probes, &key.provider)
+        {
+            track.suspect = false;
+        }
         let policy = policies.breaker(&key.provider);
         match charges.provider {
             Some(fault) => breakers.update(
@@ -856,7 +1060,8 @@ impl HealthRegistry {
     pub fn snapshot(&self, now: UnixMillis) -> HealthSnapshot {
         let mut st = self.state.lock();
         let out = &self.events;
-        let State { policies, breakers, credentials, lockouts, untracked } = &mut *st;
+        let idle = self.limits.idle_ttl;
+        let State { policies, breakers, credentials, lockouts, untracked, probes } = &mut *st;
         // Refresh first so the snapshot shows lazy transitions (and publishes them).
         let keys: Vec<ProviderId> = breakers.map.keys().cloned().collect();
         for p in &keys {
@@ -911,8 +1116,37 @@ impl HealthRegistry {
                 })
                 .collect(),
             untracked: *untracked,
+            // Probing now, still benched since the last probe ("last probe: 503"), or healed
+            // by a probe within the idle horizon ("back since 14:02").
+            probes: probes
+                .iter()
+                .filter(|(scope, track)| {
+                    track.in_flight
+                        || track.last.is_some_and(|l| l.healed && now.since(l.at) < idle)
+                        || match scope {
+                            ProbeScope::Provider { provider } => {
+                                breakers.map.contains_key(provider)
+                            }
+                            ProbeScope::Credential { key } => credentials.map.contains_key(key),
+                            ProbeScope::Model { key } => lockouts.map.contains_key(key),
+                        }
+                })
+                .map(|(scope, track)| ProbeView {
+                    scope: scope.clone(),
+                    probing: track.in_flight,
+                    last: track.last,
+                })
+                .collect(),
         }
     }
+}
+
+/// The provider's probe track, if it was ever probed.
+fn provider_track<'t>(
+    probes: &'t mut FxIndexMap<ProbeScope, ProbeTrack>,
+    provider: &ProviderId,
+) -> Option<&'t mut ProbeTrack> {
+    probes.get_mut(&ProbeScope::Provider { provider: provider.clone() })
 }
 
 /// `Table::update`'s "do not create" marker, with a concrete closure type.
@@ -979,6 +1213,44 @@ impl Drop for Attempt {
     }
 }
 
+/// One recovery probe in flight (see [`super::recovery`]). Settle it with
+/// [`RecoveryProbe::finish`]; dropping it unsettled frees its scope's slot (and a half-open
+/// breaker's probe slot), so a scope never stays "probing" for a probe that cannot answer.
+#[derive(Debug)]
+pub struct RecoveryProbe {
+    /// `None` once settled.
+    attempt: Option<Attempt>,
+    bench: Bench,
+    scope: ProbeScope,
+}
+
+impl RecoveryProbe {
+    pub fn key(&self) -> &CandidateKey {
+        &self.attempt.as_ref().expect("unsettled until finished").key
+    }
+
+    pub fn bench(&self) -> Bench {
+        self.bench
+    }
+
+    /// Records the probe's verdict on all three layers, as any attempt's, then judges it by its
+    /// bench's layer. Returns whether the bench was cleared.
+    pub fn finish(mut self, verdict: &Verdict, now: UnixMillis) -> bool {
+        let attempt = self.attempt.take().expect("settled once");
+        let (registry, key) = (Arc::clone(&attempt.registry), attempt.key.clone());
+        attempt.finish(verdict, now);
+        registry.judge_probe(&key, self.bench, &self.scope, verdict, now)
+    }
+}
+
+impl Drop for RecoveryProbe {
+    fn drop(&mut self) {
+        if let Some(attempt) = self.attempt.take() {
+            attempt.registry.release_probe(&self.scope);
+        }
+    }
+}
+
 /// A display snapshot of the registry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
@@ -990,6 +1262,9 @@ pub struct HealthSnapshot {
     /// Failures not tracked because the registry was full of benched entries.
     #[ts(type = "number")]
     pub untracked: u64,
+    /// Recovery probes in flight, and the last probe's result for every target still benched
+    /// or healed by a probe within the last hour.
+    pub probes: Vec<ProbeView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]

@@ -63,6 +63,14 @@ pub struct Target {
     /// Tokens; lets a `request_too_large` failure move only to larger targets.
     pub context_window: Option<u32>,
     pub price: Option<Price>,
+    /// Whether the proxy may send this target recovery probes of its own (RESILIENCE.md §3):
+    /// off for a model billed per request, where a one-token probe costs a whole request.
+    #[serde(default = "probes_allowed")]
+    pub probe: bool,
+}
+
+fn probes_allowed() -> bool {
+    true
 }
 
 impl Target {
@@ -74,6 +82,7 @@ impl Target {
             weight: 1,
             context_window: None,
             price: None,
+            probe: true,
         }
     }
 

@@ -5,6 +5,13 @@
 //! healthy ones (stable), and within a target the credential the provider's selector picks
 //! first, then its other eligible credentials in priority order. The attempt loop re-admits
 //! each candidate when it gets to it, since state may change while earlier attempts run.
+//!
+//! Recovery (RESILIENCE.md §3): a candidate that is eligible again but not yet shown to work
+//! (see [`crate::resilience::recovery`]) and that the strategy prefers to the first candidate
+//! that can serve without proof is passed over for a probe of the proxy's own: it moves to the
+//! end of the list (a last resort) and is named in [`Plan::probes`]. When no candidate could
+//! serve without proof (a combo of one, or every target recovering), nothing changes: the
+//! user's request is the probe, as before.
 
 use serde::Serialize;
 
@@ -12,7 +19,7 @@ use super::combo::Combo;
 use super::strategy::TargetOrderer;
 use crate::clock::UnixMillis;
 use crate::ids::{CandidateKey, CredentialId, ProviderId};
-use crate::resilience::{BreakerState, CredentialSelector, HealthRegistry, SkipReason};
+use crate::resilience::{Bench, CredentialSelector, HealthRegistry, ProbeScope, SkipReason};
 
 /// A provider's credentials in priority order, and how to choose among them.
 #[derive(Debug)]
@@ -38,11 +45,21 @@ pub struct Skipped {
     pub reason: SkipReason,
 }
 
+/// A recovering candidate to probe, and the bench its probe answers for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    pub target: usize,
+    pub key: CandidateKey,
+    pub bench: Bench,
+}
+
 /// The planner's answer for one request.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub candidates: Vec<Candidate>,
     pub skipped: Vec<Skipped>,
+    /// At most one per probe scope.
+    pub probes: Vec<Probe>,
 }
 
 /// Orders and filters `combo`'s candidates at `now`. `roster` finds a provider's credentials;
@@ -55,12 +72,15 @@ pub fn plan<'r>(
     now: UnixMillis,
 ) -> Plan {
     let mut order = Vec::with_capacity(combo.targets.len());
-    orderer.order(combo, &mut order);
+    orderer.order(combo, now, &mut order);
+    // Where the strategy put each target, before degraded ones were moved back.
+    let mut preference = vec![0; combo.targets.len()];
+    for (position, &target) in order.iter().enumerate() {
+        preference[target] = position;
+    }
     // Degraded providers still serve, but only after every healthy one.
-    let degraded: Vec<bool> = order
-        .iter()
-        .map(|&i| registry.breaker_state(&combo.targets[i].provider, now) == BreakerState::Degraded)
-        .collect();
+    let degraded: Vec<bool> =
+        order.iter().map(|&i| registry.ranks_last(&combo.targets[i].provider, now)).collect();
     let mut ranked: Vec<(bool, usize)> = degraded.into_iter().zip(order).collect();
     ranked.sort_by_key(|&(degraded, _)| degraded);
 
@@ -96,7 +116,58 @@ pub fn plan<'r>(
             });
         }
     }
+    choose_probes(&mut plan, combo, &preference, registry, now);
     plan
+}
+
+/// Passes recovering candidates the strategy prefers over the first sound one (one that can
+/// serve without proof) and names them for probes. A degraded provider keeps the place the
+/// ranking gave it (last, but still serving when all else fails).
+fn choose_probes(
+    plan: &mut Plan,
+    combo: &Combo,
+    preference: &[usize],
+    registry: &HealthRegistry,
+    now: UnixMillis,
+) {
+    let benches: Vec<Option<Bench>> = plan
+        .candidates
+        .iter()
+        .map(|c| combo.targets[c.target].probe.then(|| registry.recovering(&c.key, now)).flatten())
+        .collect();
+    let Some(sound) = benches.iter().position(Option::is_none) else { return };
+    let sound_preference = preference[plan.candidates[sound].target];
+    let mut scopes: Vec<ProbeScope> = Vec::new();
+    let mut kept = Vec::with_capacity(plan.candidates.len());
+    let mut passed = Vec::new();
+    for (i, (candidate, bench)) in plan.candidates.drain(..).zip(benches).enumerate() {
+        let Some(bench) = bench else {
+            kept.push(candidate);
+            continue;
+        };
+        let preferred = if bench == Bench::BreakerDegraded {
+            preference[candidate.target] < sound_preference
+        } else {
+            i < sound
+        };
+        if !preferred {
+            kept.push(candidate);
+            continue;
+        }
+        let scope = bench.scope(&candidate.key);
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+            let (target, key) = (candidate.target, candidate.key.clone());
+            plan.probes.push(Probe { target, key, bench });
+        }
+        if bench == Bench::BreakerDegraded {
+            kept.push(candidate);
+        } else {
+            passed.push(candidate);
+        }
+    }
+    kept.append(&mut passed);
+    plan.candidates = kept;
 }
 
 impl Plan {
@@ -179,5 +250,91 @@ mod tests {
         target.credential = Some("c".into());
         let plan = plan(&Combo::single(target), find, &TargetOrderer::new(1), &r, T0);
         assert_eq!(labels(&plan), ["openai/gpt-4o@c"]);
+    }
+
+    fn fallback_combo() -> Combo {
+        Combo {
+            name: "c".into(),
+            strategy: RouteStrategy::Priority,
+            targets: vec![Target::new("a", "m"), Target::new("b", "m")],
+        }
+    }
+
+    fn probes(plan: &Plan) -> Vec<(String, &'static str)> {
+        plan.probes.iter().map(|p| (p.key.to_string(), p.bench.code())).collect()
+    }
+
+    #[test]
+    fn a_half_open_primary_with_a_fallback_is_probed_and_the_request_goes_to_the_fallback() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        for _ in 0..5 {
+            fail(&r, &CandidateKey::new("a", "k", "m"), 502);
+        }
+        let at = T0.plus(std::time::Duration::from_secs(30));
+        let plan = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&plan), ["b/m@k", "a/m@k"], "the primary is only a last resort");
+        assert_eq!(probes(&plan), [("a/m@k".to_owned(), "breaker_half_open")]);
+    }
+
+    #[test]
+    fn a_combo_of_one_keeps_the_user_request_as_the_probe() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        for _ in 0..5 {
+            fail(&r, &CandidateKey::new("a", "k", "m"), 502);
+        }
+        let at = T0.plus(std::time::Duration::from_secs(30));
+        let combo = Combo::single(Target::new("a", "m"));
+        let plan = plan(&combo, find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&plan), ["a/m@k"]);
+        assert_eq!(probes(&plan), []);
+    }
+
+    #[test]
+    fn a_model_marked_probe_false_is_never_probed_and_keeps_its_place() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        fail(&r, &CandidateKey::new("a", "k", "m"), 404);
+        let mut combo = fallback_combo();
+        combo.targets[0].probe = false;
+        let at = T0.plus(std::time::Duration::from_secs(10));
+        let plan = plan(&combo, find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&plan), ["a/m@k", "b/m@k"]);
+        assert_eq!(probes(&plan), []);
+    }
+
+    #[test]
+    fn a_lapsed_lock_on_one_key_probes_that_key_while_the_next_key_serves() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k1", "k2"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        fail(&r, &CandidateKey::new("a", "k1", "m"), 503);
+        let at = T0.plus(std::time::Duration::from_secs(10));
+        let plan = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&plan), ["a/m@k2", "b/m@k", "a/m@k1"]);
+        assert_eq!(probes(&plan), [("a/m@k1".to_owned(), "model_lock_lapsed")]);
+    }
+
+    #[test]
+    fn a_degraded_primary_keeps_its_place_last_and_is_probed_while_due() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        for _ in 0..3 {
+            fail(&r, &CandidateKey::new("a", "k", "m"), 502);
+        }
+        let plan = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, T0);
+        assert_eq!(labels(&plan), ["b/m@k", "a/m@k"]);
+        assert_eq!(probes(&plan), [("a/m@k".to_owned(), "breaker_degraded")]);
+        // A degraded fallback behind a sound primary is nobody's preference: no probe.
+        let mut combo = fallback_combo();
+        combo.targets.reverse();
+        let plan = super::plan(&combo, find, &TargetOrderer::new(1), &r, T0);
+        assert_eq!(labels(&plan), ["b/m@k", "a/m@k"]);
+        assert_eq!(probes(&plan), []);
     }
 }

@@ -3,6 +3,12 @@
 //! State shared across requests (the round-robin counter, latency averages, the random
 //! generator) lives in one [`TargetOrderer`] per app; ordering a handful of targets costs a
 //! few comparisons and no allocation beyond the caller's reused buffer.
+//!
+//! A latency average only moves when its target serves, and `least_latency` stops sending to
+//! the slower target, so a target that was slow once would be judged by that for ever. The
+//! average therefore fades toward "unmeasured" (which is tried first) with a half-life of
+//! [`LATENCY_HALF_LIFE`] without a sample, computed when read: an unused target is measured
+//! again after a while, as the breaker's failure count decays (RESILIENCE.md §3).
 
 use std::time::Duration;
 
@@ -10,11 +16,30 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
 use super::combo::{Combo, RouteStrategy};
+use crate::clock::UnixMillis;
 use crate::ids::{ModelId, ProviderId};
 use crate::random::SplitMix64;
 
 /// Weight of the newest sample in the time-to-first-event moving average.
 const EWMA_ALPHA: f64 = 0.3;
+
+/// Without a new sample, a latency average counts half as much per this much time.
+pub const LATENCY_HALF_LIFE: Duration = Duration::from_secs(60);
+
+/// A moving average of time to first event and when it last had a sample.
+#[derive(Clone, Copy, Debug)]
+struct Latency {
+    avg_us: f64,
+    at: UnixMillis,
+}
+
+impl Latency {
+    /// How much the average counts at `now`: its value faded toward 0 (unmeasured).
+    fn faded(self, now: UnixMillis) -> f64 {
+        let half_lives = now.since(self.at).as_secs_f64() / LATENCY_HALF_LIFE.as_secs_f64();
+        self.avg_us * (-half_lives).exp2()
+    }
+}
 
 #[derive(Debug)]
 struct State {
@@ -22,7 +47,7 @@ struct State {
     /// Round-robin counter per combo name.
     turns: FxHashMap<String, usize>,
     /// Time to first event, in microseconds, per target.
-    latency_us: FxHashMap<(ProviderId, ModelId), f64>,
+    latency_us: FxHashMap<(ProviderId, ModelId), Latency>,
 }
 
 /// Orders targets by a combo's strategy, remembering what strategies need across requests.
@@ -42,8 +67,8 @@ impl TargetOrderer {
         }
     }
 
-    /// Writes the indices of `combo.targets` into `order`, best first.
-    pub fn order(&self, combo: &Combo, order: &mut Vec<usize>) {
+    /// Writes the indices of `combo.targets` into `order`, best first, as of `now`.
+    pub fn order(&self, combo: &Combo, now: UnixMillis, order: &mut Vec<usize>) {
         order.clear();
         order.extend(0..combo.targets.len());
         if order.len() < 2 {
@@ -80,8 +105,7 @@ impl TargetOrderer {
                     let t = &targets[i];
                     st.latency_us
                         .get(&(t.provider.clone(), t.model.clone()))
-                        .copied()
-                        .unwrap_or(0.0)
+                        .map_or(0.0, |l| l.faded(now))
                 };
                 order.sort_by(|&a, &b| latency(a).total_cmp(&latency(b)));
             }
@@ -93,16 +117,29 @@ impl TargetOrderer {
         }
     }
 
-    /// Feeds one time-to-first-event sample for `least_latency`.
-    pub fn observe_latency(&self, provider: &ProviderId, model: &ModelId, latency: Duration) {
+    /// Feeds one time-to-first-event sample, taken at `now`, for `least_latency`. An average
+    /// that had faded for a half-life or more is stale: the sample replaces it.
+    pub fn observe_latency(
+        &self,
+        provider: &ProviderId,
+        model: &ModelId,
+        latency: Duration,
+        now: UnixMillis,
+    ) {
         #[expect(
             clippy::cast_precision_loss,
             reason = "microseconds of a latency fit an f64 exactly"
         )]
         let sample = latency.as_micros() as f64;
         let mut st = self.state.lock();
-        let avg = st.latency_us.entry((provider.clone(), model.clone())).or_insert(sample);
-        *avg = EWMA_ALPHA.mul_add(sample - *avg, *avg);
+        let fresh = Latency { avg_us: sample, at: now };
+        let entry = st.latency_us.entry((provider.clone(), model.clone())).or_insert(fresh);
+        let avg = if now.since(entry.at) >= LATENCY_HALF_LIFE {
+            sample
+        } else {
+            EWMA_ALPHA.mul_add(sample - entry.avg_us, entry.avg_us)
+        };
+        *entry = Latency { avg_us: avg, at: now };
     }
 }
 
@@ -119,9 +156,15 @@ mod tests {
         }
     }
 
+    const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+
     fn order(o: &TargetOrderer, c: &Combo) -> Vec<usize> {
+        order_at(o, c, T0)
+    }
+
+    fn order_at(o: &TargetOrderer, c: &Combo, now: UnixMillis) -> Vec<usize> {
         let mut out = Vec::new();
-        o.order(c, &mut out);
+        o.order(c, now, &mut out);
         out
     }
 
@@ -152,9 +195,30 @@ mod tests {
     fn least_latency_tries_unmeasured_then_fastest_first() {
         let o = TargetOrderer::new(1);
         let c = combo(RouteStrategy::LeastLatency, 3);
-        o.observe_latency(&"p0".into(), &"m".into(), Duration::from_millis(300));
-        o.observe_latency(&"p1".into(), &"m".into(), Duration::from_millis(100));
+        o.observe_latency(&"p0".into(), &"m".into(), Duration::from_millis(300), T0);
+        o.observe_latency(&"p1".into(), &"m".into(), Duration::from_millis(100), T0);
         assert_eq!(order(&o, &c), [2, 1, 0]);
+    }
+
+    #[test]
+    fn a_slow_target_no_longer_used_fades_back_ahead_of_one_still_measured() {
+        let o = TargetOrderer::new(1);
+        let c = combo(RouteStrategy::LeastLatency, 2);
+        o.observe_latency(&"p0".into(), &"m".into(), Duration::from_millis(300), T0);
+        o.observe_latency(&"p1".into(), &"m".into(), Duration::from_millis(100), T0);
+        // p1 keeps serving (its average stays fresh); p0 is no longer tried.
+        let mut now = T0;
+        let mut leads = Vec::new();
+        for _ in 0..4 {
+            now = now.plus(LATENCY_HALF_LIFE / 2);
+            o.observe_latency(&"p1".into(), &"m".into(), Duration::from_millis(100), now);
+            leads.push(order_at(&o, &c, now)[0]);
+        }
+        // 300 ms fades to 212, 150, 106, then 75 ms: below p1's 100 ms after two half-lives.
+        assert_eq!(leads, [1, 1, 1, 0]);
+        // Measured again, it is judged by the new sample, not by the stale average.
+        o.observe_latency(&"p0".into(), &"m".into(), Duration::from_millis(300), now);
+        assert_eq!(order_at(&o, &c, now), [1, 0]);
     }
 
     #[test]

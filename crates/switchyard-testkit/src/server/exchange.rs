@@ -37,7 +37,7 @@ pub(super) async fn answer(
     connection: Arc<ConnectionControl>,
     request: http::Request<Incoming>,
 ) -> Result<Response<EventBody>, Infallible> {
-    let in_flight = InFlight::enter(&shared.occupancy);
+    let mut in_flight = InFlight::enter(&shared.occupancy);
     let (parts, body) = request.into_parts();
     let route = Route::of(&parts.method, &parts.uri, &parts.headers);
     // An error means the client is gone (or broke HTTP): not an attempt, and nobody reads the
@@ -46,6 +46,9 @@ pub(super) async fn answer(
         let answer = Answer::new(StatusCode::BAD_REQUEST, TEXT, Delivery::whole(Bytes::new()));
         return Ok(answer.into_response(&connection, in_flight));
     };
+    if parts.headers.contains_key(PROBE_HEADER) {
+        in_flight.count_in(&shared.probes, probe_group(&parts, &body));
+    }
     let answer = match route {
         Route::Generate(target) => generate(&shared, &connection, parts, target, body).await,
         Route::CountTokens => count_tokens(&body),
@@ -53,6 +56,25 @@ pub(super) async fn answer(
         Route::Unknown => unknown(&parts),
     };
     Ok(answer.into_response(&connection, in_flight))
+}
+
+/// The header Switchyard marks its recovery probes with.
+const PROBE_HEADER: &str = "x-switchyard-probe";
+
+/// A probe's group for [`crate::record::Peaks`]: its credential and its model (from the body,
+/// or the path where Gemini names it), as `credential model`.
+fn probe_group(parts: &Parts, body: &[u8]) -> String {
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let credential = header("authorization")
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v))
+        .or_else(|| header("x-api-key"))
+        .or_else(|| header("x-goog-api-key"))
+        .unwrap_or_default();
+    let model = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|b| b.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| parts.uri.path().to_owned());
+    format!("{credential} {model}")
 }
 
 /// What to send, before it becomes a hyper response.

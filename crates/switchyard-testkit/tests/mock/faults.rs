@@ -302,3 +302,29 @@ async fn the_chunk_gap_spaces_every_event_after_the_first() {
     assert_eq!(t.events, 6);
     assert!(started.elapsed() >= gap * 5);
 }
+
+#[tokio::test]
+async fn probes_open_at_once_are_counted_per_credential_and_model() {
+    let mock = MockUpstream::start().await;
+    for model in ["m", "n"] {
+        mock.set_default(model, Behavior::hang());
+    }
+    let probe = |model: &'static str| {
+        Call::new(Dialect::OpenAi, model).request(&mock).header("x-switchyard-probe", "1").send()
+    };
+    let open = [tokio::spawn(probe("m")), tokio::spawn(probe("m")), tokio::spawn(probe("n"))];
+    within(mock.wait_for_in_flight(3)).await;
+    let peaks = mock.probe_peaks();
+    let key = Call::new(Dialect::OpenAi, "m").request(&mock).build().unwrap();
+    let key = key.headers()["authorization"].to_str().unwrap().trim_start_matches("Bearer ");
+    let peak = |model: &str| peaks.get(&format!("{key} {model}")).copied();
+    assert_eq!((peak("m"), peak("n")), (Some(2), Some(1)), "{peaks:?}");
+    for request in open {
+        request.abort();
+    }
+    within(mock.wait_for_in_flight(0)).await;
+    // A user's request is not a probe.
+    mock.set_default("u", Reply::default());
+    let _ = Call::new(Dialect::OpenAi, "u").request(&mock).send().await;
+    assert_eq!(mock.probe_peaks().len(), 2);
+}

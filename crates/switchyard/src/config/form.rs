@@ -183,12 +183,19 @@ pub struct ModelForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub api: Option<OpenAiApi>,
+    /// Whether Switchyard may send this model one-token recovery probes of its own when it is
+    /// benched and another target can serve meanwhile [default true]. Set `false` for a model
+    /// billed per request, where a probe costs as much as a real request: it then gets its
+    /// traffic back by serving a user's request, as a combo of one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub probe: Option<bool>,
 }
 
 impl ModelForm {
     /// A model with no facts of its own.
     pub fn new(id: impl Into<String>) -> Self {
-        Self { id: id.into(), api: None }
+        Self { id: id.into(), api: None, probe: None }
     }
 
     /// No fact is set: the entry is written as its plain id.

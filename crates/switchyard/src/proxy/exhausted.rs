@@ -50,6 +50,17 @@ pub enum TraceEvent {
         #[ts(as = "Option<Vec<String>>", optional)]
         dropped: Vec<String>,
     },
+    /// Passed over for the user's request: eligible again after a bench (`bench`:
+    /// `breaker_half_open`, `breaker_degraded`, `credential_cooled`, `model_lock_lapsed`) but
+    /// not yet shown to work, so the proxy sent it a one-token probe of its own alongside
+    /// (RESILIENCE.md §3). `not_sent` says why no probe went out (`probe_in_flight`,
+    /// `retry_budget`, ...); the probe's answer is on the health page, not here.
+    Probe {
+        bench: Cow<'static, str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        not_sent: Option<Cow<'static, str>>,
+    },
 }
 
 /// How an attempt's request was made, for its trace line.
@@ -123,6 +134,17 @@ impl Trace {
             dropped: carried.dropped,
         };
         self.push(&candidate.key, what);
+    }
+
+    /// A recovery probe for `key`, sent alongside this request, or why none was.
+    pub(super) fn probe(
+        &mut self,
+        key: &CandidateKey,
+        bench: &'static str,
+        not_sent: Option<&'static str>,
+    ) {
+        let what = TraceEvent::Probe { bench: bench.into(), not_sent: not_sent.map(Cow::Borrowed) };
+        self.push(key, what);
     }
 
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {

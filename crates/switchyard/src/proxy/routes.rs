@@ -105,8 +105,11 @@ impl Routes {
             return Some(Cow::Borrowed(combo));
         }
         let (provider, model) = parse_target(model)?;
-        self.provider(&ProviderId::from(provider))?;
-        Some(Cow::Owned(Combo::single(Target::new(provider, model))))
+        let config = self.provider(&ProviderId::from(provider))?;
+        let mut target = Target::new(provider, model);
+        // A combo of one still has a provider's other keys to serve while one key is probed.
+        target.probe = config.model(model).is_none_or(|m| m.probe);
+        Some(Cow::Owned(Combo::single(target)))
     }
 
     /// Why `model` routes nowhere, with everything that would: the 404's message.

@@ -96,16 +96,7 @@ pub(crate) fn build(
         }
         url
     } else {
-        let endpoint = dialect.endpoint(model, request.stream);
-        let mut url = format!("{}/{}", provider.base_url, endpoint.path);
-        if let Some(query) = endpoint.query {
-            url.push('?');
-            url.push_str(query);
-        }
-        Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
-            dialect,
-            message: format!("model \"{model}\" makes no valid URL: {e}"),
-        })?
+        endpoint_url(provider, dialect, model, request.stream)?
     };
 
     let mut headers = Vec::with_capacity(5 + provider.headers.len());
@@ -119,6 +110,80 @@ pub(crate) fn build(
         request: UpstreamRequest { url, headers, body: Bytes::from(body) },
         passthrough,
         dropped,
+    })
+}
+
+/// The header that marks a recovery probe, so an upstream's logs (and the test mock) can tell
+/// the proxy's own probes from its users' requests.
+pub(crate) const PROBE_HEADER: &str = "x-switchyard-probe";
+
+/// The recovery probe for `model` on `provider` (RESILIENCE.md §3): the cheapest request its
+/// dialect accepts, one output token where the API allows it (OpenAI reasoning models refuse
+/// `max_tokens` and take `max_completion_tokens`; the Responses API takes no fewer than 16),
+/// a fixed one-word prompt (never a user's), not streamed.
+pub(crate) fn probe(
+    provider: &ProviderConfig,
+    secret: Option<&Secret>,
+    model: &str,
+) -> Result<UpstreamRequest, ProviderError> {
+    const PROMPT: &str = "ping";
+    let dialect = provider.dialect_for(model);
+    let body = match dialect {
+        Dialect::OpenAi => {
+            let limit =
+                if reasons(dialect, model) { "max_completion_tokens" } else { "max_tokens" };
+            let mut body = serde_json::json!({
+                "model": model,
+                "messages": [{"role": "user", "content": PROMPT}],
+                "stream": false,
+            });
+            body[limit] = 1.into();
+            body
+        }
+        Dialect::Anthropic => serde_json::json!({
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 1,
+        }),
+        Dialect::Responses => serde_json::json!({
+            "model": model,
+            "input": PROMPT,
+            "max_output_tokens": 16,
+            "store": false,
+        }),
+        Dialect::Gemini => serde_json::json!({
+            "contents": [{"role": "user", "parts": [{"text": PROMPT}]}],
+            "generationConfig": {"maxOutputTokens": 1},
+        }),
+    };
+    let url = match provider.chat_url_for(model) {
+        Some(url) => url.clone(),
+        None => endpoint_url(provider, dialect, model, false)?,
+    };
+    let mut headers = Vec::with_capacity(4 + provider.headers.len());
+    headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    headers.push((HeaderName::from_static(PROBE_HEADER), HeaderValue::from_static("1")));
+    identify(&mut headers, provider, dialect, secret, None)?;
+    Ok(UpstreamRequest { url, headers, body: Bytes::from(body.to_string()) })
+}
+
+/// The URL of `model`'s chat endpoint in `dialect` when the provider has no fixed one (Gemini
+/// names the model and the streaming mode in the path).
+fn endpoint_url(
+    provider: &ProviderConfig,
+    dialect: Dialect,
+    model: &str,
+    stream: bool,
+) -> Result<Url, ProviderError> {
+    let endpoint = dialect.endpoint(model, stream);
+    let mut url = format!("{}/{}", provider.base_url, endpoint.path);
+    if let Some(query) = endpoint.query {
+        url.push('?');
+        url.push_str(query);
+    }
+    Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
+        dialect,
+        message: format!("model \"{model}\" makes no valid URL: {e}"),
     })
 }
 
@@ -255,5 +320,45 @@ mod tests {
         }
         assert!(reasons(Dialect::Gemini, "gemini-2.5-pro"));
         assert!(!reasons(Dialect::Gemini, "gemini-2.0-flash"));
+    }
+
+    #[test]
+    fn a_probe_is_the_cheapest_valid_request_for_its_dialect_and_model() {
+        let text = r#"
+[[providers]]
+id = "oa"
+kind = "openai"
+base_url = "https://api.example.com/v1"
+credentials = [{ id = "k", secret = "env:KEY" }]
+
+[[providers]]
+id = "an"
+kind = "anthropic"
+base_url = "https://anthropic.example.com"
+credentials = [{ id = "k", secret = "env:KEY" }]
+
+[[providers]]
+id = "ge"
+kind = "gemini"
+base_url = "https://gemini.example.com/v1beta"
+credentials = [{ id = "k", secret = "env:KEY" }]
+"#;
+        let env = |_: &str| Some("sk-test".to_owned());
+        let config = crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env)
+            .expect("a valid config");
+        let body = |provider: &str, model: &str| {
+            let p = config.provider(&provider.into()).unwrap();
+            let request = probe(p, None, model).unwrap();
+            let marked = request.headers.iter().any(|(n, v)| n == PROBE_HEADER && v == "1");
+            assert!(marked, "{provider}/{model}: probes are marked");
+            serde_json::from_slice::<serde_json::Value>(&request.body).unwrap()
+        };
+        let chat = body("oa", "gpt-4o");
+        assert_eq!((chat["max_tokens"].as_u64(), chat["stream"].as_bool()), (Some(1), Some(false)));
+        let reasoning = body("oa", "o3-mini");
+        assert_eq!(reasoning["max_completion_tokens"], 1, "{reasoning}");
+        assert!(reasoning.get("max_tokens").is_none(), "reasoning models refuse max_tokens");
+        assert_eq!(body("an", "claude-x")["max_tokens"], 1);
+        assert_eq!(body("ge", "gemini-2.5-flash")["generationConfig"]["maxOutputTokens"], 1);
     }
 }

@@ -1,0 +1,18 @@
+import { render, screen } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import type { TraceEntry } from '../bindings/TraceEntry';
+import { TraceView } from './TraceView';
+
+describe('a routing trace', () => {
+  it('marks the recovery probes a request triggered, sent or not', () => {
+    const trace: TraceEntry[] = [
+      { target: 'an/claude', credential: 'work', event: 'probe', bench: 'model_lock_lapsed' },
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'probe', bench: 'breaker_half_open', not_sent: 'probe_in_flight' },
+      { target: 'oa/gpt-4o-mini', credential: 'k1', event: 'attempted', outcome: 'success', status: 200, millis: 12 },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="oa/gpt-4o-mini" />);
+    expect(screen.getAllByText('probe')).toHaveLength(2);
+    expect(screen.getByText('· sent alongside, one token')).toBeInTheDocument();
+    expect(screen.getByText('· not sent: probe in flight')).toBeInTheDocument();
+  });
+});

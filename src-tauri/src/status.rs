@@ -11,7 +11,10 @@
 use std::fmt::Write as _;
 
 use switchyard::services::Health;
-use switchyard_core::resilience::BreakerState;
+use switchyard_core::resilience::{BreakerState, ProbeScope, ProbeView};
+
+/// How long the tooltip names a target that a recovery probe found healthy again.
+const BACK_FOR_MS: u64 = 5 * 60 * 1000;
 
 /// The tray icon's colour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +84,15 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
     if !stranded.is_empty() {
         let _ = write!(tooltip, " · nothing can serve {}", stranded.join(", "));
     }
+    let back: Vec<String> = snapshot
+        .probes
+        .iter()
+        .filter(|p| healed_lately(p, snapshot.at.0))
+        .map(|p| scope_label(&p.scope))
+        .collect();
+    if !back.is_empty() {
+        let _ = write!(tooltip, " · back after a probe: {}", back.join(", "));
+    }
 
     let lines = providers.iter().map(|p| provider_line(health, p)).collect();
     TrayView { level, tooltip, lines, paused: health.paused }
@@ -111,6 +123,23 @@ fn provider_line(health: &Health, provider: &str) -> String {
     line
 }
 
+/// Whether `probe` found its target healthy again within [`BACK_FOR_MS`] of `now`.
+fn healed_lately(probe: &ProbeView, now: u64) -> bool {
+    probe
+        .last
+        .as_ref()
+        .is_some_and(|last| last.healed && now.saturating_sub(last.at.0) < BACK_FOR_MS)
+}
+
+/// `openai`, `openai/key-1`, or `openai/gpt-4o@key-1`: what a probe stood for.
+fn scope_label(scope: &ProbeScope) -> String {
+    match scope {
+        ProbeScope::Provider { provider } => provider.to_string(),
+        ProbeScope::Credential { key } => format!("{}/{}", key.provider, key.credential),
+        ProbeScope::Model { key } => key.to_string(),
+    }
+}
+
 fn seconds(ms: u64) -> String {
     format!("{} s", ms.div_ceil(1000))
 }
@@ -123,9 +152,9 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 mod tests {
     use switchyard::proxy::ComboHealth;
     use switchyard::services::{ConfigSaving, Persistence};
-    use switchyard_core::resilience::CredentialStatus;
-    use switchyard_core::resilience::HealthSnapshot;
+    use switchyard_core::outcome::OutcomeKind;
     use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
+    use switchyard_core::resilience::{Bench, CredentialStatus, HealthSnapshot, ProbeResult};
     use switchyard_core::{CandidateKey, CredentialKey, UnixMillis};
 
     use super::*;
@@ -147,6 +176,7 @@ mod tests {
                 breakers: Vec::new(),
                 credentials: Vec::new(),
                 lockouts: Vec::new(),
+                probes: Vec::new(),
                 untracked: 0,
             },
         }
@@ -227,6 +257,39 @@ mod tests {
         let view = tray_view(&h, &providers());
         assert_eq!(view.level, Level::Down);
         assert!(view.tooltip.ends_with(" · nothing can serve smart"), "{}", view.tooltip);
+    }
+
+    #[test]
+    fn the_tooltip_names_a_target_a_probe_found_healthy_again_for_five_minutes() {
+        let probe = |scope: ProbeScope, ago_ms: u64, healed: bool| ProbeView {
+            scope,
+            probing: false,
+            last: Some(ProbeResult {
+                at: UnixMillis(1_800_000_000_000 - ago_ms),
+                bench: Bench::BreakerDegraded,
+                outcome: if healed { OutcomeKind::Success } else { OutcomeKind::Transient },
+                status: Some(if healed { 200 } else { 503 }),
+                healed,
+            }),
+        };
+        let mut h = health();
+        h.snapshot.probes = vec![
+            probe(ProbeScope::Provider { provider: "openai".into() }, 10_000, true),
+            probe(
+                ProbeScope::Model { key: CandidateKey::new("anthropic", "key-1", "claude") },
+                20_000,
+                true,
+            ),
+            probe(ProbeScope::Provider { provider: "stale".into() }, BACK_FOR_MS, true),
+            probe(ProbeScope::Provider { provider: "failing".into() }, 1_000, false),
+        ];
+        let view = tray_view(&h, &providers());
+        assert!(
+            view.tooltip.ends_with(" · back after a probe: openai, anthropic/claude@key-1"),
+            "{}",
+            view.tooltip
+        );
+        assert_eq!(view.level, Level::Healthy, "a healed target is nothing to worry about");
     }
 
     #[test]

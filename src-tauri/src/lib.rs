@@ -11,6 +11,7 @@
 
 mod commands;
 pub mod engine;
+pub mod headless;
 pub mod notices;
 pub mod status;
 mod tray;
@@ -46,7 +47,8 @@ pub fn run() {
         .invoke_handler(tauri::generate_handler![
             commands::api,
             commands::autostart_get,
-            commands::autostart_set
+            commands::autostart_set,
+            commands::headless_command
         ])
         .setup(|app| {
             let data_dir = app.path().app_data_dir()?;

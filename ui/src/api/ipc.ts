@@ -34,6 +34,16 @@ export function insideDesktop(): boolean {
   return typeof window !== 'undefined' && '__TAURI_INTERNALS__' in window;
 }
 
+/** How to serve this app's config without the window: desktop only. */
+export interface Headless {
+  /** The line to paste into a terminal. */
+  command: string;
+  /** Whether the `switchyard` CLI is where the installers put it. */
+  cli_found: boolean;
+}
+
+export const headlessCommand = (): Promise<Headless> => invoke<Headless>('headless_command');
+
 /** Start at login: desktop only. */
 export const autostart = {
   get: (): Promise<boolean> => invoke<boolean>('autostart_get'),

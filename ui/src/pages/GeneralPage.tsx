@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from 'react';
 import type { NewLocalKey } from '../bindings/NewLocalKey';
-import { autostart, insideDesktop } from '../api/ipc';
+import { autostart, headlessCommand, insideDesktop } from '../api/ipc';
 import { useAction, useApi, useNow, useResource } from '../app/context';
 import { useTheme, type Theme } from '../app/theme';
 import { Badge, BusyButton, CheckField, CopyButton, ErrorNote, TextField } from '../components/controls';
@@ -36,6 +36,7 @@ export function GeneralPage() {
         ]}
       />
       {desktop ? <StartAtLogin /> : null}
+      {desktop ? <RunHeadless /> : null}
       <ThemePicker />
     </div>
   );
@@ -155,6 +156,34 @@ function StartAtLogin() {
         onChange={(e) => void toggle.run(e.target.checked)}
       />
       <ErrorNote error={enabled.error ?? toggle.error} />
+    </section>
+  );
+}
+
+function RunHeadless() {
+  const headless = useResource(() => headlessCommand(), []);
+  return (
+    <section className="card" aria-labelledby="headless-heading">
+      <h2 id="headless-heading">Run headless</h2>
+      <p className="muted">
+        The same config, served without the window (on a server, in a terminal session). Quit the app first: both use
+        the same data directory and port.
+      </p>
+      {headless.data ? (
+        <>
+          <div className="row">
+            <code data-testid="headless-command">{headless.data.command}</code>
+            <CopyButton text={headless.data.command} label="Copy command" />
+          </div>
+          {headless.data.cli_found ? null : (
+            <p className="muted">
+              The <code>switchyard</code> command-line tool is not beside this app (a development build); the installers
+              put it there.
+            </p>
+          )}
+        </>
+      ) : null}
+      <ErrorNote error={headless.error} />
     </section>
   );
 }

@@ -61,6 +61,9 @@ async fn a_provider_created_through_the_api_routes_at_once_and_is_saved() {
     assert_eq!(status, 201, "{view}");
     assert_eq!(view["credentials"][0]["secret"]["set"], true);
     assert_eq!(view["credentials"][0]["secret"]["reference"], "env:OA_1");
+    // No tail of an environment variable's value is shown: a config edit must not be a way to
+    // read variables four characters at a time.
+    assert_eq!(view["credentials"][0]["secret"]["hint"], Value::Null, "{view}");
     assert!(saved_config(&h).contains("id = \"extra\""), "{}", saved_config(&h));
 
     let (status, _, body) = ask(&h, "extra/gpt-4o-mini").await;

@@ -174,6 +174,12 @@ async fn every_fault(h: &Harness) -> Vec<String> {
         (Behavior::error(ErrorKind::ServerError), false),
         (Behavior::error(ErrorKind::ContextLengthExceeded), false),
         (Status::new(400).into(), false),
+        // An upstream that echoes the key it was sent, as OpenAI's "Incorrect API key" does:
+        // the echo must not reach the client, the trace or the logs.
+        (echo(400, None), false),
+        (echo(400, Some("invalid_api_key")), false),
+        (echo(401, Some("invalid_api_key")), false),
+        (echo(403, None), true),
         (Behavior::reset(), false),
         (Behavior::cut_after(2), true),
         (Behavior::hang(), false),
@@ -190,4 +196,15 @@ async fn every_fault(h: &Harness) -> Vec<String> {
         assert_eq!(status, 200);
     }
     seen
+}
+
+/// An OpenAI error body whose message repeats the canary key, as OpenAI's "Incorrect API key
+/// provided" does, with this `code`.
+fn echo(status: u16, code: Option<&str>) -> Behavior {
+    let message = format!("Incorrect API key provided: {CANARY}. You can find your API key at ...");
+    Status::new(status)
+        .body_json(json!({
+            "error": { "message": message, "type": "invalid_request_error", "code": code }
+        }))
+        .into()
 }

@@ -31,6 +31,43 @@ impl Secret {
         format!("…{tail}")
     }
 
+    /// `text` (an upstream's error message) with this secret taken out, before it reaches a
+    /// client, the UI or a log: the whole key wherever it appears, and any masked echo of it
+    /// (OpenAI's "Incorrect API key provided: sk-proj-****…abcd"), a word with a run of `*`
+    /// that starts like the key or ends like it.
+    pub fn scrub(&self, text: &str) -> String {
+        const REDACTED: &str = "[redacted]";
+        let key = self.expose();
+        if key.trim().is_empty() {
+            return text.to_owned();
+        }
+        let text = text.replace(key, REDACTED);
+        let chars: Vec<char> = key.chars().collect();
+        let head: String = chars.iter().take(3).collect();
+        let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+        let core = |word: &str| word.trim_end_matches(['.', ',', ';', ':', '"', '\'', ')']).len();
+        let echoes = |word: &str| {
+            let word = &word[..core(word)];
+            word.contains("**")
+                && ((chars.len() >= 8 && word.starts_with(&head))
+                    || (chars.len() >= 12 && word.ends_with(&tail)))
+        };
+        if !text.split_whitespace().any(echoes) {
+            return text;
+        }
+        text.split_inclusive(char::is_whitespace)
+            .map(|piece| {
+                // The punctuation and whitespace after the echo stay.
+                let word = piece.trim_end();
+                if echoes(word) {
+                    format!("{REDACTED}{}", &piece[core(word)..])
+                } else {
+                    piece.to_owned()
+                }
+            })
+            .collect()
+    }
+
     /// Blank secrets are refused on the way in: an empty `Authorization` header fails far from
     /// the mistake that caused it.
     pub(crate) fn is_blank(&self) -> bool {
@@ -77,6 +114,27 @@ mod tests {
     fn a_short_secret_shows_no_characters_in_its_hint() {
         assert_eq!(Secret::new("sk-12345678").hint(), "…");
         assert_eq!(Secret::new("sk-123456789").hint(), "…6789");
+    }
+
+    #[test]
+    fn scrubbing_takes_the_key_and_its_masked_echoes_out_of_a_message() {
+        let key = Secret::new("sk-proj-canary-0123456789abcd");
+        assert_eq!(
+            key.scrub("Incorrect API key provided: sk-proj-canary-0123456789abcd. See docs."),
+            "Incorrect API key provided: [redacted]. See docs."
+        );
+        assert_eq!(
+            key.scrub("Incorrect API key provided: sk-proj-********************abcd. You can find"),
+            "Incorrect API key provided: [redacted]. You can find"
+        );
+        assert_eq!(
+            key.scrub("bad key ****abcd\nretry"),
+            "bad key [redacted]\nretry",
+            "a tail-only mask is an echo too"
+        );
+        // Nothing else is touched: a message without the key comes back as it was.
+        let plain = "Rate limit reached for gpt-4o: 3 RPM. Limit **3**.";
+        assert_eq!(key.scrub(plain), plain);
     }
 
     #[test]

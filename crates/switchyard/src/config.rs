@@ -138,7 +138,9 @@ pub struct ProviderConfig {
     pub selection: SelectionStrategy,
     /// Empty when the provider serves any model.
     pub models: Vec<ModelConfig>,
-    pub headers: Vec<(String, String)>,
+    /// Sent with every request to this provider; values from secret references are resolved
+    /// and marked sensitive.
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     /// Never empty: a provider configured without keys gets one credential named `default`.
     pub credentials: Vec<CredentialConfig>,
     /// Set whenever a credential is of kind `oauth`.
@@ -357,14 +359,7 @@ impl ProviderForm {
         };
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
-        for name in self.headers.keys() {
-            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(Problem::new(
-                    format!("{at}.headers"),
-                    format!("\"{name}\" is not a valid HTTP header name"),
-                ));
-            }
-        }
+        let headers = self.validate_headers(at, sources)?;
         let mut credentials = Vec::new();
         let mut ids = HashSet::new();
         for (i, c) in self.credentials.iter().enumerate() {
@@ -432,7 +427,7 @@ impl ProviderForm {
             breaker,
             selection: self.selection,
             models,
-            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            headers,
             credentials,
             oauth: self.oauth.clone(),
             passthrough: self.passthrough,
@@ -450,6 +445,50 @@ impl ProviderForm {
     }
 
     /// `models`, each resolved against the provider's `dialect` and endpoint.
+    /// The provider's extra headers, ready to send. A value may be a secret reference
+    /// (`env:VAR`, `keychain:provider/credential`); a header that carries a credential
+    /// (`Authorization`, `x-api-key`, ...) must be one, so no key sits in the config in plain
+    /// text. Errors never repeat a value: it may be a key.
+    fn validate_headers(
+        &self,
+        at: &str,
+        sources: &Sources<'_>,
+    ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, Problem> {
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for (name, value) in &self.headers {
+            let field = format!("{at}.headers.{name}");
+            let header = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                Problem::new(
+                    format!("{at}.headers"),
+                    format!("\"{name}\" is not a valid HTTP header name"),
+                )
+            })?;
+            let value = if value.starts_with("env:") || value.starts_with("keychain:") {
+                let secret = SecretRef::parse(value)
+                    .and_then(|r| r.resolve_using(sources.env, sources.secrets))
+                    .map_err(|e| Problem::new(&field, e))?;
+                let mut value = http::HeaderValue::from_str(secret.expose()).map_err(|_| {
+                    Problem::new(&field, "the secret is not a valid header value (a line break?)")
+                })?;
+                value.set_sensitive(true);
+                value
+            } else if carries_credential(&header) {
+                return Err(Problem::new(
+                    field,
+                    "this header carries a credential: write a secret reference instead of the \
+                     value (\"env:VAR\", or store it in the keychain and write \
+                     \"keychain:provider/credential\")",
+                ));
+            } else {
+                http::HeaderValue::from_str(value).map_err(|_| {
+                    Problem::new(&field, "not a valid header value (control characters?)")
+                })?
+            };
+            headers.push((header, value));
+        }
+        Ok(headers)
+    }
+
     fn validate_models(
         &self,
         at: &str,
@@ -728,6 +767,14 @@ fn check_name(field: &str, name: &str) -> Result<(), Problem> {
     }
 }
 
+/// Header names that carry a credential, by name or by the words in it (`x-portkey-api-key`,
+/// `x-auth-token`): their values must come from a secret reference.
+fn carries_credential(name: &http::HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(name, "authorization" | "proxy-authorization" | "cookie")
+        || ["key", "token", "secret", "auth", "password"].iter().any(|word| name.contains(word))
+}
+
 fn check_url(field: &str, url: &str) -> Result<(), Problem> {
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
     match rest {
@@ -740,5 +787,50 @@ fn check_url(field: &str, url: &str) -> Result<(), Problem> {
             field,
             format!("\"{url}\" must be an http:// or https:// URL with a host"),
         )),
+    }?;
+    // `https://user:key@host/` would send a credential to wherever the URL points, outside the
+    // keychain, and print it wherever the URL is shown. Not repeated: it may hold a key.
+    let authority = url.split_once("://").map_or("", |(_, rest)| rest);
+    let authority = authority.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(Problem::new(
+            field,
+            "the URL carries a user name or password (user:pass@host); remove it and give the key \
+             as a credential (keychain or env:)",
+        ));
+    }
+    if url.starts_with("http://") && !is_loopback_host(authority) {
+        tracing::warn!(
+            field,
+            url,
+            "plain http:// to a host that is not this machine: keys and prompts cross the network unencrypted"
+        );
+    }
+    Ok(())
+}
+
+/// `localhost`, `127.x.x.x` or `[::1]`, with or without a port.
+fn is_loopback_host(authority: &str) -> bool {
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(host, _)| host)
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machine_counts_as_loopback_for_the_plain_http_warning() {
+        for host in ["localhost:11434", "127.0.0.1:8000", "127.0.1.1", "[::1]:1234", "LOCALHOST"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["api.example.com", "10.0.0.5:8000", "localhost.example.com", "[fe80::1]:80"] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
     }
 }

@@ -609,7 +609,7 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
-        let result = self
+        let mut result = self
             .exchange(
                 routes,
                 client,
@@ -621,6 +621,13 @@ impl Proxy {
                 first_event,
             )
             .await;
+        if let (TriedResult::Failed { upstream: Some((_, report)), .. }, Some(secret)) =
+            (&mut result, secret)
+        {
+            // The message goes on to the client and the trace; an upstream may echo the key it
+            // was sent ("Incorrect API key provided: sk-…").
+            report.message = secret.scrub(&report.message);
+        }
         Tried { result, carried }
     }
 

@@ -369,3 +369,53 @@ fn a_model_listed_twice_is_refused_in_either_spelling() {
     let e = error(&openai_with_models("models = [\"o3\", \"o3\"]\n"));
     assert!(e.contains("providers[0].models[1]: \"o3\" is already providers[0].models[0]"), "{e}");
 }
+
+fn provider_with(lines: &str) -> String {
+    format!("[[providers]]\nid = \"a\"\nkind = \"openai\"\n{lines}\n")
+}
+
+#[test]
+fn a_credential_header_in_plain_text_is_refused_without_echoing_it() {
+    for name in ["Authorization", "x-api-key", "X-Portkey-Api-Key", "x-auth-token", "Cookie"] {
+        let e = error(&provider_with(&format!(
+            "[providers.headers]\n\"{name}\" = \"Bearer sk-proj-0123456789abcdef\""
+        )));
+        assert!(e.contains(&format!("providers[0].headers.{name}")), "{e}");
+        assert!(e.contains("env:VAR"), "{e}");
+        assert!(!e.contains("sk-proj"), "{e}");
+    }
+}
+
+#[test]
+fn a_header_value_may_be_a_secret_reference_and_is_sent_marked_sensitive() {
+    let config = parse(&provider_with(
+        "[providers.headers]\nx-api-key = \"env:OPENAI_API_KEY\"\nx-title = \"Switchyard\"",
+    ))
+    .unwrap();
+    let headers = &config.providers[0].headers;
+    let key = headers.iter().find(|(n, _)| n == "x-api-key").expect("the header is kept");
+    assert_eq!(key.1, "sk-test-openai");
+    assert!(key.1.is_sensitive(), "a header from a secret is marked sensitive");
+    let title = headers.iter().find(|(n, _)| n == "x-title").expect("plain headers stay");
+    assert_eq!(title.1, "Switchyard");
+    assert!(!title.1.is_sensitive());
+
+    let e =
+        error(&provider_with("[providers.headers]\nx-api-key = \"env:SWITCHYARD_SURELY_UNSET\""));
+    assert!(e.contains("providers[0].headers.x-api-key"), "{e}");
+    assert!(e.contains("SWITCHYARD_SURELY_UNSET"), "{e}");
+}
+
+#[test]
+fn a_base_url_with_a_user_or_password_is_refused_without_echoing_it() {
+    for url in
+        ["https://user:sk-secret-123@api.example.com/v1", "https://sk-secret-123@api.example.com"]
+    {
+        let e = error(&provider_with(&format!("base_url = \"{url}\"")));
+        assert!(e.contains("providers[0].base_url"), "{e}");
+        assert!(e.contains("user:pass@host"), "{e}");
+        assert!(!e.contains("sk-secret"), "{e}");
+    }
+    // An `@` after the host is a path, not a credential.
+    parse(&provider_with("base_url = \"https://api.example.com/v1/@team\"")).unwrap();
+}

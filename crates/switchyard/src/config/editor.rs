@@ -178,19 +178,64 @@ pub(crate) async fn validate(
     .map_err(|e| Problem::new("(config)", format!("validation stopped: {e}")))?
 }
 
-/// Writes `text` to `path` so that a crash leaves either the old file or the new one.
+/// Writes `text` to `path` so that a crash leaves either the old file or the new one. The
+/// temporary file has a random name (created exclusively, owner-only: nothing can be planted at
+/// a predictable path beside the config for us to write through) and takes the old file's
+/// permissions before it replaces it, so a config the user made private stays private.
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
     use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.switchyard-tmp"));
     let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
+        let mut temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".switchyard-tmp")
+            .tempfile_in(dir)?;
+        if let Ok(old) = std::fs::metadata(path) {
+            temp.as_file().set_permissions(old.permissions())?;
+        }
+        temp.write_all(text.as_bytes())?;
+        temp.as_file().sync_all()?;
+        // A failed write drops `temp`, which removes it.
+        temp.persist(path).map_err(|e| e.error)?;
+        Ok::<(), std::io::Error>(())
     })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        format!("cannot write {}: {e}", path.display())
-    })
+    written.map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn a_rewritten_config_keeps_its_permissions_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("switchyard.toml");
+        std::fs::write(&path, "old").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        write_atomically(&path, "new").expect("rewrite");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the rewrite widened a private config to {mode:o}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert_eq!(left.len(), 1, "only the config is left: {left:?}");
+    }
+
+    #[test]
+    fn the_temporary_file_is_not_at_a_predictable_path() {
+        // A file (or a symlink) planted where the old fixed temporary name was is neither
+        // written through nor in the way.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("switchyard.toml");
+        let planted = dir.path().join(".switchyard.toml.switchyard-tmp");
+        std::fs::write(&planted, "planted").expect("plant");
+        write_atomically(&path, "new").expect("write");
+        assert_eq!(std::fs::read_to_string(&planted).expect("read"), "planted");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+    }
 }

@@ -296,13 +296,7 @@ fn identify(
             headers.push((HeaderName::from_static(ANTHROPIC_BETA_HEADER), beta.clone()));
         }
     }
-    for (name, value) in &provider.headers {
-        if let (Ok(name), Ok(value)) =
-            (HeaderName::try_from(name.as_str()), HeaderValue::from_str(value))
-        {
-            headers.push((name, value));
-        }
-    }
+    headers.extend(provider.headers.iter().cloned());
     Ok(())
 }
 

@@ -69,7 +69,8 @@ pub struct SecretView {
     pub set: bool,
     /// Where it is: `env:VAR` or `keychain:provider/credential`.
     pub reference: Option<String>,
-    /// `…` and the last four characters (none for secrets under twelve characters).
+    /// `…` and the last four characters of a key in the keychain (none for secrets under
+    /// twelve characters, and none for `env:` values: see `docs/security.md`).
     pub hint: Option<String>,
 }
 
@@ -629,7 +630,11 @@ fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
                 secret: SecretView {
                     set: secret.is_some(),
                     reference: c.secret.clone(),
-                    hint: secret.map(Secret::hint),
+                    // Only for keys the user stored: the tail of an `env:` value would let whoever
+                    // can edit the config read four characters of any variable, one at a time.
+                    hint: secret
+                        .filter(|_| c.secret.as_deref().is_some_and(|r| r.starts_with("keychain:")))
+                        .map(Secret::hint),
                 },
             }
         })

@@ -119,9 +119,12 @@ impl Services {
         let dialect = provider.dialect();
         if !(200..300).contains(&status) {
             let report = dialect.error_report(&body);
+            // Shown in the UI: an upstream may echo the key it was sent.
+            let message =
+                secret.as_ref().map_or(report.message.clone(), |s| s.scrub(&report.message));
             return Err(Failure {
                 status: Some(status),
-                message: format!("HTTP {status}: {}", report.message),
+                message: format!("HTTP {status}: {message}"),
             });
         }
         dialect

@@ -20,7 +20,12 @@ pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug)]
 pub struct Engine {
+    /// The loopback port editors are pointed at.
     pub port: u16,
+    /// Set when that port was taken at start: the app runs (window, tray, config) but serves
+    /// nothing, rather than move to another port while editors keep sending their keys and
+    /// prompts to whoever holds this one.
+    pub port_taken: Option<String>,
     pub api: InProcess,
     pub services: Arc<Services>,
     pub proxy: Arc<Proxy>,
@@ -28,27 +33,34 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the app on the data in `data_dir` and serves it on the config's port, or on any
-    /// free port when that one is taken (the window shows the endpoint really in use).
+    /// Starts the app on the data in `data_dir` and serves it on the config's port. When that
+    /// port is taken the app still starts, serving nothing, and [`Engine::port_taken`] says why.
     pub async fn start(data_dir: PathBuf) -> Result<Self, StartError> {
+        let port = std::env::var(PORT_ENV).ok().and_then(|p| p.parse().ok());
+        Self::start_on(data_dir, port).await
+    }
+
+    /// [`Engine::start`] on `port`, else the config's.
+    pub async fn start_on(data_dir: PathBuf, port: Option<u16>) -> Result<Self, StartError> {
         let app = App::start(Launch::new(&data_dir)).await?;
-        let wanted = std::env::var(PORT_ENV)
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| app.config().port);
-        let listening = match app.listen(wanted).await {
-            Ok(listening) => listening,
+        let wanted = port.unwrap_or_else(|| app.config().port);
+        let (listening, port_taken) = match app.listen(wanted).await {
+            Ok(listening) => (Some(listening), None),
             Err(ListenError::Bind { port, source }) if port != 0 => {
-                tracing::warn!(port, %source, "the configured port is taken; listening on a free one");
-                app.listen(0).await?
+                tracing::error!(port, %source, "the configured port is taken: not serving");
+                (None, Some(source.to_string()))
             }
             Err(error) => {
                 app.shutdown().await;
                 return Err(error.into());
             }
         };
-        let port = listening.port();
-        let api = InProcess::new(listening.state.clone())?;
+        let state = match &listening {
+            Some(listening) => listening.state.clone(),
+            None => app.front_door(wanted).await?,
+        };
+        let port = state.port;
+        let api = InProcess::new(state)?;
         let services = Arc::clone(app.services());
         let proxy = Arc::clone(app.proxy());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -56,15 +68,19 @@ impl Engine {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            if let Err(error) =
-                switchyard::server::serve(listening.listener, listening.state, shutdown).await
-            {
-                tracing::error!(%error, "the proxy stopped serving");
+            if let Some(listening) = listening {
+                if let Err(error) =
+                    switchyard::server::serve(listening.listener, listening.state, shutdown).await
+                {
+                    tracing::error!(%error, "the proxy stopped serving");
+                }
+            } else {
+                shutdown.await;
             }
             app.shutdown().await;
         });
-        tracing::info!(port, data_dir = %data_dir.display(), "switchyard desktop is serving");
-        Ok(Self { port, api, services, proxy, serving: Mutex::new(Some((stop, task))) })
+        tracing::info!(port, data_dir = %data_dir.display(), serving = port_taken.is_none(), "switchyard desktop started");
+        Ok(Self { port, port_taken, api, services, proxy, serving: Mutex::new(Some((stop, task))) })
     }
 
     /// The base URL editors and agents are pointed at.
@@ -80,5 +96,42 @@ impl Engine {
             let _ = stop.send(());
             let _ = task.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_taken_port_is_reported_and_never_swapped_for_another() {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let taken = squatter.local_addr().expect("addr").port();
+        let data = tempfile::tempdir().expect("temp dir");
+        let engine = Engine::start_on(data.path().to_owned(), Some(taken)).await.expect("starts");
+        assert!(engine.port_taken.is_some(), "the taken port is reported");
+        assert_eq!(engine.port, taken, "the endpoint stays the configured one");
+        assert_eq!(engine.endpoint(), format!("http://127.0.0.1:{taken}/v1"));
+        // The window's API still answers in process.
+        let reply = engine
+            .api
+            .call(switchyard::server::ipc::ApiCall {
+                method: "GET".into(),
+                path: "/api/settings".into(),
+                body: None,
+            })
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        engine.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_free_port_is_served() {
+        let data = tempfile::tempdir().expect("temp dir");
+        let engine = Engine::start_on(data.path().to_owned(), Some(0)).await.expect("starts");
+        assert!(engine.port_taken.is_none());
+        let reached = tokio::net::TcpStream::connect(("127.0.0.1", engine.port)).await;
+        assert!(reached.is_ok(), "the engine listens on {}", engine.port);
+        engine.stop().await;
     }
 }

@@ -54,8 +54,12 @@ pub fn run() {
             let data_dir = app.path().app_data_dir()?;
             let engine = tauri::async_runtime::block_on(Engine::start(data_dir))
                 .map_err(|e| -> Box<dyn std::error::Error> { e })?;
+            let taken = engine.port_taken.is_some().then_some(engine.port);
             app.manage(engine);
             tray::install(app.handle())?;
+            if let Some(port) = taken {
+                notify(app.handle(), Some(status::port_taken_notice(port)));
+            }
             forward_events(app.handle());
             quit_on_signal(app.handle());
             Ok(())

@@ -11,6 +11,8 @@
 use std::fmt::Write as _;
 
 use switchyard::services::Health;
+
+use crate::notices::Notice;
 use switchyard_core::resilience::{BreakerState, ProbeScope, ProbeView};
 
 /// How long the tooltip names a target that a recovery probe found healthy again.
@@ -96,6 +98,27 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
 
     let lines = providers.iter().map(|p| provider_line(health, p)).collect();
     TrayView { level, tooltip, lines, paused: health.paused }
+}
+
+/// The tray when the port was taken at start: red, and the tooltip says so first. Whoever holds
+/// the port gets what editors send there, keys and prompts included, so this outranks every
+/// provider's health.
+pub fn port_taken(mut view: TrayView, port: u16) -> TrayView {
+    view.level = Level::Down;
+    view.tooltip = format!("{} · {}", port_taken_notice(port).title, view.tooltip);
+    view
+}
+
+/// What the desktop says, once at start and in the tray, when `port` was taken.
+pub fn port_taken_notice(port: u16) -> Notice {
+    Notice {
+        title: format!("Switchyard is not serving: port {port} is taken"),
+        body: format!(
+            "Another program holds 127.0.0.1:{port}; editors pointed there would send it their \
+             keys and prompts. Quit that program, or choose another port in General → Server, \
+             then restart Switchyard."
+        ),
+    }
 }
 
 /// `openai: open, retry in 42 s · 1 key cooling · 2 models locked`.
@@ -210,6 +233,23 @@ mod tests {
             locked_until: UnixMillis(1_800_000_060_000),
             remaining_ms: 60_000,
         }
+    }
+
+    #[test]
+    fn a_taken_port_turns_even_a_healthy_tray_red_and_says_so_first() {
+        let view = port_taken(tray_view(&health(), &providers()), 4141);
+        assert_eq!(view.level, Level::Down);
+        assert!(
+            view.tooltip.starts_with(
+                "Switchyard is not serving: port 4141 is taken · Switchyard: 2 providers"
+            ),
+            "{}",
+            view.tooltip
+        );
+        assert_eq!(view.lines, ["openai: healthy", "anthropic: healthy"]);
+        let notice = port_taken_notice(4141);
+        assert!(notice.body.contains("127.0.0.1:4141"), "{}", notice.body);
+        assert!(notice.body.contains("General → Server"), "{}", notice.body);
     }
 
     #[test]

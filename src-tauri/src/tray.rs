@@ -10,7 +10,7 @@ use tauri::{AppHandle, Manager as _, Wry};
 use tauri_plugin_clipboard_manager::ClipboardExt as _;
 
 use crate::engine::Engine;
-use crate::status::{Level, TrayView, tray_view};
+use crate::status::{Level, TrayView, port_taken, tray_view};
 
 const TRAY: &str = "switchyard";
 const ICON_SIZE: u32 = 32;
@@ -46,7 +46,8 @@ fn current(app: &AppHandle) -> TrayView {
     let engine = app.state::<Engine>();
     let providers: Vec<String> =
         engine.proxy.config().providers.iter().map(|p| p.id.to_string()).collect();
-    tray_view(&engine.services.health(), &providers)
+    let view = tray_view(&engine.services.health(), &providers);
+    if engine.port_taken.is_some() { port_taken(view, engine.port) } else { view }
 }
 
 fn menu(app: &AppHandle, view: &TrayView) -> tauri::Result<Menu<Wry>> {

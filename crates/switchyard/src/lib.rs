@@ -260,6 +260,14 @@ impl App {
             server::bind(port).await.map_err(|source| ListenError::Bind { port, source })?;
         let port =
             listener.local_addr().map_err(|source| ListenError::Bind { port, source })?.port();
+        let state = self.front_door(port).await?;
+        Ok(Listening { listener, state })
+    }
+
+    /// The front door for `port` without a listener: the local API keys and the management
+    /// token. The desktop window's API (in process) needs it even when the port could not be
+    /// bound.
+    pub async fn front_door(&self, port: u16) -> Result<ServerState, ListenError> {
         let preset = std::env::var(keys::PRESET_ENV)
             .ok()
             .filter(|k| !k.trim().is_empty())
@@ -275,8 +283,7 @@ impl App {
             );
         }
         let token = keys::management_token(&self.data_dir).map_err(ListenError::Token)?;
-        let state = self.server_state(port, local_keys).with_management_token(token);
-        Ok(Listening { listener, state })
+        Ok(self.server_state(port, local_keys).with_management_token(token))
     }
 
     /// Writes out every pending state change and stops the writer.

@@ -244,6 +244,7 @@ impl App {
         }
         ServerState {
             port,
+            ipv6: false,
             keys,
             management: LocalKeys::new(None),
             proxy: Arc::clone(&self.proxy),
@@ -252,15 +253,19 @@ impl App {
         }
     }
 
-    /// Binds `127.0.0.1:port` (0 picks a free port) and sets up the front door that goes with
+    /// Binds `127.0.0.1:port` (0 picks a free port; `[::1]` on the same port too where the
+    /// machine has it) and sets up the front door that goes with
     /// it: the local API keys from the state file (and [`keys::PRESET_ENV`]) and the
     /// management token from the data directory. What `serve` and the desktop app both run.
     pub async fn listen(&self, port: u16) -> Result<Listening, ListenError> {
-        let listener =
-            server::bind(port).await.map_err(|source| ListenError::Bind { port, source })?;
-        let port =
-            listener.local_addr().map_err(|source| ListenError::Bind { port, source })?.port();
-        let state = self.front_door(port).await?;
+        let listener = server::bind_loopback(port)
+            .await
+            .map_err(|source| ListenError::Bind { port, source })?;
+        let port = axum::serve::Listener::local_addr(&listener)
+            .map_err(|source| ListenError::Bind { port, source })?
+            .port();
+        let mut state = self.front_door(port).await?;
+        state.ipv6 = listener.has_ipv6();
         Ok(Listening { listener, state })
     }
 
@@ -297,7 +302,7 @@ impl App {
 /// A bound loopback listener and the front door that goes with it: ready to serve.
 #[derive(Debug)]
 pub struct Listening {
-    pub listener: tokio::net::TcpListener,
+    pub listener: server::Loopback,
     pub state: ServerState,
 }
 

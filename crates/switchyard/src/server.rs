@@ -41,6 +41,9 @@ use switchyard_secrets::Secret;
 pub struct ServerState {
     /// The port we are bound to: the only one `Host` may name.
     pub port: u16,
+    /// Whether `[::1]:port` is ours too. When it is not, `Host: [::1]:port` is refused: it
+    /// names a socket another program may hold.
+    pub ipv6: bool,
     pub keys: LocalKeys,
     /// Who may call `/api` and `/metrics` over HTTP (the management token).
     pub management: LocalKeys,
@@ -176,13 +179,71 @@ pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
     TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await
 }
 
+/// Binds `127.0.0.1:port` and, where the machine has IPv6, `[::1]` on the same port: a client
+/// that resolves `localhost` to `::1` first must reach us, not whoever else could bind
+/// `[::1]:port`. When `[::1]` cannot be bound, only IPv4 serves and the front door refuses
+/// `Host: [::1]` ([`ServerState::ipv6`]).
+pub async fn bind_loopback(port: u16) -> std::io::Result<Loopback> {
+    let v4 = bind(port).await?;
+    let port = v4.local_addr()?.port();
+    let v6 = match TcpListener::bind(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))).await
+    {
+        Ok(v6) => Some(v6),
+        Err(error) => {
+            tracing::info!(port, %error, "[::1] is not served: 127.0.0.1 only");
+            None
+        }
+    };
+    Ok(Loopback { v4, v6 })
+}
+
+/// The loopback sockets a server accepts on: `127.0.0.1`, and `[::1]` where bound.
+#[derive(Debug)]
+pub struct Loopback {
+    v4: TcpListener,
+    v6: Option<TcpListener>,
+}
+
+impl Loopback {
+    /// Whether `[::1]` is served too.
+    pub fn has_ipv6(&self) -> bool {
+        self.v6.is_some()
+    }
+}
+
+impl From<TcpListener> for Loopback {
+    fn from(v4: TcpListener) -> Self {
+        Self { v4, v6: None }
+    }
+}
+
+impl axum::serve::Listener for Loopback {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        // `Listener::accept` retries failed accepts (out of file descriptors, ...) itself.
+        match &mut self.v6 {
+            Some(v6) => tokio::select! {
+                accepted = axum::serve::Listener::accept(&mut self.v4) => accepted,
+                accepted = axum::serve::Listener::accept(v6) => accepted,
+            },
+            None => axum::serve::Listener::accept(&mut self.v4).await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.v4.local_addr()
+    }
+}
+
 /// How long requests in flight (long streams above all) may run on after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Serves until `shutdown` resolves, then stops accepting and lets requests in flight finish,
 /// for at most [`SHUTDOWN_GRACE`].
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Into<Loopback>,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -191,7 +252,7 @@ pub async fn serve(
 
 /// [`serve`] with a chosen grace period.
 pub async fn serve_with_grace(
-    listener: TcpListener,
+    listener: impl Into<Loopback>,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
@@ -201,7 +262,7 @@ pub async fn serve_with_grace(
 
 /// [`serve`] with a chosen grace period and connection deadlines.
 pub async fn serve_with(
-    listener: TcpListener,
+    listener: impl Into<Loopback>,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
@@ -212,7 +273,7 @@ pub async fn serve_with(
         shutdown.await;
         let _ = draining_tx.send(());
     };
-    let server = connections::run(listener, router(state), signal, limits);
+    let server = connections::run(listener.into(), router(state), signal, limits);
     let deadline = async {
         // Only a shutdown that began starts the clock; a dropped sender means the server ended.
         if draining.await.is_ok() {

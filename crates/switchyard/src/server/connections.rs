@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 /// How long a client may take to send a request head; see the module docs.
@@ -48,7 +48,7 @@ impl Default for Limits {
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains the connections.
 pub(super) async fn run(
-    mut listener: TcpListener,
+    mut listener: super::Loopback,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: Limits,

@@ -74,7 +74,7 @@ enum Door {
 
 fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !is_loopback_host(host, state.port) {
+    if !is_loopback_host(host, state.port, state.ipv6) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "permission_error",
@@ -82,7 +82,7 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), Api
         ));
     }
     if let Some(origin) = headers.get(header::ORIGIN)
-        && !(state.ui.is_some() && is_own_origin(origin.as_bytes(), state.port))
+        && !(state.ui.is_some() && is_own_origin(origin.as_bytes(), state.port, state.ipv6))
     {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -149,20 +149,22 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
-/// `127.0.0.1:PORT`, `localhost:PORT` or `[::1]:PORT`, exactly.
-fn is_loopback_host(host: &str, port: u16) -> bool {
+/// `127.0.0.1:PORT`, `localhost:PORT` or, when we serve IPv6 too, `[::1]:PORT`, exactly.
+fn is_loopback_host(host: &str, port: u16, ipv6: bool) -> bool {
     let Some((name, host_port)) = host.rsplit_once(':') else { return false };
     host_port.parse::<u16>().ok() == Some(port)
-        && (name == "127.0.0.1" || name.eq_ignore_ascii_case("localhost") || name == "[::1]")
+        && (name == "127.0.0.1"
+            || name.eq_ignore_ascii_case("localhost")
+            || (ipv6 && name == "[::1]"))
 }
 
 /// `http://127.0.0.1:PORT`, `http://localhost:PORT` or `http://[::1]:PORT`: a page this server
 /// served itself.
-fn is_own_origin(origin: &[u8], port: u16) -> bool {
+fn is_own_origin(origin: &[u8], port: u16, ipv6: bool) -> bool {
     std::str::from_utf8(origin)
         .ok()
         .and_then(|o| o.strip_prefix("http://"))
-        .is_some_and(|host| is_loopback_host(host, port))
+        .is_some_and(|host| is_loopback_host(host, port, ipv6))
 }
 
 #[cfg(test)]
@@ -172,7 +174,7 @@ mod tests {
     #[test]
     fn only_this_servers_own_http_origin_counts_as_its_own() {
         for ok in ["http://127.0.0.1:4141", "http://localhost:4141", "http://[::1]:4141"] {
-            assert!(is_own_origin(ok.as_bytes(), 4141), "{ok}");
+            assert!(is_own_origin(ok.as_bytes(), 4141, true), "{ok}");
         }
         for bad in [
             "null",
@@ -184,15 +186,18 @@ mod tests {
             "http://127.0.0.1:4141/",
             "http://127.0.0.1:4141.evil.example",
         ] {
-            assert!(!is_own_origin(bad.as_bytes(), 4141), "{bad}");
+            assert!(!is_own_origin(bad.as_bytes(), 4141, true), "{bad}");
         }
     }
 
     #[test]
     fn only_loopback_names_with_our_port_pass() {
         for ok in ["127.0.0.1:4141", "localhost:4141", "LOCALHOST:4141", "[::1]:4141"] {
-            assert!(is_loopback_host(ok, 4141), "{ok}");
+            assert!(is_loopback_host(ok, 4141, true), "{ok}");
         }
+        // `[::1]` names us only where we bound it; elsewhere another program may hold it.
+        assert!(!is_loopback_host("[::1]:4141", 4141, false));
+        assert!(is_loopback_host("127.0.0.1:4141", 4141, false));
         for bad in [
             "",
             "127.0.0.1",
@@ -203,7 +208,7 @@ mod tests {
             "127.0.0.2:4141",
             "localhost:4141:4141",
         ] {
-            assert!(!is_loopback_host(bad, 4141), "{bad}");
+            assert!(!is_loopback_host(bad, 4141, true), "{bad}");
         }
     }
 

@@ -15,10 +15,12 @@ pub mod headless;
 pub mod notices;
 pub mod status;
 mod tray;
+pub mod webview;
 
 use std::sync::Arc;
 
-use tauri::{AppHandle, Emitter as _, Manager as _, RunEvent, WindowEvent};
+use tauri::webview::NewWindowResponse;
+use tauri::{AppHandle, Emitter as _, Manager as _, RunEvent, WebviewWindowBuilder, WindowEvent};
 use tauri_plugin_autostart::MacosLauncher;
 use tauri_plugin_notification::NotificationExt as _;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -26,6 +28,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::engine::Engine;
 use crate::notices::{Notice, Notices};
+use crate::webview::Destination;
 
 /// The window the UI lives in.
 const MAIN_WINDOW: &str = "main";
@@ -56,6 +59,7 @@ pub fn run() {
                 .map_err(|e| -> Box<dyn std::error::Error> { e })?;
             let taken = engine.port_taken.is_some().then_some(engine.port);
             app.manage(engine);
+            open_window(app.handle())?;
             tray::install(app.handle())?;
             if let Some(port) = taken {
                 notify(app.handle(), Some(status::port_taken_notice(port)));
@@ -79,6 +83,46 @@ pub fn run() {
             api.prevent_exit();
         }
     });
+}
+
+/// Creates the window from its config (`create: false` there) with the navigation guard: it
+/// loads the app's own pages only; web pages (OAuth sign-in) open in the system browser and
+/// no second window is ever created (see [`webview`]).
+fn open_window(app: &AppHandle) -> tauri::Result<()> {
+    let config = app.config();
+    let window = config
+        .app
+        .windows
+        .iter()
+        .find(|w| w.label == MAIN_WINDOW)
+        .expect("tauri.conf.json declares the main window");
+    let dev = if tauri::is_dev() { config.build.dev_url.clone() } else { None };
+    let for_new = dev.clone();
+    WebviewWindowBuilder::from_config(app, window)?
+        .on_navigation(move |url| leave_for(url, dev.as_ref()))
+        .on_new_window(move |url, _| {
+            leave_for(&url, for_new.as_ref());
+            NewWindowResponse::Deny
+        })
+        .build()?;
+    Ok(())
+}
+
+/// Whether the window may go to `url`; a web page goes to the system browser instead.
+fn leave_for(url: &tauri::Url, dev: Option<&tauri::Url>) -> bool {
+    match webview::destination(url, dev) {
+        Destination::Own => true,
+        Destination::Browser => {
+            if let Err(error) = open::that_detached(url.as_str()) {
+                tracing::warn!(%error, "cannot open the system browser");
+            }
+            false
+        }
+        Destination::Refused => {
+            tracing::warn!(scheme = url.scheme(), "the window refused a navigation");
+            false
+        }
+    }
 }
 
 /// Shows, unminimises and focuses the window.

@@ -67,6 +67,32 @@ fn commands() -> Vec<String> {
     names
 }
 
+/// The commands `build.rs` declares in the app manifest (each gets an `allow-` permission).
+fn manifest_commands() -> Vec<String> {
+    let build = std::fs::read_to_string(shell().join("build.rs")).unwrap();
+    let start = build.find(".commands(&[").expect("build.rs declares an app manifest") + 12;
+    let end = start + build[start..].find(']').unwrap();
+    let mut names: Vec<String> = build[start..end]
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_owned())
+        .filter(|c| !c.is_empty())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The plugins the shell installs: the crate of each `.plugin(...)` call in `lib.rs`.
+fn plugins() -> Vec<String> {
+    let lib = std::fs::read_to_string(shell().join("src/lib.rs")).unwrap();
+    let mut names: Vec<String> = lib
+        .split(".plugin(")
+        .skip(1)
+        .map(|call| call.split("::").next().unwrap_or_default().trim().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn strings(value: &Value) -> Vec<String> {
     value.as_array().map_or_else(Vec::new, |a| {
         a.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect()
@@ -101,6 +127,24 @@ fn surface() -> String {
     let _ = writeln!(out, "\n# commands");
     for command in commands() {
         let _ = writeln!(out, "{command}");
+    }
+    let _ = writeln!(out, "\n# app manifest (build.rs)");
+    for command in manifest_commands() {
+        let _ = writeln!(out, "{command}");
+    }
+    let _ = writeln!(out, "\n# plugins");
+    for plugin in plugins() {
+        let _ = writeln!(out, "{plugin}");
+    }
+    let _ = writeln!(out, "\n# build");
+    let _ = writeln!(out, "devUrl = {}", config["build"].get("devUrl").unwrap_or(&Value::Null));
+    for window in config["app"]["windows"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "window {} create = {}",
+            window["label"],
+            window.get("create").unwrap_or(&Value::Bool(true))
+        );
     }
     out
 }
@@ -163,7 +207,39 @@ fn no_capability_reaches_the_file_system_a_shell_the_network_or_a_remote_page() 
             for refused in ["fs:", "shell:", "http:", "opener:", "process:", "updater:"] {
                 assert!(!permission.starts_with(refused), "{file}: {permission}");
             }
-            assert!(permission.starts_with("core:event:"), "{file}: {permission} needs a review");
+            // The app's own commands, one by one (see the manifest test), and events.
+            let own = !permission.contains(':') && permission.starts_with("allow-");
+            assert!(
+                own || permission.starts_with("core:event:"),
+                "{file}: {permission} needs a review"
+            );
         }
     }
+}
+
+#[test]
+fn every_command_is_declared_in_the_manifest_and_granted_by_name() {
+    // With an app manifest, a command is reachable only through its `allow-` permission: the
+    // window's capability grants each one by name, never a wildcard or a default set.
+    assert_eq!(manifest_commands(), commands(), "build.rs's AppManifest and generate_handler!");
+    let granted: Vec<String> = capabilities()
+        .iter()
+        .flat_map(|(_, c)| strings(&c["permissions"]))
+        .filter(|p| !p.contains(':'))
+        .collect();
+    let wanted: Vec<String> =
+        commands().iter().map(|c| format!("allow-{}", c.replace('_', "-"))).collect();
+    assert_eq!(granted, wanted);
+}
+
+#[test]
+fn the_window_is_created_in_code_behind_the_navigation_guard() {
+    // `create: false`: lib.rs builds it with `on_navigation` and `on_new_window`; a window the
+    // config created by itself would have neither.
+    let config = config();
+    for window in config["app"]["windows"].as_array().expect("windows") {
+        assert_eq!(window["create"], Value::Bool(false), "{window}");
+    }
+    let lib = std::fs::read_to_string(shell().join("src/lib.rs")).unwrap();
+    assert!(lib.contains(".on_navigation(") && lib.contains(".on_new_window("));
 }

@@ -657,11 +657,22 @@ impl Proxy {
             Err(SendFailure::Timeout(phase)) => {
                 return self.failed(routes, attempt, Upstream::Timeout(phase), None);
             }
+            Err(SendFailure::TooLarge(_)) => {
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Stream(StreamFault::Oversized),
+                    None,
+                );
+            }
         };
         if !response.status.is_success() {
             let status = response.status.as_u16();
             let headers = response.headers.clone();
-            let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+            let body = response
+                .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+                .await
+                .unwrap_or_default();
             let report = dialect.error_report(&body);
             let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
             return self.failed(routes, attempt, outcome, Some((status, report)));
@@ -695,7 +706,7 @@ impl Proxy {
         let Answer { client, dialect, passthrough } = how;
         let status = response.status.as_u16();
         let wait = first_event.saturating_duration_since(Instant::now());
-        let body = match response.into_bytes(wait).await {
+        let body = match response.into_bytes(wait, executor::MAX_ANSWER).await {
             Ok(body) => body,
             Err(SendFailure::Timeout(_)) => {
                 return self.failed(
@@ -707,6 +718,16 @@ impl Proxy {
             }
             Err(SendFailure::Transport(_)) => {
                 return self.failed(routes, attempt, Upstream::Stream(StreamFault::Cut), None);
+            }
+            Err(SendFailure::TooLarge(cap)) => {
+                let cap = executor::size(cap);
+                tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Stream(StreamFault::Oversized),
+                    None,
+                );
             }
         };
         // An answer without a finish reason was cut short, however well-formed its JSON.
@@ -886,20 +907,26 @@ impl Prober {
             Ok(response) if response.status.is_success() => {
                 let status = response.status.as_u16();
                 // Read to the end so the connection goes back to the pool; the text is unused.
-                let _ = response.into_bytes(wait).await;
+                let _ = response.into_bytes(wait, executor::MAX_ANSWER).await;
                 let ok = Upstream::Response { status, headers: &empty, body: BodyHint::None };
                 (self.classify(ok), Some(status))
             }
             Ok(response) => {
                 let status = response.status.as_u16();
                 let headers = response.headers.clone();
-                let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+                let body = response
+                    .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+                    .await
+                    .unwrap_or_default();
                 let hint = dialect.error_report(&body).hint;
                 let failed = Upstream::Response { status, headers: &headers, body: hint };
                 (self.classify(failed), Some(status))
             }
             Err(SendFailure::Transport(fault)) => (self.classify(Upstream::Transport(fault)), None),
             Err(SendFailure::Timeout(phase)) => (self.classify(Upstream::Timeout(phase)), None),
+            Err(SendFailure::TooLarge(_)) => {
+                (self.classify(Upstream::Stream(StreamFault::Oversized)), None)
+            }
         };
         let bench = probe.bench().code();
         let healed = probe.finish(&verdict, self.clock.now());

@@ -13,6 +13,7 @@ use serde_json::json;
 use switchyard_core::routing::plan;
 use switchyard_providers::chat::{ChatRequest, Part};
 use switchyard_providers::dialect::{ClientDialect, Dialect};
+use switchyard_providers::executor;
 
 use super::upstream::{self, ClientRequest};
 use super::{ERROR_BODY_DEADLINE, Proxy};
@@ -62,7 +63,9 @@ impl Proxy {
             let wait = routes.config.timeouts.first_byte;
             match routes.executor.send(counting, wait).await {
                 Ok(answer) if answer.status.is_success() => {
-                    if let Ok(counted) = answer.into_bytes(ERROR_BODY_DEADLINE).await {
+                    if let Ok(counted) =
+                        answer.into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER).await
+                    {
                         let mut response =
                             ([(header::CONTENT_TYPE, "application/json")], counted).into_response();
                         if let Ok(label) =

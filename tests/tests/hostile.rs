@@ -392,3 +392,35 @@ async fn a_model_list_larger_than_4_mib_is_refused_with_the_limit_named() {
     assert_eq!(status, 502, "{body}");
     assert!(body.to_string().contains("larger than 4 MiB"), "{body}");
 }
+
+#[tokio::test]
+async fn a_model_name_of_a_mebibyte_is_refused_in_the_clients_dialect_and_logged_bounded() {
+    let h = Harness::start("").await;
+    let huge = "m".repeat(1 << 20);
+    let cases = [
+        (h.url("/v1/chat/completions"), false, huge.clone()),
+        (h.url("/v1/messages"), true, huge.clone()),
+        (h.url("/v1/chat/completions"), false, "../../upload/x?x=".to_owned()),
+        (h.url("/v1/messages"), true, "gpt 4o\n".to_owned()),
+    ];
+    for (url, anthropic, model) in cases {
+        let body = json!({"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+        let request = h.http.post(url).bearer_auth(LOCAL_KEY).header("x-api-key", LOCAL_KEY);
+        let (status, _, answer) = json_parts(request.json(&body).send().await.unwrap()).await;
+        let why = &model[..model.len().min(20)];
+        assert_eq!(status, 400, "{why}: {answer}");
+        assert_dialect(&answer, anthropic, why);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("`model`"), "{why}: {message}");
+        assert!(message.len() < 200, "{why}: the refusal does not echo the name");
+        if !anthropic {
+            assert_eq!(answer["error"]["param"], "model", "{why}");
+        }
+        let logged = h.newest_logged().await;
+        let kept = logged["model"].as_str().unwrap_or_default();
+        assert!(kept.len() < 300 && !kept.contains('\n'), "{why}: logged {} bytes", kept.len());
+    }
+    assert_eq!(h.mock.total_attempts(), 0, "no refused name reached an upstream");
+    let (_, log) = h.api_get("/api/requests").await;
+    assert_eq!(log.as_array().map(Vec::len), Some(4), "{log}");
+}

@@ -34,6 +34,7 @@ use switchyard_core::outcome::{
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
+use switchyard_core::text::{bounded, check_model_name};
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
@@ -305,7 +306,7 @@ impl Proxy {
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     summary.model = ChatRequest::minimal(Dialect::Responses, body)
-                        .map(|r| r.model.into_owned())
+                        .map(|r| bounded(&r.model).into_owned())
                         .unwrap_or_default();
                     return refusal.into_response_in(dialect);
                 }
@@ -1015,6 +1016,14 @@ fn prepare<'r, 'b>(
             None => return Err(ApiError::bad_request(error.to_string())),
         },
     };
+    // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
+    // that could change the meaning of an upstream's URL, is refused here (issue 19).
+    if let Err(problem) = check_model_name(&request.model) {
+        summary.model = bounded(&request.model).into_owned();
+        let mut refusal = ApiError::bad_request(problem.to_string());
+        refusal.param = Some("model");
+        return Err(refusal);
+    }
     summary.model = request.model.to_string();
     if paused {
         return Err(ApiError::new(

@@ -40,7 +40,7 @@ use super::error::{ApiError, Dialect};
 /// The headers every answer carries (see the module's documentation). The policy is
 /// `src-tauri/tauri.conf.json`'s, with `connect-src 'self'` in place of the IPC schemes: in a
 /// browser the UI talks HTTP to the server that served it.
-pub const PAGE_HEADERS: [(&str, &str); 4] = [
+pub(super) const PAGE_HEADERS: [(&str, &str); 4] = [
     (
         "content-security-policy",
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \

@@ -274,8 +274,8 @@ impl App {
                 keys::PRESET_ENV
             );
         }
-        let token = keys::management_token(&self.data_dir).map_err(ListenError::Token)?;
-        let state = self.server_state(port, local_keys).with_management_token(token);
+        let management = keys::management_keys(&self.data_dir).map_err(ListenError::Token)?;
+        let state = ServerState { management, ..self.server_state(port, local_keys) };
         Ok(Listening { listener, state })
     }
 

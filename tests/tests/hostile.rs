@@ -423,4 +423,10 @@ async fn a_model_name_of_a_mebibyte_is_refused_in_the_clients_dialect_and_logged
     assert_eq!(h.mock.total_attempts(), 0, "no refused name reached an upstream");
     let (_, log) = h.api_get("/api/requests").await;
     assert_eq!(log.as_array().map(Vec::len), Some(4), "{log}");
+    // Token counting reads the same name, and refuses it the same way.
+    let body = json!({"model": huge, "messages": [{"role": "user", "content": "hi"}]});
+    let counting = h.http.post(h.url("/v1/messages/count_tokens")).header("x-api-key", LOCAL_KEY);
+    let (status, _, answer) = json_parts(counting.json(&body).send().await.unwrap()).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_dialect(&answer, true, "count_tokens");
 }

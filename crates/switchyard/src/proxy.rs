@@ -34,7 +34,7 @@ use switchyard_core::outcome::{
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
-use switchyard_core::text::{bounded, check_model_name};
+use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
@@ -1020,9 +1020,7 @@ fn prepare<'r, 'b>(
     // that could change the meaning of an upstream's URL, is refused here (issue 19).
     if let Err(problem) = check_model_name(&request.model) {
         summary.model = bounded(&request.model).into_owned();
-        let mut refusal = ApiError::bad_request(problem.to_string());
-        refusal.param = Some("model");
-        return Err(refusal);
+        return Err(refused_model(&problem));
     }
     summary.model = request.model.to_string();
     if paused {
@@ -1047,6 +1045,14 @@ fn prepare<'r, 'b>(
         }
     }
     Ok(Prepared { request, combo, untranslatable })
+}
+
+/// The `400` for a model name [`check_model_name`] refused, naming the field as OpenAI's
+/// `error.param` does.
+fn refused_model(problem: &ModelNameError) -> ApiError {
+    let mut refusal = ApiError::bad_request(problem.to_string());
+    refusal.param = Some("model");
+    refusal
 }
 
 /// Whether a candidate after this one could still serve the request, so this attempt may be

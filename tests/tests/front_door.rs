@@ -4,7 +4,7 @@
 
 use reqwest::Method;
 use serde_json::json;
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, json_parts};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, header, json_parts};
 
 /// Every client route, with a valid body for it.
 fn routes(h: &Harness) -> [(reqwest::RequestBuilder, bool); 2] {
@@ -110,4 +110,63 @@ async fn a_missing_or_wrong_local_key_is_refused_in_the_routes_dialect() {
     let models = h.http.get(h.url("/v1/models")).send().await.unwrap();
     assert_eq!(models.status(), 401, "listing models needs the key too");
     assert_eq!(h.mock.total_attempts(), 0);
+}
+
+/// A stand-in for `ui/dist`.
+fn built_ui() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), "<!doctype html><title>Switchyard</title>")
+        .unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_web_ui_is_served_with_a_csp_no_framing_no_sniffing_and_no_referrer() {
+    let ui = built_ui();
+    let h = Harness::start_with(Setup::new("").ui(ui.path())).await;
+    let page = h.http.get(h.url("/")).send().await.unwrap();
+    let api = h.http.get(h.url("/api/monitoring/health")).bearer_auth(MANAGEMENT_TOKEN);
+    let api = api.send().await.unwrap();
+    let refused = h.http.get(h.url("/api/monitoring/health")).send().await.unwrap();
+    for (what, response) in [("the page", &page), ("an API answer", &api), ("a refusal", &refused)]
+    {
+        let headers = response.headers();
+        let csp = header(headers, "content-security-policy");
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        ] {
+            assert!(csp.contains(directive), "{what}: {directive} missing from {csp:?}");
+        }
+        assert_eq!(header(headers, "x-content-type-options"), "nosniff", "{what}");
+        assert_eq!(header(headers, "referrer-policy"), "no-referrer", "{what}");
+        assert_eq!(header(headers, "x-frame-options"), "DENY", "{what}");
+    }
+}
+
+#[tokio::test]
+async fn the_api_takes_only_requests_a_browser_marks_as_same_origin_or_typed_by_the_user() {
+    let ui = built_ui();
+    let h = Harness::start_with(Setup::new("").ui(ui.path())).await;
+    let call = |site: Option<&str>| {
+        let request = h.http.get(h.url("/api/monitoring/health")).bearer_auth(MANAGEMENT_TOKEN);
+        match site {
+            Some(site) => request.header("sec-fetch-site", site),
+            None => request,
+        }
+    };
+    for allowed in [None, Some("none"), Some("same-origin")] {
+        assert_eq!(call(allowed).send().await.unwrap().status(), 200, "{allowed:?}");
+    }
+    // `same-site` is what a page on another localhost port sends: another origin.
+    for refused in ["same-site", "cross-site", "SAME-SITE", "something-new"] {
+        let (status, _, body) = json_parts(call(Some(refused)).send().await.unwrap()).await;
+        assert_eq!(status, 403, "{refused}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("Sec-Fetch-Site"), "{refused}: {message}");
+    }
 }

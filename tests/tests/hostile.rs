@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, json_parts};
+use switchyard_e2e::harness::{FALLBACK, Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, json_parts};
+use switchyard_providers::executor;
+use switchyard_testkit::Flood;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -343,4 +345,88 @@ async fn the_listener_is_bound_to_loopback_only() {
     }
     let response = h.openai("oa/gpt-4o", false).send().await.unwrap();
     assert_eq!(response.status(), 200, "loopback is served");
+}
+
+/// A hostile upstream answers the primary with a flood; the fallback serves. The flood is
+/// read no further than the cap and not retried in place (the same upstream would flood
+/// again), and the attempt's trace line blames the upstream, not the client.
+async fn a_flooded_answer_falls_back_without_a_retry(flood: Flood) {
+    let h = Harness::start(FALLBACK).await;
+    h.mock.enqueue("gpt-4o", flood);
+    let response = h.openai("smart", false).send().await.unwrap();
+    let (status, headers, body) = json_parts(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["x-switchyard-target"], "an/claude-fallback");
+    assert_eq!(h.mock.attempts_for("gpt-4o").len(), 1, "a flood is not retried in place");
+    let logged = h.newest_logged().await;
+    let first = &logged["trace"][0];
+    assert_eq!(first["target"], "oa/gpt-4o", "{logged}");
+    assert_eq!(first["outcome"], "transport", "{logged}");
+}
+
+#[tokio::test]
+async fn an_answer_announcing_more_than_64_mib_is_refused_before_its_body_is_read() {
+    // The announced length is a lie: 1 MiB follows, then silence. A reader that trusted the
+    // length would wait out the deadline (a timeout); refused on its length, it is not.
+    let flood = Flood::announcing(1 << 30, 1 << 20);
+    a_flooded_answer_falls_back_without_a_retry(flood).await;
+}
+
+#[tokio::test]
+async fn an_answer_growing_past_64_mib_without_a_length_is_refused_at_the_cap() {
+    let flood = Flood::chunked(executor::MAX_ANSWER as u64 + (1 << 20));
+    a_flooded_answer_falls_back_without_a_retry(flood).await;
+}
+
+#[tokio::test]
+async fn a_model_list_larger_than_4_mib_is_refused_with_the_limit_named() {
+    let h = Harness::start("").await;
+    h.mock.flood_model_lists(Some(Flood::chunked(executor::MAX_MODEL_LIST as u64 + 1)));
+    let (status, report) = h.api(Method::POST, "/api/providers/oa/test", &Value::Null).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], false, "{report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(error.contains("larger than 4 MiB"), "{report}");
+    h.mock.flood_model_lists(Some(Flood::announcing(1 << 30, 1 << 16)));
+    let (status, body) = h.api_get("/api/providers/oa/models").await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.to_string().contains("larger than 4 MiB"), "{body}");
+}
+
+#[tokio::test]
+async fn a_model_name_of_a_mebibyte_is_refused_in_the_clients_dialect_and_logged_bounded() {
+    let h = Harness::start("").await;
+    let huge = "m".repeat(1 << 20);
+    let cases = [
+        (h.url("/v1/chat/completions"), false, huge.clone()),
+        (h.url("/v1/messages"), true, huge.clone()),
+        (h.url("/v1/chat/completions"), false, "../../upload/x?x=".to_owned()),
+        (h.url("/v1/messages"), true, "gpt 4o\n".to_owned()),
+    ];
+    for (url, anthropic, model) in cases {
+        let body = json!({"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+        let request = h.http.post(url).bearer_auth(LOCAL_KEY).header("x-api-key", LOCAL_KEY);
+        let (status, _, answer) = json_parts(request.json(&body).send().await.unwrap()).await;
+        let why = &model[..model.len().min(20)];
+        assert_eq!(status, 400, "{why}: {answer}");
+        assert_dialect(&answer, anthropic, why);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("`model`"), "{why}: {message}");
+        assert!(message.len() < 200, "{why}: the refusal does not echo the name");
+        if !anthropic {
+            assert_eq!(answer["error"]["param"], "model", "{why}");
+        }
+        let logged = h.newest_logged().await;
+        let kept = logged["model"].as_str().unwrap_or_default();
+        assert!(kept.len() < 300 && !kept.contains('\n'), "{why}: logged {} bytes", kept.len());
+    }
+    assert_eq!(h.mock.total_attempts(), 0, "no refused name reached an upstream");
+    let (_, log) = h.api_get("/api/requests").await;
+    assert_eq!(log.as_array().map(Vec::len), Some(4), "{log}");
+    // Token counting reads the same name, and refuses it the same way.
+    let body = json!({"model": huge, "messages": [{"role": "user", "content": "hi"}]});
+    let counting = h.http.post(h.url("/v1/messages/count_tokens")).header("x-api-key", LOCAL_KEY);
+    let (status, _, answer) = json_parts(counting.json(&body).send().await.unwrap()).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_dialect(&answer, true, "count_tokens");
 }

@@ -196,3 +196,18 @@ async fn after_a_burst_only_a_bounded_pool_of_idle_upstream_connections_stays_op
             panic!("{} upstream connections still open after the burst", h.mock.open_connections())
         });
 }
+
+#[tokio::test]
+async fn a_direct_request_for_a_model_the_providers_own_list_leaves_out_is_refused_naming_the_list()
+{
+    // `oa` lists gpt-4o and gpt-4o-mini; `an` lists nothing, so it takes any model.
+    let h = Harness::start("").await;
+    let (status, _, body) = json(h.openai("oa/gpt-5", false).send().await.unwrap()).await;
+    assert_eq!(status, 404, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("provider \"oa\" lists its models"), "{message}");
+    assert!(message.contains("add \"gpt-5\" to the `models` of provider \"oa\""), "{message}");
+    assert_eq!(h.mock.total_attempts(), 0, "nothing reached the upstream");
+    let (status, _, body) = json(h.openai("an/any-model", false).send().await.unwrap()).await;
+    assert_eq!(status, 200, "a provider without a list serves any model: {body}");
+}

@@ -13,6 +13,7 @@ pub mod random;
 pub mod resilience;
 pub mod routing;
 pub mod settings;
+pub mod text;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};

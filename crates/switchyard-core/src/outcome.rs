@@ -83,6 +83,9 @@ pub enum StreamFault {
     Stalled,
     /// The stream ended without a finish reason.
     Truncated,
+    /// The answer grew past the size a reader holds (64 MiB for an answer), so it was not
+    /// read: a broken or hostile upstream, never the client's fault.
+    Oversized,
 }
 
 /// What the response body said, as far as the adapter could tell.
@@ -388,6 +391,11 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
         // Broke before anything reached the client: as good as a reset before headers.
         Upstream::Stream(StreamFault::Cut | StreamFault::Truncated) => {
             v(OutcomeKind::Transport, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes)
+        }
+        // The upstream's fault, so another target may serve; asking the same one again would
+        // most likely bring the same flood, so no retry in place.
+        Upstream::Stream(StreamFault::Oversized) => {
+            v(OutcomeKind::Transport, provider(BreakerFault::Reset), R::No, F::Yes)
         }
         Upstream::Response { status, headers, body } => {
             let mut verdict = classify_response(status, body, policy);

@@ -736,6 +736,17 @@ static TABLE: &[Row] = &[
         Input::Stream(StreamFault::Truncated),
         v(K::Transport, None, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes),
     ),
+    row(
+        "an answer too large to read is the upstream's fault: it may fall back, not retry",
+        Input::Stream(StreamFault::Oversized),
+        v(K::Transport, None, provider(BreakerFault::Reset), R::No, F::Yes),
+    ),
+    row(
+        "an answer too large to read after bytes reached the client is a broken stream",
+        Input::Stream(StreamFault::Oversized),
+        STREAM_BROKEN,
+    )
+    .after_bytes(),
     // client went away → aborted, nothing charged.
     row(
         "a client that left while waiting for headers blames nobody",
@@ -829,6 +840,7 @@ fn stream_index(f: StreamFault, bytes_sent: bool) -> usize {
         StreamFault::Cut => 0,
         StreamFault::Stalled => 2,
         StreamFault::Truncated => 4,
+        StreamFault::Oversized => 6,
     };
     base + usize::from(bytes_sent)
 }
@@ -866,7 +878,7 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
     let mut kinds = [false; 14];
     let mut transports = [false; 4];
     let mut phases = [false; 3];
-    let mut streams = [false; 6];
+    let mut streams = [false; 8];
     let mut breaker_faults = [false; BreakerFault::ALL.len()];
     let mut credentials = [false; 3];
     let mut retries = [false; 4];

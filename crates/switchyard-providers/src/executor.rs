@@ -20,6 +20,16 @@ pub const MAX_IDLE_PER_HOST: usize = 64;
 /// Error bodies larger than this are cut; the start says all a sniffer needs.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// The largest successful answer read whole (a non-streamed completion). Far above any real
+/// answer (a million tokens of text is about 4 MiB), far below what would hurt the machine.
+pub const MAX_ANSWER: usize = 64 * 1024 * 1024;
+
+/// The largest model list read. OpenRouter's full list, the longest known, is about 1 MiB.
+pub const MAX_MODEL_LIST: usize = 4 * 1024 * 1024;
+
+/// The largest OAuth token response read: a few tokens and numbers, never more than a few KiB.
+pub const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
+
 /// One pooled client for every upstream.
 #[derive(Clone, Debug)]
 pub struct Executor {
@@ -42,6 +52,20 @@ pub enum SendFailure {
     Transport(TransportFault),
     #[error("no answer within the deadline ({0:?})")]
     Timeout(TimeoutPhase),
+    /// A successful answer larger than the reader's cap (`Content-Length` said so, or the body
+    /// kept coming): the upstream is broken or hostile, and nothing more of it is read.
+    #[error("the answer is larger than the {} limit", size(*.0))]
+    TooLarge(usize),
+}
+
+/// `bytes` for a message: whole MiB or KiB when it is one.
+pub fn size(bytes: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// A response whose headers arrived.
@@ -123,17 +147,27 @@ impl Response {
         self.body.bytes_stream().map(|chunk| chunk.map_err(|e| classify_error(&e)))
     }
 
-    /// The whole body, up to `deadline` (for non-streamed answers and error bodies; error bodies
-    /// are cut at 64 KiB).
-    pub async fn into_bytes(self, deadline: Duration) -> Result<Bytes, SendFailure> {
-        let limit = if self.status.is_success() { usize::MAX } else { MAX_ERROR_BODY };
+    /// The whole body, up to `deadline`. A successful body larger than `cap` is refused with
+    /// [`SendFailure::TooLarge`]: at once when its `Content-Length` says so, otherwise as soon
+    /// as the bytes read pass the cap, so an upstream can never grow memory past it. Error
+    /// bodies are not refused but cut at 64 KiB: their start says all a sniffer needs.
+    pub async fn into_bytes(self, deadline: Duration, cap: usize) -> Result<Bytes, SendFailure> {
+        let success = self.status.is_success();
+        let announced = self.body.content_length();
+        if success && announced.is_some_and(|len| len > cap as u64) {
+            return Err(SendFailure::TooLarge(cap));
+        }
+        let limit = if success { cap } else { MAX_ERROR_BODY };
         let read = async {
             let mut stream = self.into_stream();
             let mut body = Vec::new();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk?;
-                body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len().min(limit))]);
-                if body.len() >= limit {
+                if success && body.len() + chunk.len() > limit {
+                    return Err(SendFailure::TooLarge(cap));
+                }
+                body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]);
+                if !success && body.len() >= limit {
                     break;
                 }
             }
@@ -278,6 +312,81 @@ mod tests {
         assert_eq!(fault(refused, true), SendFailure::Transport(TransportFault::ConnectRefused));
         let reset = io::Error::new(io::ErrorKind::ConnectionReset, "certificate store reloaded");
         assert_eq!(fault(reset, false), SendFailure::Transport(TransportFault::ResetBeforeHeaders));
+    }
+
+    /// A server that answers one request with `head`, then writes `chunk` `times` times, and
+    /// then holds the connection open: a body that ends early is never mistaken for a refusal.
+    async fn answering(
+        head: &str,
+        chunk: Vec<u8>,
+        times: usize,
+    ) -> (Url, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let head = head.to_owned();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let _ = socket.write_all(head.as_bytes()).await;
+            for _ in 0..times {
+                if socket.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await;
+        });
+        (url, server)
+    }
+
+    async fn read(url: Url, cap: usize) -> Result<Bytes, SendFailure> {
+        let executor = Executor::new(Duration::from_secs(5)).unwrap();
+        let request = UpstreamRequest { url, headers: Vec::new(), body: Bytes::new() };
+        let response = executor.send(request, Duration::from_secs(5)).await?;
+        // A long deadline: only a refusal, never the deadline, may end these reads.
+        response.into_bytes(Duration::from_secs(10), cap).await
+    }
+
+    const KIB_64: usize = 64 * 1024;
+
+    #[tokio::test]
+    async fn a_content_length_over_the_cap_is_refused_before_any_body_is_read() {
+        let head = "HTTP/1.1 200 OK\r\ncontent-length: 1073741824\r\n\r\n";
+        let (url, server) = answering(head, Vec::new(), 0).await;
+        assert_eq!(read(url, 1024).await, Err(SendFailure::TooLarge(1024)));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_body_that_keeps_coming_past_the_cap_is_refused_at_the_cap() {
+        // Chunked, so no length is announced: 4 MiB in 64 KiB chunks, then silence.
+        let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        let mut chunk = format!("{KIB_64:x}\r\n").into_bytes();
+        chunk.extend(std::iter::repeat_n(b'x', KIB_64));
+        chunk.extend(b"\r\n");
+        let (url, server) = answering(head, chunk, 64).await;
+        assert_eq!(read(url, 4 * KIB_64).await, Err(SendFailure::TooLarge(4 * KIB_64)));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_body_of_exactly_the_cap_is_read_whole_and_an_error_body_is_cut_not_refused() {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", 2 * KIB_64);
+        let (url, server) = answering(&head, vec![b'x'; KIB_64], 2).await;
+        assert_eq!(read(url, 2 * KIB_64).await.unwrap().len(), 2 * KIB_64);
+        server.abort();
+        let head = "HTTP/1.1 500 Oops\r\ncontent-length: 1073741824\r\n\r\n";
+        let (url, server) = answering(head, vec![b'x'; KIB_64], 2).await;
+        assert_eq!(read(url, 1024).await.unwrap().len(), MAX_ERROR_BODY);
+        server.abort();
+    }
+
+    #[test]
+    fn sizes_read_as_whole_units() {
+        assert_eq!(size(MAX_ANSWER), "64 MiB");
+        assert_eq!(size(MAX_TOKEN_RESPONSE), "64 KiB");
+        assert_eq!(size(1000), "1000 bytes");
     }
 
     #[tokio::test]

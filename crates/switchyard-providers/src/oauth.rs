@@ -201,6 +201,7 @@ fn unreachable_reason(failure: SendFailure) -> &'static str {
         SendFailure::Timeout(TimeoutPhase::Headers | TimeoutPhase::FirstEvent) => {
             "no answer within the deadline"
         }
+        SendFailure::TooLarge(_) => "its answer is larger than a token response can be",
     }
 }
 
@@ -215,7 +216,10 @@ impl OAuthError {
                 TransportFault::ResetBeforeHeaders => BreakerFault::Reset,
             }),
             Self::Unreachable(SendFailure::Timeout(_)) => Some(BreakerFault::Timeout),
-            Self::IdpFailing { .. } | Self::InvalidResponse(_) => Some(BreakerFault::Transient),
+            // A token response too large to read is a broken identity provider.
+            Self::Unreachable(SendFailure::TooLarge(_))
+            | Self::IdpFailing { .. }
+            | Self::InvalidResponse(_) => Some(BreakerFault::Transient),
             Self::InvalidGrant { .. } | Self::Rejected { .. } | Self::Random(_) => None,
         }
     }

@@ -43,6 +43,40 @@ pub enum Behavior {
     /// Answer 400 when the conversation ends with an assistant turn (a prefill), as some
     /// models do; otherwise reply normally.
     RejectPrefill,
+    /// Answer 200 with a body of filler bytes that is never a valid answer: a broken or hostile
+    /// upstream trying to exhaust the reader's memory.
+    Flood(Flood),
+}
+
+/// A successful status with a body far too large, see [`Behavior::Flood`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Flood {
+    /// How many filler bytes the body has, sent in 64 KiB chunks made as they go out (the mock
+    /// never holds them).
+    pub bytes: u64,
+    /// The `Content-Length` to announce, true or not; `None` sends the body chunked, with no
+    /// length announced. After a body shorter than the length announced, the connection stays
+    /// open and silent: only a reader that refuses the length early is not kept waiting.
+    pub content_length: Option<u64>,
+}
+
+impl Flood {
+    /// `bytes` of filler, chunked, with no length announced.
+    pub fn chunked(bytes: u64) -> Self {
+        Self { bytes, content_length: None }
+    }
+
+    /// Announces `content_length` and sends `bytes`.
+    pub fn announcing(content_length: u64, bytes: u64) -> Self {
+        Self { bytes, content_length: Some(content_length) }
+    }
+}
+
+impl From<Flood> for Behavior {
+    fn from(flood: Flood) -> Self {
+        Self::Flood(flood)
+    }
 }
 
 impl Default for Behavior {

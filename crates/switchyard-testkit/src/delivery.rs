@@ -157,6 +157,23 @@ impl Delivery {
         delivery
     }
 
+    /// `bytes` of filler in 64 KiB chunks, with no length announced: every chunk shares one
+    /// static buffer, so a flood of gigabytes costs the mock nothing. With `stall`, the body
+    /// then sends nothing more and never ends (what a body shorter than its announced length
+    /// looks like to a reader that trusts the length).
+    pub(crate) fn flood(bytes: u64, stall: bool) -> Self {
+        static FILLER: [u8; 64 * 1024] = [b' '; 64 * 1024];
+        let whole = Bytes::from_static(&FILLER);
+        let size = FILLER.len() as u64;
+        let mut events: VecDeque<Bytes> = (0..bytes / size).map(|_| whole.clone()).collect();
+        let rest = usize::try_from(bytes % size).expect("less than 64 KiB");
+        if rest > 0 {
+            events.push_back(whole.slice(..rest));
+        }
+        let stop = if stall { Stop::Stall(events.len()) } else { Stop::Never };
+        Self::paced(events, stop, None)
+    }
+
     fn paced(events: VecDeque<Bytes>, stop: Stop, exact_len: Option<u64>) -> Self {
         Self {
             events,

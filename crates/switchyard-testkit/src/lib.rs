@@ -46,7 +46,8 @@ mod server;
 pub use switchyard_core::ManualClock;
 
 pub use self::behavior::{
-    AnthropicLimit, BEHAVIOR_HEADER, Behavior, ErrorKind, Fault, Finish, Reply, Status, ToolCall,
+    AnthropicLimit, BEHAVIOR_HEADER, Behavior, ErrorKind, Fault, Finish, Flood, Reply, Status,
+    ToolCall,
 };
 pub use self::dialect::Dialect;
 pub use self::oauth::{

@@ -64,6 +64,9 @@ pub enum TokenFault {
     Drop,
     /// No answer, ever (until the mock stops).
     Hang,
+    /// `200` with a valid token response padded to 1 MiB: an identity provider that is broken
+    /// (or hostile) and would fill the reader's memory.
+    Oversized,
 }
 
 /// One request to `POST /token`, as received.

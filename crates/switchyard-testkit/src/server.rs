@@ -27,7 +27,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 pub(crate) use self::connection::ConnectionControl;
-use crate::behavior::Behavior;
+use crate::behavior::{Behavior, Flood};
 use crate::record::{Attempt, Journal, Occupancy, Peaks};
 use crate::script::{Rule, Script, Scripts};
 
@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) listed_models: Vec<String>,
     /// Requests marked as probes (`x-switchyard-probe`) open at once, per credential and model.
     pub(crate) probes: Arc<Peaks>,
+    /// When set, the model endpoints answer with this flood instead of a list.
+    pub(crate) listing_flood: std::sync::Mutex<Option<Flood>>,
 }
 
 /// A running mock upstream on 127.0.0.1. Serves until dropped.
@@ -113,6 +115,7 @@ impl MockBuilder {
             connections: Arc::new(Occupancy::new()),
             probes: Arc::default(),
             listed_models: self.models,
+            listing_flood: std::sync::Mutex::default(),
         });
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
@@ -148,6 +151,12 @@ impl MockUpstream {
     }
 
     /// Appends one behaviour to `model`'s queue.
+    /// From now on the model endpoints answer with `flood` instead of a list (`None`: a list
+    /// again).
+    pub fn flood_model_lists(&self, flood: Option<Flood>) {
+        *self.shared.listing_flood.lock().expect("the flood lock is never poisoned") = flood;
+    }
+
     pub fn enqueue(&self, model: &str, behavior: impl Into<Behavior>) {
         self.shared.scripts.enqueue(model, [behavior.into()]);
     }

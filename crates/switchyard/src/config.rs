@@ -182,7 +182,7 @@ impl ProviderConfig {
     }
 
     /// The listed model ids, for errors that say what is allowed.
-    fn listed(&self) -> Vec<&str> {
+    pub fn listed(&self) -> Vec<&str> {
         self.models.iter().map(|m| m.id.as_str()).collect()
     }
 

@@ -7,9 +7,11 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use switchyard_core::UnixMillis;
 use switchyard_secrets::Secret;
@@ -25,10 +27,16 @@ pub struct NewKey {
     pub key: Secret,
 }
 
-/// Creates and stores a key named `name`.
+/// Creates and stores a key named `name`. Names are unique among live keys, so a name
+/// always means one key (to revoke it, above all).
 pub async fn create(store: &Store, name: &str, now: UnixMillis) -> Result<NewKey, KeyError> {
     if name.is_empty() || name.len() > 64 {
         return Err(KeyError::Name(name.to_owned()));
+    }
+    if let Some(taken) =
+        store.api_keys().await?.into_iter().find(|k| k.revoked_at.is_none() && k.name == name)
+    {
+        return Err(KeyError::NameTaken { name: name.to_owned(), id: taken.id });
     }
     let key = generate()?;
     let digest = sha256_hex(key.expose());
@@ -44,10 +52,47 @@ pub async fn create(store: &Store, name: &str, now: UnixMillis) -> Result<NewKey
     Ok(NewKey { record, key })
 }
 
+/// Revokes the one live key whose id, else whose name, is `id_or_name`, and returns its id;
+/// `None` when no live key has it. A name two live keys share (a store from before names were
+/// unique) revokes neither: the ids are asked for.
+pub async fn revoke(
+    store: &Store,
+    id_or_name: &str,
+    now: UnixMillis,
+) -> Result<Option<String>, KeyError> {
+    let live: Vec<ApiKeyRecord> =
+        store.api_keys().await?.into_iter().filter(|k| k.revoked_at.is_none()).collect();
+    let id = if let Some(key) = live.iter().find(|k| k.id == id_or_name) {
+        key.id.clone()
+    } else {
+        let named: Vec<&ApiKeyRecord> = live.iter().filter(|k| k.name == id_or_name).collect();
+        match named.as_slice() {
+            [] => return Ok(None),
+            [one] => one.id.clone(),
+            many => {
+                return Err(KeyError::Ambiguous {
+                    name: id_or_name.to_owned(),
+                    ids: many.iter().map(|k| k.id.clone()).collect(),
+                });
+            }
+        }
+    };
+    Ok(store.revoke_api_key(&id, now).await?.then_some(id))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("key name {0:?} must be 1 to 64 characters")]
     Name(String),
+    #[error("a live key is already named {name:?} ({id}): choose another name, or revoke it first")]
+    NameTaken { name: String, id: String },
+    #[error("{} live keys are named {name:?}: revoke one by its id ({})", ids.len(), ids.join(", "))]
+    Ambiguous { name: String, ids: Vec<String> },
+    #[error(
+        "the management token file {} may be read by other users (mode {mode:o}): run `chmod 600 {}` and start again; the token in it may have been seen, rotate it with `switchyard keys rotate-management-token`",
+        path.display(), path.display()
+    )]
+    TokenFileOpen { path: PathBuf, mode: u32 },
     #[error("the operating system gave no randomness: {0}")]
     Random(getrandom::Error),
     #[error(transparent)]
@@ -55,7 +100,7 @@ pub enum KeyError {
     #[error("keys live in the state file, which is not available (the app runs in memory only)")]
     NoStore,
     #[error("cannot write the management token to {path}: {source}")]
-    TokenFile { path: std::path::PathBuf, source: std::io::Error },
+    TokenFile { path: PathBuf, source: std::io::Error },
 }
 
 /// The environment variable that sets the management token.
@@ -65,29 +110,85 @@ pub const MANAGEMENT_ENV: &str = "SWITCHYARD_MANAGEMENT_TOKEN";
 pub const MANAGEMENT_FILE: &str = "management-token";
 
 /// The management token: from [`MANAGEMENT_ENV`], else from the data directory's
-/// [`MANAGEMENT_FILE`], created (owner-only) on first use.
-pub fn management_token(data_dir: &std::path::Path) -> Result<Secret, KeyError> {
-    if let Ok(token) = std::env::var(MANAGEMENT_ENV)
-        && !token.trim().is_empty()
-    {
-        return Ok(Secret::new(token.trim()));
+/// [`MANAGEMENT_FILE`] (see [`token_from_file`]).
+pub fn management_token(data_dir: &Path) -> Result<Secret, KeyError> {
+    match env_token() {
+        Some(token) => Ok(token),
+        None => token_from_file(data_dir),
     }
+}
+
+/// Who may call the management API: the token from [`MANAGEMENT_ENV`], else the one in the
+/// data directory's file, followed as it is rotated (see [`LocalKeys::management`]).
+pub fn management_keys(data_dir: &Path) -> Result<LocalKeys, KeyError> {
+    match env_token() {
+        Some(token) => Ok(LocalKeys::new(Some(token))),
+        None => Ok(LocalKeys::management(data_dir, token_from_file(data_dir)?)),
+    }
+}
+
+fn env_token() -> Option<Secret> {
+    std::env::var(MANAGEMENT_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Secret::new(t.trim()))
+}
+
+/// The token in the data directory's [`MANAGEMENT_FILE`], created (owner-only) on first use.
+/// A file other users may read is refused: whoever read it holds the whole management API.
+pub fn token_from_file(data_dir: &Path) -> Result<Secret, KeyError> {
     let path = data_dir.join(MANAGEMENT_FILE);
-    if let Ok(token) = std::fs::read_to_string(&path)
-        && !token.trim().is_empty()
-    {
-        return Ok(Secret::new(token.trim()));
+    if let Ok(metadata) = std::fs::metadata(&path) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(KeyError::TokenFileOpen { path, mode });
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = metadata;
+        if let Ok(token) = std::fs::read_to_string(&path)
+            && !token.trim().is_empty()
+        {
+            return Ok(Secret::new(token.trim()));
+        }
     }
     let token = generate()?;
+    write_owner_only(data_dir, &path, &token)?;
+    Ok(token)
+}
+
+/// Replaces the management token with a new one and returns it. The file is replaced whole
+/// (written to a temporary owner-only file, then renamed over the old one), so no reader ever
+/// sees half a token, and a running server takes the new one at its next check.
+pub fn rotate_management_token(data_dir: &Path) -> Result<Secret, KeyError> {
+    let token = generate()?;
+    write_owner_only(data_dir, &data_dir.join(MANAGEMENT_FILE), &token)?;
+    Ok(token)
+}
+
+fn write_owner_only(data_dir: &Path, path: &Path, token: &Secret) -> Result<(), KeyError> {
+    let failed = |source| KeyError::TokenFile { path: path.to_owned(), source };
+    let mut suffix = [0u8; 8];
+    getrandom::fill(&mut suffix).map_err(KeyError::Random)?;
+    let temporary = data_dir.join(format!(".{MANAGEMENT_FILE}.{}", u64::from_le_bytes(suffix)));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    std::fs::create_dir_all(data_dir)
-        .and_then(|()| options.open(&path))
-        .and_then(|mut file| std::io::Write::write_all(&mut file, token.expose().as_bytes()))
-        .map_err(|source| KeyError::TokenFile { path, source })?;
-    Ok(token)
+    let written = std::fs::create_dir_all(data_dir)
+        .and_then(|()| options.open(&temporary))
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, token.expose().as_bytes())?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.map_err(failed)
 }
 
 /// A fresh random token: `sy-` and 32 random bytes in hex.
@@ -115,13 +216,61 @@ fn sha256_hex(text: &str) -> String {
 #[derive(Clone, Debug, Default)]
 pub struct LocalKeys {
     digests: Arc<RwLock<HashSet<String>>>,
-    preset: Option<Arc<str>>,
+    preset: Arc<RwLock<Option<String>>>,
+    /// Where the preset comes from when it is the management token file: followed, so a
+    /// rotated token takes effect at once and the old one stops working.
+    file: Option<Arc<TokenFile>>,
+}
+
+/// The management token file as last read.
+#[derive(Debug)]
+struct TokenFile {
+    path: PathBuf,
+    seen: Mutex<Option<Stamp>>,
+}
+
+/// What tells a replaced file from the one read: a rotation renames a new file over it.
+type Stamp = (Option<SystemTime>, u64, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let metadata = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((metadata.modified().ok(), metadata.len(), inode))
 }
 
 impl LocalKeys {
     /// Accepts `preset` (from [`PRESET_ENV`]) in addition to whatever [`Self::reload`] loads.
     pub fn new(preset: Option<Secret>) -> Self {
-        Self { digests: Arc::default(), preset: preset.map(|p| Arc::from(sha256_hex(p.expose()))) }
+        Self {
+            digests: Arc::default(),
+            preset: Arc::new(RwLock::new(preset.map(|p| sha256_hex(p.expose())))),
+            file: None,
+        }
+    }
+
+    /// Accepts `token`, read from `data_dir`'s [`MANAGEMENT_FILE`], and whatever that file
+    /// holds later: checked (one `stat`) on each management request.
+    pub fn management(data_dir: &Path, token: Secret) -> Self {
+        let path = data_dir.join(MANAGEMENT_FILE);
+        let seen = Mutex::new(stamp(&path));
+        Self { file: Some(Arc::new(TokenFile { path, seen })), ..Self::new(Some(token)) }
+    }
+
+    /// Rereads the token file when it was replaced since it was last read.
+    fn follow(&self) {
+        let Some(file) = &self.file else { return };
+        let now = stamp(&file.path);
+        let mut seen = file.seen.lock();
+        if *seen == now {
+            return;
+        }
+        *seen = now;
+        // A file that vanished or was emptied accepts nothing until a token is back.
+        let token = std::fs::read_to_string(&file.path).ok().filter(|t| !t.trim().is_empty());
+        *self.preset.write() = token.map(|t| sha256_hex(t.trim()));
     }
 
     /// Replaces the stored keys with the live ones in `store`.
@@ -140,13 +289,15 @@ impl LocalKeys {
 
     /// Whether `presented` is a live key.
     pub fn accepts(&self, presented: &str) -> bool {
+        self.follow();
         let digest = sha256_hex(presented);
-        self.preset.as_deref() == Some(digest.as_str()) || self.digests.read().contains(&digest)
+        self.preset.read().as_deref() == Some(digest.as_str())
+            || self.digests.read().contains(&digest)
     }
 
     /// Whether any key could be accepted at all (if not, `serve` says how to make one).
     pub fn is_empty(&self) -> bool {
-        self.preset.is_none() && self.digests.read().is_empty()
+        self.preset.read().is_none() && self.digests.read().is_empty()
     }
 }
 
@@ -172,9 +323,87 @@ mod tests {
                 .all(|k| k.sha256 != new.key.expose() && !k.sha256.contains(new.key.expose()))
         );
 
-        assert!(store.revoke_api_key("editor", UnixMillis(2)).await.unwrap());
+        assert_eq!(revoke(&store, "editor", UnixMillis(2)).await.unwrap(), Some(new.record.id));
         keys.reload(&store).await.unwrap();
         assert!(!keys.accepts(new.key.expose()));
+    }
+
+    #[tokio::test]
+    async fn a_name_a_live_key_has_is_not_given_to_another_and_a_revoked_ones_may_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("s.db")).await.unwrap();
+        let first = create(&store, "editor", UnixMillis(1)).await.unwrap();
+        let error = create(&store, "editor", UnixMillis(2)).await.unwrap_err().to_string();
+        assert!(error.contains(&first.record.id) && error.contains("revoke it first"), "{error}");
+        revoke(&store, "editor", UnixMillis(3)).await.unwrap();
+        assert!(create(&store, "editor", UnixMillis(4)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn revoking_a_name_two_live_keys_share_revokes_neither_and_asks_for_the_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("s.db")).await.unwrap();
+        // Two keys of one name, as stores from before names were unique may hold.
+        for (id, at) in [("key_a", 1), ("key_b", 2)] {
+            let record = ApiKeyRecord {
+                id: id.to_owned(),
+                name: "editor".to_owned(),
+                sha256: format!("{id}-digest"),
+                hint: "…abcd".to_owned(),
+                created_at: UnixMillis(at),
+                revoked_at: None,
+            };
+            store.create_api_key(&record).await.unwrap();
+        }
+        let error = revoke(&store, "editor", UnixMillis(3)).await.unwrap_err().to_string();
+        assert!(error.contains("key_a") && error.contains("key_b"), "{error}");
+        assert!(store.api_keys().await.unwrap().iter().all(|k| k.revoked_at.is_none()));
+        assert_eq!(revoke(&store, "key_b", UnixMillis(4)).await.unwrap(), Some("key_b".into()));
+        let live: Vec<String> = store
+            .api_keys()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|k| k.revoked_at.is_none())
+            .map(|k| k.id)
+            .collect();
+        assert_eq!(live, ["key_a"]);
+        assert_eq!(revoke(&store, "nobody", UnixMillis(5)).await.unwrap(), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_others_may_read_is_refused_naming_the_file_and_the_fix() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MANAGEMENT_FILE);
+        std::fs::write(&path, "sy-shared").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let error = token_from_file(dir.path()).unwrap_err().to_string();
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(error.contains(&format!("chmod 600 {}", path.display())), "{error}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(token_from_file(dir.path()).unwrap().expose(), "sy-shared");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_rotated_token_replaces_the_old_one_owner_only_and_the_server_follows_at_once() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let old = token_from_file(dir.path()).unwrap();
+        let accepted = LocalKeys::management(dir.path(), old.clone());
+        assert!(accepted.accepts(old.expose()));
+        let new = rotate_management_token(dir.path()).unwrap();
+        assert_ne!(new.expose(), old.expose());
+        let path = dir.path().join(MANAGEMENT_FILE);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), new.expose());
+        assert!(!accepted.accepts(old.expose()), "the old token stops working");
+        assert!(accepted.accepts(new.expose()));
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file is left behind");
     }
 
     #[test]

@@ -287,8 +287,8 @@ impl App {
                 keys::PRESET_ENV
             );
         }
-        let token = keys::management_token(&self.data_dir).map_err(ListenError::Token)?;
-        Ok(self.server_state(port, local_keys).with_management_token(token))
+        let management = keys::management_keys(&self.data_dir).map_err(ListenError::Token)?;
+        Ok(ServerState { management, ..self.server_state(port, local_keys) })
     }
 
     /// Writes out every pending state change and stops the writer.

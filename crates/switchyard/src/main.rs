@@ -83,8 +83,11 @@ enum KeysCommand {
     },
     /// List keys (never their secrets).
     List,
-    /// Revoke a key by id or name.
+    /// Revoke a key by id or name (names are unique among live keys).
     Revoke { key: String },
+    /// Replace the management token (the data directory's `management-token` file, owner-only)
+    /// and print the new one; the old one stops working, in a running server too.
+    RotateManagementToken,
 }
 
 fn main() -> ExitCode {
@@ -212,11 +215,23 @@ async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()
             }
         }
         KeysCommand::Revoke { key } => {
-            anyhow::ensure!(
-                store.revoke_api_key(&key, now).await?,
-                "no active key with id or name {key:?}"
+            let revoked = keys::revoke(&store, &key, now).await?;
+            let id = revoked.with_context(|| format!("no active key with id or name {key:?}"))?;
+            println!("revoked {id}");
+        }
+        KeysCommand::RotateManagementToken => {
+            let token = keys::rotate_management_token(data_dir)?;
+            println!("{}", token.expose());
+            tracing::info!(
+                file = %data_dir.join(keys::MANAGEMENT_FILE).display(),
+                "the management token is replaced; a running server accepts only the new one"
             );
-            println!("revoked {key}");
+            if std::env::var_os(keys::MANAGEMENT_ENV).is_some() {
+                tracing::warn!(
+                    "{} is set: a server started with it uses that token, not the file's",
+                    keys::MANAGEMENT_ENV
+                );
+            }
         }
     }
     store.close().await;

@@ -34,6 +34,7 @@ use switchyard_core::outcome::{
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
+use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
@@ -305,7 +306,7 @@ impl Proxy {
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     summary.model = ChatRequest::minimal(Dialect::Responses, body)
-                        .map(|r| r.model.into_owned())
+                        .map(|r| bounded(&r.model).into_owned())
                         .unwrap_or_default();
                     return refusal.into_response_in(dialect);
                 }
@@ -664,11 +665,22 @@ impl Proxy {
             Err(SendFailure::Timeout(phase)) => {
                 return self.failed(routes, attempt, Upstream::Timeout(phase), None);
             }
+            Err(SendFailure::TooLarge(_)) => {
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Stream(StreamFault::Oversized),
+                    None,
+                );
+            }
         };
         if !response.status.is_success() {
             let status = response.status.as_u16();
             let headers = response.headers.clone();
-            let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+            let body = response
+                .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+                .await
+                .unwrap_or_default();
             let report = dialect.error_report(&body);
             let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
             return self.failed(routes, attempt, outcome, Some((status, report)));
@@ -702,7 +714,7 @@ impl Proxy {
         let Answer { client, dialect, passthrough } = how;
         let status = response.status.as_u16();
         let wait = first_event.saturating_duration_since(Instant::now());
-        let body = match response.into_bytes(wait).await {
+        let body = match response.into_bytes(wait, executor::MAX_ANSWER).await {
             Ok(body) => body,
             Err(SendFailure::Timeout(_)) => {
                 return self.failed(
@@ -714,6 +726,16 @@ impl Proxy {
             }
             Err(SendFailure::Transport(_)) => {
                 return self.failed(routes, attempt, Upstream::Stream(StreamFault::Cut), None);
+            }
+            Err(SendFailure::TooLarge(cap)) => {
+                let cap = executor::size(cap);
+                tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
+                return self.failed(
+                    routes,
+                    attempt,
+                    Upstream::Stream(StreamFault::Oversized),
+                    None,
+                );
             }
         };
         // An answer without a finish reason was cut short, however well-formed its JSON.
@@ -893,20 +915,26 @@ impl Prober {
             Ok(response) if response.status.is_success() => {
                 let status = response.status.as_u16();
                 // Read to the end so the connection goes back to the pool; the text is unused.
-                let _ = response.into_bytes(wait).await;
+                let _ = response.into_bytes(wait, executor::MAX_ANSWER).await;
                 let ok = Upstream::Response { status, headers: &empty, body: BodyHint::None };
                 (self.classify(ok), Some(status))
             }
             Ok(response) => {
                 let status = response.status.as_u16();
                 let headers = response.headers.clone();
-                let body = response.into_bytes(ERROR_BODY_DEADLINE).await.unwrap_or_default();
+                let body = response
+                    .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+                    .await
+                    .unwrap_or_default();
                 let hint = dialect.error_report(&body).hint;
                 let failed = Upstream::Response { status, headers: &headers, body: hint };
                 (self.classify(failed), Some(status))
             }
             Err(SendFailure::Transport(fault)) => (self.classify(Upstream::Transport(fault)), None),
             Err(SendFailure::Timeout(phase)) => (self.classify(Upstream::Timeout(phase)), None),
+            Err(SendFailure::TooLarge(_)) => {
+                (self.classify(Upstream::Stream(StreamFault::Oversized)), None)
+            }
         };
         let bench = probe.bench().code();
         let healed = probe.finish(&verdict, self.clock.now());
@@ -995,6 +1023,12 @@ fn prepare<'r, 'b>(
             None => return Err(ApiError::bad_request(error.to_string())),
         },
     };
+    // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
+    // that could change the meaning of an upstream's URL, is refused here (issue 19).
+    if let Err(problem) = check_model_name(&request.model) {
+        summary.model = bounded(&request.model).into_owned();
+        return Err(refused_model(&problem));
+    }
     summary.model = request.model.to_string();
     if paused {
         return Err(ApiError::new(
@@ -1018,6 +1052,14 @@ fn prepare<'r, 'b>(
         }
     }
     Ok(Prepared { request, combo, untranslatable })
+}
+
+/// The `400` for a model name [`check_model_name`] refused, naming the field as OpenAI's
+/// `error.param` does.
+fn refused_model(problem: &ModelNameError) -> ApiError {
+    let mut refusal = ApiError::bad_request(problem.to_string());
+    refusal.param = Some("model");
+    refusal
 }
 
 /// Whether a candidate after this one could still serve the request, so this attempt may be

@@ -6,11 +6,13 @@
 //! from the file (never from the ring) rather than making a request wait; a crash loses at most
 //! the last interval. [`RequestLog::close`] writes everything out.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use switchyard_core::text::bounded;
 use switchyard_store::{RequestRecord, Store};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
@@ -56,7 +58,18 @@ impl RequestLog {
     }
 
     /// Keeps `record`, and hands it to whoever listens (the desktop's fallback notices).
-    pub fn record(&self, record: RequestRecord) -> Shared {
+    pub fn record(&self, mut record: RequestRecord) -> Shared {
+        // Every string a client or an upstream could have chosen is bounded here, the one door
+        // into the ring, the file and the notifications (the trace's strings are bounded as it
+        // is built, since JSON cannot be cut).
+        for text in [Some(&mut record.model), record.served_by.as_mut(), record.outcome.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Cow::Owned(kept) = bounded(text) {
+                *text = kept;
+            }
+        }
         let record = Arc::new(record);
         if let Some((writer, _)) = &*self.writer.lock()
             && writer.try_send(Arc::clone(&record)).is_err()

@@ -217,7 +217,7 @@ impl Services {
 
     /// Revokes a key by id or name; `false` when no live key has it.
     pub async fn revoke_key(&self, id_or_name: &str) -> Result<bool, KeyError> {
-        Ok(self.store()?.revoke_api_key(id_or_name, self.clock.now()).await?)
+        Ok(keys::revoke(self.store()?, id_or_name, self.clock.now()).await?.is_some())
     }
 
     /// Brings the server's accepted keys in step with the state file at once (instead of at

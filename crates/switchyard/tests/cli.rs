@@ -74,3 +74,51 @@ fn a_config_that_does_not_validate_is_refused_with_the_field_and_nothing_is_stor
     assert!(message.contains("bad.toml: combos[0].targets[0].target"), "{message}");
     assert_eq!(text(&switchyard(&data, &["config", "export"]).stdout), before);
 }
+
+#[cfg(unix)]
+#[test]
+fn rotate_management_token_prints_a_new_token_and_writes_it_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let data = tempfile::tempdir().unwrap();
+    let first = switchyard(data.path(), &["keys", "rotate-management-token"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = switchyard(data.path(), &["keys", "rotate-management-token"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let (first, second) = (text(&first.stdout), text(&second.stdout));
+    assert!(second.trim().starts_with("sy-") && second.trim() != first.trim(), "{second}");
+    let file = data.path().join("management-token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), second.trim());
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[cfg(unix)]
+#[test]
+fn two_keys_cannot_share_a_name_so_revoking_by_name_revokes_exactly_one() {
+    let data = tempfile::tempdir().unwrap();
+    let created = switchyard(data.path(), &["keys", "create", "--name", "editor"]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let again = switchyard(data.path(), &["keys", "create", "--name", "editor"]);
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("already"), "{}", text(&again.stderr));
+    let revoked = switchyard(data.path(), &["keys", "revoke", "editor"]);
+    assert!(revoked.status.success(), "{}", text(&revoked.stderr));
+    let list = text(&switchyard(data.path(), &["keys", "list"]).stdout);
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains("revoked"), "{list}");
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_refuses_a_management_token_file_other_users_may_read_naming_the_file_and_the_fix() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("management-token");
+    std::fs::write(&file, "sy-seen-by-others").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let served = switchyard(data.path(), &["serve", "--port", "0"]);
+    assert!(!served.status.success(), "serve must not start");
+    let said = text(&served.stderr);
+    assert!(said.contains(&format!("chmod 600 {}", file.display())), "{said}");
+    assert!(!said.contains("sy-seen-by-others"), "the token is never printed: {said}");
+}

@@ -12,7 +12,7 @@ use switchyard_core::resilience::{
     BreakerState, CredentialRecord, CredentialStatus, HealthRecords, HealthRegistry, SkipReason,
 };
 use switchyard_core::{Clock, CredentialId, CredentialKey, ManualClock, ProviderId, UnixMillis};
-use switchyard_providers::executor::Executor;
+use switchyard_providers::executor::{Executor, SendFailure};
 use switchyard_providers::oauth::OAuthError as TokenError;
 use switchyard_secrets::{MemoryStore, Secret, SecretId, SecretStore};
 use switchyard_testkit::{MockOAuth, TokenFault};
@@ -608,4 +608,18 @@ async fn a_credential_restored_as_expired_whose_token_is_still_valid_serves_with
     assert_eq!(restarted.retry_expired(rig.now()).await, 1);
     assert_eq!(rig.idp.token_request_count(), requests);
     assert!(registry.snapshot(rig.now()).credentials.is_empty(), "handed back as active");
+}
+
+#[tokio::test]
+async fn a_token_response_larger_than_64_kib_is_refused_as_a_broken_identity_provider() {
+    let rig = Rig::new().await;
+    rig.sign_in().await;
+    rig.idp.enqueue_token_fault(TokenFault::Oversized);
+    rig.clock.set(EXPIRY);
+    let err = rig.access_token().await.unwrap_err();
+    let OAuthError::Refresh { error: TokenError::Unreachable(failure), .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(*failure, SendFailure::TooLarge(64 * 1024));
+    assert!(err.to_string().contains("larger than a token response"), "{err}");
 }

@@ -13,6 +13,7 @@ set: boolean,
  */
 reference: string | null, 
 /**
- * `…` and the last four characters (none for secrets under twelve characters).
+ * `…` and the last four characters of a key in the keychain (none for secrets under
+ * twelve characters, and none for `env:` values: see `docs/security.md`).
  */
 hint: string | null, };

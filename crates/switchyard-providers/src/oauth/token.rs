@@ -21,7 +21,7 @@ use switchyard_secrets::Secret;
 use url::form_urlencoded;
 
 use super::{OAuthError, Registration};
-use crate::executor::{Executor, SendFailure, UpstreamRequest};
+use crate::executor::{Executor, MAX_TOKEN_RESPONSE, SendFailure, UpstreamRequest};
 
 /// Longest `error_description` quoted in an error.
 const MAX_DESCRIPTION: usize = 300;
@@ -117,7 +117,7 @@ impl TokenClient {
         let exchange = async {
             let response = self.executor.send(request, self.deadline).await?;
             let status = response.status.as_u16();
-            let body = response.into_bytes(self.deadline).await?;
+            let body = response.into_bytes(self.deadline, MAX_TOKEN_RESPONSE).await?;
             Ok((status, body))
         };
         let (status, body) = match tokio::time::timeout(self.deadline, exchange).await {

@@ -57,21 +57,16 @@ impl Store {
             .collect())
     }
 
-    /// Revokes the key with this id or name. Returns whether a live key was revoked.
-    pub async fn revoke_api_key(
-        &self,
-        id_or_name: &str,
-        now: UnixMillis,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
-        )
-        .bind(millis(now))
-        .bind(id_or_name)
-        .bind(id_or_name)
-        .execute(&self.pool)
-        .await
-        .map_err(StoreError::database)?;
+    /// Revokes the key with this id (names are resolved to one id by the caller, so a name
+    /// never revokes two keys). Returns whether a live key was revoked.
+    pub async fn revoke_api_key(&self, id: &str, now: UnixMillis) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+                .bind(millis(now))
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(StoreError::database)?;
         Ok(done.rows_affected() > 0)
     }
 }

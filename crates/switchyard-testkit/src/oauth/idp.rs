@@ -212,6 +212,13 @@ impl Idp {
             Some(TokenFault::InvalidGrant) => error(400, "invalid_grant", "scripted revocation"),
             Some(TokenFault::Drop) => TokenAnswer::Drop,
             Some(TokenFault::Hang) => TokenAnswer::Hang,
+            Some(TokenFault::Oversized) => match st.grant(&params, now) {
+                TokenAnswer::Json { status, mut body } if (200..300).contains(&status) => {
+                    body["padding"] = Value::String(" ".repeat(1024 * 1024));
+                    TokenAnswer::Json { status, body }
+                }
+                other => other,
+            },
             None => st.grant(&params, now),
         };
         let seq = st.token_log.len() as u64;

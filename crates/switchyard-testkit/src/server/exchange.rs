@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::Shared;
 use super::connection::ConnectionControl;
 use super::route::{Route, Target};
-use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Reply, Status};
+use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Flood, Reply, Status};
 use crate::delivery::{Delivery, EventBody, Frames};
 use crate::dialect::{Dialect, Failure, Turn, Usage, Wire};
 use crate::record::{Attempt, InFlight};
@@ -149,6 +149,7 @@ async fn generate(
             Some(scene.status(&Status::error(ErrorKind::PrefillRejected)))
         }
         Behavior::RejectPrefill => Some(scene.reply(&Reply::default())),
+        Behavior::Flood(flood) => Some(flooded(*flood)),
         Behavior::Reset | Behavior::Hang => None,
     };
     let reset = behavior == Behavior::Reset;
@@ -281,7 +282,20 @@ fn count_tokens(body: &Bytes) -> Answer {
     Answer::json(StatusCode::OK, &json!({ "input_tokens": input }))
 }
 
+/// A 200 whose body is `flood.bytes` of filler, announcing the flood's `Content-Length`.
+fn flooded(flood: Flood) -> Answer {
+    let short = flood.content_length.is_some_and(|length| length > flood.bytes);
+    let mut answer = Answer::new(StatusCode::OK, JSON, Delivery::flood(flood.bytes, short));
+    if let Some(length) = flood.content_length {
+        answer.headers.push((CONTENT_LENGTH, HeaderValue::from(length)));
+    }
+    answer
+}
+
 fn list_models(shared: &Shared, dialect: Dialect) -> Answer {
+    if let Some(flood) = *shared.listing_flood.lock().expect("the flood lock is never poisoned") {
+        return flooded(flood);
+    }
     let mut names = shared.scripts.names();
     names.extend(shared.listed_models.iter().cloned());
     names.sort_unstable();

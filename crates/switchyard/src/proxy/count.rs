@@ -11,11 +11,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
 use switchyard_core::routing::plan;
+use switchyard_core::text::check_model_name;
 use switchyard_providers::chat::{ChatRequest, Part};
 use switchyard_providers::dialect::{ClientDialect, Dialect};
+use switchyard_providers::executor;
 
 use super::upstream::{self, ClientRequest};
-use super::{ERROR_BODY_DEADLINE, Proxy};
+use super::{ERROR_BODY_DEADLINE, Proxy, refused_model};
 use crate::config::ProviderKind;
 use crate::server::{ApiError, Dialect as ErrorDialect};
 
@@ -36,6 +38,9 @@ impl Proxy {
             return ApiError::bad_request("model: missing or not a string")
                 .into_response_in(ErrorDialect::Anthropic);
         };
+        if let Err(problem) = check_model_name(&request.model) {
+            return refused_model(&problem).into_response_in(ErrorDialect::Anthropic);
+        }
         let Some(combo) = routes.resolve(&request.model) else {
             let message = format!("unknown model \"{}\"", request.model);
             return ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
@@ -62,7 +67,9 @@ impl Proxy {
             let wait = routes.config.timeouts.first_byte;
             match routes.executor.send(counting, wait).await {
                 Ok(answer) if answer.status.is_success() => {
-                    if let Ok(counted) = answer.into_bytes(ERROR_BODY_DEADLINE).await {
+                    if let Ok(counted) =
+                        answer.into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER).await
+                    {
                         let mut response =
                             ([(header::CONTENT_TYPE, "application/json")], counted).into_response();
                         if let Ok(label) =

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::outcome::{OutcomeKind, Verdict};
 use switchyard_core::resilience::{HealthRegistry, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan};
+use switchyard_core::text::bounded;
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
 use ts_rs::TS;
 
@@ -70,6 +71,25 @@ pub(super) struct Carried {
     pub dropped: Vec<String>,
 }
 
+/// The most names one trace line lists as dropped; a client may send any number of fields.
+const MAX_DROPPED: usize = 32;
+
+/// `dropped` as a trace line keeps it: each name bounded, at most [`MAX_DROPPED`] of them and
+/// then how many more there were. The names are the client's own field names.
+fn loggable(mut dropped: Vec<String>) -> Vec<String> {
+    let more = dropped.len().saturating_sub(MAX_DROPPED);
+    dropped.truncate(MAX_DROPPED);
+    for name in &mut dropped {
+        if let Cow::Owned(kept) = bounded(name) {
+            *name = kept;
+        }
+    }
+    if more > 0 {
+        dropped.push(format!("… and {more} more"));
+    }
+    dropped
+}
+
 /// What happened to every candidate of one request.
 #[derive(Debug)]
 pub(super) struct Trace {
@@ -112,7 +132,7 @@ impl Trace {
             status: verdict.status,
             millis: millis(took),
             path: carried.path.map(Cow::Borrowed),
-            dropped: carried.dropped,
+            dropped: loggable(carried.dropped),
         };
         self.push(&candidate.key, what);
     }
@@ -131,7 +151,7 @@ impl Trace {
             status: Some(status),
             millis: millis(took),
             path: carried.path.map(Cow::Borrowed),
-            dropped: carried.dropped,
+            dropped: loggable(carried.dropped),
         };
         self.push(&candidate.key, what);
     }
@@ -148,6 +168,8 @@ impl Trace {
     }
 
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {
+        // Targets come from the config, whose names are checked, and from a client's
+        // `provider/model` only after `check_model_name`: bounded already.
         self.entries.push(TraceEntry {
             target: format!("{}/{}", key.provider, key.model),
             credential: key.credential.to_string(),

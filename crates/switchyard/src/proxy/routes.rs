@@ -106,6 +106,11 @@ impl Routes {
         }
         let (provider, model) = parse_target(model)?;
         let config = self.provider(&ProviderId::from(provider))?;
+        // A provider whose user wrote a `models` list serves those models only, asked for
+        // directly too: the list is the user's say of what may be sent there (issue 19).
+        if !config.serves(model) {
+            return None;
+        }
         let mut target = Target::new(provider, model);
         // A combo of one still has a provider's other keys to serve while one key is probed.
         target.probe = config.model(model).is_none_or(|m| m.probe);
@@ -114,6 +119,18 @@ impl Routes {
 
     /// Why `model` routes nowhere, with everything that would: the 404's message.
     pub fn unknown_model(&self, model: &str) -> String {
+        if self.config.combo(model).is_none()
+            && let Some((provider, name)) = parse_target(model)
+            && let Some(config) = self.provider(&ProviderId::from(provider))
+            && !config.serves(name)
+        {
+            return format!(
+                "provider \"{provider}\" lists its models and \"{name}\" is not one of them: \
+                 listed {:?}; add \"{name}\" to the `models` of provider \"{provider}\" (in the \
+                 config file or on the Providers page) to ask for it directly",
+                config.listed()
+            );
+        }
         let known: Vec<String> = self.model_names().collect();
         let patterns: Vec<&str> = self.config.aliases.iter().map(|a| a.pattern.as_str()).collect();
         format!(

@@ -11,6 +11,7 @@ use switchyard_providers::passthrough;
 use switchyard_secrets::Secret;
 
 use crate::config::ProviderConfig;
+use switchyard_core::text::bounded;
 
 /// Anthropic's API version; the one every current feature is documented against.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -176,15 +177,24 @@ fn endpoint_url(
     stream: bool,
 ) -> Result<Url, ProviderError> {
     let endpoint = dialect.endpoint(model, stream);
-    let mut url = format!("{}/{}", provider.base_url, endpoint.path);
-    if let Some(query) = endpoint.query {
-        url.push('?');
-        url.push_str(query);
-    }
-    Url::parse(&url).map_err(|e| ProviderError::Untranslatable {
+    let refused = |why: String| ProviderError::Untranslatable {
         dialect,
-        message: format!("model \"{model}\" makes no valid URL: {e}"),
-    })
+        message: format!("model \"{}\" makes no valid URL: {why}", bounded(model)),
+    };
+    let mut url = Url::parse(&provider.base_url).map_err(|e| refused(e.to_string()))?;
+    // The model becomes path segments, each percent-encoded (`?`, `#`, `%`, spaces), so no
+    // model name can add a query or reach another path of the host; `.` and `..` would be
+    // resolved away by the URL, so they are refused rather than encoded.
+    let segments: Vec<&str> = endpoint.path.split('/').collect();
+    if let Some(bad) = segments.iter().find(|s| matches!(**s, "" | "." | "..")) {
+        return Err(refused(format!("the path segment \"{bad}\" is not allowed in a model name")));
+    }
+    url.path_segments_mut()
+        .map_err(|()| refused("the base URL cannot have a path".to_owned()))?
+        .pop_if_empty()
+        .extend(segments);
+    url.set_query(endpoint.query);
+    Ok(url)
 }
 
 /// A Responses conversation that went through an Anthropic target carries Anthropic's signed
@@ -354,5 +364,40 @@ credentials = [{ id = "k", secret = "env:KEY" }]
         assert!(reasoning.get("max_tokens").is_none(), "reasoning models refuse max_tokens");
         assert_eq!(body("an", "claude-x")["max_tokens"], 1);
         assert_eq!(body("ge", "gemini-2.5-flash")["generationConfig"]["maxOutputTokens"], 1);
+    }
+
+    fn gemini() -> crate::config::Config {
+        let text = r#"
+[[providers]]
+id = "ge"
+kind = "gemini"
+base_url = "https://gemini.example.com/v1beta"
+credentials = [{ id = "k", secret = "env:KEY" }]
+"#;
+        let env = |_: &str| Some("sk-test".to_owned());
+        crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env).unwrap()
+    }
+
+    #[test]
+    fn a_gemini_model_name_cannot_leave_the_models_path_or_add_a_query() {
+        let config = gemini();
+        let p = config.provider(&"ge".into()).unwrap();
+        let url = |model: &str| endpoint_url(p, Dialect::Gemini, model, true);
+        assert_eq!(
+            url("gemini-2.5-flash").unwrap().as_str(),
+            "https://gemini.example.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            url("tunedModels/mine").unwrap().as_str(),
+            "https://gemini.example.com/v1beta/tunedModels/mine:streamGenerateContent?alt=sse"
+        );
+        for model in ["../../upload/v1beta/files?x=", "a/../../b", "./x", "a//b"] {
+            let error = url(model).unwrap_err().to_string();
+            assert!(error.contains("is not allowed in a model name"), "{model}: {error}");
+        }
+        // What is not a separator is encoded into the segment, never read as syntax.
+        let odd = url("x?key=1#f%2F").unwrap();
+        assert_eq!(odd.path(), "/v1beta/models/x%3Fkey=1%23f%252F:streamGenerateContent");
+        assert_eq!(odd.query(), Some("alt=sse"));
     }
 }

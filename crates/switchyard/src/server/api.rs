@@ -294,6 +294,12 @@ pub(super) async fn events(State(state): State<ServerState>) -> Response {
 fn key_error(error: &crate::keys::KeyError) -> Response {
     match error {
         crate::keys::KeyError::Name(_) => invalid("name", error),
+        crate::keys::KeyError::NameTaken { .. } => {
+            refusal(StatusCode::CONFLICT, "conflict_error", "name", error.to_string())
+        }
+        crate::keys::KeyError::Ambiguous { .. } => {
+            refusal(StatusCode::CONFLICT, "conflict_error", "id", error.to_string())
+        }
         _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", error.to_string())
             .into_response_in(Dialect::OpenAi),
     }

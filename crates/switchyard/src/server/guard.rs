@@ -14,6 +14,16 @@
 //!    `+json` type). Every SDK declares it; a form or `text/plain` body is what a page can send
 //!    without a preflight, so it is refused (`415`) even from a client that passed the rest.
 //!
+//! 5. `/api` and `/metrics` take a request a browser marks `Sec-Fetch-Site: same-origin` (our
+//!    own UI) or `none` (typed by the user), or one without the header (every non-browser
+//!    client). `same-site` is refused: to a browser, a page on another localhost port is the
+//!    same site, and such a page must not drive the API even with a token it somehow holds.
+//!
+//! Every answer, refusals included, carries [`PAGE_HEADERS`]: the web UI's content security
+//! policy (the desktop's, with `connect-src 'self'` for the HTTP transport), no framing, no
+//! MIME sniffing and no referrer, so a page of ours can neither be framed by another page nor
+//! load or leak anything elsewhere.
+//!
 //! `HEAD /` (a connectivity check) needs no key: see [`front_door`].
 //!
 //! Refusals are answered in the dialect of the route (OpenAI or Anthropic error shape), and
@@ -27,11 +37,36 @@ use axum::response::{IntoResponse as _, Response};
 use super::ServerState;
 use super::error::{ApiError, Dialect};
 
+/// The headers every answer carries (see the module's documentation). The policy is
+/// `src-tauri/tauri.conf.json`'s, with `connect-src 'self'` in place of the IPC schemes: in a
+/// browser the UI talks HTTP to the server that served it.
+pub(super) const PAGE_HEADERS: [(&str, &str); 4] = [
+    (
+        "content-security-policy",
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+         form-action 'none'; frame-ancestors 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    // `frame-ancestors` for browsers that predate it.
+    ("x-frame-options", "DENY"),
+];
+
 pub(crate) async fn front_door(
     State(state): State<ServerState>,
     request: Request,
     next: Next,
 ) -> Response {
+    let mut response = admit(&state, request, next).await;
+    let headers = response.headers_mut();
+    for (name, value) in PAGE_HEADERS {
+        headers.insert(name, header::HeaderValue::from_static(value));
+    }
+    response
+}
+
+async fn admit(state: &ServerState, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
     let door = if path.starts_with("/api/") || path == "/metrics" {
@@ -45,12 +80,12 @@ pub(crate) async fn front_door(
     // passes the Host and Origin checks like everything else, needs no key, and reveals
     // nothing but that the server is up.
     if request.method() == http::Method::HEAD && path == "/" {
-        return match check(&state, request.headers(), Door::Files) {
+        return match check(state, request.headers(), Door::Files) {
             Ok(()) => StatusCode::OK.into_response(),
             Err(refusal) => refusal.into_response_in(dialect),
         };
     }
-    let checked = check(&state, request.headers(), door).and_then(|()| {
+    let checked = check(state, request.headers(), door).and_then(|()| {
         let body_to_v1 = path.starts_with("/v1/") && request.method() == http::Method::POST;
         if body_to_v1 { json_body(request.headers()) } else { Ok(()) }
     });
@@ -94,6 +129,18 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), Api
         return Ok(());
     }
     let management = door == Door::Management;
+    if management && let Some(site) = headers.get("sec-fetch-site") {
+        // `none`: the user typed the address or opened a bookmark; `same-origin`: our own UI.
+        if !matches!(site.as_bytes(), b"none" | b"same-origin") {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "the management API serves only this server's own pages: the browser marked the \
+                 request `Sec-Fetch-Site` other than `same-origin` or `none` (a page on another \
+                 port or site)",
+            ));
+        }
+    }
     let presented =
         bearer(headers).or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
     // The management API takes the management token; the client API a local API key.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use switchyard_core::clock::millis;
-use switchyard_providers::executor::SendFailure;
+use switchyard_providers::executor::{self, SendFailure};
 use ts_rs::TS;
 
 use super::Services;
@@ -113,7 +113,7 @@ impl Services {
             .map_err(|e| Failure { status: None, message: describe(e) })?;
         let status = response.status.as_u16();
         let body = response
-            .into_bytes(PROBE_DEADLINE)
+            .into_bytes(PROBE_DEADLINE, executor::MAX_MODEL_LIST)
             .await
             .map_err(|e| Failure { status: Some(status), message: describe(e) })?;
         let dialect = provider.dialect();
@@ -143,6 +143,9 @@ fn describe(failure: SendFailure) -> String {
         SendFailure::Transport(fault) => format!("cannot reach the provider ({fault:?})"),
         SendFailure::Timeout(phase) => {
             format!("no answer within {} s ({phase:?})", PROBE_DEADLINE.as_secs())
+        }
+        SendFailure::TooLarge(cap) => {
+            format!("the model list is larger than {}; not read", executor::size(cap))
         }
     }
 }

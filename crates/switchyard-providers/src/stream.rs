@@ -9,7 +9,11 @@
 //!   terminal error event, never its dialect's normal end.
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
-use crate::chat::{ChatRequest, StreamEvent};
+use std::borrow::Cow;
+
+use switchyard_core::continuation::{Relayed, Seam};
+
+use crate::chat::{ChatRequest, StreamEvent, Usage};
 use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
@@ -207,6 +211,71 @@ pub struct StreamTranslator {
     encoder: StreamEncoder,
     /// `Some` when the upstream's events are relayed as they are instead of re-encoded.
     relay: Option<Relay>,
+    /// `Some` when a broken stream may be continued on another target (RESILIENCE.md §10).
+    kept: Option<Box<Kept>>,
+}
+
+/// What a continuation needs from the stream so far, and how a continuation joins it.
+#[derive(Debug, Default)]
+struct Kept {
+    relayed: Relayed,
+    /// The latest cumulative usage of the stream being read.
+    usage: Usage,
+    /// Usage of the attempts before the stream being read: added to its own.
+    before: Usage,
+    /// Set once a continuation took over: whitespace the client already has.
+    seam: Option<Seam>,
+}
+
+impl Kept {
+    /// Notes a canonical event and adjusts it for the client: a continuation's text loses
+    /// what the seam holds, its usage counts the broken attempt's too.
+    fn pass<'e>(&mut self, event: StreamEvent<'e>) -> StreamEvent<'e> {
+        match event {
+            StreamEvent::TextDelta(text) => {
+                let text = match &mut self.seam {
+                    Some(seam) => match text {
+                        Cow::Borrowed(t) => Cow::Borrowed(seam.admit(t)),
+                        Cow::Owned(t) => Cow::Owned(seam.admit(&t).to_owned()),
+                    },
+                    None => text,
+                };
+                self.relayed.text(&text);
+                StreamEvent::TextDelta(text)
+            }
+            StreamEvent::ThinkingDelta(thinking) => {
+                self.relayed.thinking();
+                StreamEvent::ThinkingDelta(thinking)
+            }
+            StreamEvent::ThinkingSignature(signature) => {
+                self.relayed.signed();
+                StreamEvent::ThinkingSignature(signature)
+            }
+            StreamEvent::RedactedThinking(data) => {
+                self.relayed.signed();
+                StreamEvent::RedactedThinking(data)
+            }
+            StreamEvent::ToolCallStart { index, id, name } => {
+                self.relayed.tool_call();
+                StreamEvent::ToolCallStart { index, id, name }
+            }
+            StreamEvent::Usage(usage) => {
+                self.usage = usage;
+                StreamEvent::Usage(sum(self.before, usage))
+            }
+            other => other,
+        }
+    }
+}
+
+fn sum(a: Usage, b: Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens + b.input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
+        cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
+        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
+    }
 }
 
 /// A passthrough stream: what is needed to relay an upstream event faithfully.
@@ -233,6 +302,7 @@ impl StreamTranslator {
             decoder: upstream.stream_decoder(),
             encoder: client.stream_encoder(meta, include_usage),
             relay: None,
+            kept: None,
         }
     }
 
@@ -252,6 +322,7 @@ impl StreamTranslator {
                 ClientContext::of(request),
             ),
             relay: None,
+            kept: None,
         }
     }
 
@@ -264,7 +335,35 @@ impl StreamTranslator {
             decoder: dialect.stream_decoder(),
             encoder: client.stream_encoder(meta, true),
             relay: Some(Relay { dialect, model: meta.model.to_owned(), end_relayed: false }),
+            kept: None,
         }
+    }
+
+    /// Keeps what a continuation needs from here on: the text relayed per block, the usage,
+    /// and (for a relayed stream) the client encoder's state, fed the same events with its
+    /// bytes thrown away, so a continuation can be encoded as if it had written the stream.
+    #[must_use]
+    pub fn keeping_for_continuation(mut self) -> Self {
+        self.kept = Some(Box::default());
+        self
+    }
+
+    /// The answer relayed so far, when it is kept.
+    pub fn relayed(&self) -> Option<&Relayed> {
+        self.kept.as_deref().map(|k| &k.relayed)
+    }
+
+    /// A continuation on an upstream of `upstream`'s dialect takes over this client stream:
+    /// its events are decoded afresh and encoded by this stream's encoder (the second
+    /// `message_start` or first chunk's preamble is dropped there, block indices go on, ids
+    /// stay), its text joined by `seam`, its usage added to what was used so far.
+    pub fn take_over(&mut self, upstream: Dialect, seam: Seam) {
+        self.decoder = upstream.stream_decoder();
+        self.relay = None;
+        let kept = self.kept.get_or_insert_with(Box::default);
+        kept.before = sum(kept.before, kept.usage);
+        kept.usage = Usage::default();
+        kept.seam = Some(seam);
     }
 
     /// Translates (or relays) one upstream event, appending client bytes to `out`. On error
@@ -276,9 +375,14 @@ impl StreamTranslator {
     ) -> Result<Translated, ProviderError> {
         let (mut events, mut real) = (0, 0);
         if let Some(relay) = &mut self.relay {
+            let (kept, encoder) = (&mut self.kept, &mut self.encoder);
+            let mut unused = Vec::new();
             let decoded = self.decoder.decode(event, &mut |canonical| {
                 events += 1;
                 real += usize::from(is_real(&canonical));
+                if let Some(kept) = kept {
+                    encoder.encode(&kept.pass(canonical), &mut unused);
+                }
             });
             let progress = match decoded {
                 Ok(progress) => progress,
@@ -297,8 +401,16 @@ impl StreamTranslator {
             }
             return Ok(Translated { events, real, progress });
         }
-        let encoder = &mut self.encoder;
+        let (kept, encoder) = (&mut self.kept, &mut self.encoder);
         let progress = self.decoder.decode(event, &mut |canonical| {
+            let canonical = match kept {
+                Some(kept) => kept.pass(canonical),
+                None => canonical,
+            };
+            // Text the seam swallowed whole is no event for the client.
+            if matches!(&canonical, StreamEvent::TextDelta(t) if t.is_empty()) {
+                return;
+            }
             events += 1;
             real += usize::from(is_real(&canonical));
             encoder.encode(&canonical, out);

@@ -191,6 +191,28 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// The answer so far a continuation request asks this dialect to continue (RESILIENCE.md §10),
+/// or `None` when the request is no continuation: an Anthropic conversation ending with an
+/// assistant turn (a prefill); a Chat one whose last assistant message is marked `prefix` or
+/// `partial`, or whose request says `continue_final_message` (vLLM). Other dialects have none.
+pub(crate) fn continued_prefix(dialect: Dialect, request: &Value) -> Option<String> {
+    let last = request.get("messages")?.as_array()?.last()?;
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return None;
+    }
+    let marked = |key: &str, on: &Value| on.get(key).and_then(Value::as_bool) == Some(true);
+    let continues = match dialect {
+        Dialect::Anthropic => true,
+        Dialect::OpenAi => {
+            marked("prefix", last)
+                || marked("partial", last)
+                || marked("continue_final_message", request)
+        }
+        Dialect::Gemini | Dialect::Responses => false,
+    };
+    continues.then(|| content_text(&last["content"]))
+}
+
 /// The role of the last element of a JSON array of turns, read at `role_key`.
 fn last_role<'a>(turns: Option<&'a Value>, role_key: &str) -> Option<&'a str> {
     turns?.as_array()?.last()?.get(role_key)?.as_str()

@@ -7,6 +7,7 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod continuation;
 mod conversations;
 mod count;
 mod counters;
@@ -102,6 +103,8 @@ pub struct Proxy {
     conversations: Arc<Conversations>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
+    /// Targets that refused a continuation (RESILIENCE.md §10).
+    incapable: Arc<continuation::Incapable>,
 }
 
 impl Proxy {
@@ -126,6 +129,7 @@ impl Proxy {
             seed,
             conversations: Arc::default(),
             paused: AtomicBool::new(false),
+            incapable: Arc::default(),
         }
     }
 
@@ -175,6 +179,8 @@ struct Summary {
     trace: String,
     /// For a stream being relayed: told how it ended, when it has.
     ended: Option<oneshot::Receiver<StreamOutcome>>,
+    /// Trace lines a continuation adds once the stream has broken (RESILIENCE.md §10).
+    notes: Option<continuation::Notes>,
 }
 
 impl Summary {
@@ -247,6 +253,7 @@ impl Proxy {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let ended = summary.ended.take();
+        let notes = summary.notes.take();
         let record = RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
@@ -269,7 +276,9 @@ impl Proxy {
         tokio::spawn(async move {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
             counters.stream_ended(outcome);
+            let trace = continuation::noted(record.trace.clone(), notes.as_ref());
             log.record(RequestRecord {
+                trace,
                 outcome: Some(outcome.as_str().to_owned()),
                 duration_ms: millis(started.elapsed()),
                 ..record
@@ -369,12 +378,23 @@ impl Proxy {
             let first_event =
                 Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
+            let rescuer = self.rescuer(
+                &routes,
+                (&request, &routed, untranslatable.as_deref()),
+                &combo,
+                rest,
+                (&failed_providers, &candidate.key.provider),
+                routes.config.routing.max_attempts.saturating_sub(attempts),
+                deadline,
+            );
+            summary.notes = rescuer.as_ref().map(|r| Arc::clone(&r.notes));
             let sending = Sending {
                 request: &request,
                 inbound: &routed,
                 client: inbound,
                 turn: turn.as_ref(),
                 untranslatable: untranslatable.as_deref(),
+                rescuer: std::sync::Mutex::new(rescuer),
             };
             let Tried { result, carried } = self
                 .attempt(
@@ -429,6 +449,53 @@ impl Proxy {
         }
         summary.settle(&trace, attempts, None);
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
+    }
+
+    /// What a continuation of this attempt's stream would need, when one is conceivable: a
+    /// streamed request whose plan has a later target with a mechanism (RESILIENCE.md §10).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a continuation needs the rest of the loop's state"
+    )]
+    fn rescuer(
+        &self,
+        routes: &Arc<Routes>,
+        (request, routed, untranslatable): (&ChatRequest<'_>, &ClientRequest<'_>, Option<&str>),
+        combo: &Combo,
+        rest: &[Candidate],
+        (failed, serving): (&[ProviderId], &ProviderId),
+        attempts_left: u32,
+        deadline: Instant,
+    ) -> Option<continuation::Rescuer> {
+        let shape = continuation::shape(request);
+        let conceivable = request.stream
+            && untranslatable.is_none()
+            && attempts_left > 0
+            && continuation::Rescuer::worth_keeping(combo, rest, shape);
+        if !conceivable {
+            return None;
+        }
+        let mut failed = failed.to_vec();
+        failed.push(serving.clone());
+        Some(continuation::Rescuer {
+            routes: Arc::clone(routes),
+            registry: Arc::clone(&self.registry),
+            clock: Arc::clone(&self.clock),
+            oauth: self.oauth.clone(),
+            counters: Arc::clone(&self.counters),
+            incapable: Arc::clone(&self.incapable),
+            policy: self.classify_policy(&routes.config),
+            notes: Arc::default(),
+            client: routed.dialect,
+            body: Bytes::copy_from_slice(routed.body),
+            headers: routed.headers.clone(),
+            query: routed.query.map(str::to_owned),
+            combo: combo.clone(),
+            rest: rest.to_vec(),
+            failed,
+            attempts_left,
+            deadline,
+        })
     }
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
@@ -609,13 +676,19 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
+        let rescue = sending
+            .rescuer
+            .lock()
+            .expect("never poisoned")
+            .take()
+            .map(continuation::Rescuer::into_rescue);
         let result = self
             .exchange(
                 routes,
                 client,
                 request,
                 built.request,
-                (passthrough, pending),
+                (passthrough, pending, rescue),
                 attempt,
                 target,
                 first_event,
@@ -635,7 +708,7 @@ impl Proxy {
         client: ClientDialect,
         request: &ChatRequest<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending): (bool, Option<Pending>),
+        (passthrough, pending, rescue): (bool, Option<Pending>, Option<continuation::Rescue>),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
@@ -670,7 +743,8 @@ impl Proxy {
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough };
         if request.stream {
-            self.relay(routes, how, request, response, (attempt, pending), &meta, first_event).await
+            let held = (attempt, pending, rescue);
+            self.relay(routes, how, request, response, held, &meta, first_event).await
         } else {
             self.complete(routes, how, request, response, (attempt, pending), &meta, first_event)
                 .await
@@ -751,16 +825,19 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        (attempt, pending): (Attempt, Option<Pending>),
+        (attempt, pending, rescue): (Attempt, Option<Pending>, Option<continuation::Rescue>),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
         let Answer { client, dialect, passthrough } = how;
-        let translator = if passthrough {
+        let mut translator = if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
             StreamTranslator::for_request(dialect, client, meta, request)
         };
+        if rescue.is_some() {
+            translator = translator.keeping_for_continuation();
+        }
         let (ended, when_ended) = oneshot::channel();
         let settle = forward::Settle {
             attempt,
@@ -768,6 +845,7 @@ impl Proxy {
             policy: self.classify_policy(&routes.config),
             ended: Some(ended),
             tap: pending.map(Pending::tap),
+            rescue,
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
@@ -944,6 +1022,8 @@ struct Sending<'s, 'b> {
     /// A Responses request's place in its conversation.
     turn: Option<&'s Turn>,
     untranslatable: Option<&'s str>,
+    /// Taken by the attempt whose stream it may rescue.
+    rescuer: std::sync::Mutex<Option<continuation::Rescuer>>,
 }
 
 /// Moves the first candidate on `credential` to the front: its upstream keeps the conversation

@@ -6,9 +6,10 @@ use std::path::Path;
 use switchyard::config::{Config, ConfigError, ModelForm, OpenAiApi, ProviderForm};
 use switchyard_providers::dialect::Dialect;
 
-/// The environment the tests see: three keys, nothing else.
+/// The environment the tests see: the documented examples' keys, nothing else.
 fn env(var: &str) -> Option<String> {
     match var {
+        "DEEPSEEK_API_KEY" => Some("sk-test-deepseek".into()),
         "OPENAI_API_KEY" => Some("sk-test-openai".into()),
         "ANTHROPIC_API_KEY" => Some("sk-ant-test-personal".into()),
         "ANTHROPIC_API_KEY_WORK" => Some("sk-ant-test-work".into()),

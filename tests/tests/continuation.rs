@@ -204,7 +204,7 @@ async fn a_cut_a_stall_and_an_error_event_are_each_finished_by_a_capable_fallbac
         // reached the client when the break comes.
         let n = if matches!(client, Client::Responses) { 6 } else { 4 };
         for fault in [Fault::CutAfter(n), Fault::StallAfter(n), Fault::ErrorAfter(n)] {
-            h.mock.enqueue(primary, broken(fault.clone()));
+            h.mock.enqueue(primary, broken(fault));
             let body = run(&h, client, combo, &json!({})).await;
             let case = format!("{client:?} via {combo}, {fault:?}");
             assert_eq!(client.text(&body), TEXT, "{case}: {body}");

@@ -267,7 +267,7 @@ pub fn decide(
     if request.extended_thinking && mechanism == Continuation::Anthropic {
         return Err(Refusal::ExtendedThinking);
     }
-    if relayed.blocks.iter().any(|b| *b == Block::ToolCall) {
+    if relayed.blocks.contains(&Block::ToolCall) {
         return Err(Refusal::ToolCall);
     }
     let signed = relayed.blocks.iter().any(|b| matches!(b, Block::Thinking { signed: true }));

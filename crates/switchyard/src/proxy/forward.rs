@@ -227,8 +227,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 break finish(&mut r.translator, &mut r.out);
             }
             Err(_) => {
-                if continued(&mut r, &mut settle, StreamFault::Stalled).await {
-                    idle_until = Instant::now() + r.idle;
+                if continued(&mut r, &mut settle, StreamFault::Stalled, &mut idle_until).await {
                     continue;
                 }
                 r.translator.fail(
@@ -239,8 +238,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 break Ending::Broken(StreamFault::Stalled);
             }
             Ok(Some(Err(_))) => {
-                if continued(&mut r, &mut settle, StreamFault::Cut).await {
-                    idle_until = Instant::now() + r.idle;
+                if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
                     continue;
                 }
                 r.translator.fail(
@@ -255,8 +253,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 match drain(&mut r.sse, &mut r.translator, &mut r.out) {
                     Drained::End => r.ended = true,
                     Drained::ErrorEvent(error) => {
-                        if continued(&mut r, &mut settle, StreamFault::Cut).await {
-                            idle_until = Instant::now() + r.idle;
+                        if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
                             continue;
                         }
                         r.translator.fail(ErrorKind::Overloaded, &error.message, &mut r.out);
@@ -309,7 +306,12 @@ async fn relay(mut r: Relay, mut settle: Settle) {
 /// continuation's stream replaces the broken one under the same client stream, and the broken
 /// attempt is settled as the break it was: the breaker is charged as if nothing had been
 /// rescued. On refusal nothing changed and the caller ends the stream with its terminal error.
-async fn continued(r: &mut Relay, settle: &mut Settle, fault: StreamFault) -> bool {
+async fn continued(
+    r: &mut Relay,
+    settle: &mut Settle,
+    fault: StreamFault,
+    idle_until: &mut Instant,
+) -> bool {
     let Some(rescue) = settle.rescue.take() else { return false };
     let Some(relayed) = r.translator.relayed().cloned() else { return false };
     let Some(takeover) = rescue(relayed).await else { return false };
@@ -321,6 +323,7 @@ async fn continued(r: &mut Relay, settle: &mut Settle, fault: StreamFault) -> bo
     r.translator.take_over(takeover.dialect, takeover.seam);
     r.chunks = takeover.chunks;
     r.sse = SseDecoder::default();
+    *idle_until = Instant::now() + r.idle;
     true
 }
 

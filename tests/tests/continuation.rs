@@ -177,6 +177,23 @@ async fn start() -> Harness {
     Harness::start_with(setup).await
 }
 
+/// A break that must not be continued, and the reason the trace gives.
+struct Refused {
+    case: &'static str,
+    combo: &'static str,
+    primary: Behavior,
+    /// Fields added to the client's request.
+    extra: Value,
+    /// What the fallback does when asked.
+    fallback: Option<Behavior>,
+    reason: &'static str,
+}
+
+/// Only a 400 to the continuation itself means the fallback was asked.
+fn fallback_asked(reason: &str) -> bool {
+    reason == "continuation_rejected"
+}
+
 /// Sends one streamed request and reads it whole.
 async fn run(h: &Harness, client: Client, combo: &str, extra: &Value) -> String {
     let response = client.send(h, combo, extra).send().await.unwrap();
@@ -216,6 +233,7 @@ async fn a_cut_a_stall_and_an_error_event_are_each_finished_by_a_capable_fallbac
     let metrics = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();
     assert!(metrics.contains("switchyard_continuations_total 18"), "{metrics}");
+    assert!(metrics.contains("switchyard_continuation_refusals_total 0"), "{metrics}");
 }
 
 #[tokio::test]
@@ -226,19 +244,41 @@ async fn what_cannot_be_continued_safely_ends_with_the_terminal_error_and_no_rep
         .chunks(6)
         .fault(Fault::CutAfter(4));
     let schema = json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}});
-    let cases: [(&str, &str, Behavior, Value, Option<Behavior>); 4] = [
-        ("no mechanism on the fallback", "incapable", broken(Fault::CutAfter(4)), json!({}), None),
-        ("a tool call cut mid-arguments", "chat-pass", tool_cut.into(), json!({}), None),
-        ("a JSON-schema answer", "chat-pass", broken(Fault::CutAfter(4)), schema, None),
-        (
-            "the fallback refuses the continuation with a 400",
-            "chat-pass",
-            broken(Fault::CutAfter(4)),
-            json!({}),
-            Some(Behavior::reject_prefill()),
-        ),
+    let cases = [
+        Refused {
+            case: "no mechanism on the fallback",
+            combo: "incapable",
+            primary: broken(Fault::CutAfter(4)),
+            extra: json!({}),
+            fallback: None,
+            reason: "no_continuation_mechanism",
+        },
+        Refused {
+            case: "a tool call cut mid-arguments",
+            combo: "chat-pass",
+            primary: tool_cut.into(),
+            extra: json!({}),
+            fallback: None,
+            reason: "inside_tool_call",
+        },
+        Refused {
+            case: "a JSON-schema answer",
+            combo: "chat-pass",
+            primary: broken(Fault::CutAfter(4)),
+            extra: schema,
+            fallback: None,
+            reason: "json_output",
+        },
+        Refused {
+            case: "the fallback refuses the continuation with a 400",
+            combo: "chat-pass",
+            primary: broken(Fault::CutAfter(4)),
+            extra: json!({}),
+            fallback: Some(Behavior::reject_prefill()),
+            reason: "continuation_rejected",
+        },
     ];
-    for (case, combo, primary, extra, fallback) in cases {
+    for Refused { case, combo, primary, extra, fallback, reason } in cases {
         let before = h.mock.attempts().len();
         h.mock.enqueue("gpt-4o", primary);
         if let Some(fallback) = fallback {
@@ -252,7 +292,9 @@ async fn what_cannot_be_continued_safely_ends_with_the_terminal_error_and_no_rep
             "{case}: no repeated text: {body}"
         );
         let asked = h.mock.attempts().len() - before;
-        let expected = if case.contains("400") { 2 } else { 1 };
+        let expected = if fallback_asked(reason) { 2 } else { 1 };
+        let trace = h.newest_logged().await["trace"].to_string();
+        assert!(trace.contains(reason), "{case}: the trace says why: {trace}");
         assert_eq!(asked, expected, "{case}: only a capable fallback is asked to continue");
     }
 }

@@ -342,10 +342,8 @@ impl StreamTranslator {
     /// Keeps what a continuation needs from here on: the text relayed per block, the usage,
     /// and (for a relayed stream) the client encoder's state, fed the same events with its
     /// bytes thrown away, so a continuation can be encoded as if it had written the stream.
-    #[must_use]
-    pub fn keeping_for_continuation(mut self) -> Self {
-        self.kept = Some(Box::default());
-        self
+    pub fn keep_for_continuation(&mut self) {
+        self.kept.get_or_insert_with(Box::default);
     }
 
     /// The answer relayed so far, when it is kept.
@@ -622,5 +620,57 @@ mod relay_tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#""model":"oa/gpt""#), "{text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod takeover_tests {
+    use switchyard_core::continuation::{Continuation, RequestShape, decide};
+
+    use super::*;
+
+    const META: ResponseMeta<'static> = ResponseMeta { model: "oa/m", created: 0 };
+
+    fn chunk(data: &str) -> SseEvent<'_> {
+        SseEvent { event: None, data, id: None }
+    }
+
+    #[test]
+    fn a_continuation_goes_on_in_the_same_message_with_the_seam_joined_and_usage_summed() {
+        let mut t = StreamTranslator::new(Dialect::OpenAi, ClientDialect::Anthropic, &META, true);
+        t.keep_for_continuation();
+        let mut out = Vec::new();
+        let first = [
+            r#"{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello "}}]}"#,
+            r#"{"id":"c1","model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}"#,
+        ];
+        for data in first {
+            t.translate(&chunk(data), &mut out).unwrap();
+        }
+        let relayed = t.relayed().unwrap().clone();
+        let plan =
+            decide(&relayed, RequestShape::default(), Continuation::Anthropic, false).unwrap();
+        assert_eq!(plan.prefill, "Hello");
+        t.take_over(Dialect::OpenAi, plan.seam);
+        let second = [
+            r#"{"id":"c2","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":" world"}}]}"#,
+            r#"{"id":"c2","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1}}"#,
+            "[DONE]",
+        ];
+        for data in second {
+            t.translate(&chunk(data), &mut out).unwrap();
+        }
+        assert_eq!(t.end(&mut out), StreamEnd::Complete);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("event: message_start").count(), 1, "{text}");
+        assert_eq!(text.matches("event: content_block_start").count(), 1, "one text block: {text}");
+        let deltas: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|e| e["delta"]["text"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(deltas, "Hello world", "the seam's space is sent once: {text}");
+        assert!(text.contains(r#""output_tokens":3"#), "usage of both attempts: {text}");
     }
 }

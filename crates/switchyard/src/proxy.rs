@@ -388,6 +388,7 @@ impl Proxy {
                 deadline,
             );
             summary.notes = rescuer.as_ref().map(|r| Arc::clone(&r.notes));
+            let rescuer = rescuer.map(|r| (r.rescue, r.keep));
             let sending = Sending {
                 request: &request,
                 inbound: &routed,
@@ -451,8 +452,9 @@ impl Proxy {
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 
-    /// What a continuation of this attempt's stream would need, when one is conceivable: a
-    /// streamed request whose plan has a later target with a mechanism (RESILIENCE.md §10).
+    /// What a continuation of this attempt's stream needs (RESILIENCE.md §10): for a streamed
+    /// request whose plan has a later target with a mechanism, all of the loop's state it
+    /// needs; for another streamed request, only why it cannot be continued.
     #[expect(
         clippy::too_many_arguments,
         reason = "a continuation needs the rest of the loop's state"
@@ -466,18 +468,22 @@ impl Proxy {
         (failed, serving): (&[ProviderId], &ProviderId),
         attempts_left: u32,
         deadline: Instant,
-    ) -> Option<continuation::Rescuer> {
-        let shape = continuation::shape(request);
-        let conceivable = request.stream
-            && untranslatable.is_none()
-            && attempts_left > 0
-            && continuation::Rescuer::worth_keeping(combo, rest, shape);
-        if !conceivable {
+    ) -> Option<continuation::Continuing> {
+        if !request.stream {
             return None;
+        }
+        let shape = continuation::shape(request);
+        let ruled_out = match untranslatable {
+            Some(_) => Some("not_translatable"),
+            None => continuation::ruled_out(combo, rest, shape, attempts_left),
+        };
+        if let Some(reason) = ruled_out {
+            let counters = Arc::clone(&self.counters);
+            return Some(continuation::Continuing::refused(counters, combo.name.clone(), reason));
         }
         let mut failed = failed.to_vec();
         failed.push(serving.clone());
-        Some(continuation::Rescuer {
+        Some(continuation::Continuing::kept(continuation::Rescuer {
             routes: Arc::clone(routes),
             registry: Arc::clone(&self.registry),
             clock: Arc::clone(&self.clock),
@@ -495,7 +501,7 @@ impl Proxy {
             failed,
             attempts_left,
             deadline,
-        })
+        }))
     }
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
@@ -676,12 +682,7 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
-        let rescue = sending
-            .rescuer
-            .lock()
-            .expect("never poisoned")
-            .take()
-            .map(continuation::Rescuer::into_rescue);
+        let rescue = sending.rescuer.lock().expect("never poisoned").take();
         let result = self
             .exchange(
                 routes,
@@ -708,7 +709,11 @@ impl Proxy {
         client: ClientDialect,
         request: &ChatRequest<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending, rescue): (bool, Option<Pending>, Option<continuation::Rescue>),
+        (passthrough, pending, rescue): (
+            bool,
+            Option<Pending>,
+            Option<(continuation::Rescue, bool)>,
+        ),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
@@ -825,7 +830,11 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        (attempt, pending, rescue): (Attempt, Option<Pending>, Option<continuation::Rescue>),
+        (attempt, pending, rescue): (
+            Attempt,
+            Option<Pending>,
+            Option<(continuation::Rescue, bool)>,
+        ),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
@@ -835,9 +844,12 @@ impl Proxy {
         } else {
             StreamTranslator::for_request(dialect, client, meta, request)
         };
-        if rescue.is_some() {
-            translator = translator.keeping_for_continuation();
-        }
+        let rescue = rescue.map(|(rescue, keep)| {
+            if keep {
+                translator.keep_for_continuation();
+            }
+            rescue
+        });
         let (ended, when_ended) = oneshot::channel();
         let settle = forward::Settle {
             attempt,
@@ -1023,7 +1035,7 @@ struct Sending<'s, 'b> {
     turn: Option<&'s Turn>,
     untranslatable: Option<&'s str>,
     /// Taken by the attempt whose stream it may rescue.
-    rescuer: std::sync::Mutex<Option<continuation::Rescuer>>,
+    rescuer: std::sync::Mutex<Option<(continuation::Rescue, bool)>>,
 }
 
 /// Moves the first candidate on `credential` to the front: its upstream keeps the conversation

@@ -70,6 +70,60 @@ impl Incapable {
 /// Trace lines a rescue adds after the request was first logged.
 pub(super) type Notes = Arc<Mutex<Vec<TraceEntry>>>;
 
+/// What one streamed attempt carries for the case its stream breaks mid-answer.
+pub(super) struct Continuing {
+    pub rescue: Rescue,
+    /// The relay keeps what a continuation needs (text per block, the encoder's state): only
+    /// when some later target could continue at all, so other streams pay nothing for it.
+    pub keep: bool,
+    pub notes: Notes,
+}
+
+impl Continuing {
+    /// A rescue for a stream whose continuation is ruled out from the start (`reason`): a
+    /// break still counts as a refusal and says why in the trace.
+    pub(super) fn refused(counters: Arc<Counters>, combo: String, reason: &'static str) -> Self {
+        let notes = Notes::default();
+        let noted = Arc::clone(&notes);
+        let rescue: Rescue = Box::new(move |_| {
+            Box::pin(async move {
+                counters.continuation_refusals.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(reason, "a broken stream was not continued");
+                let what = TraceEvent::NotContinued { reason: reason.into() };
+                let entry = TraceEntry { target: combo, credential: String::new(), what };
+                noted.lock().expect("never poisoned").push(entry);
+                None
+            })
+        });
+        Self { rescue, keep: false, notes }
+    }
+
+    pub(super) fn kept(rescuer: Rescuer) -> Self {
+        let notes = Arc::clone(&rescuer.notes);
+        Self { rescue: rescuer.into_rescue(), keep: true, notes }
+    }
+}
+
+/// Why no later target could continue this request, if none could; `None` when one may.
+pub(super) fn ruled_out(
+    combo: &Combo,
+    rest: &[Candidate],
+    shape: RequestShape,
+    attempts_left: u32,
+) -> Option<&'static str> {
+    if shape.json_output {
+        Some(Refusal::JsonOutput.code())
+    } else if shape.forced_tool {
+        Some(Refusal::ForcedTool.code())
+    } else if attempts_left == 0 {
+        Some("no_attempts_left")
+    } else if !rest.iter().any(|c| combo.targets[c.target].continuation.is_on()) {
+        Some(Refusal::NoMechanism.code())
+    } else {
+        None
+    }
+}
+
 /// What in the client's request rules continuation out.
 pub(super) fn shape(request: &ChatRequest<'_>) -> RequestShape {
     RequestShape {
@@ -112,13 +166,7 @@ pub(super) struct Rescuer {
 }
 
 impl Rescuer {
-    /// Whether any later candidate could continue at all: when none can, no rescuer is kept.
-    pub(super) fn worth_keeping(combo: &Combo, rest: &[Candidate], shape: RequestShape) -> bool {
-        let blocked = shape.json_output || shape.forced_tool;
-        !blocked && rest.iter().any(|c| combo.targets[c.target].continuation.is_on())
-    }
-
-    pub(super) fn into_rescue(self) -> Rescue {
+    fn into_rescue(self) -> Rescue {
         Box::new(move |relayed| Box::pin(self.rescue(relayed)))
     }
 

@@ -313,7 +313,8 @@ async fn continued(
     idle_until: &mut Instant,
 ) -> bool {
     let Some(rescue) = settle.rescue.take() else { return false };
-    let Some(relayed) = r.translator.relayed().cloned() else { return false };
+    // Nothing kept means no later target could continue: the rescue only says why.
+    let relayed = r.translator.relayed().cloned().unwrap_or_default();
     let Some(takeover) = rescue(relayed).await else { return false };
     let broken = std::mem::replace(&mut settle.attempt, takeover.attempt);
     let outcome =

@@ -122,6 +122,14 @@ impl StreamEncoder {
         }
     }
 
+    /// The client saw its open content block closed (Anthropic's `content_block_stop`);
+    /// dialects without blocks have nothing to close.
+    pub fn close_block(&mut self, out: &mut Vec<u8>) {
+        if let Self::Anthropic(encoder) = self {
+            encoder.close_block(out);
+        }
+    }
+
     /// Appends something the client ignores but that keeps its connection warm.
     pub fn keep_alive(&self, out: &mut Vec<u8>) {
         match self {
@@ -393,6 +401,13 @@ impl StreamTranslator {
                 }
                 Err(error) => return Err(error),
             };
+            // The encoder follows the client's blocks: decoding has no event for a block's end.
+            if self.kept.is_some()
+                && relay.dialect == Dialect::Anthropic
+                && event.event == Some("content_block_stop")
+            {
+                self.encoder.close_block(&mut unused);
+            }
             relay.write(event, out);
             if progress == Progress::End {
                 relay.end_relayed = true;
@@ -628,6 +643,68 @@ mod takeover_tests {
     use switchyard_core::continuation::{Continuation, RequestShape, decide};
 
     use super::*;
+
+    #[test]
+    fn a_relayed_anthropic_block_the_upstream_closed_is_not_written_to_again() {
+        let meta = ResponseMeta { model: "an/c", created: 0 };
+        let mut t = StreamTranslator::relay(ClientDialect::Anthropic, &meta);
+        t.keep_for_continuation();
+        let mut out = Vec::new();
+        let first = [
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#,
+            ),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ];
+        for (name, data) in first {
+            t.translate(&SseEvent { event: Some(name), data, id: None }, &mut out).unwrap();
+        }
+        let plan =
+            decide(t.relayed().unwrap(), RequestShape::default(), Continuation::Anthropic, false)
+                .unwrap();
+        t.take_over(Dialect::Anthropic, plan.seam);
+        let mut after = Vec::new();
+        let second = [
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":6,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}"#,
+            ),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            (
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+            ),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ];
+        for (name, data) in second {
+            t.translate(&SseEvent { event: Some(name), data, id: None }, &mut after).unwrap();
+        }
+        assert_eq!(t.end(&mut after), StreamEnd::Complete);
+        let text = String::from_utf8(after).unwrap();
+        assert!(!text.contains("message_start") && !text.contains("msg_2"), "{text}");
+        assert!(text.contains(r#""index":1"#) && !text.contains(r#""index":0"#), "{text}");
+        assert!(
+            text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+            "{text}"
+        );
+    }
 
     const META: ResponseMeta<'static> = ResponseMeta { model: "oa/m", created: 0 };
 

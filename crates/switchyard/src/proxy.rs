@@ -381,6 +381,8 @@ impl Proxy {
             let rescuer = self.rescuer(
                 &routes,
                 (&request, &routed, untranslatable.as_deref()),
+                // The bytes routed, shared rather than copied: the client's, or its turn's.
+                || turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone()),
                 &combo,
                 rest,
                 (&failed_providers, &candidate.key.provider),
@@ -463,6 +465,7 @@ impl Proxy {
         &self,
         routes: &Arc<Routes>,
         (request, routed, untranslatable): (&ChatRequest<'_>, &ClientRequest<'_>, Option<&str>),
+        routed_body: impl FnOnce() -> Bytes,
         combo: &Combo,
         rest: &[Candidate],
         (failed, serving): (&[ProviderId], &ProviderId),
@@ -493,7 +496,7 @@ impl Proxy {
             policy: self.classify_policy(&routes.config),
             notes: Arc::default(),
             client: routed.dialect,
-            body: Bytes::copy_from_slice(routed.body),
+            body: routed_body(),
             headers: routed.headers.clone(),
             query: routed.query.map(str::to_owned),
             combo: combo.clone(),

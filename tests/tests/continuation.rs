@@ -141,6 +141,15 @@ impl Client {
                 );
                 let created = data.iter().filter(|e| e["type"] == "response.created").count();
                 assert_eq!(created, 1, "{body}");
+                let items: Vec<&Value> = data
+                    .iter()
+                    .filter(|e| e["type"] == "response.output_text.delta")
+                    .map(|e| &e["item_id"])
+                    .collect();
+                assert!(items.windows(2).all(|w| w[0] == w[1]), "one message item: {body}");
+                let numbers: Vec<u64> =
+                    data.iter().filter_map(|e| e["sequence_number"].as_u64()).collect();
+                assert!(numbers.windows(2).all(|w| w[0] < w[1]), "one sequence: {body}");
             }
         }
     }

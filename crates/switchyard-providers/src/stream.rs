@@ -122,6 +122,20 @@ impl StreamEncoder {
         }
     }
 
+    /// A relayed upstream event the client got: a Responses encoder follows its numbering.
+    fn follow(&mut self, data: &str) {
+        if let Self::Responses(encoder) = self {
+            encoder.follow(data);
+        }
+    }
+
+    /// A continuation takes over a relayed stream whose numbering this encoder followed.
+    fn adopt_followed(&mut self) {
+        if let Self::Responses(encoder) = self {
+            encoder.adopt_followed();
+        }
+    }
+
     /// The client saw its open content block closed (Anthropic's `content_block_stop`);
     /// dialects without blocks have nothing to close.
     pub fn close_block(&mut self, out: &mut Vec<u8>) {
@@ -365,7 +379,9 @@ impl StreamTranslator {
     /// stay), its text joined by `seam`, its usage added to what was used so far.
     pub fn take_over(&mut self, upstream: Dialect, seam: Seam) {
         self.decoder = upstream.stream_decoder();
-        self.relay = None;
+        if self.relay.take().is_some() {
+            self.encoder.adopt_followed();
+        }
         let kept = self.kept.get_or_insert_with(Box::default);
         kept.before = sum(kept.before, kept.usage);
         kept.usage = Usage::default();
@@ -407,6 +423,9 @@ impl StreamTranslator {
                 && event.event == Some("content_block_stop")
             {
                 self.encoder.close_block(&mut unused);
+            }
+            if self.kept.is_some() && relay.dialect == Dialect::Responses {
+                self.encoder.follow(event.data);
             }
             relay.write(event, out);
             if progress == Progress::End {

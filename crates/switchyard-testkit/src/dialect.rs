@@ -220,7 +220,31 @@ fn last_role<'a>(turns: Option<&'a Value>, role_key: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::pieces;
+    use serde_json::json;
+
+    use super::{Dialect, continued_prefix, pieces};
+
+    #[test]
+    fn a_continuation_is_recognised_only_by_its_dialects_mechanism() {
+        let hi = json!({"role": "user", "content": "hi"});
+        let prefill = json!({"role": "assistant", "content": [{"type": "text", "text": "Hel"}]});
+        let anthropic = json!({"messages": [hi, prefill]});
+        assert_eq!(continued_prefix(Dialect::Anthropic, &anthropic).as_deref(), Some("Hel"));
+        let unmarked = json!({"messages": [hi, {"role": "assistant", "content": "Hel"}]});
+        assert_eq!(continued_prefix(Dialect::OpenAi, &unmarked), None, "Chat needs a mark");
+        for marked in [
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel", "prefix": true}]}),
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel", "partial": true}]}),
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel"}], "continue_final_message": true}),
+        ] {
+            assert_eq!(
+                continued_prefix(Dialect::OpenAi, &marked).as_deref(),
+                Some("Hel"),
+                "{marked}"
+            );
+        }
+        assert_eq!(continued_prefix(Dialect::Anthropic, &json!({"messages": [hi]})), None);
+    }
 
     #[test]
     fn pieces_cover_the_text_exactly_in_order() {

@@ -599,7 +599,12 @@ async fn other_client_errors_are_returned_as_is_without_fallback_or_charge() {
 
 #[tokio::test]
 async fn a_stream_broken_after_bytes_ends_with_an_error_event_in_each_client_dialect() {
-    let h = Harness::start(FALLBACK).await;
+    // The fallback has no continuation mechanism (Gemini): a break cannot be rescued
+    // (RESILIENCE.md §10; `continuation.rs` covers fallbacks that can continue).
+    let h = Harness::start(
+        "[[combos]]\nname = \"smart\"\ntargets = [{ target = \"oa/gpt-4o\" }, { target = \"ge/gemini-fallback\" }]\n",
+    )
+    .await;
     h.mock.script("gpt-4o", [Behavior::cut_after(3), Behavior::cut_after(3)]);
 
     let text = h.openai("smart", true).send().await.unwrap().text().await.unwrap();
@@ -611,7 +616,7 @@ async fn a_stream_broken_after_bytes_ends_with_an_error_event_in_each_client_dia
     assert!(!text.contains("message_stop"), "{text}");
     assert!(text.trim_end().rsplit("\n\n").next().unwrap().starts_with("event: error"), "{text}");
 
-    assert_eq!(h.mock.attempt_count("claude-fallback"), 0, "bytes were sent: no fallback");
+    assert_eq!(h.mock.attempt_count("gemini-fallback"), 0, "bytes were sent: no fallback");
     let oa = h.app.breaker("oa").expect("charged");
     assert_eq!((oa.failures, oa.last_fault), (2, Some(BreakerFault::StreamBroken)));
 }

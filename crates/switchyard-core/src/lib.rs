@@ -6,6 +6,7 @@
 //! the crates around this one. tokio is used for `sync` only (the event broadcast).
 
 pub mod clock;
+pub mod continuation;
 pub mod ids;
 pub mod oauth;
 pub mod outcome;

@@ -9,6 +9,7 @@
 
 pub mod anthropic;
 pub mod chat;
+pub mod continuation;
 pub mod dialect;
 pub mod error;
 pub mod executor;

@@ -9,7 +9,11 @@
 //!   terminal error event, never its dialect's normal end.
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
-use crate::chat::{ChatRequest, StreamEvent};
+use std::borrow::Cow;
+
+use switchyard_core::continuation::{Relayed, Seam};
+
+use crate::chat::{ChatRequest, StreamEvent, Usage};
 use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 use crate::sse::SseEvent;
@@ -118,6 +122,28 @@ impl StreamEncoder {
         }
     }
 
+    /// A relayed upstream event the client got: a Responses encoder follows its numbering.
+    fn follow(&mut self, data: &str) {
+        if let Self::Responses(encoder) = self {
+            encoder.follow(data);
+        }
+    }
+
+    /// A continuation takes over a relayed stream whose numbering this encoder followed.
+    fn adopt_followed(&mut self) {
+        if let Self::Responses(encoder) = self {
+            encoder.adopt_followed();
+        }
+    }
+
+    /// The client saw its open content block closed (Anthropic's `content_block_stop`);
+    /// dialects without blocks have nothing to close.
+    pub fn close_block(&mut self, out: &mut Vec<u8>) {
+        if let Self::Anthropic(encoder) = self {
+            encoder.close_block(out);
+        }
+    }
+
     /// Appends something the client ignores but that keeps its connection warm.
     pub fn keep_alive(&self, out: &mut Vec<u8>) {
         match self {
@@ -207,6 +233,71 @@ pub struct StreamTranslator {
     encoder: StreamEncoder,
     /// `Some` when the upstream's events are relayed as they are instead of re-encoded.
     relay: Option<Relay>,
+    /// `Some` when a broken stream may be continued on another target (RESILIENCE.md §10).
+    kept: Option<Box<Kept>>,
+}
+
+/// What a continuation needs from the stream so far, and how a continuation joins it.
+#[derive(Debug, Default)]
+struct Kept {
+    relayed: Relayed,
+    /// The latest cumulative usage of the stream being read.
+    usage: Usage,
+    /// Usage of the attempts before the stream being read: added to its own.
+    before: Usage,
+    /// Set once a continuation took over: whitespace the client already has.
+    seam: Option<Seam>,
+}
+
+impl Kept {
+    /// Notes a canonical event and adjusts it for the client: a continuation's text loses
+    /// what the seam holds, its usage counts the broken attempt's too.
+    fn pass<'e>(&mut self, event: StreamEvent<'e>) -> StreamEvent<'e> {
+        match event {
+            StreamEvent::TextDelta(text) => {
+                let text = match &mut self.seam {
+                    Some(seam) => match text {
+                        Cow::Borrowed(t) => Cow::Borrowed(seam.admit(t)),
+                        Cow::Owned(t) => Cow::Owned(seam.admit(&t).to_owned()),
+                    },
+                    None => text,
+                };
+                self.relayed.text(&text);
+                StreamEvent::TextDelta(text)
+            }
+            StreamEvent::ThinkingDelta(thinking) => {
+                self.relayed.thinking();
+                StreamEvent::ThinkingDelta(thinking)
+            }
+            StreamEvent::ThinkingSignature(signature) => {
+                self.relayed.signed();
+                StreamEvent::ThinkingSignature(signature)
+            }
+            StreamEvent::RedactedThinking(data) => {
+                self.relayed.signed();
+                StreamEvent::RedactedThinking(data)
+            }
+            StreamEvent::ToolCallStart { index, id, name } => {
+                self.relayed.tool_call();
+                StreamEvent::ToolCallStart { index, id, name }
+            }
+            StreamEvent::Usage(usage) => {
+                self.usage = usage;
+                StreamEvent::Usage(sum(self.before, usage))
+            }
+            other => other,
+        }
+    }
+}
+
+fn sum(a: Usage, b: Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens + b.input_tokens,
+        output_tokens: a.output_tokens + b.output_tokens,
+        cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
+        cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
+        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
+    }
 }
 
 /// A passthrough stream: what is needed to relay an upstream event faithfully.
@@ -233,6 +324,7 @@ impl StreamTranslator {
             decoder: upstream.stream_decoder(),
             encoder: client.stream_encoder(meta, include_usage),
             relay: None,
+            kept: None,
         }
     }
 
@@ -252,6 +344,7 @@ impl StreamTranslator {
                 ClientContext::of(request),
             ),
             relay: None,
+            kept: None,
         }
     }
 
@@ -264,7 +357,35 @@ impl StreamTranslator {
             decoder: dialect.stream_decoder(),
             encoder: client.stream_encoder(meta, true),
             relay: Some(Relay { dialect, model: meta.model.to_owned(), end_relayed: false }),
+            kept: None,
         }
+    }
+
+    /// Keeps what a continuation needs from here on: the text relayed per block, the usage,
+    /// and (for a relayed stream) the client encoder's state, fed the same events with its
+    /// bytes thrown away, so a continuation can be encoded as if it had written the stream.
+    pub fn keep_for_continuation(&mut self) {
+        self.kept.get_or_insert_with(Box::default);
+    }
+
+    /// The answer relayed so far, when it is kept.
+    pub fn relayed(&self) -> Option<&Relayed> {
+        self.kept.as_deref().map(|k| &k.relayed)
+    }
+
+    /// A continuation on an upstream of `upstream`'s dialect takes over this client stream:
+    /// its events are decoded afresh and encoded by this stream's encoder (the second
+    /// `message_start` or first chunk's preamble is dropped there, block indices go on, ids
+    /// stay), its text joined by `seam`, its usage added to what was used so far.
+    pub fn take_over(&mut self, upstream: Dialect, seam: Seam) {
+        self.decoder = upstream.stream_decoder();
+        if self.relay.take().is_some() {
+            self.encoder.adopt_followed();
+        }
+        let kept = self.kept.get_or_insert_with(Box::default);
+        kept.before = sum(kept.before, kept.usage);
+        kept.usage = Usage::default();
+        kept.seam = Some(seam);
     }
 
     /// Translates (or relays) one upstream event, appending client bytes to `out`. On error
@@ -276,9 +397,14 @@ impl StreamTranslator {
     ) -> Result<Translated, ProviderError> {
         let (mut events, mut real) = (0, 0);
         if let Some(relay) = &mut self.relay {
+            let (kept, encoder) = (&mut self.kept, &mut self.encoder);
+            let mut unused = Vec::new();
             let decoded = self.decoder.decode(event, &mut |canonical| {
                 events += 1;
                 real += usize::from(is_real(&canonical));
+                if let Some(kept) = kept {
+                    encoder.encode(&kept.pass(canonical), &mut unused);
+                }
             });
             let progress = match decoded {
                 Ok(progress) => progress,
@@ -291,14 +417,32 @@ impl StreamTranslator {
                 }
                 Err(error) => return Err(error),
             };
+            // The encoder follows the client's blocks: decoding has no event for a block's end.
+            if self.kept.is_some()
+                && relay.dialect == Dialect::Anthropic
+                && event.event == Some("content_block_stop")
+            {
+                self.encoder.close_block(&mut unused);
+            }
+            if self.kept.is_some() && relay.dialect == Dialect::Responses {
+                self.encoder.follow(event.data);
+            }
             relay.write(event, out);
             if progress == Progress::End {
                 relay.end_relayed = true;
             }
             return Ok(Translated { events, real, progress });
         }
-        let encoder = &mut self.encoder;
+        let (kept, encoder) = (&mut self.kept, &mut self.encoder);
         let progress = self.decoder.decode(event, &mut |canonical| {
+            let canonical = match kept {
+                Some(kept) => kept.pass(canonical),
+                None => canonical,
+            };
+            // Text the seam swallowed whole is no event for the client.
+            if matches!(&canonical, StreamEvent::TextDelta(t) if t.is_empty()) {
+                return;
+            }
             events += 1;
             real += usize::from(is_real(&canonical));
             encoder.encode(&canonical, out);
@@ -510,5 +654,119 @@ mod relay_tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#""model":"oa/gpt""#), "{text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod takeover_tests {
+    use switchyard_core::continuation::{Continuation, RequestShape, decide};
+
+    use super::*;
+
+    #[test]
+    fn a_relayed_anthropic_block_the_upstream_closed_is_not_written_to_again() {
+        let meta = ResponseMeta { model: "an/c", created: 0 };
+        let mut t = StreamTranslator::relay(ClientDialect::Anthropic, &meta);
+        t.keep_for_continuation();
+        let mut out = Vec::new();
+        let first = [
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#,
+            ),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ];
+        for (name, data) in first {
+            t.translate(&SseEvent { event: Some(name), data, id: None }, &mut out).unwrap();
+        }
+        let plan =
+            decide(t.relayed().unwrap(), RequestShape::default(), Continuation::Anthropic, false)
+                .unwrap();
+        t.take_over(Dialect::Anthropic, plan.seam);
+        let mut after = Vec::new();
+        let second = [
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":6,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}"#,
+            ),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            (
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+            ),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ];
+        for (name, data) in second {
+            t.translate(&SseEvent { event: Some(name), data, id: None }, &mut after).unwrap();
+        }
+        assert_eq!(t.end(&mut after), StreamEnd::Complete);
+        let text = String::from_utf8(after).unwrap();
+        assert!(!text.contains("message_start") && !text.contains("msg_2"), "{text}");
+        assert!(text.contains(r#""index":1"#) && !text.contains(r#""index":0"#), "{text}");
+        assert!(
+            text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+            "{text}"
+        );
+    }
+
+    const META: ResponseMeta<'static> = ResponseMeta { model: "oa/m", created: 0 };
+
+    fn chunk(data: &str) -> SseEvent<'_> {
+        SseEvent { event: None, data, id: None }
+    }
+
+    #[test]
+    fn a_continuation_goes_on_in_the_same_message_with_the_seam_joined_and_usage_summed() {
+        let mut t = StreamTranslator::new(Dialect::OpenAi, ClientDialect::Anthropic, &META, true);
+        t.keep_for_continuation();
+        let mut out = Vec::new();
+        let first = [
+            r#"{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello "}}]}"#,
+            r#"{"id":"c1","model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}"#,
+        ];
+        for data in first {
+            t.translate(&chunk(data), &mut out).unwrap();
+        }
+        let relayed = t.relayed().unwrap().clone();
+        let plan =
+            decide(&relayed, RequestShape::default(), Continuation::Anthropic, false).unwrap();
+        assert_eq!(plan.prefill, "Hello");
+        t.take_over(Dialect::OpenAi, plan.seam);
+        let second = [
+            r#"{"id":"c2","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":" world"}}]}"#,
+            r#"{"id":"c2","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1}}"#,
+            "[DONE]",
+        ];
+        for data in second {
+            t.translate(&chunk(data), &mut out).unwrap();
+        }
+        assert_eq!(t.end(&mut out), StreamEnd::Complete);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("event: message_start").count(), 1, "{text}");
+        assert_eq!(text.matches("event: content_block_start").count(), 1, "one text block: {text}");
+        let deltas: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter_map(|e| e["delta"]["text"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(deltas, "Hello world", "the seam's space is sent once: {text}");
+        assert!(text.contains(r#""output_tokens":3"#), "usage of both attempts: {text}");
     }
 }

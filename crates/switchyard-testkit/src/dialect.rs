@@ -191,6 +191,28 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// The answer so far a continuation request asks this dialect to continue (RESILIENCE.md §10),
+/// or `None` when the request is no continuation: an Anthropic conversation ending with an
+/// assistant turn (a prefill); a Chat one whose last assistant message is marked `prefix` or
+/// `partial`, or whose request says `continue_final_message` (vLLM). Other dialects have none.
+pub(crate) fn continued_prefix(dialect: Dialect, request: &Value) -> Option<String> {
+    let last = request.get("messages")?.as_array()?.last()?;
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return None;
+    }
+    let marked = |key: &str, on: &Value| on.get(key).and_then(Value::as_bool) == Some(true);
+    let continues = match dialect {
+        Dialect::Anthropic => true,
+        Dialect::OpenAi => {
+            marked("prefix", last)
+                || marked("partial", last)
+                || marked("continue_final_message", request)
+        }
+        Dialect::Gemini | Dialect::Responses => false,
+    };
+    continues.then(|| content_text(&last["content"]))
+}
+
 /// The role of the last element of a JSON array of turns, read at `role_key`.
 fn last_role<'a>(turns: Option<&'a Value>, role_key: &str) -> Option<&'a str> {
     turns?.as_array()?.last()?.get(role_key)?.as_str()
@@ -198,7 +220,31 @@ fn last_role<'a>(turns: Option<&'a Value>, role_key: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use super::pieces;
+    use serde_json::json;
+
+    use super::{Dialect, continued_prefix, pieces};
+
+    #[test]
+    fn a_continuation_is_recognised_only_by_its_dialects_mechanism() {
+        let hi = json!({"role": "user", "content": "hi"});
+        let prefill = json!({"role": "assistant", "content": [{"type": "text", "text": "Hel"}]});
+        let anthropic = json!({"messages": [hi, prefill]});
+        assert_eq!(continued_prefix(Dialect::Anthropic, &anthropic).as_deref(), Some("Hel"));
+        let unmarked = json!({"messages": [hi, {"role": "assistant", "content": "Hel"}]});
+        assert_eq!(continued_prefix(Dialect::OpenAi, &unmarked), None, "Chat needs a mark");
+        for marked in [
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel", "prefix": true}]}),
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel", "partial": true}]}),
+            json!({"messages": [hi, {"role": "assistant", "content": "Hel"}], "continue_final_message": true}),
+        ] {
+            assert_eq!(
+                continued_prefix(Dialect::OpenAi, &marked).as_deref(),
+                Some("Hel"),
+                "{marked}"
+            );
+        }
+        assert_eq!(continued_prefix(Dialect::Anthropic, &json!({"messages": [hi]})), None);
+    }
 
     #[test]
     fn pieces_cover_the_text_exactly_in_order() {

@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, Pattern, Price, Target};
 use switchyard_core::settings::{
@@ -124,6 +125,8 @@ pub struct ModelConfig {
     pub chat_url: Option<Url>,
     /// Recovery probes may be sent to it (`probe = false` turns them off).
     pub probe: bool,
+    /// How it continues a partial answer: its own fact, else the provider kind's default.
+    pub continuation: Continuation,
 }
 
 /// One provider, ready to route to.
@@ -517,10 +520,52 @@ impl ProviderForm {
                 _ => (dialect, provider_url.cloned()),
             };
             let probe = model.probe.unwrap_or(true);
-            models.push(ModelConfig { id: ModelId::from(id), dialect, chat_url, probe });
+            let continuation = match model.continuation {
+                Some(own) => continuation_fits(&format!("{mat}.continuation"), own, dialect)?,
+                None => self.kind.default_continuation(),
+            };
+            models.push(ModelConfig {
+                id: ModelId::from(id),
+                dialect,
+                chat_url,
+                probe,
+                continuation,
+            });
         }
         Ok(models)
     }
+}
+
+/// A model's `continuation` (at `field`), checked against the dialect it is called in: each
+/// mechanism is a field of one wire format, so a mismatch could only be refused upstream.
+fn continuation_fits(
+    field: &str,
+    continuation: Continuation,
+    dialect: Dialect,
+) -> Result<Continuation, Problem> {
+    let fits = match continuation {
+        Continuation::Off => true,
+        Continuation::Anthropic => dialect == Dialect::Anthropic,
+        Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
+            dialect == Dialect::OpenAi
+        }
+    };
+    if fits {
+        return Ok(continuation);
+    }
+    let hint = match dialect {
+        Dialect::Anthropic => "an Anthropic model continues by `\"anthropic\"` (or `false`)",
+        Dialect::OpenAi => {
+            "a Chat model continues by `\"prefix\"`, `\"partial\"` or `\"vllm\"` (or `false`)"
+        }
+        Dialect::Responses | Dialect::Gemini => {
+            "this model's API has no continuation mechanism: write `false`"
+        }
+    };
+    Err(Problem::new(
+        field,
+        format!("\"{continuation}\" is not a mechanism of the {dialect} API; {hint}"),
+    ))
 }
 
 /// The dialect an `api` field (at `field`) chooses for a provider of `kind`; `None` when it
@@ -588,6 +633,8 @@ impl TargetForm {
         }
         let mut target = Target::new(provider, model);
         target.probe = p.model(model).is_none_or(|m| m.probe);
+        target.continuation =
+            p.model(model).map_or(p.kind.default_continuation(), |m| m.continuation);
         if let Some(credential) = &self.credential {
             if !p.credentials.iter().any(|c| c.id.as_str() == credential) {
                 return Err(Problem::new(

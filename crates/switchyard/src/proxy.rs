@@ -7,6 +7,7 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod continuation;
 mod conversations;
 mod count;
 mod counters;
@@ -103,6 +104,8 @@ pub struct Proxy {
     conversations: Arc<Conversations>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
+    /// Targets that refused a continuation (RESILIENCE.md §10).
+    incapable: Arc<continuation::Incapable>,
 }
 
 impl Proxy {
@@ -127,6 +130,7 @@ impl Proxy {
             seed,
             conversations: Arc::default(),
             paused: AtomicBool::new(false),
+            incapable: Arc::default(),
         }
     }
 
@@ -176,6 +180,8 @@ struct Summary {
     trace: String,
     /// For a stream being relayed: told how it ended, when it has.
     ended: Option<oneshot::Receiver<StreamOutcome>>,
+    /// Trace lines a continuation adds once the stream has broken (RESILIENCE.md §10).
+    notes: Option<continuation::Notes>,
 }
 
 impl Summary {
@@ -248,6 +254,7 @@ impl Proxy {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let ended = summary.ended.take();
+        let notes = summary.notes.take();
         let record = RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
@@ -270,7 +277,9 @@ impl Proxy {
         tokio::spawn(async move {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
             counters.stream_ended(outcome);
+            let trace = continuation::noted(record.trace.clone(), notes.as_ref());
             log.record(RequestRecord {
+                trace,
                 outcome: Some(outcome.as_str().to_owned()),
                 duration_ms: millis(started.elapsed()),
                 ..record
@@ -370,12 +379,26 @@ impl Proxy {
             let first_event =
                 Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
+            let rescuer = self.rescuer(
+                &routes,
+                (&request, &routed, untranslatable.as_deref()),
+                // The bytes routed, shared rather than copied: the client's, or its turn's.
+                || turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone()),
+                &combo,
+                rest,
+                (&failed_providers, &candidate.key.provider),
+                routes.config.routing.max_attempts.saturating_sub(attempts),
+                deadline,
+            );
+            summary.notes = rescuer.as_ref().map(|r| Arc::clone(&r.notes));
+            let rescuer = rescuer.map(|r| (r.rescue, r.keep));
             let sending = Sending {
                 request: &request,
                 inbound: &routed,
                 client: inbound,
                 turn: turn.as_ref(),
                 untranslatable: untranslatable.as_deref(),
+                rescuer: std::sync::Mutex::new(rescuer),
             };
             let Tried { result, carried } = self
                 .attempt(
@@ -430,6 +453,59 @@ impl Proxy {
         }
         summary.settle(&trace, attempts, None);
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
+    }
+
+    /// What a continuation of this attempt's stream needs (RESILIENCE.md §10): for a streamed
+    /// request whose plan has a later target with a mechanism, all of the loop's state it
+    /// needs; for another streamed request, only why it cannot be continued.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a continuation needs the rest of the loop's state"
+    )]
+    fn rescuer(
+        &self,
+        routes: &Arc<Routes>,
+        (request, routed, untranslatable): (&ChatRequest<'_>, &ClientRequest<'_>, Option<&str>),
+        routed_body: impl FnOnce() -> Bytes,
+        combo: &Combo,
+        rest: &[Candidate],
+        (failed, serving): (&[ProviderId], &ProviderId),
+        attempts_left: u32,
+        deadline: Instant,
+    ) -> Option<continuation::Continuing> {
+        if !request.stream {
+            return None;
+        }
+        let shape = continuation::shape(request);
+        let ruled_out = match untranslatable {
+            Some(_) => Some("not_translatable"),
+            None => continuation::ruled_out(combo, rest, shape, attempts_left),
+        };
+        if let Some(reason) = ruled_out {
+            let counters = Arc::clone(&self.counters);
+            return Some(continuation::Continuing::refused(counters, combo.name.clone(), reason));
+        }
+        let mut failed = failed.to_vec();
+        failed.push(serving.clone());
+        Some(continuation::Continuing::kept(continuation::Rescuer {
+            routes: Arc::clone(routes),
+            registry: Arc::clone(&self.registry),
+            clock: Arc::clone(&self.clock),
+            oauth: self.oauth.clone(),
+            counters: Arc::clone(&self.counters),
+            incapable: Arc::clone(&self.incapable),
+            policy: self.classify_policy(&routes.config),
+            notes: Arc::default(),
+            client: routed.dialect,
+            body: routed_body(),
+            headers: routed.headers.clone(),
+            query: routed.query.map(str::to_owned),
+            combo: combo.clone(),
+            rest: rest.to_vec(),
+            failed,
+            attempts_left,
+            deadline,
+        }))
     }
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
@@ -610,13 +686,14 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
+        let rescue = sending.rescuer.lock().expect("never poisoned").take();
         let mut result = self
             .exchange(
                 routes,
                 client,
                 request,
                 built.request,
-                (passthrough, pending),
+                (passthrough, pending, rescue),
                 attempt,
                 target,
                 first_event,
@@ -643,7 +720,11 @@ impl Proxy {
         client: ClientDialect,
         request: &ChatRequest<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending): (bool, Option<Pending>),
+        (passthrough, pending, rescue): (
+            bool,
+            Option<Pending>,
+            Option<(continuation::Rescue, bool)>,
+        ),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
@@ -659,20 +740,7 @@ impl Proxy {
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
             Ok(response) => response,
-            Err(SendFailure::Transport(fault)) => {
-                return self.failed(routes, attempt, Upstream::Transport(fault), None);
-            }
-            Err(SendFailure::Timeout(phase)) => {
-                return self.failed(routes, attempt, Upstream::Timeout(phase), None);
-            }
-            Err(SendFailure::TooLarge(_)) => {
-                return self.failed(
-                    routes,
-                    attempt,
-                    Upstream::Stream(StreamFault::Oversized),
-                    None,
-                );
-            }
+            Err(failure) => return self.failed(routes, attempt, unsent(failure), None),
         };
         if !response.status.is_success() {
             let status = response.status.as_u16();
@@ -689,7 +757,8 @@ impl Proxy {
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough };
         if request.stream {
-            self.relay(routes, how, request, response, (attempt, pending), &meta, first_event).await
+            let held = (attempt, pending, rescue);
+            self.relay(routes, how, request, response, held, &meta, first_event).await
         } else {
             self.complete(routes, how, request, response, (attempt, pending), &meta, first_event)
                 .await
@@ -780,16 +849,26 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        (attempt, pending): (Attempt, Option<Pending>),
+        (attempt, pending, rescue): (
+            Attempt,
+            Option<Pending>,
+            Option<(continuation::Rescue, bool)>,
+        ),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
         let Answer { client, dialect, passthrough } = how;
-        let translator = if passthrough {
+        let mut translator = if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
             StreamTranslator::for_request(dialect, client, meta, request)
         };
+        let rescue = rescue.map(|(rescue, keep)| {
+            if keep {
+                translator.keep_for_continuation();
+            }
+            rescue
+        });
         let (ended, when_ended) = oneshot::channel();
         let settle = forward::Settle {
             attempt,
@@ -797,6 +876,7 @@ impl Proxy {
             policy: self.classify_policy(&routes.config),
             ended: Some(ended),
             tap: pending.map(Pending::tap),
+            rescue,
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
@@ -930,11 +1010,7 @@ impl Prober {
                 let failed = Upstream::Response { status, headers: &headers, body: hint };
                 (self.classify(failed), Some(status))
             }
-            Err(SendFailure::Transport(fault)) => (self.classify(Upstream::Transport(fault)), None),
-            Err(SendFailure::Timeout(phase)) => (self.classify(Upstream::Timeout(phase)), None),
-            Err(SendFailure::TooLarge(_)) => {
-                (self.classify(Upstream::Stream(StreamFault::Oversized)), None)
-            }
+            Err(failure) => (self.classify(unsent(failure)), None),
         };
         let bench = probe.bench().code();
         let healed = probe.finish(&verdict, self.clock.now());
@@ -951,6 +1027,15 @@ impl Prober {
 /// non-streamed answer arrives whole, headers included, only when the generation ends (as
 /// Anthropic's and OpenAI's do): a head deadline cannot tell a slow generation from a dead
 /// host, so one long deadline covers head and body (RESILIENCE.md §7).
+/// A request that got no answer head, as the classifier's input.
+fn unsent(failure: SendFailure) -> Upstream<'static> {
+    match failure {
+        SendFailure::Transport(fault) => Upstream::Transport(fault),
+        SendFailure::Timeout(phase) => Upstream::Timeout(phase),
+        SendFailure::TooLarge(_) => Upstream::Stream(StreamFault::Oversized),
+    }
+}
+
 fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duration {
     let t = &config.timeouts;
     match (stream, others_left) {
@@ -979,6 +1064,8 @@ struct Sending<'s, 'b> {
     /// A Responses request's place in its conversation.
     turn: Option<&'s Turn>,
     untranslatable: Option<&'s str>,
+    /// Taken by the attempt whose stream it may rescue.
+    rescuer: std::sync::Mutex<Option<(continuation::Rescue, bool)>>,
 }
 
 /// Moves the first candidate on `credential` to the front: its upstream keeps the conversation

@@ -6,9 +6,10 @@ use std::path::Path;
 use switchyard::config::{Config, ConfigError, ModelForm, OpenAiApi, ProviderForm};
 use switchyard_providers::dialect::Dialect;
 
-/// The environment the tests see: three keys, nothing else.
+/// The environment the tests see: the documented examples' keys, nothing else.
 fn env(var: &str) -> Option<String> {
     match var {
+        "DEEPSEEK_API_KEY" => Some("sk-test-deepseek".into()),
         "OPENAI_API_KEY" => Some("sk-test-openai".into()),
         "ANTHROPIC_API_KEY" => Some("sk-ant-test-personal".into()),
         "ANTHROPIC_API_KEY_WORK" => Some("sk-ant-test-work".into()),
@@ -259,7 +260,12 @@ fn a_model_is_a_plain_id_or_a_table_and_every_spelling_reads_the_same() {
     assert_eq!(models[0], ModelForm::new("gpt-4o"));
     assert_eq!(
         models[1],
-        ModelForm { id: "gpt-5-codex".into(), api: Some(OpenAiApi::Responses), probe: None }
+        ModelForm {
+            id: "gpt-5-codex".into(),
+            api: Some(OpenAiApi::Responses),
+            probe: None,
+            continuation: None
+        }
     );
 }
 
@@ -418,4 +424,43 @@ fn a_base_url_with_a_user_or_password_is_refused_without_echoing_it() {
     }
     // An `@` after the host is a path, not a credential.
     parse(&provider_with("base_url = \"https://api.example.com/v1/@team\"")).unwrap();
+}
+
+#[test]
+fn a_model_continuation_is_its_own_fact_else_its_provider_kinds_default() {
+    use switchyard_core::continuation::Continuation;
+    let config = parse(&format!(
+        "{}[[providers]]\nid = \"an\"\nkind = \"anthropic\"\nmodels = [\"claude-x\", {{ id = \"claude-y\", continuation = false }}]\n[[combos]]\nname = \"c\"\ntargets = [{{ target = \"oa/deepseek-chat\" }}, {{ target = \"oa/gpt-4o\" }}, {{ target = \"an/claude-x\" }}, {{ target = \"an/claude-y\" }}]\n",
+        openai_with_models(
+            "models = [\"gpt-4o\", { id = \"deepseek-chat\", continuation = \"prefix\" }]\n"
+        )
+    ))
+    .unwrap();
+    let combo = &config.combos[0];
+    let continuation: Vec<Continuation> = combo.targets.iter().map(|t| t.continuation).collect();
+    assert_eq!(
+        continuation,
+        [Continuation::Prefix, Continuation::Off, Continuation::Anthropic, Continuation::Off]
+    );
+    let exported = config.form.to_toml();
+    assert!(exported.contains("continuation = \"prefix\""), "{exported}");
+    assert!(exported.contains("continuation = false"), "{exported}");
+}
+
+#[test]
+fn a_continuation_mechanism_of_another_api_is_refused_naming_the_field() {
+    let wrong_api = error(&openai_with_models(
+        "models = [{ id = \"gpt-4o\", continuation = \"anthropic\" }]\n",
+    ));
+    assert!(wrong_api.contains("providers[0].models[0].continuation"), "{wrong_api}");
+    assert!(wrong_api.contains("\"prefix\""), "{wrong_api}");
+    let responses = error(&openai_with_models(
+        "models = [{ id = \"gpt-5\", api = \"responses\", continuation = \"vllm\" }]\n",
+    ));
+    assert!(responses.contains("write `false`"), "{responses}");
+    let unknown =
+        error(&openai_with_models("models = [{ id = \"gpt-4o\", continuation = \"openai\" }]\n"));
+    assert!(unknown.contains("unknown continuation mechanism \"openai\""), "{unknown}");
+    let vague = error(&openai_with_models("models = [{ id = \"gpt-4o\", continuation = true }]\n"));
+    assert!(vague.contains("does not say how"), "{vague}");
 }

@@ -25,4 +25,11 @@ api?: OpenAiApi,
  * billed per request, where a probe costs as much as a real request: it then gets its
  * traffic back by serving a user's request, as a combo of one does.
  */
-probe?: boolean, };
+probe?: boolean, 
+/**
+ * How this model continues a partial answer when another target's stream broke
+ * mid-answer (RESILIENCE.md §10): `"anthropic"` (assistant prefill), `"prefix"`
+ * (DeepSeek, Mistral), `"partial"` (Moonshot), `"vllm"` (`continue_final_message`), or
+ * `false` [default `"anthropic"` for `kind = "anthropic"`, else `false`].
+ */
+continuation?: false | "anthropic" | "prefix" | "partial" | "vllm", };

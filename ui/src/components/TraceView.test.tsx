@@ -15,4 +15,16 @@ describe('a routing trace', () => {
     expect(screen.getByText('· sent alongside, one token')).toBeInTheDocument();
     expect(screen.getByText('· not sent: probe in flight')).toBeInTheDocument();
   });
+
+  it('says where a broken stream was continued, after how many characters, or why it was not', () => {
+    const trace: TraceEntry[] = [
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'attempted', outcome: 'success', status: 200, millis: 12 },
+      { target: 'ds/deepseek-chat', credential: 'main', event: 'continued', after_chars: 42, mechanism: 'prefix' },
+      { target: 'smart', credential: '', event: 'not_continued', reason: 'inside_tool_call' },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="oa/gpt-4o" />);
+    expect(screen.getByText(/on ds\/deepseek-chat after 42 characters/)).toBeInTheDocument();
+    expect(screen.getByText('not continued')).toBeInTheDocument();
+    expect(screen.getByText(/inside tool call/)).toBeInTheDocument();
+  });
 });

@@ -40,6 +40,23 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td />
               </>
+            ) : entry.event === 'continued' ? (
+              <>
+                <td>
+                  <Badge tone="ok">continued</Badge> on {entry.target} after {entry.after_chars} characters
+                  <span className="muted"> · {entry.mechanism}</span>
+                </td>
+                <td />
+                <td />
+              </>
+            ) : entry.event === 'not_continued' ? (
+              <>
+                <td>
+                  <Badge tone="bad">not continued</Badge> {entry.reason.replace(/_/g, ' ')}
+                </td>
+                <td />
+                <td />
+              </>
             ) : entry.event === 'probe' ? (
               <>
                 <td>

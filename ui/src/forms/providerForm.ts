@@ -33,6 +33,23 @@ export function modelOf(entry: ModelEntry): ModelForm {
   return typeof entry === 'string' ? { id: entry } : entry;
 }
 
+/** A model's continuation mechanism (RESILIENCE.md §10), or `false`. */
+export type ContinuationMechanism = NonNullable<ModelForm['continuation']>;
+
+/**
+ * How `provider/model` continues a partial answer: the model's own fact, else its provider
+ * kind's default (Anthropic's assistant prefill; none for the others), as the server decides.
+ * `null` when the provider is not known.
+ */
+export function continuationOf(providers: readonly ProviderView[], target: string): ContinuationMechanism | null {
+  const slash = target.indexOf('/');
+  const provider = providers.find((p) => p.id === target.slice(0, slash));
+  if (slash < 0 || provider === undefined) return null;
+  const model = provider.models.map(modelOf).find((m) => m.id === target.slice(slash + 1));
+  if (model?.continuation !== undefined) return model.continuation;
+  return provider.kind === 'anthropic' ? 'anthropic' : false;
+}
+
 /** The entry as the server writes it: the plain id when it carries no fact. */
 function entryOf(model: ModelForm): ModelEntry {
   const facts = Object.entries(model).filter(([key, value]) => key !== 'id' && value !== undefined && value !== null);

@@ -129,3 +129,22 @@ describe('the aliases on the combos page', () => {
     expect(transport.callsTo('PUT', '/api/aliases')).toHaveLength(0);
   }, 20_000);
 });
+
+describe('the combo cards', () => {
+  it('say per target whether it can continue a broken answer, by its model fact or its kind', async () => {
+    const anthropic = { ...provider, id: 'an', kind: 'anthropic', models: ['claude-x'] } as unknown as ProviderView;
+    const deepseek = { ...provider, id: 'ds', models: [{ id: 'deepseek-chat', continuation: 'prefix' }] } as unknown as ProviderView;
+    const mixed: ComboForm[] = [{ name: 'mixed', targets: [{ target: 'oa/gpt-4o' }, { target: 'an/claude-x' }, { target: 'ds/deepseek-chat' }] }];
+    renderWithServer(<CombosPage />, (call: ApiCall): ApiReply => {
+      if (call.path === '/api/aliases') return ok(saved);
+      if (call.path === '/api/combos') return ok(mixed);
+      if (call.path === '/api/providers') return ok([provider, anthropic, deepseek]);
+      return { status: 404, body: null };
+    });
+    const card = within(await screen.findByRole('article', { name: 'Combo mixed' }));
+    const rows = await card.findAllByRole('listitem');
+    expect(rows[0]).toHaveTextContent('no continuation');
+    expect(rows[1]).toHaveTextContent('continues by assistant prefill');
+    expect(rows[2]).toHaveTextContent('continues by prefix: true');
+  });
+});

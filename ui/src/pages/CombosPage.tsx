@@ -8,7 +8,7 @@ import { AliasesSection } from '../components/AliasesSection';
 import { TraceView } from '../components/TraceView';
 import { checkComboDraft, comboDraftOf, comboFields, emptyCombo, emptyTarget, move, targetField, type ComboDraft, type TargetDraft } from '../forms/comboForm';
 import { placeError } from '../forms/fieldErrors';
-import { modelOf } from '../forms/providerForm';
+import { continuationOf, modelOf, type ContinuationMechanism } from '../forms/providerForm';
 
 const STRATEGIES: Array<[RouteStrategy, string]> = [
   ['priority', 'Priority (in order)'],
@@ -94,6 +94,7 @@ export function CombosPage() {
                     <code>{t.target}</code>
                     {t.credential ? <span className="muted"> on {t.credential}</span> : null}
                     {t.weight !== undefined ? <span className="muted"> · weight {t.weight}</span> : null}
+                    <ContinuationBadge mechanism={continuationOf(providers.data ?? [], t.target)} />
                   </li>
                 ))}
               </ol>
@@ -104,6 +105,29 @@ export function CombosPage() {
       <AliasesSection routes={models} combos={combos.data} />
       <TryPanel models={models} />
     </div>
+  );
+}
+
+const MECHANISMS: Record<Exclude<ContinuationMechanism, false>, string> = {
+  anthropic: 'assistant prefill',
+  prefix: 'prefix: true',
+  partial: 'partial: true',
+  vllm: 'continue_final_message',
+};
+
+/** Whether a target can finish an answer another target's broken stream began. */
+function ContinuationBadge({ mechanism }: { mechanism: ContinuationMechanism | null }) {
+  if (mechanism === null) return null;
+  return mechanism === false ? (
+    <>
+      {' '}
+      <Badge tone="muted">no continuation</Badge>
+    </>
+  ) : (
+    <>
+      {' '}
+      <Badge tone="ok">continues by {MECHANISMS[mechanism]}</Badge>
+    </>
   );
 }
 

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::continuation::Continuation;
 use crate::ids::{CredentialId, ModelId, ProviderId};
 
 /// How a combo orders its targets for one request.
@@ -67,6 +68,10 @@ pub struct Target {
     /// off for a model billed per request, where a one-token probe costs a whole request.
     #[serde(default = "probes_allowed")]
     pub probe: bool,
+    /// How this target continues a partial answer after another target's stream broke
+    /// (RESILIENCE.md §10): the model's fact, else its provider kind's default.
+    #[serde(default)]
+    pub continuation: Continuation,
 }
 
 fn probes_allowed() -> bool {
@@ -83,6 +88,7 @@ impl Target {
             context_window: None,
             price: None,
             probe: true,
+            continuation: Continuation::Off,
         }
     }
 

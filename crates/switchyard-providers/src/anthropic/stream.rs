@@ -521,6 +521,12 @@ impl StreamEncoder {
         index
     }
 
+    /// Closes the open block, as an upstream's own `content_block_stop` did on a relayed
+    /// stream: what comes after it (a continuation) starts a new block.
+    pub fn close_block(&mut self, out: &mut Vec<u8>) {
+        self.close_open(out);
+    }
+
     fn close_open(&mut self, out: &mut Vec<u8>) {
         if let Some((_, index)) = self.open.take() {
             Self::stop_block(index, out);

@@ -310,6 +310,18 @@ pub(super) enum ItemOut {
     },
 }
 
+impl ItemOut {
+    /// Takes the id another writer gave this item (a relayed upstream's).
+    pub(super) fn set_id(&mut self, new: String) {
+        match self {
+            Self::Message { id, .. }
+            | Self::Reasoning { id, .. }
+            | Self::FunctionCall { id, .. }
+            | Self::CustomToolCall { id, .. } => *id = new,
+        }
+    }
+}
+
 /// An `output_text` part.
 #[derive(Clone, Debug, Serialize)]
 pub(super) struct TextPartOut {

@@ -514,9 +514,61 @@ pub struct StreamEncoder {
     usage: Usage,
     stop: Option<StopReason>,
     ended: bool,
+    /// On a relayed stream: the upstream's item ids by output index and its next sequence
+    /// number, adopted when a continuation takes the stream over (RESILIENCE.md §10).
+    followed: Option<Box<(Vec<Option<String>>, u64)>>,
+}
+
+/// What [`StreamEncoder::follow`] reads of a relayed event.
+#[derive(Deserialize)]
+struct Followed<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    sequence_number: Option<u64>,
+    output_index: Option<usize>,
+    #[serde(borrow)]
+    item: Option<FollowedItem<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FollowedItem<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
 }
 
 impl StreamEncoder {
+    /// Notes a relayed upstream event's numbering: its sequence number and, for an item
+    /// added, the item's id.
+    pub fn follow(&mut self, data: &str) {
+        let Ok(seen) = serde_json::from_str::<Followed<'_>>(data) else { return };
+        let (ids, next) = &mut **self.followed.get_or_insert_with(Box::default);
+        if let Some(n) = seen.sequence_number {
+            *next = (*next).max(n + 1);
+        }
+        let id = seen.item.and_then(|item| item.id);
+        if let (true, Some(i), Some(id)) =
+            (seen.kind == "response.output_item.added", seen.output_index, id)
+        {
+            if ids.len() <= i {
+                ids.resize(i + 1, None);
+            }
+            ids[i] = Some(id.into_owned());
+        }
+    }
+
+    /// A continuation takes the relayed stream over: what it writes goes on with the
+    /// upstream's sequence numbers and names the items the client knows by their ids.
+    pub fn adopt_followed(&mut self) {
+        let Some(followed) = self.followed.take() else { return };
+        let (ids, next) = *followed;
+        self.sequence = self.sequence.max(next);
+        for (item, id) in self.items.iter_mut().zip(ids) {
+            if let Some(id) = id {
+                item.set_id(id);
+            }
+        }
+    }
+
     pub fn new(meta: &ResponseMeta<'_>, context: ClientContext) -> Self {
         Self {
             id: String::new(),
@@ -533,6 +585,7 @@ impl StreamEncoder {
             usage: Usage::default(),
             stop: None,
             ended: false,
+            followed: None,
         }
     }
 

@@ -143,7 +143,7 @@ async fn generate(
         stream,
     };
     let answer = match &behavior {
-        Behavior::Reply(reply) => Some(scene.reply(reply)),
+        Behavior::Reply(reply) => Some(scene.reply(&continued(target.dialect, &request, reply))),
         Behavior::Status(status) => Some(scene.status(status)),
         Behavior::RejectPrefill if scene.wire.ends_with_assistant(&request) => {
             Some(scene.status(&Status::error(ErrorKind::PrefillRejected)))
@@ -180,6 +180,22 @@ async fn generate(
     }
     // Hang, or wait for the reset: the connection's end drops this future.
     std::future::pending().await
+}
+
+/// A continuation request (its dialect's mechanism, RESILIENCE.md §10) is answered with the
+/// reply's text minus the answer so far it was given, the way a model continues its own answer:
+/// tests can then assert the exact text end to end. Otherwise the reply as scripted.
+fn continued<'r>(
+    dialect: Dialect,
+    request: &Value,
+    reply: &'r Reply,
+) -> std::borrow::Cow<'r, Reply> {
+    let rest = crate::dialect::continued_prefix(dialect, request)
+        .and_then(|prefix| reply.text.strip_prefix(prefix.as_str()).map(str::to_owned));
+    match rest {
+        Some(rest) => std::borrow::Cow::Owned(Reply { text: rest, ..reply.clone() }),
+        None => std::borrow::Cow::Borrowed(reply),
+    }
 }
 
 /// The behaviour for this attempt: the header's, a 400 for a request the real API would

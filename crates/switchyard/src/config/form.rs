@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::RouteStrategy;
 use switchyard_core::settings::{
@@ -36,6 +37,16 @@ impl ProviderKind {
             Self::Openai => Dialect::OpenAi,
             Self::Anthropic => Dialect::Anthropic,
             Self::Gemini => Dialect::Gemini,
+        }
+    }
+
+    /// The continuation mechanism a model of this kind has unless its entry says otherwise:
+    /// Anthropic documents the assistant prefill; an OpenAI-compatible host may or may not
+    /// (OpenAI itself has none), so it is off until a model or preset says which.
+    pub fn default_continuation(self) -> Continuation {
+        match self {
+            Self::Anthropic => Continuation::Anthropic,
+            Self::Openai | Self::Gemini => Continuation::Off,
         }
     }
 
@@ -190,12 +201,19 @@ pub struct ModelForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub probe: Option<bool>,
+    /// How this model continues a partial answer when another target's stream broke
+    /// mid-answer (RESILIENCE.md §10): `"anthropic"` (assistant prefill), `"prefix"`
+    /// (DeepSeek, Mistral), `"partial"` (Moonshot), `"vllm"` (`continue_final_message`), or
+    /// `false` [default `"anthropic"` for `kind = "anthropic"`, else `false`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional, type = "false | \"anthropic\" | \"prefix\" | \"partial\" | \"vllm\"")]
+    pub continuation: Option<Continuation>,
 }
 
 impl ModelForm {
     /// A model with no facts of its own.
     pub fn new(id: impl Into<String>) -> Self {
-        Self { id: id.into(), api: None, probe: None }
+        Self { id: id.into(), api: None, probe: None, continuation: None }
     }
 
     /// No fact is set: the entry is written as its plain id.

@@ -62,6 +62,17 @@ pub enum TraceEvent {
         #[ts(optional)]
         not_sent: Option<Cow<'static, str>>,
     },
+    /// The stream broke mid-answer and this target continued it (RESILIENCE.md §10) after
+    /// `after_chars` characters of text had reached the client, by `mechanism`.
+    Continued {
+        #[ts(type = "number")]
+        after_chars: u64,
+        mechanism: Cow<'static, str>,
+    },
+    /// The stream broke mid-answer and was not continued: `reason` says why (a refusal code
+    /// such as `inside_tool_call`, `json_output`, `no_continuation_mechanism`,
+    /// `continuation_rejected`); the client got the terminal error event.
+    NotContinued { reason: Cow<'static, str> },
 }
 
 /// How an attempt's request was made, for its trace line.

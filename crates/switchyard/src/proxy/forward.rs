@@ -27,7 +27,7 @@ use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
-type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, SendFailure>> + Send>>;
+pub(crate) type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, SendFailure>> + Send>>;
 
 /// Chunks for the client's response body.
 pub(crate) type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
@@ -125,6 +125,9 @@ pub(crate) struct Settle {
     pub ended: Option<oneshot::Sender<StreamOutcome>>,
     /// Reads a Responses client's stream, to keep the conversation once it is complete.
     pub tap: Option<super::conversations::Tap>,
+    /// Finds another target to finish the answer when the stream breaks mid-answer
+    /// (RESILIENCE.md §10); `None` when nothing could continue it.
+    pub rescue: Option<super::continuation::Rescue>,
 }
 
 /// How a relayed stream ended, as the request log and metrics record it.
@@ -224,6 +227,9 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 break finish(&mut r.translator, &mut r.out);
             }
             Err(_) => {
+                if continued(&mut r, &mut settle, StreamFault::Stalled, &mut idle_until).await {
+                    continue;
+                }
                 r.translator.fail(
                     ErrorKind::Timeout,
                     "the upstream stalled mid-stream",
@@ -232,6 +238,9 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 break Ending::Broken(StreamFault::Stalled);
             }
             Ok(Some(Err(_))) => {
+                if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
+                    continue;
+                }
                 r.translator.fail(
                     ErrorKind::Internal,
                     "the upstream connection broke mid-stream",
@@ -244,6 +253,9 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 match drain(&mut r.sse, &mut r.translator, &mut r.out) {
                     Drained::End => r.ended = true,
                     Drained::ErrorEvent(error) => {
+                        if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
+                            continue;
+                        }
                         r.translator.fail(ErrorKind::Overloaded, &error.message, &mut r.out);
                         break Ending::Broken(StreamFault::Cut);
                     }
@@ -288,6 +300,32 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     if let Some(ended) = settle.ended {
         let _ = ended.send(stream_outcome);
     }
+}
+
+/// Tries to finish a broken stream on another target (RESILIENCE.md §10). On success the
+/// continuation's stream replaces the broken one under the same client stream, and the broken
+/// attempt is settled as the break it was: the breaker is charged as if nothing had been
+/// rescued. On refusal nothing changed and the caller ends the stream with its terminal error.
+async fn continued(
+    r: &mut Relay,
+    settle: &mut Settle,
+    fault: StreamFault,
+    idle_until: &mut Instant,
+) -> bool {
+    let Some(rescue) = settle.rescue.take() else { return false };
+    // Nothing kept means no later target could continue: the rescue only says why.
+    let relayed = r.translator.relayed().cloned().unwrap_or_default();
+    let Some(takeover) = rescue(relayed).await else { return false };
+    let broken = std::mem::replace(&mut settle.attempt, takeover.attempt);
+    let outcome =
+        Outcome { upstream: Upstream::Stream(fault), bytes_sent: true, client_aborted: false };
+    let now = settle.clock.now();
+    broken.finish(&classify(&outcome, &settle.policy, now), now);
+    r.translator.take_over(takeover.dialect, takeover.seam);
+    r.chunks = takeover.chunks;
+    r.sse = SseDecoder::default();
+    *idle_until = Instant::now() + r.idle;
+    true
 }
 
 enum Ending {

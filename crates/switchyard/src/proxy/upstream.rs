@@ -63,9 +63,38 @@ pub(crate) fn build(
     client: &ClientRequest<'_>,
     untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
-    let dialect = provider.dialect_for(model);
     let passthrough =
         passes_through(provider, model, client.dialect) && !carries_foreign_reasoning(client);
+    build_as(provider, secret, model, request, client, untranslatable, passthrough)
+}
+
+/// A continuation request (RESILIENCE.md §10): `request` (the client's plus the answer so far
+/// as its last assistant message) always encoded, even for a same-dialect target, since the
+/// client's bytes do not hold the prefill, then marked for `mechanism`.
+pub(crate) fn build_continuation(
+    provider: &ProviderConfig,
+    secret: Option<&Secret>,
+    model: &str,
+    request: &ChatRequest<'_>,
+    client: &ClientRequest<'_>,
+    mechanism: switchyard_core::continuation::Continuation,
+) -> Result<UpstreamRequest, ProviderError> {
+    let mut built = build_as(provider, secret, model, request, client, None, false)?;
+    let marked = switchyard_providers::continuation::mark(&built.request.body, mechanism)?;
+    built.request.body = Bytes::from(marked);
+    Ok(built.request)
+}
+
+fn build_as(
+    provider: &ProviderConfig,
+    secret: Option<&Secret>,
+    model: &str,
+    request: &ChatRequest<'_>,
+    client: &ClientRequest<'_>,
+    untranslatable: Option<&str>,
+    passthrough: bool,
+) -> Result<Built, ProviderError> {
+    let dialect = provider.dialect_for(model);
     let mut dropped = Dropped::default();
     let body = if passthrough {
         passthrough::rewrite_model(client.body, model)?

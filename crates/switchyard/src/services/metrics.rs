@@ -44,6 +44,18 @@ impl Services {
         ] {
             out.line(format_args!("switchyard_streams_total{{outcome=\"{outcome}\"}} {n}"));
         }
+        out.single(
+            "switchyard_continuations_total",
+            "counter",
+            "Streams broken mid-answer and finished on another target.",
+            counters.continuations,
+        );
+        out.single(
+            "switchyard_continuation_refusals_total",
+            "counter",
+            "Streams broken mid-answer that were not continued (the client got the terminal error).",
+            counters.continuation_refusals,
+        );
         out.histogram(
             "switchyard_request_duration_seconds",
             "From a request's arrival until its response starts.",

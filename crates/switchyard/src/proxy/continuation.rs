@@ -1,0 +1,339 @@
+//! Finishing a broken stream on another target (RESILIENCE.md §10).
+//!
+//! When a stream breaks after content reached the client, the relay hands the answer so far to
+//! a [`Rescuer`]: it owns what a continuation needs (the request as routed, the rest of the
+//! plan, the attempts and deadline left), asks the pure decision in
+//! `switchyard_core::continuation` whether and how the next eligible target may continue, sends
+//! the request plus the answer so far by that target's mechanism, and returns the new stream
+//! for the relay to take over. Every refusal leaves the client with the terminal error event,
+//! as before: never masking is worth more than rescuing.
+//!
+//! A target that answers a continuation with a 400 is marked incapable for that model in
+//! memory (until the next start), and the request ends with the terminal error: the answer is
+//! never restarted on top of the text the client already has.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use axum::http::HeaderMap;
+use bytes::Bytes;
+use switchyard_core::continuation::{self, Refusal, Relayed, RequestShape, Seam};
+use switchyard_core::outcome::{ClassifyPolicy, Outcome, Upstream, classify};
+use switchyard_core::resilience::{Attempt, HealthRegistry};
+use switchyard_core::routing::{Candidate, Combo};
+use switchyard_core::{Clock, ModelId, ProviderId};
+use switchyard_providers::chat::{ChatRequest, ResponseFormat, ToolChoice};
+use switchyard_providers::continuation::with_prefill;
+use switchyard_providers::dialect::{ClientDialect, Dialect};
+use tokio::time::Instant;
+
+use super::counters::Counters;
+use super::exhausted::{TraceEntry, TraceEvent};
+use super::forward::Chunks;
+use super::routes::Routes;
+use super::upstream::{self, ClientRequest};
+use crate::oauth::OAuth;
+
+/// Called by the relay with the answer so far when its stream breaks; `None` is a refusal.
+pub(crate) type Rescue =
+    Box<dyn FnOnce(Relayed) -> Pin<Box<dyn Future<Output = Option<Takeover>> + Send>> + Send>;
+
+/// A continuation's stream, ready to take over the client's.
+pub(crate) struct Takeover {
+    pub chunks: Chunks,
+    /// The continuing upstream's dialect (its events are decoded afresh).
+    pub dialect: Dialect,
+    pub seam: Seam,
+    /// The continuing attempt, settled by the relay when the stream ends.
+    pub attempt: Attempt,
+}
+
+/// (provider, model) pairs that answered a continuation with a 400: not asked again until the
+/// next start. In memory only: a model that learns the mechanism later gets it back on restart.
+#[derive(Debug, Default)]
+pub(super) struct Incapable(Mutex<HashSet<(ProviderId, ModelId)>>);
+
+impl Incapable {
+    fn contains(&self, provider: &ProviderId, model: &ModelId) -> bool {
+        self.0.lock().expect("never poisoned").contains(&(provider.clone(), model.clone()))
+    }
+
+    fn insert(&self, provider: ProviderId, model: ModelId) {
+        self.0.lock().expect("never poisoned").insert((provider, model));
+    }
+}
+
+/// Trace lines a rescue adds after the request was first logged.
+pub(super) type Notes = Arc<Mutex<Vec<TraceEntry>>>;
+
+/// What one streamed attempt carries for the case its stream breaks mid-answer.
+pub(super) struct Continuing {
+    pub rescue: Rescue,
+    /// The relay keeps what a continuation needs (text per block, the encoder's state): only
+    /// when some later target could continue at all, so other streams pay nothing for it.
+    pub keep: bool,
+    pub notes: Notes,
+}
+
+impl Continuing {
+    /// A rescue for a stream whose continuation is ruled out from the start (`reason`): a
+    /// break still counts as a refusal and says why in the trace.
+    pub(super) fn refused(counters: Arc<Counters>, combo: String, reason: &'static str) -> Self {
+        let notes = Notes::default();
+        let noted = Arc::clone(&notes);
+        let rescue: Rescue = Box::new(move |_| {
+            Box::pin(async move {
+                counters.continuation_refusals.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(reason, "a broken stream was not continued");
+                let what = TraceEvent::NotContinued { reason: reason.into() };
+                let entry = TraceEntry { target: combo, credential: String::new(), what };
+                noted.lock().expect("never poisoned").push(entry);
+                None
+            })
+        });
+        Self { rescue, keep: false, notes }
+    }
+
+    pub(super) fn kept(rescuer: Rescuer) -> Self {
+        let notes = Arc::clone(&rescuer.notes);
+        Self { rescue: rescuer.into_rescue(), keep: true, notes }
+    }
+}
+
+/// Why no later target could continue this request, if none could; `None` when one may.
+pub(super) fn ruled_out(
+    combo: &Combo,
+    rest: &[Candidate],
+    shape: RequestShape,
+    attempts_left: u32,
+) -> Option<&'static str> {
+    if shape.json_output {
+        Some(Refusal::JsonOutput.code())
+    } else if shape.forced_tool {
+        Some(Refusal::ForcedTool.code())
+    } else if attempts_left == 0 {
+        Some("no_attempts_left")
+    } else if !rest.iter().any(|c| combo.targets[c.target].continuation.is_on()) {
+        Some(Refusal::NoMechanism.code())
+    } else {
+        None
+    }
+}
+
+/// What in the client's request rules continuation out.
+pub(super) fn shape(request: &ChatRequest<'_>) -> RequestShape {
+    RequestShape {
+        json_output: matches!(
+            request.response_format,
+            Some(ResponseFormat::JsonObject | ResponseFormat::JsonSchema { .. })
+        ),
+        forced_tool: matches!(
+            request.tool_choice,
+            Some(ToolChoice::Required | ToolChoice::Tool(_))
+        ),
+        extended_thinking: request
+            .reasoning
+            .is_some_and(|r| r.level() != Some(switchyard_providers::chat::Effort::Off)),
+    }
+}
+
+/// Everything a continuation of one request needs, owned: it outlives the routing loop.
+pub(super) struct Rescuer {
+    pub routes: Arc<Routes>,
+    pub registry: Arc<HealthRegistry>,
+    pub clock: Arc<dyn Clock>,
+    pub oauth: OAuth,
+    pub counters: Arc<Counters>,
+    pub incapable: Arc<Incapable>,
+    pub policy: ClassifyPolicy,
+    pub notes: Notes,
+    pub client: ClientDialect,
+    /// The request as routed (a Responses conversation already expanded).
+    pub body: Bytes,
+    pub headers: HeaderMap,
+    pub query: Option<String>,
+    pub combo: Combo,
+    /// The candidates after the one serving, in plan order.
+    pub rest: Vec<Candidate>,
+    /// Providers that may not serve this request any more (the broken one among them).
+    pub failed: Vec<ProviderId>,
+    pub attempts_left: u32,
+    pub deadline: Instant,
+}
+
+impl Rescuer {
+    fn into_rescue(self) -> Rescue {
+        Box::new(move |relayed| Box::pin(self.rescue(relayed)))
+    }
+
+    async fn rescue(self, relayed: Relayed) -> Option<Takeover> {
+        let request = self.client.parse_request(&self.body).ok()?;
+        let shape = shape(&request);
+        let mut refusal = None;
+        if self.attempts_left == 0 || Instant::now() >= self.deadline {
+            self.refused(None, "no_attempts_left", &relayed);
+            return None;
+        }
+        for candidate in &self.rest {
+            if self.failed.contains(&candidate.key.provider) {
+                continue;
+            }
+            let target = &self.combo.targets[candidate.target];
+            let incapable = self.incapable.contains(&target.provider, &target.model);
+            let plan = match continuation::decide(&relayed, shape, target.continuation, incapable) {
+                Ok(plan) => plan,
+                Err(why) => {
+                    refusal.get_or_insert((candidate, why));
+                    continue;
+                }
+            };
+            let now = self.clock.now();
+            let Ok(attempt) = self.registry.admit(&candidate.key, now) else { continue };
+            if !self.routes.budget.try_retry(now) {
+                self.refused(Some(candidate), "retry_budget", &relayed);
+                return None;
+            }
+            return self.send(candidate, &request, plan, attempt, &relayed).await;
+        }
+        match refusal {
+            Some((candidate, why)) => self.refused(Some(candidate), why.code(), &relayed),
+            None => self.refused(None, Refusal::NoMechanism.code(), &relayed),
+        }
+        None
+    }
+
+    async fn send(
+        &self,
+        candidate: &Candidate,
+        request: &ChatRequest<'_>,
+        plan: continuation::Plan,
+        attempt: Attempt,
+        relayed: &Relayed,
+    ) -> Option<Takeover> {
+        let key = &candidate.key;
+        let target = &self.combo.targets[candidate.target];
+        let provider = self.routes.provider(&key.provider)?;
+        let secret = super::secret(
+            &self.oauth,
+            &self.routes,
+            &key.provider,
+            &key.credential,
+            self.clock.now(),
+        )
+        .await
+        .ok()?;
+        let continued = with_prefill(request, &plan.prefill);
+        let client = ClientRequest {
+            dialect: self.client,
+            body: &self.body,
+            query: self.query.as_deref(),
+            headers: &self.headers,
+        };
+        let built = upstream::build_continuation(
+            provider,
+            secret.as_ref(),
+            target.model.as_str(),
+            &continued,
+            &client,
+            plan.mechanism,
+        );
+        let Ok(built) = built else {
+            self.refused(Some(candidate), "not_translatable", relayed);
+            return None;
+        };
+        let wait = self
+            .routes
+            .config
+            .timeouts
+            .first_event
+            .min(self.deadline.saturating_duration_since(Instant::now()));
+        let response = match self.routes.executor.send(built, wait).await {
+            Ok(response) => response,
+            Err(failure) => {
+                self.settle(attempt, super::unsent(failure));
+                self.refused(Some(candidate), "continuation_failed", relayed);
+                return None;
+            }
+        };
+        let status = response.status.as_u16();
+        if !response.status.is_success() {
+            let headers = response.headers.clone();
+            let body = response
+                .into_bytes(super::ERROR_BODY_DEADLINE, switchyard_providers::executor::MAX_ANSWER)
+                .await
+                .unwrap_or_default();
+            let dialect = provider.dialect_for(target.model.as_str());
+            let hint = dialect.error_report(&body).hint;
+            if status == 400 {
+                // The target does not continue answers after all: never ask it again, and
+                // never let it restart the answer on top of what the client has.
+                self.incapable.insert(key.provider.clone(), key.model.clone());
+                tracing::warn!(target = %key, "a continuation was refused with a 400: marked incapable");
+                drop(attempt);
+                self.refused(Some(candidate), "continuation_rejected", relayed);
+                return None;
+            }
+            self.settle(attempt, Upstream::Response { status, headers: &headers, body: hint });
+            self.refused(Some(candidate), "continuation_failed", relayed);
+            return None;
+        }
+        self.counters.continuations.fetch_add(1, Ordering::Relaxed);
+        self.note(
+            candidate,
+            TraceEvent::Continued {
+                after_chars: relayed.chars() as u64,
+                mechanism: plan.mechanism.as_str().into(),
+            },
+        );
+        tracing::info!(target = %key, after = relayed.chars(), "continued a broken stream");
+        Some(Takeover {
+            chunks: Box::pin(response.into_stream()),
+            dialect: provider.dialect_for(target.model.as_str()),
+            seam: plan.seam,
+            attempt,
+        })
+    }
+
+    fn settle(&self, attempt: Attempt, upstream: Upstream<'_>) {
+        let now = self.clock.now();
+        attempt.finish(&classify(&Outcome::new(upstream), &self.policy, now), now);
+    }
+
+    fn refused(&self, candidate: Option<&Candidate>, reason: &'static str, relayed: &Relayed) {
+        self.counters.continuation_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(reason, after = relayed.chars(), "a broken stream was not continued");
+        let what = TraceEvent::NotContinued { reason: reason.into() };
+        match candidate {
+            Some(candidate) => self.note(candidate, what),
+            None => self.notes.lock().expect("never poisoned").push(TraceEntry {
+                target: self.combo.name.clone(),
+                credential: String::new(),
+                what,
+            }),
+        }
+    }
+
+    fn note(&self, candidate: &Candidate, what: TraceEvent) {
+        let key = &candidate.key;
+        self.notes.lock().expect("never poisoned").push(TraceEntry {
+            target: format!("{}/{}", key.provider, key.model),
+            credential: key.credential.to_string(),
+            what,
+        });
+    }
+}
+
+/// The request log's trace (JSON) with a continuation's lines appended.
+pub(super) fn noted(trace: String, notes: Option<&Notes>) -> String {
+    let Some(notes) = notes else { return trace };
+    let notes = notes.lock().expect("never poisoned");
+    if notes.is_empty() {
+        return trace;
+    }
+    let mut entries: Vec<TraceEntry> = serde_json::from_str(&trace).unwrap_or_default();
+    entries.extend(notes.iter().cloned());
+    serde_json::to_string(&entries).unwrap_or(trace)
+}

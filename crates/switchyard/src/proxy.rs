@@ -12,6 +12,7 @@ mod count;
 mod counters;
 pub mod exhausted;
 mod forward;
+mod hedge;
 mod routes;
 pub(crate) mod upstream;
 
@@ -336,11 +337,17 @@ impl Proxy {
         let mut needs_context: Option<u32> = None;
         // The next pass is the one same-target retry of the candidate at `index`.
         let mut retrying = false;
+        // Candidates already tried as hedges (RESILIENCE.md §10) are not tried again.
+        let mut hedged: Vec<usize> = Vec::new();
         let mut index = 0;
         while let Some(candidate) = plan.candidates.get(index) {
             let target = &combo.targets[candidate.target];
             if attempts >= routes.config.routing.max_attempts || Instant::now() >= deadline {
                 break;
+            }
+            if hedged.contains(&index) {
+                index += 1;
+                continue;
             }
             let screened = if retrying {
                 None
@@ -376,20 +383,58 @@ impl Proxy {
                 turn: turn.as_ref(),
                 untranslatable: untranslatable.as_deref(),
             };
-            let Tried { result, carried } = self
-                .attempt(
-                    &routes,
-                    &sending,
-                    candidate,
-                    target,
-                    secret.as_ref(),
-                    attempt,
-                    first_event.min(deadline),
-                )
-                .await;
+            let primary = self.attempt(
+                &routes,
+                &sending,
+                candidate,
+                target,
+                secret.as_ref(),
+                attempt,
+                first_event.min(deadline),
+            );
+            let hedging = self
+                .hedge_delay(&routes, &combo, candidate, request.stream, others_left)
+                .map(|delay| hedge::Hedging {
+                    routes: &routes,
+                    sending: &sending,
+                    combo: &combo,
+                    primary: candidate,
+                    started,
+                    delay,
+                    candidates: &plan.candidates,
+                    next: index + 1,
+                    hedged: &hedged,
+                    failed_providers: &failed_providers,
+                    needs_context,
+                    attempts,
+                    deadline,
+                });
+            let mut failed_now = Vec::new();
+            let raced = self.race(primary, hedging, &mut trace, &mut failed_now).await;
+            for provider in failed_now {
+                if !failed_providers.contains(&provider) {
+                    failed_providers.push(provider);
+                }
+            }
+            if let Some(run) = &raced.hedge {
+                attempts += 1;
+                hedged.push(run.index);
+            }
+            let Tried { result, carried } = raced.tried;
             let (verdict, upstream) = match result {
                 TriedResult::Served(mut response, ended) => {
+                    // The hedge's answer, when it won the race.
+                    let (candidate, target, started) = match raced.hedge {
+                        Some(run) if run.won => {
+                            let c = &plan.candidates[run.index];
+                            (c, &combo.targets[c.target], run.started)
+                        }
+                        _ => (candidate, target, started),
+                    };
                     let took = started.elapsed();
+                    if request.stream {
+                        self.observe_first_event(candidate, took);
+                    }
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     routing_headers(&mut response, target, attempts);

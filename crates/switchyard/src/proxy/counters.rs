@@ -18,6 +18,9 @@ pub(super) struct Counters {
     pub(super) streams_complete: AtomicU64,
     pub(super) streams_broken: AtomicU64,
     pub(super) streams_client_gone: AtomicU64,
+    /// Hedges started beside a slow first event, and those whose first event came first.
+    pub(super) hedges_started: AtomicU64,
+    pub(super) hedges_won: AtomicU64,
     /// From a request's arrival until its response starts (headers sent, stream opened).
     pub(super) request_latency: Histogram,
     /// From sending an attempt until its first real event, for attempts that served.
@@ -43,6 +46,8 @@ impl Counters {
             streams_complete: self.streams_complete.load(Ordering::Relaxed),
             streams_broken: self.streams_broken.load(Ordering::Relaxed),
             streams_client_gone: self.streams_client_gone.load(Ordering::Relaxed),
+            hedges_started: self.hedges_started.load(Ordering::Relaxed),
+            hedges_won: self.hedges_won.load(Ordering::Relaxed),
             request_latency: self.request_latency.values(),
             upstream_latency: self.upstream_latency.values(),
         }
@@ -58,6 +63,8 @@ pub struct CounterValues {
     pub streams_complete: u64,
     pub streams_broken: u64,
     pub streams_client_gone: u64,
+    pub hedges_started: u64,
+    pub hedges_won: u64,
     pub request_latency: HistogramValues,
     pub upstream_latency: HistogramValues,
 }

@@ -9,4 +9,4 @@ path?: string,
 /**
  * What translation could not carry to this target (fields, kinds of content).
  */
-dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, };
+dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "hedge", hedge: string, millis: number, };

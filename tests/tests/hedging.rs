@@ -4,7 +4,9 @@
 //! before 20 samples; a hedge is an attempt and spends the retry budget; never on the same
 //! provider.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::Value;
 use switchyard_e2e::harness::{

@@ -75,6 +75,10 @@ const MANAGEMENT_TOKEN: &str = "sy-bench-management";
 /// Added latency of the Switchyard proxy over a direct call to the mock upstream.
 #[derive(Debug, Parser)]
 #[command(name = "switchyard-bench")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "command-line flags: each is one independent switch a user types"
+)]
 struct Args {
     /// The `switchyard` binary (a release build).
     #[arg(long)]

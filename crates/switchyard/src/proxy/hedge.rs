@@ -174,7 +174,7 @@ impl Proxy {
                         match primary_failed.take() {
                             Some(failed) => {
                                 let took = h.started.elapsed();
-                                self.trace_failure(trace, failed_providers, h.primary, failed, took);
+                                trace_failure(trace, failed_providers, h.primary, failed, took);
                             }
                             None => trace.hedge(h.primary, "lost", h.started.elapsed()),
                         }
@@ -184,7 +184,7 @@ impl Proxy {
                     }
                     hedge_failed = true;
                     let took = hedge_started.elapsed();
-                    self.trace_failure(trace, failed_providers, p.candidate, tried, took);
+                    trace_failure(trace, failed_providers, p.candidate, tried, took);
                 }
             }
             if hedge_failed && let Some(tried) = primary_failed.take() {
@@ -218,20 +218,19 @@ impl Proxy {
         }
         None
     }
+}
 
-    /// One raced attempt's failure, traced and ruling out its provider as the loop would.
-    fn trace_failure(
-        &self,
-        trace: &mut Trace,
-        failed_providers: &mut Vec<ProviderId>,
-        candidate: &Candidate,
-        tried: Tried,
-        took: Duration,
-    ) {
-        let Tried { result, carried } = tried;
-        let TriedResult::Failed { verdict, .. } = result else { return };
-        tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), "raced attempt failed");
-        trace.attempt(candidate, &verdict, took, carried);
-        rule_out_provider(failed_providers, &verdict, &candidate.key);
-    }
+/// One raced attempt's failure, traced and ruling out its provider as the loop would.
+fn trace_failure(
+    trace: &mut Trace,
+    failed_providers: &mut Vec<ProviderId>,
+    candidate: &Candidate,
+    tried: Tried,
+    took: Duration,
+) {
+    let Tried { result, carried } = tried;
+    let TriedResult::Failed { verdict, .. } = result else { return };
+    tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), "raced attempt failed");
+    trace.attempt(candidate, &verdict, took, carried);
+    rule_out_provider(failed_providers, &verdict, &candidate.key);
 }

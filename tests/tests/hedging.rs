@@ -103,6 +103,7 @@ async fn a_slow_first_event_is_hedged_and_the_loser_is_closed_and_charged_nothin
     );
     assert_eq!(metric(&h, "switchyard_hedges_total{result=\"started\"}").await, 1);
     assert_eq!(metric(&h, "switchyard_hedges_total{result=\"won\"}").await, 1);
+    assert_eq!(metric(&h, "switchyard_fallbacks_total").await, 1, "a hedge that won is one");
 }
 
 #[tokio::test]
@@ -202,4 +203,6 @@ async fn a_hedge_that_fails_leaves_the_primary_running() {
     let outcomes: Vec<&str> =
         entry["trace"].as_array().unwrap().iter().filter_map(|e| e["outcome"].as_str()).collect();
     assert_eq!(outcomes, ["transient", "success"], "{entry}");
+    let fallbacks = metric(&h, "switchyard_fallbacks_total").await;
+    assert_eq!(fallbacks, 0, "served by the first attempt: a lost hedge is no fallback");
 }

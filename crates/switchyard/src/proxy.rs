@@ -172,6 +172,9 @@ struct Summary {
     model: String,
     served_by: Option<String>,
     attempts: u32,
+    /// Served by an attempt other than the request's first: a fallback, or a hedge that won
+    /// (a hedge that lost does not make its request a fallback).
+    fell_back: bool,
     /// The routing trace as JSON.
     trace: String,
     /// For a stream being relayed: told how it ended, when it has.
@@ -244,7 +247,7 @@ impl Proxy {
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
-        if summary.served_by.is_some() && summary.attempts > 1 {
+        if summary.served_by.is_some() && summary.fell_back {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let ended = summary.ended.take();
@@ -421,8 +424,10 @@ impl Proxy {
                 hedged.push(run.index);
             }
             let Tried { result, carried } = raced.tried;
+            let first_try = attempts == 1 || (attempts == 2 && raced.hedge.is_some());
             let (verdict, upstream) = match result {
                 TriedResult::Served(mut response, ended) => {
+                    summary.fell_back = !first_try || raced.hedge.as_ref().is_some_and(|r| r.won);
                     // The hedge's answer, when it won the race.
                     let (candidate, target, started) = match raced.hedge {
                         Some(run) if run.won => {

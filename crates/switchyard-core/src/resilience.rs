@@ -8,6 +8,7 @@
 pub mod breaker;
 pub mod cooldown;
 pub mod event;
+pub mod first_event;
 pub mod lockout;
 pub mod recovery;
 pub mod registry;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use self::breaker::{Breaker, BreakerRecord, BreakerState};
 pub use self::cooldown::{CredentialCooldown, CredentialKind, CredentialRecord, CredentialStatus};
 pub use self::event::{HealthEvent, HealthRecords};
+pub use self::first_event::FirstEventSketch;
 pub use self::lockout::{LockReason, LockoutRecord, ModelLockout};
 pub use self::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeView};
 pub use self::registry::{

@@ -9,11 +9,13 @@
 pub mod alias;
 pub mod budget;
 pub mod combo;
+pub mod hedge;
 pub mod planner;
 pub mod strategy;
 
 pub use self::alias::{Alias, AliasTable, Pattern};
 pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
+pub use self::hedge::HedgeAfter;
 pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan};
 pub use self::strategy::TargetOrderer;

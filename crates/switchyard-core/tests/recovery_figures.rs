@@ -54,6 +54,7 @@ fn simulate(setting: &Setting, status: u16, outage_secs: u64) -> Figures {
         name: "c".into(),
         strategy: RouteStrategy::Priority,
         targets: vec![Target::new("primary", "m"), Target::new("fallback", "m")],
+        hedge: None,
     };
     combo.targets[0].probe = setting.probes;
     let orderer = TargetOrderer::new(1);

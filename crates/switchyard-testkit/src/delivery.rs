@@ -352,7 +352,9 @@ impl Body for EventBody {
                 Step::Send(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
                 Step::WaitUntil(deadline) => this.wait_until(deadline),
                 Step::End => {
-                    this.in_flight = None;
+                    if let Some(in_flight) = this.in_flight.take() {
+                        in_flight.finish();
+                    }
                     return Poll::Ready(None);
                 }
                 // No waker is registered: nothing will ever come. hyper still watches the socket,

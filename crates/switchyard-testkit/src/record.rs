@@ -225,11 +225,17 @@ fn write_record(dir: &Path, attempt: &Attempt) -> std::io::Result<()> {
 #[derive(Debug)]
 pub(crate) struct Occupancy {
     open: watch::Sender<usize>,
+    /// Left before they were finished (see [`InFlight::finish`]).
+    unfinished: AtomicU64,
 }
 
 impl Occupancy {
     pub(crate) fn new() -> Self {
-        Self { open: watch::Sender::new(0) }
+        Self { open: watch::Sender::new(0), unfinished: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn unfinished(&self) -> u64 {
+        self.unfinished.load(Ordering::Relaxed)
     }
 
     pub(crate) fn current(&self) -> usize {
@@ -251,12 +257,17 @@ impl Occupancy {
 /// the request is abandoned (client gone, connection cut, mock stopped). Also one open
 /// connection, counted from accept until it is closed.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Occupancy>, Option<Concurrent>);
+pub(crate) struct InFlight(Arc<Occupancy>, Option<Concurrent>, bool);
 
 impl InFlight {
     pub(crate) fn enter(occupancy: &Arc<Occupancy>) -> Self {
         occupancy.open.send_modify(|open| *open += 1);
-        Self(Arc::clone(occupancy), None)
+        Self(Arc::clone(occupancy), None, false)
+    }
+
+    /// Done in full; dropped without this, it counts as left unfinished.
+    pub(crate) fn finish(mut self) {
+        self.2 = true;
     }
 
     /// Also counts the request in `group` of `peaks` for as long as it is open.
@@ -307,6 +318,9 @@ impl Drop for Concurrent {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if !self.2 {
+            self.0.unfinished.fetch_add(1, Ordering::Relaxed);
+        }
         self.0.open.send_modify(|open| *open -= 1);
     }
 }

@@ -236,6 +236,12 @@ impl MockUpstream {
         self.shared.occupancy.wait_for(n).await;
     }
 
+    /// Requests whose answer was not sent in full: the client let go first (a hedge's loser,
+    /// a client that left), or a scripted fault ended it.
+    pub fn unfinished_answers(&self) -> u64 {
+        self.shared.occupancy.unfinished()
+    }
+
     /// Connections accepted and not closed yet: how many a client keeps open (its idle pool
     /// included).
     pub fn open_connections(&self) -> usize {

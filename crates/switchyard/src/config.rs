@@ -12,10 +12,11 @@ mod form;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
-use switchyard_core::routing::{AliasTable, Combo, Pattern, Price, Target};
+use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
 use switchyard_core::settings::{
     BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
     Timeouts,
@@ -603,9 +604,34 @@ impl ComboForm {
             .enumerate()
             .map(|(i, t)| t.validate(&format!("{at}.targets[{i}]"), providers))
             .collect::<Result<_, _>>()?;
-        Ok(Combo { name: self.name.clone(), strategy: self.strategy, targets })
+        let hedge = self.hedge(at)?;
+        Ok(Combo { name: self.name.clone(), strategy: self.strategy, targets, hedge })
+    }
+
+    /// `hedge_after` or `hedge_after_ms`, at most one of them.
+    fn hedge(&self, at: &str) -> Result<Option<HedgeAfter>, Problem> {
+        match (&self.hedge_after, self.hedge_after_ms) {
+            (None, None) => Ok(None),
+            (Some(_), Some(_)) => Err(Problem::new(
+                format!("{at}.hedge_after_ms"),
+                "hedge_after and hedge_after_ms are alternatives; keep one of them",
+            )),
+            (Some(text), None) => HedgeAfter::parse_percentile(text)
+                .map(Some)
+                .map_err(|problem| Problem::new(format!("{at}.hedge_after"), problem)),
+            (None, Some(ms)) if (1..=MAX_HEDGE_AFTER_MS).contains(&ms) => {
+                Ok(Some(HedgeAfter::Fixed(Duration::from_millis(ms))))
+            }
+            (None, Some(ms)) => Err(Problem::new(
+                format!("{at}.hedge_after_ms"),
+                format!("{ms} is out of range; allowed 1..={MAX_HEDGE_AFTER_MS} (milliseconds)"),
+            )),
+        }
     }
 }
+
+/// The longest fixed hedge delay: `first_event_ms`'s own upper bound, ten minutes.
+const MAX_HEDGE_AFTER_MS: u64 = 600_000;
 
 impl TargetForm {
     fn validate(&self, at: &str, providers: &[ProviderConfig]) -> Result<Target, Problem> {

@@ -13,6 +13,7 @@ mod count;
 mod counters;
 pub mod exhausted;
 mod forward;
+mod hedge;
 mod routes;
 pub(crate) mod upstream;
 
@@ -176,6 +177,9 @@ struct Summary {
     model: String,
     served_by: Option<String>,
     attempts: u32,
+    /// Served by an attempt other than the request's first: a fallback, or a hedge that won
+    /// (a hedge that lost does not make its request a fallback).
+    fell_back: bool,
     /// The routing trace as JSON.
     trace: String,
     /// For a stream being relayed: told how it ended, when it has.
@@ -250,7 +254,7 @@ impl Proxy {
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
-        if summary.served_by.is_some() && summary.attempts > 1 {
+        if summary.served_by.is_some() && summary.fell_back {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let ended = summary.ended.take();
@@ -346,11 +350,17 @@ impl Proxy {
         let mut needs_context: Option<u32> = None;
         // The next pass is the one same-target retry of the candidate at `index`.
         let mut retrying = false;
+        // Candidates already tried as hedges (RESILIENCE.md §10) are not tried again.
+        let mut hedged: Vec<usize> = Vec::new();
         let mut index = 0;
         while let Some(candidate) = plan.candidates.get(index) {
             let target = &combo.targets[candidate.target];
             if attempts >= routes.config.routing.max_attempts || Instant::now() >= deadline {
                 break;
+            }
+            if hedged.contains(&index) {
+                index += 1;
+                continue;
             }
             let screened = if retrying {
                 None
@@ -400,20 +410,60 @@ impl Proxy {
                 untranslatable: untranslatable.as_deref(),
                 rescuer: std::sync::Mutex::new(rescuer),
             };
-            let Tried { result, carried } = self
-                .attempt(
-                    &routes,
-                    &sending,
-                    candidate,
-                    target,
-                    secret.as_ref(),
-                    attempt,
-                    first_event.min(deadline),
-                )
-                .await;
+            let primary = self.attempt(
+                &routes,
+                &sending,
+                candidate,
+                target,
+                secret.as_ref(),
+                attempt,
+                first_event.min(deadline),
+            );
+            let hedging = self
+                .hedge_delay(&routes, &combo, candidate, request.stream, others_left)
+                .map(|delay| hedge::Hedging {
+                    routes: &routes,
+                    sending: &sending,
+                    combo: &combo,
+                    primary: candidate,
+                    started,
+                    delay,
+                    candidates: &plan.candidates,
+                    next: index + 1,
+                    hedged: &hedged,
+                    failed_providers: &failed_providers,
+                    needs_context,
+                    attempts,
+                    deadline,
+                });
+            let mut failed_now = Vec::new();
+            let raced = self.race(primary, hedging, &mut trace, &mut failed_now).await;
+            for provider in failed_now {
+                if !failed_providers.contains(&provider) {
+                    failed_providers.push(provider);
+                }
+            }
+            if let Some(run) = &raced.hedge {
+                attempts += 1;
+                hedged.push(run.index);
+            }
+            let Tried { result, carried } = raced.tried;
+            let first_try = attempts == 1 || (attempts == 2 && raced.hedge.is_some());
             let (verdict, upstream) = match result {
                 TriedResult::Served(mut response, ended) => {
+                    summary.fell_back = !first_try || raced.hedge.as_ref().is_some_and(|r| r.won);
+                    // The hedge's answer, when it won the race.
+                    let (candidate, target, started) = match raced.hedge {
+                        Some(run) if run.won => {
+                            let c = &plan.candidates[run.index];
+                            (c, &combo.targets[c.target], run.started)
+                        }
+                        _ => (candidate, target, started),
+                    };
                     let took = started.elapsed();
+                    if request.stream {
+                        self.observe_first_event(candidate, took);
+                    }
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     routing_headers(&mut response, target, attempts);

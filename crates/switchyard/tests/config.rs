@@ -102,6 +102,35 @@ fn an_empty_combo_and_a_bad_weight_are_refused() {
 }
 
 #[test]
+fn hedging_is_off_by_default_and_takes_a_percentile_or_milliseconds() {
+    use switchyard_core::routing::HedgeAfter;
+    let base = "[[providers]]\nid = \"local\"\nkind = \"openai\"\n[[combos]]\nname = \"c\"\ntargets = [{ target = \"local/m\" }]\n";
+    assert_eq!(parse(base).unwrap().combos[0].hedge, None);
+    let p95 = parse(&format!("{base}hedge_after = \"p95\"\n")).unwrap();
+    assert_eq!(p95.combos[0].hedge, Some(HedgeAfter::Percentile(95)));
+    let fixed = parse(&format!("{base}hedge_after_ms = 800\n")).unwrap();
+    let ms = std::time::Duration::from_millis(800);
+    assert_eq!(fixed.combos[0].hedge, Some(HedgeAfter::Fixed(ms)));
+}
+
+#[test]
+fn a_bad_or_doubled_hedge_rule_is_refused_naming_the_field() {
+    let base = "[[providers]]\nid = \"local\"\nkind = \"openai\"\n[[combos]]\nname = \"c\"\ntargets = [{ target = \"local/m\" }]\n";
+    let e = error(&format!("{base}hedge_after = \"95\"\n"));
+    assert!(
+        e.contains("combos[0].hedge_after: \"95\" is not a percentile; write p1 to p99"),
+        "{e}"
+    );
+    let e = error(&format!("{base}hedge_after_ms = 0\n"));
+    assert!(e.contains("combos[0].hedge_after_ms: 0 is out of range; allowed 1..=600000"), "{e}");
+    let e = error(&format!("{base}hedge_after = \"p95\"\nhedge_after_ms = 800\n"));
+    assert!(
+        e.contains("combos[0].hedge_after_ms: hedge_after and hedge_after_ms are alternatives"),
+        "{e}"
+    );
+}
+
+#[test]
 fn duplicate_names_are_refused() {
     let e = error(
         "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers]]\nid = \"a\"\nkind = \"gemini\"\n",

@@ -5,4 +5,17 @@ import type { TargetForm } from "./TargetForm";
 /**
  * `[[combos]]`.
  */
-export type ComboForm = { name: string, strategy?: RouteStrategy, targets: Array<TargetForm>, };
+export type ComboForm = { name: string, strategy?: RouteStrategy, targets: Array<TargetForm>, 
+/**
+ * Hedged first token (RESILIENCE.md §10): when a streamed attempt has sent no real event
+ * after this percentile (`"p95"`, any of `p1`..`p99`) of its target's recent time to
+ * first event, the next eligible candidate on another provider is started too. Used only
+ * after 20 samples, never below 1 s nor at or past `first_event_ms`. Not with
+ * `hedge_after_ms`; neither (the default) never hedges.
+ */
+hedge_after?: string, 
+/**
+ * Hedged first token after this many milliseconds without a real event. Not with
+ * `hedge_after`.
+ */
+hedge_after_ms?: number, };

@@ -27,4 +27,17 @@ describe('a routing trace', () => {
     expect(screen.getByText('not continued')).toBeInTheDocument();
     expect(screen.getByText(/inside tool call/)).toBeInTheDocument();
   });
+
+  it('says which attempt of a hedged first token won, and after how long', () => {
+    const trace: TraceEntry[] = [
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'started', millis: 200 },
+      { target: 'an/slow', credential: 'work', event: 'hedge', hedge: 'lost', millis: 260 },
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'won', millis: 260 },
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'attempted', outcome: 'success', status: 200, millis: 60 },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="oa/gpt-4o" />);
+    expect(screen.getAllByText('hedge')).toHaveLength(3);
+    expect(screen.getByText(/hedged: oa\/gpt-4o won after 260 ms/)).toBeInTheDocument();
+    expect(screen.getByText(/cancelled: the other answered first; charged nothing/)).toBeInTheDocument();
+  });
 });

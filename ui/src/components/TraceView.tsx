@@ -57,6 +57,19 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td />
               </>
+            ) : entry.event === 'hedge' ? (
+              <>
+                <td>
+                  <Badge tone={entry.hedge === 'won' ? 'ok' : 'muted'}>hedge</Badge>{' '}
+                  {entry.hedge === 'started'
+                    ? 'started beside the slower attempt'
+                    : entry.hedge === 'won'
+                      ? `hedged: ${entry.target} won after ${entry.millis} ms`
+                      : 'cancelled: the other answered first; charged nothing'}
+                </td>
+                <td />
+                <td className="num">{entry.millis} ms</td>
+              </>
             ) : entry.event === 'probe' ? (
               <>
                 <td>

@@ -14,6 +14,7 @@ describe('combo form', () => {
     const checked = checkComboDraft({
       name: 'smart',
       strategy: 'weighted',
+      hedge: '',
       targets: [
         { target: 'openai/gpt-4o', credential: '', weight: '3', context_window: '' },
         { target: 'groq/llama', credential: 'main', weight: '', context_window: '128000' },
@@ -34,13 +35,26 @@ describe('combo form', () => {
     expect(checkComboDraft(comboDraftOf(combo)).value).toEqual(combo);
   });
 
+  it('hedges after a percentile or milliseconds, and not when blank', () => {
+    const draft = { name: 'c', strategy: 'priority' as const, hedge: 'p95', targets: [{ ...emptyTarget, target: 'p/m' }] };
+    expect(checkComboDraft(draft).value?.hedge_after).toBe('p95');
+    expect(checkComboDraft({ ...draft, hedge: ' 800 ' }).value?.hedge_after_ms).toBe(800);
+    const off = checkComboDraft({ ...draft, hedge: '' }).value;
+    expect(off).not.toHaveProperty('hedge_after');
+    expect(off).not.toHaveProperty('hedge_after_ms');
+    expect(checkComboDraft({ ...draft, hedge: 'soon' }).errors).toEqual({ hedge_after: 'A percentile such as p95, or milliseconds such as 800' });
+    expect(checkComboDraft({ ...draft, hedge: '0' }).errors).toEqual({ hedge_after_ms: 'Milliseconds, 1–600000' });
+    const combo = { name: 'c', strategy: 'priority' as const, targets: [{ target: 'p/m' }], hedge_after_ms: 800 };
+    expect(checkComboDraft(comboDraftOf(combo)).value).toEqual(combo);
+  });
+
   it('names the row and field at fault', () => {
-    const checked = checkComboDraft({ name: '', strategy: 'priority', targets: [{ ...emptyTarget, target: 'p/m' }, { ...emptyTarget, target: 'nomodel', weight: '0' }] });
+    const checked = checkComboDraft({ name: '', strategy: 'priority', hedge: '', targets: [{ ...emptyTarget, target: 'p/m' }, { ...emptyTarget, target: 'nomodel', weight: '0' }] });
     expect(checked.errors).toEqual({ name: 'Name the combo', 'targets[1].target': 'Write provider/model', 'targets[1].weight': 'A whole number, 1–1000' });
   });
 
   it('places the server`s row errors on the row`s input', () => {
-    const draft = { name: 'x', strategy: 'priority' as const, targets: [{ ...emptyTarget }, { ...emptyTarget }] };
+    const draft = { name: 'x', strategy: 'priority' as const, hedge: '', targets: [{ ...emptyTarget }, { ...emptyTarget }] };
     expect(formFieldOf('targets[1].target', comboFields(draft))).toBe('targets[1].target');
     expect(formFieldOf('targets[1].price.input_per_mtok', comboFields(draft))).toBe('targets[1]');
   });

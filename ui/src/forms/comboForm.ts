@@ -5,15 +5,17 @@ import type { TargetForm } from '../bindings/TargetForm';
 import { parseWhole } from './lockoutForm';
 
 export type TargetDraft = { target: string; credential: string; weight: string; context_window: string };
-export type ComboDraft = { name: string; strategy: RouteStrategy; targets: TargetDraft[] };
+/** `hedge`: blank (off), a percentile such as `p95`, or milliseconds such as `800`. */
+export type ComboDraft = { name: string; strategy: RouteStrategy; hedge: string; targets: TargetDraft[] };
 
 export const emptyTarget: TargetDraft = { target: '', credential: '', weight: '', context_window: '' };
-export const emptyCombo: ComboDraft = { name: '', strategy: 'priority', targets: [{ ...emptyTarget }] };
+export const emptyCombo: ComboDraft = { name: '', strategy: 'priority', hedge: '', targets: [{ ...emptyTarget }] };
 
 export function comboDraftOf(combo: ComboForm): ComboDraft {
   return {
     name: combo.name,
     strategy: combo.strategy ?? 'priority',
+    hedge: combo.hedge_after ?? (combo.hedge_after_ms === undefined ? '' : String(combo.hedge_after_ms)),
     targets: combo.targets.map((t) => ({
       target: t.target,
       credential: t.credential ?? '',
@@ -36,7 +38,7 @@ export function move<T>(rows: readonly T[], from: number, by: -1 | 1): T[] {
 export const targetField = (index: number, field: keyof TargetDraft) => `targets[${index}].${field}`;
 
 export function comboFields(draft: ComboDraft): string[] {
-  const fields = ['name', 'strategy', 'targets'];
+  const fields = ['name', 'strategy', 'hedge_after', 'hedge_after_ms', 'targets'];
   draft.targets.forEach((_, i) => {
     for (const f of ['target', 'credential', 'weight', 'context_window'] as const) fields.push(targetField(i, f));
     fields.push(`targets[${i}]`);
@@ -67,6 +69,14 @@ export function checkComboDraft(draft: ComboDraft): { value: ComboForm | null; e
     }
     return form;
   });
+  const value: ComboForm = { name, strategy: draft.strategy, targets };
+  const hedge = draft.hedge.trim();
+  if (/^p\d{1,2}$/.test(hedge)) value.hedge_after = hedge;
+  else if (/^\d+$/.test(hedge)) {
+    const ms = parseWhole(hedge);
+    if (ms === null || ms < 1 || ms > 600000) errors.hedge_after_ms = 'Milliseconds, 1–600000';
+    else value.hedge_after_ms = ms;
+  } else if (hedge !== '') errors.hedge_after = 'A percentile such as p95, or milliseconds such as 800';
   if (Object.keys(errors).length > 0) return { value: null, errors };
-  return { value: { name, strategy: draft.strategy, targets }, errors };
+  return { value, errors };
 }

@@ -177,6 +177,20 @@ function ComboEditor({ combo, onSaved, onCancel }: { combo: ComboForm | null; on
             </option>
           ))}
         </SelectField>
+        <TextField
+          id={`${id}-hedge`}
+          label="Hedge a slow first token after"
+          placeholder="off"
+          value={draft.hedge}
+          onChange={(e) => {
+            setDraft({ ...draft, hedge: e.target.value });
+            setServerErrors({});
+          }}
+          error={errorOf('hedge_after') ?? errorOf('hedge_after_ms')}
+          hint="p95 (of the target's recent times to first token) or milliseconds; blank never hedges. A hedge starts the next target on another provider too; the first answer wins."
+          autoComplete="off"
+          spellCheck={false}
+        />
       </div>
       <fieldset className="targets-editor">
         <legend>Targets, in order</legend>

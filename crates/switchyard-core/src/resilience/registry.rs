@@ -24,6 +24,7 @@ use tokio::sync::broadcast;
 
 use super::breaker::{Admission, ProbeId};
 use super::event::HealthRecords;
+use super::first_event::FirstEventSketch;
 use super::lockout::LockReason;
 use super::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView};
 use super::{
@@ -31,7 +32,7 @@ use super::{
     CredentialRecord, CredentialStatus, HealthEvent, LockoutRecord, ModelLockout, SkipReason,
 };
 use crate::clock::{UnixMillis, millis};
-use crate::ids::{CandidateKey, CredentialId, CredentialKey, ProviderId};
+use crate::ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};
 use crate::outcome::{ClassifyPolicy, OutcomeKind, Verdict};
 use crate::settings::{BreakerPolicy, CooldownPolicy, LockoutPolicy};
 
@@ -436,7 +437,7 @@ pub enum ResetScope {
     /// One model's lockouts on every credential of the provider.
     Model {
         provider: ProviderId,
-        model: crate::ids::ModelId,
+        model: ModelId,
     },
     /// One lockout.
     Lockout {
@@ -617,6 +618,11 @@ pub struct HealthRegistry {
     events: Publisher,
     next_probe: AtomicU64,
     limits: RegistryLimits,
+    /// Recent time to first real event per `provider/model`: not health state (never
+    /// persisted, no events), kept here beside it because the attempt loop that feeds it and
+    /// the hedge and usage statistics that read it all hold the registry. Its own lock, so
+    /// recording a sample never waits for the layers'.
+    first_events: Mutex<rustc_hash::FxHashMap<(ProviderId, ModelId), FirstEventSketch>>,
 }
 
 impl std::fmt::Debug for HealthRegistry {
@@ -642,6 +648,7 @@ impl HealthRegistry {
             events: Publisher(tx),
             next_probe: AtomicU64::new(1),
             limits,
+            first_events: Mutex::default(),
         }
     }
 
@@ -693,6 +700,30 @@ impl HealthRegistry {
 
     pub fn set_credential_kind(&self, key: CredentialKey, kind: CredentialKind) {
         self.state.lock().policies.credential_kinds.insert(key, kind);
+    }
+
+    // -- time to first event --------------------------------------------------------------
+
+    /// Records that `provider/model` took `took` to a stream's first real event, at `now`.
+    pub fn observe_first_event(
+        &self,
+        provider: &ProviderId,
+        model: &ModelId,
+        took: Duration,
+        now: UnixMillis,
+    ) {
+        let mut sketches = self.first_events.lock();
+        let key = (provider.clone(), model.clone());
+        sketches.entry(key).or_default().observe(took, now);
+    }
+
+    /// A copy of `provider/model`'s recent times to first real event, if any were seen.
+    pub fn first_event_sketch(
+        &self,
+        provider: &ProviderId,
+        model: &ModelId,
+    ) -> Option<FirstEventSketch> {
+        self.first_events.lock().get(&(provider.clone(), model.clone())).cloned()
     }
 
     // -- the request path -----------------------------------------------------------------

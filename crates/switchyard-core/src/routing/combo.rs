@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::hedge::HedgeAfter;
 use crate::continuation::Continuation;
 use crate::ids::{CredentialId, ModelId, ProviderId};
 
@@ -104,11 +105,19 @@ pub struct Combo {
     pub name: String,
     pub strategy: RouteStrategy,
     pub targets: Vec<Target>,
+    /// Hedged first token (RESILIENCE.md §10); `None`, the default, never hedges.
+    #[serde(skip)]
+    pub hedge: Option<HedgeAfter>,
 }
 
 impl Combo {
     /// A model name that is not a combo but `provider/model` is a combo of one.
     pub fn single(target: Target) -> Self {
-        Self { name: target.label(), strategy: RouteStrategy::Priority, targets: vec![target] }
+        Self {
+            name: target.label(),
+            strategy: RouteStrategy::Priority,
+            targets: vec![target],
+            hedge: None,
+        }
     }
 }

@@ -216,6 +216,7 @@ mod tests {
             name: "smart".into(),
             strategy: RouteStrategy::Priority,
             targets: vec![Target::new("openai", "gpt-4o"), Target::new("groq", "llama")],
+            hedge: None,
         };
         fail(&r, &CandidateKey::new("openai", "a", "gpt-4o"), 404);
         let plan = plan(&combo, find, &TargetOrderer::new(1), &r, T0);
@@ -237,6 +238,7 @@ mod tests {
             name: "c".into(),
             strategy: RouteStrategy::Priority,
             targets: vec![Target::new("a", "m"), Target::new("b", "m")],
+            hedge: None,
         };
         assert_eq!(labels(&plan(&combo, find, &TargetOrderer::new(1), &r, T0)), ["b/m@k", "a/m@k"]);
     }
@@ -257,6 +259,7 @@ mod tests {
             name: "c".into(),
             strategy: RouteStrategy::Priority,
             targets: vec![Target::new("a", "m"), Target::new("b", "m")],
+            hedge: None,
         }
     }
 

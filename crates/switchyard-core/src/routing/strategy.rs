@@ -153,6 +153,7 @@ mod tests {
             name: "c".into(),
             strategy,
             targets: (0..n).map(|i| Target::new(format!("p{i}"), "m")).collect(),
+            hedge: None,
         }
     }
 

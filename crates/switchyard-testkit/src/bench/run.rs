@@ -40,9 +40,10 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-{}{}"#,
+{}{}{}"#,
         flap::mock_script(),
-        passthrough::mock_script()
+        passthrough::mock_script(),
+        super::hedge::mock_script()
     )
 }
 
@@ -98,6 +99,8 @@ pub(crate) struct Plan {
     pub(crate) cold_starts: usize,
     /// Rounds of each agent's turn (Claude Code's, Codex's) on every path (`passthrough.rs`).
     pub(crate) agent: Rounds,
+    /// The hedged-first-token pairs (`hedge.rs`), on a proxy of their own.
+    pub(crate) hedging: bool,
 }
 
 impl Plan {
@@ -116,6 +119,7 @@ impl Plan {
             flap_pairs: pairs * 3,
             cold_starts: 10,
             agent: Rounds { warmup: 24, non_streamed: pairs / 2, streamed: pairs / 2 },
+            hedging: true,
         }
     }
 
@@ -131,6 +135,7 @@ impl Plan {
             flap_pairs: 0,
             cold_starts: 0,
             agent: Rounds { warmup: 4, non_streamed: pairs / 4, streamed: pairs / 4 },
+            hedging: false,
         }
     }
 }
@@ -169,6 +174,8 @@ pub(crate) struct Results {
     pub(crate) flapping: Option<BreakerFlap>,
     /// Filled in by the caller, which owns the binaries (see `cold_start.rs`).
     pub(crate) cold_start: Option<ColdStart>,
+    /// Filled in by the caller, on a proxy of its own (see `hedge.rs`).
+    pub(crate) hedging: Option<super::hedge::Hedging>,
 }
 
 /// The paced stream's gaps.
@@ -253,6 +260,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         throughput,
         flapping,
         cold_start: None,
+        hedging: None,
     })
 }
 

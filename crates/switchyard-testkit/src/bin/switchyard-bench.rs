@@ -14,6 +14,9 @@
 //! targets: it catches a broken build, not a slow one. Whether passthrough beats translation is
 //! reported, not enforced: on a shared machine one run's ordering is not a verdict.
 //!
+//! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
+//! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
+//!
 //! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
 //! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
 //! throughout. Exit status 0 when the proxy answered every request.
@@ -30,6 +33,8 @@ mod cold_start;
 mod flap;
 #[path = "../bench/fleet.rs"]
 mod fleet;
+#[path = "../bench/hedge.rs"]
+mod hedge;
 #[path = "../bench/machine.rs"]
 mod machine;
 #[path = "../bench/passthrough.rs"]
@@ -70,6 +75,10 @@ const MANAGEMENT_TOKEN: &str = "sy-bench-management";
 /// Added latency of the Switchyard proxy over a direct call to the mock upstream.
 #[derive(Debug, Parser)]
 #[command(name = "switchyard-bench")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "command-line flags: each is one independent switch a user types"
+)]
 struct Args {
     /// The `switchyard` binary (a release build).
     #[arg(long)]
@@ -99,6 +108,10 @@ struct Args {
     /// Do not pin the processes to cores.
     #[arg(long)]
     no_pin: bool,
+    /// Run only the hedged-first-token pairs (issue 16, `bench/hedge.rs`; part of every full
+    /// run too); `--docs` then replaces the `## Hedged first token` section.
+    #[arg(long)]
+    hedging: bool,
     /// Run the soak instead: a moderate faulty load for `--duration`, the proxy's memory
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
@@ -156,6 +169,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if args.soak {
         return soak_bench(args);
     }
+    if args.hedging {
+        return hedging_bench(args);
+    }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
@@ -195,6 +211,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
             .with_context(|| format!("write {}", path.display()))?;
         writeln!(stdout, "wrote the `{}` section of {}", report::HEADING, path.display())?;
     }
+    if let Some(hedging) = &results.hedging {
+        write_hedging(args, &setup.machine, hedging, &mut stdout)?;
+    }
 
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
@@ -226,6 +245,67 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         )?;
     }
     Ok(passed)
+}
+
+/// Only the hedged-first-token pairs (`--hedging`).
+fn hedging_bench(args: &Args) -> anyhow::Result<bool> {
+    let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let hedging = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        let script = work.path().join("mock.toml");
+        std::fs::write(&script, run::mock_script())?;
+        let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
+        let hedging = measure_hedging(args, &mock.url, proxy_cpu, work.path()).await;
+        drop(mock);
+        hedging
+    })?;
+    write_hedging(args, &machine, &hedging, &mut std::io::stdout().lock())?;
+    Ok(true)
+}
+
+/// Starts a proxy of its own for the hedging pairs (see `bench/hedge.rs`) and measures them.
+async fn measure_hedging(
+    args: &Args,
+    mock_url: &str,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+) -> anyhow::Result<hedge::Hedging> {
+    let dir = work.join("hedge");
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("switchyard.toml");
+    std::fs::write(&config, hedge::proxy_config(mock_url, "BENCH_UPSTREAM_KEY"))?;
+    let proxy = start_proxy(args, &config, cpu, &dir).await?;
+    let endpoint = Endpoint {
+        url: format!("{}/chat/completions", proxy.url),
+        key: LOCAL_KEY.to_owned(),
+        model_prefix: String::new(),
+    };
+    let measured = hedge::measure(&http_client()?, &endpoint, hedge::PAIRS).await;
+    drop(proxy);
+    measured.context("hedged first token")
+}
+
+/// Prints the hedging section and, with `--docs`, writes it there.
+fn write_hedging(
+    args: &Args,
+    machine: &Machine,
+    hedging: &hedge::Hedging,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let source = format!(
+        "{}, {} CPUs, load average {} at the start",
+        machine.commit, machine.cpus, machine.load
+    );
+    let section = hedge::section(&args.command, &source, hedging);
+    writeln!(out, "{section}")?;
+    if let Some(path) = &args.docs {
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        std::fs::write(path, report::replace_section(&doc, &section))
+            .with_context(|| format!("write {}", path.display()))?;
+        writeln!(out, "wrote the `{}` section of {}", hedge::HEADING, path.display())?;
+    }
+    Ok(())
 }
 
 /// The soak: `Ok(false)` when the proxy left a request unanswered.
@@ -368,6 +448,9 @@ async fn start_and_measure(
     // Both children live (and are killed on drop) until the measurements are done.
     let mut results = run::measure(&sides, plan).await?;
     drop(proxy);
+    if plan.hedging {
+        results.hedging = Some(measure_hedging(args, &mock.url, proxy_cpu, work).await?);
+    }
     if plan.cold_starts > 0 {
         let target = cold_start::Target {
             switchyard: &args.switchyard,

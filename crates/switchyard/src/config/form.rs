@@ -348,6 +348,19 @@ pub struct ComboForm {
     #[ts(as = "Option<RouteStrategy>", optional)]
     pub strategy: RouteStrategy,
     pub targets: Vec<TargetForm>,
+    /// Hedged first token (RESILIENCE.md §10): when a streamed attempt has sent no real event
+    /// after this percentile (`"p95"`, any of `p1`..`p99`) of its target's recent time to
+    /// first event, the next eligible candidate on another provider is started too. Used only
+    /// after 20 samples, never below 1 s nor at or past `first_event_ms`. Not with
+    /// `hedge_after_ms`; neither (the default) never hedges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub hedge_after: Option<String>,
+    /// Hedged first token after this many milliseconds without a real event. Not with
+    /// `hedge_after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional, type = "number")]
+    pub hedge_after_ms: Option<u64>,
 }
 
 /// `[[aliases]]`: model names other tools send on their own (Claude Code's

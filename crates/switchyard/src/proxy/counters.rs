@@ -21,6 +21,9 @@ pub(super) struct Counters {
     /// Broken streams finished on another target, and those that were not (RESILIENCE.md §10).
     pub(super) continuations: AtomicU64,
     pub(super) continuation_refusals: AtomicU64,
+    /// Hedges started beside a slow first event, and those whose first event came first.
+    pub(super) hedges_started: AtomicU64,
+    pub(super) hedges_won: AtomicU64,
     /// From a request's arrival until its response starts (headers sent, stream opened).
     pub(super) request_latency: Histogram,
     /// From sending an attempt until its first real event, for attempts that served.
@@ -48,6 +51,8 @@ impl Counters {
             streams_client_gone: self.streams_client_gone.load(Ordering::Relaxed),
             continuations: self.continuations.load(Ordering::Relaxed),
             continuation_refusals: self.continuation_refusals.load(Ordering::Relaxed),
+            hedges_started: self.hedges_started.load(Ordering::Relaxed),
+            hedges_won: self.hedges_won.load(Ordering::Relaxed),
             request_latency: self.request_latency.values(),
             upstream_latency: self.upstream_latency.values(),
         }
@@ -65,6 +70,8 @@ pub struct CounterValues {
     pub streams_client_gone: u64,
     pub continuations: u64,
     pub continuation_refusals: u64,
+    pub hedges_started: u64,
+    pub hedges_won: u64,
     pub request_latency: HistogramValues,
     pub upstream_latency: HistogramValues,
 }

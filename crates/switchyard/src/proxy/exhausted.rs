@@ -73,6 +73,16 @@ pub enum TraceEvent {
     /// such as `inside_tool_call`, `json_output`, `no_continuation_mechanism`,
     /// `continuation_rejected`); the client got the terminal error event.
     NotContinued { reason: Cow<'static, str> },
+    /// Hedged first token (RESILIENCE.md §10). `hedge` says what happened to this target:
+    /// `started` (sent beside a slower attempt, `millis` into the wait for its first event),
+    /// `won` ("hedged: this target won after `millis` ms", counted from the first of the two
+    /// attempts' start) or `lost` (cancelled after `millis` when the other answered first;
+    /// charged nothing).
+    Hedge {
+        hedge: Cow<'static, str>,
+        #[ts(type = "number")]
+        millis: u64,
+    },
 }
 
 /// How an attempt's request was made, for its trace line.
@@ -176,6 +186,12 @@ impl Trace {
     ) {
         let what = TraceEvent::Probe { bench: bench.into(), not_sent: not_sent.map(Cow::Borrowed) };
         self.push(key, what);
+    }
+
+    /// A hedged first token's step for `candidate`: `started`, `won` or `lost`.
+    pub(super) fn hedge(&mut self, candidate: &Candidate, hedge: &'static str, after: Duration) {
+        let what = TraceEvent::Hedge { hedge: hedge.into(), millis: millis(after) };
+        self.push(&candidate.key, what);
     }
 
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {

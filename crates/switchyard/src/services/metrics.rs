@@ -33,6 +33,14 @@ impl Services {
             counters.fallbacks,
         );
         out.head(
+            "switchyard_hedges_total",
+            "counter",
+            "Hedged first tokens (a second attempt started beside a slow one), started and won by the hedge.",
+        );
+        for (what, n) in [("started", counters.hedges_started), ("won", counters.hedges_won)] {
+            out.line(format_args!("switchyard_hedges_total{{result=\"{what}\"}} {n}"));
+        }
+        out.head(
             "switchyard_streams_total",
             "counter",
             "Streams relayed to clients, by how they ended.",

@@ -1,0 +1,236 @@
+//! Hedged first token (RESILIENCE.md §10): a streamed attempt that is slow to its first real
+//! event gets company.
+//!
+//! The attempt loop hands [`Proxy::race`] its attempt (a future that resolves once the stream's
+//! first real event arrives, or the attempt fails) and, when the combo hedges, the rule and
+//! the candidates after it. When the first event is later than the rule's delay, the next
+//! eligible candidate on another provider is admitted and started too, if the retry budget
+//! allows; the first real event wins.
+//!
+//! Invariants:
+//! - The loser is cancelled by dropping its future: its connection closes, and its
+//!   [`switchyard_core::resilience::Attempt`] is dropped unsettled, which charges no layer
+//!   and releases any half-open probe slot it held.
+//! - A failure of either attempt before its first event does not end the other: the survivor
+//!   is awaited. A failure is traced and rules out its provider as the loop would; only the
+//!   primary's failure goes back to the loop (for its retry and fallback decisions), and only
+//!   when neither served.
+//! - The hedge is an attempt (the loop counts it) and spends a retry from the budget, asked
+//!   last so that a candidate refused for another reason spends nothing.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use switchyard_core::ProviderId;
+use switchyard_core::routing::{Candidate, Combo, HedgeAfter, Target};
+use switchyard_secrets::Secret;
+use tokio::time::Instant;
+
+use super::exhausted::Trace;
+use super::{
+    Proxy, Routes, Sending, Tried, TriedResult, anyone_else, first_event_wait, rule_out_provider,
+    screen,
+};
+use switchyard_core::resilience::Attempt;
+
+/// What a hedge may be started with, for one primary attempt.
+pub(super) struct Hedging<'a, 's, 'b> {
+    pub routes: &'a Routes,
+    pub sending: &'a Sending<'s, 'b>,
+    pub combo: &'a Combo,
+    /// The primary's candidate.
+    pub primary: &'a Candidate,
+    /// When the primary was sent.
+    pub started: Instant,
+    /// How long its first real event may take before a hedge starts.
+    pub delay: Duration,
+    /// The plan's candidates and the index of the first after the primary.
+    pub candidates: &'a [Candidate],
+    pub next: usize,
+    /// Candidates already tried as hedges by this request.
+    pub hedged: &'a [usize],
+    pub failed_providers: &'a [ProviderId],
+    pub needs_context: Option<u32>,
+    /// Attempts made, the primary included.
+    pub attempts: u32,
+    /// The request's own deadline.
+    pub deadline: Instant,
+}
+
+/// What a race came to.
+pub(super) struct Raced {
+    /// The result the loop goes on with: the winner's, or the primary's failure.
+    pub tried: Tried,
+    /// The hedge, when one was started.
+    pub hedge: Option<HedgeRun>,
+}
+
+pub(super) struct HedgeRun {
+    /// Its candidate's index in the plan.
+    pub index: usize,
+    /// Whether [`Raced::tried`] is the hedge's (it served).
+    pub won: bool,
+    pub started: Instant,
+}
+
+/// A hedge candidate, admitted.
+struct Picked<'a> {
+    index: usize,
+    candidate: &'a Candidate,
+    target: &'a Target,
+    attempt: Attempt,
+    secret: Option<Secret>,
+}
+
+fn served(tried: &Tried) -> bool {
+    matches!(tried.result, TriedResult::Served(..))
+}
+
+impl Proxy {
+    /// How long `candidate`'s first real event may take before a hedge starts, when its combo
+    /// hedges, the request streams and another attempt is allowed; `None` otherwise.
+    pub(super) fn hedge_delay(
+        &self,
+        routes: &Routes,
+        combo: &Combo,
+        candidate: &Candidate,
+        stream: bool,
+        others_left: bool,
+    ) -> Option<Duration> {
+        let after: HedgeAfter = combo.hedge?;
+        if !stream || !others_left {
+            return None;
+        }
+        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
+        let sketch = self.registry.first_event_sketch(provider, model);
+        after.delay(sketch.as_ref(), routes.config.timeouts.first_event, self.clock.now())
+    }
+
+    /// Feeds the time to a stream's first real event to its target's sketch.
+    pub(super) fn observe_first_event(&self, candidate: &Candidate, took: Duration) {
+        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
+        self.registry.observe_first_event(provider, model, took, self.clock.now());
+    }
+
+    /// Runs `primary`, hedging it as `hedging` allows (see the module documentation).
+    pub(super) async fn race(
+        &self,
+        primary: impl Future<Output = Tried>,
+        hedging: Option<Hedging<'_, '_, '_>>,
+        trace: &mut Trace,
+        failed_providers: &mut Vec<ProviderId>,
+    ) -> Raced {
+        let mut primary = pin!(primary);
+        let Some(h) = hedging else {
+            return Raced { tried: primary.await, hedge: None };
+        };
+        tokio::select! {
+            tried = &mut primary => return Raced { tried, hedge: None },
+            () = tokio::time::sleep_until(h.started + h.delay) => {}
+        }
+        // Admitting may wait for an OAuth token: the primary is still raced meanwhile.
+        let picked = tokio::select! {
+            tried = &mut primary => return Raced { tried, hedge: None },
+            picked = self.pick_hedge(&h) => picked,
+        };
+        let Some(p) = picked else {
+            return Raced { tried: primary.await, hedge: None };
+        };
+        self.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
+        trace.hedge(p.candidate, "started", h.started.elapsed());
+        tracing::info!(primary = %h.primary.key, hedge = %p.candidate.key, "hedging a slow first event");
+        let hedge_started = Instant::now();
+        let rest = &h.candidates[p.index + 1..];
+        let others_left = h.attempts + 1 < h.routes.config.routing.max_attempts
+            && anyone_else(rest, h.combo, h.failed_providers, h.needs_context);
+        let first_event = hedge_started + first_event_wait(&h.routes.config, true, others_left);
+        let mut hedge = pin!(self.attempt(
+            h.routes,
+            h.sending,
+            p.candidate,
+            p.target,
+            p.secret.as_ref(),
+            p.attempt,
+            first_event.min(h.deadline),
+        ));
+        let run = |won| Some(HedgeRun { index: p.index, won, started: hedge_started });
+        let mut primary_failed: Option<Tried> = None;
+        let mut hedge_failed = false;
+        loop {
+            tokio::select! {
+                tried = &mut primary, if primary_failed.is_none() => {
+                    if served(&tried) {
+                        if !hedge_failed {
+                            trace.hedge(p.candidate, "lost", hedge_started.elapsed());
+                        }
+                        return Raced { tried, hedge: run(false) };
+                    }
+                    primary_failed = Some(tried);
+                }
+                tried = &mut hedge, if !hedge_failed => {
+                    if served(&tried) {
+                        match primary_failed.take() {
+                            Some(failed) => {
+                                let took = h.started.elapsed();
+                                trace_failure(trace, failed_providers, h.primary, failed, took);
+                            }
+                            None => trace.hedge(h.primary, "lost", h.started.elapsed()),
+                        }
+                        self.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
+                        trace.hedge(p.candidate, "won", h.started.elapsed());
+                        return Raced { tried, hedge: run(true) };
+                    }
+                    hedge_failed = true;
+                    let took = hedge_started.elapsed();
+                    trace_failure(trace, failed_providers, p.candidate, tried, took);
+                }
+            }
+            if hedge_failed && let Some(tried) = primary_failed.take() {
+                return Raced { tried, hedge: run(false) };
+            }
+        }
+    }
+
+    /// The next candidate after the primary that may hedge it: on another provider, not ruled
+    /// out for this request, admitted by the registry, and paid for by the retry budget.
+    async fn pick_hedge<'a>(&self, h: &Hedging<'a, '_, '_>) -> Option<Picked<'a>> {
+        for (offset, candidate) in h.candidates[h.next..].iter().enumerate() {
+            let index = h.next + offset;
+            let target = &h.combo.targets[candidate.target];
+            if candidate.key.provider == h.primary.key.provider
+                || h.hedged.contains(&index)
+                || screen(candidate, target, h.failed_providers, h.needs_context).is_some()
+            {
+                continue;
+            }
+            if Instant::now() >= h.deadline {
+                return None;
+            }
+            let Ok((attempt, secret)) = self.ready(h.routes, candidate).await else { continue };
+            if !h.routes.budget.try_retry(self.clock.now()) {
+                // Dropped unsettled: nothing charged, any probe slot released.
+                drop(attempt);
+                return None;
+            }
+            return Some(Picked { index, candidate, target, attempt, secret });
+        }
+        None
+    }
+}
+
+/// One raced attempt's failure, traced and ruling out its provider as the loop would.
+fn trace_failure(
+    trace: &mut Trace,
+    failed_providers: &mut Vec<ProviderId>,
+    candidate: &Candidate,
+    tried: Tried,
+    took: Duration,
+) {
+    let Tried { result, carried } = tried;
+    let TriedResult::Failed { verdict, .. } = result else { return };
+    tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), "raced attempt failed");
+    trace.attempt(candidate, &verdict, took, carried);
+    rule_out_provider(failed_providers, &verdict, &candidate.key);
+}

@@ -1,0 +1,208 @@
+//! Hedged first token (RESILIENCE.md §10): a streamed attempt slow to its first real event gets
+//! a second one on another provider; the first real event wins, the loser's connection is
+//! closed and it is charged nothing. Off unless the combo asks; a percentile is not trusted
+//! before 20 samples; a hedge is an attempt and spends the retry budget; never on the same
+//! provider.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use serde_json::Value;
+use switchyard_e2e::harness::{
+    Harness, MANAGEMENT_TOKEN, Setup, WATCHDOG, header, openai_stream_text,
+};
+use switchyard_testkit::Behavior;
+
+const SLOW: Duration = Duration::from_secs(5);
+
+/// An `an/slow-1` primary, an `oa/gpt-4o` secondary, `hedge` written into the combo.
+async fn harness(hedge: &str, routing: &str) -> Harness {
+    let extra = format!(
+        r#"
+[[combos]]
+name = "hedged"
+targets = [{{ target = "an/slow-1" }}, {{ target = "oa/gpt-4o" }}]
+{hedge}
+
+[settings.routing]
+{routing}
+"#
+    );
+    Harness::start_with(Setup::new(&extra).timeouts(|t| {
+        t.first_event_ms = 10_000;
+        t.first_byte_ms = 10_000;
+    }))
+    .await
+}
+
+/// Sends a streamed request; returns the time to its response (the proxy holds the headers
+/// until the first real event), its served target, attempts and text.
+async fn stream(h: &Harness) -> (Duration, String, String, String) {
+    let sent = Instant::now();
+    let response = h.openai("hedged", true).send().await.unwrap();
+    let first = sent.elapsed();
+    assert_eq!(response.status(), 200);
+    let target = header(response.headers(), "x-switchyard-target").to_owned();
+    let attempts = header(response.headers(), "x-switchyard-attempts").to_owned();
+    let text = openai_stream_text(&response.text().await.unwrap());
+    (first, target, attempts, text)
+}
+
+fn hedge_lines(entry: &Value) -> Vec<String> {
+    entry["trace"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["event"] == "hedge")
+        .map(|e| format!("{} {}", e["target"].as_str().unwrap(), e["hedge"].as_str().unwrap()))
+        .collect()
+}
+
+async fn metric(h: &Harness, line: &str) -> u64 {
+    let r = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    let text = r.text().await.unwrap();
+    let found = text
+        .lines()
+        .find_map(|l| l.strip_prefix(line))
+        .unwrap_or_else(|| panic!("{line} in {text}"));
+    found.trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_slow_first_event_is_hedged_and_the_loser_is_closed_and_charged_nothing() {
+    let h = harness("hedge_after_ms = 200", "").await;
+    h.mock.script("slow-1", [Behavior::slow_first_event(SLOW)]);
+    let before = h.app.snapshot();
+
+    let (first, target, attempts, text) = stream(&h).await;
+
+    assert!(first < Duration::from_secs(2), "first token after {first:?}");
+    assert!(first >= Duration::from_millis(200), "not before the hedge delay: {first:?}");
+    assert_eq!(target, "oa/gpt-4o");
+    assert_eq!(attempts, "2", "the hedge counts as an attempt");
+    assert_eq!(text, "Hello from the mock upstream.");
+    // The primary's connection is let go long before its first event was due, unfinished.
+    tokio::time::timeout(Duration::from_secs(2), h.mock.wait_for_in_flight(0))
+        .await
+        .expect("the loser's request is abandoned, not waited for");
+    assert_eq!(h.mock.unfinished_answers(), 1, "only the loser's answer was cut short");
+    assert_eq!(h.mock.attempt_count("slow-1"), 1);
+    // Nothing charged to the loser: no breaker, cooldown or lockout entry appeared.
+    let after = h.app.snapshot();
+    assert_eq!(after.breakers, before.breakers);
+    assert_eq!(after.credentials, before.credentials);
+    assert_eq!(after.lockouts, before.lockouts);
+    assert!(h.app.breaker("an").is_none(), "{:?}", h.app.breaker("an"));
+
+    let entry = h.newest_logged().await;
+    assert_eq!(
+        hedge_lines(&entry),
+        ["oa/gpt-4o started", "an/slow-1 lost", "oa/gpt-4o won"],
+        "{entry}"
+    );
+    assert_eq!(metric(&h, "switchyard_hedges_total{result=\"started\"}").await, 1);
+    assert_eq!(metric(&h, "switchyard_hedges_total{result=\"won\"}").await, 1);
+    assert_eq!(metric(&h, "switchyard_fallbacks_total").await, 1, "a hedge that won is one");
+}
+
+#[tokio::test]
+async fn without_hedging_the_slow_primary_is_waited_for() {
+    let h = harness("", "").await;
+    let slow = Duration::from_millis(700);
+    h.mock.script("slow-1", [Behavior::slow_first_event(slow)]);
+    let (first, target, attempts, _) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("an/slow-1", "1"));
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 0, "no hedge was sent");
+}
+
+#[tokio::test]
+async fn a_percentile_is_not_used_before_twenty_samples() {
+    let h = harness(r#"hedge_after = "p95""#, "").await;
+    // 19 quick answers, then a slow one: 19 samples are not enough, so it is waited for.
+    for _ in 0..19 {
+        let (_, target, _, _) = stream(&h).await;
+        assert_eq!(target, "an/slow-1");
+    }
+    let slow = Duration::from_millis(1500);
+    h.mock.script("slow-1", [Behavior::slow_first_event(slow)]);
+    let (first, target, _, _) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!(target, "an/slow-1", "no hedge before 20 samples");
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 0);
+    // Twenty now: their p95 is quick, so the 1 s floor applies and the next slow one is hedged.
+    h.mock.script("slow-1", [Behavior::slow_first_event(SLOW)]);
+    let (first, target, _, _) = stream(&h).await;
+    assert_eq!(target, "oa/gpt-4o", "hedged once 20 samples are in");
+    assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(3), "{first:?}");
+}
+
+#[tokio::test]
+async fn a_hedge_respects_max_attempts() {
+    let h = harness("hedge_after_ms = 100", "max_attempts = 1").await;
+    let slow = Duration::from_millis(700);
+    h.mock.script("slow-1", [Behavior::slow_first_event(slow)]);
+    let (first, target, attempts, _) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("an/slow-1", "1"));
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 0, "a second attempt is not allowed");
+}
+
+#[tokio::test]
+async fn a_hedge_draws_from_the_retry_budget() {
+    let h = harness(
+        "hedge_after_ms = 100",
+        "retry_budget_percent = 0\nretry_budget_min_per_second = 0",
+    )
+    .await;
+    let slow = Duration::from_millis(700);
+    h.mock.script("slow-1", [Behavior::slow_first_event(slow)]);
+    let (first, target, attempts, _) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("an/slow-1", "1"));
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 0, "the budget has nothing to spend");
+}
+
+#[tokio::test]
+async fn no_hedge_is_started_on_the_same_provider() {
+    let h = Harness::start_with(
+        Setup::new(
+            r#"
+[[combos]]
+name = "hedged"
+targets = [{ target = "oa/gpt-4o" }, { target = "oa/gpt-4o-mini" }]
+hedge_after_ms = 100
+"#,
+        )
+        .timeouts(|t| {
+            t.first_event_ms = 10_000;
+            t.first_byte_ms = 10_000;
+        }),
+    )
+    .await;
+    let slow = Duration::from_millis(700);
+    h.mock.script("gpt-4o", [Behavior::slow_first_event(slow)]);
+    let (first, target, attempts, _) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("oa/gpt-4o", "1"));
+    assert_eq!(h.mock.attempt_count("gpt-4o-mini"), 0);
+}
+
+#[tokio::test]
+async fn a_hedge_that_fails_leaves_the_primary_running() {
+    let h = harness("hedge_after_ms = 100", "").await;
+    let slow = Duration::from_millis(700);
+    h.mock.script("slow-1", [Behavior::slow_first_event(slow)]);
+    h.mock.script("gpt-4o", [Behavior::status(500)]);
+    let (first, target, attempts, text) = stream(&h).await;
+    assert!(first >= slow, "{first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("an/slow-1", "2"));
+    assert_eq!(text, "Hello from the mock upstream.");
+    let entry = tokio::time::timeout(WATCHDOG, h.newest_logged()).await.unwrap();
+    let outcomes: Vec<&str> =
+        entry["trace"].as_array().unwrap().iter().filter_map(|e| e["outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["transient", "success"], "{entry}");
+    let fallbacks = metric(&h, "switchyard_fallbacks_total").await;
+    assert_eq!(fallbacks, 0, "served by the first attempt: a lost hedge is no fallback");
+}

@@ -41,7 +41,7 @@ const KEY_QUOTA: u64 = 3_600 * SEC;
 const KEY_MAX_LEVEL: u32 = 10;
 const KEY_LONGEST: u64 = 3_600 * SEC;
 const LOCK_BASE: u64 = 10 * SEC;
-const LOCK_MAX: u64 = 300 * SEC;
+const LOCK_MAX: u64 = 60 * SEC; // LockoutSettings::default().max_cooldown (one minute)
 const LOCK_STEPS: u32 = 5;
 const LOCK_LONGEST: u64 = 3_600 * SEC;
 

@@ -112,8 +112,10 @@ test('the whole flow, in a real browser against the real server', async (t) => {
     await credential.getByLabel('Environment variable').check();
     await credential.getByLabel('Variable name').fill('MOCK_KEY');
     await credential.getByRole('button', { name: 'Add credential' }).click();
-    // Write-only: the list shows where the key is and its last four characters, never the key.
-    await card.getByText('set …6789 (env:MOCK_KEY)').waitFor();
+    // Write-only: the list shows where the key is, never the key; and for an environment
+    // variable not even its last four characters (docs/security.md).
+    await card.getByText('set (env:MOCK_KEY)').waitFor();
+    assert.ok(!(await text(card)).includes('6789'), 'no tail of an environment variable is shown');
     assert.ok(!(await page.content()).includes('sk-mock-e2e'), 'the key itself must never reach the page');
 
     await card.getByRole('button', { name: 'Test connection' }).click();

@@ -160,7 +160,7 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
                 <strong>{c.id}</strong> <Badge tone="muted">{c.kind === 'oauth' ? 'OAuth' : 'API key'}</Badge>{' '}
                 {c.enabled ? <Badge tone="ok">enabled</Badge> : <Badge tone="warn">disabled</Badge>}{' '}
                 <span className="muted">
-                  priority {c.priority} · {c.secret.set ? `set ${c.secret.hint ?? ''}` : 'no secret'}
+                  priority {c.priority} · {c.secret.set ? `set ${c.secret.hint ?? ''}`.trim() : 'no secret'}
                   {c.secret.reference ? ` (${c.secret.reference})` : ''}
                 </span>
               </span>

@@ -235,14 +235,19 @@ async fn a_cut_a_stall_and_an_error_event_are_each_finished_by_a_capable_fallbac
             let case = format!("{client:?} via {combo}, {fault:?}");
             assert_eq!(client.text(&body), TEXT, "{case}: {body}");
             client.assert_whole(&body);
-            let trace = h.newest_logged().await["trace"].to_string();
+            let logged = h.newest_logged().await;
+            let trace = logged["trace"].to_string();
             assert!(trace.contains("continued"), "{case}: {trace}");
+            // The continuation is an attempt of its own, counted like any other.
+            assert!(trace.contains(r#""path":"continuation""#), "{case}: {trace}");
+            assert_eq!(logged["attempts"], 2, "{case}: {logged}");
         }
     }
     let metrics = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();
     assert!(metrics.contains("switchyard_continuations_total 18"), "{metrics}");
     assert!(metrics.contains("switchyard_continuation_refusals_total 0"), "{metrics}");
+    assert!(metrics.contains("switchyard_attempts_total 36"), "{metrics}");
 }
 
 #[tokio::test]
@@ -302,9 +307,11 @@ async fn what_cannot_be_continued_safely_ends_with_the_terminal_error_and_no_rep
         );
         let asked = h.mock.attempts().len() - before;
         let expected = if fallback_asked(reason) { 2 } else { 1 };
-        let trace = h.newest_logged().await["trace"].to_string();
+        let logged = h.newest_logged().await;
+        let trace = logged["trace"].to_string();
         assert!(trace.contains(reason), "{case}: the trace says why: {trace}");
         assert_eq!(asked, expected, "{case}: only a capable fallback is asked to continue");
+        assert_eq!(logged["attempts"], asked, "{case}: every upstream request is counted");
     }
 }
 

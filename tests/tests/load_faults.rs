@@ -164,13 +164,14 @@ impl std::fmt::Display for Burst {
         write!(
             f,
             "{REQUESTS} requests in {:.2?}; {}; attempts {} by provider {:?} ({:?} timed out or \
-             broke before an answer); same-target retries {}; recovery probes sent {} by \
-             provider {:?}, not sent {:?}",
+             broke before an answer); continuations {}; same-target retries {}; recovery probes \
+             sent {} by provider {:?}, not sent {:?}",
             self.took,
             self.tally,
-            self.tally.attempts,
+            self.books.attempts,
             self.books.by_provider,
             self.books.unreached,
+            self.books.continuations,
             self.retries,
             self.probes,
             self.books.probes_sent,
@@ -235,9 +236,12 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
     let added = |name: &str| counters[name] - counters_before[name];
     let count = |n: usize| u64::try_from(n).expect("a count");
     assert_eq!(added("switchyard_requests_total"), count(REQUESTS), "{counters:?}");
-    assert_eq!(added("switchyard_attempts_total"), count(tally.attempts), "{counters:?}");
+    // A continuation is an attempt too, made after the client was told the count in the
+    // headers: the traces list it, the counter counts it.
+    let attempts = tally.attempts + books.continuations;
+    assert_eq!(added("switchyard_attempts_total"), count(attempts), "{counters:?}");
     assert_eq!(added("switchyard_fallbacks_total"), count(tally.fallbacks), "{counters:?}");
-    assert_eq!(books.attempts, tally.attempts, "the traces vs. what the clients were told");
+    assert_eq!(books.attempts, attempts, "the traces vs. what the clients were told");
     assert!(books.max_per_request <= MAX_ATTEMPTS, "a trace over the cap: {books:?}");
     // The first burst's window also holds the warm-up request.
     let retries = assert_retry_budget(&books, REQUESTS + usize::from(round == 0));
@@ -254,7 +258,13 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
         }
     }
     assert_upstreams_saw_what_the_proxy_sent(&books, &journals);
-    assert_requests_match(&answers, &attempts_by_request(&journals), round);
+    let (by_request, continuations) = attempts_by_request(&journals);
+    assert!(
+        continuations <= books.continuations,
+        "the upstreams saw {continuations} continuations, the traces list {}",
+        books.continuations
+    );
+    assert_requests_match(&answers, &by_request, round);
 
     // The burst is over once every upstream request is let go (a stalled one ends when the
     // proxy's idle deadline drops it); the clients' connections close with their client.
@@ -696,6 +706,8 @@ struct Books {
     max_per_request: usize,
     /// Attempts per provider.
     by_provider: BTreeMap<String, usize>,
+    /// Of all attempts, those that continued a broken stream (RESILIENCE.md §10).
+    continuations: usize,
     /// Of those, attempts that may never have reached the upstream: the proxy gave up waiting
     /// (`timeout`) or could not get the request out (`transport`) on a machine this loaded.
     unreached: BTreeMap<String, usize>,
@@ -725,6 +737,10 @@ impl Books {
                 if matches!(entry["outcome"].as_str(), Some("timeout" | "transport")) {
                     *books.unreached.entry(provider).or_default() += 1;
                 }
+                if entry["path"] == "continuation" {
+                    books.continuations += 1;
+                    continue;
+                }
                 let credential = entry["credential"].as_str().unwrap_or_default().to_owned();
                 *per_target.entry((target, credential)).or_default() += 1;
             }
@@ -752,8 +768,9 @@ impl Books {
 /// request (the trace lists each candidate once otherwise), and there is at most one per
 /// candidate.
 ///
-/// Recovery probes draw from the same budget (RESILIENCE.md §3): retries and probes together
-/// stay within it.
+/// Recovery probes and continuations draw from the same budget (RESILIENCE.md §3, §10): all
+/// three together stay within it. A continuation is not a same-target retry (it goes to
+/// another provider, and [`Books::of`] leaves it out of `per_target`).
 fn assert_retry_budget(books: &Books, requests: usize) -> usize {
     let mut retries = 0;
     for (i, per_target) in books.per_target.iter().enumerate() {
@@ -763,10 +780,12 @@ fn assert_retry_budget(books: &Books, requests: usize) -> usize {
         }
     }
     let probes: usize = books.probes_sent.values().sum();
+    let continued = books.continuations;
     let allowed = (requests * BUDGET_PERCENT / 100).max(BUDGET_MIN_PER_SECOND * BUDGET_WINDOW_SECS);
     assert!(
-        retries + probes <= allowed,
-        "{retries} same-target retries and {probes} probes; the budget allows {allowed}"
+        retries + probes + continued <= allowed,
+        "{retries} same-target retries, {probes} probes and {continued} continuations; the \
+         budget allows {allowed}"
     );
     assert!(retries > 0, "no retry at all: the budget was not exercised");
     retries
@@ -842,13 +861,21 @@ fn assert_upstreams_saw_what_the_proxy_sent(
 /// One upstream attempt: which provider, with which key, for which model.
 type Target = (&'static str, String, String);
 
-/// Every request's upstream attempts, by its marker.
+/// Every request's upstream attempts, by its marker, leaving out continuations (a request
+/// with the answer so far as an assistant prefill, sent after the client was told its count of
+/// attempts), and how many continuations there were.
 fn attempts_by_request(
     journals: &BTreeMap<&'static str, Vec<Attempt>>,
-) -> BTreeMap<usize, Vec<Target>> {
+) -> (BTreeMap<usize, Vec<Target>>, usize) {
     let mut by_request: BTreeMap<usize, Vec<Target>> = BTreeMap::new();
+    let mut continuations = 0;
     for (&provider, attempts) in journals {
         for a in attempts {
+            let last = a.body["messages"].as_array().and_then(|m| m.last());
+            if last.is_some_and(|m| m["role"] == "assistant") {
+                continuations += 1;
+                continue;
+            }
             let body = a.body.to_string();
             let id = body
                 .find("load-")
@@ -859,7 +886,7 @@ fn attempts_by_request(
             by_request.entry(id).or_default().push(target);
         }
     }
-    by_request
+    (by_request, continuations)
 }
 
 /// Per request: the upstreams saw at most the attempts the client was told about (in the

@@ -281,9 +281,10 @@ impl Proxy {
         tokio::spawn(async move {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
             counters.stream_ended(outcome);
-            let trace = continuation::noted(record.trace.clone(), notes.as_ref());
+            let (trace, continued) = continuation::noted(record.trace.clone(), notes.as_ref());
             log.record(RequestRecord {
                 trace,
+                attempts: record.attempts + continued,
                 outcome: Some(outcome.as_str().to_owned()),
                 duration_ms: millis(started.elapsed()),
                 ..record

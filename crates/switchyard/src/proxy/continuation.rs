@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use switchyard_core::continuation::{self, Refusal, Relayed, RequestShape, Seam};
-use switchyard_core::outcome::{ClassifyPolicy, Outcome, Upstream, classify};
+use switchyard_core::clock::millis;
+use switchyard_core::outcome::{ClassifyPolicy, Outcome, OutcomeKind, Upstream, Verdict, classify};
 use switchyard_core::resilience::{Attempt, HealthRegistry};
 use switchyard_core::routing::{Candidate, Combo};
 use switchyard_core::{Clock, ModelId, ProviderId};
@@ -250,10 +251,15 @@ impl Rescuer {
             .timeouts
             .first_event
             .min(self.deadline.saturating_duration_since(Instant::now()));
+        // From here on the continuation is an upstream request like any other attempt: counted,
+        // and traced with its outcome (before the `continued` or `not_continued` line).
+        self.counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         let response = match self.routes.executor.send(built, wait).await {
             Ok(response) => response,
             Err(failure) => {
-                self.settle(attempt, super::unsent(failure));
+                let verdict = self.settle(attempt, super::unsent(failure));
+                self.attempted(candidate, verdict.kind, verdict.status, started);
                 self.refused(Some(candidate), "continuation_failed", relayed);
                 return None;
             }
@@ -267,19 +273,25 @@ impl Rescuer {
                 .unwrap_or_default();
             let dialect = provider.dialect_for(target.model.as_str());
             let hint = dialect.error_report(&body).hint;
+            let upstream = Upstream::Response { status, headers: &headers, body: hint };
             if status == 400 {
                 // The target does not continue answers after all: never ask it again, and
-                // never let it restart the answer on top of what the client has.
+                // never let it restart the answer on top of what the client has. The refusal
+                // is about the mechanism, not the target's health: nothing is charged.
                 self.incapable.insert(key.provider.clone(), key.model.clone());
                 tracing::warn!(target = %key, "a continuation was refused with a 400: marked incapable");
+                let verdict = classify(&Outcome::new(upstream), &self.policy, self.clock.now());
+                self.attempted(candidate, verdict.kind, verdict.status, started);
                 drop(attempt);
                 self.refused(Some(candidate), "continuation_rejected", relayed);
                 return None;
             }
-            self.settle(attempt, Upstream::Response { status, headers: &headers, body: hint });
+            let verdict = self.settle(attempt, upstream);
+            self.attempted(candidate, verdict.kind, verdict.status, started);
             self.refused(Some(candidate), "continuation_failed", relayed);
             return None;
         }
+        self.attempted(candidate, OutcomeKind::Success, Some(status), started);
         self.counters.continuations.fetch_add(1, Ordering::Relaxed);
         self.note(
             candidate,
@@ -297,9 +309,30 @@ impl Rescuer {
         })
     }
 
-    fn settle(&self, attempt: Attempt, upstream: Upstream<'_>) {
+    /// Settles a continuation that failed before taking over, and returns its verdict.
+    fn settle(&self, attempt: Attempt, upstream: Upstream<'_>) -> Verdict {
         let now = self.clock.now();
-        attempt.finish(&classify(&Outcome::new(upstream), &self.policy, now), now);
+        let verdict = classify(&Outcome::new(upstream), &self.policy, now);
+        attempt.finish(&verdict, now);
+        verdict
+    }
+
+    /// The continuation's own `attempted` line, which the request log counts as an attempt.
+    fn attempted(
+        &self,
+        candidate: &Candidate,
+        outcome: OutcomeKind,
+        status: Option<u16>,
+        started: Instant,
+    ) {
+        let what = TraceEvent::Attempted {
+            outcome: outcome.as_str().into(),
+            status,
+            millis: millis(started.elapsed()),
+            path: Some("continuation".into()),
+            dropped: Vec::new(),
+        };
+        self.note(candidate, what);
     }
 
     fn refused(&self, candidate: Option<&Candidate>, reason: &'static str, relayed: &Relayed) {
@@ -326,14 +359,17 @@ impl Rescuer {
     }
 }
 
-/// The request log's trace (JSON) with a continuation's lines appended.
-pub(super) fn noted(trace: String, notes: Option<&Notes>) -> String {
-    let Some(notes) = notes else { return trace };
+/// The request log's trace (JSON) with a continuation's lines appended, and how many
+/// continuation attempts those lines add to the request's count.
+pub(super) fn noted(trace: String, notes: Option<&Notes>) -> (String, u32) {
+    let Some(notes) = notes else { return (trace, 0) };
     let notes = notes.lock().expect("never poisoned");
     if notes.is_empty() {
-        return trace;
+        return (trace, 0);
     }
+    let added = notes.iter().filter(|e| matches!(e.what, TraceEvent::Attempted { .. })).count();
     let mut entries: Vec<TraceEntry> = serde_json::from_str(&trace).unwrap_or_default();
     entries.extend(notes.iter().cloned());
-    serde_json::to_string(&entries).unwrap_or(trace)
+    let trace = serde_json::to_string(&entries).unwrap_or(trace);
+    (trace, u32::try_from(added).unwrap_or(u32::MAX))
 }

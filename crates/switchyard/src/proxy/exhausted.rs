@@ -41,7 +41,8 @@ pub enum TraceEvent {
         status: Option<u16>,
         #[ts(type = "number")]
         millis: u64,
-        /// `passthrough` (the client's own bytes went upstream) or `translated`; absent when
+        /// `passthrough` (the client's own bytes went upstream), `translated`, or
+        /// `continuation` (the request plus the answer so far, RESILIENCE.md §10); absent when
         /// no request was built.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::client::{Endpoint, stream};
-use super::stats::{Micros, Summary, nanos};
+use super::stats::{Summary, nanos};
 
 /// The section this measurement writes in `docs/benchmarks.md`.
 pub(crate) const HEADING: &str = "## Hedged first token";
@@ -141,15 +141,7 @@ pub(crate) fn section(command: &str, source: &str, h: &Hedging) -> String {
         ("Time to first token, hedging on", &h.on),
         ("On minus off, per pair", &h.difference),
     ] {
-        let _ = writeln!(
-            out,
-            "| {name} | {} | {} | {} | {} | {} |",
-            s.count,
-            Micros(s.p50),
-            Micros(s.p90),
-            Micros(s.p99),
-            Micros(s.max)
-        );
+        super::report::row(&mut out, name, s);
     }
     let _ = writeln!(
         out,

@@ -42,7 +42,8 @@ fn met(ok: bool) -> &'static str {
     if ok { "yes" } else { "**no**" }
 }
 
-fn row(out: &mut String, name: &str, s: &Summary) {
+/// One series as a table row: its count and percentiles.
+pub(super) fn row(out: &mut String, name: &str, s: &Summary) {
     let _ = writeln!(
         out,
         "| {name} | {} | {} | {} | {} | {} |",

@@ -376,9 +376,7 @@ kind = "gemini"
 base_url = "https://gemini.example.com/v1beta"
 credentials = [{ id = "k", secret = "env:KEY" }]
 "#;
-        let env = |_: &str| Some("sk-test".to_owned());
-        let config = crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env)
-            .expect("a valid config");
+        let config = config(text);
         let body = |provider: &str, model: &str| {
             let p = config.provider(&provider.into()).unwrap();
             let request = probe(p, None, model).unwrap();
@@ -403,8 +401,14 @@ kind = "gemini"
 base_url = "https://gemini.example.com/v1beta"
 credentials = [{ id = "k", secret = "env:KEY" }]
 "#;
+        config(text)
+    }
+
+    /// A test config whose `env:` secrets all resolve.
+    fn config(text: &str) -> crate::config::Config {
         let env = |_: &str| Some("sk-test".to_owned());
-        crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env).unwrap()
+        crate::config::Config::parse(text, std::path::Path::new("t.toml"), &env)
+            .expect("a valid config")
     }
 
     #[test]

@@ -133,6 +133,12 @@ pub(super) async fn server_info(State(state): State<ServerState>) -> Response {
     .into_response()
 }
 
+/// `GET /api/catalogue`: the provider presets and their models' facts compiled into this
+/// binary (`switchyard-catalogue`), for "Add from catalogue" and the first-run flow.
+pub(super) async fn catalogue() -> Response {
+    Json(switchyard_catalogue::catalogue()).into_response()
+}
+
 /// `GET /api/routing`: whether routing is paused.
 pub(super) async fn routing(State(state): State<ServerState>) -> Response {
     Json(state.services.routing()).into_response()

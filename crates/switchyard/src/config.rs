@@ -379,18 +379,7 @@ impl ProviderForm {
         profiles: &BreakerProfiles,
         sources: &Sources<'_>,
     ) -> Result<ProviderConfig, Problem> {
-        let preset = self.preset(at)?;
-        let kind = self.kind.or(preset.map(|p| p.kind)).ok_or_else(|| {
-            Problem::new(
-                format!("{at}.kind"),
-                format!(
-                    "missing: write kind = {} or name a catalogue preset (preset = \"openrouter\")",
-                    ProviderKind::ALLOWED
-                ),
-            )
-        })?;
-        // A preset of another kind than the one written says nothing about this endpoint.
-        let preset_fits = preset.filter(|p| p.kind == kind);
+        let (kind, preset_fits) = self.kind_and_preset(at)?;
         let base_url = self
             .base_url
             .as_deref()
@@ -508,6 +497,25 @@ fn kind_dialect(kind: ProviderKind) -> Dialect {
 }
 
 impl ProviderForm {
+    /// The kind (written, else the preset's) and the preset when it is of that kind: a preset
+    /// of another kind than the one written says nothing about this endpoint.
+    fn kind_and_preset(
+        &self,
+        at: &str,
+    ) -> Result<(ProviderKind, Option<&'static CatalogueProvider>), Problem> {
+        let preset = self.preset(at)?;
+        let kind = self.kind.or(preset.map(|p| p.kind)).ok_or_else(|| {
+            Problem::new(
+                format!("{at}.kind"),
+                format!(
+                    "missing: write kind = {} or name a catalogue preset (preset = \"openrouter\")",
+                    ProviderKind::ALLOWED
+                ),
+            )
+        })?;
+        Ok((kind, preset.filter(|p| p.kind == kind)))
+    }
+
     /// The catalogue entry `preset` names; an unknown name is refused with the known ones.
     fn preset(&self, at: &str) -> Result<Option<&'static CatalogueProvider>, Problem> {
         let Some(name) = &self.preset else { return Ok(None) };

@@ -90,7 +90,17 @@ headers = { "x-title" = "lowercase wins too" }
     assert_eq!(mi.continuation_for("codestral-latest"), Continuation::Prefix);
     let large = mi.facts("mistral-large-latest");
     assert_eq!(large.context_window, Some(1000));
-    assert_eq!(large.price.unwrap().input_per_mtok, 9.0);
+    let written = switchyard_catalogue::ModelPrice {
+        input_per_mtok: 9.0,
+        output_per_mtok: 9.0,
+        cache_read_per_mtok: None,
+        cache_write_per_mtok: None,
+    };
+    assert_eq!(
+        large.price,
+        Some(written),
+        "the written price, with no cache price of the catalogue's"
+    );
     let catalogue = switchyard_catalogue::catalogue().provider("mistral").unwrap();
     let known = catalogue.facts("mistral-large-latest");
     assert_eq!(large.max_output, known.max_output, "unwritten facts still come from the catalogue");

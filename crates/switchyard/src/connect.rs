@@ -15,7 +15,7 @@ pub const KEY_VARIABLE: &str = "SWITCHYARD_KEY";
 
 /// A tool (or SDK) the Connect page knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS, clap::ValueEnum)]
-#[ts(export)]
+#[ts(export, rename = "ConnectTool")]
 #[serde(rename_all = "kebab-case")]
 pub enum Tool {
     ClaudeCode,
@@ -91,7 +91,7 @@ impl Endpoint {
 
 /// One block to paste.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
-#[ts(export)]
+#[ts(export, rename = "ConnectSnippet")]
 pub struct Snippet {
     /// Where it goes: "shell", "~/.codex/config.toml", "Settings → API Provider", ...
     pub label: String,
@@ -102,7 +102,7 @@ pub struct Snippet {
 
 /// The lines for one tool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
-#[ts(export)]
+#[ts(export, rename = "ConnectGuide")]
 pub struct Guide {
     pub tool: Tool,
     pub title: String,

@@ -3,7 +3,7 @@
 /**
  * One block to paste.
  */
-export type Snippet = { 
+export type ConnectSnippet = { 
 /**
  * Where it goes: "shell", "~/.codex/config.toml", "Settings → API Provider", ...
  */

@@ -154,3 +154,22 @@ async fn the_provider_view_names_the_preset_and_the_export_writes_it_without_cat
     assert_eq!(status, 422, "{refused}");
     assert_eq!(refused["error"]["switchyard"]["field"], "preset", "{refused}");
 }
+
+#[tokio::test]
+async fn the_connect_api_gives_every_tool_its_lines_for_this_port_with_the_key_from_the_body() {
+    let h = start().await;
+    let (status, guides) =
+        h.api(Method::POST, "/api/connect", &json!({"key": "sy-from-the-body"})).await;
+    assert_eq!(status, 200, "{guides}");
+    let guides = guides.as_array().unwrap();
+    assert_eq!(guides.len(), 12);
+    let claude = guides.iter().find(|g| g["tool"] == "claude-code").unwrap();
+    let text = claude["snippets"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("ANTHROPIC_BASE_URL=http://127.0.0.1:{}\n", h.port)), "{text}");
+    assert!(text.contains("ANTHROPIC_AUTH_TOKEN=sy-from-the-body"), "{text}");
+    assert!(text.contains("ANTHROPIC_MODEL=rescue"), "the first combo: {text}");
+    let cursor = guides.iter().find(|g| g["tool"] == "cursor").unwrap();
+    assert_eq!(cursor["reachable"], false);
+    let (status, refused) = h.api(Method::POST, "/api/connect", &json!({"combo": "x"})).await;
+    assert_eq!(status, 422, "{refused}");
+}

@@ -13,6 +13,12 @@ use ts_rs::TS;
 /// one of their choosing.
 pub const KEY_VARIABLE: &str = "SWITCHYARD_KEY";
 
+/// Filled in where no key was given: plainly not a key, so nothing pasted works by accident.
+pub const PLACEHOLDER_KEY: &str = "sy-YOUR-LOCAL-KEY";
+
+/// Filled in where no model was given and no combo is configured.
+pub const PLACEHOLDER_MODEL: &str = "YOUR-COMBO";
+
 /// A tool (or SDK) the Connect page knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS, clap::ValueEnum)]
 #[ts(export, rename = "ConnectTool")]

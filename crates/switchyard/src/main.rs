@@ -327,14 +327,14 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
                 .map_or_else(|| "tool".to_owned(), |v| v.get_name().to_owned());
             keys::create(&store, &name, SystemClock.now()).await?.key.expose().to_owned()
         }
-        (None, false) => "sy-YOUR-LOCAL-KEY".to_owned(),
+        (None, false) => switchyard::connect::PLACEHOLDER_KEY.to_owned(),
     };
     store.close().await;
     let port = args.port.or(form.server.port).unwrap_or(switchyard::config::DEFAULT_PORT);
     let model = args
         .model
         .or_else(|| form.combos.first().map(|c| c.name.clone()))
-        .unwrap_or_else(|| "YOUR-COMBO".to_owned());
+        .unwrap_or_else(|| switchyard::connect::PLACEHOLDER_MODEL.to_owned());
     let endpoint = Endpoint { port, key, model };
     let guide = guide(args.tool, &endpoint);
     println!("# {}", guide.title);

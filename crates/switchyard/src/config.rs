@@ -455,7 +455,7 @@ impl ProviderForm {
         // switched to Responses has none); a refusal is for what the user wrote, not this.
         let continuation = preset_fits
             .map(|p| p.continuation)
-            .filter(|c| continuation_fits("", *c, dialect).is_ok())
+            .filter(|c| mechanism_fits(*c, dialect))
             .unwrap_or_else(|| kind.default_continuation());
         let resolved = Resolved { kind, dialect, continuation, preset: preset_fits };
         let models = self.validate_models(at, &resolved, chat_url.as_ref(), &base_url)?;
@@ -628,8 +628,8 @@ impl ProviderForm {
                 Some(own) => continuation_fits(&format!("{mat}.continuation"), own, dialect)?,
                 // The provider's default was chosen for its own dialect; a model moved to
                 // another API (`api = "responses"`) may not have that mechanism.
-                None => continuation_fits("", provider.continuation, dialect)
-                    .unwrap_or(Continuation::Off),
+                None if mechanism_fits(provider.continuation, dialect) => provider.continuation,
+                None => Continuation::Off,
             };
             let written = check_facts(&mat, model)?;
             let known = provider.preset.map(|p| p.facts(id)).unwrap_or_default();
@@ -666,6 +666,17 @@ fn check_facts(at: &str, model: &ModelForm) -> Result<ModelFacts, Problem> {
     Ok(facts)
 }
 
+/// Whether `continuation` is a mechanism of `dialect`'s wire format.
+fn mechanism_fits(continuation: Continuation, dialect: Dialect) -> bool {
+    match continuation {
+        Continuation::Off => true,
+        Continuation::Anthropic => dialect == Dialect::Anthropic,
+        Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
+            dialect == Dialect::OpenAi
+        }
+    }
+}
+
 /// A model's `continuation` (at `field`), checked against the dialect it is called in: each
 /// mechanism is a field of one wire format, so a mismatch could only be refused upstream.
 fn continuation_fits(
@@ -673,14 +684,7 @@ fn continuation_fits(
     continuation: Continuation,
     dialect: Dialect,
 ) -> Result<Continuation, Problem> {
-    let fits = match continuation {
-        Continuation::Off => true,
-        Continuation::Anthropic => dialect == Dialect::Anthropic,
-        Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
-            dialect == Dialect::OpenAi
-        }
-    };
-    if fits {
+    if mechanism_fits(continuation, dialect) {
         return Ok(continuation);
     }
     let hint = match dialect {

@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use switchyard_catalogue::{CatalogueProvider, ModelFacts};
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
@@ -126,8 +127,11 @@ pub struct ModelConfig {
     pub chat_url: Option<Url>,
     /// Recovery probes may be sent to it (`probe = false` turns them off).
     pub probe: bool,
-    /// How it continues a partial answer: its own fact, else the provider kind's default.
+    /// How it continues a partial answer: its own fact, else the provider's default.
     pub continuation: Continuation,
+    /// Its window, prices and capabilities: each written fact, else the preset's catalogue
+    /// fact.
+    pub facts: ModelFacts,
 }
 
 /// One provider, ready to route to.
@@ -154,6 +158,12 @@ pub struct ProviderConfig {
     /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
     /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
+    /// The catalogue preset the provider names, whose model facts fill what the user did not
+    /// write.
+    pub preset: Option<&'static CatalogueProvider>,
+    /// How a model continues a partial answer unless its entry says otherwise: the preset's
+    /// mechanism when it fits the provider's dialect, else the kind's default.
+    pub continuation: Continuation,
 }
 
 impl ProviderConfig {
@@ -173,6 +183,20 @@ impl ProviderConfig {
     /// names the model); it follows [`Self::dialect_for`].
     pub fn chat_url_for(&self, model: &str) -> Option<&Url> {
         self.model(model).map_or(self.chat_url.as_ref(), |m| m.chat_url.as_ref())
+    }
+
+    /// What is known about `model`: a listed model's resolved facts, else the preset's
+    /// catalogue facts (a model need not be listed to have them), else none.
+    pub fn facts(&self, model: &str) -> ModelFacts {
+        match self.model(model) {
+            Some(listed) => listed.facts,
+            None => self.preset.map(|p| p.facts(model)).unwrap_or_default(),
+        }
+    }
+
+    /// How `model` continues a partial answer: its own fact, else the provider's default.
+    pub fn continuation_for(&self, model: &str) -> Continuation {
+        self.model(model).map_or(self.continuation, |m| m.continuation)
     }
 
     /// The listed model `id`, with its facts.
@@ -355,7 +379,12 @@ impl ProviderForm {
         profiles: &BreakerProfiles,
         sources: &Sources<'_>,
     ) -> Result<ProviderConfig, Problem> {
-        let base_url = self.base_url.as_deref().unwrap_or_else(|| self.kind.default_base_url());
+        let (kind, preset_fits) = self.kind_and_preset(at)?;
+        let base_url = self
+            .base_url
+            .as_deref()
+            .or(preset_fits.map(|p| p.base_url.as_str()))
+            .unwrap_or_else(|| kind.default_base_url());
         check_url(&format!("{at}.base_url"), base_url)?;
         let breaker = match &self.breaker {
             Some(own) => own,
@@ -363,7 +392,7 @@ impl ProviderForm {
         };
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
-        let headers = self.validate_headers(at, sources)?;
+        let headers = self.validate_headers(at, preset_fits, sources)?;
         let mut credentials = Vec::new();
         let mut ids = HashSet::new();
         for (i, c) in self.credentials.iter().enumerate() {
@@ -420,12 +449,20 @@ impl ProviderForm {
             });
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let dialect = self.dialect(at)?;
+        let dialect = self.dialect(at, kind, preset_fits)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
-        let models = self.validate_models(at, dialect, chat_url.as_ref(), &base_url)?;
+        // The preset's mechanism only where it fits what the provider now speaks (a preset
+        // switched to Responses has none); a refusal is for what the user wrote, not this.
+        let continuation = preset_fits
+            .map(|p| p.continuation)
+            .filter(|c| mechanism_fits(*c, dialect))
+            .unwrap_or_else(|| kind.default_continuation());
+        let resolved = Resolved { kind, dialect, continuation, preset: preset_fits };
+        let models = self.validate_models(at, &resolved, chat_url.as_ref(), &base_url)?;
+        let passthrough = self.passthrough.or(preset_fits.map(|p| p.passthrough)).unwrap_or(true);
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
-            kind: self.kind,
+            kind,
             base_url,
             chat_url,
             breaker,
@@ -434,18 +471,76 @@ impl ProviderForm {
             headers,
             credentials,
             oauth: self.oauth.clone(),
-            passthrough: self.passthrough,
+            passthrough,
             dialect,
+            preset: preset_fits,
+            continuation,
         })
     }
 }
 
+/// What a provider resolved to from its form and preset, which each model starts from.
+struct Resolved {
+    kind: ProviderKind,
+    dialect: Dialect,
+    continuation: Continuation,
+    preset: Option<&'static CatalogueProvider>,
+}
+
+/// The wire dialect a provider kind speaks (before any `api` choice).
+fn kind_dialect(kind: ProviderKind) -> Dialect {
+    match kind {
+        ProviderKind::Openai => Dialect::OpenAi,
+        ProviderKind::Anthropic => Dialect::Anthropic,
+        ProviderKind::Gemini => Dialect::Gemini,
+    }
+}
+
 impl ProviderForm {
+    /// The kind (written, else the preset's) and the preset when it is of that kind: a preset
+    /// of another kind than the one written says nothing about this endpoint.
+    fn kind_and_preset(
+        &self,
+        at: &str,
+    ) -> Result<(ProviderKind, Option<&'static CatalogueProvider>), Problem> {
+        let preset = self.preset(at)?;
+        let kind = self.kind.or(preset.map(|p| p.kind)).ok_or_else(|| {
+            Problem::new(
+                format!("{at}.kind"),
+                format!(
+                    "missing: write kind = {} or name a catalogue preset (preset = \"openrouter\")",
+                    ProviderKind::ALLOWED
+                ),
+            )
+        })?;
+        Ok((kind, preset.filter(|p| p.kind == kind)))
+    }
+
+    /// The catalogue entry `preset` names; an unknown name is refused with the known ones.
+    fn preset(&self, at: &str) -> Result<Option<&'static CatalogueProvider>, Problem> {
+        let Some(name) = &self.preset else { return Ok(None) };
+        let catalogue = switchyard_catalogue::catalogue();
+        catalogue.provider(name).map(Some).ok_or_else(|| {
+            Problem::new(
+                format!("{at}.preset"),
+                format!(
+                    "\"{name}\" is not in the catalogue; presets: {:?} (or remove preset and write kind and base_url)",
+                    catalogue.ids()
+                ),
+            )
+        })
+    }
+
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
-    /// `api = "responses"`.
-    fn dialect(&self, at: &str) -> Result<Dialect, Problem> {
-        api_dialect(&format!("{at}.api"), self.kind, self.api)
-            .map(|api| api.unwrap_or(self.kind.dialect()))
+    /// `api = "responses"` (written, else the preset's).
+    fn dialect(
+        &self,
+        at: &str,
+        kind: ProviderKind,
+        preset: Option<&CatalogueProvider>,
+    ) -> Result<Dialect, Problem> {
+        let api = self.api.or(preset.and_then(|p| p.api));
+        api_dialect(&format!("{at}.api"), kind, api).map(|api| api.unwrap_or(kind_dialect(kind)))
     }
 
     /// `models`, each resolved against the provider's `dialect` and endpoint.
@@ -453,13 +548,20 @@ impl ProviderForm {
     /// (`env:VAR`, `keychain:provider/credential`); a header that carries a credential
     /// (`Authorization`, `x-api-key`, ...) must be one, so no key sits in the config in plain
     /// text. Errors never repeat a value: it may be a key.
+    ///
+    /// A preset's headers come first, each unless the form writes the same name (in any case):
+    /// what the user writes wins.
     fn validate_headers(
         &self,
         at: &str,
+        preset: Option<&CatalogueProvider>,
         sources: &Sources<'_>,
     ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, Problem> {
+        let written = |name: &str| self.headers.keys().any(|own| own.eq_ignore_ascii_case(name));
+        let from_preset =
+            preset.into_iter().flat_map(|p| &p.headers).filter(|(name, _)| !written(name));
         let mut headers = Vec::with_capacity(self.headers.len());
-        for (name, value) in &self.headers {
+        for (name, value) in from_preset.chain(&self.headers) {
             let field = format!("{at}.headers.{name}");
             let header = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                 Problem::new(
@@ -496,10 +598,11 @@ impl ProviderForm {
     fn validate_models(
         &self,
         at: &str,
-        dialect: Dialect,
+        provider: &Resolved,
         provider_url: Option<&Url>,
         base_url: &str,
     ) -> Result<Vec<ModelConfig>, Problem> {
+        let dialect = provider.dialect;
         let mut models: Vec<ModelConfig> = Vec::with_capacity(self.models.len());
         for (i, model) in self.models.iter().enumerate() {
             let mat = format!("{at}.models[{i}]");
@@ -515,7 +618,7 @@ impl ProviderForm {
                     format!("\"{id}\" is already {at}.models[{j}]; list each model once"),
                 ));
             }
-            let own = api_dialect(&format!("{mat}.api"), self.kind, model.api)?;
+            let own = api_dialect(&format!("{mat}.api"), provider.kind, model.api)?;
             let (dialect, chat_url) = match own {
                 Some(own) if own != dialect => (own, chat_url(at, own, base_url)?),
                 _ => (dialect, provider_url.cloned()),
@@ -523,17 +626,54 @@ impl ProviderForm {
             let probe = model.probe.unwrap_or(true);
             let continuation = match model.continuation {
                 Some(own) => continuation_fits(&format!("{mat}.continuation"), own, dialect)?,
-                None => self.kind.default_continuation(),
+                // The provider's default was chosen for its own dialect; a model moved to
+                // another API (`api = "responses"`) may not have that mechanism.
+                None if mechanism_fits(provider.continuation, dialect) => provider.continuation,
+                None => Continuation::Off,
             };
+            let written = check_facts(&mat, model)?;
+            let known = provider.preset.map(|p| p.facts(id)).unwrap_or_default();
             models.push(ModelConfig {
                 id: ModelId::from(id),
                 dialect,
                 chat_url,
                 probe,
                 continuation,
+                facts: written.or(known),
             });
         }
         Ok(models)
+    }
+}
+
+/// The facts a model entry (at `at`) writes, checked: a window of at least one token, prices
+/// that are numbers and not negative.
+fn check_facts(at: &str, model: &ModelForm) -> Result<ModelFacts, Problem> {
+    for (field, value) in
+        [("context_window", model.context_window), ("max_output", model.max_output)]
+    {
+        if value == Some(0) {
+            return Err(Problem::new(format!("{at}.{field}"), "must be at least 1 token"));
+        }
+    }
+    let facts = model.facts();
+    if facts.price.is_some_and(|p| !p.is_valid()) {
+        return Err(Problem::new(
+            format!("{at}.price"),
+            "prices must be finite and not negative (dollars per million tokens)",
+        ));
+    }
+    Ok(facts)
+}
+
+/// Whether `continuation` is a mechanism of `dialect`'s wire format.
+fn mechanism_fits(continuation: Continuation, dialect: Dialect) -> bool {
+    match continuation {
+        Continuation::Off => true,
+        Continuation::Anthropic => dialect == Dialect::Anthropic,
+        Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
+            dialect == Dialect::OpenAi
+        }
     }
 }
 
@@ -544,14 +684,7 @@ fn continuation_fits(
     continuation: Continuation,
     dialect: Dialect,
 ) -> Result<Continuation, Problem> {
-    let fits = match continuation {
-        Continuation::Off => true,
-        Continuation::Anthropic => dialect == Dialect::Anthropic,
-        Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
-            dialect == Dialect::OpenAi
-        }
-    };
-    if fits {
+    if mechanism_fits(continuation, dialect) {
         return Ok(continuation);
     }
     let hint = match dialect {
@@ -659,8 +792,7 @@ impl TargetForm {
         }
         let mut target = Target::new(provider, model);
         target.probe = p.model(model).is_none_or(|m| m.probe);
-        target.continuation =
-            p.model(model).map_or(p.kind.default_continuation(), |m| m.continuation);
+        target.continuation = p.continuation_for(model);
         if let Some(credential) = &self.credential {
             if !p.credentials.iter().any(|c| c.id.as_str() == credential) {
                 return Err(Problem::new(
@@ -684,20 +816,22 @@ impl TargetForm {
         {
             return Err(Problem::new(format!("{at}.context_window"), "must be at least 1 token"));
         }
-        target.context_window = self.context_window;
-        if let Some(price) = self.price {
-            let ok = |v: f64| v.is_finite() && v >= 0.0;
-            if !ok(price.input_per_mtok) || !ok(price.output_per_mtok) {
-                return Err(Problem::new(
-                    format!("{at}.price"),
-                    "prices must be finite and not negative",
-                ));
-            }
-            target.price = Some(Price {
-                input_per_mtok: price.input_per_mtok,
-                output_per_mtok: price.output_per_mtok,
-            });
+        if let Some(price) = self.price
+            && !price.to_price().is_valid()
+        {
+            return Err(Problem::new(
+                format!("{at}.price"),
+                "prices must be finite and not negative",
+            ));
         }
+        // The target's own numbers, else the model's facts (written, else the catalogue's), so
+        // `cost` and the context-window fallback work without repeating them per combo.
+        let facts = p.facts(model);
+        target.context_window = self.context_window.or(facts.context_window);
+        target.price = self.price.map(PriceForm::to_price).or(facts.price).map(|price| Price {
+            input_per_mtok: price.input_per_mtok,
+            output_per_mtok: price.output_per_mtok,
+        });
         Ok(target)
     }
 }

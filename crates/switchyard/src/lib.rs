@@ -6,6 +6,7 @@
 //! the tests and later the desktop shell all run an [`App`].
 
 pub mod config;
+pub mod connect;
 pub mod keys;
 pub mod oauth;
 pub mod proxy;

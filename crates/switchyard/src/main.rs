@@ -58,6 +58,31 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print the lines that point TOOL at this endpoint (environment variables, config file
+    /// blocks, settings), with a key and a combo filled in.
+    Connect(ConnectArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ConnectArgs {
+    tool: switchyard::connect::Tool,
+    /// The port clients reach [default: the stored config's `server.port`, else 4141].
+    #[arg(long)]
+    port: Option<u16>,
+    /// The combo (or provider/model) the tool asks for [default: the stored config's first
+    /// combo].
+    #[arg(long)]
+    model: Option<String>,
+    /// A local key to fill in [default: a placeholder; see --create-key].
+    #[arg(long, env = "SWITCHYARD_KEY", conflicts_with = "create_key")]
+    key: Option<String>,
+    /// Create a local key named after the tool, so it can be revoked alone, and fill it in.
+    #[arg(long)]
+    create_key: bool,
+    /// Also make the change in the tool's config file, where it documents one (Codex:
+    /// ~/.codex/config.toml; the old file is kept as config.toml.bak).
+    #[arg(long)]
+    write: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +162,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { config, port, ui } => serve(&data_dir, config.as_deref(), port, ui).await,
         Command::Keys { command } => manage_keys(&data_dir, command).await,
         Command::Config { command } => manage_config(&data_dir, command).await,
+        Command::Connect(args) => connect(&data_dir, args).await,
     }
 }
 
@@ -279,6 +305,68 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
             );
         }
     }
+    Ok(())
+}
+
+/// `switchyard connect TOOL`: the text comes from `switchyard::connect`; here only the stored
+/// config and key are read, and with `--write` the one file a tool documents is edited.
+#[expect(clippy::print_stdout, reason = "printing the lines to paste is what this command does")]
+async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
+    use switchyard::connect::{Endpoint, Tool, guide, merge_codex};
+
+    let path = data_dir.join(STATE_FILE);
+    let store =
+        Store::open(&path).await.with_context(|| format!("cannot open {}", path.display()))?;
+    let (section, version) = STORED_CONFIG;
+    let form = store.load_settings::<ConfigForm>(section, version).await;
+    let form = form.ok().flatten().unwrap_or_default();
+    let key = match (args.key, args.create_key) {
+        (Some(key), _) => key,
+        (None, true) => {
+            let name = clap::ValueEnum::to_possible_value(&args.tool)
+                .map_or_else(|| "tool".to_owned(), |v| v.get_name().to_owned());
+            keys::create(&store, &name, SystemClock.now()).await?.key.expose().to_owned()
+        }
+        (None, false) => switchyard::connect::PLACEHOLDER_KEY.to_owned(),
+    };
+    store.close().await;
+    let port = args.port.or(form.server.port).unwrap_or(switchyard::config::DEFAULT_PORT);
+    let model = args
+        .model
+        .or_else(|| form.combos.first().map(|c| c.name.clone()))
+        .unwrap_or_else(|| switchyard::connect::PLACEHOLDER_MODEL.to_owned());
+    let endpoint = Endpoint { port, key, model };
+    let guide = guide(args.tool, &endpoint);
+    println!("# {}", guide.title);
+    for s in &guide.snippets {
+        println!("\n# {}\n{}", s.label, s.text.trim_end());
+    }
+    if let Some(note) = &guide.note {
+        println!("\n# {note}");
+    }
+    if !args.write {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        args.tool == Tool::Codex,
+        "--write: {} has no config file this command edits; paste the lines above",
+        guide.title
+    );
+    let home = dirs::home_dir().context("--write: no home directory")?;
+    let file = home.join(".codex").join("config.toml");
+    let existing = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    let merged = merge_codex(&existing, &endpoint)
+        .map_err(|problem| anyhow::anyhow!("{}: {problem}", file.display()))?;
+    std::fs::create_dir_all(file.parent().expect("a file in a directory"))?;
+    if !existing.is_empty() {
+        std::fs::write(file.with_extension("toml.bak"), &existing)?;
+    }
+    std::fs::write(&file, merged).with_context(|| format!("cannot write {}", file.display()))?;
+    println!("\n# wrote {}", file.display());
     Ok(())
 }
 

@@ -88,6 +88,8 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/responses", post(v1::responses))
         .route("/v1/models", get(v1::models))
         .route("/api/server", get(api::server_info))
+        .route("/api/catalogue", get(api::catalogue))
+        .route("/api/connect", post(api::connect))
         .route("/api/routing", get(api::routing).put(api::set_routing))
         .route("/api/try", post(api::try_model))
         .route("/api/monitoring/health", get(api::health))

@@ -289,12 +289,7 @@ fn a_model_is_a_plain_id_or_a_table_and_every_spelling_reads_the_same() {
     assert_eq!(models[0], ModelForm::new("gpt-4o"));
     assert_eq!(
         models[1],
-        ModelForm {
-            id: "gpt-5-codex".into(),
-            api: Some(OpenAiApi::Responses),
-            probe: None,
-            continuation: None
-        }
+        ModelForm { api: Some(OpenAiApi::Responses), ..ModelForm::new("gpt-5-codex") }
     );
 }
 

@@ -1,7 +1,10 @@
 import type { AliasesForm } from '../bindings/AliasesForm';
 import type { BreakerProfiles } from '../bindings/BreakerProfiles';
 import type { CandidateKey } from '../bindings/CandidateKey';
+import type { Catalogue } from '../bindings/Catalogue';
 import type { Cleared } from '../bindings/Cleared';
+import type { ConnectGuide } from '../bindings/ConnectGuide';
+import type { ConnectRequest } from '../bindings/ConnectRequest';
 import type { ComboForm } from '../bindings/ComboForm';
 import type { ConnectionReport } from '../bindings/ConnectionReport';
 import type { CooldownSettings } from '../bindings/CooldownSettings';
@@ -91,6 +94,10 @@ export class ApiClient {
 
   // Server and routing
   server = () => this.call<ServerInfo>('GET', '/api/server');
+  /** The provider presets and their models' facts compiled into the binary. */
+  catalogue = () => this.call<Catalogue>('GET', '/api/catalogue');
+  /** Every tool's "Connect your tools" lines, with `key` and `model` filled in. */
+  connect = (request: ConnectRequest = {}) => this.call<ConnectGuide[]>('POST', '/api/connect', request);
   routing = () => this.call<RoutingState>('GET', '/api/routing');
   setPaused = (paused: boolean) => this.call<RoutingState>('PUT', '/api/routing', { paused } satisfies RoutingState);
   tryModel = (request: TryRequest) => this.call<TryResult>('POST', '/api/try', request);

@@ -3,4 +3,12 @@
 /**
  * Dollars per million tokens.
  */
-export type PriceForm = { input_per_mtok: number, output_per_mtok: number, };
+export type PriceForm = { input_per_mtok: number, output_per_mtok: number, 
+/**
+ * Input read from the provider's prompt cache.
+ */
+cache_read_per_mtok?: number, 
+/**
+ * Input written to the provider's prompt cache.
+ */
+cache_write_per_mtok?: number, };

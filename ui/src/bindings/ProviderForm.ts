@@ -11,9 +11,20 @@ import type { SelectionStrategy } from "./SelectionStrategy";
 /**
  * `[[providers]]`.
  */
-export type ProviderForm = { id: string, kind: ProviderKind, 
+export type ProviderForm = { id: string, 
 /**
- * The kind's public endpoint when absent.
+ * A catalogue preset (`GET /api/catalogue`, docs/configuration.md) that fills what this
+ * form leaves out: kind, API, base URL, headers, passthrough, the continuation default and
+ * its models' facts. What is written here wins. Its models are facts, not a list of what
+ * may be routed: that stays `models`.
+ */
+preset?: string, 
+/**
+ * Required unless a `preset` gives it.
+ */
+kind?: ProviderKind, 
+/**
+ * The preset's endpoint, else the kind's public one, when absent.
  */
 base_url?: string, 
 /**
@@ -35,8 +46,8 @@ models?: Array<ModelEntry>, headers?: { [key in string]: string }, credentials?:
 oauth?: OAuthClient, 
 /**
  * A client of this provider's own dialect is forwarded as it sent its request, with only
- * `model` rewritten [default true]. `false` re-encodes every request instead, for hosts
- * that refuse fields they do not know.
+ * `model` rewritten [default: the preset's, else true]. `false` re-encodes every request
+ * instead, for hosts that refuse fields they do not know.
  */
 passthrough?: boolean, 
 /**

@@ -10,7 +10,15 @@ import type { SelectionStrategy } from "./SelectionStrategy";
 /**
  * A provider as the API shows it.
  */
-export type ProviderView = { id: string, kind: ProviderKind, 
+export type ProviderView = { id: string, 
+/**
+ * The catalogue preset it names, as configured.
+ */
+preset: string | null, 
+/**
+ * As configured, else the preset's.
+ */
+kind: ProviderKind, 
 /**
  * As configured; `null` means the kind's public endpoint.
  */

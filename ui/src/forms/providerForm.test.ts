@@ -4,6 +4,7 @@ import { adoptModels, checkProviderDraft, emptyProvider, providerDraftOf, provid
 
 const view: ProviderView = {
   id: 'groq',
+  preset: null,
   kind: 'openai',
   base_url: 'https://api.groq.com/openai/v1',
   effective_base_url: 'https://api.groq.com/openai/v1',

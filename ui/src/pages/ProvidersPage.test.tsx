@@ -11,6 +11,7 @@ const userEvent = userEventBase.setup({ delay: null });
 
 const openai: ProviderView = {
   id: 'oa',
+  preset: null,
   kind: 'openai',
   base_url: null,
   effective_base_url: 'https://api.openai.com/v1',

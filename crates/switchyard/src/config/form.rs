@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use switchyard_catalogue::{CatalogueProvider, ModelFacts, ModelPrice};
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::RouteStrategy;
@@ -15,61 +16,12 @@ use switchyard_core::settings::{
     BreakerProfile, BreakerSettings, CooldownSettings, LockoutSettings, RoutingSettings,
     TimeoutSettings,
 };
-use switchyard_providers::dialect::Dialect;
 use ts_rs::TS;
 
 use crate::oauth::OAuthClient;
 
-/// The wire dialect a provider speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
-#[ts(export)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Any OpenAI-compatible API: OpenAI, OpenRouter, Groq, DeepSeek, Together, Ollama, LM Studio, vLLM.
-    Openai,
-    Anthropic,
-    Gemini,
-}
-
-impl ProviderKind {
-    pub fn dialect(self) -> Dialect {
-        match self {
-            Self::Openai => Dialect::OpenAi,
-            Self::Anthropic => Dialect::Anthropic,
-            Self::Gemini => Dialect::Gemini,
-        }
-    }
-
-    /// The continuation mechanism a model of this kind has unless its entry says otherwise:
-    /// Anthropic documents the assistant prefill; an OpenAI-compatible host may or may not
-    /// (OpenAI itself has none), so it is off until a model or preset says which.
-    pub fn default_continuation(self) -> Continuation {
-        match self {
-            Self::Anthropic => Continuation::Anthropic,
-            Self::Openai | Self::Gemini => Continuation::Off,
-        }
-    }
-
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Self::Openai => "https://api.openai.com/v1",
-            Self::Anthropic => "https://api.anthropic.com",
-            Self::Gemini => "https://generativelanguage.googleapis.com/v1beta",
-        }
-    }
-}
-
-/// Which of OpenAI's APIs an `openai` provider is called through.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
-#[ts(export)]
-#[serde(rename_all = "snake_case")]
-pub enum OpenAiApi {
-    /// Chat Completions (`/chat/completions`): what every OpenAI-compatible host speaks.
-    #[default]
-    Chat,
-    /// Responses (`/responses`): OpenAI's newer API, the only one some models answer on.
-    Responses,
-}
+// The kind and API enums are shared with the catalogue's presets, so both spell them alike.
+pub use switchyard_catalogue::{OpenAiApi, ProviderKind};
 
 /// A whole config: the file, the export, and what the API edits piece by piece.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
@@ -105,13 +57,23 @@ pub struct ServerForm {
 }
 
 /// `[[providers]]`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderForm {
     pub id: String,
-    pub kind: ProviderKind,
-    /// The kind's public endpoint when absent.
+    /// A catalogue preset (`GET /api/catalogue`, docs/configuration.md) that fills what this
+    /// form leaves out: kind, API, base URL, headers, passthrough, the continuation default and
+    /// its models' facts. What is written here wins. Its models are facts, not a list of what
+    /// may be routed: that stays `models`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub preset: Option<String>,
+    /// Required unless a `preset` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub kind: Option<ProviderKind>,
+    /// The preset's endpoint, else the kind's public one, when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub base_url: Option<String>,
@@ -142,11 +104,11 @@ pub struct ProviderForm {
     #[ts(optional)]
     pub oauth: Option<OAuthClient>,
     /// A client of this provider's own dialect is forwarded as it sent its request, with only
-    /// `model` rewritten [default true]. `false` re-encodes every request instead, for hosts
-    /// that refuse fields they do not know.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    #[ts(as = "Option<bool>", optional)]
-    pub passthrough: bool,
+    /// `model` rewritten [default: the preset's, else true]. `false` re-encodes every request
+    /// instead, for hosts that refuse fields they do not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub passthrough: Option<bool>,
     /// `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
     /// wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +120,8 @@ impl ProviderForm {
     pub fn new(id: impl Into<String>, kind: ProviderKind) -> Self {
         Self {
             id: id.into(),
-            kind,
+            preset: None,
+            kind: Some(kind),
             base_url: None,
             profile: None,
             breaker: None,
@@ -167,13 +130,23 @@ impl ProviderForm {
             headers: BTreeMap::new(),
             credentials: Vec::new(),
             oauth: None,
-            passthrough: true,
+            passthrough: None,
             api: None,
         }
     }
 
     pub fn credential(&self, id: &str) -> Option<&CredentialForm> {
         self.credentials.iter().find(|c| c.id == id)
+    }
+
+    /// The catalogue entry `preset` names, if it names one that exists.
+    pub fn catalogue_entry(&self) -> Option<&'static CatalogueProvider> {
+        self.preset.as_deref().and_then(|id| switchyard_catalogue::catalogue().provider(id))
+    }
+
+    /// The kind as written, else the preset's; `None` only for a form validation refuses.
+    pub fn resolved_kind(&self) -> Option<ProviderKind> {
+        self.kind.or_else(|| self.catalogue_entry().map(|p| p.kind))
     }
 }
 
@@ -183,7 +156,7 @@ impl ProviderForm {
 /// An entry without facts is written as its plain id (`"gpt-4o"`), so configs from before
 /// model facts existed read and write back unchanged. A new fact is one more optional field
 /// here: the spelling of the list does not change again.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct ModelForm {
@@ -208,12 +181,61 @@ pub struct ModelForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional, type = "false | \"anthropic\" | \"prefix\" | \"partial\" | \"vllm\"")]
     pub continuation: Option<Continuation>,
+    /// Tokens of input and output together [default: the catalogue's]. Combo targets use it
+    /// for the context-window fallback unless they set their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub context_window: Option<u32>,
+    /// The most tokens one answer may have [default: the catalogue's].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub max_output: Option<u32>,
+    /// Dollars per million tokens [default: the catalogue's]; the `cost` strategy reads it
+    /// unless a target sets its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub price: Option<PriceForm>,
+    /// It calls tools [default: the catalogue's].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub tools: Option<bool>,
+    /// It reads images [default: the catalogue's].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub vision: Option<bool>,
+    /// It reasons before answering [default: the catalogue's].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub reasoning: Option<bool>,
 }
 
 impl ModelForm {
     /// A model with no facts of its own.
     pub fn new(id: impl Into<String>) -> Self {
-        Self { id: id.into(), api: None, probe: None, continuation: None }
+        Self {
+            id: id.into(),
+            api: None,
+            probe: None,
+            continuation: None,
+            context_window: None,
+            max_output: None,
+            price: None,
+            tools: None,
+            vision: None,
+            reasoning: None,
+        }
+    }
+
+    /// The facts written here (unchecked; validation checks them).
+    pub fn facts(&self) -> ModelFacts {
+        ModelFacts {
+            context_window: self.context_window,
+            max_output: self.max_output,
+            price: self.price.map(PriceForm::to_price),
+            tools: self.tools,
+            vision: self.vision,
+            reasoning: self.reasoning,
+        }
     }
 
     /// No fact is set: the entry is written as its plain id.
@@ -229,7 +251,7 @@ impl From<&str> for ModelForm {
 }
 
 /// How one entry of `models` is spelled: a plain id, or a table with the model's facts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, TS)]
 #[ts(export)]
 #[serde(untagged)]
 pub enum ModelEntry {
@@ -423,6 +445,25 @@ impl TargetForm {
 pub struct PriceForm {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    /// Input read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub cache_read_per_mtok: Option<f64>,
+    /// Input written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+impl PriceForm {
+    pub fn to_price(self) -> ModelPrice {
+        ModelPrice {
+            input_per_mtok: self.input_per_mtok,
+            output_per_mtok: self.output_per_mtok,
+            cache_read_per_mtok: self.cache_read_per_mtok,
+            cache_write_per_mtok: self.cache_write_per_mtok,
+        }
+    }
 }
 
 /// `[settings]`: one section per settings page.

@@ -133,6 +133,51 @@ pub(super) async fn server_info(State(state): State<ServerState>) -> Response {
     .into_response()
 }
 
+/// `GET /api/catalogue`: the provider presets and their models' facts compiled into this
+/// binary (`switchyard-catalogue`), for "Add from catalogue" and the first-run flow.
+pub(super) async fn catalogue() -> Response {
+    Json(switchyard_catalogue::catalogue()).into_response()
+}
+
+/// What `POST /api/connect` fills the lines in with; both optional.
+#[derive(Debug, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConnectRequest {
+    /// A combo or `provider/model` [default: the first combo].
+    #[serde(default)]
+    #[ts(optional)]
+    pub model: Option<String>,
+    /// A local key [default: a placeholder].
+    #[serde(default)]
+    #[ts(optional)]
+    pub key: Option<String>,
+}
+
+/// `POST /api/connect`: the "Connect your tools" lines of every tool (`ConnectGuide[]`) for
+/// this server's port. A POST so a key travels in the body, never in a URL or a log line.
+pub(super) async fn connect(
+    State(state): State<ServerState>,
+    bytes: axum::body::Bytes,
+) -> Response {
+    use crate::connect::{Endpoint, PLACEHOLDER_KEY, PLACEHOLDER_MODEL, Tool, guide};
+    let request = if bytes.is_empty() {
+        ConnectRequest { model: None, key: None }
+    } else {
+        match body::<ConnectRequest>(&bytes) {
+            Ok(request) => request,
+            Err(problem) => return malformed(&problem),
+        }
+    };
+    let model = request
+        .model
+        .or_else(|| state.services.combos().first().map(|c| c.name.clone()))
+        .unwrap_or_else(|| PLACEHOLDER_MODEL.to_owned());
+    let key = request.key.unwrap_or_else(|| PLACEHOLDER_KEY.to_owned());
+    let endpoint = Endpoint { port: state.port, key, model };
+    Json(Tool::ALL.map(|tool| guide(tool, &endpoint))).into_response()
+}
+
 /// `GET /api/routing`: whether routing is paused.
 pub(super) async fn routing(State(state): State<ServerState>) -> Response {
     Json(state.services.routing()).into_response()

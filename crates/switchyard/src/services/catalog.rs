@@ -25,10 +25,13 @@ use crate::config::{
 use crate::oauth::blocking;
 
 /// A provider as the API shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, TS)]
 #[ts(export)]
 pub struct ProviderView {
     pub id: String,
+    /// The catalogue preset it names, as configured.
+    pub preset: Option<String>,
+    /// As configured, else the preset's.
     pub kind: ProviderKind,
     /// As configured; `null` means the kind's public endpoint.
     pub base_url: Option<String>,
@@ -639,19 +642,23 @@ fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
             }
         })
         .collect();
+    // A form in the config always validated, so `running` exists; the fallbacks only keep
+    // this function total.
+    let kind = running.map(|p| p.kind).or(form.resolved_kind()).unwrap_or(ProviderKind::Openai);
     ProviderView {
         id: form.id.clone(),
-        kind: form.kind,
+        preset: form.preset.clone(),
+        kind,
         base_url: form.base_url.clone(),
         effective_base_url: running
-            .map_or_else(|| form.kind.default_base_url().to_owned(), |p| p.base_url.clone()),
+            .map_or_else(|| kind.default_base_url().to_owned(), |p| p.base_url.clone()),
         profile: form.profile,
         breaker: form.breaker.clone(),
         selection: form.selection,
         models: form.models.clone(),
         headers: form.headers.clone(),
         credentials,
-        passthrough: form.passthrough,
+        passthrough: running.map_or(form.passthrough != Some(false), |p| p.passthrough),
         api: form.api,
     }
 }

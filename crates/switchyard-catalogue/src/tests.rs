@@ -1,0 +1,111 @@
+//! The overlay held against the snapshot: what CI checks so the parse at start cannot fail.
+
+use super::*;
+
+#[test]
+fn every_entry_of_both_files_parses_and_every_model_the_overlay_names_exists() {
+    let catalogue = Catalogue::parse(OVERLAY, SNAPSHOT).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(catalogue.source.licence, "MIT");
+    assert!(!catalogue.source.version.is_empty() && !catalogue.source.fetched.is_empty());
+    for id in [
+        "openai",
+        "anthropic",
+        "gemini",
+        "openrouter",
+        "groq",
+        "deepseek",
+        "mistral",
+        "xai",
+        "together",
+        "fireworks",
+        "cerebras",
+        "ollama",
+        "lmstudio",
+        "vllm",
+    ] {
+        assert!(catalogue.provider(id).is_some(), "the catalogue offers {id}");
+    }
+    for p in &catalogue.providers {
+        assert_eq!(p.discovered, p.models.is_empty(), "{}: a model list or discovery", p.id);
+        for s in &p.suggested {
+            assert!(p.model(s).is_some(), "{}: suggested {s} exists", p.id);
+        }
+        for m in &p.models {
+            assert!(m.facts.price.is_none_or(|price| price.is_valid()), "{}/{}", p.id, m.id);
+            assert!(m.facts.context_window.is_none_or(|w| w > 0), "{}/{}", p.id, m.id);
+        }
+    }
+}
+
+#[test]
+fn every_preset_base_url_is_https_or_http_on_loopback_for_local_servers() {
+    for p in &catalogue().providers {
+        let (scheme, rest) = p.base_url.split_once("://").expect("a scheme");
+        let host = rest.split(['/', ':']).next().unwrap_or_default();
+        assert!(
+            !host.is_empty() && !rest.contains(char::is_whitespace),
+            "{}: {}",
+            p.id,
+            p.base_url
+        );
+        assert!(!p.base_url.ends_with('/'), "{}: no trailing slash", p.id);
+        if p.local {
+            assert_eq!((scheme, host), ("http", "localhost"), "{}: a local server", p.id);
+            assert_eq!(p.auth, AuthStyle::None, "{}", p.id);
+            assert!(p.discovered, "{}: local models are discovered", p.id);
+        } else {
+            assert_eq!(scheme, "https", "{}: keys never cross the network in clear", p.id);
+            assert!(host.contains('.'), "{}: a public host", p.id);
+            assert!(p.keys.as_deref().is_some_and(|k| k.starts_with("https://")), "{}", p.id);
+        }
+        assert!(p.docs.starts_with("https://"), "{}", p.id);
+    }
+}
+
+#[test]
+fn each_preset_authenticates_and_continues_as_its_kind_does() {
+    for p in &catalogue().providers {
+        let auth = match p.kind {
+            ProviderKind::Openai => AuthStyle::Bearer,
+            ProviderKind::Anthropic => AuthStyle::XApiKey,
+            ProviderKind::Gemini => AuthStyle::XGoogApiKey,
+        };
+        assert!(p.auth == auth || p.auth == AuthStyle::None, "{}: {:?}", p.id, p.auth);
+        let fits = match p.continuation {
+            Continuation::Off => true,
+            Continuation::Anthropic => p.kind == ProviderKind::Anthropic,
+            Continuation::Prefix | Continuation::Partial | Continuation::Vllm => {
+                p.kind == ProviderKind::Openai && p.api != Some(OpenAiApi::Responses)
+            }
+        };
+        assert!(fits, "{}: {} is not a mechanism of its API", p.id, p.continuation);
+        assert!(p.api.is_none() || p.kind == ProviderKind::Openai, "{}", p.id);
+    }
+    let c = catalogue();
+    let continuation = |id: &str| c.provider(id).unwrap().continuation;
+    assert_eq!(continuation("deepseek"), Continuation::Prefix);
+    assert_eq!(continuation("mistral"), Continuation::Prefix);
+    assert_eq!(continuation("moonshot"), Continuation::Partial);
+    assert_eq!(continuation("vllm"), Continuation::Vllm);
+    assert_eq!(continuation("anthropic"), Continuation::Anthropic);
+}
+
+#[test]
+fn a_model_the_snapshot_does_not_know_has_no_facts_rather_than_an_error() {
+    let deepseek = catalogue().provider("deepseek").unwrap();
+    assert!(deepseek.facts("deepseek-chat").price.is_some());
+    assert!(deepseek.facts("deepseek-v9-from-the-future").is_empty());
+}
+
+#[test]
+fn an_overlay_naming_a_model_the_snapshot_lacks_is_refused_with_the_entry() {
+    let overlay = OVERLAY.replace(
+        r#"suggested = ["deepseek-chat", "deepseek-reasoner"]"#,
+        r#"suggested = ["deepseek-chat", "deepseek-nonexistent"]"#,
+    );
+    assert_ne!(overlay, OVERLAY);
+    let e = Catalogue::parse(&overlay, SNAPSHOT).unwrap_err();
+    assert!(e.at.contains("\"deepseek\"") && e.problem.contains("deepseek-nonexistent"), "{e}");
+    let e = Catalogue::parse("[[providers]]\nid = \"x\"\n", SNAPSHOT).unwrap_err();
+    assert!(e.at.contains("providers.toml"), "{e}");
+}

@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use switchyard_core::binding::{self, Binding, Exposure};
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
@@ -21,7 +22,7 @@ use switchyard_core::settings::{
     BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
     Timeouts,
 };
-use switchyard_core::{CredentialId, ModelId, ProviderId};
+use switchyard_core::{CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
@@ -114,6 +115,11 @@ pub struct CredentialConfig {
     pub secret: Option<Secret>,
     pub enabled: bool,
     pub priority: u32,
+    /// Every (secret reference, destination) pair this credential's requests send: its own
+    /// secret and the provider's secret headers to the base URL, and an OAuth credential's
+    /// tokens to the token endpoint too. Each must be confirmed before the credential is used
+    /// (see `switchyard_core::binding`).
+    pub bindings: Vec<Binding>,
 }
 
 /// One model a provider lists, its facts resolved against the provider's.
@@ -260,6 +266,19 @@ impl Config {
         self.providers.iter().find(|p| &p.id == id)
     }
 
+    /// What each credential sends where: the input of `switchyard_core::binding::unconfirmed`.
+    pub fn exposures(&self) -> Vec<Exposure> {
+        self.providers
+            .iter()
+            .flat_map(|p| {
+                p.credentials.iter().map(|c| Exposure {
+                    key: CredentialKey { provider: p.id.clone(), credential: c.id.clone() },
+                    bindings: c.bindings.clone(),
+                })
+            })
+            .collect()
+    }
+
     pub fn combo(&self, name: &str) -> Option<&Combo> {
         self.combos.iter().find(|c| c.name == name)
     }
@@ -381,20 +400,32 @@ impl ProviderForm {
                     "an oauth credential keeps its tokens in the keychain after signing in; remove secret",
                 ));
             }
-            let secret = c
+            let reference = c
                 .secret
                 .as_deref()
-                .map(|s| {
-                    SecretRef::parse(s).and_then(|r| r.resolve_using(sources.env, sources.secrets))
-                })
+                .map(SecretRef::parse)
                 .transpose()
                 .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
+            if let Some(SecretRef::Keychain(id)) = &reference {
+                own_keychain_entry(&format!("{cat}.secret"), id, &self.id, Some(&c.id))?;
+            }
+            let secret = reference
+                .as_ref()
+                .map(|r| r.resolve_using(sources.env, sources.secrets))
+                .transpose()
+                .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
+            // An OAuth credential's secret is its token set, kept under its own name.
+            let reference = match c.kind {
+                CredentialKind::Oauth => Some(format!("keychain:{}/{}", self.id, c.id)),
+                CredentialKind::ApiKey => c.secret.clone(),
+            };
             credentials.push(CredentialConfig {
                 id: c.id.as_str().into(),
                 kind: c.kind,
                 secret,
                 enabled: c.enabled,
                 priority: c.priority,
+                bindings: reference.into_iter().map(|r| Binding::new(r, "")).collect(),
             });
         }
         if let Some(client) = &self.oauth {
@@ -417,8 +448,10 @@ impl ProviderForm {
                 secret: None,
                 enabled: true,
                 priority: 0,
+                bindings: Vec::new(),
             });
         }
+        self.bind(at, base_url, &mut credentials)?;
         let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
@@ -441,6 +474,48 @@ impl ProviderForm {
 }
 
 impl ProviderForm {
+    /// Fills each credential's [`CredentialConfig::bindings`]: its own reference (set aside in
+    /// the loop above, destination still empty) and the provider's secret headers, each bound
+    /// to the base URL's destination, plus the token endpoint's for OAuth credentials.
+    fn bind(
+        &self,
+        at: &str,
+        base_url: &str,
+        credentials: &mut [CredentialConfig],
+    ) -> Result<(), Problem> {
+        let to = |field: String, url: &str| {
+            binding::destination(url).ok_or_else(|| {
+                Problem::new(field, "needs a scheme and a host (https://host/...)")
+            })
+        };
+        let base = to(format!("{at}.base_url"), base_url)?;
+        let token = match &self.oauth {
+            Some(client) => Some(to(format!("{at}.oauth.token_url"), &client.token_url)?),
+            None => None,
+        };
+        let headers: Vec<&String> = self
+            .headers
+            .values()
+            .filter(|v| v.starts_with("env:") || v.starts_with("keychain:"))
+            .collect();
+        for credential in credentials {
+            let own: Vec<String> =
+                credential.bindings.drain(..).map(|b| b.reference).collect();
+            let mut bindings: Vec<Binding> = own
+                .iter()
+                .chain(headers.iter().copied())
+                .map(|r| Binding::new(r.clone(), base.clone()))
+                .collect();
+            if credential.kind == CredentialKind::Oauth
+                && let Some(token) = &token
+            {
+                bindings.extend(own.iter().map(|r| Binding::new(r.clone(), token.clone())));
+            }
+            credential.bindings = bindings;
+        }
+        Ok(())
+    }
+
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
     /// `api = "responses"`.
     fn dialect(&self, at: &str) -> Result<Dialect, Problem> {
@@ -468,8 +543,12 @@ impl ProviderForm {
                 )
             })?;
             let value = if value.starts_with("env:") || value.starts_with("keychain:") {
-                let secret = SecretRef::parse(value)
-                    .and_then(|r| r.resolve_using(sources.env, sources.secrets))
+                let reference = SecretRef::parse(value).map_err(|e| Problem::new(&field, e))?;
+                if let SecretRef::Keychain(id) = &reference {
+                    own_keychain_entry(&field, id, &self.id, None)?;
+                }
+                let secret = reference
+                    .resolve_using(sources.env, sources.secrets)
                     .map_err(|e| Problem::new(&field, e))?;
                 let mut value = http::HeaderValue::from_str(secret.expose()).map_err(|_| {
                     Problem::new(&field, "the secret is not a valid header value (a line break?)")
@@ -535,6 +614,36 @@ impl ProviderForm {
         }
         Ok(models)
     }
+}
+
+/// A `keychain:` reference (at `field`) must name the entry of the credential it is written
+/// on (`credential`; for a header, any entry of the provider): otherwise an imported config
+/// could lend one provider's stored key, or OAuth tokens, to another provider's host.
+fn own_keychain_entry(
+    field: &str,
+    id: &switchyard_secrets::SecretId,
+    provider: &str,
+    credential: Option<&str>,
+) -> Result<(), Problem> {
+    let own_provider = id.provider() == provider;
+    let own_credential = credential.is_none_or(|c| id.credential() == c);
+    if own_provider && own_credential {
+        return Ok(());
+    }
+    let own = match credential {
+        Some(c) => format!("keychain:{provider}/{c}"),
+        None => format!("keychain:{provider}/<credential>"),
+    };
+    Err(Problem::new(
+        field,
+        format!(
+            "a keychain reference names its own entry, {own}; \"keychain:{}\" belongs to \
+             another provider or credential: store this provider's key under its own name \
+             (send it as the credential's secret on the Providers page or the API) or use \
+             \"env:VAR\"",
+            id.account()
+        ),
+    ))
 }
 
 /// A model's `continuation` (at `field`), checked against the dialect it is called in: each

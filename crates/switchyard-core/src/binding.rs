@@ -152,8 +152,7 @@ mod tests {
     fn an_oauth_credential_needs_its_token_host_confirmed_as_well() {
         let token = "https://auth.example:443";
         let confirmed = HashSet::from([Binding::new("keychain:p/c", OPENAI)]);
-        let exposures =
-            [exposure("p", "c", &[("keychain:p/c", OPENAI), ("keychain:p/c", token)])];
+        let exposures = [exposure("p", "c", &[("keychain:p/c", OPENAI), ("keychain:p/c", token)])];
         let found = unconfirmed(&exposures, &confirmed);
         assert_eq!(found[0].missing, vec![Binding::new("keychain:p/c", token)]);
     }

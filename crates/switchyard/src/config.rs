@@ -484,9 +484,8 @@ impl ProviderForm {
         credentials: &mut [CredentialConfig],
     ) -> Result<(), Problem> {
         let to = |field: String, url: &str| {
-            binding::destination(url).ok_or_else(|| {
-                Problem::new(field, "needs a scheme and a host (https://host/...)")
-            })
+            binding::destination(url)
+                .ok_or_else(|| Problem::new(field, "needs a scheme and a host (https://host/...)"))
         };
         let base = to(format!("{at}.base_url"), base_url)?;
         let token = match &self.oauth {
@@ -499,8 +498,7 @@ impl ProviderForm {
             .filter(|v| v.starts_with("env:") || v.starts_with("keychain:"))
             .collect();
         for credential in credentials {
-            let own: Vec<String> =
-                credential.bindings.drain(..).map(|b| b.reference).collect();
+            let own: Vec<String> = credential.bindings.drain(..).map(|b| b.reference).collect();
             let mut bindings: Vec<Binding> = own
                 .iter()
                 .chain(headers.iter().copied())

@@ -175,8 +175,14 @@ impl App {
             (ConfigSource::Stored, Some(store)) => Saving::Store(store.clone()),
             (ConfigSource::Stored, None) => Saving::Nowhere,
         };
-        let editor =
-            ConfigEditor::new(Arc::clone(&proxy), secrets, env, saving, Arc::clone(&clock), persistence.store().cloned());
+        let editor = ConfigEditor::new(
+            Arc::clone(&proxy),
+            secrets,
+            env,
+            saving,
+            Arc::clone(&clock),
+            persistence.store().cloned(),
+        );
         let services = Services::new(
             Arc::clone(&registry),
             Arc::clone(&clock),
@@ -357,8 +363,7 @@ async fn confirmed_bindings(
     config: &Config,
     now: switchyard_core::UnixMillis,
 ) -> HashSet<Binding> {
-    let starting: Vec<Binding> =
-        config.exposures().into_iter().flat_map(|e| e.bindings).collect();
+    let starting: Vec<Binding> = config.exposures().into_iter().flat_map(|e| e.bindings).collect();
     let Some(store) = store else { return starting.into_iter().collect() };
     let first_use = match store.settings(FIRST_USE.0).await {
         Ok(marker) => marker.is_none(),
@@ -375,7 +380,10 @@ async fn confirmed_bindings(
         if let Err(error) = recorded.and(marked) {
             tracing::warn!(%error, "cannot record the starting config's secret destinations");
         }
-        tracing::info!(pairs = starting.len(), "secret destinations of the starting config confirmed (first use)");
+        tracing::info!(
+            pairs = starting.len(),
+            "secret destinations of the starting config confirmed (first use)"
+        );
     }
     match store.bindings().await {
         Ok(stored) => stored.into_iter().collect(),

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use switchyard::config::editor::STORED_CONFIG;
 use switchyard::config::{Config, ConfigForm, Sources};
-use switchyard::services::{PairState, imported_pairs};
 use switchyard::keys;
+use switchyard::services::{PairState, imported_pairs};
 use switchyard::{App, FIRST_USE, Launch, STATE_FILE, default_data_dir};
 use switchyard_core::binding::{self, Binding};
 use switchyard_core::{Clock as _, SystemClock};
@@ -286,6 +286,13 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
             let done = import(&store, &config, dry_run).await;
             store.close().await;
             let pairs = done?;
+            let done = if dry_run { "checked" } else { "imported" };
+            println!(
+                "{done} {}: {} providers, {} combos",
+                file.display(),
+                config.providers.len(),
+                config.combos.len()
+            );
             for pair in &pairs {
                 let state = match pair.state {
                     PairState::New => "new",
@@ -298,13 +305,6 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                     pair.credentials.join(", ")
                 );
             }
-            let done = if dry_run { "checked" } else { "imported" };
-            println!(
-                "{done} {}: {} providers, {} combos",
-                file.display(),
-                config.providers.len(),
-                config.combos.len()
-            );
             let new = pairs.iter().filter(|p| p.state == PairState::New).count();
             if new > 0 && !dry_run {
                 println!(

@@ -49,9 +49,8 @@ async fn a_reference_confirmed_for_one_host_is_not_confirmed_for_another() {
 /// The confirmation times as stored, read through a second connection.
 async fn confirmation_times(path: &std::path::Path) -> Vec<i64> {
     use sqlx::Connection as _;
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let mut conn =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
     let rows: Vec<(i64,)> = sqlx::query_as("SELECT confirmed_at FROM secret_bindings")
         .fetch_all(&mut conn)
         .await

@@ -10,9 +10,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
+use switchyard_core::binding::{self, Binding, Unconfirmed};
 use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
 use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan};
-use switchyard_core::binding::{self, Binding, Unconfirmed};
 use switchyard_core::{CredentialKey, ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
 use ts_rs::TS;

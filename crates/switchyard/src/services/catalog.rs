@@ -20,11 +20,11 @@ use switchyard_secrets::{Secret, SecretId, SecretRef, SecretStore};
 use ts_rs::TS;
 
 use super::Services;
+use crate::config::editor::CONFIRMS_NOTHING;
 use crate::config::{
     AliasForm, ComboForm, Config, ConfigForm, CredentialForm, EditError, ModelEntry, ModelForm,
     OpenAiApi, Problem, ProviderForm, ProviderKind, model_list,
 };
-use crate::config::editor::CONFIRMS_NOTHING;
 use crate::oauth::blocking;
 use crate::proxy::Routes;
 
@@ -701,14 +701,17 @@ pub fn imported_pairs(
     for exposure in config.exposures() {
         let who = format!("{}/{}", exposure.key.provider, exposure.key.credential);
         for binding in exposure.bindings {
-            let at = pairs
-                .iter()
-                .position(|p| p.reference == binding.reference && p.destination == binding.destination);
+            let at = pairs.iter().position(|p| {
+                p.reference == binding.reference && p.destination == binding.destination
+            });
             let pair = match at {
                 Some(i) => &mut pairs[i],
                 None => {
-                    let state =
-                        if confirmed.contains(&binding) { PairState::Known } else { PairState::New };
+                    let state = if confirmed.contains(&binding) {
+                        PairState::Known
+                    } else {
+                        PairState::New
+                    };
                     pairs.push(ImportedPair {
                         reference: binding.reference,
                         destination: binding.destination,

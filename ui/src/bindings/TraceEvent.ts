@@ -2,7 +2,8 @@
 
 export type TraceEvent = { "event": "skipped", reason: string, } | { "event": "attempted", outcome: string, status: number | null, millis: number, 
 /**
- * `passthrough` (the client's own bytes went upstream) or `translated`; absent when
+ * `passthrough` (the client's own bytes went upstream), `translated`, or
+ * `continuation` (the request plus the answer so far, RESILIENCE.md §10); absent when
  * no request was built.
  */
 path?: string, 

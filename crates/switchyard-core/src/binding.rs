@@ -12,6 +12,7 @@
 //! `https://API.example.com/v1` and `https://api.example.com:443/other` are one destination.
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -66,7 +67,10 @@ pub fn destination(url: &str) -> Option<String> {
 
 /// The pure rule: which credentials of `exposures` send a pair that is not in `confirmed`, in
 /// the order given, each with its missing pairs (deduplicated, in the order they appear).
-pub fn unconfirmed(exposures: &[Exposure], confirmed: &HashSet<Binding>) -> Vec<Unconfirmed> {
+pub fn unconfirmed<S: BuildHasher>(
+    exposures: &[Exposure],
+    confirmed: &HashSet<Binding, S>,
+) -> Vec<Unconfirmed> {
     exposures
         .iter()
         .filter_map(|exposure| {

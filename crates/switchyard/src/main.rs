@@ -336,7 +336,8 @@ async fn import(
     config: &Config,
     dry_run: bool,
 ) -> anyhow::Result<Vec<switchyard::services::ImportedPair>> {
-    let confirmed = store.bindings().await?.into_iter().collect();
+    let confirmed: std::collections::HashSet<Binding> =
+        store.bindings().await?.into_iter().collect();
     let pairs = imported_pairs(config, &confirmed);
     if !dry_run {
         let now = SystemClock.now();
@@ -375,7 +376,8 @@ async fn confirm(
     provider: Option<&str>,
     yes: bool,
 ) -> anyhow::Result<()> {
-    let confirmed = store.bindings().await?.into_iter().collect();
+    let confirmed: std::collections::HashSet<Binding> =
+        store.bindings().await?.into_iter().collect();
     let mut pairs: Vec<Binding> = Vec::new();
     for unconfirmed in binding::unconfirmed(&config.exposures(), &confirmed) {
         if provider.is_some_and(|p| unconfirmed.key.provider.as_str() != p) {

@@ -693,9 +693,9 @@ struct Staged {
 }
 
 /// Every pair `config` sends, `new` or `known` against `confirmed`, with who sends it.
-pub fn imported_pairs(
+pub fn imported_pairs<S: std::hash::BuildHasher>(
     config: &Config,
-    confirmed: &std::collections::HashSet<Binding>,
+    confirmed: &std::collections::HashSet<Binding, S>,
 ) -> Vec<ImportedPair> {
     let mut pairs: Vec<ImportedPair> = Vec::new();
     for exposure in config.exposures() {
@@ -704,25 +704,18 @@ pub fn imported_pairs(
             let at = pairs.iter().position(|p| {
                 p.reference == binding.reference && p.destination == binding.destination
             });
-            let pair = match at {
-                Some(i) => &mut pairs[i],
-                None => {
-                    let state = if confirmed.contains(&binding) {
-                        PairState::Known
-                    } else {
-                        PairState::New
-                    };
-                    pairs.push(ImportedPair {
-                        reference: binding.reference,
-                        destination: binding.destination,
-                        state,
-                        credentials: Vec::new(),
-                    });
-                    pairs.last_mut().expect("just pushed")
-                }
-            };
-            if !pair.credentials.contains(&who) {
-                pair.credentials.push(who.clone());
+            let at = at.unwrap_or_else(|| {
+                let known = confirmed.contains(&binding);
+                pairs.push(ImportedPair {
+                    reference: binding.reference,
+                    destination: binding.destination,
+                    state: if known { PairState::Known } else { PairState::New },
+                    credentials: Vec::new(),
+                });
+                pairs.len() - 1
+            });
+            if !pairs[at].credentials.contains(&who) {
+                pairs[at].credentials.push(who.clone());
             }
         }
     }

@@ -353,3 +353,61 @@ async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
     assert_eq!(view["credentials"][0]["unconfirmed"], json!([]), "{view}");
     drop(h.stop().await);
 }
+
+/// The interactive API calls: `"confirm": true` on a credential and `confirm=true` on an
+/// import confirm the pairs they introduce; a secret typed for a credential confirms its own
+/// pair; without any of these the same edit leaves the credential benched.
+#[tokio::test]
+async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h =
+        Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new("")).await;
+    let second = switchyard_testkit::MockUpstream::start().await;
+    let provider = |id: &str| json!({ "id": id, "kind": "openai", "base_url": format!("{}/v1", second.base_url()) });
+    for id in ["plain", "confirmed", "typed"] {
+        let (status, body) = h.api(reqwest::Method::POST, "/api/providers", &provider(id)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let api = &h;
+    let add = move |id: &str, body: serde_json::Value| {
+        let path = format!("/api/providers/{id}/credentials");
+        async move { api.api(reqwest::Method::POST, &path, &body).await }
+    };
+    let (_, plain) = add("plain", json!({ "id": "k", "secret_ref": "env:CANARY" })).await;
+    assert_eq!(plain["unconfirmed"][0]["reference"], "env:CANARY", "{plain}");
+    let (_, confirmed) =
+        add("confirmed", json!({ "id": "k", "secret_ref": "env:OA_1", "confirm": true })).await;
+    assert_eq!(confirmed["unconfirmed"], json!([]), "{confirmed}");
+    let (_, typed) = add("typed", json!({ "id": "k", "secret": "sk-typed-by-the-user" })).await;
+    assert_eq!(typed["unconfirmed"], json!([]), "{typed}");
+
+    assert_ne!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.openai("confirmed/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.openai("typed/gpt-4o", false).send().await.unwrap().status(), 200);
+    let keys: Vec<Option<String>> =
+        second.attempts().iter().map(|a| a.api_key().map(str::to_owned)).collect();
+    assert!(!keys.contains(&Some(CANARY.to_owned())), "{keys:?}");
+
+    // An import with confirm=true: the user agreed to the listed pairs.
+    let text = switchyard_e2e::harness::config_text(
+        &h.mock,
+        &format!(
+            "[[providers]]\nid = \"plain\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+             credentials = [{{ id = \"k\", secret = \"env:CANARY\" }}]\n",
+            second.base_url()
+        ),
+    );
+    let imported = h
+        .http
+        .post(h.url("/api/config/import?confirm=true"))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 200);
+    assert_eq!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert!(second.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
+    drop(h.stop().await);
+}

@@ -329,7 +329,7 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
 async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let h = Harness::start_in(mock, data.path(), "").await;
+    let h = Harness::start_in(mock, data.path(), switchyard_e2e::harness::FALLBACK).await;
     let mock = h.stop().await;
 
     let thief = switchyard_testkit::MockUpstream::start().await;
@@ -342,12 +342,18 @@ async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
     );
     assert_ne!(moved, text);
     std::fs::write(&file, moved).unwrap();
-    let setup = switchyard_e2e::harness::Setup::new("").reuse_config();
+    let setup =
+        switchyard_e2e::harness::Setup::new(switchyard_e2e::harness::FALLBACK).reuse_config();
     let h = Harness::start_in_with(mock, data.path(), setup).await;
     let (_, view) = h.api_get("/api/providers/oa").await;
     assert_eq!(view["credentials"][0]["unconfirmed"][0]["reference"], "env:OA_1", "{view}");
     assert_ne!(h.openai("oa/gpt-4o", false).send().await.unwrap().status(), 200);
     assert!(thief.attempts().is_empty(), "the hand-edited host got a request");
+    // The health page does not count the benched keys as able to serve the combo.
+    let (_, health) = h.api_get("/api/monitoring/health").await;
+    let smart = &health["combos"][0];
+    assert_eq!(smart["candidates"], 3, "{health}");
+    assert_eq!(smart["eligible"], 1, "only an/an-1 can serve: {health}");
     // The other providers kept their confirmed pairs across the restart.
     let (_, view) = h.api_get("/api/providers/an").await;
     assert_eq!(view["credentials"][0]["unconfirmed"], json!([]), "{view}");

@@ -180,9 +180,18 @@ impl Routes {
             .iter()
             .map(|combo| {
                 let plan = plan(combo, |p| self.roster(p), &orderer, registry, now);
+                // An unconfirmed credential is planned (the registry knows nothing of it) but
+                // never sent to: it is no help to the combo.
+                let usable = plan.candidates.iter().filter(|c| {
+                    let key = CredentialKey {
+                        provider: c.key.provider.clone(),
+                        credential: c.key.credential.clone(),
+                    };
+                    self.unconfirmed_for(&key).is_none()
+                });
                 ComboHealth {
                     name: combo.name.clone(),
-                    eligible: plan.candidates.len(),
+                    eligible: usable.count(),
                     candidates: plan.candidates.len() + plan.skipped.len(),
                 }
             })

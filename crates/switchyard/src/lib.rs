@@ -385,13 +385,19 @@ async fn confirmed_bindings(
             "secret destinations of the starting config confirmed (first use)"
         );
     }
-    match store.bindings().await {
+    let mut confirmed: HashSet<Binding> = match store.bindings().await {
         Ok(stored) => stored.into_iter().collect(),
         Err(error) => {
-            tracing::warn!(%error, "cannot read confirmed secret destinations; only this run's first-use pairs count");
-            if first_use { starting.into_iter().collect() } else { HashSet::new() }
+            tracing::warn!(%error, "cannot read confirmed secret destinations");
+            HashSet::new()
         }
+    };
+    // Even when recording them failed (a read-only state file), the first use trusts them
+    // for this run.
+    if first_use {
+        confirmed.extend(starting);
     }
+    confirmed
 }
 
 /// The config saved in the state file; empty when there is none or it cannot be read (the

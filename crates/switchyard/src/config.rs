@@ -384,6 +384,8 @@ impl ProviderForm {
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
         let headers = self.validate_headers(at, sources)?;
         let mut credentials = Vec::new();
+        // What each credential's secret is, as a reference: bound to destinations below.
+        let mut references = Vec::new();
         let mut ids = HashSet::new();
         for (i, c) in self.credentials.iter().enumerate() {
             let cat = format!("{at}.credentials[{i}]");
@@ -415,17 +417,17 @@ impl ProviderForm {
                 .transpose()
                 .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
             // An OAuth credential's secret is its token set, kept under its own name.
-            let reference = match c.kind {
+            references.push(match c.kind {
                 CredentialKind::Oauth => Some(format!("keychain:{}/{}", self.id, c.id)),
                 CredentialKind::ApiKey => c.secret.clone(),
-            };
+            });
             credentials.push(CredentialConfig {
                 id: c.id.as_str().into(),
                 kind: c.kind,
                 secret,
                 enabled: c.enabled,
                 priority: c.priority,
-                bindings: reference.into_iter().map(|r| Binding::new(r, "")).collect(),
+                bindings: Vec::new(),
             });
         }
         if let Some(client) = &self.oauth {
@@ -450,8 +452,9 @@ impl ProviderForm {
                 priority: 0,
                 bindings: Vec::new(),
             });
+            references.push(None);
         }
-        self.bind(at, base_url, &mut credentials)?;
+        self.bind(at, base_url, &mut credentials, &references)?;
         let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
@@ -474,14 +477,15 @@ impl ProviderForm {
 }
 
 impl ProviderForm {
-    /// Fills each credential's [`CredentialConfig::bindings`]: its own reference (set aside in
-    /// the loop above, destination still empty) and the provider's secret headers, each bound
-    /// to the base URL's destination, plus the token endpoint's for OAuth credentials.
+    /// Fills each credential's [`CredentialConfig::bindings`]: its own secret's reference (in
+    /// `references`, one per credential) and the provider's secret headers, each bound to the
+    /// base URL's destination, plus the token endpoint's for OAuth credentials.
     fn bind(
         &self,
         at: &str,
         base_url: &str,
         credentials: &mut [CredentialConfig],
+        references: &[Option<String>],
     ) -> Result<(), Problem> {
         let to = |field: String, url: &str| {
             binding::destination(url)
@@ -497,8 +501,7 @@ impl ProviderForm {
             .values()
             .filter(|v| v.starts_with("env:") || v.starts_with("keychain:"))
             .collect();
-        for credential in credentials {
-            let own: Vec<String> = credential.bindings.drain(..).map(|b| b.reference).collect();
+        for (credential, own) in credentials.iter_mut().zip(references) {
             let mut bindings: Vec<Binding> = own
                 .iter()
                 .chain(headers.iter().copied())

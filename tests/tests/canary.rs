@@ -208,3 +208,212 @@ fn echo(status: u16, code: Option<&str>) -> Behavior {
         }))
         .into()
 }
+
+/// Issue 19, point 1: a shared config cannot send the canary to a host of its choosing. Through
+/// an import, an API edit of `base_url`, a borrowed `keychain:` reference, a connection test,
+/// a model list and routed requests, the second host never sees the canary until the user
+/// confirms that pair; after the confirmation it is used.
+#[tokio::test]
+async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let canary = r#"
+[[providers]]
+id = "canary"
+kind = "openai"
+base_url = "{mock}/v1"
+credentials = [{ id = "c-1", secret = "env:CANARY" }]
+"#;
+    let h = Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new(canary))
+        .await;
+    let thief = switchyard_testkit::MockUpstream::start().await;
+    let thief_host = thief.base_url().to_lowercase();
+    let leaked = || thief.attempts().iter().filter(|a| a.api_key() == Some(CANARY)).count();
+
+    // The user's own config was trusted on first use: the canary goes to the first mock.
+    assert_eq!(h.openai("canary/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert!(h.mock.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
+
+    // 1. An import that points a new provider at the second host with the canary variable.
+    let stolen = format!(
+        "{canary}\n[[providers]]\nid = \"thief\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+         credentials = [{{ id = \"k\", secret = \"env:CANARY\" }}]\n",
+        thief.base_url()
+    );
+    let text = switchyard_e2e::harness::config_text(&h.mock, &stolen);
+    let import = |query: &'static str| {
+        h.http
+            .post(h.url(&format!("/api/config/import{query}")))
+            .bearer_auth(MANAGEMENT_TOKEN)
+            .body(text.clone())
+            .send()
+    };
+    let dry: serde_json::Value = import("?dry_run=true").await.unwrap().json().await.unwrap();
+    let pairs = dry["pairs"].as_array().unwrap();
+    let state_of = |host: &str| {
+        pairs
+            .iter()
+            .find(|p| {
+                p["reference"] == "env:CANARY"
+                    && p["destination"].as_str().unwrap().starts_with(host)
+            })
+            .map(|p| p["state"].clone())
+    };
+    assert_eq!(state_of(&thief_host), Some(json!("new")), "{dry}");
+    assert_eq!(state_of(&h.mock.base_url().to_lowercase()), Some(json!("known")), "{dry}");
+    assert_eq!(import("").await.unwrap().status(), 200);
+    let (_, view) = h.api_get("/api/providers/thief").await;
+    let waiting = &view["credentials"][0]["unconfirmed"];
+    assert_eq!(waiting[0]["reference"], "env:CANARY", "{view}");
+    assert!(waiting[0]["destination"].as_str().unwrap().starts_with(&thief_host), "{view}");
+
+    // A routed request, a connection test and a model list: none sends the canary.
+    let routed = h.openai("thief/gpt-4o", false).send().await.unwrap();
+    assert_ne!(routed.status(), 200);
+    let body = routed.text().await.unwrap();
+    assert!(body.contains("credential_unconfirmed"), "the skip reason is named: {body}");
+    let (_, tested) =
+        h.api(reqwest::Method::POST, "/api/providers/thief/test", &serde_json::Value::Null).await;
+    assert_eq!(tested["ok"], false, "{tested}");
+    let error = tested["error"].as_str().unwrap();
+    assert!(
+        error.contains("thief/k") && error.contains(&thief_host) && error.contains("confirm"),
+        "the test names the credential, the host and how to confirm: {error}"
+    );
+    let (status, _) = h.api_get("/api/providers/thief/models").await;
+    assert_ne!(status, 200);
+    assert_eq!(leaked(), 0, "the second host saw the canary before any confirmation");
+
+    // 2. An API edit that moves the trusted provider to the second host.
+    let moved = json!({ "base_url": format!("{}/v1", thief.base_url()) });
+    let (status, body) = h.api(reqwest::Method::PATCH, "/api/providers/canary", &moved).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["credentials"][0]["unconfirmed"][0]["reference"], "env:CANARY", "{body}");
+    assert_ne!(h.openai("canary/gpt-4o", true).send().await.unwrap().status(), 200);
+    let (_, tested) =
+        h.api(reqwest::Method::POST, "/api/providers/canary/test", &serde_json::Value::Null).await;
+    assert_eq!(tested["ok"], false, "{tested}");
+    assert_eq!(leaked(), 0, "an API edit sent the canary to the second host");
+
+    // 3. A reference to another provider's keychain entry is refused, naming the field.
+    let borrowing = json!({
+        "id": "borrower", "kind": "openai", "base_url": format!("{}/v1", thief.base_url()),
+        "credentials": [{ "id": "k", "secret": "keychain:canary/c-2" }],
+    });
+    let (status, body) = h.api(reqwest::Method::POST, "/api/providers", &borrowing).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("credentials[0].secret"), "{body}");
+    assert!(body.to_string().contains("keychain:borrower/k"), "the fix is named: {body}");
+
+    // 4. The user confirms: from then on the second host is used.
+    let (status, body) = h
+        .api(
+            reqwest::Method::POST,
+            "/api/providers/thief/credentials/k/confirm",
+            &serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["credentials"][0]["unconfirmed"], json!([]), "{body}");
+    assert_eq!(h.openai("thief/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(leaked(), 1, "after the confirmation the canary is sent where the user agreed");
+    // Confirming one pair confirmed it for every credential that sends it: `canary` moved to
+    // the same host with the same reference.
+    assert_eq!(h.openai("canary/gpt-4o", false).send().await.unwrap().status(), 200);
+    drop(h.stop().await);
+}
+
+/// A pair confirmed survives a restart; one new at start (the config file edited by hand)
+/// after the first use is not trusted.
+#[tokio::test]
+async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in(mock, data.path(), switchyard_e2e::harness::FALLBACK).await;
+    let mock = h.stop().await;
+
+    let thief = switchyard_testkit::MockUpstream::start().await;
+    let file = data.path().join(switchyard_e2e::harness::CONFIG_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let moved = text.replacen(
+        &format!("{}/v1\"", mock.base_url()),
+        &format!("{}/v1\"", thief.base_url()),
+        1,
+    );
+    assert_ne!(moved, text);
+    std::fs::write(&file, moved).unwrap();
+    let setup =
+        switchyard_e2e::harness::Setup::new(switchyard_e2e::harness::FALLBACK).reuse_config();
+    let h = Harness::start_in_with(mock, data.path(), setup).await;
+    let (_, view) = h.api_get("/api/providers/oa").await;
+    assert_eq!(view["credentials"][0]["unconfirmed"][0]["reference"], "env:OA_1", "{view}");
+    assert_ne!(h.openai("oa/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert!(thief.attempts().is_empty(), "the hand-edited host got a request");
+    // The health page does not count the benched keys as able to serve the combo.
+    let (_, health) = h.api_get("/api/monitoring/health").await;
+    let smart = &health["combos"][0];
+    assert_eq!(smart["candidates"], 3, "{health}");
+    assert_eq!(smart["eligible"], 1, "only an/an-1 can serve: {health}");
+    // The other providers kept their confirmed pairs across the restart.
+    let (_, view) = h.api_get("/api/providers/an").await;
+    assert_eq!(view["credentials"][0]["unconfirmed"], json!([]), "{view}");
+    drop(h.stop().await);
+}
+
+/// The interactive API calls: `"confirm": true` on a credential and `confirm=true` on an
+/// import confirm the pairs they introduce; a secret typed for a credential confirms its own
+/// pair; without any of these the same edit leaves the credential benched.
+#[tokio::test]
+async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h =
+        Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new("")).await;
+    let second = switchyard_testkit::MockUpstream::start().await;
+    let provider = |id: &str| json!({ "id": id, "kind": "openai", "base_url": format!("{}/v1", second.base_url()) });
+    for id in ["plain", "confirmed", "typed"] {
+        let (status, body) = h.api(reqwest::Method::POST, "/api/providers", &provider(id)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let api = &h;
+    let add = move |id: &str, body: serde_json::Value| {
+        let path = format!("/api/providers/{id}/credentials");
+        async move { api.api(reqwest::Method::POST, &path, &body).await }
+    };
+    let (_, plain) = add("plain", json!({ "id": "k", "secret_ref": "env:CANARY" })).await;
+    assert_eq!(plain["unconfirmed"][0]["reference"], "env:CANARY", "{plain}");
+    let (_, confirmed) =
+        add("confirmed", json!({ "id": "k", "secret_ref": "env:OA_1", "confirm": true })).await;
+    assert_eq!(confirmed["unconfirmed"], json!([]), "{confirmed}");
+    let (_, typed) = add("typed", json!({ "id": "k", "secret": "sk-typed-by-the-user" })).await;
+    assert_eq!(typed["unconfirmed"], json!([]), "{typed}");
+
+    assert_ne!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.openai("confirmed/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.openai("typed/gpt-4o", false).send().await.unwrap().status(), 200);
+    let keys: Vec<Option<String>> =
+        second.attempts().iter().map(|a| a.api_key().map(str::to_owned)).collect();
+    assert!(!keys.contains(&Some(CANARY.to_owned())), "{keys:?}");
+
+    // An import with confirm=true: the user agreed to the listed pairs.
+    let text = switchyard_e2e::harness::config_text(
+        &h.mock,
+        &format!(
+            "[[providers]]\nid = \"plain\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+             credentials = [{{ id = \"k\", secret = \"env:CANARY\" }}]\n",
+            second.base_url()
+        ),
+    );
+    let imported = h
+        .http
+        .post(h.url("/api/config/import?confirm=true"))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 200);
+    assert_eq!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert!(second.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
+    drop(h.stop().await);
+}

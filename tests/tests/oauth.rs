@@ -237,3 +237,37 @@ async fn deleting_an_oauth_credential_deletes_its_tokens() {
     let (_, view) = rig.h.api_get(STATUS).await;
     assert_eq!(view["state"], "signed_out", "{view}");
 }
+
+/// Issue 19: an edit that moves the token endpoint to another host benches the credential as
+/// unconfirmed. No refresh, retry or new sign-in sends a token, a code or its verifier there
+/// until the user confirms; after the confirmation the new endpoint is used.
+#[tokio::test]
+async fn a_token_endpoint_moved_by_an_edit_gets_nothing_until_the_user_confirms_it() {
+    let rig = Rig::start().await;
+    rig.sign_in().await;
+    assert_eq!(rig.h.openai("oo/gpt-4o", false).send().await.unwrap().status(), 200);
+
+    let other = MockOAuth::builder().client_id(rig.idp.client_id()).start().await.unwrap();
+    let moved = json!({ "oauth": { "token_url": other.token_url() } });
+    let (status, view) = rig.h.api(Method::PATCH, "/api/providers/oo", &moved).await;
+    assert_eq!(status, 200, "{view}");
+    let waiting = &view["credentials"][0]["unconfirmed"];
+    assert_eq!(waiting[0]["reference"], "keychain:oo/me", "{view}");
+
+    // Past the token's lifetime a request would refresh it: it is skipped instead.
+    rig.clock.advance(LIFETIME + Duration::from_secs(1));
+    assert_ne!(rig.h.openai("oo/gpt-4o", false).send().await.unwrap().status(), 200);
+    let (status, retry) = rig.h.api(Method::POST, RETRY, &Value::Null).await;
+    assert_eq!(status, 409, "{retry}");
+    assert!(retry.to_string().contains("unconfirmed"), "{retry}");
+    let (status, login) = rig.h.api(Method::POST, LOGIN, &Value::Null).await;
+    assert_eq!(status, 409, "{login}");
+    assert_eq!(other.token_request_count(), 0, "the moved token endpoint was sent a token");
+
+    let (status, view) =
+        rig.h.api(Method::POST, "/api/providers/oo/credentials/me/confirm", &Value::Null).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["credentials"][0]["unconfirmed"], json!([]), "{view}");
+    rig.h.openai("oo/gpt-4o", false).send().await.unwrap();
+    assert!(other.token_request_count() > 0, "after the confirmation the new endpoint is used");
+}

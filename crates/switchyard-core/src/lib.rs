@@ -5,6 +5,7 @@
 //! No I/O lives here: time comes from an injected [`Clock`], persistence and networking belong to
 //! the crates around this one. tokio is used for `sync` only (the event broadcast).
 
+pub mod binding;
 pub mod clock;
 pub mod continuation;
 pub mod ids;

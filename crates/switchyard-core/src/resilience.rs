@@ -54,6 +54,10 @@ pub enum SkipReason {
     CredentialInvalid,
     CredentialExpired,
     CredentialRefreshing,
+    /// The credential would send its secret to a destination the user never confirmed for it
+    /// (see `binding`). Not a health state: it lives with the config, never in the registry or
+    /// the state file's health tables.
+    CredentialUnconfirmed,
     /// `rate_limited`: the lock came from a 429, which decides the status of the final error.
     ModelLocked {
         #[ts(type = "number")]
@@ -73,6 +77,7 @@ impl SkipReason {
             Self::CredentialInvalid => "credential_invalid",
             Self::CredentialExpired => "credential_expired",
             Self::CredentialRefreshing => "credential_refreshing",
+            Self::CredentialUnconfirmed => "credential_unconfirmed",
             Self::ModelLocked { .. } => "model_locked",
         }
     }
@@ -95,7 +100,10 @@ impl SkipReason {
             | Self::CredentialCooling { retry_in_ms }
             | Self::CredentialQuotaExhausted { retry_in_ms }
             | Self::ModelLocked { retry_in_ms, .. } => Some(Duration::from_millis(retry_in_ms)),
-            Self::CredentialInvalid | Self::CredentialExpired | Self::CredentialRefreshing => None,
+            Self::CredentialInvalid
+            | Self::CredentialExpired
+            | Self::CredentialRefreshing
+            | Self::CredentialUnconfirmed => None,
         }
     }
 }

@@ -13,6 +13,7 @@
 //!   not rewritten.
 
 mod api_keys;
+mod bindings;
 mod columns;
 mod health;
 mod requests;

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use switchyard_catalogue::{CatalogueProvider, ModelFacts};
+use switchyard_core::binding::{self, Binding, Exposure};
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
@@ -22,7 +23,7 @@ use switchyard_core::settings::{
     BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
     Timeouts,
 };
-use switchyard_core::{CredentialId, ModelId, ProviderId};
+use switchyard_core::{CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
@@ -115,6 +116,11 @@ pub struct CredentialConfig {
     pub secret: Option<Secret>,
     pub enabled: bool,
     pub priority: u32,
+    /// Every (secret reference, destination) pair this credential's requests send: its own
+    /// secret and the provider's secret headers to the base URL, and an OAuth credential's
+    /// tokens to the token endpoint too. Each must be confirmed before the credential is used
+    /// (see `switchyard_core::binding`).
+    pub bindings: Vec<Binding>,
 }
 
 /// One model a provider lists, its facts resolved against the provider's.
@@ -284,6 +290,19 @@ impl Config {
         self.providers.iter().find(|p| &p.id == id)
     }
 
+    /// What each credential sends where: the input of `switchyard_core::binding::unconfirmed`.
+    pub fn exposures(&self) -> Vec<Exposure> {
+        self.providers
+            .iter()
+            .flat_map(|p| {
+                p.credentials.iter().map(|c| Exposure {
+                    key: CredentialKey { provider: p.id.clone(), credential: c.id.clone() },
+                    bindings: c.bindings.clone(),
+                })
+            })
+            .collect()
+    }
+
     pub fn combo(&self, name: &str) -> Option<&Combo> {
         self.combos.iter().find(|c| c.name == name)
     }
@@ -394,6 +413,8 @@ impl ProviderForm {
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
         let headers = self.validate_headers(at, preset_fits, sources)?;
         let mut credentials = Vec::new();
+        // What each credential's secret is, as a reference: bound to destinations below.
+        let mut references = Vec::new();
         let mut ids = HashSet::new();
         for (i, c) in self.credentials.iter().enumerate() {
             let cat = format!("{at}.credentials[{i}]");
@@ -410,20 +431,32 @@ impl ProviderForm {
                     "an oauth credential keeps its tokens in the keychain after signing in; remove secret",
                 ));
             }
-            let secret = c
+            let reference = c
                 .secret
                 .as_deref()
-                .map(|s| {
-                    SecretRef::parse(s).and_then(|r| r.resolve_using(sources.env, sources.secrets))
-                })
+                .map(SecretRef::parse)
                 .transpose()
                 .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
+            if let Some(SecretRef::Keychain(id)) = &reference {
+                own_keychain_entry(&format!("{cat}.secret"), id, &self.id, Some(&c.id))?;
+            }
+            let secret = reference
+                .as_ref()
+                .map(|r| r.resolve_using(sources.env, sources.secrets))
+                .transpose()
+                .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
+            // An OAuth credential's secret is its token set, kept under its own name.
+            references.push(match c.kind {
+                CredentialKind::Oauth => Some(format!("keychain:{}/{}", self.id, c.id)),
+                CredentialKind::ApiKey => c.secret.clone(),
+            });
             credentials.push(CredentialConfig {
                 id: c.id.as_str().into(),
                 kind: c.kind,
                 secret,
                 enabled: c.enabled,
                 priority: c.priority,
+                bindings: Vec::new(),
             });
         }
         if let Some(client) = &self.oauth {
@@ -446,8 +479,11 @@ impl ProviderForm {
                 secret: None,
                 enabled: true,
                 priority: 0,
+                bindings: Vec::new(),
             });
+            references.push(None);
         }
+        self.bind(at, base_url, &mut credentials, &references)?;
         let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at, kind, preset_fits)?;
         let chat_url = chat_url(at, dialect, &base_url)?;
@@ -531,6 +567,46 @@ impl ProviderForm {
         })
     }
 
+    /// Fills each credential's [`CredentialConfig::bindings`]: its own secret's reference (in
+    /// `references`, one per credential) and the provider's secret headers, each bound to the
+    /// base URL's destination, plus the token endpoint's for OAuth credentials.
+    fn bind(
+        &self,
+        at: &str,
+        base_url: &str,
+        credentials: &mut [CredentialConfig],
+        references: &[Option<String>],
+    ) -> Result<(), Problem> {
+        let to = |field: String, url: &str| {
+            binding::destination(url)
+                .ok_or_else(|| Problem::new(field, "needs a scheme and a host (https://host/...)"))
+        };
+        let base = to(format!("{at}.base_url"), base_url)?;
+        let token = match &self.oauth {
+            Some(client) => Some(to(format!("{at}.oauth.token_url"), &client.token_url)?),
+            None => None,
+        };
+        let headers: Vec<&String> = self
+            .headers
+            .values()
+            .filter(|v| v.starts_with("env:") || v.starts_with("keychain:"))
+            .collect();
+        for (credential, own) in credentials.iter_mut().zip(references) {
+            let mut bindings: Vec<Binding> = own
+                .iter()
+                .chain(headers.iter().copied())
+                .map(|r| Binding::new(r.clone(), base.clone()))
+                .collect();
+            if credential.kind == CredentialKind::Oauth
+                && let Some(token) = &token
+            {
+                bindings.extend(own.iter().map(|r| Binding::new(r.clone(), token.clone())));
+            }
+            credential.bindings = bindings;
+        }
+        Ok(())
+    }
+
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
     /// `api = "responses"` (written, else the preset's).
     fn dialect(
@@ -570,8 +646,12 @@ impl ProviderForm {
                 )
             })?;
             let value = if value.starts_with("env:") || value.starts_with("keychain:") {
-                let secret = SecretRef::parse(value)
-                    .and_then(|r| r.resolve_using(sources.env, sources.secrets))
+                let reference = SecretRef::parse(value).map_err(|e| Problem::new(&field, e))?;
+                if let SecretRef::Keychain(id) = &reference {
+                    own_keychain_entry(&field, id, &self.id, None)?;
+                }
+                let secret = reference
+                    .resolve_using(sources.env, sources.secrets)
                     .map_err(|e| Problem::new(&field, e))?;
                 let mut value = http::HeaderValue::from_str(secret.expose()).map_err(|_| {
                     Problem::new(&field, "the secret is not a valid header value (a line break?)")
@@ -675,6 +755,36 @@ fn mechanism_fits(continuation: Continuation, dialect: Dialect) -> bool {
             dialect == Dialect::OpenAi
         }
     }
+}
+
+/// A `keychain:` reference (at `field`) must name the entry of the credential it is written
+/// on (`credential`; for a header, any entry of the provider): otherwise an imported config
+/// could lend one provider's stored key, or OAuth tokens, to another provider's host.
+fn own_keychain_entry(
+    field: &str,
+    id: &switchyard_secrets::SecretId,
+    provider: &str,
+    credential: Option<&str>,
+) -> Result<(), Problem> {
+    let own_provider = id.provider() == provider;
+    let own_credential = credential.is_none_or(|c| id.credential() == c);
+    if own_provider && own_credential {
+        return Ok(());
+    }
+    let own = match credential {
+        Some(c) => format!("keychain:{provider}/{c}"),
+        None => format!("keychain:{provider}/<credential>"),
+    };
+    Err(Problem::new(
+        field,
+        format!(
+            "a keychain reference names its own entry, {own}; \"keychain:{}\" belongs to \
+             another provider or credential: store this provider's key under its own name \
+             (send it as the credential's secret on the Providers page or the API) or use \
+             \"env:VAR\"",
+            id.account()
+        ),
+    ))
 }
 
 /// A model's `continuation` (at `field`), checked against the dialect it is called in: each

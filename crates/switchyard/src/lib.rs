@@ -14,9 +14,11 @@ pub mod requests;
 pub mod server;
 pub mod services;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use switchyard_core::binding::Binding;
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
 use switchyard_providers::executor::Executor;
@@ -158,6 +160,7 @@ impl App {
             OAuthOptions::default(),
         );
         let upkeep = tokio::spawn(oauth_upkeep(oauth.clone(), Arc::clone(&clock)));
+        let confirmed = confirmed_bindings(persistence.store(), &config, clock.now()).await;
         let proxy = Proxy::new(
             config,
             Arc::clone(&registry),
@@ -165,6 +168,7 @@ impl App {
             log,
             oauth.clone(),
             &executor,
+            confirmed,
         );
         let proxy = Arc::new(proxy);
         let saving = match (source, persistence.store()) {
@@ -172,8 +176,14 @@ impl App {
             (ConfigSource::Stored, Some(store)) => Saving::Store(store.clone()),
             (ConfigSource::Stored, None) => Saving::Nowhere,
         };
-        let editor =
-            ConfigEditor::new(Arc::clone(&proxy), secrets, env, saving, Arc::clone(&clock));
+        let editor = ConfigEditor::new(
+            Arc::clone(&proxy),
+            secrets,
+            env,
+            saving,
+            Arc::clone(&clock),
+            persistence.store().cloned(),
+        );
         let services = Services::new(
             Arc::clone(&registry),
             Arc::clone(&clock),
@@ -338,6 +348,57 @@ async fn oauth_upkeep(oauth: OAuth, clock: Arc<dyn Clock>) {
             tracing::info!(credentials = back, "OAuth credentials usable again");
         }
     }
+}
+
+/// The settings section that marks "trust on first use" as done: from then on, a pair new at
+/// start (a hand-edited config file, a CLI import) is unconfirmed like any other.
+pub const FIRST_USE: (&str, u32) = ("secret_bindings", 1);
+
+/// The confirmed (secret reference, destination) pairs. On the first start with this state
+/// file (a fresh install, or the first start after the upgrade that added bindings) every pair
+/// of the config the app starts with is the user's own and is recorded as confirmed: trust on
+/// first use. Without a writable state file nothing can be remembered, so the starting config
+/// is trusted for this run only (`docs/security.md` names both limits).
+async fn confirmed_bindings(
+    store: Option<&Store>,
+    config: &Config,
+    now: switchyard_core::UnixMillis,
+) -> HashSet<Binding> {
+    let starting: Vec<Binding> = config.exposures().into_iter().flat_map(|e| e.bindings).collect();
+    let Some(store) = store else { return starting.into_iter().collect() };
+    let first_use = match store.settings(FIRST_USE.0).await {
+        Ok(marker) => marker.is_none(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read whether secrets were bound before; trusting the starting config for this run");
+            return starting.into_iter().collect();
+        }
+    };
+    if first_use {
+        let recorded = store.confirm_bindings(&starting, now).await;
+        let marked = store
+            .save_settings(FIRST_USE.0, FIRST_USE.1, &serde_json::json!({ "first_use": true }), now)
+            .await;
+        if let Err(error) = recorded.and(marked) {
+            tracing::warn!(%error, "cannot record the starting config's secret destinations");
+        }
+        tracing::info!(
+            pairs = starting.len(),
+            "secret destinations of the starting config confirmed (first use)"
+        );
+    }
+    let mut confirmed: HashSet<Binding> = match store.bindings().await {
+        Ok(stored) => stored.into_iter().collect(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read confirmed secret destinations");
+            HashSet::new()
+        }
+    };
+    // Even when recording them failed (a read-only state file), the first use trusts them
+    // for this run.
+    if first_use {
+        confirmed.extend(starting);
+    }
+    confirmed
 }
 
 /// The config saved in the state file; empty when there is none or it cannot be read (the

@@ -6,10 +6,13 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use switchyard::config::editor::STORED_CONFIG;
-use switchyard::config::{Config, ConfigForm};
+use switchyard::config::{Config, ConfigForm, Sources};
 use switchyard::keys;
-use switchyard::{App, Launch, STATE_FILE, default_data_dir};
+use switchyard::services::{PairState, imported_pairs};
+use switchyard::{App, FIRST_USE, Launch, STATE_FILE, default_data_dir};
+use switchyard_core::binding::{self, Binding};
 use switchyard_core::{Clock as _, SystemClock};
+use switchyard_secrets::KeychainStore;
 use switchyard_store::Store;
 use tracing_subscriber::EnvFilter;
 
@@ -90,11 +93,27 @@ enum ConfigCommand {
     /// Print the config as a config file (TOML; secrets appear as references only).
     Export,
     /// Check a config file and make it the stored config. Nothing changes if it is invalid.
+    /// Every (secret reference, destination) pair it sends is listed as `new` or `known`; a
+    /// new pair leaves its credential unusable until confirmed (`config confirm`).
     Import {
         file: PathBuf,
-        /// Only check the file.
+        /// Only check the file (and list its pairs).
         #[arg(long)]
         dry_run: bool,
+    },
+    /// List the credentials that would send a secret to a destination never confirmed for it,
+    /// and confirm them after a y/N prompt. A running server reads confirmations at start; use
+    /// the Providers page or the API to confirm for a running one.
+    Confirm {
+        /// The config file to confirm [default: the config kept in the data directory].
+        #[arg(long, env = "SWITCHYARD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Only this provider's credentials.
+        #[arg(long, value_name = "ID")]
+        provider: Option<String>,
+        /// Confirm without asking.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -287,15 +306,12 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                 // The keychain answers over IPC: off the runtime's thread.
                 tokio::task::spawn_blocking(move || Config::load(&file)).await??
             };
-            if !dry_run {
-                let store = Store::open(&path)
-                    .await
-                    .with_context(|| format!("cannot open {}", path.display()))?;
-                let saved =
-                    store.save_settings(section, version, &config.form, SystemClock.now()).await;
-                store.close().await;
-                saved?;
-            }
+            let store = Store::open(&path)
+                .await
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let done = import(&store, &config, dry_run).await;
+            store.close().await;
+            let pairs = done?;
             let done = if dry_run { "checked" } else { "imported" };
             println!(
                 "{done} {}: {} providers, {} combos",
@@ -303,6 +319,36 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                 config.providers.len(),
                 config.combos.len()
             );
+            for pair in &pairs {
+                let state = match pair.state {
+                    PairState::New => "new",
+                    PairState::Known => "known",
+                };
+                println!(
+                    "{state:<5}  {} -> {}  ({})",
+                    pair.reference,
+                    pair.destination,
+                    pair.credentials.join(", ")
+                );
+            }
+            let new = pairs.iter().filter(|p| p.state == PairState::New).count();
+            if new > 0 && !dry_run {
+                println!(
+                    "{new} new pairs: their credentials stay unusable until you run `switchyard config confirm`"
+                );
+            }
+        }
+        ConfigCommand::Confirm { config, provider, yes } => {
+            let config = match config {
+                Some(file) => tokio::task::spawn_blocking(move || Config::load(&file)).await??,
+                None => stored_config(&path).await?,
+            };
+            let store = Store::open(&path)
+                .await
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let done = confirm(&store, &config, provider.as_deref(), yes).await;
+            store.close().await;
+            done?;
         }
     }
     Ok(())
@@ -367,6 +413,89 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
     }
     std::fs::write(&file, merged).with_context(|| format!("cannot write {}", file.display()))?;
     println!("\n# wrote {}", file.display());
+    Ok(())
+}
+
+/// Lists the pairs `config` sends against the confirmed ones and, unless `dry_run`, makes it
+/// the stored config. An import counts as the first use: from then on no start trusts a pair
+/// it did not see confirmed (otherwise the next start would confirm the imported file).
+async fn import(
+    store: &Store,
+    config: &Config,
+    dry_run: bool,
+) -> anyhow::Result<Vec<switchyard::services::ImportedPair>> {
+    let confirmed: std::collections::HashSet<Binding> =
+        store.bindings().await?.into_iter().collect();
+    let pairs = imported_pairs(config, &confirmed);
+    if !dry_run {
+        let now = SystemClock.now();
+        if store.settings(FIRST_USE.0).await?.is_none() {
+            let marker = serde_json::json!({ "first_use": true });
+            store.save_settings(FIRST_USE.0, FIRST_USE.1, &marker, now).await?;
+        }
+        let (section, version) = STORED_CONFIG;
+        store.save_settings(section, version, &config.form, now).await?;
+    }
+    Ok(pairs)
+}
+
+/// The config kept in the state file, validated with its secrets resolved.
+async fn stored_config(path: &Path) -> anyhow::Result<Config> {
+    let store =
+        Store::open(path).await.with_context(|| format!("cannot open {}", path.display()))?;
+    let (section, version) = STORED_CONFIG;
+    let form = store.load_settings::<ConfigForm>(section, version).await;
+    store.close().await;
+    let form = form?.unwrap_or_default();
+    let config = tokio::task::spawn_blocking(move || {
+        let keychain = KeychainStore::new();
+        let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
+        form.validate(&sources)
+    })
+    .await?;
+    config.map_err(|p| anyhow::anyhow!("the stored config: {p}"))
+}
+
+/// `config confirm`: lists what needs confirming and records it after the user agrees.
+#[expect(clippy::print_stdout, reason = "the list is what the user confirms")]
+async fn confirm(
+    store: &Store,
+    config: &Config,
+    provider: Option<&str>,
+    yes: bool,
+) -> anyhow::Result<()> {
+    let confirmed: std::collections::HashSet<Binding> =
+        store.bindings().await?.into_iter().collect();
+    let mut pairs: Vec<Binding> = Vec::new();
+    for unconfirmed in binding::unconfirmed(&config.exposures(), &confirmed) {
+        if provider.is_some_and(|p| unconfirmed.key.provider.as_str() != p) {
+            continue;
+        }
+        let key = &unconfirmed.key;
+        println!("credential {}/{} would send:", key.provider, key.credential);
+        for pair in unconfirmed.missing {
+            println!("  {} -> {}", pair.reference, pair.destination);
+            if !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+    }
+    if pairs.is_empty() {
+        println!("nothing to confirm: every credential sends its secret only where confirmed");
+        return Ok(());
+    }
+    if !yes {
+        print!("Send these secrets to these hosts? [y/N] ");
+        std::io::Write::flush(&mut std::io::stdout())?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing confirmed");
+            return Ok(());
+        }
+    }
+    store.confirm_bindings(&pairs, SystemClock.now()).await?;
+    println!("confirmed {} pairs", pairs.len());
     Ok(())
 }
 

@@ -18,6 +18,7 @@ mod routes;
 pub(crate) mod upstream;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -28,6 +29,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use switchyard_core::binding::{Binding, Unconfirmed};
 use switchyard_core::clock::millis;
 use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
@@ -79,10 +81,14 @@ pub fn configure_registry(registry: &HealthRegistry, config: &Config) {
     }
 }
 
-/// Gives the OAuth manager every provider's client (validated with the config).
-fn register_oauth_clients(oauth: &OAuth, config: &Config) {
-    for provider in &config.providers {
+/// Gives the OAuth manager every provider's client (validated with the config). A client
+/// whose token endpoint some credential has not confirmed is held back (the one registered
+/// before stays): the OAuth manager refreshes on its own, and a refresh sends the token.
+fn register_oauth_clients(oauth: &OAuth, routes: &Routes) {
+    for provider in &routes.config.providers {
+        let unconfirmed = routes.unconfirmed().iter().any(|u| u.key.provider == provider.id);
         if let Some(client) = &provider.oauth
+            && !unconfirmed
             && let Err(error) = oauth.set_client(&provider.id, client)
         {
             tracing::warn!(provider = %provider.id, %error, "OAuth client not usable");
@@ -107,6 +113,9 @@ pub struct Proxy {
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
     incapable: Arc<continuation::Incapable>,
+    /// The (secret reference, destination) pairs the user confirmed; each routing table is
+    /// built against them. Changed only through the config editor, which also stores them.
+    confirmed: ArcSwap<HashSet<Binding>>,
 }
 
 impl Proxy {
@@ -117,11 +126,13 @@ impl Proxy {
         log: RequestLog,
         oauth: OAuth,
         executor: &Executor,
+        confirmed: HashSet<Binding>,
     ) -> Self {
         let seed = clock.now().0;
-        register_oauth_clients(&oauth, &config);
+        let routes = Routes::build(config, seed, executor, &confirmed);
+        register_oauth_clients(&oauth, &routes);
         Self {
-            routes: ArcSwap::from_pointee(Routes::build(config, seed, executor)),
+            routes: ArcSwap::from_pointee(routes),
             oauth,
             orderer: TargetOrderer::new(seed),
             registry,
@@ -132,6 +143,7 @@ impl Proxy {
             conversations: Arc::default(),
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
+            confirmed: ArcSwap::from_pointee(confirmed),
         }
     }
 
@@ -153,10 +165,30 @@ impl Proxy {
     /// Requests in flight finish on the table they started with.
     pub fn reconfigure(&self, config: Arc<Config>) {
         configure_registry(&self.registry, &config);
-        register_oauth_clients(&self.oauth, &config);
         let previous = self.routes.load();
-        let routes = Routes::build(config, self.seed, previous.executor());
+        let routes = Routes::build(config, self.seed, previous.executor(), &self.confirmed.load());
+        register_oauth_clients(&self.oauth, &routes);
         self.routes.store(Arc::new(routes));
+    }
+
+    /// Adds `bindings` to the confirmed pairs and rebuilds the routing table on the running
+    /// config, so credentials they complete are used from the next request on. Storing them is
+    /// the caller's job (the config editor), done first.
+    pub fn confirm(&self, bindings: impl IntoIterator<Item = Binding>) {
+        self.add_confirmed(bindings);
+        self.reconfigure(self.config());
+    }
+
+    /// Adds `bindings` to the confirmed pairs for the next routing table built.
+    pub fn add_confirmed(&self, bindings: impl IntoIterator<Item = Binding>) {
+        let mut confirmed = HashSet::clone(&self.confirmed.load());
+        confirmed.extend(bindings);
+        self.confirmed.store(Arc::new(confirmed));
+    }
+
+    /// The confirmed pairs.
+    pub fn confirmed(&self) -> Arc<HashSet<Binding>> {
+        self.confirmed.load_full()
     }
 
     /// Pauses or resumes routing. While paused, client requests get a 503 naming the pause and
@@ -598,7 +630,7 @@ impl Proxy {
         match self.secret_for(routes, &key.provider, &key.credential).await {
             Ok(secret) => Ok((attempt, secret)),
             Err(error) => {
-                tracing::info!(credential = %key, %error, "no OAuth access token");
+                tracing::info!(credential = %key, %error, "no secret to send");
                 drop(attempt);
                 Err(error.code())
             }
@@ -613,7 +645,7 @@ impl Proxy {
         routes: &Routes,
         provider: &ProviderId,
         credential: &CredentialId,
-    ) -> Result<Option<Secret>, OAuthError> {
+    ) -> Result<Option<Secret>, NoSecret> {
         secret(&self.oauth, routes, provider, credential, self.clock.now()).await
     }
 
@@ -992,21 +1024,62 @@ impl Proxy {
     }
 }
 
-/// The secret an attempt (or a probe) with `provider`'s `credential` presents: see
-/// [`Proxy::secret_for`].
+/// Why a credential has no secret to send.
+#[derive(Debug, thiserror::Error)]
+pub enum NoSecret {
+    /// Its secret would go to a destination the user never confirmed for it (issue 19).
+    #[error(
+        "credential \"{provider}/{credential}\" is unconfirmed: it would send {pairs}, never \
+         confirmed; if you trust that host, confirm it on the Providers page, with \
+         `switchyard config confirm --provider {provider}`, or with POST \
+         /api/providers/{provider}/credentials/{credential}/confirm",
+        provider = .0.key.provider,
+        credential = .0.key.credential,
+        pairs = describe_pairs(&.0.missing)
+    )]
+    Unconfirmed(Unconfirmed),
+    #[error(transparent)]
+    OAuth(#[from] OAuthError),
+}
+
+impl NoSecret {
+    /// A stable name for routing traces and the UI: the skip reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unconfirmed(_) => SkipReason::CredentialUnconfirmed.code(),
+            Self::OAuth(error) => error.code(),
+        }
+    }
+}
+
+/// `env:VAR to https://host:443, ...`: what an unconfirmed credential would send where.
+pub fn describe_pairs(pairs: &[Binding]) -> String {
+    let pairs: Vec<String> =
+        pairs.iter().map(|b| format!("{} to {}", b.reference, b.destination)).collect();
+    pairs.join(", ")
+}
+
+/// The secret an attempt (or a probe, a continuation, a connection test, a model list, a
+/// token count) with `provider`'s `credential` presents: see [`Proxy::secret_for`]. Every path
+/// that sends a secret gets it here, so this is where an unconfirmed credential is stopped,
+/// before any token refresh could send its refresh token.
 async fn secret(
     oauth: &OAuth,
     routes: &Routes,
     provider: &ProviderId,
     credential: &CredentialId,
     now: switchyard_core::UnixMillis,
-) -> Result<Option<Secret>, OAuthError> {
+) -> Result<Option<Secret>, NoSecret> {
     let config = routes.provider(provider).and_then(|p| p.credential(credential));
     let Some(config) = config else { return Ok(None) };
+    let key = CredentialKey { provider: provider.clone(), credential: credential.clone() };
+    if let Some(unconfirmed) = routes.unconfirmed_for(&key) {
+        return Err(NoSecret::Unconfirmed(unconfirmed.clone()));
+    }
     if config.kind != CredentialKind::Oauth {
         return Ok(config.secret.clone());
     }
-    oauth.access_token(provider, credential, now).await.map(Some)
+    Ok(oauth.access_token(provider, credential, now).await.map(Some)?)
 }
 
 /// What a recovery probe's task needs, owned: it outlives the request that started it.

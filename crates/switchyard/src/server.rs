@@ -108,6 +108,11 @@ pub fn router(state: ServerState) -> Router {
                 .delete(catalog::delete_provider),
         )
         .route("/api/providers/{id}/test", post(catalog::test_provider))
+        .route("/api/providers/{id}/confirm", post(catalog::confirm_provider))
+        .route(
+            "/api/providers/{id}/credentials/{credential}/confirm",
+            post(catalog::confirm_credential),
+        )
         .route("/api/providers/{id}/models", get(catalog::discover_models))
         .route("/api/providers/{id}/credentials", post(catalog::create_credential))
         .route(

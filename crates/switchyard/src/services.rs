@@ -22,8 +22,8 @@ use tokio::sync::watch;
 use ts_rs::TS;
 
 pub use self::catalog::{
-    AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ProviderCredential, ProviderView,
-    SecretView,
+    AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ImportedPair, PairState,
+    ProviderCredential, ProviderView, SecretView, imported_pairs,
 };
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};

@@ -50,7 +50,7 @@ async fn without_a_config_file_the_config_lives_in_the_state_file_across_restart
     let app = App::start(launch(dir.path(), &clock)).await.unwrap();
     assert!(app.config().providers.is_empty(), "a first start is empty");
     let text = "[[providers]]\nid = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\n\n[[combos]]\nname = \"home\"\ntargets = [{ target = \"local/llama3\" }]\n";
-    let summary = app.services().import_config(text, false).await.unwrap();
+    let summary = app.services().import_config(text, false, false).await.unwrap();
     assert_eq!((summary.providers, summary.combos), (1, 1));
     app.shutdown().await;
 
@@ -74,7 +74,7 @@ async fn with_a_corrupt_state_file_config_edits_apply_in_memory_and_the_health_p
     assert!(!app.persistence_status().is_durable());
     assert_eq!(app.services().health().config_saved_to, ConfigSaving::MemoryOnly);
     let text = "[[providers]]\nid = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\n";
-    app.services().import_config(text, false).await.unwrap();
+    app.services().import_config(text, false, false).await.unwrap();
     assert_eq!(app.config().providers[0].id.as_str(), "local", "applied, in memory");
     app.shutdown().await;
     assert_eq!(std::fs::read(&state).unwrap(), garbage, "the corrupt file is left untouched");

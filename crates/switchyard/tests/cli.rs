@@ -122,3 +122,54 @@ fn serve_refuses_a_management_token_file_other_users_may_read_naming_the_file_an
     assert!(said.contains(&format!("chmod 600 {}", file.display())), "{said}");
     assert!(!said.contains("sy-seen-by-others"), "the token is never printed: {said}");
 }
+
+#[test]
+fn import_lists_each_secret_destination_as_new_or_known_and_confirm_yes_confirms_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let data = dir.path().join("data");
+    let pair = "env:SWITCHYARD_CLI_TEST_KEY -> https://api.openai.com:443";
+
+    let checked =
+        text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
+    assert!(checked.lines().any(|l| l.starts_with("new ") && l.contains(pair)), "{checked}");
+
+    let imported = text(&switchyard(&data, &["config", "import", file.to_str().unwrap()]).stdout);
+    assert!(imported.contains("1 new pairs"), "{imported}");
+    assert!(imported.contains("switchyard config confirm"), "{imported}");
+
+    let confirmed = switchyard(&data, &["config", "confirm", "--yes"]);
+    assert!(confirmed.status.success(), "{}", text(&confirmed.stderr));
+    let out = text(&confirmed.stdout);
+    assert!(out.contains("credential openai/main would send:") && out.contains(pair), "{out}");
+    assert!(out.contains("confirmed 1 pairs"), "{out}");
+
+    let again =
+        text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
+    assert!(again.lines().any(|l| l.starts_with("known ") && l.contains(pair)), "{again}");
+    let nothing = text(&switchyard(&data, &["config", "confirm", "--yes"]).stdout);
+    assert!(nothing.contains("nothing to confirm"), "{nothing}");
+}
+
+#[test]
+fn config_confirm_without_yes_confirms_nothing_unless_the_user_says_y() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let data = dir.path().join("data");
+    assert!(switchyard(&data, &["config", "import", file.to_str().unwrap()]).status.success());
+
+    // stdin is empty: no answer is "no".
+    let refused = text(&switchyard(&data, &["config", "confirm"]).stdout);
+    assert!(refused.contains("[y/N]") && refused.contains("nothing confirmed"), "{refused}");
+    let still =
+        text(&switchyard(&data, &["config", "confirm", "--yes", "--provider", "other"]).stdout);
+    assert!(
+        still.contains("nothing to confirm"),
+        "another provider's pairs are left alone: {still}"
+    );
+    let dry =
+        text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
+    assert!(dry.lines().any(|l| l.starts_with("new ")), "{dry}");
+}

@@ -488,3 +488,68 @@ fn a_continuation_mechanism_of_another_api_is_refused_naming_the_field() {
     let vague = error(&openai_with_models("models = [{ id = \"gpt-4o\", continuation = true }]\n"));
     assert!(vague.contains("does not say how"), "{vague}");
 }
+
+#[test]
+fn a_keychain_reference_to_another_credentials_entry_is_refused_naming_the_field_and_the_fix() {
+    let e = error(
+        r#"
+[[providers]]
+id = "a"
+kind = "openai"
+credentials = [
+  { id = "k1", secret = "env:OPENAI_API_KEY" },
+  { id = "k2", secret = "keychain:b/k" },
+]
+"#,
+    );
+    assert!(e.contains("providers[0].credentials[1].secret"), "{e}");
+    assert!(e.contains("keychain:a/k2"), "the reference to use instead: {e}");
+    let e = error(
+        r#"
+[[providers]]
+id = "a"
+kind = "openai"
+headers = { "x-api-key" = "keychain:b/k" }
+"#,
+    );
+    assert!(e.contains("providers[0].headers.x-api-key"), "{e}");
+}
+
+#[test]
+fn each_credential_is_bound_to_the_destinations_its_secrets_go_to() {
+    use switchyard_core::binding::Binding;
+    let config = parse(
+        r#"
+[[providers]]
+id = "a"
+kind = "openai"
+base_url = "https://API.Example.com/v1"
+headers = { "x-api-key" = "env:ANTHROPIC_API_KEY" }
+credentials = [{ id = "k", secret = "env:OPENAI_API_KEY" }]
+
+[[providers]]
+id = "acme"
+kind = "openai"
+base_url = "https://api.acme.example:8443/v1"
+oauth = { authorize_url = "https://login.acme.example/authorize", token_url = "https://login.acme.example/token", client_id = "switchyard" }
+credentials = [{ id = "me", kind = "oauth" }]
+"#,
+    )
+    .unwrap();
+    let exposures = config.exposures();
+    assert_eq!(
+        exposures[0].bindings,
+        vec![
+            Binding::new("env:OPENAI_API_KEY", "https://api.example.com:443"),
+            Binding::new("env:ANTHROPIC_API_KEY", "https://api.example.com:443"),
+        ]
+    );
+    assert_eq!(
+        exposures[1].bindings,
+        vec![
+            Binding::new("keychain:acme/me", "https://api.acme.example:8443"),
+            Binding::new("keychain:acme/me", "https://login.acme.example:443"),
+        ],
+        "an OAuth credential's tokens go to the token endpoint too"
+    );
+}

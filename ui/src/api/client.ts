@@ -136,6 +136,9 @@ export class ApiClient {
     );
   deleteCredential = (provider: string, credential: string) =>
     this.call<Deleted>('DELETE', `/api/providers/${seg(provider)}/credentials/${seg(credential)}`);
+  /** Confirms where the credential sends its secret: only after the user saw the pairs. */
+  confirmCredential = (provider: string, credential: string) =>
+    this.call<ProviderView>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/confirm`);
 
   // OAuth
   startLogin = (provider: string, credential: string) =>

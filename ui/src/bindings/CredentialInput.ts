@@ -5,4 +5,9 @@ import type { CredentialKind } from "./CredentialKind";
  * A new credential. `secret` is the key itself (kept in the OS keychain); `secret_ref` points
  * at one kept elsewhere (`env:VAR`). At most one of the two.
  */
-export type CredentialInput = { id: string, kind?: CredentialKind, enabled?: boolean, priority?: number, secret?: string, secret_ref?: string, };
+export type CredentialInput = { id: string, kind?: CredentialKind, enabled?: boolean, priority?: number, secret?: string, secret_ref?: string, 
+/**
+ * The caller showed the user where this credential's secret goes and the user agreed:
+ * its new (reference, destination) pairs are confirmed with the edit.
+ */
+confirm?: boolean, };

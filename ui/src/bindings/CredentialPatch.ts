@@ -4,4 +4,8 @@ import type { CredentialKind } from "./CredentialKind";
 /**
  * Changes to a credential; absent fields stay as they are.
  */
-export type CredentialPatch = { kind?: CredentialKind, enabled?: boolean, priority?: number, secret?: string, secret_ref?: string, };
+export type CredentialPatch = { kind?: CredentialKind, enabled?: boolean, priority?: number, secret?: string, secret_ref?: string, 
+/**
+ * As [`CredentialInput::confirm`].
+ */
+confirm?: boolean, };

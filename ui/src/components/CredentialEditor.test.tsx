@@ -11,6 +11,7 @@ const existing: ProviderCredential = {
   enabled: true,
   priority: 0,
   secret: { set: true, reference: 'keychain:openai/main', hint: '…abcd' },
+  unconfirmed: [],
 };
 
 const TYPED = 'sk-typed-secret-value-9876';

@@ -1,6 +1,6 @@
 import { screen, within } from '@testing-library/react';
 import userEventBase from '@testing-library/user-event';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ApiCall } from '../bindings/ApiCall';
 import type { ApiReply } from '../bindings/ApiReply';
 import type { ProviderView } from '../bindings/ProviderView';
@@ -71,5 +71,62 @@ describe('the provider editor', () => {
     const form = within(card.getByRole('form', { name: 'Edit provider an' }));
     expect(form.queryByLabelText('API')).toBeNull();
     expect(form.getByLabelText('Pass through same-dialect requests')).toBeChecked();
+  });
+});
+
+describe('an unconfirmed credential', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  const pair = { reference: 'env:OPENAI_API_KEY', destination: 'https://collector.example:443' };
+  const benched: ProviderView = {
+    ...openai,
+    credentials: [
+      {
+        id: 'main',
+        kind: 'api_key',
+        enabled: true,
+        priority: 0,
+        secret: { set: true, reference: 'env:OPENAI_API_KEY', hint: null },
+        unconfirmed: [pair],
+      },
+    ],
+  };
+
+  function confirming(after: ProviderView) {
+    return (call: ApiCall): ApiReply => {
+      if (call.method === 'POST') return ok(after);
+      if (call.path === '/api/providers') return ok([benched]);
+      return { status: 404, body: null };
+    };
+  }
+
+  it('shows the status and sends the confirmation only after the user agreed to the host', async () => {
+    const asked = vi.spyOn(window, 'confirm').mockReturnValue(true);
+    const { transport } = renderWithServer(<ProvidersPage />, confirming({ ...benched, credentials: [] }));
+    const card = within(await screen.findByRole('article', { name: 'Provider oa' }));
+    expect(card.getByText('unconfirmed')).toBeInTheDocument();
+    expect(card.getByTestId('unconfirmed-main')).toHaveTextContent('env:OPENAI_API_KEY to https://collector.example:443');
+
+    await userEvent.click(card.getByRole('button', { name: 'Confirm credential main' }));
+
+    expect(asked).toHaveBeenCalledWith('Send env:OPENAI_API_KEY to https://collector.example:443?');
+    expect(transport.callsTo('POST', '/api/providers/oa/credentials/main/confirm')).toHaveLength(1);
+  });
+
+  it('sends nothing when the user declines', async () => {
+    vi.spyOn(window, 'confirm').mockReturnValue(false);
+    const { transport } = renderWithServer(<ProvidersPage />, confirming(benched));
+    const card = within(await screen.findByRole('article', { name: 'Provider oa' }));
+    await userEvent.click(card.getByRole('button', { name: 'Confirm credential main' }));
+    expect(transport.callsTo('POST', '/api/providers/oa/credentials/main/confirm')).toHaveLength(0);
+  });
+
+  it('offers no Confirm button once every pair is confirmed', async () => {
+    renderWithServer(<ProvidersPage />, server([{ ...benched, credentials: [{ ...benched.credentials[0]!, unconfirmed: [] }] }]));
+    const card = within(await screen.findByRole('article', { name: 'Provider oa' }));
+    expect(card.queryByRole('button', { name: 'Confirm credential main' })).toBeNull();
+    expect(card.queryByText('unconfirmed')).toBeNull();
   });
 });

@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import type { Binding } from '../bindings/Binding';
 import type { BreakerProfile } from '../bindings/BreakerProfile';
 import type { ConnectionReport } from '../bindings/ConnectionReport';
 import type { DiscoveredModels } from '../bindings/DiscoveredModels';
@@ -20,6 +21,11 @@ import {
   providerPatch,
   type ProviderDraft,
 } from '../forms/providerForm';
+
+/** `env:VAR to https://host:443`, for each pair a credential would send. */
+function describePairs(pairs: Binding[]): string {
+  return pairs.map((p) => `${p.reference} to ${p.destination}`).join(', ');
+}
 
 export function ProvidersPage() {
   const api = useApi();
@@ -89,6 +95,13 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
     await api.patchCredential(provider.id, id, { enabled });
     onChanged();
   });
+  // A credential an import or edit pointed at a host it was never confirmed for stays unused
+  // until the user, shown exactly which secret goes where, agrees (issue 19).
+  const confirmCredential = useAction(async (id: string, pairs: string) => {
+    if (!window.confirm(`Send ${pairs}?`)) return;
+    await api.confirmCredential(provider.id, id);
+    onChanged();
+  });
 
   return (
     <article className="card provider" aria-label={`Provider ${provider.id}`} data-testid={`provider-${provider.id}`}>
@@ -150,7 +163,7 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
       ) : null}
 
       <h3>Credentials</h3>
-      <ErrorNote error={removeCredential.error ?? toggleCredential.error} />
+      <ErrorNote error={removeCredential.error ?? toggleCredential.error ?? confirmCredential.error} />
       {provider.credentials.length === 0 ? <p className="muted">No credential: requests go without a key.</p> : null}
       <ul className="plain credentials">
         {provider.credentials.map((c) => (
@@ -159,12 +172,29 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
               <span>
                 <strong>{c.id}</strong> <Badge tone="muted">{c.kind === 'oauth' ? 'OAuth' : 'API key'}</Badge>{' '}
                 {c.enabled ? <Badge tone="ok">enabled</Badge> : <Badge tone="warn">disabled</Badge>}{' '}
+                {c.unconfirmed.length > 0 ? (
+                  <>
+                    <Badge tone="warn">unconfirmed</Badge>{' '}
+                  </>
+                ) : null}
                 <span className="muted">
                   priority {c.priority} · {c.secret.set ? `set ${c.secret.hint ?? ''}`.trim() : 'no secret'}
                   {c.secret.reference ? ` (${c.secret.reference})` : ''}
                 </span>
               </span>
               <span className="row">
+                {c.unconfirmed.length > 0 ? (
+                  <button
+                    type="button"
+                    className="small"
+                    disabled={confirmCredential.busy}
+                    onClick={() => void confirmCredential.run(c.id, describePairs(c.unconfirmed))}
+                    aria-label={`Confirm credential ${c.id}`}
+                    title={`Send ${describePairs(c.unconfirmed)}?`}
+                  >
+                    Confirm
+                  </button>
+                ) : null}
                 <button
                   type="button"
                   className="secondary small"
@@ -194,6 +224,11 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
                 </button>
               </span>
             </div>
+            {c.unconfirmed.length > 0 ? (
+              <p className="muted" data-testid={`unconfirmed-${c.id}`}>
+                Not used until you confirm: it would send {describePairs(c.unconfirmed)}, which you never confirmed.
+              </p>
+            ) : null}
             {editingCredential === c.id ? (
               <CredentialEditor provider={provider.id} credential={c} onSaved={onChanged} onCancel={() => setEditingCredential(null)} />
             ) : null}

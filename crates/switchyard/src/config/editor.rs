@@ -12,7 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use switchyard_core::Clock;
+use switchyard_core::binding::{self, Binding};
+use switchyard_core::{Clock, CredentialKey};
 use switchyard_secrets::SecretStore;
 use switchyard_store::Store;
 
@@ -62,6 +63,15 @@ impl From<Problem> for EditError {
     }
 }
 
+/// Which of the (secret reference, destination) pairs an edit introduces the user confirmed
+/// with it: the credential and the pair are asked. Only an explicit act of the user confirms
+/// (a secret typed for this credential, `confirm` in an API call made with the management
+/// token); a pair not confirmed leaves its credential benched as unconfirmed.
+pub type Confirms<'a> = &'a (dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync);
+
+/// Confirms nothing: the default for every edit.
+pub const CONFIRMS_NOTHING: Confirms<'static> = &|_, _| false;
+
 /// Owns edits of the running config.
 pub struct ConfigEditor {
     proxy: Arc<Proxy>,
@@ -70,6 +80,8 @@ pub struct ConfigEditor {
     saving: Saving,
     clock: Arc<dyn Clock>,
     turn: tokio::sync::Mutex<()>,
+    /// Where confirmed pairs are recorded: the state file, whichever way the config is saved.
+    bindings: Option<Store>,
 }
 
 impl std::fmt::Debug for ConfigEditor {
@@ -88,8 +100,9 @@ impl ConfigEditor {
         env: Env,
         saving: Saving,
         clock: Arc<dyn Clock>,
+        bindings: Option<Store>,
     ) -> Self {
-        Self { proxy, secrets, env, saving, clock, turn: tokio::sync::Mutex::new(()) }
+        Self { proxy, secrets, env, saving, clock, turn: tokio::sync::Mutex::new(()), bindings }
     }
 
     /// The config requests start on now.
@@ -112,17 +125,51 @@ impl ConfigEditor {
         &self,
         change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
     ) -> Result<(T, Arc<Config>), EditError> {
+        self.edit_confirming(CONFIRMS_NOTHING, change).await
+    }
+
+    /// [`Self::edit`], confirming the new pairs `confirms` accepts along with it.
+    pub async fn edit_confirming<T>(
+        &self,
+        confirms: Confirms<'_>,
+        change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
+    ) -> Result<(T, Arc<Config>), EditError> {
         let _turn = self.turn.lock().await;
         let mut form = self.current().form.clone();
         let out = change(&mut form)?;
-        let config = self.commit(form).await?;
+        let config = self.commit(form, confirms).await?;
         Ok((out, config))
     }
 
-    /// Replaces the whole config (an import).
-    pub async fn replace(&self, form: ConfigForm) -> Result<Arc<Config>, EditError> {
+    /// Replaces the whole config (an import), confirming the new pairs `confirms` accepts.
+    pub async fn replace(
+        &self,
+        form: ConfigForm,
+        confirms: Confirms<'_>,
+    ) -> Result<Arc<Config>, EditError> {
         let _turn = self.turn.lock().await;
-        self.commit(form).await
+        self.commit(form, confirms).await
+    }
+
+    /// Confirms every pair the running config's credentials still need that `confirms`
+    /// accepts; returns them. Credentials they complete are used from the next request on.
+    pub async fn confirm(&self, confirms: Confirms<'_>) -> Result<Vec<Binding>, EditError> {
+        let _turn = self.turn.lock().await;
+        let new = pairs_to_confirm(&self.current(), &self.proxy.confirmed(), confirms);
+        self.record(&new).await?;
+        self.proxy.confirm(new.iter().cloned());
+        Ok(new)
+    }
+
+    /// Stores confirmed pairs (before they take effect: a pair is never used unrecorded).
+    async fn record(&self, pairs: &[Binding]) -> Result<(), EditError> {
+        match (&self.bindings, pairs.is_empty()) {
+            (_, true) | (None, _) => Ok(()),
+            (Some(store), false) => store
+                .confirm_bindings(pairs, self.clock.now())
+                .await
+                .map_err(|e| EditError::Save(format!("cannot record the confirmation: {e}"))),
+        }
     }
 
     /// Validates `form` with every secret resolved, without applying it.
@@ -130,11 +177,18 @@ impl ConfigEditor {
         validate(form, Arc::clone(&self.secrets), Arc::clone(&self.env)).await
     }
 
-    async fn commit(&self, form: ConfigForm) -> Result<Arc<Config>, EditError> {
+    async fn commit(
+        &self,
+        form: ConfigForm,
+        confirms: Confirms<'_>,
+    ) -> Result<Arc<Config>, EditError> {
         // Even an unchanged form is validated and applied again: a secret it references may
         // have changed in the keychain.
         let config = Arc::new(self.check(form).await?);
+        let new = pairs_to_confirm(&config, &self.proxy.confirmed(), confirms);
+        self.record(&new).await?;
         self.save(&config.form).await.map_err(EditError::Save)?;
+        self.proxy.add_confirmed(new);
         self.proxy.reconfigure(Arc::clone(&config));
         tracing::info!(
             providers = config.providers.len(),
@@ -163,6 +217,23 @@ impl ConfigEditor {
             }
         }
     }
+}
+
+/// The pairs `config` needs that are not in `confirmed` and that `confirms` accepts.
+fn pairs_to_confirm(
+    config: &Config,
+    confirmed: &std::collections::HashSet<Binding>,
+    confirms: Confirms<'_>,
+) -> Vec<Binding> {
+    let mut pairs: Vec<Binding> = Vec::new();
+    for unconfirmed in binding::unconfirmed(&config.exposures(), confirmed) {
+        for pair in unconfirmed.missing {
+            if confirms(&unconfirmed.key, &pair) && !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+    }
+    pairs
 }
 
 /// Validates on a blocking thread: resolving `keychain:` secrets talks to the OS keychain.

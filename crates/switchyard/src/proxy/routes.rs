@@ -6,12 +6,14 @@
 //! flight finish on the table they started with.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
+use switchyard_core::binding::{self, Binding, Unconfirmed};
 use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
 use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan};
-use switchyard_core::{ProviderId, UnixMillis};
+use switchyard_core::{CredentialKey, ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
 use ts_rs::TS;
 
@@ -34,12 +36,21 @@ pub struct Routes {
     rosters: Vec<ProviderRoster>,
     pub(super) budget: RetryBudget,
     pub(super) executor: Executor,
+    /// Credentials that would send a secret where the user never confirmed it for: no secret
+    /// of theirs is handed out while they are here (see [`Routes::unconfirmed`]).
+    unconfirmed: Vec<Unconfirmed>,
 }
 
 impl Routes {
     /// The table for `config`. `executor` (the previous table's HTTP client, with its warm
     /// connection pool) is kept when the connect timeout did not change.
-    pub(super) fn build(config: Arc<Config>, seed: u64, executor: &Executor) -> Self {
+    /// `confirmed` is every (reference, destination) pair the user confirmed.
+    pub(super) fn build(
+        config: Arc<Config>,
+        seed: u64,
+        executor: &Executor,
+        confirmed: &HashSet<Binding>,
+    ) -> Self {
         let rosters = config
             .providers
             .iter()
@@ -69,7 +80,18 @@ impl Routes {
             Executor::new(config.timeouts.connect)
                 .expect("the HTTP client builds with static settings")
         };
-        Self { config, rosters, budget, executor }
+        let unconfirmed = binding::unconfirmed(&config.exposures(), confirmed);
+        Self { config, rosters, budget, executor, unconfirmed }
+    }
+
+    /// Every credential benched as unconfirmed, with the pairs the user has to confirm.
+    pub fn unconfirmed(&self) -> &[Unconfirmed] {
+        &self.unconfirmed
+    }
+
+    /// The pairs `key` still needs confirmed; `None` when it may send its secret.
+    pub fn unconfirmed_for(&self, key: &CredentialKey) -> Option<&Unconfirmed> {
+        self.unconfirmed.iter().find(|u| &u.key == key)
     }
 
     pub fn config(&self) -> &Arc<Config> {
@@ -158,9 +180,18 @@ impl Routes {
             .iter()
             .map(|combo| {
                 let plan = plan(combo, |p| self.roster(p), &orderer, registry, now);
+                // An unconfirmed credential is planned (the registry knows nothing of it) but
+                // never sent to: it is no help to the combo.
+                let usable = plan.candidates.iter().filter(|c| {
+                    let key = CredentialKey {
+                        provider: c.key.provider.clone(),
+                        credential: c.key.credential.clone(),
+                    };
+                    self.unconfirmed_for(&key).is_none()
+                });
                 ComboHealth {
                     name: combo.name.clone(),
-                    eligible: plan.candidates.len(),
+                    eligible: usable.count(),
                     candidates: plan.candidates.len() + plan.skipped.len(),
                 }
             })

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use switchyard_core::CredentialKey;
+use switchyard_core::binding::Binding;
 use switchyard_core::resilience::registry::ResetScope;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::settings::{BreakerProfile, BreakerSettings};
@@ -18,11 +20,13 @@ use switchyard_secrets::{Secret, SecretId, SecretRef, SecretStore};
 use ts_rs::TS;
 
 use super::Services;
+use crate::config::editor::CONFIRMS_NOTHING;
 use crate::config::{
     AliasForm, ComboForm, Config, ConfigForm, CredentialForm, EditError, ModelEntry, ModelForm,
     OpenAiApi, Problem, ProviderForm, ProviderKind, model_list,
 };
 use crate::oauth::blocking;
+use crate::proxy::Routes;
 
 /// A provider as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, TS)]
@@ -62,6 +66,10 @@ pub struct ProviderCredential {
     pub enabled: bool,
     pub priority: u32,
     pub secret: SecretView,
+    /// The (secret reference, destination) pairs this credential would send that the user
+    /// never confirmed: while any is listed the credential is benched with status
+    /// `unconfirmed`. Confirm with `POST .../credentials/{id}/confirm` after showing them.
+    pub unconfirmed: Vec<Binding>,
 }
 
 /// What may be shown about a credential's secret.
@@ -99,6 +107,11 @@ pub struct CredentialInput {
     #[serde(default)]
     #[ts(optional)]
     pub secret_ref: Option<String>,
+    /// The caller showed the user where this credential's secret goes and the user agreed:
+    /// its new (reference, destination) pairs are confirmed with the edit.
+    #[serde(default)]
+    #[ts(optional)]
+    pub confirm: Option<bool>,
 }
 
 /// Changes to a credential; absent fields stay as they are.
@@ -121,6 +134,10 @@ pub struct CredentialPatch {
     #[serde(default)]
     #[ts(optional)]
     pub secret_ref: Option<String>,
+    /// As [`CredentialInput::confirm`].
+    #[serde(default)]
+    #[ts(optional)]
+    pub confirm: Option<bool>,
 }
 
 /// Every alias and the default route: what `GET /api/aliases` shows and `PUT` replaces whole.
@@ -144,21 +161,72 @@ pub struct ImportSummary {
     pub combos: usize,
     /// `true` when the config was only checked, not applied.
     pub dry_run: bool,
+    /// Every (secret reference, destination) pair the imported config sends, each `new`
+    /// (never confirmed: its credentials stay benched until confirmed) or `known`.
+    pub pairs: Vec<ImportedPair>,
+}
+
+/// One pair an imported config sends, and whether the user confirmed it before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct ImportedPair {
+    pub reference: String,
+    pub destination: String,
+    /// `new` or `known`.
+    pub state: PairState,
+    /// The credentials that send it (`provider/credential`).
+    pub credentials: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum PairState {
+    New,
+    Known,
 }
 
 impl Services {
     // -- providers ------------------------------------------------------------------------
 
     pub fn providers(&self) -> Vec<ProviderView> {
-        let config = self.editor.current();
-        config.form.providers.iter().map(|p| provider_view(&config, p)).collect()
+        let routes = self.proxy.routes();
+        let config = routes.config();
+        config.form.providers.iter().map(|p| provider_view(&routes, p)).collect()
     }
 
     pub fn provider(&self, id: &str) -> Result<ProviderView, EditError> {
-        let config = self.editor.current();
-        let form =
-            config.form.providers.iter().find(|p| p.id == id).ok_or_else(|| no_provider(id))?;
-        Ok(provider_view(&config, form))
+        let routes = self.proxy.routes();
+        let form = routes
+            .config()
+            .form
+            .providers
+            .iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| no_provider(id))?;
+        Ok(provider_view(&routes, form))
+    }
+
+    /// Confirms what provider `provider`'s credentials (only `credential`, when given) still
+    /// need confirmed: the user saw the pairs and agreed. Returns the provider as it is now.
+    pub async fn confirm_credentials(
+        &self,
+        provider: &str,
+        credential: Option<&str>,
+    ) -> Result<ProviderView, EditError> {
+        let view = self.provider(provider)?;
+        if let Some(id) = credential
+            && !view.credentials.iter().any(|c| c.id == id)
+        {
+            return Err(no_credential(provider, id));
+        }
+        let confirms = |key: &CredentialKey, _: &Binding| {
+            key.provider.as_str() == provider
+                && credential.is_none_or(|id| key.credential.as_str() == id)
+        };
+        let confirmed = self.editor.confirm(&confirms).await?;
+        tracing::info!(provider, pairs = confirmed.len(), "secret destinations confirmed");
+        self.provider(provider)
     }
 
     /// Adds a provider. Its credentials, if any, carry secret references only.
@@ -265,11 +333,13 @@ impl Services {
         form.enabled = input.enabled.unwrap_or(true);
         form.priority = input.priority.unwrap_or(0);
         let id = input.id.clone();
+        let confirm = input.confirm.unwrap_or(false);
         let staged = self.stage_secret(provider, &id, input.secret, input.secret_ref).await?;
         form.secret = staged.reference.clone();
+        let confirms = own_pairs(provider, &id, typed(&staged), confirm);
         let edited = self
             .editor
-            .edit(|config| {
+            .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, provider)?;
                 let credentials = &mut config.providers[index].credentials;
                 append_new(credentials, form, |c| &c.id, "id", "credential")
@@ -296,10 +366,12 @@ impl Services {
             return Err(no_credential(provider, id));
         };
         let at = format!("providers[{index}].credentials[{position}]");
+        let confirm = patch.confirm.unwrap_or(false);
         let staged = self.stage_secret(provider, id, patch.secret, patch.secret_ref).await?;
+        let confirms = own_pairs(provider, id, typed(&staged), confirm);
         let edited = self
             .editor
-            .edit(|config| {
+            .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, provider)?;
                 let p = &mut config.providers[index];
                 let c = p
@@ -593,18 +665,25 @@ impl Services {
     }
 
     /// Replaces the whole config with `text` (a config file), or with `dry_run` only checks it.
+    /// `confirm`: the caller listed the summary's pairs to the user, who agreed to all of them.
     pub async fn import_config(
         &self,
         text: &str,
         dry_run: bool,
+        confirm: bool,
     ) -> Result<ImportSummary, EditError> {
         let form = ConfigForm::from_toml(text)?;
-        let summary =
-            ImportSummary { providers: form.providers.len(), combos: form.combos.len(), dry_run };
-        if dry_run {
-            self.editor.check(form).await?;
-        } else {
-            self.editor.replace(form).await?;
+        let checked = self.editor.check(form.clone()).await?;
+        let summary = ImportSummary {
+            providers: form.providers.len(),
+            combos: form.combos.len(),
+            dry_run,
+            pairs: imported_pairs(&checked, &self.proxy.confirmed()),
+        };
+        if !dry_run {
+            let confirms: &(dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync) =
+                if confirm { &|_, _| true } else { CONFIRMS_NOTHING };
+            self.editor.replace(form, confirms).await?;
         }
         Ok(summary)
     }
@@ -616,7 +695,57 @@ struct Staged {
     written: Option<(SecretId, Option<Secret>)>,
 }
 
-fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
+/// Every pair `config` sends, `new` or `known` against `confirmed`, with who sends it.
+pub fn imported_pairs<S: std::hash::BuildHasher>(
+    config: &Config,
+    confirmed: &std::collections::HashSet<Binding, S>,
+) -> Vec<ImportedPair> {
+    let mut pairs: Vec<ImportedPair> = Vec::new();
+    for exposure in config.exposures() {
+        let who = format!("{}/{}", exposure.key.provider, exposure.key.credential);
+        for binding in exposure.bindings {
+            let at = pairs.iter().position(|p| {
+                p.reference == binding.reference && p.destination == binding.destination
+            });
+            let at = at.unwrap_or_else(|| {
+                let known = confirmed.contains(&binding);
+                pairs.push(ImportedPair {
+                    reference: binding.reference,
+                    destination: binding.destination,
+                    state: if known { PairState::Known } else { PairState::New },
+                    credentials: Vec::new(),
+                });
+                pairs.len() - 1
+            });
+            if !pairs[at].credentials.contains(&who) {
+                pairs[at].credentials.push(who.clone());
+            }
+        }
+    }
+    pairs
+}
+
+/// What a credential edit confirms: with `confirm`, every new pair of that credential; without,
+/// only a secret the user typed for it (kept under its own keychain name), to its provider.
+fn own_pairs<'a>(
+    provider: &'a str,
+    credential: &'a str,
+    typed: Option<String>,
+    confirm: bool,
+) -> impl Fn(&CredentialKey, &Binding) -> bool + Send + Sync + 'a {
+    move |key, pair| {
+        let own = key.provider.as_str() == provider && key.credential.as_str() == credential;
+        own && (confirm || typed.as_ref() == Some(&pair.reference))
+    }
+}
+
+/// The reference of a secret the user typed in this call (stored in the keychain for it).
+fn typed(staged: &Staged) -> Option<String> {
+    staged.written.as_ref().and(staged.reference.clone())
+}
+
+fn provider_view(routes: &Routes, form: &ProviderForm) -> ProviderView {
+    let config = routes.config();
     let running = config.provider(&form.id.as_str().into());
     let credentials = form
         .credentials
@@ -630,6 +759,13 @@ fn provider_view(config: &Config, form: &ProviderForm) -> ProviderView {
                 kind: c.kind,
                 enabled: c.enabled,
                 priority: c.priority,
+                unconfirmed: routes
+                    .unconfirmed_for(&CredentialKey {
+                        provider: form.id.as_str().into(),
+                        credential: c.id.as_str().into(),
+                    })
+                    .map(|u| u.missing.clone())
+                    .unwrap_or_default(),
                 secret: SecretView {
                     set: secret.is_some(),
                     reference: c.secret.clone(),

@@ -3,11 +3,12 @@
 //! why, sign out. The work is the OAuth manager's; this only checks the names against the
 //! running config first.
 
-use switchyard_core::{CredentialId, ProviderId};
+use switchyard_core::{CredentialId, CredentialKey, ProviderId};
 
 use super::Services;
 use crate::config::{Config, EditError, Problem};
 use crate::oauth::{LoginId, LoginStarted, LoginStatus, OAuthClient, OAuthCredentialStatus};
+use crate::proxy::NoSecret;
 use switchyard_core::resilience::CredentialKind;
 
 impl Services {
@@ -19,10 +20,25 @@ impl Services {
         credential: &str,
     ) -> Result<LoginStarted, EditError> {
         let (p, c, client) = self.oauth_credential(provider, credential)?;
+        self.refuse_unconfirmed(&p, &c)?;
         self.oauth
             .start_login(&p, &c, &client)
             .await
             .map_err(|e| EditError::Upstream(Problem::new("oauth", e)))
+    }
+
+    /// A sign-in sends the authorization code and its verifier to the token endpoint, a retry
+    /// sends the refresh token there: neither goes to a destination the user never confirmed
+    /// for this credential (issue 19). The error says which and how to confirm.
+    fn refuse_unconfirmed(&self, p: &ProviderId, c: &CredentialId) -> Result<(), EditError> {
+        let key = CredentialKey { provider: p.clone(), credential: c.clone() };
+        match self.proxy.routes().unconfirmed_for(&key) {
+            Some(unconfirmed) => Err(EditError::Conflict(Problem::new(
+                "credential",
+                NoSecret::Unconfirmed(unconfirmed.clone()),
+            ))),
+            None => Ok(()),
+        }
     }
 
     pub fn login_status(&self, id: u64) -> Result<LoginStatus, EditError> {
@@ -56,6 +72,7 @@ impl Services {
         credential: &str,
     ) -> Result<OAuthCredentialStatus, EditError> {
         let (p, c, _) = self.oauth_credential(provider, credential)?;
+        self.refuse_unconfirmed(&p, &c)?;
         if let Err(error) = self.oauth.access_token(&p, &c, self.clock.now()).await {
             tracing::info!(provider, credential, %error, "OAuth retry did not give a token");
         }

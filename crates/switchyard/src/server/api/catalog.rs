@@ -233,6 +233,9 @@ pub(in crate::server) async fn export_config(State(state): State<ServerState>) -
 pub(in crate::server) struct ImportQuery {
     #[serde(default)]
     dry_run: bool,
+    /// The caller showed the user the pairs a dry run listed, and the user agreed to them.
+    #[serde(default)]
+    confirm: bool,
 }
 
 /// `POST /api/config/import[?dry_run=true]` with a config file (TOML) as the body: replaces
@@ -242,11 +245,32 @@ pub(in crate::server) async fn import_config(
     query: Result<Query<ImportQuery>, QueryRejection>,
     bytes: Bytes,
 ) -> Response {
-    let Ok(Query(q)) = query else { return invalid("dry_run", "expected true or false") };
+    let Ok(Query(q)) = query else {
+        return invalid("dry_run", "dry_run and confirm are true or false");
+    };
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return invalid("(body)", "a config file is UTF-8 text");
     };
-    answer(state.services.import_config(text, q.dry_run).await)
+    answer(state.services.import_config(text, q.dry_run, q.confirm).await)
+}
+
+/// `POST /api/providers/{id}/confirm`: confirms where every credential of the provider sends
+/// its secret (`unconfirmed` in the provider view lists it). The interactive act the binding
+/// rule waits for: the UI sends it only after showing the user the pairs.
+pub(in crate::server) async fn confirm_provider(
+    State(state): State<ServerState>,
+    Path(provider): Path<String>,
+) -> Response {
+    answer(state.services.confirm_credentials(&provider, None).await)
+}
+
+/// `POST /api/providers/{id}/credentials/{credential}/confirm`: as [`confirm_provider`], for
+/// one credential.
+pub(in crate::server) async fn confirm_credential(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    answer(state.services.confirm_credentials(&provider, Some(&id)).await)
 }
 
 /// `POST /api/providers/{id}/credentials/{credential}/login`: starts an OAuth sign-in; open

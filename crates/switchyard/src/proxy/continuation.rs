@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::HeaderMap;
 use bytes::Bytes;
-use switchyard_core::continuation::{self, Refusal, Relayed, RequestShape, Seam};
 use switchyard_core::clock::millis;
+use switchyard_core::continuation::{self, Refusal, Relayed, RequestShape, Seam};
 use switchyard_core::outcome::{ClassifyPolicy, Outcome, OutcomeKind, Upstream, Verdict, classify};
 use switchyard_core::resilience::{Attempt, HealthRegistry};
 use switchyard_core::routing::{Candidate, Combo};

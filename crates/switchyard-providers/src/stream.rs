@@ -283,20 +283,10 @@ impl Kept {
             }
             StreamEvent::Usage(usage) => {
                 self.usage = usage;
-                StreamEvent::Usage(sum(self.before, usage))
+                StreamEvent::Usage(self.before + usage)
             }
             other => other,
         }
-    }
-}
-
-fn sum(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens + b.input_tokens,
-        output_tokens: a.output_tokens + b.output_tokens,
-        cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
-        cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
-        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
     }
 }
 
@@ -383,7 +373,7 @@ impl StreamTranslator {
             self.encoder.adopt_followed();
         }
         let kept = self.kept.get_or_insert_with(Box::default);
-        kept.before = sum(kept.before, kept.usage);
+        kept.before += kept.usage;
         kept.usage = Usage::default();
         kept.seam = Some(seam);
     }

@@ -151,6 +151,8 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthClient>,
     /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
     pub passthrough: bool,
+    /// Ask Chat streams for usage (see [`ProviderForm::stream_usage`]).
+    pub stream_usage: bool,
     /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
     /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
@@ -435,6 +437,7 @@ impl ProviderForm {
             credentials,
             oauth: self.oauth.clone(),
             passthrough: self.passthrough,
+            stream_usage: self.stream_usage,
             dialect,
         })
     }

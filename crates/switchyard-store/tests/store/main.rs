@@ -3,6 +3,7 @@
 
 mod degraded;
 mod fixture;
+mod requests;
 mod restart;
 mod settings;
 mod writer;

@@ -9,11 +9,12 @@ export type TraceEntry = {
  */
 target: string, credential: string, } & ({ "event": "skipped", reason: string, } | { "event": "attempted", outcome: string, status: number | null, millis: number, 
 /**
- * `passthrough` (the client's own bytes went upstream) or `translated`; absent when
+ * `passthrough` (the client's own bytes went upstream), `translated`, or
+ * `continuation` (the request plus the answer so far, RESILIENCE.md §10); absent when
  * no request was built.
  */
 path?: string, 
 /**
  * What translation could not carry to this target (fields, kinds of content).
  */
-dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, });
+dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "used", uncached_input: number, cache_read: number, cache_write: number, output: number, reasoning: number, estimated: boolean, cost?: string, });

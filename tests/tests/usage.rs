@@ -272,3 +272,53 @@ credentials = [{ id = "s-1", secret = "env:OA_1" }]
     // No usage came, so none is logged: nothing is made up.
     assert!(h.newest_logged().await["usage"].is_null());
 }
+
+#[tokio::test]
+async fn a_continued_stream_counts_both_halves_each_at_its_own_prices() {
+    let config = CONFIG.to_owned()
+        + r#"
+[[providers]]
+id = "an2"
+kind = "anthropic"
+base_url = "{mock}"
+
+[[combos]]
+name = "continued"
+targets = [
+  { target = "an/claude-broken", price = { input_per_mtok = 0.8, output_per_mtok = 4.0 } },
+  { target = "an2/claude-rescue", price = { input_per_mtok = 2.5, output_per_mtok = 10.0 } },
+]
+"#;
+    let h = Harness::start(&config).await;
+    let broken = Reply { usage: Some(tokens("anthropic")), ..Reply::default() }
+        .chunks(6)
+        .fault(switchyard_testkit::Fault::CutAfter(4));
+    let rescue = Tokens { input: 1_200, output: 400, ..Tokens::default() };
+    h.mock.script("claude-broken", [broken.into()]);
+    h.mock.script(
+        "claude-rescue",
+        [Behavior::Reply(Reply { usage: Some(rescue), ..Reply::default() })],
+    );
+    let text = send(&h, Client::Anthropic, "continued", true).await.text().await.unwrap();
+    assert!(text.ends_with("data: {\"type\":\"message_stop\"}\n\n"), "continued whole: {text}");
+
+    let entry = h.newest_logged().await;
+    // The broken half reported its prompt in `message_start` and one placeholder output
+    // token, never its final count: that much is counted, marked as an estimate.
+    let first = Usage { output: 1, ..expected(tokens("anthropic")) };
+    let second = expected(rescue);
+    assert_eq!(logged_usage(&entry), Usage { estimated: true, ..first + second }, "{entry}");
+    let cost = first.cost(&first_prices("anthropic")).unwrap() + serving_cost(second);
+    assert_eq!(entry["cost"], cost.to_string(), "{entry}");
+    let used: Vec<&Value> =
+        entry["trace"].as_array().unwrap().iter().filter(|e| e["event"] == "used").collect();
+    assert_eq!(used.len(), 2, "{entry}");
+    assert_eq!(
+        (used[0]["target"].as_str(), used[0]["estimated"].as_bool()),
+        (Some("an/claude-broken"), Some(true))
+    );
+    assert_eq!(
+        (used[1]["target"].as_str(), used[1]["estimated"].as_bool()),
+        (Some("an2/claude-rescue"), Some(false))
+    );
+}

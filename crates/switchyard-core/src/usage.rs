@@ -92,7 +92,9 @@ impl AddAssign for Usage {
         self.cache_write = self.cache_write.saturating_add(other.cache_write);
         self.output = self.output.saturating_add(other.output);
         self.reasoning = self.reasoning.saturating_add(other.reasoning);
-        self.estimated |= other.estimated;
+        // A sum is an estimate when any part is: `||`, which clippy takes for a typo in an
+        // `AddAssign` that is not one here.
+        self.estimated = self.estimated || other.estimated;
     }
 }
 
@@ -111,7 +113,7 @@ impl TokenPrice {
             clippy::cast_sign_loss,
             reason = "checked to be a non-negative integer below 2^63 just before"
         )]
-        (usd.is_finite() && (0.0..9.2e18).contains(&micro)).then(|| Self(micro as u64))
+        (usd.is_finite() && (0.0..9.2e18).contains(&micro)).then_some(Self(micro as u64))
     }
 }
 

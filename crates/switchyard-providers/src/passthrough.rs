@@ -43,27 +43,24 @@ pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
     let Ok(top) = serde_json::from_str::<HashMap<Cow<'_, str>, &RawValue>>(text) else {
         return body;
     };
-    let edited = match top.get("stream_options") {
-        Some(options) => {
-            let Ok(mut object) =
-                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(options.get())
-            else {
-                return body;
-            };
-            if object.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
-                return body;
-            }
-            object.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
-            let Some(start) = offset_in(text, options.get()) else { return body };
-            let encoded = serde_json::to_string(&object).expect("a map serialises");
-            format!("{}{encoded}{}", &text[..start], &text[start + options.get().len()..])
+    let edited = if let Some(options) = top.get("stream_options") {
+        let Ok(mut object) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(options.get())
+        else {
+            return body;
+        };
+        if object.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+            return body;
         }
-        None => {
-            // The body parsed as an object, so its last `}` closes it; `model` makes it
-            // non-empty, so a comma joins the new member.
-            let Some(end) = text.rfind('}') else { return body };
-            format!(r#"{},"stream_options":{{"include_usage":true}}{}"#, &text[..end], &text[end..])
-        }
+        object.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
+        let Some(start) = offset_in(text, options.get()) else { return body };
+        let encoded = serde_json::to_string(&object).expect("a map serialises");
+        format!("{}{encoded}{}", &text[..start], &text[start + options.get().len()..])
+    } else {
+        // The body parsed as an object, so its last `}` closes it; `model` makes it
+        // non-empty, so a comma joins the new member.
+        let Some(end) = text.rfind('}') else { return body };
+        format!(r#"{},"stream_options":{{"include_usage":true}}{}"#, &text[..end], &text[end..])
     };
     edited.into_bytes()
 }

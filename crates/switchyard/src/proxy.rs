@@ -780,18 +780,19 @@ impl Proxy {
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
         let rescue = sending.rescuer.lock().expect("never poisoned").take();
         let meter = sending.tally.meter(&candidate.key, tally::prices(target));
-        let mut result = self
-            .exchange(
-                routes,
-                client,
-                request,
-                built.request,
-                (passthrough, pending, rescue, meter),
-                attempt,
-                target,
-                first_event,
-            )
-            .await;
+        // On the heap: the exchange is most of an attempt's future, and a hedged request
+        // holds two attempts inside every client handler's future.
+        let mut result = Box::pin(self.exchange(
+            routes,
+            client,
+            request,
+            built.request,
+            (passthrough, pending, rescue, meter),
+            attempt,
+            target,
+            first_event,
+        ))
+        .await;
         if let (TriedResult::Failed { upstream: Some((_, report)), .. }, Some(secret)) =
             (&mut result, secret)
         {

@@ -306,12 +306,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     if let (Some(tap), StreamOutcome::Complete) = (tap, stream_outcome) {
         tap.complete();
     }
-    // Usage is final only when the upstream finished; otherwise it is what was reported.
-    if r.translator.status().finish_seen {
-        settle.meter.settle(r.translator.usage());
-    } else {
-        settle.meter.report(r.translator.usage());
-    }
+    meter_end(&r.translator, &mut settle.meter);
     let headers = http::HeaderMap::new();
     let upstream = match ending {
         Ending::Complete => {
@@ -355,6 +350,15 @@ async fn continued(
     r.sse = SseDecoder::default();
     *idle_until = Instant::now() + r.idle;
     true
+}
+
+/// Usage is final only when the upstream finished; otherwise it is what was reported.
+fn meter_end(translator: &StreamTranslator, meter: &mut super::tally::Meter) {
+    if translator.status().finish_seen {
+        meter.settle(translator.usage());
+    } else {
+        meter.report(translator.usage());
+    }
 }
 
 enum Ending {

@@ -39,13 +39,11 @@ impl Slot {
     }
 }
 
-/// One attempt's line in the tally.
+/// One attempt's line in the tally: two words, since it rides in every attempt's future.
 #[derive(Debug)]
 pub(crate) struct Meter {
     tally: Arc<Tally>,
     index: usize,
-    /// The last report, so a stream that repeats it takes no lock.
-    last: Option<Usage>,
 }
 
 /// A target's prices as far as they are known: its `price` today, the model's facts later.
@@ -58,7 +56,7 @@ impl Tally {
     pub(crate) fn meter(self: &Arc<Self>, key: &CandidateKey, prices: Prices) -> Meter {
         let mut slots = self.slots.lock();
         slots.push(Slot { key: key.clone(), prices, usage: None, settled: false });
-        Meter { tally: Arc::clone(self), index: slots.len() - 1, last: None }
+        Meter { tally: Arc::clone(self), index: slots.len() - 1 }
     }
 
     /// The request's usage summed over the attempts that reported any, and its cost; `None`
@@ -102,12 +100,10 @@ impl Tally {
 impl Meter {
     /// The attempt's cumulative usage so far, as the upstream last reported it.
     pub(crate) fn report(&mut self, usage: Option<Usage>) {
-        let Some(usage) = usage else { return };
-        if self.last == Some(usage) {
-            return;
+        if usage.is_some() {
+            // Uncontended but for a hedge's two attempts: a few nanoseconds per chunk.
+            self.tally.slots.lock()[self.index].usage = usage;
         }
-        self.last = Some(usage);
-        self.tally.slots.lock()[self.index].usage = Some(usage);
     }
 
     /// The upstream finished its answer: what it reported is final.

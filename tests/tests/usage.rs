@@ -322,3 +322,44 @@ targets = [
         (Some("an2/claude-rescue"), Some(false))
     );
 }
+
+#[tokio::test]
+async fn a_hedges_loser_counts_what_it_reported_before_it_was_cancelled() {
+    let config = CONFIG.to_owned()
+        + r#"
+[[combos]]
+name = "hedged"
+targets = [
+  { target = "an/claude-slow", price = { input_per_mtok = 0.8, output_per_mtok = 4.0 } },
+  { target = "oa/gpt-4o", price = { input_per_mtok = 2.5, output_per_mtok = 10.0 } },
+]
+hedge_after_ms = 100
+"#;
+    let h = Harness::start_with(switchyard_e2e::harness::Setup::new(&config).timeouts(|t| {
+        t.first_event_ms = 10_000;
+        t.first_byte_ms = 10_000;
+    }))
+    .await;
+    // Anthropic sends `message_start`, with the prompt's counts, before it is ready to answer.
+    let slow = Reply {
+        usage: Some(tokens("anthropic")),
+        first_event_delay_ms: 5_000,
+        start_at_once: true,
+        ..Reply::default()
+    };
+    h.mock.script("claude-slow", [Behavior::Reply(slow)]);
+    h.mock.script(
+        "gpt-4o",
+        [Behavior::Reply(Reply { usage: Some(tokens("chat")), ..Reply::default() })],
+    );
+    let response = send(&h, Client::Chat, "hedged", true).await;
+    assert_eq!(response.headers()["x-switchyard-target"], "oa/gpt-4o");
+    let _ = response.text().await.unwrap();
+
+    let entry = h.newest_logged().await;
+    let loser = Usage { output: 1, ..expected(tokens("anthropic")) };
+    let winner = expected(tokens("chat"));
+    assert_eq!(logged_usage(&entry), Usage { estimated: true, ..loser + winner }, "{entry}");
+    let cost = loser.cost(&first_prices("anthropic")).unwrap() + serving_cost(winner);
+    assert_eq!(entry["cost"], cost.to_string(), "{entry}");
+}

@@ -209,6 +209,10 @@ pub struct Reply {
     pub chunk_gap_ms: u64,
     /// Pause between the response headers and the first real event.
     pub first_event_delay_ms: u64,
+    /// Send the stream's first event (Anthropic's `message_start`, with the prompt's usage)
+    /// before that pause rather than after, as Anthropic does: an attempt cancelled while it
+    /// waits has still reported what its prompt used.
+    pub start_at_once: bool,
     /// While waiting for the first event, send a keep-alive this often (streams only).
     pub keep_alive_every_ms: Option<u64>,
     pub fault: Option<Fault>,
@@ -249,6 +253,7 @@ impl Default for Reply {
             chunks: 3,
             chunk_gap_ms: 0,
             first_event_delay_ms: 0,
+            start_at_once: false,
             keep_alive_every_ms: None,
             fault: None,
             keep_alive_event: None,

@@ -130,6 +130,16 @@ fn gemini_thoughts_are_outside_candidates_and_cached_content_inside_the_prompt()
 }
 
 #[test]
+fn gemini_counts_a_server_tools_prompt_as_input() {
+    let body = r#"{"candidates":[{"content":{"parts":[{"text":"Sunny."}],"role":"model"},"finishReason":"STOP","index":0}],
+      "usageMetadata":{"promptTokenCount":40,"candidatesTokenCount":10,"toolUsePromptTokenCount":300,"totalTokenCount":350},
+      "modelVersion":"gemini-2.5-flash"}"#;
+    let usage = answered(Dialect::Gemini, body);
+    assert_eq!(usage, buckets(340, 0, 0, 10, 0));
+    assert_eq!(usage.total(), 350, "the buckets add up to totalTokenCount");
+}
+
+#[test]
 fn gemini_streams_usage_metadata_cumulatively() {
     let events = [
         (

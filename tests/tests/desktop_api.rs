@@ -61,7 +61,8 @@ async fn try_it_answers_with_what_served_and_the_routing_trace() {
     let trace = body["trace"].as_array().unwrap();
     assert_eq!(trace.first().unwrap()["target"], "oa/gpt-4o", "{body}");
     assert_eq!(trace.first().unwrap()["event"], "attempted", "{body}");
-    let served = trace.last().unwrap();
+    // The last attempt served; `used` lines (what each attempt used) follow it.
+    let served = trace.iter().rev().find(|e| e["event"] == "attempted").unwrap();
     assert_eq!(
         (&served["target"], &served["outcome"]),
         (&json!("an/claude-fallback"), &json!("success"))

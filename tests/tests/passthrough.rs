@@ -59,6 +59,12 @@ async fn last_trace(h: &Harness) -> Value {
     }
 }
 
+/// The trace's last attempt: the one that served (`used` lines, what each attempt used, follow).
+fn last_attempt(trace: &Value) -> Value {
+    let entries = trace.as_array().expect("a trace");
+    entries.iter().rev().find(|e| e["event"] == "attempted").expect("an attempt").clone()
+}
+
 #[tokio::test]
 async fn an_anthropic_request_reaches_an_anthropic_upstream_unchanged_but_for_its_model() {
     let h = Harness::start("").await;
@@ -83,7 +89,7 @@ async fn an_anthropic_request_reaches_an_anthropic_upstream_unchanged_but_for_it
     assert_eq!(sent.body, expected, "every field the client sent, and only the model changed");
 
     let trace = last_trace(&h).await;
-    let served = trace.as_array().unwrap().last().unwrap().clone();
+    let served = last_attempt(&trace);
     assert_eq!(served["path"], "passthrough", "{trace}");
 }
 
@@ -115,7 +121,7 @@ async fn the_same_request_to_an_openai_target_is_translated_and_the_trace_names_
     }
 
     let trace = last_trace(&h).await;
-    let served = trace.as_array().unwrap().last().unwrap().clone();
+    let served = last_attempt(&trace);
     assert_eq!(served["path"], "translated", "{trace}");
     let dropped: Vec<&str> =
         served["dropped"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
@@ -155,7 +161,7 @@ passthrough = false
         "an Anthropic client's own mid-conversation system message stays in place"
     );
     let trace = last_trace(&h).await;
-    assert_eq!(trace.as_array().unwrap().last().unwrap()["path"], "translated", "{trace}");
+    assert_eq!(last_attempt(&trace)["path"], "translated", "{trace}");
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ pub mod resilience;
 pub mod routing;
 pub mod settings;
 pub mod text;
+pub mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};

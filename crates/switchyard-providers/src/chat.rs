@@ -16,8 +16,9 @@
 //! - Tool arguments are JSON text as the model produced it. It is almost always a JSON object;
 //!   encoders whose wire needs an object (Anthropic, Gemini) substitute `{}` for text that is
 //!   not one rather than fail a whole conversation over one bad call in its history.
-//! - [`Usage::input_tokens`] counts every prompt token, cached ones included (OpenAI's and
-//!   Gemini's convention); the Anthropic encoder restores Anthropic's split.
+//! - [`Usage`] keeps uncached input, cache reads, cache writes and output apart (reasoning is a
+//!   subset of output), so no token is counted twice whatever the dialect; OpenAI's, Gemini's
+//!   and Responses' encoders fold the cache buckets back into their prompt count.
 //! - A stream's tool calls are numbered 0, 1, 2, ... in the order they start, whatever index
 //!   the upstream used; encoders map that number to their own block or call index.
 
@@ -539,18 +540,9 @@ pub enum StopReason {
     Other,
 }
 
-/// Token counts; see the module invariants for what `input_tokens` includes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Input tokens served from the provider's prompt cache (a subset of `input_tokens`).
-    pub cache_read_tokens: u64,
-    /// Input tokens written to the provider's prompt cache (a subset of `input_tokens`).
-    pub cache_write_tokens: u64,
-    /// Output tokens spent reasoning (a subset of `output_tokens`), when the upstream says.
-    pub reasoning_tokens: u64,
-}
+/// Token counts in disjoint buckets: each decoder maps its dialect's overlapping counts onto
+/// them, each encoder folds them back (see the module invariants).
+pub use switchyard_core::usage::Usage;
 
 /// One step of a streamed answer, in the order a client needs them.
 ///

@@ -286,12 +286,22 @@ pub struct EncodeOptions<'a> {
     /// otherwise. Until models carry this as a fact of their own, the router guesses it from
     /// the model's name (see the app's `upstream::reasons`).
     pub reasoning: bool,
+    /// A streamed OpenAI Chat request asks for usage (`stream_options.include_usage`), so a
+    /// stream's tokens are known even when the client did not ask; off for hosts that
+    /// refuse the field.
+    pub stream_usage: bool,
 }
 
 impl<'a> EncodeOptions<'a> {
     /// Options for `model` with the conservative choices.
     pub fn new(model: &'a str, default_max_tokens: u32) -> Self {
-        Self { model, default_max_tokens, system_in_place: false, reasoning: true }
+        Self {
+            model,
+            default_max_tokens,
+            system_in_place: false,
+            reasoning: true,
+            stream_usage: true,
+        }
     }
 }
 

@@ -7,8 +7,12 @@
 //! upstream's stream events are relayed as they come with the same edit to the `model` they
 //! name (RESILIENCE.md §1.5: the client learns which `provider/model` served).
 //!
-//! Invariant: an edit changes nothing but the one JSON string value it targets; every other
-//! byte (key order, whitespace, escapes, numbers) is the sender's.
+//! The one other edit: a streamed Chat request that did not ask for usage is made to
+//! (`stream_options.include_usage`), so the router learns what the stream used; the client
+//! never sees the extra chunk (see `StreamTranslator::strip_usage_chunks`).
+//!
+//! Invariant: an edit changes nothing but the one JSON value it targets; every other byte
+//! (key order, whitespace, escapes, numbers) is the sender's.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,6 +33,36 @@ pub fn rewrite_model(body: &[u8], model: &str) -> Result<Vec<u8>, ProviderError>
     let text = std::str::from_utf8(body).map_err(|_| invalid("the body is not UTF-8"))?;
     let span = string_span(text, &["model"]).ok_or_else(|| invalid("missing or not a string"))?;
     Ok(splice(text, span, model).into_bytes())
+}
+
+/// A Chat request `body` that asks for usage at the end of its stream: `stream_options` gains
+/// `"include_usage": true` (the rest of it kept), or is added after the last member. A body
+/// that already asks, or is not an object, comes back as it was.
+pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(&body) else { return body };
+    let Ok(top) = serde_json::from_str::<HashMap<Cow<'_, str>, &RawValue>>(text) else {
+        return body;
+    };
+    let edited = if let Some(options) = top.get("stream_options") {
+        let Ok(mut object) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(options.get())
+        else {
+            return body;
+        };
+        if object.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+            return body;
+        }
+        object.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
+        let Some(start) = offset_in(text, options.get()) else { return body };
+        let encoded = serde_json::to_string(&object).expect("a map serialises");
+        format!("{}{encoded}{}", &text[..start], &text[start + options.get().len()..])
+    } else {
+        // The body parsed as an object, so its last `}` closes it; `model` makes it
+        // non-empty, so a comma joins the new member.
+        let Some(end) = text.rfind('}') else { return body };
+        format!(r#"{},"stream_options":{{"include_usage":true}}{}"#, &text[..end], &text[end..])
+    };
+    edited.into_bytes()
 }
 
 /// A whole (non-streamed) answer with its top-level `model` replaced; unchanged when it names
@@ -138,6 +172,27 @@ mod tests {
             rewrite_event_model(Dialect::Anthropic, delta, "x"),
             Cow::Borrowed(same) if same == delta
         ));
+    }
+
+    #[test]
+    fn a_stream_is_asked_for_usage_and_nothing_else_changes() {
+        let ask =
+            |body: &str| String::from_utf8(ask_stream_usage(body.as_bytes().to_vec())).unwrap();
+        assert_eq!(
+            ask(r#"{"model":"m", "stream":true , "z":1.50 }"#),
+            r#"{"model":"m", "stream":true , "z":1.50 ,"stream_options":{"include_usage":true}}"#
+        );
+        // Other options are kept; a `false` is overruled, since the proxy strips the chunk.
+        let edited = ask(r#"{"model":"m","stream_options":{"include_usage":false,"x":1},"n":2}"#);
+        let value: serde_json::Value = serde_json::from_str(&edited).unwrap();
+        assert_eq!(value["stream_options"], serde_json::json!({"include_usage": true, "x": 1}));
+        assert!(
+            edited.starts_with(r#"{"model":"m","stream_options":"#)
+                && edited.ends_with(r#","n":2}"#)
+        );
+        // A client that asked already is left byte for byte.
+        let asked = r#"{"model":"m","stream_options": {"include_usage": true}}"#;
+        assert_eq!(ask(asked), asked);
     }
 
     #[test]

@@ -235,6 +235,9 @@ pub struct StreamTranslator {
     relay: Option<Relay>,
     /// `Some` when a broken stream may be continued on another target (RESILIENCE.md §10).
     kept: Option<Box<Kept>>,
+    /// The latest cumulative usage the upstream being read reported, as it reported it
+    /// (a continuation's own, without the broken attempt's): what this attempt is billed.
+    usage: Option<Usage>,
 }
 
 /// What a continuation needs from the stream so far, and how a continuation joins it.
@@ -283,20 +286,10 @@ impl Kept {
             }
             StreamEvent::Usage(usage) => {
                 self.usage = usage;
-                StreamEvent::Usage(sum(self.before, usage))
+                StreamEvent::Usage(self.before + usage)
             }
             other => other,
         }
-    }
-}
-
-fn sum(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens + b.input_tokens,
-        output_tokens: a.output_tokens + b.output_tokens,
-        cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
-        cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
-        reasoning_tokens: a.reasoning_tokens + b.reasoning_tokens,
     }
 }
 
@@ -308,6 +301,9 @@ struct Relay {
     model: String,
     /// The upstream's own end marker (`[DONE]`, `message_stop`) went to the client.
     end_relayed: bool,
+    /// Chunks that carry only usage are not relayed: the proxy asked for them
+    /// (`stream_options.include_usage`), the client did not.
+    strip_usage: bool,
 }
 
 /// The message a client reads when its stream was cut short.
@@ -325,6 +321,7 @@ impl StreamTranslator {
             encoder: client.stream_encoder(meta, include_usage),
             relay: None,
             kept: None,
+            usage: None,
         }
     }
 
@@ -345,6 +342,7 @@ impl StreamTranslator {
             ),
             relay: None,
             kept: None,
+            usage: None,
         }
     }
 
@@ -356,9 +354,32 @@ impl StreamTranslator {
         Self {
             decoder: dialect.stream_decoder(),
             encoder: client.stream_encoder(meta, true),
-            relay: Some(Relay { dialect, model: meta.model.to_owned(), end_relayed: false }),
+            relay: Some(Relay {
+                dialect,
+                model: meta.model.to_owned(),
+                end_relayed: false,
+                strip_usage: false,
+            }),
             kept: None,
+            usage: None,
         }
+    }
+
+    /// A relayed OpenAI Chat stream whose usage the proxy asked for and the client did not:
+    /// the chunk that carries only usage (empty `choices`) is held back from the client, which
+    /// may not expect it. Other dialects always report usage; nothing changes for them.
+    #[must_use]
+    pub fn strip_usage_chunks(mut self) -> Self {
+        if let Some(relay) = &mut self.relay {
+            relay.strip_usage = relay.dialect == Dialect::OpenAi;
+        }
+        self
+    }
+
+    /// The latest usage the upstream being read reported, if it reported any: cumulative
+    /// for this attempt alone (a continuation's, not the broken stream's before it).
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 
     /// Keeps what a continuation needs from here on: the text relayed per block, the usage,
@@ -383,9 +404,10 @@ impl StreamTranslator {
             self.encoder.adopt_followed();
         }
         let kept = self.kept.get_or_insert_with(Box::default);
-        kept.before = sum(kept.before, kept.usage);
+        kept.before += kept.usage;
         kept.usage = Usage::default();
         kept.seam = Some(seam);
+        self.usage = None;
     }
 
     /// Translates (or relays) one upstream event, appending client bytes to `out`. On error
@@ -396,12 +418,18 @@ impl StreamTranslator {
         out: &mut Vec<u8>,
     ) -> Result<Translated, ProviderError> {
         let (mut events, mut real) = (0, 0);
+        let reported = &mut self.usage;
         if let Some(relay) = &mut self.relay {
             let (kept, encoder) = (&mut self.kept, &mut self.encoder);
             let mut unused = Vec::new();
+            let mut usage_events = 0;
             let decoded = self.decoder.decode(event, &mut |canonical| {
                 events += 1;
                 real += usize::from(is_real(&canonical));
+                if let StreamEvent::Usage(usage) = canonical {
+                    *reported = Some(usage);
+                    usage_events += 1;
+                }
                 if let Some(kept) = kept {
                     encoder.encode(&kept.pass(canonical), &mut unused);
                 }
@@ -427,7 +455,9 @@ impl StreamTranslator {
             if self.kept.is_some() && relay.dialect == Dialect::Responses {
                 self.encoder.follow(event.data);
             }
-            relay.write(event, out);
+            if !(relay.strip_usage && events > 0 && events == usage_events) {
+                relay.write(event, out);
+            }
             if progress == Progress::End {
                 relay.end_relayed = true;
             }
@@ -435,6 +465,9 @@ impl StreamTranslator {
         }
         let (kept, encoder) = (&mut self.kept, &mut self.encoder);
         let progress = self.decoder.decode(event, &mut |canonical| {
+            if let StreamEvent::Usage(usage) = canonical {
+                *reported = Some(usage);
+            }
             let canonical = match kept {
                 Some(kept) => kept.pass(canonical),
                 None => canonical,
@@ -654,6 +687,46 @@ mod relay_tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#""model":"oa/gpt""#), "{text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+
+    const CHAT_TEXT: &str = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}"#;
+    const CHAT_USAGE: &str = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+
+    fn relayed(relay: StreamTranslator) -> (String, Option<Usage>) {
+        let mut relay = relay;
+        let mut out = Vec::new();
+        for data in [CHAT_TEXT, CHAT_USAGE, "[DONE]"] {
+            relay.translate(&SseEvent { event: None, data, id: None }, &mut out).unwrap();
+        }
+        relay.end(&mut out);
+        (String::from_utf8(out).unwrap(), relay.usage())
+    }
+
+    #[test]
+    fn a_usage_chunk_the_proxy_asked_for_is_held_back_and_still_counted() {
+        let meta = ResponseMeta { model: "oa/gpt", created: 0 };
+        let expected = Usage { uncached_input: 5, cache_read: 4, output: 2, ..Usage::default() };
+        let (text, usage) =
+            relayed(StreamTranslator::relay(ClientDialect::OpenAi, &meta).strip_usage_chunks());
+        assert!(!text.contains("\"usage\""), "{text}");
+        assert!(text.contains("\"content\":\"x\"") && text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert_eq!(usage, Some(expected));
+        // A client that asked for usage itself gets the chunk.
+        let (text, usage) = relayed(StreamTranslator::relay(ClientDialect::OpenAi, &meta));
+        assert!(text.contains("\"prompt_tokens\":9"), "{text}");
+        assert_eq!(usage, Some(expected));
+    }
+
+    #[test]
+    fn a_translated_stream_reports_its_upstreams_usage() {
+        let mut translator =
+            StreamTranslator::new(Dialect::OpenAi, ClientDialect::Anthropic, &META, false);
+        let mut out = Vec::new();
+        assert_eq!(translator.usage(), None, "nothing reported yet");
+        for data in [CHAT_TEXT, CHAT_USAGE] {
+            translator.translate(&SseEvent { event: None, data, id: None }, &mut out).unwrap();
+        }
+        assert_eq!(translator.usage().map(|u| u.total()), Some(11));
     }
 }
 

@@ -39,6 +39,7 @@ const OPTIONS: EncodeOptions<'static> = EncodeOptions {
     default_max_tokens: 4096,
     system_in_place: false,
     reasoning: true,
+    stream_usage: true,
 };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 

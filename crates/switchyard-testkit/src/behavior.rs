@@ -209,6 +209,10 @@ pub struct Reply {
     pub chunk_gap_ms: u64,
     /// Pause between the response headers and the first real event.
     pub first_event_delay_ms: u64,
+    /// Send the stream's first event (Anthropic's `message_start`, with the prompt's usage)
+    /// before that pause rather than after, as Anthropic does: an attempt cancelled while it
+    /// waits has still reported what its prompt used.
+    pub start_at_once: bool,
     /// While waiting for the first event, send a keep-alive this often (streams only).
     pub keep_alive_every_ms: Option<u64>,
     pub fault: Option<Fault>,
@@ -219,6 +223,25 @@ pub struct Reply {
     /// complete SSE event: a provider's own error chunk (OpenRouter's numeric `code`, an
     /// OpenAI-style `{"error": ...}` chunk) rather than the dialect's usual one.
     pub error_event: Option<String>,
+    /// The token counts to report instead of the four-bytes-a-token estimate, with cache and
+    /// reasoning tokens each dialect writes its own way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Tokens>,
+}
+
+/// Token counts a reply reports, by bucket: `input` is the uncached prompt, `output` every
+/// generated token with `reasoning` among them. Each dialect folds them into its own fields
+/// (OpenAI's `prompt_tokens` include the cache reads, Anthropic's `input_tokens` do not,
+/// Gemini's `candidatesTokenCount` leaves the thoughts out). Dialects without cache writes
+/// (all but Anthropic) count `cache_write` as ordinary prompt tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tokens {
+    pub input: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub output: u64,
+    pub reasoning: u64,
 }
 
 impl Default for Reply {
@@ -230,10 +253,12 @@ impl Default for Reply {
             chunks: 3,
             chunk_gap_ms: 0,
             first_event_delay_ms: 0,
+            start_at_once: false,
             keep_alive_every_ms: None,
             fault: None,
             keep_alive_event: None,
             error_event: None,
+            usage: None,
         }
     }
 }

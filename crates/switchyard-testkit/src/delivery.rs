@@ -36,6 +36,8 @@ pub(crate) struct Delivery {
     sent: usize,
     stop: Stop,
     first_delay: Duration,
+    /// The first event goes out before `first_delay` (see `Reply::start_at_once`).
+    start_at_once: bool,
     keep_alive: Option<(Duration, Bytes)>,
     gap: Duration,
     phase: Phase,
@@ -180,6 +182,7 @@ impl Delivery {
             sent: 0,
             stop,
             first_delay: Duration::ZERO,
+            start_at_once: false,
             keep_alive: None,
             gap: Duration::ZERO,
             phase: Phase::Fresh,
@@ -190,6 +193,7 @@ impl Delivery {
 
     fn apply_pacing(&mut self, reply: &Reply) {
         self.first_delay = reply.first_event_delay();
+        self.start_at_once = reply.start_at_once;
         self.gap = reply.gap();
     }
 
@@ -220,6 +224,12 @@ impl Delivery {
                                 .map(|(every, _)| now + *every),
                         }
                     };
+                    if std::mem::take(&mut self.start_at_once)
+                        && let Some(event) = self.events.pop_front()
+                    {
+                        self.sent += 1;
+                        return Step::Send(event);
+                    }
                 }
                 Phase::Waiting { first_at, next_keep_alive } => {
                     if now >= first_at {

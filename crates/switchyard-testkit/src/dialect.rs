@@ -72,22 +72,40 @@ pub(crate) struct Turn<'a> {
     pub usage: Usage,
 }
 
-/// Token counts: a deterministic estimate (four bytes a token) so tests can assert on them.
-#[derive(Clone, Copy, Debug)]
+/// Token counts: the reply's scripted ones, else a deterministic estimate (four bytes a
+/// token) so tests can assert on them. `input` is the uncached prompt; see [`crate::Tokens`].
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Usage {
     pub input: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
     pub output: u64,
+    pub reasoning: u64,
 }
 
 impl Usage {
     pub(crate) fn estimate(request_bytes: usize, reply: &Reply) -> Self {
+        if let Some(t) = reply.usage {
+            return Self {
+                input: t.input,
+                cache_read: t.cache_read,
+                cache_write: t.cache_write,
+                output: t.output,
+                reasoning: t.reasoning,
+            };
+        }
         let output_bytes = reply.text.len()
             + reply.tool_call.as_ref().map_or(0, |call| call.arguments.to_string().len());
-        Self { input: tokens(request_bytes), output: tokens(output_bytes) }
+        Self { input: tokens(request_bytes), output: tokens(output_bytes), ..Self::default() }
+    }
+
+    /// Every prompt token, as OpenAI and Gemini count them (Anthropic leaves the cache out).
+    pub(crate) fn prompt(self) -> u64 {
+        self.input + self.cache_read + self.cache_write
     }
 
     pub(crate) fn total(self) -> u64 {
-        self.input + self.output
+        self.prompt() + self.output
     }
 }
 

@@ -47,7 +47,7 @@ pub use switchyard_core::ManualClock;
 
 pub use self::behavior::{
     AnthropicLimit, BEHAVIOR_HEADER, Behavior, ErrorKind, Fault, Finish, Flood, Reply, Status,
-    ToolCall,
+    Tokens, ToolCall,
 };
 pub use self::dialect::Dialect;
 pub use self::oauth::{

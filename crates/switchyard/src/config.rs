@@ -161,6 +161,8 @@ pub struct ProviderConfig {
     pub oauth: Option<OAuthClient>,
     /// Forward same-dialect requests as the client sent them (see [`ProviderForm::passthrough`]).
     pub passthrough: bool,
+    /// Ask Chat streams for usage (see [`ProviderForm::stream_usage`]).
+    pub stream_usage: bool,
     /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
     /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
@@ -508,6 +510,7 @@ impl ProviderForm {
             credentials,
             oauth: self.oauth.clone(),
             passthrough,
+            stream_usage: self.stream_usage,
             dialect,
             preset: preset_fits,
             continuation,
@@ -941,6 +944,8 @@ impl TargetForm {
         target.price = self.price.map(PriceForm::to_price).or(facts.price).map(|price| Price {
             input_per_mtok: price.input_per_mtok,
             output_per_mtok: price.output_per_mtok,
+            cache_read_per_mtok: price.cache_read_per_mtok,
+            cache_write_per_mtok: price.cache_write_per_mtok,
         });
         Ok(target)
     }

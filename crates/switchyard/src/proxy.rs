@@ -15,6 +15,7 @@ pub mod exhausted;
 mod forward;
 mod hedge;
 mod routes;
+mod tally;
 pub(crate) mod upstream;
 
 use std::borrow::Cow;
@@ -218,6 +219,8 @@ struct Summary {
     ended: Option<oneshot::Receiver<StreamOutcome>>,
     /// Trace lines a continuation adds once the stream has broken (RESILIENCE.md §10).
     notes: Option<continuation::Notes>,
+    /// What every attempt used, read once they have all reported (issue 18).
+    tally: Arc<tally::Tally>,
 }
 
 impl Summary {
@@ -244,6 +247,27 @@ enum TriedResult {
 impl From<TriedResult> for Tried {
     fn from(result: TriedResult) -> Self {
         Self { result, carried: Carried::default() }
+    }
+}
+
+/// `trace` with a `used` line per attempt that reported usage.
+fn used(trace: String, tally: &tally::Tally) -> String {
+    let lines = tally.trace_entries();
+    if lines.is_empty() {
+        return trace;
+    }
+    let mut entries: Vec<exhausted::TraceEntry> = serde_json::from_str(&trace).unwrap_or_default();
+    entries.extend(lines);
+    serde_json::to_string(&entries).unwrap_or(trace)
+}
+
+/// The cost header of a non-streamed answer, when its cost is known: every attempt has
+/// reported by the time the answer is returned.
+fn cost_header(response: &mut Response, tally: &tally::Tally) {
+    if let Some(cost) = tally.spent().and_then(|s| s.cost)
+        && let Ok(value) = HeaderValue::from_str(&cost.to_string())
+    {
+        response.headers_mut().insert("x-switchyard-cost", value);
     }
 }
 
@@ -291,6 +315,8 @@ impl Proxy {
         }
         let ended = summary.ended.take();
         let notes = summary.notes.take();
+        let tally = Arc::clone(&summary.tally);
+        let spent = tally.spent();
         let record = RequestRecord {
             at,
             dialect: client.dialect().as_str().to_owned(),
@@ -302,9 +328,12 @@ impl Proxy {
             trace: summary.trace,
             outcome: None,
             first_byte_ms: Some(millis(elapsed)),
+            usage: spent.map(|s| s.usage),
+            cost: spent.and_then(|s| s.cost),
         };
         let Some(ended) = ended else {
-            return (response, self.log.record(record));
+            let trace = used(record.trace.clone(), &tally);
+            return (response, self.log.record(RequestRecord { trace, ..record }));
         };
         // A stream is logged when it is over, with how it ended and how long it really took
         // (RESILIENCE.md §7); until then the caller gets the record as it stands.
@@ -314,8 +343,13 @@ impl Proxy {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
             counters.stream_ended(outcome);
             let (trace, continued) = continuation::noted(record.trace.clone(), notes.as_ref());
+            // Every attempt has reported by now: the stream's relay settles its meter before
+            // it says how the stream ended, and a cancelled hedge was dropped long before.
+            let spent = tally.spent();
             log.record(RequestRecord {
-                trace,
+                trace: used(trace, &tally),
+                usage: spent.map(|s| s.usage),
+                cost: spent.and_then(|s| s.cost),
                 attempts: record.attempts + continued,
                 outcome: Some(outcome.as_str().to_owned()),
                 duration_ms: millis(started.elapsed()),
@@ -432,6 +466,7 @@ impl Proxy {
                 (&failed_providers, &candidate.key.provider),
                 routes.config.routing.max_attempts.saturating_sub(attempts),
                 deadline,
+                &summary.tally,
             );
             summary.notes = rescuer.as_ref().map(|r| Arc::clone(&r.notes));
             let rescuer = rescuer.map(|r| (r.rescue, r.keep));
@@ -442,6 +477,7 @@ impl Proxy {
                 turn: turn.as_ref(),
                 untranslatable: untranslatable.as_deref(),
                 rescuer: std::sync::Mutex::new(rescuer),
+                tally: &summary.tally,
             };
             let primary = self.attempt(
                 &routes,
@@ -500,6 +536,9 @@ impl Proxy {
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     routing_headers(&mut response, target, attempts);
+                    if !request.stream {
+                        cost_header(&mut response, &summary.tally);
+                    }
                     summary.settle(&trace, attempts, Some(target.label()));
                     summary.ended = ended;
                     return response;
@@ -555,6 +594,7 @@ impl Proxy {
         (failed, serving): (&[ProviderId], &ProviderId),
         attempts_left: u32,
         deadline: Instant,
+        tally: &Arc<tally::Tally>,
     ) -> Option<continuation::Continuing> {
         if !request.stream {
             return None;
@@ -588,6 +628,7 @@ impl Proxy {
             failed,
             attempts_left,
             deadline,
+            tally: Arc::clone(tally),
         }))
     }
 
@@ -770,18 +811,20 @@ impl Proxy {
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
         let rescue = sending.rescuer.lock().expect("never poisoned").take();
-        let mut result = self
-            .exchange(
-                routes,
-                client,
-                request,
-                built.request,
-                (passthrough, pending, rescue),
-                attempt,
-                target,
-                first_event,
-            )
-            .await;
+        let meter = sending.tally.meter(&candidate.key, tally::prices(target));
+        // On the heap: the exchange is most of an attempt's future, and a hedged request
+        // holds two attempts inside every client handler's future.
+        let mut result = Box::pin(self.exchange(
+            routes,
+            client,
+            request,
+            built.request,
+            (passthrough, pending, rescue, meter),
+            attempt,
+            target,
+            first_event,
+        ))
+        .await;
         if let (TriedResult::Failed { upstream: Some((_, report)), .. }, Some(secret)) =
             (&mut result, secret)
         {
@@ -803,23 +846,24 @@ impl Proxy {
         client: ClientDialect,
         request: &ChatRequest<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending, rescue): (
+        (passthrough, pending, rescue, meter): (
             bool,
             Option<Pending>,
             Option<(continuation::Rescue, bool)>,
+            tally::Meter,
         ),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
     ) -> TriedResult {
-        let dialect = client.dialect();
+        let provider = routes.provider(&target.provider).expect("planned providers are configured");
         let dialect = if passthrough {
-            dialect
+            client.dialect()
         } else {
-            let provider =
-                routes.provider(&target.provider).expect("planned providers are configured");
             provider.dialect_for(target.model.as_str())
         };
+        // The proxy asked a forwarded Chat stream for usage the client did not want to see.
+        let strip_usage = passthrough && upstream::asks_stream_usage(provider, dialect, request);
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
             Ok(response) => response,
@@ -838,13 +882,13 @@ impl Proxy {
         }
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
-        let how = Answer { client, dialect, passthrough };
+        let how = Answer { client, dialect, passthrough, strip_usage };
         if request.stream {
-            let held = (attempt, pending, rescue);
+            let held = (attempt, pending, rescue, meter);
             self.relay(routes, how, request, response, held, &meta, first_event).await
         } else {
-            self.complete(routes, how, request, response, (attempt, pending), &meta, first_event)
-                .await
+            let held = (attempt, pending, meter);
+            self.complete(routes, how, request, response, held, &meta, first_event).await
         }
     }
 
@@ -859,11 +903,11 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        (attempt, pending): (Attempt, Option<Pending>),
+        (attempt, pending, mut meter): (Attempt, Option<Pending>, tally::Meter),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
-        let Answer { client, dialect, passthrough } = how;
+        let Answer { client, dialect, passthrough, .. } = how;
         let status = response.status.as_u16();
         let wait = first_event.saturating_duration_since(Instant::now());
         let body = match response.into_bytes(wait, executor::MAX_ANSWER).await {
@@ -902,6 +946,8 @@ impl Proxy {
                 );
             }
         };
+        // An answer without usage (some local hosts) reported none, rather than zero tokens.
+        meter.settle(Some(answer.usage).filter(|u| !u.is_zero()));
         let encoded = if passthrough {
             // The upstream's own body, every field it wrote, with the model that served.
             passthrough::rewrite_answer_model(&body, meta.model)
@@ -932,16 +978,19 @@ impl Proxy {
         how: Answer,
         request: &ChatRequest<'_>,
         response: executor::Response,
-        (attempt, pending, rescue): (
+        (attempt, pending, rescue, meter): (
             Attempt,
             Option<Pending>,
             Option<(continuation::Rescue, bool)>,
+            tally::Meter,
         ),
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
-        let Answer { client, dialect, passthrough } = how;
-        let mut translator = if passthrough {
+        let Answer { client, dialect, passthrough, strip_usage } = how;
+        let mut translator = if passthrough && strip_usage {
+            StreamTranslator::relay(client, meta).strip_usage_chunks()
+        } else if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
             StreamTranslator::for_request(dialect, client, meta, request)
@@ -960,6 +1009,7 @@ impl Proxy {
             ended: Some(ended),
             tap: pending.map(Pending::tap),
             rescue,
+            meter,
         };
         let chunks = Box::pin(response.into_stream());
         match forward::open(chunks, translator, first_event, routes.config.timeouts.idle, settle)
@@ -1190,6 +1240,8 @@ struct Sending<'s, 'b> {
     untranslatable: Option<&'s str>,
     /// Taken by the attempt whose stream it may rescue.
     rescuer: std::sync::Mutex<Option<(continuation::Rescue, bool)>>,
+    /// Each attempt, hedges included, gets a meter here.
+    tally: &'s Arc<tally::Tally>,
 }
 
 /// Moves the first candidate on `credential` to the front: its upstream keeps the conversation
@@ -1212,6 +1264,8 @@ struct Answer {
     dialect: Dialect,
     /// Relayed as the upstream wrote it, rather than translated.
     passthrough: bool,
+    /// Keep the usage-only chunk the proxy asked for from the client.
+    strip_usage: bool,
 }
 
 /// Parses the client's body and finds the combo its model names. The log learns the model as

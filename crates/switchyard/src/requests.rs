@@ -166,6 +166,8 @@ mod tests {
             trace: "[]".into(),
             outcome: Some("complete".into()),
             first_byte_ms: Some(1),
+            usage: None,
+            cost: None,
         }
     }
 

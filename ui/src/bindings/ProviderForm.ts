@@ -51,6 +51,12 @@ oauth?: OAuthClient,
  */
 passthrough?: boolean, 
 /**
+ * Chat streams ask for usage (`stream_options.include_usage`) so their tokens and cost
+ * are known [default true]; `false` for OpenAI-compatible hosts that refuse the field.
+ * The usage chunk is kept from clients that did not ask for it.
+ */
+stream_usage?: boolean, 
+/**
  * `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
  * wins.
  */

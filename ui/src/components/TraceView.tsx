@@ -70,6 +70,22 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td className="num">{entry.millis} ms</td>
               </>
+            ) : entry.event === 'used' ? (
+              <>
+                <td>
+                  <Badge tone="muted">used</Badge> {entry.uncached_input + entry.cache_read + entry.cache_write} in
+                  {entry.cache_read + entry.cache_write > 0
+                    ? ` (${entry.cache_read} cache read, ${entry.cache_write} cache write)`
+                    : ''}
+                  , {entry.output} out{entry.reasoning > 0 ? ` (${entry.reasoning} reasoning)` : ''}
+                  <span className="muted">
+                    {entry.cost !== undefined ? ` · $${entry.cost}` : ''}
+                    {entry.estimated ? ' · as reported before the answer broke off' : ''}
+                  </span>
+                </td>
+                <td />
+                <td />
+              </>
             ) : entry.event === 'probe' ? (
               <>
                 <td>

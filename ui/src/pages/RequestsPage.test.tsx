@@ -15,6 +15,8 @@ const entry: RequestEntry = {
   duration_ms: 420,
   outcome: 'broken',
   first_byte_ms: 410,
+  usage: null,
+  cost: null,
   trace: [
     { target: 'openai/gpt-4o', credential: 'main', event: 'skipped', reason: 'model_locked' },
     { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000, path: 'passthrough' },

@@ -44,6 +44,12 @@ impl RouteStrategy {
 pub struct Price {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    /// Input read from the provider's prompt cache; billed at `input_per_mtok` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_mtok: Option<f64>,
+    /// Input written to the provider's prompt cache; billed at `input_per_mtok` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 impl Price {

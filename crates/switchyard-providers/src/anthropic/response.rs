@@ -59,11 +59,13 @@ impl UsageWire {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let write = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0).saturating_add(read).saturating_add(write),
-            output_tokens: self.output_tokens.unwrap_or(0),
-            cache_read_tokens: read,
-            cache_write_tokens: write,
-            reasoning_tokens: 0,
+            uncached_input: self.input_tokens.unwrap_or(0),
+            cache_read: read,
+            cache_write: write,
+            output: self.output_tokens.unwrap_or(0),
+            // Anthropic bills thinking as output and does not count it apart.
+            reasoning: 0,
+            estimated: false,
         }
     }
 }
@@ -109,12 +111,10 @@ pub(super) struct UsageOut {
 impl UsageOut {
     pub(super) fn new(usage: &Usage) -> Self {
         Self {
-            input_tokens: usage
-                .input_tokens
-                .saturating_sub(usage.cache_read_tokens.saturating_add(usage.cache_write_tokens)),
-            output_tokens: usage.output_tokens,
-            cache_creation_input_tokens: usage.cache_write_tokens,
-            cache_read_input_tokens: usage.cache_read_tokens,
+            input_tokens: usage.uncached_input,
+            output_tokens: usage.output,
+            cache_creation_input_tokens: usage.cache_write,
+            cache_read_input_tokens: usage.cache_read,
         }
     }
 }

@@ -475,7 +475,7 @@ impl StreamEncoder {
                 content: [],
                 stop_reason: None,
                 stop_sequence: None,
-                usage: UsageOut::new(&Usage { output_tokens: 0, ..self.usage }),
+                usage: UsageOut::new(&Usage { output: 0, ..self.usage }),
             },
         };
         write_json_event(out, Some("message_start"), &start);

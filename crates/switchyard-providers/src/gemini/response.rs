@@ -86,20 +86,30 @@ pub(super) struct UsageWire {
     thoughts_token_count: Option<u64>,
     #[serde(default)]
     cached_content_token_count: Option<u64>,
+    #[serde(default)]
+    tool_use_prompt_token_count: Option<u64>,
 }
 
 impl UsageWire {
-    /// Thinking tokens are billed as output, and counted there.
+    /// `cachedContentTokenCount` is inside `promptTokenCount`; `thoughtsTokenCount` is outside
+    /// `candidatesTokenCount` but billed as output, so it is added there; the prompt of a
+    /// server tool (`toolUsePromptTokenCount`) is outside `promptTokenCount` and billed as
+    /// input. The four add up to `totalTokenCount`.
     pub(super) fn usage(self) -> Usage {
+        let cached = self.cached_content_token_count.unwrap_or(0);
+        let thoughts = self.thoughts_token_count.unwrap_or(0);
+        let tool_prompt = self.tool_use_prompt_token_count.unwrap_or(0);
         Usage {
-            input_tokens: self.prompt_token_count.unwrap_or(0),
-            output_tokens: self
-                .candidates_token_count
+            uncached_input: self
+                .prompt_token_count
                 .unwrap_or(0)
-                .saturating_add(self.thoughts_token_count.unwrap_or(0)),
-            cache_read_tokens: self.cached_content_token_count.unwrap_or(0),
-            cache_write_tokens: 0,
-            reasoning_tokens: self.thoughts_token_count.unwrap_or(0),
+                .saturating_sub(cached)
+                .saturating_add(tool_prompt),
+            cache_read: cached,
+            cache_write: 0,
+            output: self.candidates_token_count.unwrap_or(0).saturating_add(thoughts),
+            reasoning: thoughts,
+            estimated: false,
         }
     }
 }

@@ -744,7 +744,8 @@ pub fn encode_request(
         top_p: sampling.top_p,
         stop: &sampling.stop,
         stream: request.stream,
-        stream_options: request.stream.then_some(StreamOptionsOut { include_usage: true }),
+        stream_options: (request.stream && options.stream_usage)
+            .then_some(StreamOptionsOut { include_usage: true }),
         reasoning_effort,
         response_format,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::OpenAi)),
@@ -940,6 +941,21 @@ mod tests {
         assert_eq!(system, ["a", "b"]);
         let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::System]);
+    }
+
+    #[test]
+    fn a_stream_asks_for_usage_unless_the_host_refuses_the_field() {
+        let request = parse_request(
+            br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .unwrap();
+        let encode = |stream_usage| {
+            let options = EncodeOptions { stream_usage, ..EncodeOptions::new("x", 8) };
+            let body = encode_request(&request, &options, &mut Dropped::default()).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()["stream_options"].clone()
+        };
+        assert_eq!(encode(true), serde_json::json!({"include_usage": true}));
+        assert_eq!(encode(false), serde_json::Value::Null);
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub(super) struct UsageWire {
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetailsWire>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetailsWire>,
 }
 
 #[derive(Deserialize)]
@@ -86,18 +88,28 @@ struct PromptDetailsWire {
     cached_tokens: Option<u64>,
 }
 
+#[derive(Deserialize)]
+struct CompletionDetailsWire {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
 impl UsageWire {
+    /// `cached_tokens` are inside `prompt_tokens` and `reasoning_tokens` inside
+    /// `completion_tokens`: the cached ones are taken out of the uncached bucket.
     pub(super) fn usage(&self) -> Usage {
+        let cached = self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0);
         Usage {
-            input_tokens: self.prompt_tokens.unwrap_or(0),
-            output_tokens: self.completion_tokens.unwrap_or(0),
-            cache_read_tokens: self
-                .prompt_tokens_details
+            uncached_input: self.prompt_tokens.unwrap_or(0).saturating_sub(cached),
+            cache_read: cached,
+            cache_write: 0,
+            output: self.completion_tokens.unwrap_or(0),
+            reasoning: self
+                .completion_tokens_details
                 .as_ref()
-                .and_then(|d| d.cached_tokens)
+                .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
-            cache_write_tokens: 0,
-            reasoning_tokens: 0,
+            estimated: false,
         }
     }
 }
@@ -199,11 +211,11 @@ struct PromptDetailsOut {
 impl UsageOut {
     pub(super) fn new(usage: &Usage) -> Self {
         Self {
-            prompt_tokens: usage.input_tokens,
-            completion_tokens: usage.output_tokens,
-            total_tokens: usage.input_tokens.saturating_add(usage.output_tokens),
-            prompt_tokens_details: (usage.cache_read_tokens > 0)
-                .then_some(PromptDetailsOut { cached_tokens: usage.cache_read_tokens }),
+            prompt_tokens: usage.input(),
+            completion_tokens: usage.output,
+            total_tokens: usage.total(),
+            prompt_tokens_details: (usage.cache_read > 0)
+                .then_some(PromptDetailsOut { cached_tokens: usage.cache_read }),
         }
     }
 }

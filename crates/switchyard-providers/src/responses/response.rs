@@ -97,15 +97,14 @@ struct OutputDetailsWire {
 impl UsageWire {
     /// OpenAI's counts already include cached input and reasoning output, as canonical ones do.
     pub(super) fn usage(self) -> Usage {
+        let cached = self.input_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0),
-            output_tokens: self.output_tokens.unwrap_or(0),
-            cache_read_tokens: self.input_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
-            cache_write_tokens: 0,
-            reasoning_tokens: self
-                .output_tokens_details
-                .and_then(|d| d.reasoning_tokens)
-                .unwrap_or(0),
+            uncached_input: self.input_tokens.unwrap_or(0).saturating_sub(cached),
+            cache_read: cached,
+            cache_write: 0,
+            output: self.output_tokens.unwrap_or(0),
+            reasoning: self.output_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+            estimated: false,
         }
     }
 }
@@ -375,14 +374,14 @@ struct OutputDetailsOut {
 impl UsageOut {
     pub(super) fn new(usage: &Usage) -> Self {
         Self {
-            input_tokens: usage.input_tokens,
+            input_tokens: usage.input(),
             input_tokens_details: InputDetailsOut {
-                cached_tokens: usage.cache_read_tokens,
-                cache_write_tokens: usage.cache_write_tokens,
+                cached_tokens: usage.cache_read,
+                cache_write_tokens: usage.cache_write,
             },
-            output_tokens: usage.output_tokens,
-            output_tokens_details: OutputDetailsOut { reasoning_tokens: usage.reasoning_tokens },
-            total_tokens: usage.input_tokens.saturating_add(usage.output_tokens),
+            output_tokens: usage.output,
+            output_tokens_details: OutputDetailsOut { reasoning_tokens: usage.reasoning },
+            total_tokens: usage.total(),
         }
     }
 }
@@ -479,11 +478,12 @@ mod tests {
         assert_eq!(
             response.usage,
             Usage {
-                input_tokens: 10,
-                output_tokens: 7,
-                cache_read_tokens: 4,
-                cache_write_tokens: 0,
-                reasoning_tokens: 3
+                uncached_input: 6,
+                cache_read: 4,
+                cache_write: 0,
+                output: 7,
+                reasoning: 3,
+                estimated: false
             }
         );
         let kinds: Vec<&str> = response.content.iter().map(crate::chat::part_kind).collect();

@@ -4,6 +4,7 @@
 mod bindings;
 mod degraded;
 mod fixture;
+mod requests;
 mod restart;
 mod settings;
 mod writer;

@@ -42,8 +42,8 @@ impl Wire for Anthropic {
             "usage": {
                 "input_tokens": turn.usage.input,
                 "output_tokens": turn.usage.output,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": turn.usage.cache_write,
+                "cache_read_input_tokens": turn.usage.cache_read,
             },
         })
     }
@@ -66,8 +66,8 @@ impl Wire for Anthropic {
                         "usage": {
                             "input_tokens": turn.usage.input,
                             "output_tokens": 1,
-                            "cache_creation_input_tokens": 0,
-                            "cache_read_input_tokens": 0,
+                            "cache_creation_input_tokens": turn.usage.cache_write,
+                            "cache_read_input_tokens": turn.usage.cache_read,
                         },
                     },
                 }),

@@ -211,11 +211,20 @@ fn finish_reason(finish: Finish) -> &'static str {
 }
 
 fn usage(turn: &Turn<'_>) -> Value {
-    json!({
-        "promptTokenCount": turn.usage.input,
-        "candidatesTokenCount": turn.usage.output,
-        "totalTokenCount": turn.usage.total(),
-    })
+    let usage = turn.usage;
+    let mut metadata = json!({
+        "promptTokenCount": usage.prompt(),
+        "candidatesTokenCount": usage.output.saturating_sub(usage.reasoning),
+        "totalTokenCount": usage.total(),
+    });
+    // Gemini leaves out the counts that are zero.
+    if usage.cache_read > 0 {
+        metadata["cachedContentTokenCount"] = usage.cache_read.into();
+    }
+    if usage.reasoning > 0 {
+        metadata["thoughtsTokenCount"] = usage.reasoning.into();
+    }
+    metadata
 }
 
 /// The `google.rpc.Code` name Google's HTTP mapping gives each status.

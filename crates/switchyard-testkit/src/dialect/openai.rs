@@ -281,9 +281,16 @@ fn finish_reason(finish: Finish) -> &'static str {
 
 fn usage(turn: &Turn<'_>) -> Value {
     json!({
-        "prompt_tokens": turn.usage.input,
+        "prompt_tokens": turn.usage.prompt(),
         "completion_tokens": turn.usage.output,
         "total_tokens": turn.usage.total(),
+        "prompt_tokens_details": { "cached_tokens": turn.usage.cache_read, "audio_tokens": 0 },
+        "completion_tokens_details": {
+            "reasoning_tokens": turn.usage.reasoning,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
     })
 }
 

@@ -292,10 +292,10 @@ fn response(turn: &Turn<'_>, status: &str, output: &[Value], over: bool) -> Valu
     let request = turn.request;
     let usage = if over && turn.finish.is_some() {
         json!({
-            "input_tokens": turn.usage.input,
-            "input_tokens_details": { "cached_tokens": 0 },
+            "input_tokens": turn.usage.prompt(),
+            "input_tokens_details": { "cached_tokens": turn.usage.cache_read },
             "output_tokens": turn.usage.output,
-            "output_tokens_details": { "reasoning_tokens": 0 },
+            "output_tokens_details": { "reasoning_tokens": turn.usage.reasoning },
             "total_tokens": turn.usage.total(),
         })
     } else {

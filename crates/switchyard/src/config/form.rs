@@ -109,6 +109,12 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub passthrough: Option<bool>,
+    /// Chat streams ask for usage (`stream_options.include_usage`) so their tokens and cost
+    /// are known [default true]; `false` for OpenAI-compatible hosts that refuse the field.
+    /// The usage chunk is kept from clients that did not ask for it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    #[ts(as = "Option<bool>", optional)]
+    pub stream_usage: bool,
     /// `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
     /// wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +137,7 @@ impl ProviderForm {
             credentials: Vec::new(),
             oauth: None,
             passthrough: None,
+            stream_usage: true,
             api: None,
         }
     }

@@ -35,6 +35,7 @@ use super::counters::Counters;
 use super::exhausted::{TraceEntry, TraceEvent};
 use super::forward::Chunks;
 use super::routes::Routes;
+use super::tally::{self, Meter, Tally};
 use super::upstream::{self, ClientRequest};
 use crate::oauth::OAuth;
 
@@ -50,6 +51,8 @@ pub(crate) struct Takeover {
     pub seam: Seam,
     /// The continuing attempt, settled by the relay when the stream ends.
     pub attempt: Attempt,
+    /// Its usage, at its own model's prices.
+    pub meter: Meter,
 }
 
 /// (provider, model) pairs that answered a continuation with a 400: not asked again until the
@@ -163,6 +166,8 @@ pub(super) struct Rescuer {
     pub failed: Vec<ProviderId>,
     pub attempts_left: u32,
     pub deadline: Instant,
+    /// The request's usage: a continuation is metered like any attempt.
+    pub tally: Arc<Tally>,
 }
 
 impl Rescuer {
@@ -306,6 +311,7 @@ impl Rescuer {
             dialect: provider.dialect_for(target.model.as_str()),
             seam: plan.seam,
             attempt,
+            meter: self.tally.meter(key, tally::prices(target)),
         })
     }
 

@@ -84,6 +84,26 @@ pub enum TraceEvent {
         #[ts(type = "number")]
         millis: u64,
     },
+    /// The tokens this attempt used, in buckets that do not overlap (issue 18): `output`
+    /// includes `reasoning`. `estimated` when the upstream never gave its final count (a cut
+    /// stream, a hedge cancelled mid-way): what it reported so far. `cost` in USD, as a
+    /// decimal, when the model's prices are known.
+    Used {
+        #[ts(type = "number")]
+        uncached_input: u64,
+        #[ts(type = "number")]
+        cache_read: u64,
+        #[ts(type = "number")]
+        cache_write: u64,
+        #[ts(type = "number")]
+        output: u64,
+        #[ts(type = "number")]
+        reasoning: u64,
+        estimated: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        cost: Option<String>,
+    },
 }
 
 /// How an attempt's request was made, for its trace line.

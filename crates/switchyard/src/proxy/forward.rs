@@ -60,8 +60,9 @@ pub(crate) async fn open(
     let mut sse = SseDecoder::default();
     let mut out = Vec::new();
     let mut ended = false;
+    let mut settle = settle;
     loop {
-        match drain(&mut sse, &mut translator, &mut out) {
+        match drain(&mut sse, &mut translator, &mut out, &mut settle.meter) {
             Drained::Events => break,
             Drained::End => {
                 ended = true;
@@ -88,7 +89,8 @@ pub(crate) async fn open(
             }
             Ok(None) => {
                 sse.close();
-                if let Drained::ErrorEvent(error) = drain(&mut sse, &mut translator, &mut out) {
+                let drained = drain(&mut sse, &mut translator, &mut out, &mut settle.meter);
+                if let Drained::ErrorEvent(error) = drained {
                     return Opened::Failed(Failure::ErrorEvent(error), Box::new(settle));
                 }
                 if !translator.status().is_complete() {
@@ -103,7 +105,6 @@ pub(crate) async fn open(
         }
     }
     // The upstream answers: a half-open probe settles now, not when a long stream ends.
-    let mut settle = settle;
     let now = settle.clock.now();
     let empty = http::HeaderMap::new();
     let answered = Upstream::Response { status: 200, headers: &empty, body: BodyHint::None };
@@ -128,6 +129,9 @@ pub(crate) struct Settle {
     /// Finds another target to finish the answer when the stream breaks mid-answer
     /// (RESILIENCE.md §10); `None` when nothing could continue it.
     pub rescue: Option<super::continuation::Rescue>,
+    /// Takes the usage the stream reports as it comes (the stream being read: a
+    /// continuation brings its own).
+    pub meter: super::tally::Meter,
 }
 
 /// How a relayed stream ended, as the request log and metrics record it.
@@ -159,8 +163,24 @@ enum Drained {
     ErrorEvent(switchyard_providers::error::UpstreamError),
 }
 
-/// Translates every complete event buffered in `sse` into `out`.
-fn drain(sse: &mut SseDecoder, translator: &mut StreamTranslator, out: &mut Vec<u8>) -> Drained {
+/// Translates every complete event buffered in `sse` into `out`, and meters the usage the
+/// upstream reported on the way.
+fn drain(
+    sse: &mut SseDecoder,
+    translator: &mut StreamTranslator,
+    out: &mut Vec<u8>,
+    meter: &mut super::tally::Meter,
+) -> Drained {
+    let drained = drain_events(sse, translator, out);
+    meter.report(translator.usage());
+    drained
+}
+
+fn drain_events(
+    sse: &mut SseDecoder,
+    translator: &mut StreamTranslator,
+    out: &mut Vec<u8>,
+) -> Drained {
     let mut drained = Drained::Nothing;
     while let Some(item) = sse.next_item() {
         match item {
@@ -250,7 +270,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
             }
             Ok(Some(Ok(chunk))) => {
                 r.sse.push(&chunk);
-                match drain(&mut r.sse, &mut r.translator, &mut r.out) {
+                match drain(&mut r.sse, &mut r.translator, &mut r.out, &mut settle.meter) {
                     Drained::End => r.ended = true,
                     Drained::ErrorEvent(error) => {
                         if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
@@ -265,7 +285,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
             }
             Ok(None) => {
                 r.sse.close();
-                let _ = drain(&mut r.sse, &mut r.translator, &mut r.out);
+                let _ = drain(&mut r.sse, &mut r.translator, &mut r.out, &mut settle.meter);
                 r.ended = true;
             }
         }
@@ -286,6 +306,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     if let (Some(tap), StreamOutcome::Complete) = (tap, stream_outcome) {
         tap.complete();
     }
+    meter_end(&r.translator, &mut settle.meter);
     let headers = http::HeaderMap::new();
     let upstream = match ending {
         Ending::Complete => {
@@ -321,11 +342,23 @@ async fn continued(
         Outcome { upstream: Upstream::Stream(fault), bytes_sent: true, client_aborted: false };
     let now = settle.clock.now();
     broken.finish(&classify(&outcome, &settle.policy, now), now);
+    // The broken half keeps what it reported, unsettled: its final count never came.
+    settle.meter.report(r.translator.usage());
+    settle.meter = takeover.meter;
     r.translator.take_over(takeover.dialect, takeover.seam);
     r.chunks = takeover.chunks;
     r.sse = SseDecoder::default();
     *idle_until = Instant::now() + r.idle;
     true
+}
+
+/// Usage is final only when the upstream finished; otherwise it is what was reported.
+fn meter_end(translator: &StreamTranslator, meter: &mut super::tally::Meter) {
+    if translator.status().finish_seen {
+        meter.settle(translator.usage());
+    } else {
+        meter.report(translator.usage());
+    }
 }
 
 enum Ending {

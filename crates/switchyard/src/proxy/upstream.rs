@@ -97,7 +97,12 @@ fn build_as(
     let dialect = provider.dialect_for(model);
     let mut dropped = Dropped::default();
     let body = if passthrough {
-        passthrough::rewrite_model(client.body, model)?
+        let body = passthrough::rewrite_model(client.body, model)?;
+        if asks_stream_usage(provider, dialect, request) {
+            passthrough::ask_stream_usage(body)
+        } else {
+            body
+        }
     } else if request.previous_response_id.is_some() {
         // The proxy's conversation store expands `previous_response_id` into `input` before a
         // request gets here; one that still names it can only go to the upstream keeping it.
@@ -116,6 +121,7 @@ fn build_as(
             default_max_tokens: DEFAULT_MAX_TOKENS,
             system_in_place: is_openai_itself(&provider.base_url),
             reasoning: reasons(dialect, model),
+            stream_usage: provider.stream_usage,
         };
         dialect.encode_request_noting(request, &options, &mut dropped)?
     };
@@ -141,6 +147,16 @@ fn build_as(
         passthrough,
         dropped,
     })
+}
+
+/// Whether a forwarded Chat stream is made to report usage the client did not ask for
+/// (issue 18): the proxy then keeps the usage chunk from the client.
+pub(crate) fn asks_stream_usage(
+    provider: &ProviderConfig,
+    dialect: Dialect,
+    request: &ChatRequest<'_>,
+) -> bool {
+    provider.stream_usage && dialect == Dialect::OpenAi && request.stream && !request.stream_usage
 }
 
 /// The header that marks a recovery probe, so an upstream's logs (and the test mock) can tell

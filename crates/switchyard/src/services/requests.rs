@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
+use switchyard_core::usage::Usage;
 use switchyard_store::RequestRecord;
 use ts_rs::TS;
 
@@ -64,8 +65,47 @@ pub struct RequestEntry {
     /// When the response started: a stream's first real event.
     #[ts(type = "number | null")]
     pub first_byte_ms: Option<u64>,
+    /// Tokens summed over the attempts that reported usage; absent when none did. The
+    /// trace has each attempt's own (`used` lines).
+    pub usage: Option<UsageView>,
+    /// What they cost in USD, as a decimal (`"0.00042"`), when every attempt's prices are
+    /// known.
+    pub cost: Option<String>,
     /// Every candidate skipped or tried, in order.
     pub trace: Vec<TraceEntry>,
+}
+
+/// Tokens by billing bucket; the buckets do not overlap, except `reasoning`, which is part of
+/// `output` and shown apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct UsageView {
+    #[ts(type = "number")]
+    pub uncached_input: u64,
+    #[ts(type = "number")]
+    pub cache_read: u64,
+    #[ts(type = "number")]
+    pub cache_write: u64,
+    #[ts(type = "number")]
+    pub output: u64,
+    #[ts(type = "number")]
+    pub reasoning: u64,
+    /// Some count is what the upstream had reported when its answer broke off, not its final
+    /// word: a lower bound.
+    pub estimated: bool,
+}
+
+impl From<Usage> for UsageView {
+    fn from(u: Usage) -> Self {
+        Self {
+            uncached_input: u.uncached_input,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            output: u.output,
+            reasoning: u.reasoning,
+            estimated: u.estimated,
+        }
+    }
 }
 
 impl RequestQuery {
@@ -110,6 +150,8 @@ impl Services {
                 duration_ms: r.duration_ms,
                 outcome: r.outcome,
                 first_byte_ms: r.first_byte_ms,
+                usage: r.usage.map(UsageView::from),
+                cost: r.cost.map(|c| c.to_string()),
                 trace: serde_json::from_str(&r.trace).unwrap_or_default(),
             })
             .collect()

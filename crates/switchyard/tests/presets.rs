@@ -166,9 +166,14 @@ targets = [
     );
     assert_eq!(targets[1].context_window, Some(4096), "the written fact beats the catalogue");
     assert_eq!(targets[2].context_window, Some(2048), "facts work without any preset");
-    assert_eq!(targets[2].price, Some(Price { input_per_mtok: 1.0, output_per_mtok: 2.0, ..Price::default() }));
+    let written = Price { cache_read_per_mtok: Some(0.1), ..Price::default() };
+    let written = Price { input_per_mtok: 1.0, output_per_mtok: 2.0, ..written };
+    assert_eq!(targets[2].price, Some(written), "a written cache price reaches the target");
     assert_eq!(targets[3].context_window, Some(99), "the target's own numbers win");
-    assert_eq!(targets[3].price, Some(Price { input_per_mtok: 5.0, output_per_mtok: 6.0, ..Price::default() }));
+    assert_eq!(
+        targets[3].price,
+        Some(Price { input_per_mtok: 5.0, output_per_mtok: 6.0, ..Price::default() })
+    );
     assert_eq!(targets[0].continuation, Continuation::Prefix);
 }
 

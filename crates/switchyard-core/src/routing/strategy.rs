@@ -226,8 +226,10 @@ mod tests {
     fn cost_puts_the_cheapest_first_and_unpriced_last() {
         let o = TargetOrderer::new(1);
         let mut c = combo(RouteStrategy::Cost, 3);
-        c.targets[0].price = Some(Price { input_per_mtok: 3.0, output_per_mtok: 15.0, ..Price::default() });
-        c.targets[2].price = Some(Price { input_per_mtok: 0.15, output_per_mtok: 0.6, ..Price::default() });
+        c.targets[0].price =
+            Some(Price { input_per_mtok: 3.0, output_per_mtok: 15.0, ..Price::default() });
+        c.targets[2].price =
+            Some(Price { input_per_mtok: 0.15, output_per_mtok: 0.6, ..Price::default() });
         assert_eq!(order(&o, &c), [2, 0, 1]);
     }
 

@@ -156,7 +156,8 @@ export function AddFromCatalogue({
                     <input type="checkbox" aria-label={`Use ${c.id}`} checked={chosen.includes(c.id)} onChange={() => toggle(c.id)} disabled={combo !== null} />
                   </td>
                   <td>
-                    {c.id} {c.suggested ? <span className="muted">(suggested)</span> : null}
+                    {c.id}
+                    {c.suggested ? <span className="muted"> (suggested)</span> : null}
                   </td>
                   <td>{tokens(c.facts?.context_window)}</td>
                   <td>{prices(c.facts)}</td>

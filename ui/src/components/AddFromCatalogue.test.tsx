@@ -47,6 +47,7 @@ describe('AddFromCatalogue', () => {
     expect(transport.callsTo('POST', '/api/providers')[0]!.body).toEqual({ id: 'openai', preset: 'openai' });
     expect(transport.callsTo('POST', '/api/providers/openai/credentials')[0]!.body).toEqual({ id: 'main', secret: 'sk-test-key' });
     expect(lastTests.all().openai?.ok).toBe(true);
+    expect(screen.getByLabelText('API key')).toHaveValue('');
 
     // Discovered models with the catalogue's facts; the suggested one is chosen.
     const table = screen.getByRole('table', { name: 'Models to route to' });

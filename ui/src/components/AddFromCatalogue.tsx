@@ -61,6 +61,8 @@ export function AddFromCatalogue({
     lastTests.record(id.trim(), answer);
     setReport(answer);
     if (!answer.ok) return;
+    // It is in the keychain now: the page keeps no copy of it (a failed test keeps it, to fix).
+    setKey('');
     const discovered = await api.discoverModels(id.trim()).then(
       (d) => d.models,
       () => null,
@@ -116,6 +118,7 @@ export function AddFromCatalogue({
             type="password"
             autoComplete="off"
             value={key}
+            placeholder={report?.ok ? 'Saved in the keychain' : undefined}
             onChange={(e) => setKey(e.target.value)}
             hint="Kept in the OS keychain, never in the config file."
             disabled={combo !== null}

@@ -13,7 +13,7 @@ const SCRIPT = `
 "rate-limited" = { default = { status = { code = 429, headers = { retry-after = "900" } } } }
 `;
 
-const DOC_SHOTS = new Set(['first-run', 'connect', 'overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
+const DOC_SHOTS = new Set(['first-run', 'first-run-combo', 'connect', 'overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
 
 let stack;
 let browser;
@@ -311,6 +311,7 @@ test('first run: pick a preset, paste a key, test, choose models, combo, Connect
     await p.getByRole('heading', { name: 'Add your first provider', level: 1 }).waitFor();
 
     await p.getByLabel('Search providers').waitFor();
+    await shot('first-run', p);
     await act(() => p.getByRole('button', { name: 'Pick OpenAI' }).click());
     const form = p.getByRole('form', { name: 'Connect OpenAI' });
     assert.equal(await form.getByLabel('Base URL').inputValue(), 'https://api.openai.com/v1', 'the preset fills the URL');
@@ -323,7 +324,7 @@ test('first run: pick a preset, paste a key, test, choose models, combo, Connect
     assert.ok(await p.getByLabel('Use gpt-ok').isChecked(), 'the model is chosen already');
     await act(() => p.getByRole('button', { name: 'Create combo “main”' }).click());
     await p.getByTestId('first-run-done').waitFor();
-    await shot('first-run', p);
+    await shot('first-run-combo', p);
 
     const provider = await api('GET', '/api/providers/openai', undefined, fresh);
     assert.equal(provider.body.preset, 'openai');

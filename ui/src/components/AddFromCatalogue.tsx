@@ -137,7 +137,7 @@ export function AddFromCatalogue({
       {report ? (
         <div className={`note ${report.ok ? 'note-ok' : 'note-error'}`} data-testid="first-run-report" role="status">
           {report.ok
-            ? `Connected in ${report.latency_ms} ms${report.models !== null ? `: ${report.models} models listed` : ''}.`
+            ? `Connected in ${report.latency_ms} ms${report.models !== null ? `: ${report.models} model${report.models === 1 ? '' : 's'} listed` : ''}.`
             : `The test failed${report.status !== null ? ` (${report.status})` : ''}: ${report.error ?? 'no answer'}. Check the key and the base URL, then test again.`}
         </div>
       ) : null}

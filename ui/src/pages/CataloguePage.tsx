@@ -62,8 +62,8 @@ export function CataloguePage({ firstRun = false, onSkip }: { firstRun?: boolean
       ) : null}
       {catalogue.data ? (
         <p className="muted small-print">
-          Model facts: {catalogue.data.source.source} ({catalogue.data.source.package} {catalogue.data.source.version},{' '}
-          {catalogue.data.source.licence} licence, {catalogue.data.source.licence_holder}), taken {catalogue.data.source.fetched}.
+          Model facts: {catalogue.data.source.source}, {catalogue.data.source.licence} licence, taken{' '}
+          {catalogue.data.source.fetched}.
         </p>
       ) : null}
     </div>

@@ -129,7 +129,7 @@ export function AddFromCatalogue({
             Test connection
           </BusyButton>
           <button type="button" className="secondary" onClick={onCancel} disabled={test.busy || create.busy}>
-            Cancel
+            {combo ? 'Back to the catalogue' : 'Cancel'}
           </button>
         </div>
       </form>

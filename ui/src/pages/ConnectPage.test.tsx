@@ -5,7 +5,7 @@ import type { ApiCall } from '../bindings/ApiCall';
 import type { ConnectGuide } from '../bindings/ConnectGuide';
 import type { ConnectRequest } from '../bindings/ConnectRequest';
 import { ok, renderWithServer } from '../test/fakeServer';
-import { ConnectPage } from './ConnectPage';
+import { ConnectPage, freeKeyName } from './ConnectPage';
 
 /** What the server would answer: the lines with the request's key and model filled in. */
 function guides(request: ConnectRequest): ConnectGuide[] {
@@ -42,6 +42,8 @@ function guides(request: ConnectRequest): ConnectGuide[] {
 function server(call: ApiCall) {
   if (call.method === 'GET' && call.path === '/api/combos') return ok([{ name: 'main', targets: [] }, { name: 'cheap', targets: [] }]);
   if (call.method === 'POST' && call.path === '/api/connect') return ok(guides(call.body as ConnectRequest));
+  if (call.method === 'GET' && call.path === '/api/keys')
+    return ok([{ id: 'k0', name: 'Claude Code', hint: '…0000', created_at: 0, revoked_at: 5 }, { id: 'k9', name: 'aider', hint: '…9999', created_at: 0, revoked_at: null }]);
   if (call.method === 'POST' && call.path === '/api/keys')
     return ok({ key: 'sk-sy-claude-1234', id: 'k1', name: (call.body as { name: string }).name, hint: '…1234', created_at: 0, revoked_at: null });
   return { status: 404, body: null };
@@ -73,5 +75,10 @@ describe('ConnectPage', () => {
     // The other tools keep the placeholder: each gets its own key.
     expect(screen.getByRole('region', { name: 'Codex CLI' })).toHaveTextContent('model = "cheap"');
     expect(transport.callsTo('POST', '/api/connect').at(-1)?.body).toEqual({ model: 'cheap', key: 'sk-sy-claude-1234' });
+  });
+
+  it('names a second key for the same tool apart', () => {
+    expect(freeKeyName('aider', ['aider', 'aider (2)'])).toBe('aider (3)');
+    expect(freeKeyName('Zed', ['aider'])).toBe('Zed');
   });
 });

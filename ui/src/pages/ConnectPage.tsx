@@ -24,6 +24,13 @@ export async function guidesFor(
   return base.map((g) => own.find((o) => o?.tool === g.tool) ?? g);
 }
 
+/** `title`, or `title (2)`, `title (3)`… when a live key already has that name. */
+export function freeKeyName(title: string, live: readonly string[]): string {
+  let name = title;
+  for (let n = 2; live.includes(name); n += 1) name = `${title} (${n})`;
+  return name;
+}
+
 function Guide({
   guide,
   hasKey,
@@ -91,7 +98,9 @@ export function ConnectPage() {
   const createKey = useAction(async (guide: ConnectGuide) => {
     setCreatingFor(guide.tool);
     try {
-      const created = await api.createKey(guide.title);
+      // Live key names are unique: a second key for the same tool gets "(2)", "(3)"…
+      const live = (await api.keys()).filter((k) => k.revoked_at === null).map((k) => k.name);
+      const created = await api.createKey(freeKeyName(guide.title, live));
       setKeys((now) => ({ ...now, [guide.tool]: created.key }));
     } finally {
       setCreatingFor(null);

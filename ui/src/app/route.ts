@@ -3,6 +3,8 @@ import { useEffect, useState } from 'react';
 export type Route =
   | 'overview'
   | 'providers'
+  | 'catalogue'
+  | 'connect'
   | 'combos'
   | 'requests'
   | 'settings/resilience'
@@ -12,6 +14,8 @@ export type Route =
 export const ROUTES: Array<{ route: Route; label: string }> = [
   { route: 'overview', label: 'Overview' },
   { route: 'providers', label: 'Providers' },
+  { route: 'catalogue', label: 'Catalogue' },
+  { route: 'connect', label: 'Connect your tools' },
   { route: 'combos', label: 'Combos' },
   { route: 'requests', label: 'Requests' },
   { route: 'settings/resilience', label: 'Resilience' },

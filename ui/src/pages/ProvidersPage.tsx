@@ -10,6 +10,7 @@ import type { SelectionStrategy } from '../bindings/SelectionStrategy';
 import { useAction, useApi, useResource } from '../app/context';
 import { Badge, BusyButton, CheckField, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { CredentialEditor } from '../components/CredentialEditor';
+import { lastTests } from '../forms/catalogue';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
 import {
@@ -36,9 +37,14 @@ export function ProvidersPage() {
       <header className="page-head">
         <h1>Providers</h1>
         {adding ? null : (
-          <button type="button" onClick={() => setAdding(true)}>
-            Add provider
-          </button>
+          <div className="row">
+            <a className="button-link secondary" href="#/catalogue">
+              Add from catalogue
+            </a>
+            <button type="button" onClick={() => setAdding(true)}>
+              Add provider
+            </button>
+          </div>
         )}
       </header>
       <ErrorNote error={providers.error} title="Cannot read providers" />
@@ -71,7 +77,9 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
   const [models, setModels] = useState<DiscoveredModels | null>(null);
   const test = useAction(async () => {
     setReport(null);
-    setReport(await api.testProvider(provider.id));
+    const answer = await api.testProvider(provider.id);
+    lastTests.record(provider.id, answer);
+    setReport(answer);
   });
   const discover = useAction(async () => {
     setModels(null);

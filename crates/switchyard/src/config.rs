@@ -414,6 +414,47 @@ impl ProviderForm {
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
         let headers = self.validate_headers(at, preset_fits, sources)?;
+        let (mut credentials, references) = self.validate_credentials(at, sources)?;
+        self.bind(at, base_url, &mut credentials, &references)?;
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        let dialect = self.dialect(at, kind, preset_fits)?;
+        let chat_url = chat_url(at, dialect, &base_url)?;
+        // The preset's mechanism only where it fits what the provider now speaks (a preset
+        // switched to Responses has none); a refusal is for what the user wrote, not this.
+        let continuation = preset_fits
+            .map(|p| p.continuation)
+            .filter(|c| mechanism_fits(*c, dialect))
+            .unwrap_or_else(|| kind.default_continuation());
+        let resolved = Resolved { kind, dialect, continuation, preset: preset_fits };
+        let models = self.validate_models(at, &resolved, chat_url.as_ref(), &base_url)?;
+        let passthrough = self.passthrough.or(preset_fits.map(|p| p.passthrough)).unwrap_or(true);
+        Ok(ProviderConfig {
+            id: self.id.as_str().into(),
+            kind,
+            base_url,
+            chat_url,
+            breaker,
+            selection: self.selection,
+            models,
+            headers,
+            credentials,
+            oauth: self.oauth.clone(),
+            passthrough,
+            stream_usage: self.stream_usage,
+            dialect,
+            preset: preset_fits,
+            continuation,
+        })
+    }
+
+    /// The credentials, checked, with what each one's secret is as a reference (bound to
+    /// destinations by [`ProviderForm::bind`]); a provider without any gets one `default`
+    /// credential with no secret.
+    fn validate_credentials(
+        &self,
+        at: &str,
+        sources: &Sources<'_>,
+    ) -> Result<(Vec<CredentialConfig>, Vec<Option<String>>), Problem> {
         let mut credentials = Vec::new();
         // What each credential's secret is, as a reference: bound to destinations below.
         let mut references = Vec::new();
@@ -485,36 +526,7 @@ impl ProviderForm {
             });
             references.push(None);
         }
-        self.bind(at, base_url, &mut credentials, &references)?;
-        let base_url = base_url.trim_end_matches('/').to_owned();
-        let dialect = self.dialect(at, kind, preset_fits)?;
-        let chat_url = chat_url(at, dialect, &base_url)?;
-        // The preset's mechanism only where it fits what the provider now speaks (a preset
-        // switched to Responses has none); a refusal is for what the user wrote, not this.
-        let continuation = preset_fits
-            .map(|p| p.continuation)
-            .filter(|c| mechanism_fits(*c, dialect))
-            .unwrap_or_else(|| kind.default_continuation());
-        let resolved = Resolved { kind, dialect, continuation, preset: preset_fits };
-        let models = self.validate_models(at, &resolved, chat_url.as_ref(), &base_url)?;
-        let passthrough = self.passthrough.or(preset_fits.map(|p| p.passthrough)).unwrap_or(true);
-        Ok(ProviderConfig {
-            id: self.id.as_str().into(),
-            kind,
-            base_url,
-            chat_url,
-            breaker,
-            selection: self.selection,
-            models,
-            headers,
-            credentials,
-            oauth: self.oauth.clone(),
-            passthrough,
-            stream_usage: self.stream_usage,
-            dialect,
-            preset: preset_fits,
-            continuation,
-        })
+        Ok((credentials, references))
     }
 }
 

@@ -295,6 +295,8 @@ pub(crate) struct EventBody {
     cut_requested: bool,
     connection: Option<Arc<ConnectionControl>>,
     in_flight: Option<InFlight>,
+    /// Bytes handed to hyper so far.
+    sent: u64,
 }
 
 impl EventBody {
@@ -311,6 +313,14 @@ impl EventBody {
             cut_requested: false,
             connection,
             in_flight: Some(in_flight),
+            sent: 0,
+        }
+    }
+
+    /// The answer went out in full.
+    fn finish(&mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            in_flight.finish();
         }
     }
 
@@ -359,12 +369,18 @@ impl Body for EventBody {
                 this.waiting = false;
             }
             match this.delivery.step(Instant::now()) {
-                Step::Send(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Step::Send(bytes) => {
+                    // A body of known length is over once its last byte is handed to hyper,
+                    // which may then drop it without asking for the end.
+                    this.sent += bytes.len() as u64;
+                    if this.delivery.exact_len().is_some_and(|len| this.sent >= len) {
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                }
                 Step::WaitUntil(deadline) => this.wait_until(deadline),
                 Step::End => {
-                    if let Some(in_flight) = this.in_flight.take() {
-                        in_flight.finish();
-                    }
+                    this.finish();
                     return Poll::Ready(None);
                 }
                 // No waker is registered: nothing will ever come. hyper still watches the socket,

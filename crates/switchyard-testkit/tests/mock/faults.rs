@@ -328,3 +328,21 @@ async fn probes_open_at_once_are_counted_per_credential_and_model() {
     let _ = Call::new(Dialect::OpenAi, "u").request(&mock).send().await;
     assert_eq!(mock.probe_peaks().len(), 2);
 }
+
+#[tokio::test]
+async fn a_probe_the_client_abandoned_is_not_counted_against_the_next_one() {
+    let mock = MockUpstream::start().await;
+    mock.enqueue("m", Behavior::hang());
+    mock.set_default("m", Reply::default());
+    let probe = || Call::new(Dialect::OpenAi, "m").request(&mock).header("x-switchyard-probe", "1");
+    let abandoned = tokio::spawn(probe().send());
+    within(mock.wait_for_in_flight(1)).await;
+    // The next probe arrives and is answered while the mock still holds the first one: the
+    // client gave up on it, the mock has not noticed yet.
+    let answered = probe().send().await.unwrap();
+    assert_eq!(answered.status(), 200);
+    answered.text().await.unwrap();
+    abandoned.abort();
+    within(mock.wait_for_in_flight(0)).await;
+    assert_eq!(mock.probe_peaks().values().copied().collect::<Vec<_>>(), [1]);
+}

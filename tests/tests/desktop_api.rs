@@ -248,6 +248,12 @@ async fn the_in_process_api_answers_as_http_does_without_a_token() {
     assert_eq!(reply.status, 200);
     assert!(reply.body.as_str().unwrap().contains("[[combos]]"), "{}", reply.body);
 
+    // A text body goes as it is: the exported file checks back in (the import dialog's dry run).
+    let exported = reply.body.clone();
+    let reply = ipc.call(call("POST", "/api/config/import?dry_run=true", Some(exported))).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body["pairs"].is_array(), "{}", reply.body);
+
     // Queries pass through.
     let reply = ipc.call(call("GET", "/api/requests?limit=0", None)).await;
     assert_eq!(reply.status, 422);

@@ -31,7 +31,7 @@ pub struct ApiCall {
     pub method: String,
     /// `/api/...`, with the query string if any.
     pub path: String,
-    /// The JSON body, if the route takes one.
+    /// The body, if the route takes one: JSON, or a string sent as text (a config file).
     #[serde(default)]
     #[ts(optional, type = "unknown")]
     pub body: Option<Value>,
@@ -114,7 +114,13 @@ impl InProcess {
             .uri(&call.path)
             .header(header::HOST, self.host.clone())
             .header(header::AUTHORIZATION, self.authorization.clone());
+        // A string is a text body as it is (a config file to import), as the browser sends
+        // it; anything else is JSON.
         let body = match call.body {
+            Some(Value::String(text)) => {
+                request = request.header(header::CONTENT_TYPE, "text/plain; charset=utf-8");
+                Body::from(text)
+            }
             Some(body) => {
                 request = request.header(header::CONTENT_TYPE, "application/json");
                 Body::from(body.to_string())

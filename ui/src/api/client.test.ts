@@ -56,6 +56,21 @@ describe('HTTP transport', () => {
     expect(onUnauthorized).toHaveBeenCalledOnce();
   });
 
+  it('sends a config file raw, not as a JSON string', async () => {
+    const fetch = fakeFetch(200, '{"providers":0,"combos":0,"dry_run":true,"pairs":[]}');
+    const client = new ApiClient(new HttpTransport('t', { fetch }));
+    await client.importConfig('[server]\nport = 1\n', { dry_run: true });
+    await client.importConfig('[server]\nport = 1\n', { confirm: true });
+    await client.importConfig('[server]\nport = 1\n');
+    const [url, init] = fetch.mock.calls[0]!;
+    expect(url).toBe('/api/config/import?dry_run=true');
+    expect(init?.method).toBe('POST');
+    expect(init?.body).toBe('[server]\nport = 1\n');
+    expect((init?.headers as Record<string, string>)['Content-Type']).toBe('text/plain; charset=utf-8');
+    expect(fetch.mock.calls[1]![0]).toBe('/api/config/import?confirm=true');
+    expect(fetch.mock.calls[2]![0]).toBe('/api/config/import');
+  });
+
   it('answers text bodies as strings', async () => {
     const transport = new HttpTransport('t', { fetch: fakeFetch(200, '[server]\nport = 1\n', 'application/toml') });
     await expect(transport.send({ method: 'GET', path: '/api/config/export', body: null })).resolves.toEqual({

@@ -13,6 +13,7 @@ import type { CredentialPatch } from '../bindings/CredentialPatch';
 import type { Deleted } from '../bindings/Deleted';
 import type { DiscoveredModels } from '../bindings/DiscoveredModels';
 import type { Health } from '../bindings/Health';
+import type { ImportSummary } from '../bindings/ImportSummary';
 import type { LocalKeyView } from '../bindings/LocalKeyView';
 import type { LockoutSettings } from '../bindings/LockoutSettings';
 import type { LockoutView } from '../bindings/LockoutView';
@@ -163,6 +164,21 @@ export class ApiClient {
   section = <S extends SettingsSection>(section: S) => this.call<SectionForms[S]>('GET', `/api/settings/${section}`);
   patchSection = <S extends SettingsSection>(section: S, patch: Record<string, unknown>) =>
     this.call<SectionForms[S]>('PATCH', `/api/settings/${section}`, patch);
+
+  // Config export and import
+  /** The running config as a config file (TOML), secrets as references only. */
+  exportConfig = () => this.call<string>('GET', '/api/config/export');
+  /**
+   * Sends `toml` (a config file) as the whole config. `dry_run` only checks it; `confirm`
+   * says the user saw the summary's pairs and allows every one (without it, a credential
+   * with a new pair stays benched as `unconfirmed`).
+   */
+  importConfig = (toml: string, options: { dry_run?: boolean; confirm?: boolean } = {}) =>
+    this.call<ImportSummary>(
+      'POST',
+      `/api/config/import${queryString({ dry_run: options.dry_run || undefined, confirm: options.confirm || undefined })}`,
+      toml,
+    );
 
   // Local API keys
   keys = () => this.call<LocalKeyView[]>('GET', '/api/keys');

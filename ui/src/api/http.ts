@@ -29,7 +29,12 @@ export class HttpTransport implements Transport {
   async send(call: ApiCall): Promise<ApiReply> {
     const headers: Record<string, string> = { Authorization: `Bearer ${this.token}` };
     let body: string | undefined;
-    if (call.body !== null && call.body !== undefined) {
+    if (typeof call.body === 'string') {
+      // A string body is a file the route reads raw (a config import's TOML): JSON-encoding
+      // it would wrap it in quotes the server cannot parse. No JSON route takes a bare string.
+      headers['Content-Type'] = 'text/plain; charset=utf-8';
+      body = call.body;
+    } else if (call.body !== null && call.body !== undefined) {
       headers['Content-Type'] = 'application/json';
       body = JSON.stringify(call.body);
     }

@@ -3,6 +3,7 @@ import type { NewLocalKey } from '../bindings/NewLocalKey';
 import { autostart, headlessCommand, insideDesktop } from '../api/ipc';
 import { useAction, useApi, useNow, useResource } from '../app/context';
 import { useTheme, type Theme } from '../app/theme';
+import { ConfigTransfer } from '../components/ConfigTransfer';
 import { Badge, BusyButton, CheckField, CopyButton, ErrorNote, TextField } from '../components/controls';
 import { SectionEditor } from '../components/SectionEditor';
 import { placeError } from '../forms/fieldErrors';
@@ -35,6 +36,7 @@ export function GeneralPage() {
           },
         ]}
       />
+      <ConfigTransfer />
       {desktop ? <StartAtLogin /> : null}
       {desktop ? <RunHeadless /> : null}
       <ThemePicker />

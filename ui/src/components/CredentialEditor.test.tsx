@@ -78,17 +78,26 @@ describe('the write-only secret field', () => {
   });
 
   it('sends an env reference, never a secret, when the key lives in a variable', async () => {
-    const { transport } = renderWithServer(<CredentialEditor provider="openai" credential={null} onSaved={() => {}} />, () => ({
-      status: 201,
-      body: existing,
-    }));
+    const { transport } = renderWithServer(
+      <CredentialEditor provider="openai" destination="https://api.openai.com/v1" credential={null} onSaved={() => {}} />,
+      () => ({ status: 201, body: existing }),
+    );
     await userEvent.type(screen.getByLabelText('Credential name'), 'ci');
     await userEvent.type(screen.getByLabelText('API key'), TYPED);
     await userEvent.click(screen.getByLabelText('Environment variable'));
     await userEvent.type(screen.getByLabelText('Variable name'), 'OPENAI_KEY');
+    // The user types the reference beside where it goes, so the entry confirms that pair.
+    expect(screen.getByText(/its value is sent to https:\/\/api\.openai\.com\/v1/)).toBeTruthy();
     await userEvent.click(screen.getByRole('button', { name: 'Add credential' }));
     await screen.findByText('Saved');
-    expect(transport.calls[0]?.body).toEqual({ id: 'ci', kind: 'api_key', enabled: true, priority: 0, secret_ref: 'env:OPENAI_KEY' });
+    expect(transport.calls[0]?.body).toEqual({
+      id: 'ci',
+      kind: 'api_key',
+      enabled: true,
+      priority: 0,
+      secret_ref: 'env:OPENAI_KEY',
+      confirm: true,
+    });
   });
 
   it('shows a server refusal of the secret at the secret field', async () => {

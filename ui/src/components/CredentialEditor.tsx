@@ -25,11 +25,14 @@ function envVarOf(reference: string | null | undefined): string {
  */
 export function CredentialEditor({
   provider,
+  destination,
   credential,
   onSaved,
   onCancel,
 }: {
   provider: string;
+  /** Where the provider sends its secrets (its base URL), shown beside a reference the user types. */
+  destination?: string;
   credential: ProviderCredential | null;
   onSaved: (credential: ProviderCredential) => void;
   onCancel?: () => void;
@@ -62,7 +65,12 @@ export function CredentialEditor({
       if (credential === null) {
         const input: CredentialInput = { id: id.trim(), kind, enabled, priority: priorityValue ?? 0 };
         if (kind === 'api_key' && source === 'keychain' && secret !== '') input.secret = secret;
-        if (kind === 'api_key' && source === 'env' && envVar !== '') input.secret_ref = `env:${envVar}`;
+        if (kind === 'api_key' && source === 'env' && envVar !== '') {
+          // Typed here, beside where it goes: the user's own entry confirms the pair
+          // (docs/security.md, secrets and destinations).
+          input.secret_ref = `env:${envVar}`;
+          input.confirm = true;
+        }
         result = await api.createCredential(provider, input);
       } else {
         const patch: CredentialPatch = {};
@@ -72,6 +80,7 @@ export function CredentialEditor({
         if (kind === 'api_key' && source === 'keychain' && secret !== '') patch.secret = secret;
         if (kind === 'api_key' && source === 'env' && envVar !== '' && `env:${envVar}` !== credential.secret.reference) {
           patch.secret_ref = `env:${envVar}`;
+          patch.confirm = true;
         }
         result = Object.keys(patch).length === 0 ? credential : await api.patchCredential(provider, credential.id, patch);
       }
@@ -139,7 +148,11 @@ export function CredentialEditor({
             <TextField
               id={`${base}-env`}
               label="Variable name"
-              hint="The variable must be set where switchyard runs"
+              hint={
+                destination === undefined
+                  ? 'The variable must be set where switchyard runs'
+                  : `The variable must be set where switchyard runs; its value is sent to ${destination}`
+              }
               value={envVar}
               onChange={(e) => setEnvVar(e.target.value)}
               error={errorOf('secret_ref')}

@@ -238,7 +238,7 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
               </p>
             ) : null}
             {editingCredential === c.id ? (
-              <CredentialEditor provider={provider.id} credential={c} onSaved={onChanged} onCancel={() => setEditingCredential(null)} />
+              <CredentialEditor provider={provider.id} destination={provider.effective_base_url} credential={c} onSaved={onChanged} onCancel={() => setEditingCredential(null)} />
             ) : null}
           </li>
         ))}
@@ -246,6 +246,7 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
       {addingCredential ? (
         <CredentialEditor
           provider={provider.id}
+          destination={provider.effective_base_url}
           credential={null}
           onSaved={() => {
             setAddingCredential(false);

@@ -146,6 +146,11 @@ targets = [{ target = "mock/gpt-4o" }]
     env: { ...process.env, SWITCHYARD_TEST_UPSTREAM_KEY: UPSTREAM_KEY },
     stdio: 'inherit',
   });
+  // An imported file's secret destinations are new: the user confirms them (docs/security.md).
+  execFileSync(bin('switchyard'), ['--data-dir', dataDir, 'config', 'confirm', '--yes'], {
+    env: { ...process.env, SWITCHYARD_TEST_UPSTREAM_KEY: UPSTREAM_KEY },
+    stdio: 'inherit',
+  });
 
   const [port, nativePort] = [await freePort(), await freePort()];
   const child = spawn('tauri-driver', ['--port', String(port), '--native-port', String(nativePort)], {

@@ -13,6 +13,6 @@ method: string,
  */
 path: string, 
 /**
- * The JSON body, if the route takes one.
+ * The body, if the route takes one: JSON, or a string sent as text (a config file).
  */
 body?: unknown, };

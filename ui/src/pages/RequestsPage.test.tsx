@@ -15,8 +15,8 @@ const entry: RequestEntry = {
   duration_ms: 420,
   outcome: 'broken',
   first_byte_ms: 410,
-  usage: null,
-  cost: null,
+  usage: { uncached_input: 100, cache_read: 900, cache_write: 0, output: 42, reasoning: 0, estimated: false },
+  cost: '0.000315',
   trace: [
     { target: 'openai/gpt-4o', credential: 'main', event: 'skipped', reason: 'model_locked' },
     { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000, path: 'passthrough' },
@@ -48,6 +48,16 @@ describe('RequestsPage', () => {
     ]);
     expect(screen.getByText('broken', { exact: false })).toBeInTheDocument();
     expect(screen.getByRole('button', { name: 'Hide routing trace of request 1' })).toHaveAttribute('aria-expanded', 'true');
+  });
+
+  it('shows each request`s tokens and cost, what they are made of on hover', async () => {
+    renderWithServer(<RequestsPage />, () => ok([entry, { ...entry, usage: null, cost: null }]));
+    const rows = await screen.findAllByTestId('request-row');
+    const tokens = within(rows[0]!).getByText('1,000 → 42');
+    expect(tokens).toHaveAttribute('title', '100 uncached input, 900 cache read, 0 cache write, 42 output (0 reasoning)');
+    expect(within(rows[0]!).getByText('$0.00031')).toBeInTheDocument();
+    // Unknown usage and cost (no upstream reported any, or no price) say so.
+    expect(within(rows[1]!).getAllByText('—').length).toBeGreaterThanOrEqual(2);
   });
 
   it('sends the filters as the query', async () => {

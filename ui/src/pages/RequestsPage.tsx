@@ -5,6 +5,7 @@ import { useApi, useLiveVersion, useNow, useResource } from '../app/context';
 import { Badge, CheckField, ErrorNote, SelectField, TextField } from '../components/controls';
 import { TraceView } from '../components/TraceView';
 import { formatAgo } from '../format/duration';
+import { describeTokens, formatCost, formatTokens } from '../format/usage';
 
 export function RequestsPage() {
   const api = useApi();
@@ -73,6 +74,8 @@ export function RequestsPage() {
                 <th scope="col">Status</th>
                 <th scope="col">Attempts</th>
                 <th scope="col">Duration</th>
+                <th scope="col">Tokens in → out</th>
+                <th scope="col">Cost</th>
                 <th scope="col">Dialect</th>
               </tr>
             </thead>
@@ -106,11 +109,13 @@ export function RequestsPage() {
                     </td>
                     <td className="num">{r.attempts > 1 ? <strong>{r.attempts}</strong> : r.attempts}</td>
                     <td className="num">{r.duration_ms} ms</td>
+                    <td className="num" title={describeTokens(r.usage)}>{formatTokens(r.usage)}</td>
+                    <td className="num">{formatCost(r.cost)}</td>
                     <td>{r.dialect}</td>
                   </tr>
                   {expanded ? (
                     <tr id={`trace-${i}`} className="trace-row">
-                      <td colSpan={8}>
+                      <td colSpan={10}>
                         <TraceView trace={r.trace} servedBy={r.served_by} label={`Routing trace of request ${i + 1}`} />
                       </td>
                     </tr>

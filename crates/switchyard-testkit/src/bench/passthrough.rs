@@ -415,10 +415,11 @@ async fn check_paths(http: &reqwest::Client, ways: &Ways) -> anyhow::Result<Vec<
             .bytes()
             .await?;
         let log: serde_json::Value = serde_json::from_slice(&answer)?;
+        // The last attempt is the one that served (`used` lines of the usage meter follow it).
         let served = log
             .pointer("/0/trace")
             .and_then(|t| t.as_array())
-            .and_then(|t| t.last())
+            .and_then(|t| t.iter().rev().find(|e| e.get("event") == Some(&"attempted".into())))
             .with_context(|| format!("no logged request for {}: {log}", side.model))?;
         let took = served.get("path").and_then(|p| p.as_str()).unwrap_or("none");
         ensure!(

@@ -1,6 +1,9 @@
 //! The `switchyard config` commands on a real data directory: import checks the file whole
 //! and stores it, export prints it back, and a file that does not validate changes nothing.
 
+#[path = "cli/connect.rs"]
+mod connect;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -16,13 +19,17 @@ name = "smart"
 targets = [{ target = "openai/gpt-4o" }]
 "#;
 
+/// The CLI on the data directory `data`, quiet but for warnings.
+fn command(data: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command.arg("--data-dir").arg(data).env("SWITCHYARD_LOG", "warn");
+    command
+}
+
 fn switchyard(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .arg("--data-dir")
-        .arg(data)
+    command(data)
         .args(args)
         .env("SWITCHYARD_CLI_TEST_KEY", "sk-cli-test-0000000000")
-        .env("SWITCHYARD_LOG", "warn")
         .output()
         .expect("run switchyard")
 }

@@ -3,22 +3,18 @@
 //! documented file (keeping what was there), and Cursor is told why it cannot connect.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use super::{command, text};
+
+/// The CLI with `home` as `$HOME` (where tools keep their config files), its data inside.
 fn switchyard(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .arg("--data-dir")
-        .arg(home.join("data"))
+    command(&home.join("data"))
         .args(args)
         .env("HOME", home)
         .env_remove("SWITCHYARD_KEY")
-        .env("SWITCHYARD_LOG", "warn")
         .output()
         .expect("run switchyard")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

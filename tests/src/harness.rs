@@ -401,6 +401,14 @@ impl Harness {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// `GET` of a text the management token reads (`/metrics`, a config export), once it
+    /// answers 200.
+    pub async fn api_text(&self, path: &str) -> String {
+        let r = self.http.get(self.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.text().await.unwrap()
+    }
+
     /// A management API call with a JSON body: status and JSON body.
     pub async fn api(&self, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value) {
         let r = self

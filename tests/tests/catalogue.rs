@@ -8,8 +8,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 use switchyard_e2e::harness::{
-    Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, header, json_parts, openai_stream_text,
-    openai_text,
+    Harness, LOCAL_KEY, Setup, header, json_parts, openai_stream_text, openai_text,
 };
 use switchyard_testkit::{Behavior, Fault, Reply};
 
@@ -130,16 +129,7 @@ async fn the_provider_view_names_the_preset_and_the_export_writes_it_without_cat
     assert_eq!(view["preset"], "deepseek");
     assert_eq!(view["kind"], "openai", "the preset's kind");
     assert_eq!(view["passthrough"], true);
-    let exported = h
-        .http
-        .get(h.url("/api/config/export"))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let exported = h.api_text("/api/config/export").await;
     assert!(exported.contains("preset = \"deepseek\""), "{exported}");
     assert!(!exported.contains("context_window") && !exported.contains("cache_read"), "{exported}");
 

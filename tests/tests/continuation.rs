@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_e2e::harness::{
-    Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, anthropic_stream_text, openai_stream_text,
-    sse_data, sse_events,
+    Harness, LOCAL_KEY, Setup, anthropic_stream_text, openai_stream_text, sse_data, sse_events,
 };
 use switchyard_testkit::{Behavior, Fault, Reply};
 
@@ -243,8 +242,7 @@ async fn a_cut_a_stall_and_an_error_event_are_each_finished_by_a_capable_fallbac
             assert_eq!(logged["attempts"], 2, "{case}: {logged}");
         }
     }
-    let metrics = h.http.get(h.url("/metrics")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
-    let metrics = metrics.text().await.unwrap();
+    let metrics = h.api_text("/metrics").await;
     assert!(metrics.contains("switchyard_continuations_total 18"), "{metrics}");
     assert!(metrics.contains("switchyard_continuation_refusals_total 0"), "{metrics}");
     assert!(metrics.contains("switchyard_attempts_total 36"), "{metrics}");

@@ -37,8 +37,8 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use switchyard_core::{Clock as _, ManualClock};
 use switchyard_e2e::harness::{
-    Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup, T0, anthropic_stream_text, header, is_probe,
-    openai_stream_text, sse_data, sse_events,
+    Harness, LOCAL_KEY, Setup, T0, anthropic_stream_text, header, is_probe, openai_stream_text,
+    sse_data, sse_events,
 };
 use switchyard_testkit::{Attempt, Behavior, MockUpstream, Reply, Status};
 use tokio::sync::watch;
@@ -671,16 +671,7 @@ fn assert_clean_error(r: &Request, a: &Answer) -> usize {
 
 /// `/metrics`' unlabelled samples.
 async fn metrics(h: &Harness) -> BTreeMap<String, u64> {
-    let text = h
-        .http
-        .get(h.url("/metrics"))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = h.api_text("/metrics").await;
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_once(' '))

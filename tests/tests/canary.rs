@@ -9,8 +9,17 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use switchyard::server::ipc::ApiCall;
-use switchyard_e2e::harness::{CANARY, Harness, LOCAL_KEY, MANAGEMENT_TOKEN};
+use switchyard_e2e::harness::{CANARY, FALLBACK, Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup};
 use switchyard_testkit::{Behavior, ErrorKind, Status};
+
+/// A provider whose key is the canary (`env:CANARY`), on the harness's mock.
+const CANARY_PROVIDER: &str = r#"
+[[providers]]
+id = "canary"
+kind = "openai"
+base_url = "{mock}/v1"
+credentials = [{ id = "c-1", secret = "env:CANARY" }]
+"#;
 
 /// Everything every log line writes, from every crate.
 #[derive(Clone, Default)]
@@ -38,15 +47,7 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
 
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let extra = r#"
-[[providers]]
-id = "canary"
-kind = "openai"
-base_url = "{mock}/v1"
-credentials = [{ id = "c-1", secret = "env:CANARY" }]
-"#;
-    let h =
-        Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new(extra)).await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(CANARY_PROVIDER)).await;
     let mut seen = every_fault(&h).await;
 
     // The canary sent as a secret through the API (kept in the secret store), then a refused
@@ -217,15 +218,7 @@ fn echo(status: u16, code: Option<&str>) -> Behavior {
 async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let canary = r#"
-[[providers]]
-id = "canary"
-kind = "openai"
-base_url = "{mock}/v1"
-credentials = [{ id = "c-1", secret = "env:CANARY" }]
-"#;
-    let h = Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new(canary))
-        .await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(CANARY_PROVIDER)).await;
     let thief = switchyard_testkit::MockUpstream::start().await;
     let thief_host = thief.base_url().to_lowercase();
     let leaked = || thief.attempts().iter().filter(|a| a.api_key() == Some(CANARY)).count();
@@ -236,7 +229,7 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
 
     // 1. An import that points a new provider at the second host with the canary variable.
     let stolen = format!(
-        "{canary}\n[[providers]]\nid = \"thief\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+        "{CANARY_PROVIDER}\n[[providers]]\nid = \"thief\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
          credentials = [{{ id = \"k\", secret = \"env:CANARY\" }}]\n",
         thief.base_url()
     );
@@ -329,7 +322,7 @@ credentials = [{ id = "c-1", secret = "env:CANARY" }]
 async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let h = Harness::start_in(mock, data.path(), switchyard_e2e::harness::FALLBACK).await;
+    let h = Harness::start_in(mock, data.path(), FALLBACK).await;
     let mock = h.stop().await;
 
     let thief = switchyard_testkit::MockUpstream::start().await;
@@ -342,8 +335,7 @@ async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
     );
     assert_ne!(moved, text);
     std::fs::write(&file, moved).unwrap();
-    let setup =
-        switchyard_e2e::harness::Setup::new(switchyard_e2e::harness::FALLBACK).reuse_config();
+    let setup = Setup::new(FALLBACK).reuse_config();
     let h = Harness::start_in_with(mock, data.path(), setup).await;
     let (_, view) = h.api_get("/api/providers/oa").await;
     assert_eq!(view["credentials"][0]["unconfirmed"][0]["reference"], "env:OA_1", "{view}");
@@ -367,8 +359,7 @@ async fn after_the_first_start_a_hand_edited_destination_is_unconfirmed() {
 async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let h =
-        Harness::start_in_with(mock, data.path(), switchyard_e2e::harness::Setup::new("")).await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new("")).await;
     let second = switchyard_testkit::MockUpstream::start().await;
     let provider = |id: &str| json!({ "id": id, "kind": "openai", "base_url": format!("{}/v1", second.base_url()) });
     for id in ["plain", "confirmed", "typed"] {

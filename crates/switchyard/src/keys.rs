@@ -220,6 +220,10 @@ pub struct LocalKeys {
     /// Where the preset comes from when it is the management token file: followed, so a
     /// rotated token takes effect at once and the old one stops working.
     file: Option<Arc<TokenFile>>,
+    /// One reload at a time: a reload that read the store before a key was created must not
+    /// write its stale set after the creating request's own reload wrote the new one (the
+    /// periodic reload raced `POST /api/keys`, and the new key was refused for two seconds).
+    reloading: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The management token file as last read.
@@ -248,6 +252,7 @@ impl LocalKeys {
             digests: Arc::default(),
             preset: Arc::new(RwLock::new(preset.map(|p| sha256_hex(p.expose())))),
             file: None,
+            reloading: Arc::default(),
         }
     }
 
@@ -275,6 +280,7 @@ impl LocalKeys {
 
     /// Replaces the stored keys with the live ones in `store`.
     pub async fn reload(&self, store: &Store) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.reloading.lock().await;
         let live: HashSet<String> = store
             .api_keys()
             .await?

@@ -15,6 +15,14 @@
 //!   generated token, `reasoning` included. `reasoning <= output` as the upstream reports it;
 //!   it is informative only and never billed on its own.
 //! - A sum is estimated when any of its parts is.
+//!
+//! What requests used is summed per hour in [`ledger`] (read as [`report`]s), and spending is
+//! held against [`budget`]s; time to first token is kept as a [`sketch`].
+
+pub mod budget;
+pub mod ledger;
+pub mod report;
+pub mod sketch;
 
 use std::fmt;
 use std::ops::{Add, AddAssign};
@@ -168,6 +176,18 @@ impl Nanodollars {
     /// Rounds half up, once: a cost is rounded per attempt, never per bucket.
     fn from_pico(pico: u128) -> Self {
         Self(u64::try_from((pico + 500) / 1000).unwrap_or(u64::MAX))
+    }
+
+    /// From USD as configs write them (a budget's limit); `None` for a negative, infinite or
+    /// NaN amount. Finer than a nanodollar is rounded.
+    pub fn from_usd(usd: f64) -> Option<Self> {
+        let nano = (usd * 1e9).round();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked to be a non-negative integer below 2^63 just before"
+        )]
+        (usd.is_finite() && (0.0..9.2e18).contains(&nano)).then_some(Self(nano as u64))
     }
 }
 

@@ -71,6 +71,13 @@ pub struct RequestEntry {
     /// What they cost in USD, as a decimal (`"0.00042"`), when every attempt's prices are
     /// known.
     pub cost: Option<String>,
+    /// The id of the local key the client presented (`preset` for `SWITCHYARD_API_KEY`);
+    /// `null` for the UI's "try it".
+    pub local_key: Option<String>,
+    /// The combo the requested model resolved to; `null` when it resolved to nothing.
+    pub combo: Option<String>,
+    /// Served by other than its first attempt (a fallback, or a hedge that won).
+    pub fallback: bool,
     /// Every candidate skipped or tried, in order.
     pub trace: Vec<TraceEntry>,
 }
@@ -120,7 +127,7 @@ impl RequestQuery {
     }
 
     fn matches(&self, r: &RequestRecord) -> bool {
-        let ok = (200..300).contains(&r.status) && r.outcome.as_deref() != Some("broken");
+        let ok = !r.is_error();
         self.model.as_ref().is_none_or(|m| *m == r.model)
             && self.provider.as_ref().is_none_or(|p| {
                 r.served_by
@@ -152,6 +159,9 @@ impl Services {
                 first_byte_ms: r.first_byte_ms,
                 usage: r.usage.map(UsageView::from),
                 cost: r.cost.map(|c| c.to_string()),
+                local_key: r.local_key,
+                combo: r.combo,
+                fallback: r.fallback,
                 trace: serde_json::from_str(&r.trace).unwrap_or_default(),
             })
             .collect()

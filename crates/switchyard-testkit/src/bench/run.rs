@@ -40,10 +40,11 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-{}{}{}"#,
+{}{}{}{}"#,
         flap::mock_script(),
         passthrough::mock_script(),
-        super::hedge::mock_script()
+        super::hedge::mock_script(),
+        super::usage::mock_script()
     )
 }
 
@@ -101,6 +102,8 @@ pub(crate) struct Plan {
     pub(crate) agent: Rounds,
     /// The hedged-first-token pairs (`hedge.rs`), on a proxy of their own.
     pub(crate) hedging: bool,
+    /// The usage-tracking pairs (`usage.rs`), on two proxies of their own.
+    pub(crate) usage: bool,
 }
 
 impl Plan {
@@ -120,6 +123,7 @@ impl Plan {
             cold_starts: 10,
             agent: Rounds { warmup: 24, non_streamed: pairs / 2, streamed: pairs / 2 },
             hedging: true,
+            usage: true,
         }
     }
 
@@ -136,6 +140,7 @@ impl Plan {
             cold_starts: 0,
             agent: Rounds { warmup: 4, non_streamed: pairs / 4, streamed: pairs / 4 },
             hedging: false,
+            usage: false,
         }
     }
 }
@@ -176,6 +181,8 @@ pub(crate) struct Results {
     pub(crate) cold_start: Option<ColdStart>,
     /// Filled in by the caller, on a proxy of its own (see `hedge.rs`).
     pub(crate) hedging: Option<super::hedge::Hedging>,
+    /// Filled in by the caller, on two proxies of their own (see `usage.rs`).
+    pub(crate) usage: Option<super::usage::Tracking>,
 }
 
 /// The paced stream's gaps.
@@ -261,6 +268,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         flapping,
         cold_start: None,
         hedging: None,
+        usage: None,
     })
 }
 

@@ -95,7 +95,9 @@ fn budget_notice(budget: &BudgetView) -> Notice {
         },
         (BudgetState::Reached, false) => Notice {
             title: format!("The {label} is spent"),
-            body: format!("{spent}; requests still go through (it is not enforced). It resets at {resets}."),
+            body: format!(
+                "{spent}; requests still go through (it is not enforced). It resets at {resets}."
+            ),
         },
         _ => Notice {
             title: format!("The {label} is at {} %", budget.percent),
@@ -164,12 +166,18 @@ mod tests {
         let off = NotificationSettings { breaker_open: false, fallback: false };
         let mut notices = Notices::default();
         let warned = notices
-            .on_health(&HealthEvent::Budget { budget: budget(BudgetState::Warning, 90, true), at: T0 }, &off)
+            .on_health(
+                &HealthEvent::Budget { budget: budget(BudgetState::Warning, 90, true), at: T0 },
+                &off,
+            )
             .unwrap();
         assert_eq!(warned.title, "The daily budget of editor is at 90 %");
         assert_eq!(warned.body, "$4.5 of $5 spent; it resets at 2027-01-16T00:00:00Z.");
         let spent = notices
-            .on_health(&HealthEvent::Budget { budget: budget(BudgetState::Reached, 100, true), at: T0 }, &off)
+            .on_health(
+                &HealthEvent::Budget { budget: budget(BudgetState::Reached, 100, true), at: T0 },
+                &off,
+            )
             .unwrap();
         assert!(spent.body.contains("are refused until 2027-01-16T00:00:00Z"), "{}", spent.body);
     }

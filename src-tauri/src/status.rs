@@ -118,7 +118,13 @@ pub fn port_taken(mut view: TrayView, port: u16) -> TrayView {
 /// budget gives it.
 pub fn with_budgets(mut view: TrayView, budgets: &[BudgetView]) -> TrayView {
     let Some(nearest) = budgets.iter().max_by_key(|b| b.percent) else { return view };
-    let _ = write!(view.tooltip, " · {}: ${} of ${}", budget_label(nearest), nearest.spent, nearest.limit);
+    let _ = write!(
+        view.tooltip,
+        " · {}: ${} of ${}",
+        budget_label(nearest),
+        nearest.spent,
+        nearest.limit
+    );
     if nearest.state == BudgetState::Reached && nearest.enforce {
         let _ = write!(view.tooltip, ", spent: refusing until {}", rfc3339(nearest.resets_at));
     } else {
@@ -411,11 +417,20 @@ mod tests {
     #[test]
     fn the_tooltip_names_the_budget_nearest_its_limit_and_a_spent_enforced_one_colours_the_tray() {
         let calm = tray_view(&health(), &providers());
-        let view = with_budgets(calm.clone(), &[budget(None, 40, true), budget(Some("editor"), 82, true)]);
-        assert!(view.tooltip.ends_with(" · daily budget of editor: $4.1 of $5 (82 %)"), "{}", view.tooltip);
+        let view =
+            with_budgets(calm.clone(), &[budget(None, 40, true), budget(Some("editor"), 82, true)]);
+        assert!(
+            view.tooltip.ends_with(" · daily budget of editor: $4.1 of $5 (82 %)"),
+            "{}",
+            view.tooltip
+        );
         assert_eq!(view.level, Level::Healthy, "a warning is in the tooltip only");
         let view = with_budgets(calm.clone(), &[budget(Some("editor"), 100, true)]);
-        assert!(view.tooltip.ends_with(", spent: refusing until 2027-01-16T00:00:00Z"), "{}", view.tooltip);
+        assert!(
+            view.tooltip.ends_with(", spent: refusing until 2027-01-16T00:00:00Z"),
+            "{}",
+            view.tooltip
+        );
         assert_eq!(view.level, Level::Warning, "one tool is refused, the others are served");
         assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, true)]).level, Level::Down);
         assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, false)]).level, Level::Healthy);

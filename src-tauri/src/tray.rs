@@ -46,7 +46,8 @@ fn current(app: &AppHandle) -> TrayView {
     let engine = app.state::<Engine>();
     let providers: Vec<String> =
         engine.proxy.config().providers.iter().map(|p| p.id.to_string()).collect();
-    let view = with_budgets(tray_view(&engine.services.health(), &providers), &engine.services.budgets());
+    let view =
+        with_budgets(tray_view(&engine.services.health(), &providers), &engine.services.budgets());
     if engine.port_taken.is_some() { port_taken(view, engine.port) } else { view }
 }
 

@@ -110,12 +110,18 @@ pub fn start_of_next_month(at: UnixMillis) -> UnixMillis {
     UnixMillis(next.days().unwrap_or(0) * DAY_MS)
 }
 
-/// `2026-01-31T09:05:00Z`, to the second (the aggregates know nothing finer than an hour).
+/// `2026-01-31T09:05:07Z`, with milliseconds only when there are some (`…07.250Z`), as
+/// Anthropic writes its reset times.
 pub fn rfc3339(at: UnixMillis) -> String {
     let date = Date::from_days(day_of(at));
-    let seconds = (at.0 % DAY_MS) / 1000;
-    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    format!("{date}T{h:02}:{m:02}:{s:02}Z")
+    let of_day = at.0 % DAY_MS;
+    let (h, m, s) = (of_day / 3_600_000, of_day / 60_000 % 60, of_day / 1000 % 60);
+    let mut out = format!("{date}T{h:02}:{m:02}:{s:02}");
+    if of_day % 1000 > 0 {
+        out.push_str(&format!(".{:03}", of_day % 1000));
+    }
+    out.push('Z');
+    out
 }
 
 /// One end of a range as written: a whole UTC day, or an instant.
@@ -269,6 +275,7 @@ mod tests {
         assert_eq!(start_of_next_month(mid), at("2024-03-01"));
         assert_eq!(start_of_next_month(at("2025-12-31T23:59:59Z")), at("2026-01-01"));
         assert_eq!(start_of_day(mid), at("2024-02-15"));
-        assert_eq!(rfc3339(at("2026-01-31T09:05:07.9Z")), "2026-01-31T09:05:07Z");
+        assert_eq!(rfc3339(at("2026-01-31T09:05:07Z")), "2026-01-31T09:05:07Z");
+        assert_eq!(rfc3339(at("2026-01-31T09:05:07.9Z")), "2026-01-31T09:05:07.900Z");
     }
 }

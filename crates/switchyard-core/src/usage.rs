@@ -106,6 +106,36 @@ impl AddAssign for Usage {
     }
 }
 
+/// Tokens by billing bucket as the API shows them (a request's, a bucket's of a report): the
+/// buckets do not overlap, except `reasoning`, which is part of `output` and shown apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
+pub struct TokenCounts {
+    #[ts(type = "number")]
+    pub uncached_input: u64,
+    #[ts(type = "number")]
+    pub cache_read: u64,
+    #[ts(type = "number")]
+    pub cache_write: u64,
+    /// Every generated token, `reasoning` included.
+    #[ts(type = "number")]
+    pub output: u64,
+    #[ts(type = "number")]
+    pub reasoning: u64,
+}
+
+impl From<Usage> for TokenCounts {
+    fn from(u: Usage) -> Self {
+        Self {
+            uncached_input: u.uncached_input,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            output: u.output,
+            reasoning: u.reasoning,
+        }
+    }
+}
+
 /// A price per token in pico-dollars (10^-12 USD), which is micro-dollars per million tokens.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TokenPrice(pub u64);

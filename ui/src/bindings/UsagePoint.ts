@@ -11,11 +11,7 @@ fallbacks: number,
 /**
  * Requests answered with an error, or whose stream broke after it started.
  */
-errors: number, uncached_input: number, cache_read: number, cache_write: number, 
-/**
- * Every generated token, `reasoning` included.
- */
-output: number, reasoning: number, 
+errors: number, 
 /**
  * Requests whose token counts are estimates (a stream cut before its final usage).
  */
@@ -40,4 +36,8 @@ ttft_samples: number,
 /**
  * Median time to first token, in milliseconds (within 12.5 %); `null` without samples.
  */
-ttft_p50_ms: number | null, ttft_p95_ms: number | null, };
+ttft_p50_ms: number | null, ttft_p95_ms: number | null, uncached_input: number, cache_read: number, cache_write: number, 
+/**
+ * Every generated token, `reasoning` included.
+ */
+output: number, reasoning: number, };

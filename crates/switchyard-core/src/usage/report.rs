@@ -11,6 +11,7 @@ use ts_rs::TS;
 use crate::calendar::{DAY_MS, HOUR_MS};
 use crate::clock::UnixMillis;
 
+use super::TokenCounts;
 use super::ledger::{Labels, Ledger, Totals};
 
 /// How wide a report's buckets are.
@@ -168,17 +169,8 @@ pub struct UsagePoint {
     /// Requests answered with an error, or whose stream broke after it started.
     #[ts(type = "number")]
     pub errors: u64,
-    #[ts(type = "number")]
-    pub uncached_input: u64,
-    #[ts(type = "number")]
-    pub cache_read: u64,
-    #[ts(type = "number")]
-    pub cache_write: u64,
-    /// Every generated token, `reasoning` included.
-    #[ts(type = "number")]
-    pub output: u64,
-    #[ts(type = "number")]
-    pub reasoning: u64,
+    #[serde(flatten)]
+    pub tokens: TokenCounts,
     /// Requests whose token counts are estimates (a stream cut before its final usage).
     #[ts(type = "number")]
     pub estimated: u64,
@@ -207,11 +199,13 @@ impl From<&Totals> for UsagePoint {
             requests: t.requests,
             fallbacks: t.fallbacks,
             errors: t.errors,
-            uncached_input: t.uncached_input,
-            cache_read: t.cache_read,
-            cache_write: t.cache_write,
-            output: t.output,
-            reasoning: t.reasoning,
+            tokens: TokenCounts {
+                uncached_input: t.uncached_input,
+                cache_read: t.cache_read,
+                cache_write: t.cache_write,
+                output: t.output,
+                reasoning: t.reasoning,
+            },
             estimated: t.estimated,
             cost: t.cost.to_string(),
             cost_nanodollars: t.cost.0,
@@ -369,7 +363,7 @@ mod tests {
         );
         let gpt = &report.series[0];
         assert_eq!(gpt.points.iter().map(|p| p.requests).collect::<Vec<_>>(), [2, 1]);
-        assert_eq!(gpt.total.uncached_input, 300);
+        assert_eq!(gpt.total.tokens.uncached_input, 300);
         assert_eq!(report.series[2].key, None);
     }
 

@@ -54,12 +54,7 @@ pub(crate) fn mock_script() -> String {
 /// attempt and one successful one, run after run.
 pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
     format!(
-        r#"[[providers]]
-id = "oa"
-kind = "openai"
-base_url = "{mock_url}/v1"
-credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
-
+        r#"{}
 [[providers]]
 id = "down"
 kind = "openai"
@@ -78,8 +73,21 @@ enabled = false
 retry_budget_percent = 0
 retry_budget_min_per_second = 0
 {}{}"#,
+        openai_provider("oa", mock_url, key_env),
         flap::proxy_config(mock_url, key_env),
         passthrough::proxy_config(mock_url, key_env)
+    )
+}
+
+/// An OpenAI-dialect provider `id` on the mock, with one key from `key_env`.
+pub(crate) fn openai_provider(id: &str, mock_url: &str, key_env: &str) -> String {
+    format!(
+        r#"[[providers]]
+id = "{id}"
+kind = "openai"
+base_url = "{mock_url}/v1"
+credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
+"#
     )
 }
 

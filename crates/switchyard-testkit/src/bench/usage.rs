@@ -44,13 +44,9 @@ pub(crate) fn proxy_config(mock_url: &str, key_env: &str, tracking: bool) -> Str
     } else {
         "[settings.usage]\ntracking = false\n"
     };
+    let provider = super::run::openai_provider("oa", mock_url, key_env);
     format!(
-        r#"[[providers]]
-id = "oa"
-kind = "openai"
-base_url = "{mock_url}/v1"
-credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
-
+        r#"{provider}
 [[combos]]
 name = "{COMBO}"
 targets = [{{ target = "oa/{MODEL}", price = {{ input_per_mtok = 2.5, output_per_mtok = 10.0, cache_read_per_mtok = 1.25 }} }}]

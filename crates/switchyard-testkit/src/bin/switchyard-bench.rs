@@ -264,19 +264,30 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
 
 /// Only the hedged-first-token pairs (`--hedging`).
 fn hedging_bench(args: &Args) -> anyhow::Result<bool> {
+    let (machine, hedging) =
+        alone(args, async |mock, cpu, work| measure_hedging(args, mock, cpu, work).await)?;
+    write_hedging(args, &machine, &hedging, &mut std::io::stdout().lock())?;
+    Ok(true)
+}
+
+/// One measurement alone, on proxies of its own in front of a mock of its own; `measure` gets
+/// the mock's URL, the proxies' CPU and the work directory.
+fn alone<T>(
+    args: &Args,
+    measure: impl AsyncFnOnce(&str, Option<usize>, &std::path::Path) -> anyhow::Result<T>,
+) -> anyhow::Result<(Machine, T)> {
     let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let hedging = runtime.block_on(async {
+    let measured = runtime.block_on(async {
         let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
         let script = work.path().join("mock.toml");
         std::fs::write(&script, run::mock_script())?;
         let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
-        let hedging = measure_hedging(args, &mock.url, proxy_cpu, work.path()).await;
+        let measured = measure(&mock.url, proxy_cpu, work.path()).await;
         drop(mock);
-        hedging
+        measured
     })?;
-    write_hedging(args, &machine, &hedging, &mut std::io::stdout().lock())?;
-    Ok(true)
+    Ok((machine, measured))
 }
 
 /// Starts a proxy of its own for the hedging pairs (see `bench/hedge.rs`) and measures them.
@@ -331,17 +342,8 @@ fn write_section(args: &Args, section: &str, out: &mut impl std::io::Write) -> a
 
 /// Only the usage-tracking pairs (`--usage`).
 fn usage_bench(args: &Args) -> anyhow::Result<bool> {
-    let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let tracking = runtime.block_on(async {
-        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
-        let script = work.path().join("mock.toml");
-        std::fs::write(&script, run::mock_script())?;
-        let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
-        let tracking = measure_usage(args, &mock.url, proxy_cpu, work.path()).await;
-        drop(mock);
-        tracking
-    })?;
+    let (machine, tracking) =
+        alone(args, async |mock, cpu, work| measure_usage(args, mock, cpu, work).await)?;
     let section = usage::section(&args.command, &source(&machine), &tracking);
     write_section(args, &section, &mut std::io::stdout().lock())?;
     Ok(true)

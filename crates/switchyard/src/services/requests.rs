@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
-use switchyard_core::usage::Usage;
+use switchyard_core::usage::{TokenCounts, Usage};
 use switchyard_store::RequestRecord;
 use ts_rs::TS;
 
@@ -82,21 +82,12 @@ pub struct RequestEntry {
     pub trace: Vec<TraceEntry>,
 }
 
-/// Tokens by billing bucket; the buckets do not overlap, except `reasoning`, which is part of
-/// `output` and shown apart.
+/// A request's tokens by billing bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS)]
 #[ts(export)]
 pub struct UsageView {
-    #[ts(type = "number")]
-    pub uncached_input: u64,
-    #[ts(type = "number")]
-    pub cache_read: u64,
-    #[ts(type = "number")]
-    pub cache_write: u64,
-    #[ts(type = "number")]
-    pub output: u64,
-    #[ts(type = "number")]
-    pub reasoning: u64,
+    #[serde(flatten)]
+    pub tokens: TokenCounts,
     /// Some count is what the upstream had reported when its answer broke off, not its final
     /// word: a lower bound.
     pub estimated: bool,
@@ -104,14 +95,7 @@ pub struct UsageView {
 
 impl From<Usage> for UsageView {
     fn from(u: Usage) -> Self {
-        Self {
-            uncached_input: u.uncached_input,
-            cache_read: u.cache_read,
-            cache_write: u.cache_write,
-            output: u.output,
-            reasoning: u.reasoning,
-            estimated: u.estimated,
-        }
+        Self { tokens: TokenCounts::from(u), estimated: u.estimated }
     }
 }
 

@@ -207,7 +207,7 @@ fn forward_events(app: &AppHandle) {
     tauri::async_runtime::spawn(async move {
         // The tooltip shows a budget's spend, which every request moves: redrawn at most this
         // often, so a busy proxy does not redraw the tray per request.
-        let mut tooltip_drawn: Option<std::time::Instant> = None;
+        let mut tooltip_drawn: Option<tokio::time::Instant> = None;
         loop {
             let record = match requests.recv().await {
                 Ok(record) => record,
@@ -226,7 +226,7 @@ fn forward_events(app: &AppHandle) {
             let due = tooltip_drawn.is_none_or(|at| at.elapsed() >= TOOLTIP_EVERY);
             if due && !handle.state::<Engine>().services.budgets().is_empty() {
                 tray::refresh_tooltip(&handle);
-                tooltip_drawn = Some(std::time::Instant::now());
+                tooltip_drawn = Some(tokio::time::Instant::now());
             }
         }
     });

@@ -106,29 +106,51 @@ fn column(points: &Value, field: &str) -> Vec<u64> {
     points.as_array().unwrap().iter().map(|p| n(&p[field])).collect()
 }
 
+/// The requests every report test reads: two local keys, three hours of two days.
+struct Scene {
+    h: Harness,
+    editor_id: String,
+    agent_id: String,
+    /// The cost of one answer of gpt-4o, gpt-4o-mini and claude-backup, in nanodollars.
+    gpt: u64,
+    mini: u64,
+    claude: u64,
+}
+
+impl Scene {
+    /// Hour 0: the editor asks `chat`, the agent streams `cheap`. Hour 1: the editor streams
+    /// `chat`. A day later: the agent asks `chat`, whose first target has retired its model.
+    async fn start() -> Self {
+        let clock = ManualClock::new(T0);
+        let h = Harness::start_with(Setup::new(CONFIG).clock(&clock)).await;
+        h.mock.set_default("gpt-4o", reply());
+        h.mock.set_default("gpt-4o-mini", reply());
+        h.mock.set_default("claude-backup", reply());
+        let (editor_id, editor) = create_key(&h, "editor").await;
+        let (agent_id, agent) = create_key(&h, "agent").await;
+        ask(&h, &editor, "chat", false).await;
+        ask(&h, &agent, "cheap", true).await;
+        clock.advance(std::time::Duration::from_millis(HOUR_MS));
+        ask(&h, &editor, "chat", true).await;
+        clock.advance(std::time::Duration::from_millis(24 * HOUR_MS));
+        h.mock.script("gpt-4o", [Behavior::status(404), Behavior::status(404)]);
+        ask(&h, &agent, "chat", false).await;
+        logged(&h, 4).await;
+        let (gpt, mini, claude) =
+            (cost(2.5, 10.0, Some(1.25)), cost(0.15, 0.6, None), cost(3.0, 15.0, None));
+        Self { h, editor_id, agent_id, gpt, mini, claude }
+    }
+
+    /// `from` and `to` as dates: the two days.
+    fn days() -> String {
+        let last = rfc3339(UnixMillis(T0.0 + 25 * HOUR_MS));
+        format!("from={}&to={}", &rfc3339(T0)[..10], &last[..10])
+    }
+}
+
 #[tokio::test]
-async fn usage_is_reported_bucket_by_bucket_by_group_and_filter_as_the_mock_reported_it() {
-    let clock = ManualClock::new(T0);
-    let h = Harness::start_with(Setup::new(CONFIG).clock(&clock)).await;
-    h.mock.set_default("gpt-4o", reply());
-    h.mock.set_default("gpt-4o-mini", reply());
-    h.mock.set_default("claude-backup", reply());
-    let (editor_id, editor) = create_key(&h, "editor").await;
-    let (agent_id, agent) = create_key(&h, "agent").await;
-
-    // Hour 0: the editor asks `chat`, the agent streams `cheap`. Hour 1: the editor streams
-    // `chat`. A day later: the agent asks `chat`, whose first target has retired its model.
-    ask(&h, &editor, "chat", false).await;
-    ask(&h, &agent, "cheap", true).await;
-    clock.advance(std::time::Duration::from_millis(HOUR_MS));
-    ask(&h, &editor, "chat", true).await;
-    clock.advance(std::time::Duration::from_millis(24 * HOUR_MS));
-    h.mock.script("gpt-4o", [Behavior::status(404), Behavior::status(404)]);
-    ask(&h, &agent, "chat", false).await;
-    logged(&h, 4).await;
-
-    let (gpt, mini, claude) =
-        (cost(2.5, 10.0, Some(1.25)), cost(0.15, 0.6, None), cost(3.0, 15.0, None));
+async fn hourly_buckets_hold_each_hours_requests_tokens_and_cost_as_the_mock_reported_them() {
+    let Scene { h, gpt, mini, claude, .. } = Scene::start().await;
     let from = rfc3339(T0);
     let hours = usage(
         &h,
@@ -156,17 +178,14 @@ async fn usage_is_reported_bucket_by_bucket_by_group_and_filter_as_the_mock_repo
     assert_eq!(column(&hours["totals"], "requests")[..2], [2, 1]);
     assert_eq!(n(&hours["total"]["cost_nanodollars"]), 2 * gpt + mini + claude);
     assert_eq!(hours["total"]["errors"], 0);
+}
 
+#[tokio::test]
+async fn daily_series_by_key_provider_and_combo_and_every_filter_sum_the_right_requests() {
+    let Scene { h, editor_id, agent_id, gpt, mini, claude } = Scene::start().await;
     // By day and key: the keys' names label their series; the biggest spender first.
-    let days = usage(
-        &h,
-        &format!(
-            "from={}&to={}&group_by=key",
-            &from[..10],
-            rfc3339(UnixMillis(T0.0 + 25 * HOUR_MS)).get(..10).unwrap()
-        ),
-    )
-    .await;
+    let range = Scene::days();
+    let days = usage(&h, &format!("{range}&group_by=key")).await;
     assert_eq!(days["bucket"], "day");
     assert_eq!(days["buckets"].as_array().unwrap().len(), 2);
     let labels: Vec<&str> =
@@ -176,11 +195,6 @@ async fn usage_is_reported_bucket_by_bucket_by_group_and_filter_as_the_mock_repo
     assert_eq!(column(&series(&days, &agent_id)["points"], "cost_nanodollars"), [mini, claude]);
     assert_eq!(column(&series(&days, &agent_id)["points"], "fallbacks"), [0, 1]);
 
-    let range = format!(
-        "from={}&to={}",
-        &from[..10],
-        rfc3339(UnixMillis(T0.0 + 25 * HOUR_MS)).get(..10).unwrap()
-    );
     let by = |group: &str| format!("{range}&group_by={group}");
     let providers = usage(&h, &by("provider")).await;
     assert_eq!(n(&series(&providers, "oa")["total"]["requests"]), 3);
@@ -204,8 +218,13 @@ async fn usage_is_reported_bucket_by_bucket_by_group_and_filter_as_the_mock_repo
         assert_eq!(n(&report["total"]["requests"]), requests, "{filter}");
         assert_eq!(n(&report["total"]["cost_nanodollars"]), cost_nanodollars, "{filter}");
     }
+}
 
-    // The CSV: a header row, then one row per bucket and series that counted a request.
+#[tokio::test]
+async fn the_csv_export_has_a_header_and_a_row_per_bucket_and_series_that_counted_a_request() {
+    let Scene { h, gpt, .. } = Scene::start().await;
+    let by = |group: &str| format!("{}&group_by={group}", Scene::days());
+    let from = rfc3339(T0);
     for path in [
         format!("/api/usage.csv?{}", by("model")),
         format!("/api/usage?{}&format=csv", by("model")),

@@ -6,7 +6,7 @@
 //! Howard Hinnant's `days_from_civil` algorithm: exact for every date of the proleptic
 //! Gregorian calendar, no table, no dependency.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use crate::clock::UnixMillis;
 
@@ -117,8 +117,8 @@ pub fn rfc3339(at: UnixMillis) -> String {
     let of_day = at.0 % DAY_MS;
     let (h, m, s) = (of_day / 3_600_000, of_day / 60_000 % 60, of_day / 1000 % 60);
     let mut out = format!("{date}T{h:02}:{m:02}:{s:02}");
-    if of_day % 1000 > 0 {
-        out.push_str(&format!(".{:03}", of_day % 1000));
+    if !of_day.is_multiple_of(1000) {
+        let _ = write!(out, ".{:03}", of_day % 1000);
     }
     out.push('Z');
     out

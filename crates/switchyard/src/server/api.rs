@@ -306,15 +306,17 @@ pub(super) async fn requests(
     }
 }
 
-/// The query of `GET /api/usage`, or the `400` naming the parameter at fault.
+/// The query of `GET /api/usage`, or the parameter at fault.
 fn usage_query(
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<UsageQuery, Response> {
-    let bad = |p: Problem| {
-        refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &p.field, &p.problem)
-    };
-    let Query(pairs) = query.map_err(|r| bad(Problem::new("query", r.body_text())))?;
-    UsageQuery::from_pairs(&pairs).map_err(bad)
+) -> Result<UsageQuery, Problem> {
+    let Query(pairs) = query.map_err(|r| Problem::new("query", r.body_text()))?;
+    UsageQuery::from_pairs(&pairs)
+}
+
+/// The `400` for a usage query parameter that does not fit, naming it.
+fn bad_parameter(p: &Problem) -> Response {
+    refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &p.field, &p.problem)
 }
 
 /// `GET /api/usage?from=&to=&bucket=&group_by=&key=&combo=&provider=&model=&format=`: the
@@ -327,11 +329,9 @@ pub(super) async fn usage(
         Ok(query) if query.format == Some(UsageFormat::Csv) => usage_csv_of(&state, &query).await,
         Ok(query) => match state.services.usage(&query).await {
             Ok(report) => Json(report).into_response(),
-            Err(p) => {
-                refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &p.field, &p.problem)
-            }
+            Err(p) => bad_parameter(&p),
         },
-        Err(response) => response,
+        Err(p) => bad_parameter(&p),
     }
 }
 
@@ -342,7 +342,7 @@ pub(super) async fn usage_csv(
 ) -> Response {
     match usage_query(query) {
         Ok(query) => usage_csv_of(&state, &query).await,
-        Err(response) => response,
+        Err(p) => bad_parameter(&p),
     }
 }
 
@@ -356,7 +356,7 @@ async fn usage_csv_of(state: &ServerState, query: &UsageQuery) -> Response {
             text,
         )
             .into_response(),
-        Err(p) => refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &p.field, &p.problem),
+        Err(p) => bad_parameter(&p),
     }
 }
 

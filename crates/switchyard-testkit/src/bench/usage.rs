@@ -155,9 +155,8 @@ pub(crate) fn section(command: &str, source: &str, t: &Tracking) -> String {
     let _ = writeln!(
         out,
         "\nThe tracking side was the faster in {} of {} non-streamed pairs and {} of {} \
-         first-byte pairs: the tails of the differences are the machine's noise, one side or the \
-         other, not a cost of tracking (the p90 and p99 of a difference are matched by as large \
-         ones the other way). A non-streamed request is counted before its answer returns, so \
+         first-byte pairs (about half: apart from its p50, a difference is the machine's noise, \
+         which falls on either side). A non-streamed request is counted before its answer returns, so \
          its p50 difference is the whole cost of tracking on the request path (a lock, a map \
          update, the budget's check and spend); a stream is counted when it ends, so its first \
          byte carries only the budget check. The state file's share (the aggregates upserted in \

@@ -205,6 +205,9 @@ fn forward_events(app: &AppHandle) {
     let mut requests = engine.proxy.request_log().subscribe();
     let handle = app.clone();
     tauri::async_runtime::spawn(async move {
+        // The tooltip shows a budget's spend, which every request moves: redrawn at most this
+        // often, so a busy proxy does not redraw the tray per request.
+        let mut tooltip_drawn: Option<tokio::time::Instant> = None;
         loop {
             let record = match requests.recv().await {
                 Ok(record) => record,
@@ -220,9 +223,17 @@ fn forward_events(app: &AppHandle) {
                 &settings,
             );
             notify(&handle, notice);
+            let due = tooltip_drawn.is_none_or(|at| at.elapsed() >= TOOLTIP_EVERY);
+            if due && !handle.state::<Engine>().services.budgets().is_empty() {
+                tray::refresh_tooltip(&handle);
+                tooltip_drawn = Some(tokio::time::Instant::now());
+            }
         }
     });
 }
+
+/// How often a request may redraw the tray's tooltip (for a budget's spend).
+const TOOLTIP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn notify(app: &AppHandle, notice: Option<Notice>) {
     let Some(notice) = notice else { return };

@@ -1,13 +1,19 @@
 //! Which state changes become a desktop notification, decided without Tauri: a provider's
 //! breaker opening, and a combo served by a fallback target. Each can be turned off
 //! (`[settings.notifications]`), and fallbacks are announced at most once a minute per combo,
-//! so a failing provider under load does not bury the desktop in notices.
+//! so a failing provider under load does not bury the desktop in notices. A budget at 80 % and
+//! a budget reached are always announced (the proxy sends each once per period): setting the
+//! budget is asking for them.
 
 use std::collections::HashMap;
 
 use switchyard::config::NotificationSettings;
 use switchyard_core::UnixMillis;
+use switchyard_core::calendar::rfc3339;
 use switchyard_core::resilience::{BreakerState, HealthEvent};
+use switchyard_core::usage::budget::{BudgetState, BudgetView};
+
+use crate::status::budget_label;
 
 /// The quiet time after announcing a combo's fallback.
 pub const FALLBACK_QUIET_MS: u64 = 60_000;
@@ -32,6 +38,9 @@ impl Notices {
         event: &HealthEvent,
         settings: &NotificationSettings,
     ) -> Option<Notice> {
+        if let HealthEvent::Budget { budget, .. } = event {
+            return Some(budget_notice(budget));
+        }
         let HealthEvent::Breaker { provider, record: Some(record), .. } = event else {
             return None;
         };
@@ -71,6 +80,29 @@ impl Notices {
             title: format!("{model} fell back"),
             body: format!("Served by {served_by} after {attempts} attempts."),
         })
+    }
+}
+
+/// `Daily budget of editor at 90 %` / `… reached`, with what it means.
+fn budget_notice(budget: &BudgetView) -> Notice {
+    let label = budget_label(budget);
+    let resets = rfc3339(budget.resets_at);
+    let spent = format!("${} of ${} spent", budget.spent, budget.limit);
+    match (budget.state, budget.enforce) {
+        (BudgetState::Reached, true) => Notice {
+            title: format!("The {label} is spent"),
+            body: format!("{spent}: requests it covers are refused until {resets}."),
+        },
+        (BudgetState::Reached, false) => Notice {
+            title: format!("The {label} is spent"),
+            body: format!(
+                "{spent}; requests still go through (it is not enforced). It resets at {resets}."
+            ),
+        },
+        _ => Notice {
+            title: format!("The {label} is at {} %", budget.percent),
+            body: format!("{spent}; it resets at {resets}."),
+        },
     }
 }
 
@@ -115,6 +147,39 @@ mod tests {
         }
         let off = NotificationSettings { breaker_open: false, ..on };
         assert_eq!(notices.on_health(&breaker(BreakerState::Open, Some(T0)), &off), None);
+    }
+
+    #[test]
+    fn a_budget_event_is_announced_saying_whether_requests_are_refused() {
+        let budget = |state, percent, enforce| BudgetView {
+            key: Some("editor".into()),
+            period: switchyard_core::usage::budget::BudgetPeriod::Daily,
+            enforce,
+            limit: "5".into(),
+            limit_nanodollars: 5_000_000_000,
+            spent: "4.5".into(),
+            spent_nanodollars: 4_500_000_000,
+            percent,
+            state,
+            resets_at: UnixMillis(T0.0 + 57_600_000),
+        };
+        let off = NotificationSettings { breaker_open: false, fallback: false };
+        let mut notices = Notices::default();
+        let warned = notices
+            .on_health(
+                &HealthEvent::Budget { budget: budget(BudgetState::Warning, 90, true), at: T0 },
+                &off,
+            )
+            .unwrap();
+        assert_eq!(warned.title, "The daily budget of editor is at 90 %");
+        assert_eq!(warned.body, "$4.5 of $5 spent; it resets at 2027-01-16T00:00:00Z.");
+        let spent = notices
+            .on_health(
+                &HealthEvent::Budget { budget: budget(BudgetState::Reached, 100, true), at: T0 },
+                &off,
+            )
+            .unwrap();
+        assert!(spent.body.contains("are refused until 2027-01-16T00:00:00Z"), "{}", spent.body);
     }
 
     #[test]

@@ -6,14 +6,19 @@
 //! - amber: something is degraded, a key is cooling, a model is locked, or routing is paused,
 //!   but every combo still has a candidate;
 //! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
-//!   nothing that could serve.
+//!   nothing that could serve, or the overall budget is enforced and spent (nothing is served).
+//!
+//! The tooltip names the budget nearest its limit, if any is set; a key's enforced budget that
+//! is spent turns it amber (that tool is refused, the others are served).
 
 use std::fmt::Write as _;
 
 use switchyard::services::Health;
 
 use crate::notices::Notice;
+use switchyard_core::calendar::rfc3339;
 use switchyard_core::resilience::{BreakerState, ProbeScope, ProbeView};
+use switchyard_core::usage::budget::{BudgetState, BudgetView};
 
 /// How long the tooltip names a target that a recovery probe found healthy again.
 const BACK_FOR_MS: u64 = 5 * 60 * 1000;
@@ -107,6 +112,39 @@ pub fn port_taken(mut view: TrayView, port: u16) -> TrayView {
     view.level = Level::Down;
     view.tooltip = format!("{} · {}", port_taken_notice(port).title, view.tooltip);
     view
+}
+
+/// The tray with the budget nearest its limit in the tooltip, and the colour a spent enforced
+/// budget gives it.
+pub fn with_budgets(mut view: TrayView, budgets: &[BudgetView]) -> TrayView {
+    let Some(nearest) = budgets.iter().max_by_key(|b| b.percent) else { return view };
+    let _ = write!(
+        view.tooltip,
+        " · {}: ${} of ${}",
+        budget_label(nearest),
+        nearest.spent,
+        nearest.limit
+    );
+    if nearest.state == BudgetState::Reached && nearest.enforce {
+        let _ = write!(view.tooltip, ", spent: refusing until {}", rfc3339(nearest.resets_at));
+    } else {
+        let _ = write!(view.tooltip, " ({} %)", nearest.percent);
+    }
+    for spent in budgets.iter().filter(|b| b.enforce && b.state == BudgetState::Reached) {
+        let level = if spent.key.is_none() { Level::Down } else { Level::Warning };
+        if view.level == Level::Healthy || level == Level::Down {
+            view.level = level;
+        }
+    }
+    view
+}
+
+/// `daily budget` or `daily budget of editor`.
+pub fn budget_label(budget: &BudgetView) -> String {
+    match &budget.key {
+        None => format!("{} budget", budget.period.as_str()),
+        Some(key) => format!("{} budget of {key}", budget.period.as_str()),
+    }
 }
 
 /// What the desktop says, once at start and in the tray, when `port` was taken.
@@ -354,6 +392,49 @@ mod tests {
             "Switchyard (paused): 2 providers (2 open, 0 degraded) · 2 keys cooling · 1 model locked"
         );
         assert!(view.paused);
+    }
+
+    fn budget(key: Option<&str>, percent: u32, enforce: bool) -> BudgetView {
+        let state = match percent {
+            0..80 => BudgetState::Ok,
+            80..100 => BudgetState::Warning,
+            _ => BudgetState::Reached,
+        };
+        BudgetView {
+            key: key.map(str::to_owned),
+            period: switchyard_core::usage::budget::BudgetPeriod::Daily,
+            enforce,
+            limit: "5".into(),
+            limit_nanodollars: 5_000_000_000,
+            spent: format!("{}", f64::from(percent) / 20.0),
+            spent_nanodollars: u64::from(percent) * 50_000_000,
+            percent,
+            state,
+            resets_at: UnixMillis(1_800_000_000_000 + 57_600_000),
+        }
+    }
+
+    #[test]
+    fn the_tooltip_names_the_budget_nearest_its_limit_and_a_spent_enforced_one_colours_the_tray() {
+        let calm = tray_view(&health(), &providers());
+        let view =
+            with_budgets(calm.clone(), &[budget(None, 40, true), budget(Some("editor"), 82, true)]);
+        assert!(
+            view.tooltip.ends_with(" · daily budget of editor: $4.1 of $5 (82 %)"),
+            "{}",
+            view.tooltip
+        );
+        assert_eq!(view.level, Level::Healthy, "a warning is in the tooltip only");
+        let view = with_budgets(calm.clone(), &[budget(Some("editor"), 100, true)]);
+        assert!(
+            view.tooltip.ends_with(", spent: refusing until 2027-01-16T00:00:00Z"),
+            "{}",
+            view.tooltip
+        );
+        assert_eq!(view.level, Level::Warning, "one tool is refused, the others are served");
+        assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, true)]).level, Level::Down);
+        assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, false)]).level, Level::Healthy);
+        assert_eq!(with_budgets(calm.clone(), &[]), calm);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tauri::{AppHandle, Manager as _, Wry};
 use tauri_plugin_clipboard_manager::ClipboardExt as _;
 
 use crate::engine::Engine;
-use crate::status::{Level, TrayView, port_taken, tray_view};
+use crate::status::{Level, TrayView, port_taken, tray_view, with_budgets};
 
 const TRAY: &str = "switchyard";
 const ICON_SIZE: u32 = 32;
@@ -46,8 +46,17 @@ fn current(app: &AppHandle) -> TrayView {
     let engine = app.state::<Engine>();
     let providers: Vec<String> =
         engine.proxy.config().providers.iter().map(|p| p.id.to_string()).collect();
-    let view = tray_view(&engine.services.health(), &providers);
+    let view =
+        with_budgets(tray_view(&engine.services.health(), &providers), &engine.services.budgets());
     if engine.port_taken.is_some() { port_taken(view, engine.port) } else { view }
+}
+
+/// Redraws only the tooltip (a budget's spend moves with every request; the menu does not).
+pub(crate) fn refresh_tooltip(app: &AppHandle) {
+    let Some(tray) = app.tray_by_id(TRAY) else { return };
+    if let Err(error) = tray.set_tooltip(Some(&current(app).tooltip)) {
+        tracing::warn!(%error, "cannot redraw the tray's tooltip");
+    }
 }
 
 fn menu(app: &AppHandle, view: &TrayView) -> tauri::Result<Menu<Wry>> {

@@ -6,6 +6,7 @@
 //! the crates around this one. tokio is used for `sync` only (the event broadcast).
 
 pub mod binding;
+pub mod calendar;
 pub mod clock;
 pub mod continuation;
 pub mod ids;

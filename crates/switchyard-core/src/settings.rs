@@ -548,3 +548,195 @@ impl RoutingSettings {
         Ok(self.clone())
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Usage aggregates and budgets (issue 18)
+
+/// `[settings.usage]`: the aggregates behind `GET /api/usage`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(default, deny_unknown_fields)]
+pub struct UsageSettings {
+    /// Keep usage aggregates, check budgets and label metrics by provider and model [default
+    /// true]. Off, each request still carries its own usage and cost in the request log.
+    pub tracking: bool,
+    /// Days of aggregates kept; older hours are deleted [default 400].
+    pub retention_days: u32,
+}
+
+impl Default for UsageSettings {
+    fn default() -> Self {
+        Self { tracking: true, retention_days: 400 }
+    }
+}
+
+impl UsageSettings {
+    pub fn validate(&self) -> Result<Self, SettingsError> {
+        check_range("usage", "retention_days", self.retention_days, 1, 3660)?;
+        Ok(self.clone())
+    }
+}
+
+/// `[settings.budgets]`: optional spend limits over everything and per local key, each
+/// daily (UTC day) or monthly (UTC month). Spend is what finished requests cost at the prices
+/// configured; a request whose price is not known adds nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetSettings {
+    /// Every request, whatever key made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub daily: Option<BudgetLimit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub monthly: Option<BudgetLimit>,
+    /// Per local key, by the key's name (`preset` for the `SWITCHYARD_API_KEY` key): one per
+    /// tool, and a key revoked and made again under the same name keeps its tool's budget.
+    pub keys: BTreeMap<String, KeyBudgets>,
+}
+
+/// A local key's budgets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeyBudgets {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub daily: Option<BudgetLimit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub monthly: Option<BudgetLimit>,
+}
+
+/// One spend limit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetLimit {
+    /// USD, more than 0 and at most 1,000,000.
+    pub limit_usd: f64,
+    /// Refuse requests (429) once it is reached [default false: warn only].
+    #[serde(default)]
+    pub enforce: bool,
+}
+
+/// Validated budgets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BudgetPolicy {
+    pub overall: Limits,
+    /// By local key name.
+    pub keys: BTreeMap<String, Limits>,
+}
+
+/// A daily and a monthly limit, each optional.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub daily: Option<Limit>,
+    pub monthly: Option<Limit>,
+}
+
+/// A validated spend limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub amount: crate::usage::Nanodollars,
+    pub enforce: bool,
+}
+
+impl BudgetPolicy {
+    /// Whether no budget is set at all (the request path then checks nothing).
+    pub fn is_empty(&self) -> bool {
+        self.overall == Limits::default() && self.keys.is_empty()
+    }
+}
+
+impl BudgetSettings {
+    pub fn validate(&self) -> Result<BudgetPolicy, SettingsError> {
+        let overall = limits("budgets", self.daily, self.monthly)?;
+        let mut keys = BTreeMap::new();
+        for (name, budgets) in &self.keys {
+            let at = format!("budgets.keys.{name}");
+            if name.is_empty() || name.chars().count() > 64 {
+                return Err(SettingsError {
+                    field: at,
+                    problem: "a local key's name is 1 to 64 characters".to_owned(),
+                });
+            }
+            let set = limits(&at, budgets.daily, budgets.monthly)?;
+            if set != Limits::default() {
+                keys.insert(name.clone(), set);
+            }
+        }
+        Ok(BudgetPolicy { overall, keys })
+    }
+}
+
+fn limits(
+    at: &str,
+    daily: Option<BudgetLimit>,
+    monthly: Option<BudgetLimit>,
+) -> Result<Limits, SettingsError> {
+    let limit = |period: &str, form: Option<BudgetLimit>| {
+        form.map(|f| {
+            crate::usage::Nanodollars::from_usd(f.limit_usd)
+                .filter(|n| n.0 > 0 && n.0 <= 1_000_000 * 1_000_000_000)
+                .map(|amount| Limit { amount, enforce: f.enforce })
+                .ok_or_else(|| SettingsError {
+                    field: format!("{at}.{period}.limit_usd"),
+                    problem: format!(
+                        "{} is out of range; allowed more than 0 and at most 1000000 (USD)",
+                        f.limit_usd
+                    ),
+                })
+        })
+        .transpose()
+    };
+    Ok(Limits { daily: limit("daily", daily)?, monthly: limit("monthly", monthly)? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_limit_that_is_not_a_positive_amount_is_refused_naming_its_field() {
+        let limit = |usd| Some(BudgetLimit { limit_usd: usd, enforce: true });
+        for usd in [0.0, -1.0, f64::NAN, f64::INFINITY, 1_000_001.0] {
+            let form = BudgetSettings { monthly: limit(usd), ..BudgetSettings::default() };
+            let error = form.validate().unwrap_err();
+            assert_eq!(error.field, "budgets.monthly.limit_usd", "{usd}");
+            assert!(error.problem.contains("at most 1000000"), "{}", error.problem);
+        }
+        let keyed = BudgetSettings {
+            keys: BTreeMap::from([(
+                "editor".to_owned(),
+                KeyBudgets { daily: limit(-2.0), monthly: None },
+            )]),
+            ..BudgetSettings::default()
+        };
+        assert_eq!(keyed.validate().unwrap_err().field, "budgets.keys.editor.daily.limit_usd");
+    }
+
+    #[test]
+    fn budgets_validate_to_nanodollars_and_keys_without_limits_are_dropped() {
+        let form = BudgetSettings {
+            daily: Some(BudgetLimit { limit_usd: 2.5, enforce: false }),
+            monthly: None,
+            keys: BTreeMap::from([("idle".to_owned(), KeyBudgets::default())]),
+        };
+        let policy = form.validate().unwrap();
+        let daily = policy.overall.daily.unwrap();
+        assert_eq!((daily.amount.0, daily.enforce), (2_500_000_000, false));
+        assert!(policy.keys.is_empty());
+        assert!(BudgetSettings::default().validate().unwrap().is_empty());
+    }
+
+    #[test]
+    fn usage_retention_is_a_day_to_ten_years() {
+        for days in [0, 3661] {
+            let form = UsageSettings { retention_days: days, ..UsageSettings::default() };
+            assert_eq!(form.validate().unwrap_err().field, "usage.retention_days");
+        }
+        assert_eq!(UsageSettings::default().validate().unwrap().retention_days, 400);
+    }
+}

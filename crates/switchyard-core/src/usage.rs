@@ -15,6 +15,14 @@
 //!   generated token, `reasoning` included. `reasoning <= output` as the upstream reports it;
 //!   it is informative only and never billed on its own.
 //! - A sum is estimated when any of its parts is.
+//!
+//! What requests used is summed per hour in [`ledger`] (read as [`report`]s), and spending is
+//! held against [`budget`]s; time to first token is kept as a [`sketch`].
+
+pub mod budget;
+pub mod ledger;
+pub mod report;
+pub mod sketch;
 
 use std::fmt;
 use std::ops::{Add, AddAssign};
@@ -98,6 +106,36 @@ impl AddAssign for Usage {
     }
 }
 
+/// Tokens by billing bucket as the API shows them (a request's, a bucket's of a report): the
+/// buckets do not overlap, except `reasoning`, which is part of `output` and shown apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
+pub struct TokenCounts {
+    #[ts(type = "number")]
+    pub uncached_input: u64,
+    #[ts(type = "number")]
+    pub cache_read: u64,
+    #[ts(type = "number")]
+    pub cache_write: u64,
+    /// Every generated token, `reasoning` included.
+    #[ts(type = "number")]
+    pub output: u64,
+    #[ts(type = "number")]
+    pub reasoning: u64,
+}
+
+impl From<Usage> for TokenCounts {
+    fn from(u: Usage) -> Self {
+        Self {
+            uncached_input: u.uncached_input,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            output: u.output,
+            reasoning: u.reasoning,
+        }
+    }
+}
+
 /// A price per token in pico-dollars (10^-12 USD), which is micro-dollars per million tokens.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TokenPrice(pub u64);
@@ -168,6 +206,18 @@ impl Nanodollars {
     /// Rounds half up, once: a cost is rounded per attempt, never per bucket.
     fn from_pico(pico: u128) -> Self {
         Self(u64::try_from((pico + 500) / 1000).unwrap_or(u64::MAX))
+    }
+
+    /// From USD as configs write them (a budget's limit); `None` for a negative, infinite or
+    /// NaN amount. Finer than a nanodollar is rounded.
+    pub fn from_usd(usd: f64) -> Option<Self> {
+        let nano = (usd * 1e9).round();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked to be a non-negative integer below 2^63 just before"
+        )]
+        (usd.is_finite() && (0.0..9.2e18).contains(&nano)).then_some(Self(nano as u64))
     }
 }
 

@@ -15,4 +15,4 @@ mod store;
 
 pub use self::error::StoreError;
 pub use self::persistence::{Persistence, PersistenceStatus, WriteRetry};
-pub use self::store::{ApiKeyRecord, RequestRecord, Store};
+pub use self::store::{ApiKeyRecord, RequestRecord, Store, UsageBatch};

@@ -20,7 +20,7 @@ mod requests;
 mod settings;
 
 pub use self::api_keys::ApiKeyRecord;
-pub use self::requests::RequestRecord;
+pub use self::requests::{RequestRecord, UsageBatch};
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;

@@ -20,8 +20,8 @@ use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
 use switchyard_core::settings::{
-    BreakerPolicy, BreakerProfile, CooldownPolicy, LockoutPolicy, RoutingSettings, SettingsError,
-    Timeouts,
+    BreakerPolicy, BreakerProfile, BudgetPolicy, CooldownPolicy, LockoutPolicy, RoutingSettings,
+    SettingsError, Timeouts, UsageSettings,
 };
 use switchyard_core::{CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
@@ -249,6 +249,8 @@ pub struct Config {
     pub cooldown: CooldownPolicy,
     pub timeouts: Timeouts,
     pub routing: RoutingSettings,
+    pub usage: UsageSettings,
+    pub budgets: BudgetPolicy,
     /// What this config was made from: what the API shows and edits, and what export writes.
     pub form: ConfigForm,
 }
@@ -378,6 +380,15 @@ impl ConfigForm {
                 Problem::new(format!("settings.breaker_profiles.{name}.{field}"), e.problem)
             })?;
         }
+        let usage = settings.usage.validate().map_err(in_settings)?;
+        let budgets = settings.budgets.validate().map_err(in_settings)?;
+        if !usage.tracking && !budgets.is_empty() {
+            return Err(Problem::new(
+                "settings.usage.tracking",
+                "false leaves the budgets in settings.budgets unchecked: budgets are kept \
+                 from the usage aggregates; turn tracking on or remove the budgets",
+            ));
+        }
         Ok(Config {
             port: self.server.port.unwrap_or(DEFAULT_PORT),
             providers,
@@ -388,6 +399,8 @@ impl ConfigForm {
             cooldown: settings.credential_cooldown.validate().map_err(in_settings)?,
             timeouts: settings.timeouts.validate().map_err(in_settings)?,
             routing: settings.routing.validate().map_err(in_settings)?,
+            usage,
+            budgets,
             form: self.clone(),
         })
     }

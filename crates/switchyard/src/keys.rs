@@ -5,7 +5,7 @@
 //! with one hash and one set lookup. A key preset through `SWITCHYARD_API_KEY` (for scripts and
 //! tests) is accepted without being stored.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +19,23 @@ use switchyard_store::{ApiKeyRecord, Store, StoreError};
 
 /// The environment variable that presets one accepted key.
 pub const PRESET_ENV: &str = "SWITCHYARD_API_KEY";
+
+/// The id and name of the key preset through [`PRESET_ENV`]: it has no record to name it.
+pub const PRESET_KEY: &str = "preset";
+
+/// The local key a client presented: its id, which the request log and the usage aggregates
+/// record (exact, never reused), and its name, which budgets go by (one per tool).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalKey {
+    pub id: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl LocalKey {
+    fn preset() -> Self {
+        Self { id: Arc::from(PRESET_KEY), name: Arc::from(PRESET_KEY) }
+    }
+}
 
 /// A newly created key: the only moment its text exists outside the client.
 #[derive(Debug)]
@@ -215,7 +232,8 @@ fn sha256_hex(text: &str) -> String {
 /// The set of keys the server accepts right now. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct LocalKeys {
-    digests: Arc<RwLock<HashSet<String>>>,
+    /// Each live key's digest, and who it is.
+    digests: Arc<RwLock<HashMap<String, LocalKey>>>,
     preset: Arc<RwLock<Option<String>>>,
     /// Where the preset comes from when it is the management token file: followed, so a
     /// rotated token takes effect at once and the old one stops working.
@@ -281,12 +299,12 @@ impl LocalKeys {
     /// Replaces the stored keys with the live ones in `store`.
     pub async fn reload(&self, store: &Store) -> Result<usize, StoreError> {
         let _one_at_a_time = self.reloading.lock().await;
-        let live: HashSet<String> = store
+        let live: HashMap<String, LocalKey> = store
             .api_keys()
             .await?
             .into_iter()
             .filter(|k| k.revoked_at.is_none())
-            .map(|k| k.sha256)
+            .map(|k| (k.sha256, LocalKey { id: Arc::from(k.id), name: Arc::from(k.name) }))
             .collect();
         let count = live.len();
         *self.digests.write() = live;
@@ -295,10 +313,17 @@ impl LocalKeys {
 
     /// Whether `presented` is a live key.
     pub fn accepts(&self, presented: &str) -> bool {
+        self.identify(presented).is_some()
+    }
+
+    /// The live key `presented` is, if it is one.
+    pub fn identify(&self, presented: &str) -> Option<LocalKey> {
         self.follow();
         let digest = sha256_hex(presented);
-        self.preset.read().as_deref() == Some(digest.as_str())
-            || self.digests.read().contains(&digest)
+        if self.preset.read().as_deref() == Some(digest.as_str()) {
+            return Some(LocalKey::preset());
+        }
+        self.digests.read().get(&digest).cloned()
     }
 
     /// Whether any key could be accepted at all (if not, `serve` says how to make one).
@@ -321,6 +346,8 @@ mod tests {
         keys.reload(&store).await.unwrap();
         assert!(keys.accepts(new.key.expose()));
         assert!(!keys.accepts("sy-wrong"));
+        let known = keys.identify(new.key.expose()).unwrap();
+        assert_eq!((&*known.id, &*known.name), (new.record.id.as_str(), "editor"));
 
         let stored = store.api_keys().await.unwrap();
         assert!(
@@ -416,6 +443,7 @@ mod tests {
     fn a_preset_key_is_accepted_without_a_store() {
         let keys = LocalKeys::new(Some(Secret::new("sy-preset")));
         assert!(keys.accepts("sy-preset"));
+        assert_eq!(keys.identify("sy-preset").map(|k| k.name), Some(Arc::from(PRESET_KEY)));
         assert!(!keys.accepts("sy-other"));
     }
 }

@@ -13,6 +13,7 @@ pub mod proxy;
 pub mod requests;
 pub mod server;
 pub mod services;
+pub mod usage;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use crate::proxy::Proxy;
 use crate::requests::RequestLog;
 use crate::server::ServerState;
 use crate::services::Services;
+use crate::usage::UsageTracker;
 
 /// The file name of the state database inside the data directory.
 pub const STATE_FILE: &str = "switchyard.db";
@@ -146,7 +148,12 @@ impl App {
         let connect = config.timeouts.connect;
         let executor = tokio::task::spawn_blocking(move || Executor::new(connect));
         let persistence = Persistence::start(state_file, &registry, clock.now()).await;
-        let log = RequestLog::start(persistence.store().cloned());
+        let usage = Arc::new(UsageTracker::new(Arc::clone(&clock), Arc::clone(&registry)));
+        usage.configure(&config);
+        if let Some(store) = persistence.store() {
+            load_usage(store, &usage).await;
+        }
+        let log = RequestLog::start(persistence.store().cloned(), usage);
         // One HTTP client (one pool, one root store) for upstreams and identity providers.
         let executor = executor
             .await
@@ -348,6 +355,30 @@ async fn oauth_upkeep(oauth: OAuth, clock: Arc<dyn Clock>) {
             tracing::info!(credentials = back, "OAuth credentials usable again");
         }
     }
+}
+
+/// Reads the usage aggregates still within retention from the state file into `usage`, with
+/// every local key's name (revoked ones too) for the budgets. A file that cannot be read
+/// starts the aggregates empty, and says so.
+async fn load_usage(store: &Store, usage: &UsageTracker) {
+    let ledger = match store.usage(usage.first_kept_hour()).await {
+        Ok(ledger) => ledger,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the usage aggregates; they start empty");
+            return;
+        }
+    };
+    let names: std::collections::HashMap<String, String> = match store.api_keys().await {
+        Ok(keys) => keys.into_iter().map(|k| (k.id, k.name)).collect(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the local keys' names; key budgets start from zero");
+            std::collections::HashMap::new()
+        }
+    };
+    let name_of = |id: &str| {
+        if id == keys::PRESET_KEY { Some(id.to_owned()) } else { names.get(id).cloned() }
+    };
+    usage.load(ledger, &name_of);
 }
 
 /// The settings section that marks "trust on first use" as done: from then on, a pair new at

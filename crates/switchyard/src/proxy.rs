@@ -40,6 +40,7 @@ use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
+use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
@@ -60,6 +61,7 @@ use self::forward::StreamOutcome;
 pub use self::routes::{ComboHealth, Routes};
 use self::upstream::ClientRequest;
 use crate::config::Config;
+use crate::keys::LocalKey;
 use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
 use crate::server::ApiError;
@@ -130,6 +132,7 @@ impl Proxy {
         confirmed: HashSet<Binding>,
     ) -> Self {
         let seed = clock.now().0;
+        log.usage().configure(&config);
         let routes = Routes::build(config, seed, executor, &confirmed);
         register_oauth_clients(&oauth, &routes);
         Self {
@@ -166,6 +169,7 @@ impl Proxy {
     /// Requests in flight finish on the table they started with.
     pub fn reconfigure(&self, config: Arc<Config>) {
         configure_registry(&self.registry, &config);
+        self.log.usage().configure(&config);
         let previous = self.routes.load();
         let routes = Routes::build(config, self.seed, previous.executor(), &self.confirmed.load());
         register_oauth_clients(&self.oauth, &routes);
@@ -208,6 +212,8 @@ impl Proxy {
 #[derive(Debug, Default)]
 struct Summary {
     model: String,
+    /// The combo the model resolved to, once it has.
+    combo: Option<String>,
     served_by: Option<String>,
     attempts: u32,
     /// Served by an attempt other than the request's first: a fallback, or a hedge that won
@@ -283,20 +289,23 @@ impl Proxy {
     /// Serves one client request end to end, and logs it with its routing trace.
     /// `query` is the client's query string (without `?`), forwarded with its body to a
     /// same-dialect upstream.
+    /// `caller` is the local key that made it (`None` for the UI's "try it").
     pub async fn handle(
         &self,
         client: ClientDialect,
+        caller: Option<&LocalKey>,
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
     ) -> Response {
-        self.handle_logged(client, headers, query, body).await.0
+        self.handle_logged(client, caller, headers, query, body).await.0
     }
 
     /// [`Proxy::handle`], with the request log's record of it.
     pub async fn handle_logged(
         &self,
         client: ClientDialect,
+        caller: Option<&LocalKey>,
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
@@ -305,12 +314,13 @@ impl Proxy {
         let at = self.clock.now();
         let mut summary = Summary::default();
         let inbound = ClientRequest { dialect: client, body: &body, query, headers };
-        let response = self.route(&inbound, &body, &mut summary).await;
+        let response = self.route(&inbound, &body, &mut summary, caller).await;
         let elapsed = started.elapsed();
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
-        if summary.served_by.is_some() && summary.fell_back {
+        let fallback = summary.served_by.is_some() && summary.fell_back;
+        if fallback {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
         let ended = summary.ended.take();
@@ -330,10 +340,14 @@ impl Proxy {
             first_byte_ms: Some(millis(elapsed)),
             usage: spent.map(|s| s.usage),
             cost: spent.and_then(|s| s.cost),
+            local_key: caller.map(|k| k.id.to_string()),
+            combo: summary.combo,
+            fallback,
         };
+        let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
             let trace = used(record.trace.clone(), &tally);
-            return (response, self.log.record(RequestRecord { trace, ..record }));
+            return (response, self.log.record(RequestRecord { trace, ..record }, key.as_deref()));
         };
         // A stream is logged when it is over, with how it ended and how long it really took
         // (RESILIENCE.md §7); until then the caller gets the record as it stands.
@@ -346,7 +360,7 @@ impl Proxy {
             // Every attempt has reported by now: the stream's relay settles its meter before
             // it says how the stream ended, and a cancelled hedge was dropped long before.
             let spent = tally.spent();
-            log.record(RequestRecord {
+            let record = RequestRecord {
                 trace: used(trace, &tally),
                 usage: spent.map(|s| s.usage),
                 cost: spent.and_then(|s| s.cost),
@@ -354,7 +368,8 @@ impl Proxy {
                 outcome: Some(outcome.as_str().to_owned()),
                 duration_ms: millis(started.elapsed()),
                 ..record
-            });
+            };
+            log.record(record, key.as_deref());
         });
         (response, provisional)
     }
@@ -376,6 +391,7 @@ impl Proxy {
         inbound: &ClientRequest<'_>,
         body: &Bytes,
         summary: &mut Summary,
+        caller: Option<&LocalKey>,
     ) -> Response {
         let dialect = crate::server::Dialect::from(inbound.dialect);
         let routes = self.routes.load_full();
@@ -401,6 +417,10 @@ impl Proxy {
                 Ok(prepared) => prepared,
                 Err(refusal) => return refusal.into_response_in(dialect),
             };
+        // An enforced budget that is spent refuses before anyone is asked (issue 18).
+        if let Err(budget) = self.log.usage().check(caller) {
+            return budget_refusal(dialect, &budget);
+        }
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
         routes.budget.on_request(now);
@@ -1306,6 +1326,7 @@ fn prepare<'r, 'b>(
         let message = routes.unknown_model(&request.model);
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
+    summary.combo = Some(combo.name.clone());
     if let Some(problem) = &untranslatable {
         let forwardable = combo.targets.iter().any(|t| {
             routes
@@ -1317,6 +1338,31 @@ fn prepare<'r, 'b>(
         }
     }
     Ok(Prepared { request, combo, untranslatable })
+}
+
+/// The refusal of a request an enforced budget stops: `429` in the client's dialect with
+/// `x-should-retry: false` (both official SDKs then give up at once) and no `Retry-After`, so
+/// no client retries into it; the message names the budget and when it resets.
+fn budget_refusal(dialect: crate::server::Dialect, budget: &BudgetView) -> Response {
+    let kind = match dialect {
+        // What OpenAI itself answers when an account's quota is spent; Codex CLI does not
+        // retry it.
+        crate::server::Dialect::OpenAi => "insufficient_quota",
+        crate::server::Dialect::Anthropic => "rate_limit_error",
+    };
+    let message = format!(
+        "{} is spent (${} of ${}): Switchyard refuses requests until it resets at {}; raise or \
+         remove it in Settings → Budgets (settings.budgets)",
+        budget.name(),
+        budget.spent,
+        budget.limit,
+        switchyard_core::calendar::rfc3339(budget.resets_at),
+    );
+    let mut refusal = ApiError::new(StatusCode::TOO_MANY_REQUESTS, kind, message);
+    refusal.detail = Some(serde_json::json!({ "budget": budget }));
+    let mut response = refusal.into_response_in(dialect);
+    response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+    response
 }
 
 /// The `400` for a model name [`check_model_name`] refused, naming the field as OpenAI's

@@ -5,6 +5,10 @@
 //! database's thread and takes its file lock). When the writer falls behind, records are dropped
 //! from the file (never from the ring) rather than making a request wait; a crash loses at most
 //! the last interval. [`RequestLog::close`] writes everything out.
+//!
+//! The log is also the door to the usage aggregates (issue 18): a record is counted by the
+//! [`UsageTracker`] as it is taken, and each batch's sums go to the file in the transaction
+//! that writes the batch, so the file's aggregates always equal its entries summed.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -13,9 +17,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use switchyard_core::text::bounded;
-use switchyard_store::{RequestRecord, Store};
+use switchyard_core::usage::ledger::Ledger;
+use switchyard_store::{RequestRecord, Store, UsageBatch};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
+
+use crate::usage::UsageTracker;
 
 /// Requests kept in memory.
 const RING: usize = 1_000;
@@ -32,7 +39,9 @@ const BATCH: usize = 256;
 
 /// Records are shared by the ring and the writer: the request path copies nothing.
 pub type Shared = Arc<RequestRecord>;
-type Writer = (mpsc::Sender<Shared>, tokio::task::JoinHandle<()>);
+/// A record on its way to the file, and whether the usage aggregates count it.
+type Queued = (Shared, bool);
+type Writer = (mpsc::Sender<Queued>, tokio::task::JoinHandle<()>);
 
 /// The shared request log.
 #[derive(Debug)]
@@ -41,24 +50,32 @@ pub struct RequestLog {
     /// `None` without a state file, and once closed.
     writer: Mutex<Option<Writer>>,
     listeners: broadcast::Sender<Shared>,
+    usage: Arc<UsageTracker>,
 }
 
 impl RequestLog {
-    /// A log that also writes to `store`, when there is one.
-    pub fn start(store: Option<Store>) -> Self {
+    /// A log that also writes to `store`, when there is one, and counts usage in `usage`.
+    pub fn start(store: Option<Store>, usage: Arc<UsageTracker>) -> Self {
         let writer = store.map(|store| {
             let (tx, rx) = mpsc::channel(QUEUE);
-            (tx, tokio::spawn(write(store, rx)))
+            (tx, tokio::spawn(write(store, rx, Arc::clone(&usage))))
         });
         Self {
             recent: Mutex::new(VecDeque::with_capacity(RING)),
             writer: Mutex::new(writer),
             listeners: broadcast::channel(LISTENER_QUEUE).0,
+            usage,
         }
     }
 
-    /// Keeps `record`, and hands it to whoever listens (the desktop's fallback notices).
-    pub fn record(&self, mut record: RequestRecord) -> Shared {
+    /// The usage aggregates and budgets the log counts into.
+    pub fn usage(&self) -> &Arc<UsageTracker> {
+        &self.usage
+    }
+
+    /// Keeps `record` of a request made through the key named `key`, counts its usage, and
+    /// hands it to whoever listens (the desktop's fallback notices).
+    pub fn record(&self, mut record: RequestRecord, key: Option<&str>) -> Shared {
         // Every string a client or an upstream could have chosen is bounded here, the one door
         // into the ring, the file and the notifications (the trace's strings are bounded as it
         // is built, since JSON cannot be cut).
@@ -70,9 +87,10 @@ impl RequestLog {
                 *text = kept;
             }
         }
+        let tracked = self.usage.observe(&record, key);
         let record = Arc::new(record);
         if let Some((writer, _)) = &*self.writer.lock()
-            && writer.try_send(Arc::clone(&record)).is_err()
+            && writer.try_send((Arc::clone(&record), tracked)).is_err()
         {
             tracing::debug!("request log writer is behind; this record stays in memory only");
         }
@@ -123,19 +141,30 @@ impl RequestLog {
     }
 }
 
-async fn write(store: Store, mut rx: mpsc::Receiver<Shared>) {
+async fn write(store: Store, mut rx: mpsc::Receiver<Queued>, usage: Arc<UsageTracker>) {
+    // The first kept hour the file was last compacted to: the delete runs when it moves.
+    let mut compacted: Option<u64> = None;
     while let Some(batch) = next_batch(&mut rx).await {
-        let batch: Vec<RequestRecord> = batch.into_iter().map(Arc::unwrap_or_clone).collect();
-        if let Err(error) = store.append_requests(&batch, KEEP_IN_FILE).await {
+        let mut sums = Ledger::default();
+        for (record, _) in batch.iter().filter(|(_, tracked)| *tracked) {
+            sums.add(&record.usage_entry());
+        }
+        let first_kept = usage.first_kept_hour();
+        let first_kept_hour = (compacted != Some(first_kept)).then_some(first_kept);
+        let batch: Vec<RequestRecord> =
+            batch.into_iter().map(|(record, _)| Arc::unwrap_or_clone(record)).collect();
+        let usage = UsageBatch { sums: &sums, first_kept_hour };
+        if let Err(error) = store.append_requests(&batch, KEEP_IN_FILE, Some(usage)).await {
             tracing::warn!(%error, "cannot write the request log; it stays in memory only");
             return;
         }
+        compacted = Some(first_kept);
     }
 }
 
 /// Waits for a record, then gathers more until [`BATCH`] of them or [`FLUSH_EVERY`] after the
 /// first. `None` once the log is closed and everything is taken.
-async fn next_batch(rx: &mut mpsc::Receiver<Shared>) -> Option<Vec<Shared>> {
+async fn next_batch<T>(rx: &mut mpsc::Receiver<T>) -> Option<Vec<T>> {
     let mut batch = vec![rx.recv().await?];
     let due = Instant::now() + FLUSH_EVERY;
     while batch.len() < BATCH {
@@ -168,16 +197,26 @@ mod tests {
             first_byte_ms: Some(1),
             usage: None,
             cost: None,
+            local_key: None,
+            combo: Some("smart".into()),
+            fallback: false,
         }
+    }
+
+    fn tracker() -> Arc<UsageTracker> {
+        let clock = switchyard_core::ManualClock::new(UnixMillis(1_800_000_000_000));
+        let tracker = UsageTracker::new(Arc::new(clock), Arc::default());
+        tracker.configure(&crate::config::Config::default());
+        Arc::new(tracker)
     }
 
     #[tokio::test]
     async fn records_reach_the_ring_at_once_and_the_file_by_close() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("s.db")).await.unwrap();
-        let log = RequestLog::start(Some(store.clone()));
+        let log = RequestLog::start(Some(store.clone()), tracker());
         for i in 0..3 {
-            log.record(record(i));
+            log.record(record(i), None);
         }
         let newest: Vec<u64> = log.recent(2).iter().map(|r| r.at.0).collect();
         assert_eq!(newest, [2, 1]);
@@ -219,9 +258,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_ring_keeps_only_the_newest() {
-        let log = RequestLog::start(None);
+        let log = RequestLog::start(None, tracker());
         for i in 0..(RING as u64 + 5) {
-            log.record(record(i));
+            log.record(record(i), None);
         }
         let all = log.recent(usize::MAX);
         assert_eq!(all.len(), RING);

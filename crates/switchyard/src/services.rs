@@ -10,6 +10,7 @@ mod requests;
 mod settings;
 mod signin;
 mod trial;
+mod usage;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
 pub use self::trial::{TryRequest, TryResult};
+pub use self::usage::{UsageFormat, UsageQuery};
 use crate::config::{ConfigEditor, Saving};
 use crate::keys::{self, KeyError};
 use crate::oauth::OAuth;

@@ -11,6 +11,10 @@
 //! ones on a power cut). So the test watches the file through a read-only connection while the
 //! server runs, and everything it saw there before the kill must be there after it.
 //!
+//! The usage aggregates (issue 18) are written in the same transaction as the request-log
+//! entries they sum, so after a `kill -9` mid-burst the file's aggregates, and what the
+//! restarted server reports from them, equal its log entries summed.
+//!
 //! Mount tricks (a read-only directory, a full disk) run the server in a mount namespace of its
 //! own (`unshare`), as root or, elsewhere, as root of a user namespace; a machine that allows
 //! neither fails those tests with a message saying so.
@@ -24,9 +28,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard_core::resilience::event::HealthRecords;
 use switchyard_core::resilience::{BreakerState, CredentialStatus, HealthSnapshot};
+use switchyard_core::usage::ledger::Ledger;
+use switchyard_core::usage::report::{Bucket, Filter, GroupBy, ReportSpec};
 use switchyard_core::{Clock as _, SystemClock};
 use switchyard_store::Store;
-use switchyard_testkit::{MockUpstream, Status};
+use switchyard_testkit::{Behavior, MockUpstream, Reply, Status, Tokens};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
@@ -629,5 +635,155 @@ async fn a_truncated_state_file_serves_from_memory() {
 
     let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
     assert_memory_only(&server, &mock, "state file").await;
+    server.stop().await;
+}
+
+/// Combos that cost something: `paid` serves at once, `rescued` after its first target's
+/// model is gone (a 404, then a lockout that skips it).
+const PRICED_COMBOS: &str = r#"
+[[combos]]
+name = "paid"
+targets = [{ target = "oa/priced", price = { input_per_mtok = 2.5, output_per_mtok = 10.0, cache_read_per_mtok = 1.25 } }]
+
+[[combos]]
+name = "rescued"
+targets = [
+  { target = "oa/retired" },
+  { target = "oa/priced-too", price = { input_per_mtok = 3.0, output_per_mtok = 15.0 } },
+]
+"#;
+
+/// Requests of every kind until the server stops answering: priced answers streamed and not,
+/// fallbacks, and errors (`down` refuses connections).
+fn usage_burst(server: &Serve) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..4)
+        .map(|worker| {
+            let http = server.http.clone();
+            let url = server.url("/v1/chat/completions");
+            tokio::spawn(async move {
+                for i in 0usize.. {
+                    let (model, stream) = match (worker + i) % 5 {
+                        0 => ("paid", false),
+                        1 => ("paid", true),
+                        2 => ("rescued", false),
+                        3 => ("rescued", true),
+                        _ => ("down/m", false),
+                    };
+                    let body = json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
+                    let Ok(response) = http.post(&url).bearer_auth(LOCAL_KEY).json(&body).send().await
+                    else {
+                        return;
+                    };
+                    if response.bytes().await.is_err() {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// The request log in the file, and its entries summed as the aggregates would sum them.
+async fn log_and_sums(store: &Store) -> (usize, Ledger) {
+    let logged = store.recent_requests(100_000).await.expect("the request log loads");
+    let mut sums = Ledger::default();
+    for record in &logged {
+        sums.add(&record.usage_entry());
+    }
+    (logged.len(), sums)
+}
+
+/// Every row of `ledger` as text, sorted: two ledgers are equal when these are.
+fn rows(ledger: &Ledger) -> Vec<String> {
+    let mut rows: Vec<String> =
+        ledger.rows().map(|r| format!("{} {:?} {:?}", r.hour, r.labels, r.totals)).collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn kill_9_mid_burst_leaves_usage_aggregates_equal_to_the_logged_requests_summed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config_file = dir.path().join("switchyard.toml");
+    let state = data.join(switchyard::STATE_FILE);
+    let mock = MockUpstream::start().await;
+    let usage =
+        Tokens { input: 1_000, cache_read: 300, cache_write: 0, output: 120, reasoning: 40 };
+    for model in ["priced", "priced-too"] {
+        mock.set_default(model, Behavior::Reply(Reply { usage: Some(usage), ..Reply::default() }));
+    }
+    mock.set_default("retired", Status::new(404));
+    std::fs::write(&config_file, format!("{}{PRICED_COMBOS}", config(&mock))).unwrap();
+
+    let mut committed = 0;
+    for run in 0..2 {
+        let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+        let workers = usage_burst(&server);
+        // Enough of this run committed (the log is written in batches, every half second at
+        // most), then the kill with the burst still going.
+        let watched = tokio::time::timeout(WATCHDOG, async {
+            loop {
+                let store =
+                    Store::open_read_only(&state).await.expect("a reader opens the live file");
+                let (logged, _) = log_and_sums(&store).await;
+                store.close().await;
+                if logged >= committed + 150 {
+                    return logged;
+                }
+            }
+        })
+        .await;
+        let Ok(logged) = watched else {
+            panic!(
+                "run {run}: not 150 more requests committed in {WATCHDOG:?}:\n{}",
+                server.log_text()
+            )
+        };
+        server.kill_9().await;
+        for worker in workers {
+            worker.await.unwrap();
+        }
+
+        let store = Store::open(&state).await.expect("the file opens after a kill");
+        store.integrity_check().await.expect("PRAGMA integrity_check is ok");
+        let (after, sums) = log_and_sums(&store).await;
+        let aggregates = store.usage(0).await.expect("the aggregates load");
+        store.close().await;
+        assert!(after >= logged, "run {run}: the log shrank from {logged} to {after}");
+        assert_eq!(rows(&aggregates), rows(&sums), "run {run}: aggregates != the log summed");
+        let total: u64 = aggregates.rows().map(|r| r.totals.requests).sum();
+        assert_eq!(total, after as u64, "run {run}");
+        assert!(aggregates.rows().any(|r| r.totals.fallbacks > 0 && r.totals.ttft.count() > 0));
+        assert!(aggregates.rows().any(|r| r.totals.errors > 0));
+        committed = after;
+    }
+
+    // The restarted server reports, from memory, what the log sums to: the same report,
+    // bucket by bucket and series by series.
+    let store = Store::open(&state).await.unwrap();
+    let (_, sums) = log_and_sums(&store).await;
+    store.close().await;
+    let hours: Vec<u64> = sums.rows().map(|r| r.hour).collect();
+    let (first, last) = (*hours.iter().min().unwrap(), *hours.iter().max().unwrap());
+    let spec = ReportSpec {
+        from: Ledger::hour_start(first),
+        to: Ledger::hour_start(last + 1),
+        bucket: Bucket::Hour,
+        group_by: Some(GroupBy::Model),
+        filter: Filter::default(),
+    };
+    let expected = serde_json::to_value(sums.report(&spec)).unwrap();
+    let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+    let query = format!(
+        "/api/usage?bucket=hour&group_by=model&from={}&to={}",
+        switchyard_core::calendar::rfc3339(spec.from),
+        switchyard_core::calendar::rfc3339(spec.to)
+    );
+    let response = server.http.get(server.url(&query)).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let reported: Value = response.json().await.unwrap();
+    assert_eq!(reported, expected, "the restarted server's report is the log summed");
+    assert!(reported["total"]["requests"].as_u64().unwrap() >= 300);
     server.stop().await;
 }

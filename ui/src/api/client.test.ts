@@ -49,6 +49,15 @@ describe('HTTP transport', () => {
     expect((error as ApiFailure).field).toBe('model_lockouts.max_cooldown_ms');
   });
 
+  it('asks for usage with only the parameters given, and reads the CSV export as text', async () => {
+    const fetch = fakeFetch(200, '{"buckets":[]}');
+    const client = new ApiClient(new HttpTransport('t', { fetch }));
+    await client.usage({ bucket: 'hour', group_by: 'model', key: undefined, from: '2026-01-31' });
+    expect(fetch.mock.calls[0]![0]).toBe('/api/usage?bucket=hour&group_by=model&from=2026-01-31');
+    const csv = new ApiClient(new HttpTransport('t', { fetch: fakeFetch(200, 'bucket_start,group\n', 'text/csv') }));
+    await expect(csv.usageCsv()).resolves.toBe('bucket_start,group\n');
+  });
+
   it('tells the app when the token is refused', async () => {
     const onUnauthorized = vi.fn();
     const client = new ApiClient(new HttpTransport('bad', { fetch: fakeFetch(401, '{}'), onUnauthorized }));

@@ -1,5 +1,7 @@
 import type { AliasesForm } from '../bindings/AliasesForm';
 import type { BreakerProfiles } from '../bindings/BreakerProfiles';
+import type { BudgetSettings } from '../bindings/BudgetSettings';
+import type { BudgetView } from '../bindings/BudgetView';
 import type { CandidateKey } from '../bindings/CandidateKey';
 import type { Catalogue } from '../bindings/Catalogue';
 import type { Cleared } from '../bindings/Cleared';
@@ -34,6 +36,9 @@ import type { Section } from '../bindings/Section';
 import type { ServerForm } from '../bindings/ServerForm';
 import type { SettingsView } from '../bindings/SettingsView';
 import type { TimeoutSettings } from '../bindings/TimeoutSettings';
+import type { UsageQuery } from '../bindings/UsageQuery';
+import type { UsageReport } from '../bindings/UsageReport';
+import type { UsageSettings } from '../bindings/UsageSettings';
 import { ApiFailure } from './failure';
 import type { NotificationSettings } from '../bindings/NotificationSettings';
 import type { RoutingState } from '../bindings/RoutingState';
@@ -51,6 +56,8 @@ export type SectionForms = {
   routing: RoutingSettings;
   server: ServerForm;
   notifications: NotificationSettings;
+  usage: UsageSettings;
+  budgets: BudgetSettings;
 };
 export type SettingsSection = keyof SectionForms;
 // The client edits exactly the sections the bindings know.
@@ -115,6 +122,16 @@ export class ApiClient {
   clearAllLockouts = () => this.call<Cleared>('DELETE', '/api/resilience/lockouts');
   requests = (query: RequestQuery = {}) =>
     this.call<RequestEntry[]>('GET', `/api/requests${queryString(query)}`);
+
+  // Usage and budgets
+  /** Usage as chart series: every bucket of the range, a series per group, totals. */
+  usage = (query: Omit<UsageQuery, 'format'> = {}) =>
+    this.call<UsageReport>('GET', `/api/usage${queryString(query)}`);
+  /** The same report as CSV text (a header row, one row per bucket and series). */
+  usageCsv = (query: Omit<UsageQuery, 'format'> = {}) =>
+    this.call<string>('GET', `/api/usage.csv${queryString(query)}`);
+  /** Every configured budget and what it has spent. */
+  budgets = () => this.call<BudgetView[]>('GET', '/api/usage/budgets');
 
   // Providers and credentials
   providers = () => this.call<ProviderView[]>('GET', '/api/providers');

@@ -43,6 +43,19 @@ usage: UsageView | null,
  */
 cost: string | null, 
 /**
+ * The id of the local key the client presented (`preset` for `SWITCHYARD_API_KEY`);
+ * `null` for the UI's "try it".
+ */
+local_key: string | null, 
+/**
+ * The combo the requested model resolved to; `null` when it resolved to nothing.
+ */
+combo: string | null, 
+/**
+ * Served by other than its first attempt (a fallback, or a hedge that won).
+ */
+fallback: boolean, 
+/**
  * Every candidate skipped or tried, in order.
  */
 trace: Array<TraceEntry>, };

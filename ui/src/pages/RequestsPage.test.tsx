@@ -17,6 +17,9 @@ const entry: RequestEntry = {
   first_byte_ms: 410,
   usage: { uncached_input: 100, cache_read: 900, cache_write: 0, output: 42, reasoning: 0, estimated: false },
   cost: '0.000315',
+  local_key: 'key_1a2b3c4d',
+  combo: 'smart',
+  fallback: true,
   trace: [
     { target: 'openai/gpt-4o', credential: 'main', event: 'skipped', reason: 'model_locked' },
     { target: 'anthropic/sonnet', credential: 'work', event: 'attempted', outcome: 'timeout', status: null, millis: 15000, path: 'passthrough' },

@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::{BreakerRecord, CredentialRecord, LockoutRecord};
 use crate::clock::UnixMillis;
 use crate::ids::{CandidateKey, CredentialKey, ProviderId};
+use crate::usage::budget::BudgetView;
 
 /// One entry's new state; `None` means back to pristine (or cleared by hand): nothing to keep.
+/// `Budget` is the one event that is no layer's state: a spend budget crossed 80 % or was
+/// reached (issue 18). It rides the same stream so the UI, the tray and the desktop's
+/// notifications hear of it where they hear of everything else; the store keeps nothing of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(tag = "layer", rename_all = "snake_case")]
@@ -18,14 +22,16 @@ pub enum HealthEvent {
     Breaker { provider: ProviderId, record: Option<BreakerRecord>, at: UnixMillis },
     Credential { key: CredentialKey, record: Option<CredentialRecord>, at: UnixMillis },
     Lockout { key: CandidateKey, record: Option<LockoutRecord>, at: UnixMillis },
+    Budget { budget: BudgetView, at: UnixMillis },
 }
 
 impl HealthEvent {
     pub fn at(&self) -> UnixMillis {
         match self {
-            Self::Breaker { at, .. } | Self::Credential { at, .. } | Self::Lockout { at, .. } => {
-                *at
-            }
+            Self::Breaker { at, .. }
+            | Self::Credential { at, .. }
+            | Self::Lockout { at, .. }
+            | Self::Budget { at, .. } => *at,
         }
     }
 }

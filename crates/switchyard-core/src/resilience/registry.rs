@@ -658,6 +658,12 @@ impl HealthRegistry {
         self.events.0.subscribe()
     }
 
+    /// Publishes an event that is not one of the layers' state (a budget crossing) on the
+    /// same stream, so every consumer of state changes hears of it too.
+    pub fn announce(&self, event: HealthEvent) {
+        self.events.send(event);
+    }
+
     pub fn limits(&self) -> RegistryLimits {
         self.limits
     }

@@ -42,10 +42,14 @@ impl Store {
     }
 
     /// Writes a batch of events in one transaction, keeping only the last event per entry.
+    /// Events that are no layer's state (a budget crossing) have nothing to keep.
     pub async fn apply(&self, events: &[HealthEvent]) -> Result<(), StoreError> {
         let mut seen = HashSet::new();
-        let latest: Vec<&HealthEvent> =
-            events.iter().rev().filter(|e| seen.insert(Entry::of(e))).collect();
+        let latest: Vec<&HealthEvent> = events
+            .iter()
+            .rev()
+            .filter(|e| Entry::of(e).is_some_and(|entry| seen.insert(entry)))
+            .collect();
         if latest.is_empty() {
             return Ok(());
         }
@@ -135,11 +139,12 @@ enum Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    fn of(event: &'a HealthEvent) -> Self {
+    fn of(event: &'a HealthEvent) -> Option<Self> {
         match event {
-            HealthEvent::Breaker { provider, .. } => Self::Breaker(provider),
-            HealthEvent::Credential { key, .. } => Self::Credential(key),
-            HealthEvent::Lockout { key, .. } => Self::Lockout(key),
+            HealthEvent::Breaker { provider, .. } => Some(Self::Breaker(provider)),
+            HealthEvent::Credential { key, .. } => Some(Self::Credential(key)),
+            HealthEvent::Lockout { key, .. } => Some(Self::Lockout(key)),
+            HealthEvent::Budget { .. } => None,
         }
     }
 }
@@ -179,6 +184,8 @@ async fn write(conn: &mut SqliteConnection, event: &HealthEvent) -> Result<(), s
         .execute(conn)
         .await
         .map(drop),
+        // Filtered out by `apply`: nothing of it is kept.
+        HealthEvent::Budget { .. } => Ok(()),
     }
 }
 

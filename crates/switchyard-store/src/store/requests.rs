@@ -1,13 +1,26 @@
-//! The request log: what each client request asked for, what served it and the routing trace.
+//! The request log: what each client request asked for, what served it and the routing trace;
+//! and the usage aggregates that sum it, written in the same transaction (issue 18).
 
 use sqlx::Row as _;
 use sqlx::sqlite::SqliteRow;
 use switchyard_core::UnixMillis;
+use switchyard_core::usage::ledger::{Labels, Ledger, Totals, UsageEntry};
+use switchyard_core::usage::sketch::LatencySketch;
 use switchyard_core::usage::{Nanodollars, Usage};
 
 use super::Store;
 use super::columns::millis;
 use crate::StoreError;
+
+/// The usage table's columns, in the order every statement names them (a macro: sqlx takes
+/// only literal SQL).
+macro_rules! usage_columns {
+    () => {
+        "hour, local_key, combo, provider, model, requests, fallbacks, errors,
+         uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
+         reasoning_tokens, estimated, cost_nanodollars, cost_unknown, ttft"
+    };
+}
 
 /// One logged request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,22 +49,68 @@ pub struct RequestRecord {
     /// What those tokens cost, each attempt at its own model's prices; `None` when some
     /// attempt's prices are not known.
     pub cost: Option<Nanodollars>,
+    /// The id of the local key the client presented; `None` for a request no key made (the
+    /// UI's "try it").
+    pub local_key: Option<String>,
+    /// The combo the requested model resolved to (`provider/model` for a target asked for by
+    /// name); `None` when it resolved to nothing.
+    pub combo: Option<String>,
+    /// Served by other than its first attempt: a fallback, or a hedge that won.
+    pub fallback: bool,
+}
+
+impl RequestRecord {
+    /// Answered with an error status, or a stream that broke after it started.
+    pub fn is_error(&self) -> bool {
+        !(200..300).contains(&self.status) || self.outcome.as_deref() == Some("broken")
+    }
+
+    /// What this request adds to the usage aggregates: counted under its key, combo and the
+    /// target that served it, with a time to first token when it was a stream that was served.
+    pub fn usage_entry(&self) -> UsageEntry {
+        let target = self.served_by.as_deref().and_then(|s| s.split_once('/'));
+        UsageEntry {
+            at: self.at,
+            labels: Labels {
+                key: self.local_key.clone(),
+                combo: self.combo.clone(),
+                provider: target.map(|(p, _)| p.to_owned()),
+                model: target.map(|(_, m)| m.to_owned()),
+            },
+            fallback: self.fallback,
+            error: self.is_error(),
+            usage: self.usage,
+            cost: self.cost,
+            ttft_ms: self.first_byte_ms.filter(|_| self.outcome.is_some() && target.is_some()),
+        }
+    }
+}
+
+/// What a batch of request-log entries adds to the usage aggregates.
+#[derive(Debug)]
+pub struct UsageBatch<'a> {
+    /// The batch's entries summed (only those made while usage was tracked).
+    pub sums: &'a Ledger,
+    /// Hours before this one are past retention and deleted.
+    pub first_kept_hour: Option<u64>,
 }
 
 impl Store {
-    /// Appends `records` in one transaction and keeps only the newest `keep` rows.
+    /// Appends `records` and adds `usage` to the aggregates, in one transaction, and keeps
+    /// only the newest `keep` rows of the log (the aggregates keep their own period).
     pub async fn append_requests(
         &self,
         records: &[RequestRecord],
         keep: u32,
+        usage: Option<UsageBatch<'_>>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
         for r in records {
             sqlx::query(
                 "INSERT INTO requests (at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
                     uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-                    reasoning_tokens, usage_estimated, cost_nanodollars)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(millis(r.at))
             .bind(&r.dialect)
@@ -70,6 +129,9 @@ impl Store {
             .bind(r.usage.map(|u| count(u.reasoning)))
             .bind(r.usage.map(|u| u.estimated))
             .bind(r.cost.map(|c| count(c.0)))
+            .bind(&r.local_key)
+            .bind(&r.combo)
+            .bind(r.fallback)
             .execute(&mut *tx)
             .await
             .map_err(StoreError::database)?;
@@ -79,7 +141,25 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(StoreError::database)?;
+        if let Some(usage) = usage {
+            add_usage(&mut tx, usage).await.map_err(StoreError::database)?;
+        }
         tx.commit().await.map_err(StoreError::database)
+    }
+
+    /// The usage aggregates from `first_hour` on.
+    pub async fn usage(&self, first_hour: u64) -> Result<Ledger, StoreError> {
+        let rows = sqlx::query(concat!("SELECT ", usage_columns!(), " FROM usage WHERE hour >= ?"))
+            .bind(count(first_hour))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::database)?;
+        let mut ledger = Ledger::default();
+        for row in &rows {
+            let (hour, labels, totals) = read_usage(row).map_err(StoreError::database)?;
+            ledger.add_totals(hour, &labels, &totals);
+        }
+        Ok(ledger)
     }
 
     /// The newest `limit` requests, newest first.
@@ -87,7 +167,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
                     uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-                    reasoning_tokens, usage_estimated, cost_nanodollars
+                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback
              FROM requests ORDER BY id DESC LIMIT ?",
         )
         .bind(i64::from(limit))
@@ -137,5 +217,104 @@ fn read_request(row: &SqliteRow) -> Result<RequestRecord, sqlx::Error> {
         first_byte_ms: row.try_get::<Option<i64>, _>("first_byte_ms")?.map(unsigned),
         usage,
         cost: row.try_get::<Option<i64>, _>("cost_nanodollars")?.map(|c| Nanodollars(unsigned(c))),
+        local_key: row.try_get("local_key")?,
+        combo: row.try_get("combo")?,
+        fallback: row.try_get("fallback")?,
     })
+}
+
+/// Adds a batch's sums to their rows (each read, merged and written back: the sketch merges in
+/// Rust), and deletes the hours past retention.
+async fn add_usage(
+    tx: &mut sqlx::SqliteConnection,
+    usage: UsageBatch<'_>,
+) -> Result<(), sqlx::Error> {
+    for row in usage.sums.rows() {
+        let labels = [&row.labels.key, &row.labels.combo, &row.labels.provider, &row.labels.model]
+            .map(|l| l.as_deref().unwrap_or(""));
+        let stored = sqlx::query(concat!(
+            "SELECT ",
+            usage_columns!(),
+            " FROM usage WHERE hour = ? AND local_key = ? AND combo = ? AND provider = ? AND model = ?"
+        ))
+        .bind(count(row.hour))
+        .bind(labels[0])
+        .bind(labels[1])
+        .bind(labels[2])
+        .bind(labels[3])
+        .fetch_optional(&mut *tx)
+        .await?;
+        let mut totals = match &stored {
+            Some(stored) => read_usage(stored)?.2,
+            None => Totals::default(),
+        };
+        totals.merge(row.totals);
+        sqlx::query(concat!(
+            "INSERT OR REPLACE INTO usage (",
+            usage_columns!(),
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(count(row.hour))
+        .bind(labels[0])
+        .bind(labels[1])
+        .bind(labels[2])
+        .bind(labels[3])
+        .bind(count(totals.requests))
+        .bind(count(totals.fallbacks))
+        .bind(count(totals.errors))
+        .bind(count(totals.uncached_input))
+        .bind(count(totals.cache_read))
+        .bind(count(totals.cache_write))
+        .bind(count(totals.output))
+        .bind(count(totals.reasoning))
+        .bind(count(totals.estimated))
+        .bind(count(totals.cost.0))
+        .bind(count(totals.cost_unknown))
+        .bind(totals.ttft.to_string())
+        .execute(&mut *tx)
+        .await?;
+    }
+    if let Some(first) = usage.first_kept_hour {
+        sqlx::query("DELETE FROM usage WHERE hour < ?")
+            .bind(count(first))
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+fn read_usage(row: &SqliteRow) -> Result<(u64, Labels, Totals), sqlx::Error> {
+    let unsigned = |name: &str| -> Result<u64, sqlx::Error> {
+        Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+    };
+    let label = |name: &str| -> Result<Option<String>, sqlx::Error> {
+        Ok(Some(row.try_get::<String, _>(name)?).filter(|l| !l.is_empty()))
+    };
+    let labels = Labels {
+        key: label("local_key")?,
+        combo: label("combo")?,
+        provider: label("provider")?,
+        model: label("model")?,
+    };
+    let ttft: String = row.try_get("ttft")?;
+    let ttft = LatencySketch::parse(&ttft).unwrap_or_else(|| {
+        // The counts are still good; only the latency spread of this row is lost.
+        tracing::warn!(sketch = %ttft, "a usage row's time-to-first-token sketch is damaged; reading it as empty");
+        LatencySketch::default()
+    });
+    let totals = Totals {
+        requests: unsigned("requests")?,
+        fallbacks: unsigned("fallbacks")?,
+        errors: unsigned("errors")?,
+        uncached_input: unsigned("uncached_input_tokens")?,
+        cache_read: unsigned("cache_read_tokens")?,
+        cache_write: unsigned("cache_write_tokens")?,
+        output: unsigned("output_tokens")?,
+        reasoning: unsigned("reasoning_tokens")?,
+        estimated: unsigned("estimated")?,
+        cost: Nanodollars(unsigned("cost_nanodollars")?),
+        cost_unknown: unsigned("cost_unknown")?,
+        ttft,
+    };
+    Ok((unsigned("hour")?, labels, totals))
 }

@@ -1,8 +1,11 @@
-//! The request log's usage columns (issue 18) survive a write and a reopen bucket by bucket.
+//! The request log's usage columns (issue 18) survive a write and a reopen bucket by bucket, and
+//! the usage aggregates written with them sum them exactly.
 
 use switchyard_core::UnixMillis;
+use switchyard_core::calendar::HOUR_MS;
+use switchyard_core::usage::ledger::Ledger;
 use switchyard_core::usage::{Nanodollars, Usage};
-use switchyard_store::{RequestRecord, Store};
+use switchyard_store::{RequestRecord, Store, UsageBatch};
 
 use crate::fixture::state_file;
 
@@ -20,6 +23,9 @@ fn record(usage: Option<Usage>, cost: Option<Nanodollars>) -> RequestRecord {
         first_byte_ms: Some(5),
         usage,
         cost,
+        local_key: Some("key_1".into()),
+        combo: Some("smart".into()),
+        fallback: true,
     }
 }
 
@@ -40,10 +46,62 @@ async fn usage_and_cost_are_read_back_as_written_and_absent_stays_absent() {
         record(None, None),
     ];
     let store = Store::open(&path).await.unwrap();
-    store.append_requests(&written, 10).await.unwrap();
+    store.append_requests(&written, 10, None).await.unwrap();
     drop(store);
     let store = Store::open(&path).await.unwrap();
     let mut read = store.recent_requests(10).await.unwrap();
     read.reverse();
     assert_eq!(read, written);
+}
+
+/// The aggregates of `records`, row by row, sorted.
+fn sums(ledger: &Ledger) -> Vec<String> {
+    let mut rows: Vec<String> =
+        ledger.rows().map(|r| format!("{} {:?} {:?}", r.hour, r.labels, r.totals)).collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn aggregates_written_batch_by_batch_equal_the_logged_requests_summed_and_old_hours_go() {
+    let (_dir, path) = state_file();
+    let used = Usage { uncached_input: 7, output: 3, ..Usage::default() };
+    let at = |hour: u64| UnixMillis(hour * HOUR_MS + 17);
+    let mut everything = Ledger::default();
+    let store = Store::open(&path).await.unwrap();
+    for batch in 0..4u64 {
+        let records: Vec<RequestRecord> = (0..5u64)
+            .map(|i| RequestRecord {
+                at: at(100 + (batch + i) % 3),
+                outcome: (i % 2 == 0).then(|| "complete".to_owned()),
+                status: if i == 4 { 503 } else { 200 },
+                ..record(Some(used), Some(Nanodollars(1_000 + i)))
+            })
+            .collect();
+        let mut sums = Ledger::default();
+        for r in &records {
+            sums.add(&r.usage_entry());
+            everything.add(&r.usage_entry());
+        }
+        let usage = UsageBatch { sums: &sums, first_kept_hour: None };
+        store.append_requests(&records, 1_000, Some(usage)).await.unwrap();
+    }
+    drop(store);
+    let store = Store::open(&path).await.unwrap();
+    assert_eq!(sums(&store.usage(0).await.unwrap()), sums(&everything));
+    let logged = store.recent_requests(1_000).await.unwrap();
+    let mut from_log = Ledger::default();
+    for r in &logged {
+        from_log.add(&r.usage_entry());
+    }
+    assert_eq!(sums(&from_log), sums(&everything), "the log reads back what it summed");
+
+    // Retention: a batch that keeps hours from 101 on deletes hour 100's rows, not the log's.
+    let empty = Ledger::default();
+    let usage = UsageBatch { sums: &empty, first_kept_hour: Some(101) };
+    store.append_requests(&[], 1_000, Some(usage)).await.unwrap();
+    let kept = store.usage(0).await.unwrap();
+    assert_eq!(kept.rows().map(|r| r.hour).min(), Some(101));
+    assert_eq!(store.recent_requests(1_000).await.unwrap().len(), 20);
+    assert_eq!(store.usage(102).await.unwrap().rows().map(|r| r.hour).collect::<Vec<_>>(), [102]);
 }

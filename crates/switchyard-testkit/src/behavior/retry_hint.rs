@@ -5,7 +5,6 @@
 //! (`switchyard_core::outcome::retry_after`) to the same duration at millisecond precision, and
 //! nothing here reads a clock: absolute forms take the instant from the caller.
 
-use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
 use switchyard_core::UnixMillis;
@@ -63,18 +62,7 @@ pub(super) fn go_duration(d: Duration) -> String {
 /// RFC 3339 in UTC, as Anthropic sends it: `2025-01-02T03:04:05Z`, with milliseconds only when
 /// there are some.
 pub(super) fn rfc3339(at: UnixMillis) -> String {
-    const MILLIS_PER_DAY: u64 = 86_400_000;
-    let days = at.0 / MILLIS_PER_DAY;
-    let of_day = at.0 % MILLIS_PER_DAY;
-    let (year, month, day) = civil_from_days(days);
-    let (hour, minute, second, milli) =
-        (of_day / 3_600_000, of_day / 60_000 % 60, of_day / 1000 % 60, of_day % 1000);
-    let mut out = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}");
-    if milli > 0 {
-        write!(out, ".{milli:03}").expect("writing to a String cannot fail");
-    }
-    out.push('Z');
-    out
+    switchyard_core::calendar::rfc3339(at)
 }
 
 /// `value / unit` in decimal with trailing fraction zeros trimmed.
@@ -86,21 +74,6 @@ fn decimal(value: u128, unit: u128) -> String {
     let width = unit.ilog10() as usize;
     let digits = format!("{fraction:0width$}");
     format!("{whole}.{}", digits.trim_end_matches('0'))
-}
-
-/// Howard Hinnant's `civil_from_days` for days since 1970-01-01 (non-negative only: every
-/// instant a test can name is after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -40,10 +40,11 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-{}{}{}"#,
+{}{}{}{}"#,
         flap::mock_script(),
         passthrough::mock_script(),
-        super::hedge::mock_script()
+        super::hedge::mock_script(),
+        super::usage::mock_script()
     )
 }
 
@@ -53,12 +54,7 @@ pub(crate) fn mock_script() -> String {
 /// attempt and one successful one, run after run.
 pub(crate) fn proxy_config(mock_url: &str, key_env: &str) -> String {
     format!(
-        r#"[[providers]]
-id = "oa"
-kind = "openai"
-base_url = "{mock_url}/v1"
-credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
-
+        r#"{}
 [[providers]]
 id = "down"
 kind = "openai"
@@ -77,8 +73,21 @@ enabled = false
 retry_budget_percent = 0
 retry_budget_min_per_second = 0
 {}{}"#,
+        openai_provider("oa", mock_url, key_env),
         flap::proxy_config(mock_url, key_env),
         passthrough::proxy_config(mock_url, key_env)
+    )
+}
+
+/// An OpenAI-dialect provider `id` on the mock, with one key from `key_env`.
+pub(crate) fn openai_provider(id: &str, mock_url: &str, key_env: &str) -> String {
+    format!(
+        r#"[[providers]]
+id = "{id}"
+kind = "openai"
+base_url = "{mock_url}/v1"
+credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
+"#
     )
 }
 
@@ -101,6 +110,8 @@ pub(crate) struct Plan {
     pub(crate) agent: Rounds,
     /// The hedged-first-token pairs (`hedge.rs`), on a proxy of their own.
     pub(crate) hedging: bool,
+    /// The usage-tracking pairs (`usage.rs`), on two proxies of their own.
+    pub(crate) usage: bool,
 }
 
 impl Plan {
@@ -120,6 +131,7 @@ impl Plan {
             cold_starts: 10,
             agent: Rounds { warmup: 24, non_streamed: pairs / 2, streamed: pairs / 2 },
             hedging: true,
+            usage: true,
         }
     }
 
@@ -136,6 +148,7 @@ impl Plan {
             cold_starts: 0,
             agent: Rounds { warmup: 4, non_streamed: pairs / 4, streamed: pairs / 4 },
             hedging: false,
+            usage: false,
         }
     }
 }
@@ -176,6 +189,8 @@ pub(crate) struct Results {
     pub(crate) cold_start: Option<ColdStart>,
     /// Filled in by the caller, on a proxy of its own (see `hedge.rs`).
     pub(crate) hedging: Option<super::hedge::Hedging>,
+    /// Filled in by the caller, on two proxies of their own (see `usage.rs`).
+    pub(crate) usage: Option<super::usage::Tracking>,
 }
 
 /// The paced stream's gaps.
@@ -261,6 +276,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         flapping,
         cold_start: None,
         hedging: None,
+        usage: None,
     })
 }
 

@@ -16,6 +16,8 @@
 //!
 //! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
 //! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
+//! Likewise usage tracking on against off (issue 18, `bench/usage.rs`) on two proxies of their
+//! own, its `## Usage tracking` section; `--usage` measures only that.
 //!
 //! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
 //! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
@@ -49,6 +51,8 @@ mod soak;
 mod stats;
 #[path = "../bench/throughput.rs"]
 mod throughput;
+#[path = "../bench/usage.rs"]
+mod usage;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -112,6 +116,10 @@ struct Args {
     /// run too); `--docs` then replaces the `## Hedged first token` section.
     #[arg(long)]
     hedging: bool,
+    /// Run only the usage-tracking pairs (issue 18, `bench/usage.rs`; part of every full run
+    /// too); `--docs` then replaces the `## Usage tracking` section.
+    #[arg(long)]
+    usage: bool,
     /// Run the soak instead: a moderate faulty load for `--duration`, the proxy's memory
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
@@ -172,6 +180,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if args.hedging {
         return hedging_bench(args);
     }
+    if args.usage {
+        return usage_bench(args);
+    }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
@@ -214,6 +225,10 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if let Some(hedging) = &results.hedging {
         write_hedging(args, &setup.machine, hedging, &mut stdout)?;
     }
+    if let Some(tracking) = &results.usage {
+        let section = usage::section(&args.command, &source(&setup.machine), tracking);
+        write_section(args, &section, &mut stdout)?;
+    }
 
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
@@ -249,19 +264,30 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
 
 /// Only the hedged-first-token pairs (`--hedging`).
 fn hedging_bench(args: &Args) -> anyhow::Result<bool> {
+    let (machine, hedging) =
+        alone(args, async |mock, cpu, work| measure_hedging(args, mock, cpu, work).await)?;
+    write_hedging(args, &machine, &hedging, &mut std::io::stdout().lock())?;
+    Ok(true)
+}
+
+/// One measurement alone, on proxies of its own in front of a mock of its own; `measure` gets
+/// the mock's URL, the proxies' CPU and the work directory.
+fn alone<T>(
+    args: &Args,
+    measure: impl AsyncFnOnce(&str, Option<usize>, &std::path::Path) -> anyhow::Result<T>,
+) -> anyhow::Result<(Machine, T)> {
     let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let hedging = runtime.block_on(async {
+    let measured = runtime.block_on(async {
         let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
         let script = work.path().join("mock.toml");
         std::fs::write(&script, run::mock_script())?;
         let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
-        let hedging = measure_hedging(args, &mock.url, proxy_cpu, work.path()).await;
+        let measured = measure(&mock.url, proxy_cpu, work.path()).await;
         drop(mock);
-        hedging
+        measured
     })?;
-    write_hedging(args, &machine, &hedging, &mut std::io::stdout().lock())?;
-    Ok(true)
+    Ok((machine, measured))
 }
 
 /// Starts a proxy of its own for the hedging pairs (see `bench/hedge.rs`) and measures them.
@@ -286,6 +312,11 @@ async fn measure_hedging(
     measured.context("hedged first token")
 }
 
+/// Where a run's figures come from, as its sections say.
+fn source(machine: &Machine) -> String {
+    format!("{}, {} CPUs, load average {} at the start", machine.commit, machine.cpus, machine.load)
+}
+
 /// Prints the hedging section and, with `--docs`, writes it there.
 fn write_hedging(
     args: &Args,
@@ -293,19 +324,56 @@ fn write_hedging(
     hedging: &hedge::Hedging,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
-    let source = format!(
-        "{}, {} CPUs, load average {} at the start",
-        machine.commit, machine.cpus, machine.load
-    );
-    let section = hedge::section(&args.command, &source, hedging);
+    write_section(args, &hedge::section(&args.command, &source(machine), hedging), out)
+}
+
+/// Prints a section and, with `--docs`, replaces the one of that heading there.
+fn write_section(args: &Args, section: &str, out: &mut impl std::io::Write) -> anyhow::Result<()> {
     writeln!(out, "{section}")?;
     if let Some(path) = &args.docs {
         let doc = std::fs::read_to_string(path).unwrap_or_default();
-        std::fs::write(path, report::replace_section(&doc, &section))
+        std::fs::write(path, report::replace_section(&doc, section))
             .with_context(|| format!("write {}", path.display()))?;
-        writeln!(out, "wrote the `{}` section of {}", hedge::HEADING, path.display())?;
+        let heading = section.lines().next().unwrap_or_default();
+        writeln!(out, "wrote the `{heading}` section of {}", path.display())?;
     }
     Ok(())
+}
+
+/// Only the usage-tracking pairs (`--usage`).
+fn usage_bench(args: &Args) -> anyhow::Result<bool> {
+    let (machine, tracking) =
+        alone(args, async |mock, cpu, work| measure_usage(args, mock, cpu, work).await)?;
+    let section = usage::section(&args.command, &source(&machine), &tracking);
+    write_section(args, &section, &mut std::io::stdout().lock())?;
+    Ok(true)
+}
+
+/// Starts the two usage proxies (tracking on, tracking off; see `bench/usage.rs`) and measures
+/// them in pairs.
+async fn measure_usage(
+    args: &Args,
+    mock_url: &str,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+) -> anyhow::Result<usage::Tracking> {
+    let mut proxies = Vec::new();
+    for (side, tracking) in [("usage-on", true), ("usage-off", false)] {
+        let dir = work.join(side);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("switchyard.toml");
+        std::fs::write(&config, usage::proxy_config(mock_url, "BENCH_UPSTREAM_KEY", tracking))?;
+        proxies.push(start_proxy(args, &config, cpu, &dir).await?);
+    }
+    let endpoint = |proxy: &fleet::Server| Endpoint {
+        url: format!("{}/chat/completions", proxy.url),
+        key: LOCAL_KEY.to_owned(),
+        model_prefix: String::new(),
+    };
+    let (on, off) = (endpoint(&proxies[0]), endpoint(&proxies[1]));
+    let measured = usage::measure(&http_client()?, &on, &off, usage::PAIRS).await;
+    drop(proxies);
+    measured.context("usage tracking on and off")
 }
 
 /// The soak: `Ok(false)` when the proxy left a request unanswered.
@@ -450,6 +518,9 @@ async fn start_and_measure(
     drop(proxy);
     if plan.hedging {
         results.hedging = Some(measure_hedging(args, &mock.url, proxy_cpu, work).await?);
+    }
+    if plan.usage {
+        results.usage = Some(measure_usage(args, &mock.url, proxy_cpu, work).await?);
     }
     if plan.cold_starts > 0 {
         let target = cold_start::Target {

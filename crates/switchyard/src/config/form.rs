@@ -13,8 +13,8 @@ use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::RouteStrategy;
 use switchyard_core::settings::{
-    BreakerProfile, BreakerSettings, CooldownSettings, LockoutSettings, RoutingSettings,
-    TimeoutSettings,
+    BreakerProfile, BreakerSettings, BudgetSettings, CooldownSettings, LockoutSettings,
+    RoutingSettings, TimeoutSettings, UsageSettings,
 };
 use ts_rs::TS;
 
@@ -474,7 +474,7 @@ impl PriceForm {
 }
 
 /// `[settings]`: one section per settings page.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsForm {
@@ -490,6 +490,10 @@ pub struct SettingsForm {
     pub routing: RoutingSettings,
     #[serde(default)]
     pub notifications: NotificationSettings,
+    #[serde(default)]
+    pub usage: UsageSettings,
+    #[serde(default)]
+    pub budgets: BudgetSettings,
 }
 
 /// `[settings.notifications]`: which events the desktop app announces with a desktop

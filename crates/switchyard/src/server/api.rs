@@ -17,7 +17,7 @@ use ts_rs::TS;
 use super::ServerState;
 use super::error::{ApiError, Dialect};
 use crate::config::{EditError, Problem};
-use crate::services::{RequestQuery, RoutingState, Section, TryRequest};
+use crate::services::{RequestQuery, RoutingState, Section, TryRequest, UsageFormat, UsageQuery};
 
 /// What a `DELETE` removed.
 #[derive(Debug, Serialize, TS)]
@@ -304,6 +304,65 @@ pub(super) async fn requests(
         Ok(limit) => Json(state.services.requests(&query, limit)).into_response(),
         Err(problem) => invalid("limit", problem),
     }
+}
+
+/// The query of `GET /api/usage`, or the parameter at fault.
+fn usage_query(
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<UsageQuery, Problem> {
+    let Query(pairs) = query.map_err(|r| Problem::new("query", r.body_text()))?;
+    UsageQuery::from_pairs(&pairs)
+}
+
+/// The `400` for a usage query parameter that does not fit, naming it.
+fn bad_parameter(p: &Problem) -> Response {
+    refusal(StatusCode::BAD_REQUEST, "invalid_request_error", &p.field, &p.problem)
+}
+
+/// `GET /api/usage?from=&to=&bucket=&group_by=&key=&combo=&provider=&model=&format=`: the
+/// usage aggregates as chart series (`UsageReport`), or as CSV with `format=csv`.
+pub(super) async fn usage(
+    State(state): State<ServerState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    match usage_query(query) {
+        Ok(query) if query.format == Some(UsageFormat::Csv) => usage_csv_of(&state, &query).await,
+        Ok(query) => match state.services.usage(&query).await {
+            Ok(report) => Json(report).into_response(),
+            Err(p) => bad_parameter(&p),
+        },
+        Err(p) => bad_parameter(&p),
+    }
+}
+
+/// `GET /api/usage.csv?…`: the same report as CSV, with a header row.
+pub(super) async fn usage_csv(
+    State(state): State<ServerState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    match usage_query(query) {
+        Ok(query) => usage_csv_of(&state, &query).await,
+        Err(p) => bad_parameter(&p),
+    }
+}
+
+async fn usage_csv_of(state: &ServerState, query: &UsageQuery) -> Response {
+    match state.services.usage_csv(query).await {
+        Ok(text) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (header::CONTENT_DISPOSITION, "attachment; filename=\"switchyard-usage.csv\""),
+            ],
+            text,
+        )
+            .into_response(),
+        Err(p) => bad_parameter(&p),
+    }
+}
+
+/// `GET /api/usage/budgets`: every configured budget and what it has spent (`BudgetView[]`).
+pub(super) async fn budgets(State(state): State<ServerState>) -> Response {
+    Json(state.services.budgets()).into_response()
 }
 
 /// `GET /metrics`: Prometheus text.

@@ -36,6 +36,7 @@ use axum::response::{IntoResponse as _, Response};
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
+use crate::keys::LocalKey;
 
 /// The headers every answer carries (see the module's documentation). The policy is
 /// `src-tauri/tauri.conf.json`'s, with `connect-src 'self'` in place of the IPC schemes: in a
@@ -66,7 +67,7 @@ pub(crate) async fn front_door(
     response
 }
 
-async fn admit(state: &ServerState, request: Request, next: Next) -> Response {
+async fn admit(state: &ServerState, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
     let door = if path.starts_with("/api/") || path == "/metrics" {
@@ -81,19 +82,28 @@ async fn admit(state: &ServerState, request: Request, next: Next) -> Response {
     // nothing but that the server is up.
     if request.method() == http::Method::HEAD && path == "/" {
         return match check(state, request.headers(), Door::Files) {
-            Ok(()) => StatusCode::OK.into_response(),
+            Ok(_) => StatusCode::OK.into_response(),
             Err(refusal) => refusal.into_response_in(dialect),
         };
     }
-    let checked = check(state, request.headers(), door).and_then(|()| {
+    let checked = check(state, request.headers(), door).and_then(|caller| {
         let body_to_v1 = path.starts_with("/v1/") && request.method() == http::Method::POST;
-        if body_to_v1 { json_body(request.headers()) } else { Ok(()) }
+        if body_to_v1 { json_body(request.headers()).map(|()| caller) } else { Ok(caller) }
     });
-    if let Err(refusal) = checked {
-        tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");
-        return refusal.into_response_in(dialect);
+    match checked {
+        Ok(caller) => {
+            // The handlers learn which local key made the request (the request log, usage
+            // and budgets go by it) from here, the one place that checked it.
+            if let Some(caller) = caller {
+                request.extensions_mut().insert(caller);
+            }
+            next.run(request).await
+        }
+        Err(refusal) => {
+            tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");
+            refusal.into_response_in(dialect)
+        }
     }
-    next.run(request).await
 }
 
 /// Which key a request needs.
@@ -107,7 +117,12 @@ enum Door {
     Files,
 }
 
-fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), ApiError> {
+/// Admits or refuses a request; for the client door, says which local key it presented.
+fn check(
+    state: &ServerState,
+    headers: &HeaderMap,
+    door: Door,
+) -> Result<Option<LocalKey>, ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !is_loopback_host(host, state.port, state.ipv6) {
         return Err(ApiError::new(
@@ -126,7 +141,7 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), Api
         ));
     }
     if door == Door::Files {
-        return Ok(());
+        return Ok(None);
     }
     let management = door == Door::Management;
     if management && let Some(site) = headers.get("sec-fetch-site") {
@@ -145,8 +160,9 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<(), Api
         bearer(headers).or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
     // The management API takes the management token; the client API a local API key.
     let keys = if management { &state.management } else { &state.keys };
+    let known = presented.and_then(|key| keys.identify(key.trim()));
     match presented {
-        Some(key) if keys.accepts(key.trim()) => Ok(()),
+        Some(_) if known.is_some() => Ok(known.filter(|_| !management)),
         Some(_) if management => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",

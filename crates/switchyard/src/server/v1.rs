@@ -1,17 +1,18 @@
 //! `/v1`: the client API, in the OpenAI (Chat, Responses) and Anthropic dialects. Handlers only pick the dialect,
 //! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
+use axum::{Extension, Json};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
+use crate::keys::LocalKey;
 
 /// The largest client body read. A conversation carries every earlier turn, screenshots
 /// included (base64), so axum's 2 MB default refused ordinary coding-agent requests; 32 MiB is
@@ -21,44 +22,50 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// `POST /v1/chat/completions` (OpenAI).
 pub(super) async fn chat_completions(
     state: State<ServerState>,
+    caller: Option<Extension<LocalKey>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    proxied(ClientDialect::OpenAi, state, &uri, &headers, body).await
+    proxied(ClientDialect::OpenAi, state, caller, &uri, &headers, body).await
 }
 
 /// `POST /v1/messages` (Anthropic). Claude Code adds `?beta=true`; the query goes upstream
 /// with the body when the target speaks Anthropic.
 pub(super) async fn messages(
     state: State<ServerState>,
+    caller: Option<Extension<LocalKey>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    proxied(ClientDialect::Anthropic, state, &uri, &headers, body).await
+    proxied(ClientDialect::Anthropic, state, caller, &uri, &headers, body).await
 }
 
 /// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
 pub(super) async fn responses(
     state: State<ServerState>,
+    caller: Option<Extension<LocalKey>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    proxied(ClientDialect::Responses, state, &uri, &headers, body).await
+    proxied(ClientDialect::Responses, state, caller, &uri, &headers, body).await
 }
 
-/// One client request in `client`'s dialect, read and handed to the proxy.
+/// One client request in `client`'s dialect, read and handed to the proxy with the local key
+/// that made it (the front door put it there).
 async fn proxied(
     client: ClientDialect,
     State(state): State<ServerState>,
+    caller: Option<Extension<LocalKey>>,
     uri: &Uri,
     headers: &HeaderMap,
     body: Body,
 ) -> Response {
+    let caller = caller.map(|Extension(key)| key);
     match read(body, client).await {
-        Ok(body) => state.proxy.handle(client, headers, uri.query(), body).await,
+        Ok(body) => state.proxy.handle(client, caller.as_ref(), headers, uri.query(), body).await,
         Err(refusal) => refusal,
     }
 }

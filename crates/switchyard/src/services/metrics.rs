@@ -1,5 +1,6 @@
 //! `/metrics`: the Prometheus text exposition (format 0.0.4) of the proxy's counters and
-//! latency histograms and of the health registry's state.
+//! latency histograms, of the health registry's state, and of usage by the provider and model
+//! that served (issue 18; label values bounded as `usage.rs` says).
 
 use std::fmt::Write as _;
 
@@ -7,6 +8,7 @@ use switchyard_core::resilience::BreakerState;
 
 use super::Services;
 use crate::proxy::{HistogramValues, LATENCY_BUCKETS};
+use crate::usage::Counters;
 
 impl Services {
     /// Every metric, each with its `# HELP` and `# TYPE` lines.
@@ -101,7 +103,63 @@ impl Services {
             "Model lockouts in force right now.",
             snapshot.lockouts.len(),
         );
+        self.usage_metrics(&mut out);
         out.text
+    }
+
+    /// Requests, fallbacks, tokens and cost since start, by the provider and model that served
+    /// (only while usage is tracked).
+    fn usage_metrics(&self, out: &mut Exposition) {
+        let counters = self.proxy.request_log().usage().counters();
+        let labelled: Vec<(String, &Counters)> = counters
+            .iter()
+            .map(|(p, m, c)| (format!("provider=\"{}\",model=\"{}\"", escape(p), escape(m)), c))
+            .collect();
+        let by_target = [
+            (
+                "switchyard_served_requests_total",
+                "Client requests by the provider and model that served them (`none`: nothing \
+                 did; `other`: not in the config).",
+                (|c: &Counters| c.requests) as fn(&Counters) -> u64,
+            ),
+            (
+                "switchyard_served_fallbacks_total",
+                "Requests served by other than their first attempt, by what served them.",
+                |c: &Counters| c.fallbacks,
+            ),
+        ];
+        for (name, help, value) in by_target {
+            out.head(name, "counter", help);
+            for (labels, c) in &labelled {
+                out.line(format_args!("{name}{{{labels}}} {}", value(c)));
+            }
+        }
+        out.head(
+            "switchyard_tokens_total",
+            "counter",
+            "Tokens by billing bucket (output includes reasoning), by the provider and model that served.",
+        );
+        for (labels, c) in &labelled {
+            for (bucket, n) in [
+                ("uncached_input", c.uncached_input),
+                ("cache_read", c.cache_read),
+                ("cache_write", c.cache_write),
+                ("output", c.output),
+                ("reasoning", c.reasoning),
+            ] {
+                out.line(format_args!(
+                    "switchyard_tokens_total{{{labels},bucket=\"{bucket}\"}} {n}"
+                ));
+            }
+        }
+        out.head(
+            "switchyard_cost_usd_total",
+            "counter",
+            "What requests cost in USD at the configured prices (requests without a known price add nothing), by what served them.",
+        );
+        for (labels, c) in &labelled {
+            out.line(format_args!("switchyard_cost_usd_total{{{labels}}} {}", c.cost));
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
-use switchyard_core::usage::Usage;
+use switchyard_core::usage::{TokenCounts, Usage};
 use switchyard_store::RequestRecord;
 use ts_rs::TS;
 
@@ -71,25 +71,23 @@ pub struct RequestEntry {
     /// What they cost in USD, as a decimal (`"0.00042"`), when every attempt's prices are
     /// known.
     pub cost: Option<String>,
+    /// The id of the local key the client presented (`preset` for `SWITCHYARD_API_KEY`);
+    /// `null` for the UI's "try it".
+    pub local_key: Option<String>,
+    /// The combo the requested model resolved to; `null` when it resolved to nothing.
+    pub combo: Option<String>,
+    /// Served by other than its first attempt (a fallback, or a hedge that won).
+    pub fallback: bool,
     /// Every candidate skipped or tried, in order.
     pub trace: Vec<TraceEntry>,
 }
 
-/// Tokens by billing bucket; the buckets do not overlap, except `reasoning`, which is part of
-/// `output` and shown apart.
+/// A request's tokens by billing bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS)]
 #[ts(export)]
 pub struct UsageView {
-    #[ts(type = "number")]
-    pub uncached_input: u64,
-    #[ts(type = "number")]
-    pub cache_read: u64,
-    #[ts(type = "number")]
-    pub cache_write: u64,
-    #[ts(type = "number")]
-    pub output: u64,
-    #[ts(type = "number")]
-    pub reasoning: u64,
+    #[serde(flatten)]
+    pub tokens: TokenCounts,
     /// Some count is what the upstream had reported when its answer broke off, not its final
     /// word: a lower bound.
     pub estimated: bool,
@@ -97,14 +95,7 @@ pub struct UsageView {
 
 impl From<Usage> for UsageView {
     fn from(u: Usage) -> Self {
-        Self {
-            uncached_input: u.uncached_input,
-            cache_read: u.cache_read,
-            cache_write: u.cache_write,
-            output: u.output,
-            reasoning: u.reasoning,
-            estimated: u.estimated,
-        }
+        Self { tokens: TokenCounts::from(u), estimated: u.estimated }
     }
 }
 
@@ -120,7 +111,7 @@ impl RequestQuery {
     }
 
     fn matches(&self, r: &RequestRecord) -> bool {
-        let ok = (200..300).contains(&r.status) && r.outcome.as_deref() != Some("broken");
+        let ok = !r.is_error();
         self.model.as_ref().is_none_or(|m| *m == r.model)
             && self.provider.as_ref().is_none_or(|p| {
                 r.served_by
@@ -152,6 +143,9 @@ impl Services {
                 first_byte_ms: r.first_byte_ms,
                 usage: r.usage.map(UsageView::from),
                 cost: r.cost.map(|c| c.to_string()),
+                local_key: r.local_key,
+                combo: r.combo,
+                fallback: r.fallback,
                 trace: serde_json::from_str(&r.trace).unwrap_or_default(),
             })
             .collect()

@@ -22,10 +22,14 @@ pub enum Section {
     Notifications,
     /// `[server]`: the port takes effect at the next start.
     Server,
+    /// `[settings.usage]`: tracking on or off, and how long the aggregates are kept.
+    Usage,
+    /// `[settings.budgets]`: spend limits overall and per local key.
+    Budgets,
 }
 
 impl Section {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::ModelLockouts,
         Self::CredentialCooldown,
         Self::BreakerProfiles,
@@ -33,6 +37,8 @@ impl Section {
         Self::Routing,
         Self::Notifications,
         Self::Server,
+        Self::Usage,
+        Self::Budgets,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +50,8 @@ impl Section {
             Self::Routing => "routing",
             Self::Notifications => "notifications",
             Self::Server => "server",
+            Self::Usage => "usage",
+            Self::Budgets => "budgets",
         }
     }
 
@@ -69,6 +77,8 @@ impl Section {
             Self::Routing => serde_json::to_value(&s.routing),
             Self::Notifications => serde_json::to_value(&s.notifications),
             Self::Server => serde_json::to_value(&form.server),
+            Self::Usage => serde_json::to_value(&s.usage),
+            Self::Budgets => serde_json::to_value(&s.budgets),
         };
         value.expect("settings forms serialize")
     }
@@ -95,13 +105,15 @@ impl Section {
             Self::Routing => s.routing = from_json(value)?,
             Self::Notifications => s.notifications = from_json(value)?,
             Self::Server => form.server = from_json(value)?,
+            Self::Usage => s.usage = from_json(value)?,
+            Self::Budgets => s.budgets = from_json(value)?,
         }
         Ok(())
     }
 }
 
 /// Every settings section at once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, TS)]
 #[ts(export)]
 pub struct SettingsView {
     pub server: ServerForm,

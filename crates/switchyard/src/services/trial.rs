@@ -67,8 +67,10 @@ impl Services {
             "messages": [{ "role": "user", "content": request.prompt }],
         });
         let body = Bytes::from(body.to_string());
-        let (response, record) =
-            self.proxy.handle_logged(ClientDialect::OpenAi, &HeaderMap::new(), None, body).await;
+        let (response, record) = self
+            .proxy
+            .handle_logged(ClientDialect::OpenAi, None, &HeaderMap::new(), None, body)
+            .await;
         let status = response.status();
         let bytes =
             axum::body::to_bytes(response.into_body(), MAX_ANSWER).await.unwrap_or_default();

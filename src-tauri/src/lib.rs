@@ -168,8 +168,9 @@ fn quit_on_signal(app: &AppHandle) {
     let _ = app;
 }
 
-/// Forwards every health event to the window (`health`), redraws the tray once per burst of
-/// events, and turns breakers opening and fallbacks into desktop notifications.
+/// Forwards every health event to the window (`health`) and each burst of completed requests
+/// (`request`), redraws the tray once per burst of events, and turns breakers opening and
+/// fallbacks into desktop notifications.
 fn forward_events(app: &AppHandle) {
     let engine = app.state::<Engine>();
     let notices = Arc::new(std::sync::Mutex::new(Notices::default()));
@@ -209,20 +210,34 @@ fn forward_events(app: &AppHandle) {
         // often, so a busy proxy does not redraw the tray per request.
         let mut tooltip_drawn: Option<tokio::time::Instant> = None;
         loop {
-            let record = match requests.recv().await {
-                Ok(record) => record,
-                Err(RecvError::Lagged(_)) => continue,
+            let first = match requests.recv().await {
+                Ok(record) => Some(record),
+                // Missed some: they completed all the same, so the window still hears of it.
+                Err(RecvError::Lagged(_)) => None,
                 Err(RecvError::Closed) => return,
             };
+            // Whatever else already completed joins this one.
+            let mut burst: Vec<_> = first.into_iter().collect();
+            loop {
+                match requests.try_recv() {
+                    Ok(record) => burst.push(record),
+                    Err(TryRecvError::Lagged(_)) => {}
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                }
+            }
             let settings = handle.state::<Engine>().services.notifications();
-            let notice = notices.lock().expect("not poisoned").on_request(
-                &record.model,
-                record.served_by.as_deref(),
-                record.attempts,
-                record.at,
-                &settings,
-            );
-            notify(&handle, notice);
+            for record in &burst {
+                let notice = notices.lock().expect("not poisoned").on_request(
+                    &record.model,
+                    record.served_by.as_deref(),
+                    record.attempts,
+                    record.at,
+                    &settings,
+                );
+                notify(&handle, notice);
+            }
+            // The window re-reads usage once per burst (the `event: request` of `/api/events`).
+            let _ = handle.emit_to(MAIN_WINDOW, "request", burst.last().map(|r| r.at.0));
             let due = tooltip_drawn.is_none_or(|at| at.elapsed() >= TOOLTIP_EVERY);
             if due && !handle.state::<Engine>().services.budgets().is_empty() {
                 tray::refresh_tooltip(&handle);

@@ -326,3 +326,28 @@ async fn the_event_stream_carries_each_state_change() {
     }
     assert!(seen.contains("\"model\":\"gpt-4o\""), "{seen}");
 }
+
+#[tokio::test]
+async fn the_event_stream_says_when_a_request_completed_so_usage_can_be_reread() {
+    use futures_util::StreamExt as _;
+    let h = Harness::start("").await;
+    let response =
+        h.http.get(h.url("/api/events")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    // A plain success changes no layer's state: only the request frame tells of it.
+    let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    let at = log[0]["at"].as_u64().unwrap();
+    let mut seen = String::new();
+    while !seen.contains("event: request\n") || !seen.ends_with("\n\n") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+            .await
+            .expect("a frame within 5 s")
+            .expect("the stream stays open")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains(&format!("event: request\ndata: {{\"at\":{at}}}\n\n")), "{seen}");
+}

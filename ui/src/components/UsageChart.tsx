@@ -3,8 +3,8 @@ import type uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Bucket } from '../bindings/Bucket';
 import { useAppliedTheme } from '../app/theme';
-import { stackFromTop, type ChartData } from '../usage/chart';
-import { formatBucket } from '../usage/range';
+import { COUNT_STEPS, drawnValues, type ChartData } from '../usage/chart';
+import { formatBucket, timeTick } from '../usage/range';
 
 const BUCKET_MS: Record<Bucket, number> = { hour: 3_600_000, day: 86_400_000 };
 /** Colours of the series, in order; the stylesheet sets them per theme. */
@@ -35,15 +35,17 @@ function palette(element: Element): Palette {
 /**
  * A usage chart on one canvas (uPlot, loaded with the first chart so pages without one do not
  * carry it): bars per bucket, stacked (the first series on top) or overlaid (later series in
- * front, for a part of a whole such as fallbacks among requests). Hovering shows each series'
- * own value in the legend. Times are UTC, as the aggregates are. Redrawn when the data or the
- * theme changes.
+ * front, for a part of a whole such as fallbacks among requests). The legend shows each
+ * series' total over the range, and its own value in the bucket under the pointer. Times are
+ * UTC, as the aggregates are. Redrawn when the data or the theme changes.
  */
 export function UsageChart({
   label,
   data,
   bucket,
   format,
+  ticks,
+  counts = false,
   stacked = false,
   height = 220,
   testId,
@@ -51,7 +53,12 @@ export function UsageChart({
   label: string;
   data: ChartData;
   bucket: Bucket;
+  /** A value for the legend. */
   format: (value: number) => string;
+  /** The y axis' labels, all at once (default: `format` of each). */
+  ticks?: (values: number[]) => string[];
+  /** Whole numbers: the y axis steps by 1, 2, 5, 10, ... */
+  counts?: boolean;
   stacked?: boolean;
   height?: number;
   testId?: string;
@@ -70,8 +77,10 @@ export function UsageChart({
       .then((UPlot) => {
         if (cancelled) return;
         const colours = palette(element);
-        const raw = data.series.map((s) => s.values);
-        const drawn = stacked ? stackFromTop(raw) : raw;
+        const drawn = drawnValues(
+          data.series.map((s) => s.values),
+          stacked,
+        );
         const width = Math.max(element.clientWidth, 280);
         const half = BUCKET_MS[bucket] / 2;
         const first = data.x[0] ?? 0;
@@ -92,10 +101,14 @@ export function UsageChart({
             x: { time: true, range: () => [first - half, last + half] },
             y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.08 : 1] },
           },
-          axes: [axis, { ...axis, size: 64, values: (_u, ticks) => ticks.map(format) }],
+          axes: [
+            { ...axis, values: (_u, at) => at.map(timeTick) },
+            { ...axis, size: 64, values: (_u, at) => (ticks ? ticks(at) : at.map(format)), ...(counts ? { incrs: COUNT_STEPS } : {}) },
+          ],
           series: [
-            { value: (_u, ms) => (ms === null ? '—' : formatBucket(ms, bucket)) },
+            { label: 'UTC', value: (_u, ms) => (ms === null ? `all ${bucket}s` : formatBucket(ms, bucket)) },
             ...data.series.map((s, i): uPlot.Series => {
+              const total = s.values.reduce((a, b) => a + b, 0);
               const colour = colours.series[i % colours.series.length] ?? FALLBACK;
               return {
                 label: s.label,
@@ -104,8 +117,9 @@ export function UsageChart({
                 width: 1,
                 points: { show: false },
                 paths: UPlot.paths.bars?.({ size: [0.7, 48] }),
-                // The legend tells each series' own value, not where its stack ends.
-                value: (_u, _drawn, _series, index) => (index === null ? '—' : format(s.values[index] ?? 0)),
+                // The legend tells each series' own value (not where its stack ends), and its
+                // total while the pointer is elsewhere.
+                value: (_u, _drawn, _series, index) => format(index === null ? total : (s.values[index] ?? 0)),
               };
             }),
           ],
@@ -124,7 +138,7 @@ export function UsageChart({
       resize?.disconnect();
       plot?.destroy();
     };
-  }, [data, bucket, format, stacked, height, theme]);
+  }, [data, bucket, format, ticks, counts, stacked, height, theme]);
 
   return (
     <figure className="usage-chart" aria-label={label} data-testid={testId}>

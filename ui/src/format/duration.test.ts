@@ -58,6 +58,7 @@ describe('formatAgo', () => {
 
 describe('latencies', () => {
   it('are milliseconds below a second, seconds with two decimals above', () => {
+    expect(formatLatency(0.2)).toBe('< 1 ms');
     expect(formatLatency(84.6)).toBe('85 ms');
     expect(formatLatency(999)).toBe('999 ms');
     expect(formatLatency(1250)).toBe('1.25 s');

@@ -54,9 +54,11 @@ describe('usage units for charts', () => {
     expect(abbreviate(2.5)).toBe('2.5');
   });
 
-  it('shows dollars on an axis with cents, and two significant digits below a cent', () => {
+  it('shows dollars with cents, and two significant digits below a dollar', () => {
     expect(formatDollars(0)).toBe('$0');
     expect(formatDollars(0.25)).toBe('$0.25');
+    expect(formatDollars(0.5)).toBe('$0.50');
+    expect(formatDollars(0.01845)).toBe('$0.018');
     expect(formatDollars(12.5)).toBe('$12.50');
     expect(formatDollars(0.005)).toBe('$0.005');
     expect(formatDollars(0.00123)).toBe('$0.0012');

@@ -81,8 +81,8 @@ export function abbreviate(n: number): string {
 }
 
 /**
- * Dollars for an axis or a legend: `$0`, `$0.0012` (two significant digits below a cent),
- * `$0.25`, `$12.50`, `$1.2k`.
+ * Dollars for a legend: `$0`, `$12.50`, `$1.2k`, and below a dollar two significant digits
+ * and at least cents (`$0.25`, `$0.018`, `$0.0012`).
  */
 export function formatDollars(usd: number): string {
   if (!Number.isFinite(usd)) return '';
@@ -90,7 +90,7 @@ export function formatDollars(usd: number): string {
   const sign = usd < 0 ? '-' : '';
   const size = Math.abs(usd);
   if (size >= 1000) return `${sign}$${abbreviate(size)}`;
-  if (size >= 0.01) return `${sign}$${size.toFixed(2)}`;
+  if (size >= 1) return `${sign}$${size.toFixed(2)}`;
   const decimals = Math.min(9, 1 - Math.floor(Math.log10(size)));
   const [whole = '0', fraction = ''] = size.toFixed(decimals).split('.');
   return `${sign}$${whole}.${fraction.replace(/0+$/, '').padEnd(2, '0')}`;

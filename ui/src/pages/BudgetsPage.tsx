@@ -13,7 +13,7 @@ export function BudgetsPage() {
       <SectionEditor
         section="usage"
         title="Usage tracking"
-        description="The per-hour aggregates behind the Usage page, budgets and the per-model metrics. Off, each request still carries its own usage and cost in the request log, and budgets are not checked."
+        description="The per-hour aggregates behind the Usage page, budgets and the per-model metrics. Off, each request still carries its own usage and cost in the request log; it cannot be turned off while a budget is set."
         groups={[
           {
             fields: [

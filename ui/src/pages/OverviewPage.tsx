@@ -10,7 +10,7 @@ import { reasonText } from '../components/LockoutTable';
 import { ProbeNote, probeScopeLabel } from '../components/ProbeNote';
 import { formatAgo, formatCountdown, remainingAt } from '../format/duration';
 import { abbreviate, formatDollars, formatUsdExact, totalTokens } from '../format/usage';
-import { isEmptyChart, stackedChart } from '../usage/chart';
+import { dollarTicks, isEmptyChart, stackedChart } from '../usage/chart';
 import { isRangeError, resolveRange } from '../usage/range';
 
 const breakerTone: Record<BreakerState, 'ok' | 'warn' | 'bad'> = {
@@ -401,10 +401,10 @@ function WeekOfUsage() {
             {isEmptyChart(charts.spend) ? (
               <p className="muted">Nothing served had a known price: no spend to chart.</p>
             ) : (
-              <UsageChart label="Spend per day, last 7 days" data={charts.spend} bucket="day" format={formatDollars} stacked height={140} />
+              <UsageChart label="Spend per day, last 7 days" data={charts.spend} bucket="day" format={formatDollars} ticks={dollarTicks} stacked height={140} />
             )}
             {isEmptyChart(charts.tokens) ? null : (
-              <UsageChart label="Tokens per day, last 7 days" data={charts.tokens} bucket="day" format={abbreviate} stacked height={140} />
+              <UsageChart label="Tokens per day, last 7 days" data={charts.tokens} bucket="day" format={abbreviate} counts stacked height={140} />
             )}
           </div>
         </>

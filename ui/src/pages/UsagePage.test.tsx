@@ -108,8 +108,11 @@ describe('the Usage page', () => {
     // One priced model: its spend per day, in dollars; the unpriced one draws nothing.
     expect(spend.opts.series.slice(1).map((s) => s.label)).toEqual(['mock/gpt-ok']);
     expect(spend.data[0]).toEqual(byModel.buckets);
-    expect(spend.data[1]).toEqual([0.0123, 0, 0, 0, 0, 0, 0.00615]);
+    // A day without spend draws no bar.
+    expect(spend.data[1]).toEqual([0.0123, null, null, null, null, null, 0.00615]);
     expect(legendAt(spend, 6)).toEqual({ 'mock/gpt-ok': '$0.0062' });
+    // Away from the bars, the legend holds the range's totals.
+    expect(legendAt(spend, null)).toEqual({ 'mock/gpt-ok': '$0.018' });
 
     const tokens = charts.get('Tokens per day by model')!;
     expect(tokens.opts.series.slice(1).map((s) => s.label)).toEqual(['mock/gpt-ok', 'mock/unpriced']);
@@ -121,6 +124,7 @@ describe('the Usage page', () => {
     const activity = charts.get('Requests and fallbacks per hour')!;
     expect(activity.data[0]).toHaveLength(7 * 24);
     expect(legendAt(activity, 10)).toEqual({ Requests: '3', Fallbacks: '1' });
+    expect(legendAt(activity, null)).toEqual({ Requests: '3', Fallbacks: '1' });
   });
 
   it('lists time to first token per provider and the keys that spent the most', async () => {

@@ -10,7 +10,7 @@ import { UsageChart } from '../components/UsageChart';
 import { placeError } from '../forms/fieldErrors';
 import { formatLatency } from '../format/duration';
 import { abbreviate, formatDollars, formatUsdExact, totalTokens } from '../format/usage';
-import { activityChart, isEmptyChart, latencies, stackedChart, topKeys } from '../usage/chart';
+import { activityChart, dollarTicks, isEmptyChart, latencies, stackedChart, topKeys } from '../usage/chart';
 import { hourlyRange, isRangeError, RANGES, resolveRange, type DayRange, type RangeChoice } from '../usage/range';
 
 type StackBy = Extract<GroupBy, 'model' | 'provider'>;
@@ -235,7 +235,7 @@ export function UsagePage() {
                   (<code>[[providers.models]]</code> <code>price</code>, or a catalogue preset).
                 </p>
               ) : (
-                <UsageChart label={`Spend per ${bucketName} by ${stackBy}`} data={charts.spend} bucket={bucketName} format={formatDollars} stacked />
+                <UsageChart label={`Spend per ${bucketName} by ${stackBy}`} data={charts.spend} bucket={bucketName} format={formatDollars} ticks={dollarTicks} stacked />
               )}
             </section>
             <section className="card" aria-labelledby="tokens-title">
@@ -243,7 +243,7 @@ export function UsagePage() {
               {isEmptyChart(charts.tokens) ? (
                 <p className="muted">No upstream reported token counts in this range.</p>
               ) : (
-                <UsageChart label={`Tokens per ${bucketName} by ${stackBy}`} data={charts.tokens} bucket={bucketName} format={abbreviate} stacked />
+                <UsageChart label={`Tokens per ${bucketName} by ${stackBy}`} data={charts.tokens} bucket={bucketName} format={abbreviate} counts stacked />
               )}
             </section>
           </div>
@@ -252,7 +252,7 @@ export function UsagePage() {
             {activityBucket === 'day' ? (
               <p className="muted">Hours are reported for ranges of up to 31 days: this one is shown by the day.</p>
             ) : null}
-            <UsageChart label={`Requests and fallbacks per ${activityBucket}`} data={charts.activity} bucket={activityBucket} format={abbreviate} height={180} />
+            <UsageChart label={`Requests and fallbacks per ${activityBucket}`} data={charts.activity} bucket={activityBucket} format={abbreviate} counts height={180} />
           </section>
           <div className="cards two">
             <section className="card" aria-labelledby="ttft-title">

@@ -38,11 +38,11 @@ export function chartsShown(): Map<string, FakePlot> {
   return shown;
 }
 
-/** What a chart's legend says for each series at bucket `index`. */
-export function legendAt(plot: FakePlot, index: number): Record<string, unknown> {
+/** What a chart's legend says for each series at bucket `index` (`null`: the pointer is away). */
+export function legendAt(plot: FakePlot, index: number | null): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   plot.opts.series.slice(1).forEach((s, i) => {
-    out[s.label ?? `#${i}`] = s.value?.(null, plot.data[i + 1]?.[index], i + 1, index);
+    out[s.label ?? `#${i}`] = s.value?.(null, index === null ? null : plot.data[i + 1]?.[index], i + 1, index);
   });
   return out;
 }

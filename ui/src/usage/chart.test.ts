@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { point, report, series } from '../test/usageFixtures';
-import { activityChart, alignPoints, isEmptyChart, latencies, stackedChart, stackFromTop, topKeys } from './chart';
+import { activityChart, alignPoints, COUNT_STEPS, dollarTicks, drawnValues, isEmptyChart, latencies, stackedChart, stackFromTop, topKeys } from './chart';
 
 const dollars = (usd: number) => Math.round(usd * 1e9);
 
@@ -76,6 +76,18 @@ describe('stacking', () => {
     expect(stackFromTop([])).toEqual([]);
   });
 
+  it('draws no bar where a series has nothing, stacked or not', () => {
+    // The series below shows through where the top one has nothing.
+    expect(drawnValues([[1, 0, 2], [3, 4, 0]], true)).toEqual([
+      [4, null, 2],
+      [3, 4, null],
+    ]);
+    expect(drawnValues([[1, 0, 2], [3, 4, 0]], false)).toEqual([
+      [1, null, 2],
+      [3, 4, null],
+    ]);
+  });
+
   it('leaves its input as it was', () => {
     const values = [[1], [2]];
     stackFromTop(values);
@@ -138,5 +150,21 @@ describe('top keys by spend', () => {
   it('scale bars by requests when nothing has a price', () => {
     const unpriced = report({ buckets: 1, group_by: 'key', groups: [series('a', [point({ requests: 4 })]), series('b', [point({ requests: 1 })])] });
     expect(topKeys(unpriced).map((k) => k.share)).toEqual([1, 0.25]);
+  });
+});
+
+describe('axis labels', () => {
+  it('give dollars as many decimals as their step needs, cents at least, so no two read the same', () => {
+    expect(dollarTicks([0, 0.005, 0.01, 0.015])).toEqual(['$0.000', '$0.005', '$0.010', '$0.015']);
+    expect(dollarTicks([0, 0.5, 1, 1.5])).toEqual(['$0.00', '$0.50', '$1.00', '$1.50']);
+    expect(dollarTicks([0, 2, 4])).toEqual(['$0', '$2', '$4']);
+    expect(dollarTicks([0, 0.000002, 0.000004])).toEqual(['$0.000000', '$0.000002', '$0.000004']);
+    expect(dollarTicks([0, 1000, 2000])).toEqual(['$0', '$1k', '$2k']);
+    expect(dollarTicks([0])).toEqual(['$0']);
+  });
+
+  it('step counts in whole numbers', () => {
+    expect(COUNT_STEPS.slice(0, 7)).toEqual([1, 2, 5, 10, 20, 50, 100]);
+    expect(COUNT_STEPS.every(Number.isInteger)).toBe(true);
   });
 });

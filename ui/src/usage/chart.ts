@@ -3,7 +3,7 @@
 //! series has no point for counts as zero.
 import type { UsagePoint } from '../bindings/UsagePoint';
 import type { UsageReport } from '../bindings/UsageReport';
-import { nanodollarsToUsd, totalTokens } from '../format/usage';
+import { formatDollars, nanodollarsToUsd, totalTokens } from '../format/usage';
 
 /** One line or stack of bars: a value per bucket. */
 export type Series = { label: string; values: number[] };
@@ -65,6 +65,31 @@ export function stackFromTop(values: readonly (readonly number[])[]): number[][]
     out[i] = out[i]!.map((v, j) => v + (below[j] ?? 0));
   }
   return out;
+}
+
+/**
+ * What a chart draws per series: the stack's tops (or the values as they are), with a bucket
+ * where the series itself has nothing left empty (`null`), so no zero-height bar is drawn.
+ */
+export function drawnValues(values: readonly (readonly number[])[], stacked: boolean): (number | null)[][] {
+  const tops = stacked ? stackFromTop(values) : values.map((v) => [...v]);
+  return tops.map((top, i) => top.map((v, j) => (values[i]?.[j] === 0 ? null : v)));
+}
+
+/** Counts go up in whole steps: a chart of requests never has a tick at 2.5. */
+export const COUNT_STEPS: number[] = Array.from({ length: 13 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
+
+/**
+ * Dollar ticks with as many decimals as their step needs and at least cents (`$0.005`,
+ * `$0.010`; `$0.50`; `$1`, `$2`), so two ticks never read the same.
+ */
+export function dollarTicks(ticks: readonly number[]): string[] {
+  const steps = ticks.slice(1).map((t, i) => Math.abs(t - ticks[i]!)).filter((d) => d > 0);
+  const step = steps.length > 0 ? Math.min(...steps) : Math.abs(ticks[0] ?? 1) || 1;
+  if (Math.max(...ticks.map(Math.abs)) >= 1000) return ticks.map((t) => formatDollars(t));
+  let decimals = Math.max(0, Math.ceil(-Math.log10(step) - 1e-9));
+  if (decimals > 0) decimals = Math.min(9, Math.max(2, decimals));
+  return ticks.map((t) => `${t < 0 ? '-' : ''}$${Math.abs(t).toFixed(decimals)}`);
 }
 
 /** Requests and, among them, fallbacks per bucket. */

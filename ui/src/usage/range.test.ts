@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatBucket, formatUtc, hourlyRange, resolveRange, utcDay } from './range';
+import { formatBucket, formatUtc, hourlyRange, resolveRange, timeTick, utcDay } from './range';
 
 // 2026-02-10 23:30 UTC: late in the UTC day, whatever the machine's zone.
 const NOW = Date.UTC(2026, 1, 10, 23, 30);
@@ -41,5 +41,7 @@ describe('usage ranges', () => {
     expect(formatBucket(Date.UTC(2026, 1, 3), 'day')).toBe('2026-02-03');
     expect(formatBucket(Date.UTC(2026, 1, 3, 14), 'hour')).toBe('2026-02-03 14:00');
     expect(formatUtc(Date.UTC(2026, 2, 1))).toBe('2026-03-01 00:00 UTC');
+    expect(timeTick(Date.UTC(2026, 10, 25))).toBe('11-25');
+    expect(timeTick(Date.UTC(2026, 10, 25, 6))).toBe('06:00');
   });
 });

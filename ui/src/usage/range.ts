@@ -110,3 +110,9 @@ export function formatBucket(ms: number, bucket: Bucket): string {
 export function formatUtc(ms: number): string {
   return `${formatBucket(ms, 'hour')} UTC`;
 }
+
+/** A time axis tick, in UTC: a day's start as `11-25`, any other hour as `06:00`. */
+export function timeTick(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return iso.slice(11, 16) === '00:00' ? iso.slice(5, 10) : iso.slice(11, 16);
+}

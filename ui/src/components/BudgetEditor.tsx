@@ -5,7 +5,7 @@ import { useAction, useApi, useResource } from '../app/context';
 import { budgetFields, draftOf, emptyKeyRow, limitField, PERIODS, settingsOf, type BudgetDraft, type PeriodDrafts } from '../forms/budgetForm';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch, mergePatch } from '../forms/mergePatch';
-import { BusyButton, CheckField, ErrorNote, TextField } from './controls';
+import { CheckField, ErrorNote, SaveRevert, TextField } from './controls';
 
 const periodLabel: Record<BudgetPeriod, string> = { daily: 'Daily', monthly: 'Monthly' };
 
@@ -152,28 +152,18 @@ export function BudgetEditor() {
             Add key budgets
           </button>
         </div>
-        <div className="form-actions">
-          <BusyButton type="submit" busy={save.busy} busyLabel="Saving…" disabled={!valid || unchanged}>
-            Save budgets
-          </BusyButton>
-          <button
-            type="button"
-            className="secondary"
-            disabled={save.busy || unchanged}
-            onClick={() => {
-              setDraft(draftOf(saved));
-              setServerErrors({});
-            }}
-          >
-            Revert
-          </button>
-          {notice ? (
-            <span className="ok-text" role="status">
-              {notice}
-            </span>
-          ) : null}
-        </div>
-        <ErrorNote error={save.error} title="Not saved" />
+        <SaveRevert
+          label="Save budgets"
+          busy={save.busy}
+          canSave={valid && !unchanged}
+          canRevert={!save.busy && !unchanged}
+          onRevert={() => {
+            setDraft(draftOf(saved));
+            setServerErrors({});
+          }}
+          notice={notice}
+          error={save.error}
+        />
       </form>
     </section>
   );

@@ -4,7 +4,7 @@ import type { ResetScope } from '../bindings/ResetScope';
 import { insideDesktop } from '../api/ipc';
 import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
 import { BudgetAlerts } from '../components/BudgetNotes';
-import { Badge, BusyButton, CopyButton, ErrorNote } from '../components/controls';
+import { Badge, BusyButton, CopyButton, ErrorNote, Figures } from '../components/controls';
 import { UsageChart } from '../components/UsageChart';
 import { reasonText } from '../components/LockoutTable';
 import { ProbeNote, probeScopeLabel } from '../components/ProbeNote';
@@ -383,20 +383,13 @@ function WeekOfUsage() {
       ) : null}
       {total && charts && total.requests > 0 ? (
         <>
-          <dl className="stats">
-            <div>
-              <dt>Spend</dt>
-              <dd data-testid="week-spend">{formatUsdExact(total.cost)}</dd>
-            </div>
-            <div>
-              <dt>Tokens</dt>
-              <dd data-testid="week-tokens">{abbreviate(totalTokens(total))}</dd>
-            </div>
-            <div>
-              <dt>Requests</dt>
-              <dd data-testid="week-requests">{total.requests.toLocaleString('en-US')}</dd>
-            </div>
-          </dl>
+          <Figures
+            items={[
+              { label: 'Spend', value: formatUsdExact(total.cost), testId: 'week-spend' },
+              { label: 'Tokens', value: abbreviate(totalTokens(total)), testId: 'week-tokens' },
+              { label: 'Requests', value: total.requests.toLocaleString('en-US'), testId: 'week-requests' },
+            ]}
+          />
           <div className="cards two">
             {isEmptyChart(charts.spend) ? (
               <p className="muted">Nothing served had a known price: no spend to chart.</p>

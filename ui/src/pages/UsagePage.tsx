@@ -1,16 +1,16 @@
-import { useMemo, useState } from 'react';
+import { useMemo, useState, type ReactNode } from 'react';
 import type { GroupBy } from '../bindings/GroupBy';
 import type { UsageQuery } from '../bindings/UsageQuery';
 import type { UsageReport } from '../bindings/UsageReport';
 import { download } from '../app/download';
 import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
 import { BudgetAlerts, BudgetMeters } from '../components/BudgetNotes';
-import { BusyButton, CopyButton, ErrorNote, TextField } from '../components/controls';
+import { BusyButton, CopyButton, ErrorNote, Figures, TextField } from '../components/controls';
 import { UsageChart } from '../components/UsageChart';
 import { placeError } from '../forms/fieldErrors';
 import { formatLatency } from '../format/duration';
 import { abbreviate, formatDollars, formatUsdExact, totalTokens } from '../format/usage';
-import { activityChart, dollarTicks, isEmptyChart, latencies, stackedChart, topKeys } from '../usage/chart';
+import { activityChart, dollarTicks, isEmptyChart, latencies, stackedChart, topKeys, type KeySpend, type Latency } from '../usage/chart';
 import { hourlyRange, isRangeError, RANGES, resolveRange, type DayRange, type RangeChoice } from '../usage/range';
 
 type StackBy = Extract<GroupBy, 'model' | 'provider'>;
@@ -163,30 +163,15 @@ export function UsagePage() {
       {total ? (
         <section className="card" aria-labelledby="usage-totals-title">
           <h2 id="usage-totals-title">Totals</h2>
-          <dl className="stats">
-            <div>
-              <dt>Spend</dt>
-              <dd data-testid="total-spend">{formatUsdExact(total.cost)}</dd>
-            </div>
-            <div>
-              <dt>Requests</dt>
-              <dd data-testid="total-requests">{count(total.requests)}</dd>
-            </div>
-            <div>
-              <dt>Fallbacks</dt>
-              <dd data-testid="total-fallbacks">{count(total.fallbacks)}</dd>
-            </div>
-            <div>
-              <dt>Errors</dt>
-              <dd data-testid="total-errors">{count(total.errors)}</dd>
-            </div>
-            <div>
-              <dt>Tokens</dt>
-              <dd data-testid="total-tokens" title={`${count(totalTokens(total))} tokens`}>
-                {abbreviate(totalTokens(total))}
-              </dd>
-            </div>
-          </dl>
+          <Figures
+            items={[
+              { label: 'Spend', value: formatUsdExact(total.cost), testId: 'total-spend' },
+              { label: 'Requests', value: count(total.requests), testId: 'total-requests' },
+              { label: 'Fallbacks', value: count(total.fallbacks), testId: 'total-fallbacks' },
+              { label: 'Errors', value: count(total.errors), testId: 'total-errors' },
+              { label: 'Tokens', value: abbreviate(totalTokens(total)), testId: 'total-tokens', title: `${count(totalTokens(total))} tokens` },
+            ]}
+          />
           <dl className="facts token-buckets" aria-label="Tokens by bucket">
             <dt>Uncached input</dt>
             <dd data-testid="tokens-uncached_input">{count(total.uncached_input)}</dd>
@@ -295,32 +280,32 @@ export function UsagePage() {
   );
 }
 
-function LatencyTable({ rows }: { rows: ReturnType<typeof latencies> }) {
-  const slowest = Math.max(...rows.map((r) => r.p95));
+/** A table whose last column is a bar: a figure per row at a glance. */
+function BarTable({ label, columns, rows }: { label: string; columns: string[]; rows: Array<{ key: string; cells: ReactNode[]; bar: ReactNode }> }) {
   return (
-    <table className="table" aria-label="Time to first token by provider">
+    <table className="table" aria-label={label}>
       <thead>
         <tr>
-          <th scope="col">Provider</th>
-          <th scope="col">p50</th>
-          <th scope="col">p95</th>
-          <th scope="col">Streamed</th>
+          {columns.map((column) => (
+            <th scope="col" key={column}>
+              {column}
+            </th>
+          ))}
           <th scope="col">
             <span className="sr-only">Bar</span>
           </th>
         </tr>
       </thead>
       <tbody>
-        {rows.map((r) => (
-          <tr key={r.label}>
-            <td>{r.label}</td>
-            <td className="num">{formatLatency(r.p50)}</td>
-            <td className="num">{formatLatency(r.p95)}</td>
-            <td className="num">{count(r.samples)}</td>
+        {rows.map((row) => (
+          <tr key={row.key}>
+            {row.cells.map((cell, i) => (
+              <td key={i} className={i === 0 ? undefined : 'num'}>
+                {cell}
+              </td>
+            ))}
             <td className="bar-cell" aria-hidden="true">
-              <span className="bar bar-p95" style={{ width: `${(r.p95 / slowest) * 100}%` }}>
-                <span className="bar bar-p50" style={{ width: `${(r.p50 / r.p95) * 100}%` }} />
-              </span>
+              {row.bar}
             </td>
           </tr>
         ))}
@@ -329,31 +314,35 @@ function LatencyTable({ rows }: { rows: ReturnType<typeof latencies> }) {
   );
 }
 
-function KeyTable({ rows }: { rows: ReturnType<typeof topKeys> }) {
+function LatencyTable({ rows }: { rows: Latency[] }) {
+  const slowest = Math.max(...rows.map((r) => r.p95));
   return (
-    <table className="table" aria-label="Top keys by spend">
-      <thead>
-        <tr>
-          <th scope="col">Key</th>
-          <th scope="col">Spend</th>
-          <th scope="col">Requests</th>
-          <th scope="col">
-            <span className="sr-only">Bar</span>
-          </th>
-        </tr>
-      </thead>
-      <tbody>
-        {rows.map((r) => (
-          <tr key={r.key ?? r.label}>
-            <td>{r.key === null ? <span className="muted">{r.label}</span> : r.label}</td>
-            <td className="num">{formatUsdExact(r.cost)}</td>
-            <td className="num">{count(r.requests)}</td>
-            <td className="bar-cell" aria-hidden="true">
-              <span className="bar bar-spend" style={{ width: `${r.share * 100}%` }} />
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <BarTable
+      label="Time to first token by provider"
+      columns={['Provider', 'p50', 'p95', 'Streamed']}
+      rows={rows.map((r) => ({
+        key: r.label,
+        cells: [r.label, formatLatency(r.p50), formatLatency(r.p95), count(r.samples)],
+        bar: (
+          <span className="bar bar-p95" style={{ width: `${(r.p95 / slowest) * 100}%` }}>
+            <span className="bar bar-p50" style={{ width: `${(r.p50 / r.p95) * 100}%` }} />
+          </span>
+        ),
+      }))}
+    />
+  );
+}
+
+function KeyTable({ rows }: { rows: KeySpend[] }) {
+  return (
+    <BarTable
+      label="Top keys by spend"
+      columns={['Key', 'Spend', 'Requests']}
+      rows={rows.map((r) => ({
+        key: r.key ?? r.label,
+        cells: [r.key === null ? <span className="muted">{r.label}</span> : r.label, formatUsdExact(r.cost), count(r.requests)],
+        bar: <span className="bar bar-spend" style={{ width: `${r.share * 100}%` }} />,
+      }))}
+    />
   );
 }

@@ -23,6 +23,7 @@ use tauri::webview::NewWindowResponse;
 use tauri::{AppHandle, Emitter as _, Manager as _, RunEvent, WebviewWindowBuilder, WindowEvent};
 use tauri_plugin_autostart::MacosLauncher;
 use tauri_plugin_notification::NotificationExt as _;
+use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tracing_subscriber::EnvFilter;
 
@@ -168,8 +169,9 @@ fn quit_on_signal(app: &AppHandle) {
     let _ = app;
 }
 
-/// Forwards every health event to the window (`health`), redraws the tray once per burst of
-/// events, and turns breakers opening and fallbacks into desktop notifications.
+/// Forwards every health event to the window (`health`) and each burst of completed requests
+/// (`request`), redraws the tray once per burst of events, and turns breakers opening and
+/// fallbacks into desktop notifications.
 fn forward_events(app: &AppHandle) {
     let engine = app.state::<Engine>();
     let notices = Arc::new(std::sync::Mutex::new(Notices::default()));
@@ -177,21 +179,7 @@ fn forward_events(app: &AppHandle) {
     let mut health = engine.services.events();
     let (handle, seen) = (app.clone(), Arc::clone(&notices));
     tauri::async_runtime::spawn(async move {
-        loop {
-            let first = match health.recv().await {
-                Ok(event) => Some(event),
-                Err(RecvError::Lagged(_)) => None,
-                Err(RecvError::Closed) => return,
-            };
-            // Whatever else already arrived joins this redraw.
-            let mut burst: Vec<_> = first.into_iter().collect();
-            loop {
-                match health.try_recv() {
-                    Ok(event) => burst.push(event),
-                    Err(TryRecvError::Lagged(_)) => {}
-                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-                }
-            }
+        while let Some(burst) = next_burst(&mut health).await {
             let settings = handle.state::<Engine>().services.notifications();
             for event in &burst {
                 let _ = handle.emit_to(MAIN_WINDOW, "health", event);
@@ -208,21 +196,22 @@ fn forward_events(app: &AppHandle) {
         // The tooltip shows a budget's spend, which every request moves: redrawn at most this
         // often, so a busy proxy does not redraw the tray per request.
         let mut tooltip_drawn: Option<tokio::time::Instant> = None;
-        loop {
-            let record = match requests.recv().await {
-                Ok(record) => record,
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return,
-            };
+        // A burst the listener fell behind on is empty: its requests completed all the same,
+        // so the window still hears of it.
+        while let Some(burst) = next_burst(&mut requests).await {
             let settings = handle.state::<Engine>().services.notifications();
-            let notice = notices.lock().expect("not poisoned").on_request(
-                &record.model,
-                record.served_by.as_deref(),
-                record.attempts,
-                record.at,
-                &settings,
-            );
-            notify(&handle, notice);
+            for record in &burst {
+                let notice = notices.lock().expect("not poisoned").on_request(
+                    &record.model,
+                    record.served_by.as_deref(),
+                    record.attempts,
+                    record.at,
+                    &settings,
+                );
+                notify(&handle, notice);
+            }
+            // The window re-reads usage once per burst (the `event: request` of `/api/events`).
+            let _ = handle.emit_to(MAIN_WINDOW, "request", burst.last().map(|r| r.at.0));
             let due = tooltip_drawn.is_none_or(|at| at.elapsed() >= TOOLTIP_EVERY);
             if due && !handle.state::<Engine>().services.budgets().is_empty() {
                 tray::refresh_tooltip(&handle);
@@ -230,6 +219,23 @@ fn forward_events(app: &AppHandle) {
             }
         }
     });
+}
+
+/// The next message and whatever else already arrived, so a busy channel costs one redraw
+/// (or one window event) per burst; empty when the listener fell behind; `None` once closed.
+async fn next_burst<T: Clone>(rx: &mut Receiver<T>) -> Option<Vec<T>> {
+    let mut burst = match rx.recv().await {
+        Ok(first) => vec![first],
+        Err(RecvError::Lagged(_)) => Vec::new(),
+        Err(RecvError::Closed) => return None,
+    };
+    loop {
+        match rx.try_recv() {
+            Ok(next) => burst.push(next),
+            Err(TryRecvError::Lagged(_)) => {}
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return Some(burst),
+        }
+    }
 }
 
 /// How often a request may redraw the tray's tooltip (for a budget's spend).

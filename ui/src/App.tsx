@@ -5,6 +5,7 @@ import { insideDesktop, IpcTransport } from './api/ipc';
 import { ApiProvider, useApi, useResource } from './app/context';
 import { ROUTES, useRoute, type Route } from './app/route';
 import { session } from './app/session';
+import { BudgetsPage } from './pages/BudgetsPage';
 import { CataloguePage } from './pages/CataloguePage';
 import { CombosPage } from './pages/CombosPage';
 import { ConnectPage } from './pages/ConnectPage';
@@ -15,6 +16,7 @@ import { ProvidersPage } from './pages/ProvidersPage';
 import { RequestsPage } from './pages/RequestsPage';
 import { ResiliencePage } from './pages/ResiliencePage';
 import { SignIn } from './pages/SignIn';
+import { UsagePage } from './pages/UsagePage';
 
 /**
  * Picks the transport: IPC inside the desktop app (no token needed), else HTTP with the
@@ -104,10 +106,14 @@ function Page({ route }: { route: Route }) {
       return <CombosPage />;
     case 'requests':
       return <RequestsPage />;
+    case 'usage':
+      return <UsagePage />;
     case 'settings/resilience':
       return <ResiliencePage />;
     case 'settings/lockouts':
       return <LockoutsPage />;
+    case 'settings/budgets':
+      return <BudgetsPage />;
     case 'settings/general':
       return <GeneralPage />;
   }

@@ -14,7 +14,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use switchyard_catalogue::{CatalogueProvider, ModelFacts};
+use switchyard_catalogue::{CatalogueProvider, ModelFacts, ModelPrice};
 use switchyard_core::binding::{self, Binding, Exposure};
 use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
@@ -200,6 +200,12 @@ impl ProviderConfig {
             Some(listed) => listed.facts,
             None => self.preset.map(|p| p.facts(model)).unwrap_or_default(),
         }
+    }
+
+    /// What `model` costs by its facts, for a target that names no price of its own: a
+    /// `provider/model` asked for directly costs what it costs in a combo.
+    pub fn price_for(&self, model: &str) -> Option<Price> {
+        self.facts(model).price.map(charged)
     }
 
     /// How `model` continues a partial answer: its own fact, else the provider's default.
@@ -966,13 +972,18 @@ impl TargetForm {
         // `cost` and the context-window fallback work without repeating them per combo.
         let facts = p.facts(model);
         target.context_window = self.context_window.or(facts.context_window);
-        target.price = self.price.map(PriceForm::to_price).or(facts.price).map(|price| Price {
-            input_per_mtok: price.input_per_mtok,
-            output_per_mtok: price.output_per_mtok,
-            cache_read_per_mtok: price.cache_read_per_mtok,
-            cache_write_per_mtok: price.cache_write_per_mtok,
-        });
+        target.price = self.price.map(PriceForm::to_price).or(facts.price).map(charged);
         Ok(target)
+    }
+}
+
+/// A model's price as targets carry it (what the `cost` strategy and usage charge).
+fn charged(price: ModelPrice) -> Price {
+    Price {
+        input_per_mtok: price.input_per_mtok,
+        output_per_mtok: price.output_per_mtok,
+        cache_read_per_mtok: price.cache_read_per_mtok,
+        cache_write_per_mtok: price.cache_write_per_mtok,
     }
 }
 

@@ -206,6 +206,12 @@ impl Services {
         self.registry.subscribe()
     }
 
+    /// Every request recorded from now on (the request log's listeners): what tells the UI
+    /// that usage moved. A slow listener misses records, it never slows requests down.
+    pub fn requests_done(&self) -> tokio::sync::broadcast::Receiver<crate::requests::Shared> {
+        self.proxy.request_log().subscribe()
+    }
+
     /// The local API keys, never their secrets.
     pub async fn keys(&self) -> Result<Vec<LocalKeyView>, KeyError> {
         Ok(self.store()?.api_keys().await?.iter().map(LocalKeyView::from).collect())

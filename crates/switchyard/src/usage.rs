@@ -178,12 +178,14 @@ impl UsageTracker {
                 counters.reasoning += usage.reasoning;
             }
             counters.cost += entry.cost.unwrap_or_default();
+            // Spend is kept whether or not a budget is set: one set later, mid-day, counts
+            // what the day has spent already (as one set before a restart does, from the file).
+            if let Some(cost) = entry.cost {
+                state.spending.spend(entry.at, key, cost, now);
+            }
             if policy.budgets.is_empty() {
                 Vec::new()
             } else {
-                if let Some(cost) = entry.cost {
-                    state.spending.spend(entry.at, key, cost, now);
-                }
                 state.spending.crossings(&policy.budgets, key, now)
             }
         };

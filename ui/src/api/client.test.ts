@@ -88,7 +88,7 @@ describe('HTTP transport', () => {
     });
   });
 
-  it('streams events and resyncs on connect and on `event: resync`', async () => {
+  it('streams events, resyncs on connect and on `event: resync`, and tells of completed requests', async () => {
     const encoder = new TextEncoder();
     const event: HealthEvent = {
       layer: 'lockout',
@@ -100,14 +100,18 @@ describe('HTTP transport', () => {
       start(controller) {
         controller.enqueue(encoder.encode(`data: ${JSON.stringify(event).slice(0, 10)}`));
         controller.enqueue(encoder.encode(`${JSON.stringify(event).slice(10)}\n\nevent: resync\ndata: {}\n\n`));
+        controller.enqueue(encoder.encode('event: request\ndata: {"at":5}\n\n'));
       },
     });
     const fetch = vi.fn(async () => new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } }));
     const transport = new HttpTransport('tok', { fetch });
     const onEvent = vi.fn();
     const onResync = vi.fn();
-    const stop = transport.subscribe({ onEvent, onResync });
-    await vi.waitFor(() => expect(onResync).toHaveBeenCalledTimes(2));
+    const onRequest = vi.fn();
+    const stop = transport.subscribe({ onEvent, onResync, onRequest });
+    await vi.waitFor(() => expect(onRequest).toHaveBeenCalledOnce());
+    expect(onResync).toHaveBeenCalledTimes(2);
+    expect(onEvent).toHaveBeenCalledOnce();
     expect(onEvent).toHaveBeenCalledWith(event);
     const init = (fetch.mock.calls[0] as unknown as [string, RequestInit])[1];
     expect((init.headers as Record<string, string>).Authorization).toBe('Bearer tok');
@@ -138,15 +142,21 @@ describe('IPC transport', () => {
     ]);
   });
 
-  it('hears the `health` event', async () => {
+  it('hears the `health` and `request` events', async () => {
     mockIPC(() => null, { shouldMockEvents: true });
     const onEvent = vi.fn();
-    const stop = new IpcTransport().subscribe({ onEvent, onResync: vi.fn() });
+    const onRequest = vi.fn();
+    const stop = new IpcTransport().subscribe({ onEvent, onResync: vi.fn(), onRequest });
     const event: HealthEvent = { layer: 'breaker', provider: 'p', record: null, at: 3 };
     await vi.waitFor(async () => {
       await emit('health', event);
       expect(onEvent).toHaveBeenCalledWith(event);
     });
+    await vi.waitFor(async () => {
+      await emit('request', 7);
+      expect(onRequest).toHaveBeenCalled();
+    });
+    expect(onEvent).toHaveBeenCalledOnce();
     stop();
   });
 });

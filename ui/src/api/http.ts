@@ -74,6 +74,8 @@ export class HttpTransport implements Transport {
           for (const frame of parser.push(decoder.decode(value, { stream: true }))) {
             if (frame.event === 'resync') {
               handlers.onResync();
+            } else if (frame.event === 'request') {
+              handlers.onRequest();
             } else {
               try {
                 handlers.onEvent(JSON.parse(frame.data) as HealthEvent);

@@ -15,16 +15,21 @@ export class IpcTransport implements Transport {
 
   subscribe(handlers: LiveHandlers): () => void {
     let stopped = false;
-    let unlisten: (() => void) | undefined;
+    const unlisten: Array<() => void> = [];
+    const keep = (stop: () => void) => {
+      if (stopped) stop();
+      else unlisten.push(stop);
+    };
     listen<HealthEvent>('health', (event) => handlers.onEvent(event.payload))
-      .then((stop) => {
-        if (stopped) stop();
-        else unlisten = stop;
-      })
+      .then(keep)
+      .catch(() => handlers.onResync());
+    // Requests that completed, one event per burst (the shell coalesces them).
+    listen('request', () => handlers.onRequest())
+      .then(keep)
       .catch(() => handlers.onResync());
     return () => {
       stopped = true;
-      unlisten?.();
+      for (const stop of unlisten.splice(0)) stop();
     };
   }
 }

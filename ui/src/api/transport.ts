@@ -2,10 +2,14 @@ import type { HealthEvent } from '../bindings/HealthEvent';
 import type { ApiCall } from '../bindings/ApiCall';
 import type { ApiReply } from '../bindings/ApiReply';
 
-/** What live updates tell the UI: one state change, or "you missed some; re-read". */
+/**
+ * What live updates tell the UI: one state change, "you missed some; re-read", or "requests
+ * completed" (one call per burst of them: usage moved).
+ */
 export interface LiveHandlers {
   onEvent(event: HealthEvent): void;
   onResync(): void;
+  onRequest(): void;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ApiClient } from '../api/client';
 
 const ApiContext = createContext<ApiClient | null>(null);
 const LiveContext = createContext(0);
+const RequestsContext = createContext(0);
 
 /** The client every page talks through. */
 export function useApi(): ApiClient {
@@ -20,37 +21,70 @@ export function useLiveVersion(): number {
   return useContext(LiveContext);
 }
 
+/**
+ * A number that changes when requests completed (and on a resync, which may have hidden some):
+ * pages that show usage re-read when it changes. A busy proxy completes requests all the time,
+ * so it changes at most once per `requestThrottleMs`, always after the last request.
+ */
+export function useRequestsVersion(): number {
+  return useContext(RequestsContext);
+}
+
+/** Calls `fire` once, `ms` after the first of a burst of calls. */
+function throttled(fire: () => void, ms: number) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return {
+    bump() {
+      if (timer !== undefined) return;
+      timer = setTimeout(() => {
+        timer = undefined;
+        fire();
+      }, ms);
+    },
+    cancel() {
+      clearTimeout(timer);
+    },
+  };
+}
+
 export function ApiProvider({
   client,
   live = true,
   throttleMs = 250,
+  requestThrottleMs = 1000,
   children,
 }: {
   client: ApiClient;
   live?: boolean;
   throttleMs?: number;
+  requestThrottleMs?: number;
   children: ReactNode;
 }) {
   const [version, setVersion] = useState(0);
+  const [requests, setRequests] = useState(0);
   useEffect(() => {
     if (!live) return;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const bump = () => {
-      if (timer !== undefined) return;
-      timer = setTimeout(() => {
-        timer = undefined;
-        setVersion((v) => v + 1);
-      }, throttleMs);
-    };
-    const stop = client.subscribe({ onEvent: bump, onResync: bump });
+    const health = throttled(() => setVersion((v) => v + 1), throttleMs);
+    const done = throttled(() => setRequests((v) => v + 1), requestThrottleMs);
+    const stop = client.subscribe({
+      onEvent: health.bump,
+      onResync: () => {
+        health.bump();
+        done.bump();
+      },
+      onRequest: done.bump,
+    });
     return () => {
       stop();
-      clearTimeout(timer);
+      health.cancel();
+      done.cancel();
     };
-  }, [client, live, throttleMs]);
+  }, [client, live, throttleMs, requestThrottleMs]);
   return (
     <ApiContext.Provider value={client}>
-      <LiveContext.Provider value={version}>{children}</LiveContext.Provider>
+      <LiveContext.Provider value={version}>
+        <RequestsContext.Provider value={requests}>{children}</RequestsContext.Provider>
+      </LiveContext.Provider>
     </ApiContext.Provider>
   );
 }

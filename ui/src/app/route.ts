@@ -7,8 +7,10 @@ export type Route =
   | 'connect'
   | 'combos'
   | 'requests'
+  | 'usage'
   | 'settings/resilience'
   | 'settings/lockouts'
+  | 'settings/budgets'
   | 'settings/general';
 
 export const ROUTES: Array<{ route: Route; label: string }> = [
@@ -18,8 +20,10 @@ export const ROUTES: Array<{ route: Route; label: string }> = [
   { route: 'connect', label: 'Connect your tools' },
   { route: 'combos', label: 'Combos' },
   { route: 'requests', label: 'Requests' },
+  { route: 'usage', label: 'Usage' },
   { route: 'settings/resilience', label: 'Resilience' },
   { route: 'settings/lockouts', label: 'Model Lockouts' },
+  { route: 'settings/budgets', label: 'Budgets' },
   { route: 'settings/general', label: 'General' },
 ];
 

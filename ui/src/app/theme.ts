@@ -36,3 +36,18 @@ export function useTheme(): [Theme, (theme: Theme) => void] {
   }, [theme]);
   return [theme, setTheme];
 }
+
+/**
+ * The theme in force (`light` or `dark`, from `<html data-theme>`), kept current: canvas
+ * charts draw with the palette's colours and must redraw when it changes.
+ */
+export function useAppliedTheme(): string {
+  const read = () => document.documentElement.dataset.theme ?? 'light';
+  const [theme, setTheme] = useState(read);
+  useEffect(() => {
+    const observer = new MutationObserver(() => setTheme(read()));
+    observer.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
+    return () => observer.disconnect();
+  }, []);
+  return theme;
+}

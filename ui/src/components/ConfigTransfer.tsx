@@ -2,6 +2,7 @@ import { useState, type ChangeEvent } from 'react';
 import type { ImportSummary } from '../bindings/ImportSummary';
 import { useAction, useApi } from '../app/context';
 import { Badge, BusyButton, CopyButton, ErrorNote } from './controls';
+import { download } from '../app/download';
 
 /**
  * Config export and import. An import is always checked first (a dry run), and its
@@ -37,7 +38,7 @@ function ExportConfig() {
   const exportConfig = useAction(async () => {
     const text = await api.exportConfig();
     setToml(text);
-    download(text);
+    download('switchyard.toml', 'application/toml', text);
   });
   return (
     <>
@@ -61,19 +62,6 @@ function ExportConfig() {
       ) : null}
     </>
   );
-}
-
-/** Hands `toml` to the browser as a file download; where that is refused, the text stays shown. */
-function download(toml: string) {
-  if (typeof URL.createObjectURL !== 'function') return;
-  const url = URL.createObjectURL(new Blob([toml], { type: 'application/toml' }));
-  const link = document.createElement('a');
-  link.href = url;
-  link.download = 'switchyard.toml';
-  document.body.append(link);
-  link.click();
-  link.remove();
-  URL.revokeObjectURL(url);
 }
 
 /** A picked file's text (`FileReader`: jsdom's and older WebKit's `File` have no `text()`). */

@@ -5,7 +5,7 @@ import { formatSetting } from '../format/duration';
 import { placeError } from '../forms/fieldErrors';
 import { checkLockoutDraft, draftOf, LOCKABLE_STATUS_CODES, LOCKOUT_FIELDS, parseWhole, type LockoutDraft } from '../forms/lockoutForm';
 import { isEmptyPatch, mergePatch } from '../forms/mergePatch';
-import { BusyButton, CheckField, ErrorNote, TextField } from './controls';
+import { CheckField, ErrorNote, SaveRevert, TextField } from './controls';
 
 const msHint = (text: string) => {
   const value = parseWhole(text);
@@ -108,29 +108,19 @@ export function LockoutSettingsForm() {
           error={errorOf('exponential_backoff')}
         />
         <TextField label="Max backoff steps" inputMode="numeric" hint="0–20" {...text('max_backoff_steps')} />
-        <div className="form-actions">
-          <BusyButton type="submit" busy={save.busy} busyLabel="Saving…" disabled={checked.value === null || unchanged}>
-            Save
-          </BusyButton>
-          <button
-            type="button"
-            className="secondary"
-            disabled={save.busy}
-            onClick={() => {
-              setDraft(draftOf(saved));
-              setServerErrors({});
-              setNotice(null);
-            }}
-          >
-            Revert
-          </button>
-          {notice ? (
-            <span className="ok-text" role="status">
-              {notice}
-            </span>
-          ) : null}
-        </div>
-        <ErrorNote error={save.error} title="Not saved" />
+        <SaveRevert
+          label="Save"
+          busy={save.busy}
+          canSave={checked.value !== null && !unchanged}
+          canRevert={!save.busy}
+          onRevert={() => {
+            setDraft(draftOf(saved));
+            setServerErrors({});
+            setNotice(null);
+          }}
+          notice={notice}
+          error={save.error}
+        />
       </form>
     </section>
   );

@@ -6,7 +6,7 @@ import { placeError } from '../forms/fieldErrors';
 import { parseWhole } from '../forms/lockoutForm';
 import { isEmptyPatch, mergePatch } from '../forms/mergePatch';
 import { getPath, setPath } from '../forms/paths';
-import { BusyButton, CheckField, ErrorNote, TextField } from './controls';
+import { CheckField, ErrorNote, SaveRevert, TextField } from './controls';
 
 /** One input of a section: its dotted path in the section's form, and how to read it. */
 export type FieldSpec = {
@@ -161,28 +161,18 @@ export function SectionEditor<S extends SettingsSection>({
             </div>
           );
         })}
-        <div className="form-actions">
-          <BusyButton type="submit" busy={save.busy} busyLabel="Saving…" disabled={!valid || unchanged}>
-            Save {title.toLowerCase()}
-          </BusyButton>
-          <button
-            type="button"
-            className="secondary"
-            disabled={save.busy || unchanged}
-            onClick={() => {
-              setDraft(draftOf(saved, groups));
-              setServerErrors({});
-            }}
-          >
-            Revert
-          </button>
-          {notice ? (
-            <span className="ok-text" role="status">
-              {notice}
-            </span>
-          ) : null}
-        </div>
-        <ErrorNote error={save.error} title="Not saved" />
+        <SaveRevert
+          label={`Save ${title.toLowerCase()}`}
+          busy={save.busy}
+          canSave={valid && !unchanged}
+          canRevert={!save.busy && !unchanged}
+          onRevert={() => {
+            setDraft(draftOf(saved, groups));
+            setServerErrors({});
+          }}
+          notice={notice}
+          error={save.error}
+        />
       </form>
     </section>
   );

@@ -168,3 +168,57 @@ export function SaveActions({
     </>
   );
 }
+
+/** A settings form's Save and Revert, what the last save said, and why one was refused. */
+export function SaveRevert({
+  label,
+  busy,
+  canSave,
+  canRevert,
+  onRevert,
+  notice,
+  error,
+}: {
+  label: string;
+  busy: boolean;
+  canSave: boolean;
+  canRevert: boolean;
+  onRevert: () => void;
+  notice: string | null;
+  error: unknown;
+}) {
+  return (
+    <>
+      <div className="form-actions">
+        <BusyButton type="submit" busy={busy} busyLabel="Saving…" disabled={!canSave}>
+          {label}
+        </BusyButton>
+        <button type="button" className="secondary" disabled={!canRevert} onClick={onRevert}>
+          Revert
+        </button>
+        {notice ? (
+          <span className="ok-text" role="status">
+            {notice}
+          </span>
+        ) : null}
+      </div>
+      <ErrorNote error={error} title="Not saved" />
+    </>
+  );
+}
+
+/** Headline figures, each a large value over its label. */
+export function Figures({ items }: { items: Array<{ label: string; value: ReactNode; testId: string; title?: string }> }) {
+  return (
+    <dl className="stats">
+      {items.map((item) => (
+        <div key={item.label}>
+          <dt>{item.label}</dt>
+          <dd data-testid={item.testId} title={item.title}>
+            {item.value}
+          </dd>
+        </div>
+      ))}
+    </dl>
+  );
+}

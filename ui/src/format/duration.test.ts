@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatAgo, formatCountdown, formatSetting, remainingAt } from './duration';
+import { formatAgo, formatCountdown, formatLatency, formatSetting, remainingAt } from './duration';
 
 describe('formatCountdown', () => {
   it.each([
@@ -53,5 +53,14 @@ describe('formatAgo', () => {
     expect(formatAgo(10_000, 12_000)).toBe('just now');
     expect(formatAgo(0, 30_000)).toBe('30 s ago');
     expect(formatAgo(0, 5 * 60_000)).toBe('5 min ago');
+  });
+});
+
+describe('latencies', () => {
+  it('are milliseconds below a second, seconds with two decimals above', () => {
+    expect(formatLatency(0.2)).toBe('< 1 ms');
+    expect(formatLatency(84.6)).toBe('85 ms');
+    expect(formatLatency(999)).toBe('999 ms');
+    expect(formatLatency(1250)).toBe('1.25 s');
   });
 });

@@ -57,3 +57,11 @@ export function formatAgo(at: number, now: number): string {
   if (ms < DAY) return `${Math.floor(ms / HOUR)} h ago`;
   return new Date(at).toLocaleString();
 }
+
+/** A latency: `< 1 ms`, `85 ms`, `1.25 s`. */
+export function formatLatency(ms: number): string {
+  if (!Number.isFinite(ms)) return '';
+  if (ms < 0.5) return '< 1 ms';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(2)} s`;
+}

@@ -5,6 +5,8 @@ import type { ApiCall } from '../bindings/ApiCall';
 import type { ApiReply } from '../bindings/ApiReply';
 import type { Health } from '../bindings/Health';
 import { ok, renderWithServer } from '../test/fakeServer';
+import { chartsShown } from '../test/fakePlot';
+import { budget, point, report, series } from '../test/usageFixtures';
 import { OverviewPage, claudeCodeLines } from './OverviewPage';
 
 const health: Health = {
@@ -28,6 +30,8 @@ function server(call: ApiCall): ApiReply {
       return ok(health);
     case '/api/routing':
       return ok({ paused: false });
+    case '/api/usage':
+      return ok(report());
     default:
       return ok([]);
   }
@@ -87,5 +91,29 @@ describe('recovery probes on the overview', () => {
     expect(screen.getByText('an/claude on work')).toBeInTheDocument();
     expect(screen.getAllByText('probing').length).toBeGreaterThanOrEqual(2);
     expect(screen.getByText('back')).toBeInTheDocument();
+  });
+});
+
+describe('usage on the overview', () => {
+  it('charts the last 7 days` spend and tokens by provider, with their totals', async () => {
+    const week = report({
+      group_by: 'provider',
+      groups: [series('mock', [point({ requests: 3, cost_nanodollars: 18_450_000, cost: '0.01845', uncached_input: 3600, cache_read: 900, output: 1350 }), ...Array.from({ length: 6 }, () => point())])],
+    });
+    const { transport } = renderWithServer(<OverviewPage />, (call) => (call.path.startsWith('/api/usage?') ? ok(week) : server(call)));
+    expect(await screen.findByTestId('week-spend')).toHaveTextContent('$0.01845');
+    expect(screen.getByTestId('week-tokens')).toHaveTextContent('5.9k');
+    expect(screen.getByTestId('week-requests')).toHaveTextContent('3');
+    await vi.waitFor(() => expect([...chartsShown().keys()].sort()).toEqual(['Spend per day, last 7 days', 'Tokens per day, last 7 days']));
+    expect(chartsShown().get('Spend per day, last 7 days')!.data[1]![0]).toBe(0.01845);
+    const asked = transport.callsTo('GET', '/api/usage?')[0]!.path;
+    expect(asked).toMatch(/^\/api\/usage\?from=\d{4}-\d{2}-\d{2}&to=\d{4}-\d{2}-\d{2}&bucket=day&group_by=provider$/);
+  });
+
+  it('says there is nothing yet, and warns of a budget at 80 %', async () => {
+    const warned = budget({ percent: 85, state: 'warning', spent: '4.25' });
+    renderWithServer(<OverviewPage />, (call) => (call.path === '/api/usage/budgets' ? ok([warned]) : server(call)));
+    expect(await screen.findByText(/No requests in the last 7 days/)).toBeInTheDocument();
+    expect(await screen.findByTestId('budget-warning')).toHaveTextContent('The daily budget over every request is 85 % spent ($4.25 of $5.00)');
   });
 });

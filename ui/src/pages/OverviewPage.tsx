@@ -1,12 +1,17 @@
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import type { BreakerState } from '../bindings/BreakerState';
 import type { ResetScope } from '../bindings/ResetScope';
 import { insideDesktop } from '../api/ipc';
-import { useAction, useApi, useLiveVersion, useNow, useResource } from '../app/context';
-import { Badge, BusyButton, CopyButton, ErrorNote } from '../components/controls';
+import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
+import { BudgetAlerts } from '../components/BudgetNotes';
+import { Badge, BusyButton, CopyButton, ErrorNote, Figures } from '../components/controls';
+import { UsageChart } from '../components/UsageChart';
 import { reasonText } from '../components/LockoutTable';
 import { ProbeNote, probeScopeLabel } from '../components/ProbeNote';
 import { formatAgo, formatCountdown, remainingAt } from '../format/duration';
+import { abbreviate, formatDollars, formatUsdExact, totalTokens } from '../format/usage';
+import { dollarTicks, isEmptyChart, stackedChart } from '../usage/chart';
+import { isRangeError, resolveRange } from '../usage/range';
 
 const breakerTone: Record<BreakerState, 'ok' | 'warn' | 'bad'> = {
   closed: 'ok',
@@ -44,6 +49,8 @@ export function OverviewPage() {
   const providers = useResource(() => api.providers(), [api]);
   const health = useResource(() => api.health(), [api, live]);
   const fallbacks = useResource(() => api.requests({ fallback: true, limit: 10 }), [api, live]);
+  const completed = useRequestsVersion();
+  const budgets = useResource(() => api.budgets(), [api, live, completed]);
 
   const endpoint = server.data?.endpoint ?? (insideDesktop() ? null : `${window.location.origin}/v1`);
   const paused = routing.data?.paused ?? false;
@@ -76,6 +83,7 @@ export function OverviewPage() {
         </BusyButton>
       </header>
       <ErrorNote error={reset.error} title="Reset failed" />
+      <BudgetAlerts budgets={budgets.data} />
       {h && !h.persistence.durable ? (
         <div className="note note-warn" role="status">
           Health state is kept in memory only{h.persistence.reason ? `: ${h.persistence.reason}` : ''}.
@@ -158,6 +166,8 @@ export function OverviewPage() {
           )}
         </section>
       </div>
+
+      <WeekOfUsage />
 
       <section aria-labelledby="providers-title">
         <h2 id="providers-title">Providers</h2>
@@ -343,5 +353,55 @@ export function OverviewPage() {
         <a href="#/requests">All requests</a>
       </section>
     </div>
+  );
+}
+
+/** Spend and tokens per day over the last 7 UTC days, by provider, and their totals. */
+function WeekOfUsage() {
+  const api = useApi();
+  const live = useLiveVersion();
+  const completed = useRequestsVersion();
+  const now = useNow(60_000);
+  const week = resolveRange({ kind: '7d', from: '', to: '' }, now);
+  const from = isRangeError(week) ? '' : week.from;
+  const to = isRangeError(week) ? '' : week.to;
+  const report = useResource(() => api.usage({ from, to, bucket: 'day', group_by: 'provider' }), [api, from, to, live, completed]);
+  const charts = useMemo(
+    () => report.data && { spend: stackedChart(report.data, 'spend'), tokens: stackedChart(report.data, 'tokens') },
+    [report.data],
+  );
+  const total = report.data?.total;
+  return (
+    <section className="card" aria-labelledby="week-usage-title">
+      <div className="section-head">
+        <h2 id="week-usage-title">Usage, last 7 days</h2>
+        <a href="#/usage">All usage</a>
+      </div>
+      <ErrorNote error={report.error} />
+      {total && total.requests === 0 ? (
+        <p className="muted">No requests in the last 7 days: point a tool at the endpoint above and its spend and tokens show here.</p>
+      ) : null}
+      {total && charts && total.requests > 0 ? (
+        <>
+          <Figures
+            items={[
+              { label: 'Spend', value: formatUsdExact(total.cost), testId: 'week-spend' },
+              { label: 'Tokens', value: abbreviate(totalTokens(total)), testId: 'week-tokens' },
+              { label: 'Requests', value: total.requests.toLocaleString('en-US'), testId: 'week-requests' },
+            ]}
+          />
+          <div className="cards two">
+            {isEmptyChart(charts.spend) ? (
+              <p className="muted">Nothing served had a known price: no spend to chart.</p>
+            ) : (
+              <UsageChart label="Spend per day, last 7 days" data={charts.spend} bucket="day" format={formatDollars} ticks={dollarTicks} stacked height={140} />
+            )}
+            {isEmptyChart(charts.tokens) ? null : (
+              <UsageChart label="Tokens per day, last 7 days" data={charts.tokens} bucket="day" format={abbreviate} counts stacked height={140} />
+            )}
+          </div>
+        </>
+      ) : null}
+    </section>
   );
 }

@@ -39,7 +39,7 @@ export function renderWithServer(ui: ReactElement, handler: Handler) {
   const transport = new FakeTransport(handler);
   const client = new ApiClient(transport);
   const result = render(
-    <ApiProvider client={client} throttleMs={0}>
+    <ApiProvider client={client} throttleMs={0} requestThrottleMs={0}>
       {ui}
     </ApiProvider>,
   );

@@ -155,7 +155,11 @@ impl Spending {
         };
         charge(&mut self.overall);
         if let Some(key) = key {
-            charge(self.keys.entry(key.to_owned()).or_default());
+            // Every priced request passes here: the key's name is copied once, not per request.
+            match self.keys.get_mut(key) {
+                Some(spent) => charge(spent),
+                None => charge(self.keys.entry(key.to_owned()).or_default()),
+            }
         }
     }
 

@@ -136,6 +136,8 @@ impl Routes {
         let mut target = Target::new(provider, model);
         // A combo of one still has a provider's other keys to serve while one key is probed.
         target.probe = config.model(model).is_none_or(|m| m.probe);
+        // Its usage is charged at the model's price, as a combo's target of it would be.
+        target.price = config.price_for(model);
         Some(Cow::Owned(Combo::single(target)))
     }
 

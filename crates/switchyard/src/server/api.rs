@@ -373,17 +373,43 @@ pub(super) async fn metrics(State(state): State<ServerState>) -> Response {
 
 /// `GET /api/events`: server-sent events, one per state change (`data:` is the change as JSON).
 /// A consumer that falls behind gets an `event: resync` and should re-read the health page.
+/// Requests that completed arrive as `event: request` (`data: {"at": ms}`, the newest one's
+/// time, or `{}` when only missed ones remain), one frame per burst
+/// of them, so a chart of usage can re-read without polling however busy the proxy is.
 pub(super) async fn events(State(state): State<ServerState>) -> Response {
-    let rx = state.services.events();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        let frame = match rx.recv().await {
-            Ok(event) => format!("data: {}\n\n", serde_json::to_string(&event).unwrap_or_default()),
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                "event: resync\ndata: {}\n\n".to_owned()
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    let receivers = (state.services.events(), state.services.requests_done());
+    let stream = futures_util::stream::unfold(receivers, |(mut health, mut done)| async move {
+        let frame = tokio::select! {
+            event = health.recv() => match event {
+                Ok(event) => {
+                    format!("data: {}\n\n", serde_json::to_string(&event).unwrap_or_default())
+                }
+                Err(RecvError::Lagged(_)) => "event: resync\ndata: {}\n\n".to_owned(),
+                Err(RecvError::Closed) => return None,
+            },
+            record = done.recv() => {
+                let mut at = match record {
+                    Ok(record) => Some(record.at),
+                    // Missed some: they completed all the same.
+                    Err(RecvError::Lagged(_)) => None,
+                    Err(RecvError::Closed) => return None,
+                };
+                // Whatever else already completed joins this frame.
+                loop {
+                    match done.try_recv() {
+                        Ok(record) => at = Some(record.at),
+                        Err(TryRecvError::Lagged(_)) => {}
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                    }
+                }
+                match at {
+                    Some(at) => format!("event: request\ndata: {{\"at\":{}}}\n\n", at.0),
+                    None => "event: request\ndata: {}\n\n".to_owned(),
+                }
             }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
         };
-        Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(frame)), rx))
+        Some((Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(frame)), (health, done)))
     });
     let mut response = axum::body::Body::from_stream(stream).into_response();
     response

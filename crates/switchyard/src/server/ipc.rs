@@ -106,7 +106,7 @@ impl InProcess {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found_error",
-                "path: /api/events is a stream; in the app, listen to the `health` event instead",
+                "path: /api/events is a stream; in the app, listen to the `health` and `request` events",
             ));
         }
         let mut request = Request::builder()

@@ -12,7 +12,7 @@ use switchyard_core::UnixMillis;
 use crate::StoreError;
 
 /// The serde name of a unit enum variant.
-pub(super) fn name<T: Serialize>(value: T) -> String {
+pub(crate) fn name<T: Serialize>(value: T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         other => unreachable!("only unit enum variants are stored by name, got {other:?}"),
@@ -20,22 +20,22 @@ pub(super) fn name<T: Serialize>(value: T) -> String {
 }
 
 /// The unit enum variant with serde name `text`.
-pub(super) fn parse<T: DeserializeOwned>(column: &str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn parse<T: DeserializeOwned>(column: &str, text: &str) -> Result<T, StoreError> {
     T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
         StoreError::Corrupt(format!("{column} `{text}`: {e}"))
     })
 }
 
 /// `SQLite` integers are signed; an instant past year 292 million saturates.
-pub(super) fn millis(t: UnixMillis) -> i64 {
+pub(crate) fn millis(t: UnixMillis) -> i64 {
     i64::try_from(t.0).unwrap_or(i64::MAX)
 }
 
 /// A negative instant reads as the epoch: restore pulls it up to `now`.
-pub(super) fn instant(value: i64) -> UnixMillis {
+pub(crate) fn instant(value: i64) -> UnixMillis {
     UnixMillis(u64::try_from(value).unwrap_or(0))
 }
 
-pub(super) fn number<T: TryFrom<i64>>(column: &str, value: i64) -> Result<T, StoreError> {
+pub(crate) fn number<T: TryFrom<i64>>(column: &str, value: i64) -> Result<T, StoreError> {
     T::try_from(value).map_err(|_| StoreError::Corrupt(format!("{column} {value} is out of range")))
 }

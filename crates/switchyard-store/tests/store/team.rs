@@ -208,8 +208,11 @@ async fn a_rate_limit_recorded_by_one_instance_cools_the_key_on_the_other() {
             .any(|c| c.status == CredentialStatus::Cooling && c.recorded_by == Some(me("a")))
     })
     .await;
-    let members = team_b.status().members;
-    assert_eq!(members.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    until("b's heartbeat lists both instances", || {
+        let members = team_b.status().members;
+        members.iter().map(|m| m.id.as_str()).collect::<Vec<_>>() == ["a", "b"]
+    })
+    .await;
     team_a.shutdown().await;
     team_b.shutdown().await;
 }

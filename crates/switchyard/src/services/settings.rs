@@ -7,7 +7,7 @@ use ts_rs::TS;
 
 use super::Services;
 use super::catalog::{from_json, merge_patch};
-use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm};
+use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm, TeamForm};
 
 /// A settings section, as named in the URL and in the config file's `[settings.*]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -22,10 +22,12 @@ pub enum Section {
     Notifications,
     /// `[server]`: the port takes effect at the next start.
     Server,
+    /// `[team]` (issue 20): takes effect at the next start.
+    Team,
 }
 
 impl Section {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::ModelLockouts,
         Self::CredentialCooldown,
         Self::BreakerProfiles,
@@ -33,6 +35,7 @@ impl Section {
         Self::Routing,
         Self::Notifications,
         Self::Server,
+        Self::Team,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Section {
             Self::Routing => "routing",
             Self::Notifications => "notifications",
             Self::Server => "server",
+            Self::Team => "team",
         }
     }
 
@@ -55,6 +59,7 @@ impl Section {
     fn path(self) -> String {
         match self {
             Self::Server => "server".to_owned(),
+            Self::Team => "team".to_owned(),
             other => format!("settings.{}", other.name()),
         }
     }
@@ -69,6 +74,7 @@ impl Section {
             Self::Routing => serde_json::to_value(&s.routing),
             Self::Notifications => serde_json::to_value(&s.notifications),
             Self::Server => serde_json::to_value(&form.server),
+            Self::Team => serde_json::to_value(&form.team),
         };
         value.expect("settings forms serialize")
     }
@@ -95,6 +101,7 @@ impl Section {
             Self::Routing => s.routing = from_json(value)?,
             Self::Notifications => s.notifications = from_json(value)?,
             Self::Server => form.server = from_json(value)?,
+            Self::Team => form.team = from_json(value)?,
         }
         Ok(())
     }
@@ -105,6 +112,7 @@ impl Section {
 #[ts(export)]
 pub struct SettingsView {
     pub server: ServerForm,
+    pub team: TeamForm,
     #[serde(flatten)]
     pub settings: SettingsForm,
 }
@@ -112,7 +120,11 @@ pub struct SettingsView {
 impl Services {
     pub fn settings(&self) -> SettingsView {
         let form = &self.editor.current().form;
-        SettingsView { server: form.server.clone(), settings: form.settings.clone() }
+        SettingsView {
+            server: form.server.clone(),
+            team: form.team.clone(),
+            settings: form.settings.clone(),
+        }
     }
 
     /// Which events the desktop app announces.

@@ -16,6 +16,9 @@
 //!
 //! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
 //! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
+//! Every run, quick ones too, pairs a proxy in a team against one without (issue 20,
+//! `bench/team.rs`) when `SWITCHYARD_BENCH_PG` names a database (`scripts/bench` starts one),
+//! and writes its `## Team mode` section from a full run; without one it says it skipped them.
 //!
 //! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
 //! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
@@ -47,6 +50,8 @@ mod run;
 mod soak;
 #[path = "../bench/stats.rs"]
 mod stats;
+#[path = "../bench/team.rs"]
+mod team;
 #[path = "../bench/throughput.rs"]
 mod throughput;
 
@@ -214,6 +219,15 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if let Some(hedging) = &results.hedging {
         write_hedging(args, &setup.machine, hedging, &mut stdout)?;
     }
+    match &results.team {
+        Some((pairs, written)) => write_team(args, &setup.machine, pairs, *written, &mut stdout)?,
+        None => writeln!(
+            stdout,
+            "team pairs skipped: {} is not set (scripts/bench starts a throwaway PostgreSQL with \
+             pg_virtualenv when it is installed; scripts/setup installs it)",
+            team::DATABASE_ENV
+        )?,
+    }
 
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
@@ -222,6 +236,18 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         ("added latency p50 (non-streamed)".to_owned(), results.added.p50, ceiling),
         ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50, ceiling),
     ];
+    if let Some((pairs, _)) = &results.team {
+        guarded.push((
+            "team minus no team p50 (plain)".to_owned(),
+            pairs.plain_difference.p50,
+            ceiling,
+        ));
+        guarded.push((
+            "team minus no team p50 (fallback)".to_owned(),
+            pairs.fallback_difference.p50,
+            ceiling,
+        ));
+    }
     for turn in &results.passthrough {
         let ceiling = turn
             .case
@@ -308,6 +334,100 @@ fn write_hedging(
     Ok(())
 }
 
+/// Starts a proxy in a team at `database` and one without, the same config otherwise (see
+/// `bench/team.rs`), and measures them; also how many failures the team's database counted.
+async fn measure_team(
+    args: &Args,
+    mock_url: &str,
+    database: &str,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+    pairs: usize,
+) -> anyhow::Result<(team::TeamPairs, u64)> {
+    let mut proxies = Vec::new();
+    for (name, in_team) in [("team-off", false), ("team-on", true)] {
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("switchyard.toml");
+        std::fs::write(&config, team::proxy_config(mock_url, "BENCH_UPSTREAM_KEY", in_team))?;
+        let env = if in_team { vec![(team::PROXY_ENV, database.to_owned())] } else { Vec::new() };
+        proxies.push(start_proxy_with(args, &config, cpu, &dir, env).await?);
+    }
+    let http = http_client()?;
+    let on_base = proxies[1].url.strip_suffix("/v1").unwrap_or(&proxies[1].url).to_owned();
+    let health = |base: String| {
+        let http = http.clone();
+        async move {
+            let page: serde_json::Value = http
+                .get(format!("{base}/api/monitoring/health"))
+                .bearer_auth(MANAGEMENT_TOKEN)
+                .send()
+                .await?
+                .json()
+                .await?;
+            anyhow::Ok(page)
+        }
+    };
+    let deadline = tokio::time::Instant::now() + team::CONNECT;
+    while health(on_base.clone()).await?["team"]["connected"] != true {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the team proxy did not reach the database within {:?}",
+            team::CONNECT
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let endpoint = |proxy: &fleet::Server| Endpoint {
+        url: format!("{}/chat/completions", proxy.url),
+        key: LOCAL_KEY.to_owned(),
+        model_prefix: String::new(),
+    };
+    let measured = team::measure(&http, &endpoint(&proxies[0]), &endpoint(&proxies[1]), pairs)
+        .await
+        .context("team pairs")?;
+    // The failures the database counted, as the team proxy shows them (its sync task has sent
+    // the last ones once the count stops moving).
+    let mut written = 0;
+    loop {
+        let page = health(on_base.clone()).await?;
+        let counted = page["breakers"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["provider"] == "down"))
+            .and_then(|b| b["failures"].as_u64())
+            .unwrap_or(0);
+        if counted == written || tokio::time::Instant::now() > deadline + team::CONNECT {
+            break;
+        }
+        written = counted;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(proxies);
+    Ok((measured, written))
+}
+
+/// Prints the team section and, from a full run with `--docs`, writes it there.
+fn write_team(
+    args: &Args,
+    machine: &Machine,
+    pairs: &team::TeamPairs,
+    written: u64,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let source = format!(
+        "{}, {} CPUs, load average {} at the start",
+        machine.commit, machine.cpus, machine.load
+    );
+    let section = team::section(&args.command, &source, pairs, written);
+    writeln!(out, "{section}")?;
+    if let (Some(path), false) = (&args.docs, args.quick) {
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        std::fs::write(path, report::replace_section(&doc, &section))
+            .with_context(|| format!("write {}", path.display()))?;
+        writeln!(out, "wrote the `{}` section of {}", team::HEADING, path.display())?;
+    }
+    Ok(())
+}
+
 /// The soak: `Ok(false)` when the proxy left a request unanswered.
 fn soak_bench(args: &Args) -> anyhow::Result<bool> {
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
@@ -385,6 +505,23 @@ async fn start_proxy(
     cpu: Option<usize>,
     work: &std::path::Path,
 ) -> anyhow::Result<fleet::Server> {
+    start_proxy_with(args, config, cpu, work, Vec::new()).await
+}
+
+/// [`start_proxy`] with `extra` variables in its environment.
+async fn start_proxy_with(
+    args: &Args,
+    config: &std::path::Path,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+    extra: Vec<(&str, String)>,
+) -> anyhow::Result<fleet::Server> {
+    let mut env = vec![
+        ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
+        ("SWITCHYARD_MANAGEMENT_TOKEN", MANAGEMENT_TOKEN.to_owned()),
+        ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
+    ];
+    env.extend(extra);
     Launch {
         name: "switchyard",
         program: &args.switchyard,
@@ -397,11 +534,7 @@ async fn start_proxy(
             "--data-dir".into(),
             work.join("data").display().to_string(),
         ],
-        env: vec![
-            ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
-            ("SWITCHYARD_MANAGEMENT_TOKEN", MANAGEMENT_TOKEN.to_owned()),
-            ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
-        ],
+        env,
         cpu,
     }
     .start(work)
@@ -450,6 +583,11 @@ async fn start_and_measure(
     drop(proxy);
     if plan.hedging {
         results.hedging = Some(measure_hedging(args, &mock.url, proxy_cpu, work).await?);
+    }
+    if let Ok(database) = std::env::var(team::DATABASE_ENV) {
+        let pairs = if args.quick { team::QUICK_PAIRS } else { team::PAIRS };
+        let measured = measure_team(args, &mock.url, &database, proxy_cpu, work, pairs).await?;
+        results.team = Some(measured);
     }
     if plan.cold_starts > 0 {
         let target = cold_start::Target {

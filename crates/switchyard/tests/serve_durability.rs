@@ -204,15 +204,7 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
         .await;
         if watched.is_err() {
             let (health, _) = server.health().await;
-            let body = json!({"model": "down/m", "messages": [{"role": "user", "content": "hi"}]});
-            let down = server
-                .http
-                .post(server.url("/v1/chat/completions"))
-                .bearer_auth(LOCAL_KEY)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+            let down = server.answer("down/m").await.unwrap();
             let down = (down.status(), down.text().await.unwrap());
             panic!(
                 "run {run}: not enough committed after {WATCHDOG:?}: {} lockouts, open breakers \

@@ -128,6 +128,22 @@ trait Layer {
     fn changed_at(entry: &Self::Entry) -> UnixMillis;
     fn record(entry: &Self::Entry, policy: &Self::Policy) -> Self::Record;
     fn event(key: &Self::Key, record: Option<Self::Record>, at: UnixMillis) -> HealthEvent;
+
+    /// What a team shares of an entry (issue 20), in this instance's time.
+    type Shared;
+    /// This layer's table, and the policy `key` runs on.
+    fn part<'s>(st: &'s mut State, key: &Self::Key) -> (&'s mut Table<Self>, &'s Self::Policy)
+    where
+        Self: Sized;
+    /// The entry a shared one stands for here; `previous` is what was here (a breaker keeps
+    /// its own probes while it holds the team's lease).
+    fn adopt(
+        shared: &Self::Shared,
+        now: UnixMillis,
+        policy: &Self::Policy,
+        previous: Option<&Self::Entry>,
+        lease: LeaseHolder,
+    ) -> Self::Entry;
 }
 
 struct Breakers;
@@ -164,6 +180,21 @@ impl Layer for Breakers {
     fn event(provider: &ProviderId, record: Option<BreakerRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Breaker { provider: provider.clone(), record, at }
     }
+
+    type Shared = SharedBreaker;
+    fn part<'s>(st: &'s mut State, key: &ProviderId) -> (&'s mut Table<Self>, &'s BreakerPolicy) {
+        let State { policies, breakers, .. } = st;
+        (breakers, policies.breaker(key))
+    }
+    fn adopt(
+        shared: &SharedBreaker,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        previous: Option<&Breaker>,
+        lease: LeaseHolder,
+    ) -> Breaker {
+        Breaker::adopt(&shared.record, now, policy, lease, previous)
+    }
 }
 
 impl Layer for Credentials {
@@ -197,6 +228,20 @@ impl Layer for Credentials {
     fn event(key: &CredentialKey, record: Option<CredentialRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Credential { key: key.clone(), record, at }
     }
+
+    type Shared = SharedCredential;
+    fn part<'s>(st: &'s mut State, _: &CredentialKey) -> (&'s mut Table<Self>, &'s CooldownPolicy) {
+        (&mut st.credentials, &st.policies.cooldown)
+    }
+    fn adopt(
+        shared: &SharedCredential,
+        now: UnixMillis,
+        policy: &CooldownPolicy,
+        _: Option<&CredentialCooldown>,
+        _: LeaseHolder,
+    ) -> CredentialCooldown {
+        CredentialCooldown::restore(shared, now, policy)
+    }
 }
 
 impl Layer for Lockouts {
@@ -227,6 +272,20 @@ impl Layer for Lockouts {
     }
     fn event(key: &CandidateKey, record: Option<LockoutRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Lockout { key: key.clone(), record, at }
+    }
+
+    type Shared = SharedLockout;
+    fn part<'s>(st: &'s mut State, _: &CandidateKey) -> (&'s mut Table<Self>, &'s LockoutPolicy) {
+        (&mut st.lockouts, &st.policies.lockout)
+    }
+    fn adopt(
+        shared: &SharedLockout,
+        now: UnixMillis,
+        policy: &LockoutPolicy,
+        _: Option<&ModelLockout>,
+        _: LeaseHolder,
+    ) -> ModelLockout {
+        ModelLockout::restore(shared, now, policy)
     }
 }
 
@@ -1284,18 +1343,7 @@ impl HealthRegistry {
             Some(l) if Some(&l.holder) == me => LeaseHolder::Me,
             Some(l) => LeaseHolder::Other { until: l.until },
         };
-        let out = &self.events;
-        let mut st = self.state.lock();
-        for provider in providers {
-            if !st.breakers.map.contains_key(provider) && !st.make_room(now, &self.limits, out) {
-                continue;
-            }
-            let State { policies, breakers, .. } = &mut *st;
-            let policy = policies.breaker(provider);
-            let previous = breakers.map.get(provider);
-            let adopted = Breaker::adopt(&shared.record, now, policy, lease, previous);
-            breakers.put(provider, adopted, recorded_by, policy, now, out);
-        }
+        self.apply_shared::<Breakers>(providers, shared, lease, recorded_by, now);
     }
 
     /// Takes in a credential cooldown the team shares (see [`Self::apply_shared_breaker`]).
@@ -1306,16 +1354,7 @@ impl HealthRegistry {
         recorded_by: &InstanceId,
         now: UnixMillis,
     ) {
-        let out = &self.events;
-        let mut st = self.state.lock();
-        for key in keys {
-            if !st.credentials.map.contains_key(key) && !st.make_room(now, &self.limits, out) {
-                continue;
-            }
-            let State { policies, credentials, .. } = &mut *st;
-            let adopted = CredentialCooldown::restore(shared, now, &policies.cooldown);
-            credentials.put(key, adopted, recorded_by, &policies.cooldown, now, out);
-        }
+        self.apply_shared::<Credentials>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
     }
 
     /// Takes in a model lockout the team shares (see [`Self::apply_shared_breaker`]).
@@ -1326,15 +1365,29 @@ impl HealthRegistry {
         recorded_by: &InstanceId,
         now: UnixMillis,
     ) {
+        self.apply_shared::<Lockouts>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
+    }
+
+    fn apply_shared<L: Layer>(
+        &self,
+        keys: &[L::Key],
+        shared: &L::Shared,
+        lease: LeaseHolder,
+        recorded_by: &InstanceId,
+        now: UnixMillis,
+    ) where
+        L::Record: PartialEq,
+    {
         let out = &self.events;
         let mut st = self.state.lock();
         for key in keys {
-            if !st.lockouts.map.contains_key(key) && !st.make_room(now, &self.limits, out) {
+            let tracked = L::part(&mut st, key).0.map.contains_key(key);
+            if !tracked && !st.make_room(now, &self.limits, out) {
                 continue;
             }
-            let State { policies, lockouts, .. } = &mut *st;
-            let adopted = ModelLockout::restore(shared, now, &policies.lockout);
-            lockouts.put(key, adopted, recorded_by, &policies.lockout, now, out);
+            let (table, policy) = L::part(&mut st, key);
+            let adopted = L::adopt(shared, now, policy, table.map.get(key), lease);
+            table.put(key, adopted, recorded_by, policy, now, out);
         }
     }
 

@@ -1,4 +1,5 @@
-//! How domain values become `SQLite` columns and back.
+//! How domain values become database columns and back: the state file's (`SQLite`) and the
+//! team's (`PostgreSQL`, issue 20) alike.
 //!
 //! Enums are stored as their serde names, the same strings the API and the UI show, so a person
 //! can read the file with `sqlite3` and a column changes only when the serde form does. Instants
@@ -8,6 +9,7 @@
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use switchyard_core::UnixMillis;
+use switchyard_core::resilience::lockout::LockReason;
 
 use crate::StoreError;
 
@@ -38,4 +40,17 @@ pub(crate) fn instant(value: i64) -> UnixMillis {
 
 pub(crate) fn number<T: TryFrom<i64>>(column: &str, value: i64) -> Result<T, StoreError> {
     T::try_from(value).map_err(|_| StoreError::Corrupt(format!("{column} {value} is out of range")))
+}
+
+/// A lock's reason from its two columns, `reason_kind` and `reason_status`, of `table`.
+pub(crate) fn lock_reason(
+    table: &str,
+    kind: Option<String>,
+    status: Option<i64>,
+) -> Result<Option<LockReason>, StoreError> {
+    let Some(kind) = kind else { return Ok(None) };
+    Ok(Some(LockReason {
+        kind: parse(&format!("{table}.reason_kind"), &kind)?,
+        status: status.map(|s| number(&format!("{table}.reason_status"), s)).transpose()?,
+    }))
 }

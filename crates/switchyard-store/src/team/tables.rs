@@ -6,7 +6,6 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
-use switchyard_core::resilience::lockout::LockReason;
 use switchyard_core::resilience::team::{
     Lease, SharedBreaker, SharedCredential, SharedLockout, Stamp, TeamCredential, TeamModel,
     TeamProvider,
@@ -15,7 +14,7 @@ use switchyard_core::resilience::{BreakerRecord, CredentialRecord, LockoutRecord
 use switchyard_core::{InstanceId, ModelId};
 
 use crate::StoreError;
-use crate::store::columns::{instant, millis, name, number, parse};
+use crate::store::columns::{instant, lock_reason, millis, name, number, parse};
 
 /// One shared entry as read from the database: its name, its value, who wrote it and when.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +65,35 @@ macro_rules! db_now {
 }
 pub(super) use db_now;
 
+/// A table's `READ`: the database's `now`, and the row whose key columns (`$matches`, comparing
+/// `t` with the key `k` read from `$1`) match.
+macro_rules! read_sql {
+    ($table:literal, $matches:literal) => {
+        concat!(
+            "SELECT ",
+            db_now!(),
+            ", (SELECT row_to_json(t)::text FROM ",
+            $table,
+            " t, json_populate_record(NULL::",
+            $table,
+            ", $1::json) k WHERE ",
+            $matches,
+            ")"
+        )
+    };
+}
+
+/// A table's `SINCE`.
+macro_rules! since_sql {
+    ($table:literal) => {
+        concat!(
+            "SELECT row_to_json(t)::text FROM ",
+            $table,
+            " t WHERE version > $1 ORDER BY version"
+        )
+    };
+}
+
 /// `team_breakers`.
 #[derive(Debug)]
 pub struct Breakers;
@@ -93,12 +121,7 @@ pub struct BreakerRow {
 
 impl Table for Breakers {
     const NAME: &'static str = "team_breakers";
-    const READ: &'static str = concat!(
-        "SELECT ",
-        db_now!(),
-        ", (SELECT row_to_json(t)::text FROM team_breakers t, \
-         json_populate_record(NULL::team_breakers, $1::json) k WHERE t.provider = k.provider)"
-    );
+    const READ: &'static str = read_sql!("team_breakers", "t.provider = k.provider");
     const WRITE: &'static str = "INSERT INTO team_breakers \
         SELECT * FROM json_populate_record(NULL::team_breakers, $1::json) \
         ON CONFLICT (provider) DO UPDATE SET \
@@ -107,8 +130,7 @@ impl Table for Breakers {
          EXCLUDED.open_until, EXCLUDED.last_fault, EXCLUDED.changed_at, EXCLUDED.lease_holder, \
          EXCLUDED.lease_until, EXCLUDED.recorded_by) \
         WHERE team_breakers.version = $2 RETURNING version";
-    const SINCE: &'static str =
-        "SELECT row_to_json(t)::text FROM team_breakers t WHERE version > $1 ORDER BY version";
+    const SINCE: &'static str = since_sql!("team_breakers");
 
     type Name = TeamProvider;
     type Value = SharedBreaker;
@@ -176,13 +198,8 @@ pub struct CredentialRow {
 
 impl Table for Credentials {
     const NAME: &'static str = "team_credentials";
-    const READ: &'static str = concat!(
-        "SELECT ",
-        db_now!(),
-        ", (SELECT row_to_json(t)::text FROM team_credentials t, \
-         json_populate_record(NULL::team_credentials, $1::json) k \
-         WHERE t.provider = k.provider AND t.key_hash = k.key_hash)"
-    );
+    const READ: &'static str =
+        read_sql!("team_credentials", "t.provider = k.provider AND t.key_hash = k.key_hash");
     const WRITE: &'static str = "INSERT INTO team_credentials \
         SELECT * FROM json_populate_record(NULL::team_credentials, $1::json) \
         ON CONFLICT (provider, key_hash) DO UPDATE SET \
@@ -190,8 +207,7 @@ impl Table for Credentials {
         (EXCLUDED.status, EXCLUDED.cooling_until, EXCLUDED.backoff_level, EXCLUDED.last_error, \
          EXCLUDED.changed_at, EXCLUDED.recorded_by) \
         WHERE team_credentials.version = $2 RETURNING version";
-    const SINCE: &'static str =
-        "SELECT row_to_json(t)::text FROM team_credentials t WHERE version > $1 ORDER BY version";
+    const SINCE: &'static str = since_sql!("team_credentials");
 
     type Name = TeamCredential;
     type Value = SharedCredential;
@@ -253,12 +269,9 @@ pub struct LockoutRow {
 
 impl Table for Lockouts {
     const NAME: &'static str = "team_lockouts";
-    const READ: &'static str = concat!(
-        "SELECT ",
-        db_now!(),
-        ", (SELECT row_to_json(t)::text FROM team_lockouts t, \
-         json_populate_record(NULL::team_lockouts, $1::json) k \
-         WHERE t.provider = k.provider AND t.key_hash = k.key_hash AND t.model = k.model)"
+    const READ: &'static str = read_sql!(
+        "team_lockouts",
+        "t.provider = k.provider AND t.key_hash = k.key_hash AND t.model = k.model"
     );
     const WRITE: &'static str = "INSERT INTO team_lockouts \
         SELECT * FROM json_populate_record(NULL::team_lockouts, $1::json) \
@@ -267,8 +280,7 @@ impl Table for Lockouts {
          recorded_by) = (EXCLUDED.locked_until, EXCLUDED.consecutive_failures, \
          EXCLUDED.reason_kind, EXCLUDED.reason_status, EXCLUDED.changed_at, EXCLUDED.recorded_by) \
         WHERE team_lockouts.version = $2 RETURNING version";
-    const SINCE: &'static str =
-        "SELECT row_to_json(t)::text FROM team_lockouts t WHERE version > $1 ORDER BY version";
+    const SINCE: &'static str = since_sql!("team_lockouts");
 
     type Name = TeamModel;
     type Value = SharedLockout;
@@ -298,16 +310,7 @@ impl Table for Lockouts {
     }
 
     fn entry(row: LockoutRow) -> Result<Entry<TeamModel, SharedLockout>, StoreError> {
-        let reason = match row.reason_kind {
-            Some(kind) => Some(LockReason {
-                kind: parse("team_lockouts.reason_kind", &kind)?,
-                status: row
-                    .reason_status
-                    .map(|s| number("team_lockouts.reason_status", s))
-                    .transpose()?,
-            }),
-            None => None,
-        };
+        let reason = lock_reason("team_lockouts", row.reason_kind, row.reason_status)?;
         let value = LockoutRecord {
             locked_until: row.locked_until.map(instant),
             consecutive_failures: number(

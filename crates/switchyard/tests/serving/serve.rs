@@ -121,16 +121,19 @@ impl Serve {
     /// Asks for `model` (a `provider/model` target): the status, or `None` when the request
     /// could not be made (the server is gone).
     pub(crate) async fn ask(&self, model: &str) -> Option<u16> {
+        Some(self.answer(model).await?.status().as_u16())
+    }
+
+    /// Asks for `model`: the whole answer, or `None` when the request could not be made.
+    pub(crate) async fn answer(&self, model: &str) -> Option<reqwest::Response> {
         let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
-        let response = self
-            .http
+        self.http
             .post(self.url("/v1/chat/completions"))
             .bearer_auth(LOCAL_KEY)
             .json(&body)
             .send()
             .await
-            .ok()?;
-        Some(response.status().as_u16())
+            .ok()
     }
 
     /// The health page: the JSON, and the snapshot in it.

@@ -199,14 +199,17 @@ mod tests {
         assert_eq!(link.lease(&"p".into(), UnixMillis(0)).await, LeaseAnswer::Unavailable);
     }
 
+    /// A link whose sync task says the database answers, and a request for `p`'s lease on it.
+    fn asking() -> (tokio::task::JoinHandle<LeaseAnswer>, TeamInbox) {
+        let (link, inbox) = TeamLink::new(InstanceId::new("a"), 8);
+        inbox.set_online(true);
+        let asked = tokio::spawn(async move { link.lease(&"p".into(), UnixMillis(0)).await });
+        (asked, inbox)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_unanswered_lease_is_refused_after_the_wait() {
-        let (link, mut inbox) = TeamLink::new(InstanceId::new("a"), 8);
-        inbox.set_online(true);
-        let asked = tokio::spawn({
-            let link = link.clone();
-            async move { link.lease(&"p".into(), UnixMillis(0)).await }
-        });
+        let (asked, mut inbox) = asking();
         let request = inbox.leases.recv().await.unwrap();
         assert_eq!(asked.await.unwrap(), LeaseAnswer::Refused);
         assert!(request.answer.is_closed(), "the sync task can tell nobody waits any more");
@@ -214,12 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_granted_lease_reaches_the_requester() {
-        let (link, mut inbox) = TeamLink::new(InstanceId::new("a"), 8);
-        inbox.set_online(true);
-        let asked = tokio::spawn({
-            let link = link.clone();
-            async move { link.lease(&"p".into(), UnixMillis(0)).await }
-        });
+        let (asked, mut inbox) = asking();
         let request = inbox.leases.recv().await.unwrap();
         assert_eq!(request.provider.as_str(), "p");
         request.answer.send(LeaseAnswer::Granted).unwrap();

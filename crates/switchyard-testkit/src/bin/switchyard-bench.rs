@@ -117,6 +117,10 @@ struct Args {
     /// run too); `--docs` then replaces the `## Hedged first token` section.
     #[arg(long)]
     hedging: bool,
+    /// Run only the team-mode pairs (issue 20, `bench/team.rs`; part of every run when
+    /// `SWITCHYARD_BENCH_PG` is set); `--docs` then replaces the `## Team mode` section.
+    #[arg(long)]
+    team: bool,
     /// Run the soak instead: a moderate faulty load for `--duration`, the proxy's memory
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
@@ -176,6 +180,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     }
     if args.hedging {
         return hedging_bench(args);
+    }
+    if args.team {
+        return team_bench(args);
     }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
@@ -290,6 +297,41 @@ fn hedging_bench(args: &Args) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Only the team-mode pairs (`--team`).
+fn team_bench(args: &Args) -> anyhow::Result<bool> {
+    let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
+    let database = std::env::var(team::DATABASE_ENV).with_context(|| {
+        format!(
+            "--team needs {} (scripts/bench starts a throwaway PostgreSQL with pg_virtualenv)",
+            team::DATABASE_ENV
+        )
+    })?;
+    let pairs = args.pairs.unwrap_or(if args.quick { team::QUICK_PAIRS } else { team::PAIRS });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (measured, written) = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        let script = work.path().join("mock.toml");
+        std::fs::write(&script, team::mock_script())?;
+        let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
+        let measured =
+            measure_team(args, &mock.url, &database, proxy_cpu, work.path(), pairs).await;
+        drop(mock);
+        measured
+    })?;
+    let mut stdout = std::io::stdout().lock();
+    write_team(args, &machine, &measured, written, &mut stdout)?;
+    let ceiling = stats::nanos(Duration::from_secs_f64(args.max_added_p50_ms / 1000.0));
+    let worst = measured.plain_difference.p50.max(measured.fallback_difference.p50);
+    writeln!(
+        stdout,
+        "guard: team minus no team p50 = {} (ceiling {}): {}",
+        Micros(worst),
+        Micros(ceiling),
+        if worst <= ceiling { "ok" } else { "GROSS REGRESSION" }
+    )?;
+    Ok(worst <= ceiling)
+}
+
 /// Starts a proxy of its own for the hedging pairs (see `bench/hedge.rs`) and measures them.
 async fn measure_hedging(
     args: &Args,
@@ -358,14 +400,14 @@ async fn measure_team(
     let health = |base: String| {
         let http = http.clone();
         async move {
-            let page: serde_json::Value = http
+            let page = http
                 .get(format!("{base}/api/monitoring/health"))
                 .bearer_auth(MANAGEMENT_TOKEN)
                 .send()
                 .await?
-                .json()
+                .bytes()
                 .await?;
-            anyhow::Ok(page)
+            anyhow::Ok(serde_json::from_slice::<serde_json::Value>(&page)?)
         }
     };
     let deadline = tokio::time::Instant::now() + team::CONNECT;

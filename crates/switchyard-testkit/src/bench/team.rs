@@ -179,7 +179,10 @@ pub(crate) fn section(command: &str, source: &str, t: &TeamPairs, written: u64) 
         out,
         "\nThe request path never waits on the database: a change is queued for the sync task and \
          the request goes on (only a half-open probe waits for its lease, at most 50 ms, and none \
-         happens here). The differences are the machine's noise around zero."
+         happens here). What the team proxy pays instead is CPU, not waiting: its sync task runs \
+         on the proxy's one thread (a fallback's write is sent while the next requests are \
+         served), and this run's PostgreSQL shares the machine's CPUs with the proxies, the mock \
+         and the client, where a team's database would normally run elsewhere."
     );
     out
 }

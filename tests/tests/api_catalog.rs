@@ -697,7 +697,7 @@ async fn a_team_database_url_that_is_a_url_or_points_at_a_key_is_refused_without
     let h = Harness::start("").await;
     for (patch, secret) in [
         (json!({"database_url": "postgres://u:hunter2@db.example/team"}), "hunter2"),
-        (json!({"database_url": "env:CANARY"}), switchyard_e2e::harness::CANARY),
+        (json!({"database_url": "env:CANARY"}), CANARY),
     ] {
         let before = everything(&h).await;
         let (status, answer) = h.api(Method::PATCH, "/api/settings/team", &patch).await;

@@ -3,8 +3,9 @@
 //!
 //! The colour answers "can my tools get answers right now?":
 //! - green: every breaker closed, nothing benched, nothing locked;
-//! - amber: something is degraded, a key is cooling, a model is locked, or routing is paused,
-//!   but every combo still has a candidate;
+//! - amber: something is degraded, a key is cooling, a model is locked, routing is paused, or
+//!   the team's database cannot be reached (issue 20: this instance decides alone until it is
+//!   back), but every combo still has a candidate;
 //! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
 //!   nothing that could serve, or the overall budget is enforced and spent (nothing is served).
 //!
@@ -68,9 +69,10 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
     let stranded: Vec<&str> =
         health.combos.iter().filter(|c| c.eligible == 0).map(|c| c.name.as_str()).collect();
 
+    let team_offline = health.team.as_ref().filter(|t| !t.connected);
     let level = if open > 0 || !stranded.is_empty() {
         Level::Down
-    } else if degraded > 0 || cooling > 0 || locked > 0 || health.paused {
+    } else if degraded > 0 || cooling > 0 || locked > 0 || health.paused || team_offline.is_some() {
         Level::Warning
     } else {
         Level::Healthy
@@ -90,6 +92,9 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
     );
     if !stranded.is_empty() {
         let _ = write!(tooltip, " · nothing can serve {}", stranded.join(", "));
+    }
+    if team_offline.is_some() {
+        tooltip.push_str(" · team database unreachable: not sharing");
     }
     let back: Vec<String> = snapshot
         .probes
@@ -212,7 +217,7 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use switchyard::proxy::ComboHealth;
-    use switchyard::services::{ConfigSaving, Persistence};
+    use switchyard::services::{ConfigSaving, Persistence, TeamView};
     use switchyard_core::outcome::OutcomeKind;
     use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
     use switchyard_core::resilience::{Bench, CredentialStatus, HealthSnapshot, ProbeResult};
@@ -232,6 +237,7 @@ mod tests {
             persistence: Persistence { durable: true, reason: None },
             config_saved_to: ConfigSaving::StateFile,
             combos: vec![ComboHealth { name: "smart".into(), eligible: 3, candidates: 3 }],
+            team: None,
             snapshot: HealthSnapshot {
                 at: UnixMillis(1_800_000_000_000),
                 breakers: Vec::new(),
@@ -251,6 +257,8 @@ mod tests {
             reopens: 0,
             last_fault: None,
             retry_in_ms,
+            probing_elsewhere: false,
+            recorded_by: None,
         }
     }
 
@@ -260,6 +268,7 @@ mod tests {
             status: CredentialStatus::Cooling,
             backoff_level: 1,
             retry_in_ms: Some(5_000),
+            recorded_by: None,
         }
     }
 
@@ -270,7 +279,38 @@ mod tests {
             consecutive_failures: 2,
             locked_until: UnixMillis(1_800_000_060_000),
             remaining_ms: 60_000,
+            recorded_by: None,
         }
+    }
+
+    fn team(connected: bool) -> TeamView {
+        TeamView {
+            instance: "alice-laptop".into(),
+            connected,
+            reason: (!connected).then(|| "connection refused".into()),
+            since: UnixMillis(1_800_000_000_000),
+            members: Vec::new(),
+            clock_offset_ms: 0,
+            backlog: 0,
+            dropped: 0,
+        }
+    }
+
+    #[test]
+    fn an_unreachable_team_database_turns_it_amber_and_says_so_and_a_reachable_one_says_nothing() {
+        let mut h = health();
+        h.team = Some(team(true));
+        let view = tray_view(&h, &providers());
+        assert_eq!(view.level, Level::Healthy);
+        assert!(!view.tooltip.contains("team"), "{}", view.tooltip);
+        h.team = Some(team(false));
+        let view = tray_view(&h, &providers());
+        assert_eq!(view.level, Level::Warning);
+        assert!(
+            view.tooltip.ends_with(" · team database unreachable: not sharing"),
+            "{}",
+            view.tooltip
+        );
     }
 
     #[test]

@@ -465,6 +465,7 @@ async fn every_settings_section_reads_and_patches_live() {
         "timeouts",
         "routing",
         "server",
+        "team",
     ] {
         let (status, body) = h.api_get(&format!("/api/settings/{section}")).await;
         assert_eq!(status, 200, "{section}: {body}");
@@ -545,6 +546,20 @@ async fn invalid_settings_name_the_field_and_change_nothing() {
                 "breaker_profiles.cloud",
             ),
             (Method::PATCH, "/api/settings/server", json!({"port": 70000}), 422, "server.port"),
+            (
+                Method::PATCH,
+                "/api/settings/team",
+                json!({"instance": "a"}),
+                422,
+                "team.database_url",
+            ),
+            (
+                Method::PATCH,
+                "/api/settings/team",
+                json!({"database_url": "env:SWITCHYARD_E2E_NO_TEAM_DB"}),
+                422,
+                "team.database_url",
+            ),
             (Method::PATCH, "/api/settings/model_lockouts", json!([1]), 422, "model_lockouts"),
             (Method::PATCH, "/api/settings/nope", json!({}), 404, "section"),
         ],
@@ -673,5 +688,22 @@ async fn model_discovery_lists_what_the_provider_lists() {
         let models: Vec<&str> =
             body["models"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
         assert!(models.contains(&"gemini-2.5-pro"), "{provider}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_team_database_url_that_is_a_url_or_points_at_a_key_is_refused_without_repeating_either()
+{
+    let h = Harness::start("").await;
+    for (patch, secret) in [
+        (json!({"database_url": "postgres://u:hunter2@db.example/team"}), "hunter2"),
+        (json!({"database_url": "env:CANARY"}), CANARY),
+    ] {
+        let before = everything(&h).await;
+        let (status, answer) = h.api(Method::PATCH, "/api/settings/team", &patch).await;
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(answer["error"]["switchyard"]["field"], "team.database_url", "{answer}");
+        assert!(!answer.to_string().contains(secret), "the answer repeats a secret: {answer}");
+        assert_eq!(everything(&h).await, before, "{patch} changed something");
     }
 }

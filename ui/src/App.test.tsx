@@ -13,6 +13,7 @@ const health: Health = {
   persistence: { durable: true, reason: null },
   config_saved_to: { to: 'state_file' },
   combos: [{ name: 'smart', eligible: 1, candidates: 2 }],
+  team: null,
   at: 0,
   breakers: [],
   credentials: [],

@@ -73,6 +73,11 @@ id!(
     /// A model name as the provider spells it, e.g. `gpt-4o-mini`.
     ModelId
 );
+id!(
+    /// One running Switchyard of a team (issue 20), e.g. `alice-laptop` or `build-7f3a2c`:
+    /// names who recorded a shared lock or cooldown and who holds a half-open probe's lease.
+    InstanceId
+);
 
 /// One credential of one provider: the scope of a credential cooldown.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]

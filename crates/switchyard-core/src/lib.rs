@@ -20,5 +20,5 @@ pub mod text;
 pub mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
-pub use ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};
+pub use ids::{CandidateKey, CredentialId, CredentialKey, InstanceId, ModelId, ProviderId};
 pub use outcome::{Outcome, Upstream, Verdict, classify};

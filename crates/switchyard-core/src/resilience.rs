@@ -13,6 +13,7 @@ pub mod lockout;
 pub mod recovery;
 pub mod registry;
 pub mod selection;
+pub mod team;
 
 use std::time::Duration;
 

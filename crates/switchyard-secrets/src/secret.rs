@@ -68,6 +68,22 @@ impl Secret {
             .collect()
     }
 
+    /// HMAC-SHA256 of the secret under `salt`, in hex: what names a credential across a team
+    /// (issue 20). Two machines with the same key and the team's salt get the same name; the
+    /// name reveals nothing of the key without the salt, and the salt lives in the team's
+    /// database, never next to the names in a log or a dump of one machine.
+    pub fn keyed_hash(&self, salt: &[u8]) -> String {
+        use hmac::{Hmac, Mac as _};
+        use std::fmt::Write as _;
+        let mut mac =
+            Hmac::<sha2::Sha256>::new_from_slice(salt).expect("HMAC takes a key of any length");
+        mac.update(self.0.as_bytes());
+        mac.finalize().into_bytes().iter().fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+    }
+
     /// Blank secrets are refused on the way in: an empty `Authorization` header fails far from
     /// the mistake that caused it.
     pub(crate) fn is_blank(&self) -> bool {
@@ -102,6 +118,18 @@ impl fmt::Display for Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keyed_hash_is_hmac_sha256_and_depends_on_the_salt() {
+        // RFC 4231, test case 2: key "Jefe", data "what do ya want for nothing?".
+        let secret = Secret::new("what do ya want for nothing?");
+        assert_eq!(
+            secret.keyed_hash(b"Jefe"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_ne!(secret.keyed_hash(b"Jefe"), secret.keyed_hash(b"other team"));
+        assert_ne!(secret.keyed_hash(b"Jefe"), Secret::new("another key").keyed_hash(b"Jefe"));
+    }
 
     #[test]
     fn debug_and_display_never_show_the_secret() {

@@ -25,6 +25,9 @@ pub enum StoreError {
     SettingsTooNew { section: String, stored: u32, supported: u32 },
     #[error("settings section `{section}`: {message}")]
     SettingsBody { section: String, message: String },
+    /// Team mode (issue 20): the shared database's URL or answers. Never carries the URL.
+    #[error("team database: {0}")]
+    Team(String),
 }
 
 impl StoreError {

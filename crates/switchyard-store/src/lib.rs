@@ -7,11 +7,15 @@
 //! When the file cannot be written (read-only, corrupt, disk full) it degrades to memory only,
 //! says so loudly, and reports it through [`PersistenceStatus`].
 //!
+//! [`team`] is the other store: the `PostgreSQL` database several instances share their health
+//! state through (issue 20), and the task that keeps the registry in step with it.
+//!
 //! sqlx lives here and nowhere else; no sqlx type appears in this crate's public API.
 
 mod error;
 mod persistence;
 mod store;
+pub mod team;
 
 pub use self::error::StoreError;
 pub use self::persistence::{Persistence, PersistenceStatus, WriteRetry};

@@ -14,7 +14,7 @@
 
 mod api_keys;
 mod bindings;
-mod columns;
+pub(crate) mod columns;
 mod health;
 mod requests;
 mod settings;

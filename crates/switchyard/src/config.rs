@@ -23,10 +23,11 @@ use switchyard_core::settings::{
     BreakerPolicy, BreakerProfile, BudgetPolicy, CooldownPolicy, LockoutPolicy, RoutingSettings,
     SettingsError, Timeouts, UsageSettings,
 };
-use switchyard_core::{CredentialId, CredentialKey, ModelId, ProviderId};
+use switchyard_core::{CredentialId, CredentialKey, InstanceId, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
 use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
+use switchyard_store::team::TeamUrl;
 
 use crate::oauth::OAuthClient;
 
@@ -35,7 +36,7 @@ pub(crate) use self::form::model_list;
 pub use self::form::{
     AliasForm, BreakerProfiles, ComboForm, ConfigForm, CredentialForm, ModelEntry, ModelForm,
     NotificationSettings, OpenAiApi, PriceForm, ProviderForm, ProviderKind, ServerForm,
-    SettingsForm, TargetForm,
+    SettingsForm, TargetForm, TeamForm,
 };
 
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
@@ -257,8 +258,17 @@ pub struct Config {
     pub routing: RoutingSettings,
     pub usage: UsageSettings,
     pub budgets: BudgetPolicy,
+    /// Team mode (issue 20): `None` without a `[team]` database. Read at start only.
+    pub team: Option<TeamConfig>,
     /// What this config was made from: what the API shows and edits, and what export writes.
     pub form: ConfigForm,
+}
+
+/// `[team]`, validated: the database's URL parsed (never kept as text: it holds a password).
+#[derive(Clone, Debug)]
+pub struct TeamConfig {
+    pub url: TeamUrl,
+    pub instance: Option<InstanceId>,
 }
 
 impl Default for Config {
@@ -407,8 +417,45 @@ impl ConfigForm {
             routing: settings.routing.validate().map_err(in_settings)?,
             usage,
             budgets,
+            team: self.team.validate(sources)?,
             form: self.clone(),
         })
+    }
+}
+
+impl TeamForm {
+    /// The team's database, resolved and parsed; `None` when there is no team. An error never
+    /// repeats the URL: it names the reference and says what it should hold.
+    fn validate(&self, sources: &Sources<'_>) -> Result<Option<TeamConfig>, Problem> {
+        let instance = self
+            .instance
+            .as_deref()
+            .map(|name| check_name("team.instance", name).map(|()| InstanceId::new(name)))
+            .transpose()?;
+        if self.database_url.trim().is_empty() {
+            return match instance {
+                Some(_) => Err(Problem::new(
+                    "team.database_url",
+                    "required with [team]: a secret reference to the PostgreSQL URL, e.g. \
+                     env:SWITCHYARD_TEAM_DB",
+                )),
+                None => Ok(None),
+            };
+        }
+        let field = "team.database_url";
+        let reference = SecretRef::parse(self.database_url.trim())
+            .map_err(|e| Problem::new(field, format!("{e} (the URL itself never goes here)")))?;
+        let url = reference
+            .resolve_using(sources.env, sources.secrets)
+            .map_err(|e| Problem::new(field, e))?;
+        let url = TeamUrl::parse(url.expose()).map_err(|e| {
+            let why = match e {
+                switchyard_store::StoreError::Team(why) => why,
+                other => other.to_string(),
+            };
+            Problem::new(field, format!("the value of {reference}: {why}"))
+        })?;
+        Ok(Some(TeamConfig { url, instance }))
     }
 }
 

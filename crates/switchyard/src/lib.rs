@@ -13,6 +13,7 @@ pub mod proxy;
 pub mod requests;
 pub mod server;
 pub mod services;
+pub mod team;
 pub mod usage;
 
 use std::collections::HashSet;
@@ -24,6 +25,7 @@ use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
 use switchyard_providers::executor::Executor;
 use switchyard_secrets::{KeychainStore, SecretStore};
+use switchyard_store::team::Team;
 use switchyard_store::{Persistence, PersistenceStatus, Store};
 
 use crate::config::editor::{Env, STORED_CONFIG};
@@ -110,6 +112,8 @@ impl Launch {
 pub struct App {
     registry: Arc<HealthRegistry>,
     persistence: Persistence,
+    /// Team mode (issue 20): the sync task with the team's database, when `[team]` names one.
+    team: Option<Team>,
     /// Background upkeep (OAuth retries); stopped with the app.
     upkeep: tokio::task::JoinHandle<()>,
     proxy: Arc<Proxy>,
@@ -178,6 +182,15 @@ impl App {
             confirmed,
         );
         let proxy = Arc::new(proxy);
+        let team = match &proxy.config().team {
+            Some(team) => {
+                let live = Arc::clone(&proxy);
+                let started =
+                    team::start(team, &registry, move || live.config(), Arc::clone(&clock));
+                Some(started.expect("a new registry belongs to no team yet"))
+            }
+            None => None,
+        };
         let saving = match (source, persistence.store()) {
             (ConfigSource::File(file), _) => Saving::File(file),
             (ConfigSource::Stored, Some(store)) => Saving::Store(store.clone()),
@@ -191,7 +204,7 @@ impl App {
             Arc::clone(&clock),
             persistence.store().cloned(),
         );
-        let services = Services::new(
+        let mut services = Services::new(
             Arc::clone(&registry),
             Arc::clone(&clock),
             persistence.store().cloned(),
@@ -200,9 +213,13 @@ impl App {
             editor,
             oauth,
         );
+        if let Some(team) = &team {
+            services = services.with_team(team.watch_status());
+        }
         Ok(Self {
             registry,
             persistence,
+            team,
             upkeep,
             proxy,
             services: Arc::new(services),
@@ -309,10 +326,18 @@ impl App {
         Ok(ServerState { management, ..self.server_state(port, local_keys) })
     }
 
-    /// Writes out every pending state change and stops the writer.
+    /// Whether the team's database answers, and who is in the team; `None` without a team.
+    pub fn team_status(&self) -> Option<switchyard_store::team::TeamStatus> {
+        self.team.as_ref().map(Team::status)
+    }
+
+    /// Writes out every pending state change (to the team's database too) and stops.
     pub async fn shutdown(self) {
         self.upkeep.abort();
         self.proxy.request_log().close().await;
+        if let Some(team) = self.team {
+            team.shutdown().await;
+        }
         self.persistence.shutdown().await;
     }
 }

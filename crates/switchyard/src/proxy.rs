@@ -679,15 +679,18 @@ impl Proxy {
     }
 
     /// Admits `candidate` and finds the secret it will present. `Err` is why it is skipped: the
-    /// registry refused it, or (OAuth) no usable token could be had, in which case the OAuth
-    /// manager has benched the credential and says why in its status. Neither is an attempt.
+    /// registry refused it, the team's lease for a half-open probe went to another instance
+    /// (issue 20), or (OAuth) no usable token could be had, in which case the OAuth manager has
+    /// benched the credential and says why in its status. None of these is an attempt.
     async fn ready(
         &self,
         routes: &Routes,
         candidate: &Candidate,
     ) -> Result<(Attempt, Option<Secret>), &'static str> {
         let key = &candidate.key;
-        let attempt = self.registry.admit(key, self.clock.now()).map_err(SkipReason::code)?;
+        let now = self.clock.now();
+        let mut attempt = self.registry.admit(key, now).map_err(SkipReason::code)?;
+        attempt.lease(now).await.map_err(SkipReason::code)?;
         match self.secret_for(routes, &key.provider, &key.credential).await {
             Ok(secret) => Ok((attempt, secret)),
             Err(error) => {
@@ -1162,10 +1165,14 @@ struct Prober {
 
 impl Prober {
     /// Sends one probe and settles it; every early return drops the probe, which frees its slot.
-    async fn run(self, probe: RecoveryProbe) {
+    async fn run(self, mut probe: RecoveryProbe) {
         let key = probe.key().clone();
         let Some(provider) = self.routes.provider(&key.provider) else { return };
         let now = self.clock.now();
+        if !probe.lease(now).await {
+            tracing::debug!(target = %key, "another instance of the team probes this provider");
+            return;
+        }
         let secret =
             match secret(&self.oauth, &self.routes, &key.provider, &key.credential, now).await {
                 Ok(secret) => secret,

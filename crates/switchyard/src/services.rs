@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::resilience::registry::{ResetCounts, ResetScope};
 use switchyard_core::resilience::{HealthRegistry, HealthSnapshot};
 use switchyard_core::{CandidateKey, Clock, UnixMillis};
+use switchyard_store::team::TeamStatus;
 use switchyard_store::{ApiKeyRecord, PersistenceStatus, Store};
 use tokio::sync::watch;
 use ts_rs::TS;
@@ -47,6 +48,8 @@ pub struct Services {
     proxy: Arc<Proxy>,
     editor: ConfigEditor,
     oauth: OAuth,
+    /// Team mode (issue 20), read on every look like persistence: the database comes and goes.
+    team: Option<watch::Receiver<TeamStatus>>,
 }
 
 /// The health page.
@@ -60,8 +63,71 @@ pub struct Health {
     pub config_saved_to: ConfigSaving,
     /// Each combo's candidates that could serve now.
     pub combos: Vec<ComboHealth>,
+    /// Team mode (issue 20); `null` without a `[team]` database.
+    pub team: Option<TeamView>,
     #[serde(flatten)]
     pub snapshot: HealthSnapshot,
+}
+
+/// This instance's team, as the health page and the tray show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct TeamView {
+    /// This instance's name in the team.
+    pub instance: String,
+    /// The team's database answers: breaker, cooldown and lockout state is shared. `false`:
+    /// this instance serves from its own memory and state file, and sends what changed once
+    /// the database is back.
+    pub connected: bool,
+    /// Why it is not connected.
+    pub reason: Option<String>,
+    /// Since when `connected` has been as it is.
+    pub since: UnixMillis,
+    /// The instances seen in the last minute, this one included.
+    pub members: Vec<TeamMemberView>,
+    /// How far the database's clock is ahead of this instance's (negative: behind); shared
+    /// deadlines are converted by it.
+    #[ts(type = "number")]
+    pub clock_offset_ms: i64,
+    /// Changes waiting for the database.
+    #[ts(type = "number")]
+    pub backlog: u64,
+    /// Changes dropped because too many waited.
+    #[ts(type = "number")]
+    pub dropped: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct TeamMemberView {
+    pub id: String,
+    pub version: String,
+    /// Its last heartbeat, as of this instance's last one.
+    #[ts(type = "number")]
+    pub seen_ms_ago: u64,
+}
+
+impl From<&TeamStatus> for TeamView {
+    fn from(s: &TeamStatus) -> Self {
+        Self {
+            instance: s.instance.to_string(),
+            connected: s.connected,
+            reason: s.reason.clone(),
+            since: s.since,
+            members: s
+                .members
+                .iter()
+                .map(|m| TeamMemberView {
+                    id: m.id.to_string(),
+                    version: m.version.clone(),
+                    seen_ms_ago: switchyard_core::clock::millis(m.seen_ago),
+                })
+                .collect(),
+            clock_offset_ms: s.clock_offset_ms,
+            backlog: u64::try_from(s.backlog).unwrap_or(u64::MAX),
+            dropped: s.dropped,
+        }
+    }
 }
 
 /// `GET`/`PUT /api/routing`: whether client requests are routed at all.
@@ -136,7 +202,14 @@ impl Services {
         editor: ConfigEditor,
         oauth: OAuth,
     ) -> Self {
-        Self { registry, clock, store, persistence, proxy, editor, oauth }
+        Self { registry, clock, store, persistence, proxy, editor, oauth, team: None }
+    }
+
+    /// Shows the team's status (issue 20) on the health page.
+    #[must_use]
+    pub fn with_team(mut self, status: watch::Receiver<TeamStatus>) -> Self {
+        self.team = Some(status);
+        self
     }
 
     pub fn editor(&self) -> &ConfigEditor {
@@ -161,6 +234,7 @@ impl Services {
             persistence,
             config_saved_to,
             combos: self.proxy.routes().combo_health(&self.registry, now),
+            team: self.team.as_ref().map(|status| TeamView::from(&*status.borrow())),
             snapshot: self.registry.snapshot(now),
         }
     }

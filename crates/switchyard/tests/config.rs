@@ -13,6 +13,8 @@ fn env(var: &str) -> Option<String> {
         "OPENAI_API_KEY" => Some("sk-test-openai".into()),
         "ANTHROPIC_API_KEY" => Some("sk-ant-test-personal".into()),
         "ANTHROPIC_API_KEY_WORK" => Some("sk-ant-test-work".into()),
+        "SWITCHYARD_TEAM_DB" => Some("postgres://switchyard:hunter2@db.example:5432/team".into()),
+        "NOT_A_DATABASE" => Some("sk-test-openai-hunter2".into()),
         _ => None,
     }
 }
@@ -552,4 +554,44 @@ credentials = [{ id = "me", kind = "oauth" }]
         ],
         "an OAuth credential's tokens go to the token endpoint too"
     );
+}
+
+#[test]
+fn a_team_database_named_by_a_reference_is_parsed_and_without_one_there_is_no_team() {
+    let team = parse("[team]\ndatabase_url = \"env:SWITCHYARD_TEAM_DB\"\ninstance = \"ci-1\"\n")
+        .unwrap()
+        .team
+        .expect("a team");
+    assert_eq!(team.instance.unwrap().as_str(), "ci-1");
+    assert!(!format!("{:?}", team.url).contains("hunter2"), "the URL is never printed");
+    let without = parse("").unwrap();
+    assert!(without.team.is_none());
+    assert!(!without.form.to_toml().contains("[team]"), "no team, nothing written");
+}
+
+#[test]
+fn a_team_database_url_written_inline_or_holding_something_else_is_refused_without_echoing_it() {
+    let inline = error("[team]\ndatabase_url = \"postgres://u:hunter2@db.example/team\"\n");
+    assert!(inline.contains("team.database_url"), "{inline}");
+    assert!(inline.contains("env:"), "says what to write instead: {inline}");
+    assert!(!inline.contains("hunter2"), "{inline}");
+
+    let not_a_database = error("[team]\ndatabase_url = \"env:NOT_A_DATABASE\"\n");
+    assert!(not_a_database.contains("team.database_url"), "{not_a_database}");
+    assert!(not_a_database.contains("env:NOT_A_DATABASE"), "names the reference: {not_a_database}");
+    assert!(not_a_database.contains("postgres://user:password@host"), "{not_a_database}");
+    assert!(!not_a_database.contains("hunter2"), "{not_a_database}");
+
+    let unset = error("[team]\ndatabase_url = \"env:SWITCHYARD_TEAM_DB_UNSET\"\n");
+    assert!(unset.contains("SWITCHYARD_TEAM_DB_UNSET"), "{unset}");
+}
+
+#[test]
+fn a_team_instance_name_needs_a_database_and_a_plain_name() {
+    let alone = error("[team]\ninstance = \"ci-1\"\n");
+    assert!(alone.contains("team.database_url") && alone.contains("required"), "{alone}");
+    let bad = error("[team]\ndatabase_url = \"env:SWITCHYARD_TEAM_DB\"\ninstance = \"a b\"\n");
+    assert!(bad.contains("team.instance"), "{bad}");
+    let unknown = error("[team]\ndatabase = \"env:SWITCHYARD_TEAM_DB\"\n");
+    assert!(unknown.contains("team") && unknown.contains("database"), "{unknown}");
 }

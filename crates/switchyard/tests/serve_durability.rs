@@ -19,27 +19,25 @@
 //! own (`unshare`), as root or, elsewhere, as root of a user namespace; a machine that allows
 //! neither fails those tests with a message saying so.
 
+#[path = "serving/serve.rs"]
+#[expect(dead_code, reason = "the process wrapper is shared; this binary starts no faketime")]
+mod serve;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_core::resilience::event::HealthRecords;
-use switchyard_core::resilience::{BreakerState, CredentialStatus, HealthSnapshot};
+use switchyard_core::resilience::{BreakerState, CredentialStatus};
 use switchyard_core::usage::ledger::Ledger;
 use switchyard_core::usage::report::{Bucket, Filter, GroupBy, ReportSpec};
 use switchyard_core::{Clock as _, SystemClock};
 use switchyard_store::Store;
 use switchyard_testkit::{Behavior, MockUpstream, Reply, Status, Tokens};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
 
-const LOCAL_KEY: &str = "sy-durability-local-key";
-const TOKEN: &str = "sy-durability-management-token";
-/// Every wait on the child is bounded by this; it is a watchdog, not a synchronisation.
-const WATCHDOG: Duration = Duration::from_secs(60);
+use self::serve::{LOCAL_KEY, Launcher, Serve, TOKEN, WATCHDOG, is_root};
 /// Lockouts the server must have committed before each kill.
 const LOCKS_PER_RUN: usize = 60;
 
@@ -83,145 +81,6 @@ credentials = [
 error_codes = [404]
 "#
     )
-}
-
-/// How the server process is started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Launcher {
-    Plain,
-    /// In a mount namespace of its own, after running a shell script (which ends by `exec`ing
-    /// the server, so the child's pid is the server's).
-    Isolated,
-}
-
-/// A running `switchyard serve`.
-struct Serve {
-    child: Child,
-    port: u16,
-    http: reqwest::Client,
-    /// Every line the server logged so far.
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Serve {
-    /// Starts the binary on `data` with `config_file`; for [`Launcher::Isolated`], `script`
-    /// runs first in the new mount namespace.
-    async fn start(data: &Path, config_file: &Path, launcher: Launcher, script: &str) -> Self {
-        let binary = env!("CARGO_BIN_EXE_switchyard");
-        let mut command = match launcher {
-            Launcher::Plain => Command::new(binary),
-            Launcher::Isolated => {
-                let mut c = Command::new("unshare");
-                if !is_root() {
-                    c.arg("--user").arg("--map-root-user");
-                }
-                c.args(["--mount", "--propagation", "private", "sh", "-ec"]);
-                c.arg(format!("{script}\nexec \"$0\" \"$@\""));
-                c.arg(binary);
-                c
-            }
-        };
-        command
-            .arg("--data-dir")
-            .arg(data)
-            .args(["serve", "--port", "0", "--config"])
-            .arg(config_file)
-            .env("SWITCHYARD_API_KEY", LOCAL_KEY)
-            .env("SWITCHYARD_MANAGEMENT_TOKEN", TOKEN)
-            .env("SY_TEST_UPSTREAM_KEY", "sk-upstream-test")
-            .env("SWITCHYARD_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("switchyard (or unshare) starts");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-        let sink = Arc::clone(&log);
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = stderr.next_line().await {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = tokio::time::timeout(WATCHDOG, stdout.next_line()).await;
-        let Ok(Ok(Some(line))) = line else {
-            let status = child.try_wait();
-            let log = log.lock().unwrap().join("\n");
-            panic!("switchyard did not start ({status:?}):\n{log}");
-        };
-        let port = line
-            .strip_prefix("listening on http://127.0.0.1:")
-            .and_then(|rest| rest.strip_suffix("/v1"))
-            .and_then(|port| port.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}: not on loopback?"));
-        Self { child, port, http: reqwest::Client::new(), log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("the server is running")
-    }
-
-    /// Asks for `model` (a `provider/model` target): the status, or `None` when the request
-    /// could not be made (the server is gone).
-    async fn ask(&self, model: &str) -> Option<u16> {
-        let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
-        let response = self
-            .http
-            .post(self.url("/v1/chat/completions"))
-            .bearer_auth(LOCAL_KEY)
-            .json(&body)
-            .send()
-            .await
-            .ok()?;
-        Some(response.status().as_u16())
-    }
-
-    /// The health page: the JSON, and the snapshot in it.
-    async fn health(&self) -> (Value, HealthSnapshot) {
-        let response = self
-            .http
-            .get(self.url("/api/monitoring/health"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .expect("the health page answers");
-        assert_eq!(response.status(), 200);
-        let body: Value = response.json().await.unwrap();
-        let snapshot = serde_json::from_value(body.clone()).expect("the snapshot parses");
-        (body, snapshot)
-    }
-
-    /// Whether the server logged a line containing `text`.
-    fn logged(&self, text: &str) -> bool {
-        self.log.lock().unwrap().iter().any(|line| line.contains(text))
-    }
-
-    fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    async fn kill_9(mut self) {
-        self.child.kill().await.expect("SIGKILL");
-    }
-
-    /// SIGTERM, and the clean exit that follows.
-    async fn stop(mut self) {
-        let pid = self.pid().to_string();
-        let sent = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-        let exit = tokio::time::timeout(WATCHDOG, self.child.wait()).await.expect("exits").unwrap();
-        assert!(exit.success(), "{exit:?}:\n{}", self.log_text());
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// Fails the test, saying why, when this machine cannot give the server a mount namespace.
@@ -331,7 +190,7 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
 
     let mut seen = Seen::default();
     for run in 0..3 {
-        let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+        let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
         let (health, _) = server.health().await;
         assert_eq!(health["persistence"]["durable"], true, "run {run}: {health}");
         let workers = burst(&server, &mock, run);
@@ -351,15 +210,7 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
         .await;
         if watched.is_err() {
             let (health, _) = server.health().await;
-            let body = json!({"model": "down/m", "messages": [{"role": "user", "content": "hi"}]});
-            let down = server
-                .http
-                .post(server.url("/v1/chat/completions"))
-                .bearer_auth(LOCAL_KEY)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+            let down = server.answer("down/m").await.unwrap();
             let down = (down.status(), down.text().await.unwrap());
             panic!(
                 "run {run}: not enough committed after {WATCHDOG:?}: {} lockouts, open breakers \
@@ -382,7 +233,7 @@ async fn kill_9_mid_burst_keeps_every_committed_transition_and_request_on_restar
         }
 
         check_file(&state, &seen).await;
-        let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+        let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
         let (health, snapshot) = server.health().await;
         assert_eq!(health["persistence"]["durable"], true, "run {run}: {health}");
         let locked: BTreeSet<String> =
@@ -465,7 +316,7 @@ async fn seeded(dir: &Path, data: &Path, mock: &MockUpstream) -> PathBuf {
     let config_file = dir.join("switchyard.toml");
     std::fs::write(&config_file, config(mock)).unwrap();
     mock.set_default("gone", Status::new(404).retry_after(Duration::from_secs(3600)));
-    let server = Serve::start(data, &config_file, Launcher::Plain, "").await;
+    let server = Serve::start(data, &config_file, &Launcher::Plain, &[]).await;
     assert_eq!(server.ask("oa/gone").await, Some(503), "the only target is locked");
     assert_eq!(mock.attempt_count("gone"), 1);
     server.stop().await;
@@ -501,7 +352,7 @@ async fn a_read_only_state_file_restores_its_state_and_serves_from_memory() {
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o400)).unwrap();
     let bytes = std::fs::read(&state).unwrap();
 
-    let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+    let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
     assert_memory_only(&server, &mock, "read-only").await;
     assert_eq!(server.ask("oa/gone").await, Some(503));
     assert_eq!(mock.attempt_count("gone"), 1, "the file's lockout was restored");
@@ -522,7 +373,7 @@ async fn a_state_file_on_a_read_only_directory_serves_from_memory() {
     // The file keeps its write permission; the file system under it refuses writes.
     let d = data.display();
     let script = format!("mount --bind '{d}' '{d}'\nmount -o remount,bind,ro '{d}'");
-    let server = Serve::start(&data, &config_file, Launcher::Isolated, &script).await;
+    let server = Serve::start(&data, &config_file, &Launcher::Isolated(script), &[]).await;
     assert_memory_only(&server, &mock, "state file").await;
     server.stop().await;
     assert!(std::fs::read(&state).unwrap() == bytes, "the file on a read-only mount changed");
@@ -539,7 +390,7 @@ async fn a_disk_that_fills_up_while_serving_turns_persistence_off_loudly_and_req
     std::fs::write(&config_file, config(&mock)).unwrap();
     let d = data.display();
     let script = format!("mount -t tmpfs -o size=4m,mode=0700 tmpfs '{d}'");
-    let server = Serve::start(&data, &config_file, Launcher::Isolated, &script).await;
+    let server = Serve::start(&data, &config_file, &Launcher::Isolated(script), &[]).await;
     let (health, _) = server.health().await;
     assert_eq!(health["persistence"]["durable"], true, "{health}");
 
@@ -611,7 +462,7 @@ async fn a_garbage_state_file_is_left_alone_and_requests_are_served_from_memory(
     let config_file = dir.path().join("switchyard.toml");
     std::fs::write(&config_file, config(&mock)).unwrap();
 
-    let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+    let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
     assert_memory_only(&server, &mock, "not a database").await;
     server.stop().await;
     assert!(std::fs::read(&state).unwrap() == garbage, "the corrupt file changed");
@@ -633,7 +484,7 @@ async fn a_truncated_state_file_serves_from_memory() {
         let _ = std::fs::remove_file(format!("{}{stale}", state.display()));
     }
 
-    let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+    let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
     assert_memory_only(&server, &mock, "state file").await;
     server.stop().await;
 }
@@ -718,7 +569,7 @@ async fn kill_9_mid_burst_leaves_usage_aggregates_equal_to_the_logged_requests_s
 
     let mut committed = 0;
     for run in 0..2 {
-        let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+        let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
         let workers = usage_burst(&server);
         // Enough of this run committed (the log is written in batches, every half second at
         // most), then the kill with the burst still going.
@@ -774,7 +625,7 @@ async fn kill_9_mid_burst_leaves_usage_aggregates_equal_to_the_logged_requests_s
         filter: Filter::default(),
     };
     let expected = serde_json::to_value(sums.report(&spec)).unwrap();
-    let server = Serve::start(&data, &config_file, Launcher::Plain, "").await;
+    let server = Serve::start(&data, &config_file, &Launcher::Plain, &[]).await;
     let query = format!(
         "/api/usage?bucket=hour&group_by=model&from={}&to={}",
         switchyard_core::calendar::rfc3339(spec.from),

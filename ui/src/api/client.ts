@@ -43,6 +43,7 @@ import { ApiFailure } from './failure';
 import type { NotificationSettings } from '../bindings/NotificationSettings';
 import type { RoutingState } from '../bindings/RoutingState';
 import type { ServerInfo } from '../bindings/ServerInfo';
+import type { TeamForm } from '../bindings/TeamForm';
 import type { TryRequest } from '../bindings/TryRequest';
 import type { TryResult } from '../bindings/TryResult';
 import type { LiveHandlers, Transport } from './transport';
@@ -58,6 +59,7 @@ export type SectionForms = {
   notifications: NotificationSettings;
   usage: UsageSettings;
   budgets: BudgetSettings;
+  team: TeamForm;
 };
 export type SettingsSection = keyof SectionForms;
 // The client edits exactly the sections the bindings know.

@@ -4,6 +4,7 @@ import type { ComboForm } from "./ComboForm";
 import type { ProviderForm } from "./ProviderForm";
 import type { ServerForm } from "./ServerForm";
 import type { SettingsForm } from "./SettingsForm";
+import type { TeamForm } from "./TeamForm";
 
 /**
  * A whole config: the file, the export, and what the API edits piece by piece.
@@ -13,4 +14,9 @@ export type ConfigForm = { server: ServerForm, providers?: Array<ProviderForm>, 
  * Where a model name goes that no combo, `provider/model` or alias names: a combo or
  * `provider/model`. Unset, such a name gets a 404 listing what is configured.
  */
-default_route?: string, aliases?: Array<AliasForm>, settings: SettingsForm, };
+default_route?: string, aliases?: Array<AliasForm>, settings: SettingsForm, 
+/**
+ * Team mode (issue 20, docs/team.md): share breaker, cooldown and lockout state with other
+ * instances through `PostgreSQL`.
+ */
+team?: TeamForm, };

@@ -6,6 +6,7 @@ import type { CredentialView } from "./CredentialView";
 import type { LockoutView } from "./LockoutView";
 import type { Persistence } from "./Persistence";
 import type { ProbeView } from "./ProbeView";
+import type { TeamView } from "./TeamView";
 import type { UnixMillis } from "./UnixMillis";
 
 /**
@@ -23,7 +24,11 @@ config_saved_to: ConfigSaving,
 /**
  * Each combo's candidates that could serve now.
  */
-combos: Array<ComboHealth>, at: UnixMillis, breakers: Array<BreakerView>, credentials: Array<CredentialView>, lockouts: Array<LockoutView>, 
+combos: Array<ComboHealth>, 
+/**
+ * Team mode (issue 20); `null` without a `[team]` database.
+ */
+team: TeamView | null, at: UnixMillis, breakers: Array<BreakerView>, credentials: Array<CredentialView>, lockouts: Array<LockoutView>, 
 /**
  * Failures not tracked because the registry was full of benched entries.
  */

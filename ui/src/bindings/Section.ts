@@ -3,4 +3,4 @@
 /**
  * A settings section, as named in the URL and in the config file's `[settings.*]`.
  */
-export type Section = "model_lockouts" | "credential_cooldown" | "breaker_profiles" | "timeouts" | "routing" | "notifications" | "server" | "usage" | "budgets";
+export type Section = "model_lockouts" | "credential_cooldown" | "breaker_profiles" | "timeouts" | "routing" | "notifications" | "server" | "usage" | "budgets" | "team";

@@ -6,10 +6,11 @@ import type { LockoutSettings } from "./LockoutSettings";
 import type { NotificationSettings } from "./NotificationSettings";
 import type { RoutingSettings } from "./RoutingSettings";
 import type { ServerForm } from "./ServerForm";
+import type { TeamForm } from "./TeamForm";
 import type { TimeoutSettings } from "./TimeoutSettings";
 import type { UsageSettings } from "./UsageSettings";
 
 /**
  * Every settings section at once.
  */
-export type SettingsView = { server: ServerForm, model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, notifications: NotificationSettings, usage: UsageSettings, budgets: BudgetSettings, };
+export type SettingsView = { server: ServerForm, team: TeamForm, model_lockouts: LockoutSettings, credential_cooldown: CooldownSettings, breaker_profiles: BreakerProfiles, timeouts: TimeoutSettings, routing: RoutingSettings, notifications: NotificationSettings, usage: UsageSettings, budgets: BudgetSettings, };

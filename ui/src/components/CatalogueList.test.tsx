@@ -47,7 +47,7 @@ describe('CatalogueList', () => {
       <CatalogueList
         presets={[openai, groq]}
         providers={[configured]}
-        breakers={[{ provider: 'groq', state: 'open', failures: 3, reopens: 0, last_fault: null, retry_in_ms: 1000 }]}
+        breakers={[{ provider: 'groq', state: 'open', failures: 3, reopens: 0, last_fault: null, retry_in_ms: 1000, probing_elsewhere: false, recorded_by: null }]}
         onPick={() => {}}
       />,
     );

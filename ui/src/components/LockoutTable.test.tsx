@@ -10,6 +10,7 @@ const lockout = (model: string, remaining_ms: number, failures = 1): LockoutView
   consecutive_failures: failures,
   locked_until: Date.now() + remaining_ms,
   remaining_ms,
+  recorded_by: null,
 });
 
 /** Lets the fake server's promises and React's updates settle, without real time passing. */

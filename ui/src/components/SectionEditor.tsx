@@ -12,7 +12,8 @@ import { CheckField, ErrorNote, SaveRevert, TextField } from './controls';
 export type FieldSpec = {
   path: string;
   label: string;
-  kind: 'int' | 'optional-int' | 'bool';
+  /** `text` is sent as written; `optional-text` sends `null` when left empty. */
+  kind: 'int' | 'optional-int' | 'bool' | 'text' | 'optional-text';
   ms?: boolean;
   hint?: string;
 };
@@ -96,8 +97,12 @@ export function SectionEditor<S extends SettingsSection>({
       continue;
     }
     const text = String(raw ?? '');
-    if (field.kind === 'optional-int' && text.trim() === '') {
+    if ((field.kind === 'optional-int' || field.kind === 'optional-text') && text.trim() === '') {
       next = setPath(next, field.path, null);
+      continue;
+    }
+    if (field.kind === 'text' || field.kind === 'optional-text') {
+      next = setPath(next, field.path, text.trim());
       continue;
     }
     const value = parseWhole(text);
@@ -134,16 +139,18 @@ export function SectionEditor<S extends SettingsSection>({
               );
             }
             const text = String(draft[field.path] ?? '');
-            const parsed = parseWhole(text);
+            const textual = field.kind === 'text' || field.kind === 'optional-text';
+            const parsed = textual ? null : parseWhole(text);
             const hint = [field.hint, field.ms && parsed !== null ? `= ${formatSetting(parsed)}` : null].filter(Boolean).join(' · ');
             return (
               <TextField
                 key={field.path}
                 id={id}
                 label={field.label}
-                inputMode="numeric"
+                inputMode={textual ? undefined : 'numeric'}
+                autoComplete={textual ? 'off' : undefined}
                 value={text}
-                placeholder={field.kind === 'optional-int' ? 'default' : undefined}
+                placeholder={field.kind === 'optional-int' || field.kind === 'optional-text' ? 'default' : undefined}
                 hint={hint || undefined}
                 onChange={(e) => edit(field.path, e.target.value)}
                 error={error}

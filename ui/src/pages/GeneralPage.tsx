@@ -22,6 +22,19 @@ export function GeneralPage() {
         description="The port takes effect at the next start."
         groups={[{ fields: [{ path: 'port', label: 'Port', kind: 'int', hint: '127.0.0.1 only' }] }]}
       />
+      <SectionEditor
+        section="team"
+        title="Team"
+        description="Share breaker, cooldown and lockout state with other Switchyard instances through PostgreSQL (docs/team.md). Write where the URL is (env:VAR or keychain:team/database), never the URL itself: it holds a password. Takes effect at the next start."
+        groups={[
+          {
+            fields: [
+              { path: 'database_url', label: 'Database URL reference', kind: 'text', hint: 'e.g. env:SWITCHYARD_TEAM_DB; empty: no team' },
+              { path: 'instance', label: 'Instance name', kind: 'optional-text', hint: 'unique in the team; default: host name and a random suffix' },
+            ],
+          },
+        ]}
+      />
       <LocalKeys />
       <SectionEditor
         section="notifications"

@@ -14,6 +14,7 @@ const health: Health = {
   persistence: { durable: true, reason: null },
   config_saved_to: { to: 'state_file' },
   combos: [{ name: 'smart', eligible: 1, candidates: 2 }],
+  team: null,
   at: 0,
   breakers: [],
   credentials: [],
@@ -69,7 +70,7 @@ describe('recovery probes on the overview', () => {
   it('show a benched provider being probed and what the last probe found', async () => {
     const probing: Health = {
       ...health,
-      breakers: [{ provider: 'oa', state: 'half_open', failures: 5, reopens: 0, last_fault: 'transient', retry_in_ms: 0 }],
+      breakers: [{ provider: 'oa', state: 'half_open', failures: 5, reopens: 0, last_fault: 'transient', retry_in_ms: 0, probing_elsewhere: false, recorded_by: null }],
       probes: [
         { scope: { layer: 'provider', provider: 'oa' }, probing: true, last: null },
         {
@@ -115,5 +116,64 @@ describe('usage on the overview', () => {
     renderWithServer(<OverviewPage />, (call) => (call.path === '/api/usage/budgets' ? ok([warned]) : server(call)));
     expect(await screen.findByText(/No requests in the last 7 days/)).toBeInTheDocument();
     expect(await screen.findByTestId('budget-warning')).toHaveTextContent('The daily budget over every request is 85 % spent ($4.25 of $5.00)');
+  });
+});
+
+describe('the team on the overview', () => {
+  const team = {
+    instance: 'b',
+    connected: true,
+    reason: null,
+    since: 0,
+    members: [
+      { id: 'a', version: '0.1.0', seen_ms_ago: 1_000 },
+      { id: 'b', version: '0.1.0', seen_ms_ago: 0 },
+    ],
+    clock_offset_ms: 300_000,
+    backlog: 0,
+    dropped: 0,
+  };
+  const routes = (page: Health) => (call: ApiCall): ApiReply => {
+    const path = call.path.split('?')[0];
+    if (path === '/api/monitoring/health') return ok(page);
+    return server(call);
+  };
+
+  it('lists the instances seen lately, says state is shared and who recorded a lock', async () => {
+    const page: Health = {
+      ...health,
+      team,
+      lockouts: [
+        {
+          key: { provider: 'oa', credential: 'main', model: 'gpt-4o' },
+          reason: { kind: 'rate_limit', status: 429 },
+          consecutive_failures: 1,
+          locked_until: Date.now() + 30_000,
+          remaining_ms: 30_000,
+          recorded_by: 'a',
+        },
+      ],
+    };
+    renderWithServer(<OverviewPage />, routes(page));
+    const card = await screen.findByTestId('team-card');
+    expect(card).toHaveTextContent('sharing');
+    expect(card).toHaveTextContent('This instance is b; its clock is 300 s behind the database');
+    expect(screen.getByRole('table', { name: 'Team instances' })).toHaveTextContent('b (this one)');
+    expect(screen.getByText('a', { selector: 'strong' })).toBeInTheDocument();
+    expect(screen.queryByTestId('team-offline')).toBeNull();
+  });
+
+  it('says so when the team database cannot be reached', async () => {
+    const page: Health = { ...health, team: { ...team, connected: false, reason: 'team database: connection refused', backlog: 3 } };
+    renderWithServer(<OverviewPage />, routes(page));
+    expect(await screen.findByTestId('team-offline')).toHaveTextContent('The team database cannot be reached (team database: connection refused)');
+    expect(screen.getByTestId('team-card')).toHaveTextContent('not sharing');
+    expect(screen.getByTestId('team-card')).toHaveTextContent('3 changes waiting for the database');
+  });
+
+  it('shows nothing of a team when there is none', async () => {
+    renderWithServer(<OverviewPage />, server);
+    await screen.findByText('1 of 2 ready');
+    expect(screen.queryByTestId('team-card')).toBeNull();
   });
 });

@@ -1,6 +1,7 @@
 import { useMemo, useState } from 'react';
 import type { BreakerState } from '../bindings/BreakerState';
 import type { ResetScope } from '../bindings/ResetScope';
+import type { TeamView } from '../bindings/TeamView';
 import { insideDesktop } from '../api/ipc';
 import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
 import { BudgetAlerts } from '../components/BudgetNotes';
@@ -87,6 +88,12 @@ export function OverviewPage() {
       {h && !h.persistence.durable ? (
         <div className="note note-warn" role="status">
           Health state is kept in memory only{h.persistence.reason ? `: ${h.persistence.reason}` : ''}.
+        </div>
+      ) : null}
+      {h?.team && !h.team.connected ? (
+        <div className="note note-warn" role="status" data-testid="team-offline">
+          The team database cannot be reached{h.team.reason ? ` (${h.team.reason})` : ''}: this instance decides alone and sends its changes when the
+          database is back.
         </div>
       ) : null}
       {h && h.config_saved_to.to === 'memory_only' ? (
@@ -203,6 +210,18 @@ export function OverviewPage() {
                       <dd>{breaker.last_fault}</dd>
                     </>
                   ) : null}
+                  {breaker?.probing_elsewhere ? (
+                    <>
+                      <dt>Probe</dt>
+                      <dd>on another instance of the team</dd>
+                    </>
+                  ) : null}
+                  {breaker?.recorded_by ? (
+                    <>
+                      <dt>Recorded by</dt>
+                      <dd>{breaker.recorded_by}</dd>
+                    </>
+                  ) : null}
                   <dt>Credentials</dt>
                   <dd>{p.credentials.filter((c) => c.enabled).length} enabled</dd>
                   {probe ? (
@@ -242,6 +261,7 @@ export function OverviewPage() {
                   </strong>{' '}
                   <Badge tone={c.status === 'cooling' ? 'warn' : 'bad'}>{c.status.replace(/_/g, ' ')}</Badge>{' '}
                   {c.retry_in_ms !== null ? <span className="muted">back in {left(c.retry_in_ms)}</span> : <span className="muted">needs attention</span>}
+                  <RecordedBy by={c.recorded_by} team={h?.team ?? null} />
                 </span>
                 <button
                   type="button"
@@ -270,6 +290,7 @@ export function OverviewPage() {
                   <span className="muted">
                     on {l.key.credential}, {reasonText(l.reason)}, {left(l.remaining_ms)} left
                   </span>
+                  <RecordedBy by={l.recorded_by} team={h?.team ?? null} />
                 </span>
                 <button
                   type="button"
@@ -286,6 +307,8 @@ export function OverviewPage() {
           <a href="#/settings/lockouts">Manage lockouts</a>
         </section>
       </div>
+
+      {h?.team ? <TeamCard team={h.team} now={now} /> : null}
 
       {h && h.probes.length > 0 ? (
         <section className="card" aria-labelledby="probes-title">
@@ -402,6 +425,56 @@ function WeekOfUsage() {
           </div>
         </>
       ) : null}
+    </section>
+  );
+}
+
+/** Which instance of the team recorded a cooldown or a lock; nothing without a team. */
+function RecordedBy({ by, team }: { by: string | null; team: TeamView | null }) {
+  if (team === null) return null;
+  const here = by === null || by === team.instance;
+  return <span className="muted"> · recorded by {here ? 'this instance' : <strong>{by}</strong>}</span>;
+}
+
+/** Team mode (issue 20): whether state is shared, and the instances seen in the last minute. */
+function TeamCard({ team, now }: { team: TeamView; now: number }) {
+  const offset = team.clock_offset_ms;
+  return (
+    <section className="card" aria-labelledby="team-title" data-testid="team-card">
+      <div className="row spread">
+        <h2 id="team-title">Team</h2>
+        {team.connected ? <Badge tone="ok">sharing</Badge> : <Badge tone="warn">not sharing</Badge>}
+      </div>
+      <p className="muted">
+        Breaker, cooldown and lockout state is shared with the instances below through the team database. This instance is <strong>{team.instance}</strong>
+        {Math.abs(offset) >= 1000 ? `; its clock is ${Math.round(Math.abs(offset) / 1000)} s ${offset > 0 ? 'behind' : 'ahead of'} the database's, and shared deadlines are converted` : ''}.
+      </p>
+      {team.backlog > 0 || team.dropped > 0 ? (
+        <p className="muted">
+          {team.backlog} changes waiting for the database{team.dropped > 0 ? `, ${team.dropped} dropped` : ''}.
+        </p>
+      ) : null}
+      <table className="table" aria-label="Team instances">
+        <thead>
+          <tr>
+            <th scope="col">Instance</th>
+            <th scope="col">Version</th>
+            <th scope="col">Seen</th>
+          </tr>
+        </thead>
+        <tbody>
+          {team.members.map((m) => (
+            <tr key={m.id}>
+              <td>
+                {m.id}
+                {m.id === team.instance ? <span className="muted"> (this one)</span> : null}
+              </td>
+              <td>{m.version}</td>
+              <td>{formatAgo(now - m.seen_ms_ago, now)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </section>
   );
 }

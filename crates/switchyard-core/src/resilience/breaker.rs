@@ -37,6 +37,22 @@ pub enum BreakerState {
 /// Identifies one half-open probe; unique for the life of the registry.
 pub type ProbeId = u64;
 
+/// The slot another instance of the team holds under its lease (issue 20). The registry never
+/// hands it out: its probe ids start at 1.
+pub const TEAM_LEASE: ProbeId = 0;
+
+/// Who holds a shared breaker's half-open probe slot, as a team member sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseHolder {
+    Nobody,
+    /// This instance: its own probes stay in flight.
+    Me,
+    /// Another instance, until the lease's deadline (in this instance's time).
+    Other {
+        until: UnixMillis,
+    },
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Probe {
     id: ProbeId,
@@ -216,12 +232,40 @@ impl Breaker {
             (Phase::HalfOpen { probes }, Admission::Probe(id))
                 if probes.iter().any(|p| p.id == id) =>
             {
-                self.phase = Phase::Closed;
-                self.failures = 0;
-                self.reopens = 0;
+                return self.close_after_probe(now);
             }
             _ => return Changed::No,
         }
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// A half-open probe succeeded: closed, counters reset. The probe may have been admitted
+    /// here or, in a team, by whichever instance held the lease (see `team::shared`).
+    pub fn close_after_probe(&mut self, now: UnixMillis) -> Changed {
+        if !matches!(self.phase, Phase::HalfOpen { .. }) {
+            return Changed::No;
+        }
+        self.phase = Phase::Closed;
+        self.failures = 0;
+        self.reopens = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// A half-open probe failed with `fault`: open again, one backoff step longer.
+    pub fn reopen_after_probe(
+        &mut self,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        fault: BreakerFault,
+    ) -> Changed {
+        if !matches!(self.phase, Phase::HalfOpen { .. }) {
+            return Changed::No;
+        }
+        self.last_fault = Some(fault);
+        self.reopens = self.reopens.saturating_add(1);
+        self.open(now, policy, fault);
         self.changed_at = now;
         Changed::Yes
     }
@@ -261,9 +305,7 @@ impl Breaker {
             (Phase::HalfOpen { probes }, Admission::Probe(id))
                 if probes.iter().any(|p| p.id == id) =>
             {
-                self.last_fault = Some(fault);
-                self.reopens = self.reopens.saturating_add(1);
-                self.open(now, policy, fault);
+                return self.reopen_after_probe(now, policy, fault);
             }
             _ => return Changed::No,
         }
@@ -314,6 +356,42 @@ impl Breaker {
             last_fault: record.last_fault,
             changed_at: record.changed_at,
         }
+    }
+}
+
+impl Breaker {
+    /// The breaker a team's shared record stands for here (issue 20), the record already in
+    /// this instance's time: restored like a record from the state file, with the lease's slot
+    /// taken while another instance probes, and this instance's own probes kept while it holds
+    /// the lease (their results still settle the breaker).
+    pub fn adopt(
+        record: &BreakerRecord,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        lease: LeaseHolder,
+        previous: Option<&Self>,
+    ) -> Self {
+        let mut adopted = Self::restore(record, now, policy);
+        if let Phase::HalfOpen { probes } = &mut adopted.phase {
+            match lease {
+                LeaseHolder::Me => {
+                    if let Some(Self { phase: Phase::HalfOpen { probes: mine }, .. }) = previous {
+                        probes.extend(mine.iter().filter(|p| p.id != TEAM_LEASE).cloned());
+                    }
+                }
+                LeaseHolder::Other { until } if until > now => {
+                    probes.push(Probe { id: TEAM_LEASE, deadline: until });
+                }
+                LeaseHolder::Nobody | LeaseHolder::Other { .. } => {}
+            }
+        }
+        adopted
+    }
+
+    /// Whether another instance's lease holds the half-open slot at `now`.
+    pub fn leased_elsewhere(&self, now: UnixMillis) -> bool {
+        matches!(&self.phase, Phase::HalfOpen { probes }
+            if probes.iter().any(|p| p.id == TEAM_LEASE && p.deadline > now))
     }
 }
 

@@ -12,8 +12,8 @@
 //! benched) the new failure goes untracked, failing open rather than growing without bound.
 
 use std::hash::Hash;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use indexmap::{Equivalent, IndexMap};
@@ -22,18 +22,23 @@ use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use super::breaker::{Admission, ProbeId};
+use super::breaker::{Admission, LeaseHolder, ProbeId};
 use super::event::HealthRecords;
 use super::first_event::FirstEventSketch;
 use super::lockout::LockReason;
 use super::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView};
+use super::team::link::LeaseAnswer;
+use super::team::{
+    BreakerChange, CredentialChange, LockoutChange, SharedBreaker, SharedCredential, SharedLockout,
+    TeamLink, TeamOp, TeamTarget,
+};
 use super::{
     Breaker, BreakerRecord, BreakerState, Changed, CredentialCooldown, CredentialKind,
     CredentialRecord, CredentialStatus, HealthEvent, LockoutRecord, ModelLockout, SkipReason,
 };
 use crate::clock::{UnixMillis, millis};
-use crate::ids::{CandidateKey, CredentialId, CredentialKey, ModelId, ProviderId};
-use crate::outcome::{ClassifyPolicy, OutcomeKind, Verdict};
+use crate::ids::{CandidateKey, CredentialId, CredentialKey, InstanceId, ModelId, ProviderId};
+use crate::outcome::{BreakerFault, ClassifyPolicy, OutcomeKind, Verdict};
 use crate::settings::{BreakerPolicy, CooldownPolicy, LockoutPolicy};
 
 type FxIndexMap<K, V> = IndexMap<K, V, FxBuildHasher>;
@@ -123,6 +128,22 @@ trait Layer {
     fn changed_at(entry: &Self::Entry) -> UnixMillis;
     fn record(entry: &Self::Entry, policy: &Self::Policy) -> Self::Record;
     fn event(key: &Self::Key, record: Option<Self::Record>, at: UnixMillis) -> HealthEvent;
+
+    /// What a team shares of an entry (issue 20), in this instance's time.
+    type Shared;
+    /// This layer's table, and the policy `key` runs on.
+    fn part<'s>(st: &'s mut State, key: &Self::Key) -> (&'s mut Table<Self>, &'s Self::Policy)
+    where
+        Self: Sized;
+    /// The entry a shared one stands for here; `previous` is what was here (a breaker keeps
+    /// its own probes while it holds the team's lease).
+    fn adopt(
+        shared: &Self::Shared,
+        now: UnixMillis,
+        policy: &Self::Policy,
+        previous: Option<&Self::Entry>,
+        lease: LeaseHolder,
+    ) -> Self::Entry;
 }
 
 struct Breakers;
@@ -159,6 +180,21 @@ impl Layer for Breakers {
     fn event(provider: &ProviderId, record: Option<BreakerRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Breaker { provider: provider.clone(), record, at }
     }
+
+    type Shared = SharedBreaker;
+    fn part<'s>(st: &'s mut State, key: &ProviderId) -> (&'s mut Table<Self>, &'s BreakerPolicy) {
+        let State { policies, breakers, .. } = st;
+        (breakers, policies.breaker(key))
+    }
+    fn adopt(
+        shared: &SharedBreaker,
+        now: UnixMillis,
+        policy: &BreakerPolicy,
+        previous: Option<&Breaker>,
+        lease: LeaseHolder,
+    ) -> Breaker {
+        Breaker::adopt(&shared.record, now, policy, lease, previous)
+    }
 }
 
 impl Layer for Credentials {
@@ -192,6 +228,20 @@ impl Layer for Credentials {
     fn event(key: &CredentialKey, record: Option<CredentialRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Credential { key: key.clone(), record, at }
     }
+
+    type Shared = SharedCredential;
+    fn part<'s>(st: &'s mut State, _: &CredentialKey) -> (&'s mut Table<Self>, &'s CooldownPolicy) {
+        (&mut st.credentials, &st.policies.cooldown)
+    }
+    fn adopt(
+        shared: &SharedCredential,
+        now: UnixMillis,
+        policy: &CooldownPolicy,
+        _: Option<&CredentialCooldown>,
+        _: LeaseHolder,
+    ) -> CredentialCooldown {
+        CredentialCooldown::restore(shared, now, policy)
+    }
 }
 
 impl Layer for Lockouts {
@@ -223,6 +273,20 @@ impl Layer for Lockouts {
     fn event(key: &CandidateKey, record: Option<LockoutRecord>, at: UnixMillis) -> HealthEvent {
         HealthEvent::Lockout { key: key.clone(), record, at }
     }
+
+    type Shared = SharedLockout;
+    fn part<'s>(st: &'s mut State, _: &CandidateKey) -> (&'s mut Table<Self>, &'s LockoutPolicy) {
+        (&mut st.lockouts, &st.policies.lockout)
+    }
+    fn adopt(
+        shared: &SharedLockout,
+        now: UnixMillis,
+        policy: &LockoutPolicy,
+        _: Option<&ModelLockout>,
+        _: LeaseHolder,
+    ) -> ModelLockout {
+        ModelLockout::restore(shared, now, policy)
+    }
 }
 
 /// Publishes events; sending never blocks and works with no subscriber.
@@ -242,11 +306,21 @@ struct Table<L: Layer> {
     cursor: usize,
     /// A healthy entry unchanged this long is forgotten, on the next look or sweep.
     idle: Duration,
+    /// In a team (issue 20): which instance recorded an entry that came from the team. An
+    /// entry changed here since has none until the team's answer names the recorder again.
+    origins: FxIndexMap<L::Key, InstanceId>,
 }
 
 impl<L: Layer> Table<L> {
     fn new(idle: Duration) -> Self {
-        Self { map: FxIndexMap::default(), cursor: 0, idle }
+        Self { map: FxIndexMap::default(), cursor: 0, idle, origins: FxIndexMap::default() }
+    }
+
+    /// Removes the entry at `index`, and what is known of its origin.
+    fn take(&mut self, index: usize) -> (L::Key, L::Entry) {
+        let (k, e) = self.map.swap_remove_index(index).expect("index is live");
+        self.origins.swap_remove(&k);
+        (k, e)
     }
 
     fn publish(&self, index: usize, policy: &L::Policy, now: UnixMillis, out: &Publisher) {
@@ -268,7 +342,7 @@ impl<L: Layer> Table<L> {
     ) -> bool {
         let (_, entry) = self.map.get_index(index).expect("index is live");
         if L::is_pristine(entry) {
-            let (k, _) = self.map.swap_remove_index(index).expect("index is live");
+            let (k, _) = self.take(index);
             if changed {
                 out.send(L::event(&k, None, now));
             }
@@ -297,7 +371,7 @@ impl<L: Layer> Table<L> {
         // good as new. Without this a degraded provider that the planner ranks last (so it
         // sees no successes to leak its failures away) would stay demoted for ever.
         if L::is_healthy(entry, now, policy) && now.since(L::changed_at(entry)) >= self.idle {
-            let (k, _) = self.map.swap_remove_index(index).expect("index is live");
+            let (k, _) = self.take(index);
             out.send(L::event(&k, None, now));
             return None;
         }
@@ -308,7 +382,8 @@ impl<L: Layer> Table<L> {
     }
 
     /// Applies `change` to the entry for `key`, or to a fresh one from `create` when the key is
-    /// untracked (and `create` is given); publishes the result.
+    /// untracked (and `create` is given); publishes the result. Returns whether `change` changed
+    /// the entry at all (a counter included).
     fn update<Q>(
         &mut self,
         key: &Q,
@@ -317,7 +392,8 @@ impl<L: Layer> Table<L> {
         out: &Publisher,
         create: Option<impl FnOnce() -> (L::Key, L::Entry)>,
         change: impl FnOnce(&mut L::Entry) -> Changed,
-    ) where
+    ) -> bool
+    where
         Q: ?Sized + Hash + Equivalent<L::Key>,
     {
         let _ = self.get(key, now, policy, out);
@@ -327,18 +403,24 @@ impl<L: Layer> Table<L> {
                 let (k, fresh) = create();
                 self.map.insert_full(k, fresh).0
             }
-            (None, None) => return,
+            (None, None) => return false,
         };
         let (_, entry) = self.map.get_index_mut(index).expect("index is live");
         let before = L::phase(entry, policy);
+        let changed = change(entry).is_yes();
         // A counter that moved without the phase moving is kept in memory, not published.
-        let transition = change(entry).is_yes() && L::phase(entry, policy) != before;
+        let transition = changed && L::phase(entry, policy) != before;
+        if transition {
+            self.origins.swap_remove(key);
+        }
         self.settle(index, transition, policy, now, out);
+        changed
     }
 
     /// Applies `change` to the tracked entry for `key` and publishes the result as a transition
     /// whatever its phase: for a probe's verdict, which clears or extends a bench that a reader
-    /// must see go (a lapsed lock forgotten, a degraded breaker back to closed).
+    /// must see go (a lapsed lock forgotten, a degraded breaker back to closed). Returns whether
+    /// it changed anything.
     fn force<Q>(
         &mut self,
         key: &Q,
@@ -346,33 +428,69 @@ impl<L: Layer> Table<L> {
         policy: &L::Policy,
         out: &Publisher,
         change: impl FnOnce(&mut L::Entry) -> Changed,
-    ) where
+    ) -> bool
+    where
         Q: ?Sized + Hash + Equivalent<L::Key>,
     {
         let _ = self.get(key, now, policy, out);
-        let Some((index, _, entry)) = self.map.get_full_mut(key) else { return };
-        if change(entry).is_yes() {
-            self.settle(index, true, policy, now, out);
+        let Some((index, _, entry)) = self.map.get_full_mut(key) else { return false };
+        if !change(entry).is_yes() {
+            return false;
+        }
+        self.origins.swap_remove(key);
+        self.settle(index, true, policy, now, out);
+        true
+    }
+
+    /// Replaces the entry for `key` with `entry`, which the team recorded (`origin`), publishing
+    /// it if it differs from what was here. A pristine entry removes the key.
+    fn put(
+        &mut self,
+        key: &L::Key,
+        entry: L::Entry,
+        origin: &InstanceId,
+        policy: &L::Policy,
+        now: UnixMillis,
+        out: &Publisher,
+    ) where
+        L::Record: PartialEq,
+    {
+        let record = L::record(&entry, policy);
+        if L::is_pristine(&entry) {
+            if let Some(index) = self.map.get_index_of(key) {
+                let (k, _) = self.take(index);
+                out.send(L::event(&k, None, now));
+            }
+            return;
+        }
+        let before = self.map.insert(key.clone(), entry);
+        self.origins.insert(key.clone(), origin.clone());
+        if before.is_none_or(|b| L::record(&b, policy) != record) {
+            out.send(L::event(key, Some(record), now));
         }
     }
 
-    /// Removes every entry `pick` selects, publishing each removal. Returns how many.
+    /// Removes every entry `pick` selects, publishing each removal. Returns their keys.
     fn remove_where(
         &mut self,
         now: UnixMillis,
         out: &Publisher,
         pick: impl Fn(&L::Key) -> bool,
-    ) -> usize {
-        let before = self.map.len();
+    ) -> Vec<L::Key> {
+        let mut removed = Vec::new();
         self.map.retain(|k, _| {
             let remove = pick(k);
             if remove {
                 out.send(L::event(k, None, now));
+                removed.push(k.clone());
             }
             !remove
         });
+        for k in &removed {
+            self.origins.swap_remove(k);
+        }
         self.cursor = 0;
-        before - self.map.len()
+        removed
     }
 
     /// Visits up to `budget` entries from the cursor, forgetting healthy ones unchanged for at
@@ -406,7 +524,7 @@ impl<L: Layer> Table<L> {
             let refreshed = L::refresh(entry, now, p).is_yes();
             let forget = L::is_healthy(entry, now, p) && now.since(L::changed_at(entry)) >= idle;
             if forget || L::is_pristine(entry) {
-                let (k, _) = self.map.swap_remove_index(self.cursor).expect("cursor is in range");
+                let (k, _) = self.take(self.cursor);
                 out.send(L::event(&k, None, now));
             } else {
                 if refreshed {
@@ -623,6 +741,8 @@ pub struct HealthRegistry {
     /// the hedge and usage statistics that read it all hold the registry. Its own lock, so
     /// recording a sample never waits for the layers'.
     first_events: Mutex<rustc_hash::FxHashMap<(ProviderId, ModelId), FirstEventSketch>>,
+    /// In a team (issue 20), where this instance's changes go. Set once, at start.
+    team: OnceLock<TeamLink>,
 }
 
 impl std::fmt::Debug for HealthRegistry {
@@ -649,6 +769,28 @@ impl HealthRegistry {
             next_probe: AtomicU64::new(1),
             limits,
             first_events: Mutex::default(),
+            team: OnceLock::new(),
+        }
+    }
+
+    /// Joins a team (issue 20): from now on every change this registry makes to a breaker,
+    /// cooldown or lockout is also sent through `link`, and half-open probes ask it for their
+    /// lease. Once per registry; a second link is refused and handed back.
+    pub fn join_team(&self, link: TeamLink) -> Result<(), TeamLink> {
+        self.team.set(link)
+    }
+
+    /// The team this registry shares its state with, if any.
+    pub fn team(&self) -> Option<&TeamLink> {
+        self.team.get()
+    }
+
+    /// Sends `changes` to the team, if there is one; never waits.
+    fn share(&self, changes: Vec<TeamTarget>, at: UnixMillis) {
+        if let Some(team) = self.team.get() {
+            for target in changes {
+                team.send(TeamOp { target, at });
+            }
         }
     }
 
@@ -697,6 +839,21 @@ impl HealthRegistry {
 
     pub fn lockout_policy(&self) -> LockoutPolicy {
         self.state.lock().policies.lockout.clone()
+    }
+
+    /// The breaker policy `provider` runs on.
+    pub fn breaker_policy(&self, provider: &ProviderId) -> BreakerPolicy {
+        self.state.lock().policies.breaker(provider).clone()
+    }
+
+    pub fn cooldown_policy(&self) -> CooldownPolicy {
+        self.state.lock().policies.cooldown.clone()
+    }
+
+    /// Whether `key` is an API key or an OAuth token, as configured.
+    pub fn credential_kind(&self, key: &CredentialKey) -> CredentialKind {
+        let st = self.state.lock();
+        st.policies.credential_kinds.get(key).copied().unwrap_or_default()
     }
 
     /// What the classifier needs from the live lockout settings.
@@ -765,7 +922,14 @@ impl HealthRegistry {
         now: UnixMillis,
     ) -> Result<Attempt, SkipReason> {
         let probe = self.state.lock().admit(key, now, &self.events, &self.next_probe)?;
-        Ok(Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false })
+        Ok(Attempt {
+            registry: Arc::clone(self),
+            key: key.clone(),
+            probe,
+            leased: false,
+            admitted: now,
+            answered: false,
+        })
     }
 
     /// Which bench `key` is recovering from, if any: eligible again, but not yet shown to work
@@ -802,8 +966,14 @@ impl HealthRegistry {
         track.in_flight = true;
         track.last_sent = Some(now);
         drop(st);
-        let attempt =
-            Attempt { registry: Arc::clone(self), key: key.clone(), probe, answered: false };
+        let attempt = Attempt {
+            registry: Arc::clone(self),
+            key: key.clone(),
+            probe,
+            leased: false,
+            admitted: now,
+            answered: false,
+        };
         Ok(RecoveryProbe { attempt: Some(attempt), bench, scope })
     }
 
@@ -823,32 +993,46 @@ impl HealthRegistry {
         let aborted = verdict.kind == OutcomeKind::Aborted;
         let healed = !aborted && bench.healed_by(verdict);
         let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
+        let provider = || key.provider.clone();
         // A half-open probe closed (or re-opened) the breaker through its own admission, and
         // the verdict has charged every other failure already: only these change more.
-        match bench {
+        let shared = match bench {
             Bench::BreakerDegraded if healed => {
                 let policy = policies.breaker(&key.provider);
-                breakers.force(&key.provider, now, policy, out, |b| b.heal(now));
+                breakers.force(&key.provider, now, policy, out, |b| b.heal(now)).then(|| {
+                    TeamTarget::Breaker { provider: provider(), change: BreakerChange::Heal }
+                })
             }
             Bench::CredentialCooled if healed => {
                 let cooldown = &policies.cooldown;
-                credentials.force(&CredRef::from(key), now, cooldown, out, |c| c.heal(now));
+                credentials.force(&CredRef::from(key), now, cooldown, out, |c| c.heal(now)).then(
+                    || TeamTarget::Credential {
+                        key: key.credential_key(),
+                        change: CredentialChange::Heal,
+                    },
+                )
             }
-            Bench::ModelLockLapsed if healed => {
-                lockouts.force(key, now, &policies.lockout, out, |l| l.heal(now));
-            }
+            Bench::ModelLockLapsed if healed => lockouts
+                .force(key, now, &policies.lockout, out, |l| l.heal(now))
+                .then(|| TeamTarget::Lockout { key: key.clone(), change: LockoutChange::Heal }),
             Bench::ModelLockLapsed if !verdict.charges.model && !aborted => {
                 let lockout = &policies.lockout;
                 let reason = LockReason { kind: verdict.kind, status: verdict.status };
-                lockouts.force(key, now, lockout, out, |l| {
-                    l.on_failure(now, lockout, reason, verdict.retry_after, true)
-                });
+                let hint = verdict.retry_after;
+                lockouts
+                    .force(key, now, lockout, out, |l| {
+                        l.on_failure(now, lockout, reason, hint, true)
+                    })
+                    .then(|| TeamTarget::Lockout {
+                        key: key.clone(),
+                        change: LockoutChange::Failure { reason, hint, at_once: true },
+                    })
             }
             Bench::BreakerHalfOpen
             | Bench::BreakerDegraded
             | Bench::CredentialCooled
-            | Bench::ModelLockLapsed => {}
-        }
+            | Bench::ModelLockLapsed => None,
+        };
         let track = probes.entry(scope.clone()).or_default();
         track.in_flight = false;
         if !aborted && matches!(scope, ProbeScope::Provider { .. }) {
@@ -863,6 +1047,8 @@ impl HealthRegistry {
                 healed,
             });
         }
+        drop(st);
+        self.share(shared.into_iter().collect(), now);
         healed
     }
 
@@ -872,20 +1058,29 @@ impl HealthRegistry {
         }
     }
 
+    /// Records `verdict` on all three layers. `leased`: the probe holds the team's lease, so
+    /// its result is the team's too (a probe admitted while the team was unreachable settles
+    /// this instance only).
     fn settle(
         &self,
         key: &CandidateKey,
-        probe: Option<ProbeId>,
+        (probe, leased): (Option<ProbeId>, bool),
         verdict: &Verdict,
         now: UnixMillis,
     ) {
         let admission = probe.map_or(Admission::Normal, Admission::Probe);
+        let sharing = self.team.get().is_some();
+        let mut shared = Vec::new();
         let out = &self.events;
         let mut st = self.state.lock();
         // Lazy transitions first, on all three layers, exactly as a look would.
         let _ = st.check(key, now, out);
         if verdict.kind == OutcomeKind::Aborted {
             release(&mut st, key, probe);
+            drop(st);
+            if leased {
+                self.share(vec![breaker_change(key, BreakerChange::Release)], now);
+            }
             return;
         }
         let charges = verdict.charges;
@@ -900,7 +1095,7 @@ impl HealthRegistry {
             track.suspect = false;
         }
         let policy = policies.breaker(&key.provider);
-        match charges.provider {
+        let changed = match charges.provider {
             Some(fault) => breakers.update(
                 &key.provider,
                 now,
@@ -912,13 +1107,15 @@ impl HealthRegistry {
             None => breakers.update(&key.provider, now, policy, out, no_create(), |b| {
                 b.on_success(now, admission)
             }),
-        }
+        };
+        let change = told_to_team(charges.provider, (probe.is_some(), leased), changed);
+        shared.extend(change.filter(|_| sharing).map(|c| breaker_change(key, c)));
 
         // Layer 2.
         let cred = CredRef::from(key);
         let kind = policies.kind(cred);
         let cooldown = &policies.cooldown;
-        if let Some(fault) = charges.credential {
+        let change = if let Some(fault) = charges.credential {
             credentials.update(
                 &cred,
                 now,
@@ -927,40 +1124,58 @@ impl HealthRegistry {
                 room.then_some(|| (key.credential_key(), CredentialCooldown::new(now))),
                 |c| c.on_failure(now, cooldown, kind, fault, verdict.retry_after),
             );
+            Some(CredentialChange::Failure { fault, hint: verdict.retry_after })
         } else if verdict.kind == OutcomeKind::Success {
-            credentials.update(&cred, now, cooldown, out, no_create(), |c| c.on_success(now));
-        }
+            credentials
+                .update(&cred, now, cooldown, out, no_create(), |c| c.on_success(now))
+                .then_some(CredentialChange::Success)
+        } else {
+            None
+        };
+        shared.extend(
+            change
+                .filter(|_| sharing)
+                .map(|change| TeamTarget::Credential { key: key.credential_key(), change }),
+        );
 
         // Layer 3.
         let lockout = &policies.lockout;
-        if charges.model {
+        let change = if charges.model {
             let reason = LockReason { kind: verdict.kind, status: verdict.status };
+            let at_once = verdict.benched_by_retry_after();
             lockouts.update(
                 key,
                 now,
                 lockout,
                 out,
                 room.then_some(|| (key.clone(), ModelLockout::new(now))),
-                |l| {
-                    l.on_failure(
-                        now,
-                        lockout,
-                        reason,
-                        verdict.retry_after,
-                        verdict.benched_by_retry_after(),
-                    )
-                },
+                |l| l.on_failure(now, lockout, reason, verdict.retry_after, at_once),
             );
+            Some(LockoutChange::Failure { reason, hint: verdict.retry_after, at_once })
         } else if verdict.kind == OutcomeKind::Success {
-            lockouts.update(key, now, lockout, out, no_create(), |l| l.on_success(now));
-        }
+            lockouts
+                .update(key, now, lockout, out, no_create(), |l| l.on_success(now))
+                .then_some(LockoutChange::Success)
+        } else {
+            None
+        };
+        shared.extend(
+            change
+                .filter(|_| sharing)
+                .map(|change| TeamTarget::Lockout { key: key.clone(), change }),
+        );
 
         // Whatever happened, a probe slot never outlives its attempt.
         release(&mut st, key, probe);
+        drop(st);
+        self.share(shared, now);
     }
 
-    fn release(&self, key: &CandidateKey, probe: ProbeId) {
+    fn release(&self, key: &CandidateKey, probe: ProbeId, leased: bool, now: UnixMillis) {
         release(&mut self.state.lock(), key, Some(probe));
+        if leased {
+            self.share(vec![breaker_change(key, BreakerChange::Release)], now);
+        }
     }
 
     // -- maintenance and control ----------------------------------------------------------
@@ -1028,26 +1243,49 @@ impl HealthRegistry {
         let provider_ok = |p: &ProviderId| of_provider.is_none_or(|x| x == p);
         let credential_ok = |c: &CredentialId| of_credential.is_none_or(|x| x == c);
         let whole_layer = of_credential.is_none() && of_model.is_none() && of_lockout.is_none();
-        ResetCounts {
-            breakers: if whole_layer {
-                st.breakers.remove_where(now, out, |p| provider_ok(p))
-            } else {
-                0
-            },
-            credentials: if of_model.is_none() && of_lockout.is_none() {
-                st.credentials.remove_where(now, out, |k| {
-                    provider_ok(&k.provider) && credential_ok(&k.credential)
-                })
-            } else {
-                0
-            },
-            lockouts: st.lockouts.remove_where(now, out, |k| {
-                of_lockout.is_none_or(|x| x == k)
-                    && provider_ok(&k.provider)
-                    && credential_ok(&k.credential)
-                    && of_model.is_none_or(|m| *m == k.model)
-            }),
+        let breakers = if whole_layer {
+            st.breakers.remove_where(now, out, |p| provider_ok(p))
+        } else {
+            Vec::new()
+        };
+        let credentials = if of_model.is_none() && of_lockout.is_none() {
+            st.credentials.remove_where(now, out, |k| {
+                provider_ok(&k.provider) && credential_ok(&k.credential)
+            })
+        } else {
+            Vec::new()
+        };
+        let lockouts = st.lockouts.remove_where(now, out, |k| {
+            of_lockout.is_none_or(|x| x == k)
+                && provider_ok(&k.provider)
+                && credential_ok(&k.credential)
+                && of_model.is_none_or(|m| *m == k.model)
+        });
+        drop(st);
+        let counts = ResetCounts {
+            breakers: breakers.len(),
+            credentials: credentials.len(),
+            lockouts: lockouts.len(),
+        };
+        // A reset here clears the team's entries too: whoever cleared a bench by hand meant it
+        // for the key, not for this machine's view of it.
+        if self.team.get().is_some() {
+            let cleared = breakers
+                .into_iter()
+                .map(|provider| TeamTarget::Breaker { provider, change: BreakerChange::Clear })
+                .chain(
+                    credentials
+                        .into_iter()
+                        .map(|key| TeamTarget::Credential { key, change: CredentialChange::Clear }),
+                )
+                .chain(
+                    lockouts
+                        .into_iter()
+                        .map(|key| TeamTarget::Lockout { key, change: LockoutChange::Clear }),
+                );
+            self.share(cleared.collect(), now);
         }
+        counts
     }
 
     // -- snapshots and persistence --------------------------------------------------------
@@ -1092,6 +1330,73 @@ impl HealthRegistry {
         }
     }
 
+    // -- the team (issue 20) -----------------------------------------------------------------
+
+    /// Takes in a breaker the team shares, already in this instance's time, for every local
+    /// provider it stands for. Published like any change (the state file and the UI follow
+    /// it), never sent back to the team: it came from there. A half-open breaker whose lease
+    /// another instance holds keeps its probe slot taken until the lease's deadline.
+    pub fn apply_shared_breaker(
+        &self,
+        providers: &[ProviderId],
+        shared: &SharedBreaker,
+        recorded_by: &InstanceId,
+        now: UnixMillis,
+    ) {
+        let me = self.team.get().map(TeamLink::me);
+        let lease = match &shared.lease {
+            None => LeaseHolder::Nobody,
+            Some(l) if Some(&l.holder) == me => LeaseHolder::Me,
+            Some(l) => LeaseHolder::Other { until: l.until },
+        };
+        self.apply_shared::<Breakers>(providers, shared, lease, recorded_by, now);
+    }
+
+    /// Takes in a credential cooldown the team shares (see [`Self::apply_shared_breaker`]).
+    pub fn apply_shared_credential(
+        &self,
+        keys: &[CredentialKey],
+        shared: &SharedCredential,
+        recorded_by: &InstanceId,
+        now: UnixMillis,
+    ) {
+        self.apply_shared::<Credentials>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
+    }
+
+    /// Takes in a model lockout the team shares (see [`Self::apply_shared_breaker`]).
+    pub fn apply_shared_lockout(
+        &self,
+        keys: &[CandidateKey],
+        shared: &SharedLockout,
+        recorded_by: &InstanceId,
+        now: UnixMillis,
+    ) {
+        self.apply_shared::<Lockouts>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
+    }
+
+    fn apply_shared<L: Layer>(
+        &self,
+        keys: &[L::Key],
+        shared: &L::Shared,
+        lease: LeaseHolder,
+        recorded_by: &InstanceId,
+        now: UnixMillis,
+    ) where
+        L::Record: PartialEq,
+    {
+        let out = &self.events;
+        let mut st = self.state.lock();
+        for key in keys {
+            let tracked = L::part(&mut st, key).0.map.contains_key(key);
+            if !tracked && !st.make_room(now, &self.limits, out) {
+                continue;
+            }
+            let (table, policy) = L::part(&mut st, key);
+            let adopted = L::adopt(shared, now, policy, table.map.get(key), lease);
+            table.put(key, adopted, recorded_by, policy, now, out);
+        }
+    }
+
     /// What a person looking at the health page needs: every breaker that is not pristine,
     /// every benched credential and every active lockout, with time remaining.
     pub fn snapshot(&self, now: UnixMillis) -> HealthSnapshot {
@@ -1126,6 +1431,8 @@ impl HealthRegistry {
                         reopens: b.reopens(),
                         last_fault: b.last_fault(),
                         retry_in_ms: millis(b.retry_in(now, policy)),
+                        probing_elsewhere: b.leased_elsewhere(now),
+                        recorded_by: breakers.origins.get(provider).cloned(),
                     }
                 })
                 .collect(),
@@ -1138,6 +1445,7 @@ impl HealthRegistry {
                     status: c.status(),
                     backoff_level: c.backoff_level(),
                     retry_in_ms: c.check(now).err().and_then(SkipReason::retry_in).map(millis),
+                    recorded_by: credentials.origins.get(key).cloned(),
                 })
                 .collect(),
             lockouts: lockouts
@@ -1150,6 +1458,7 @@ impl HealthRegistry {
                     consecutive_failures: l.consecutive_failures,
                     locked_until: l.locked_until.unwrap_or(now),
                     remaining_ms: l.locked_until.map_or(0, |u| millis(u.since(now))),
+                    recorded_by: lockouts.origins.get(key).cloned(),
                 })
                 .collect(),
             untracked: *untracked,
@@ -1176,6 +1485,27 @@ impl HealthRegistry {
                 .collect(),
         }
     }
+}
+
+/// What the team hears of a verdict on a breaker: a failure always (the team's count decides),
+/// a success only when it changed something here, and a probe's result only from the holder of
+/// the team's lease.
+fn told_to_team(
+    fault: Option<BreakerFault>,
+    (probe, leased): (bool, bool),
+    changed: bool,
+) -> Option<BreakerChange> {
+    match (fault, probe, leased) {
+        (Some(fault), true, true) => Some(BreakerChange::ProbeFailed(fault)),
+        (None, true, true) => Some(BreakerChange::ProbeSucceeded),
+        (_, true, false) => None,
+        (Some(fault), false, _) => Some(BreakerChange::Failure(fault)),
+        (None, false, _) => changed.then_some(BreakerChange::Success),
+    }
+}
+
+fn breaker_change(key: &CandidateKey, change: BreakerChange) -> TeamTarget {
+    TeamTarget::Breaker { provider: key.provider.clone(), change }
 }
 
 /// The provider's probe track, if it was ever probed.
@@ -1206,6 +1536,10 @@ pub struct Attempt {
     registry: Arc<HealthRegistry>,
     key: CandidateKey,
     probe: Option<ProbeId>,
+    /// The probe holds the team's lease (see [`Attempt::lease`]).
+    leased: bool,
+    /// When it was admitted: a lease it holds is released as of then if it is dropped.
+    admitted: UnixMillis,
     /// Its success was recorded already, at the stream's first real event.
     answered: bool,
 }
@@ -1220,13 +1554,36 @@ impl Attempt {
         self.probe.is_some()
     }
 
+    /// In a team (issue 20), a half-open probe goes out only under the team's lease, so one
+    /// probe is in flight across every instance. Waits for the lease at most
+    /// [`LEASE_WAIT`](super::team::link::LEASE_WAIT); `Err` (another instance probes, or no
+    /// answer in time) means: drop this attempt and try the next candidate. Any other attempt,
+    /// an instance without a team, or a team whose database is unreachable goes ahead at once.
+    pub async fn lease(&mut self, now: UnixMillis) -> Result<(), SkipReason> {
+        let Some(team) = self.registry.team.get() else { return Ok(()) };
+        if self.probe.is_none() || self.leased {
+            return Ok(());
+        }
+        match team.lease(&self.key.provider, now).await {
+            LeaseAnswer::Granted => {
+                self.leased = true;
+                Ok(())
+            }
+            LeaseAnswer::Unavailable => Ok(()),
+            LeaseAnswer::Refused => {
+                let policy = self.registry.breaker_policy(&self.key.provider);
+                Err(SkipReason::BreakerProbing { retry_in_ms: millis(policy.probe_timeout) })
+            }
+        }
+    }
+
     /// The upstream answers again: a stream's first real event arrived, and `success` is that
     /// answer's verdict. A half-open probe settles now (RESILIENCE.md §7), so a provider whose
     /// streams outlast `probe_timeout_ms` can close its breaker; the attempt stays open for the
     /// rest of the stream, and a later break is charged by [`Attempt::finish`] as usual.
     pub fn answered(&mut self, success: &Verdict, now: UnixMillis) {
         if let Some(probe) = self.probe.take() {
-            self.registry.settle(&self.key, Some(probe), success, now);
+            self.registry.settle(&self.key, (Some(probe), self.leased), success, now);
             self.answered = true;
         }
     }
@@ -1238,14 +1595,14 @@ impl Attempt {
             return;
         }
         let probe = self.probe.take();
-        self.registry.settle(&self.key, probe, verdict, now);
+        self.registry.settle(&self.key, (probe, self.leased), verdict, now);
     }
 }
 
 impl Drop for Attempt {
     fn drop(&mut self) {
         if let Some(probe) = self.probe.take() {
-            self.registry.release(&self.key, probe);
+            self.registry.release(&self.key, probe, self.leased, self.admitted);
         }
     }
 }
@@ -1268,6 +1625,13 @@ impl RecoveryProbe {
 
     pub fn bench(&self) -> Bench {
         self.bench
+    }
+
+    /// A recovery probe that is a half-open breaker's probe needs the team's lease like any
+    /// other (see [`Attempt::lease`]); `false`: drop it, another instance probes.
+    pub async fn lease(&mut self, now: UnixMillis) -> bool {
+        let attempt = self.attempt.as_mut().expect("unsettled until finished");
+        attempt.lease(now).await.is_ok()
     }
 
     /// Records the probe's verdict on all three layers, as any attempt's, then judges it by its
@@ -1311,9 +1675,14 @@ pub struct BreakerView {
     pub state: BreakerState,
     pub failures: u32,
     pub reopens: u32,
-    pub last_fault: Option<crate::outcome::BreakerFault>,
+    pub last_fault: Option<BreakerFault>,
     #[ts(type = "number")]
     pub retry_in_ms: u64,
+    /// Half-open, and another instance of the team holds the probe's lease.
+    pub probing_elsewhere: bool,
+    /// In a team: the instance whose change this state came from; `null` when it was this
+    /// instance (or there is no team).
+    pub recorded_by: Option<InstanceId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
@@ -1325,6 +1694,9 @@ pub struct CredentialView {
     /// `None` when only a person (or the OAuth refresher) can bring it back.
     #[ts(type = "number | null")]
     pub retry_in_ms: Option<u64>,
+    /// In a team: the instance that recorded this cooldown; `null` when it was this instance
+    /// (or there is no team).
+    pub recorded_by: Option<InstanceId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
@@ -1336,4 +1708,7 @@ pub struct LockoutView {
     pub locked_until: UnixMillis,
     #[ts(type = "number")]
     pub remaining_ms: u64,
+    /// In a team: the instance that recorded this lock; `null` when it was this instance (or
+    /// there is no team).
+    pub recorded_by: Option<InstanceId>,
 }

@@ -8,12 +8,11 @@ use std::collections::HashSet;
 
 use sqlx::{Connection as _, SqliteConnection};
 use switchyard_core::resilience::event::HealthRecords;
-use switchyard_core::resilience::lockout::LockReason;
 use switchyard_core::resilience::{BreakerRecord, CredentialRecord, HealthEvent, LockoutRecord};
 use switchyard_core::{CandidateKey, CredentialKey, ProviderId};
 
 use super::Store;
-use super::columns::{instant, millis, name, number, parse};
+use super::columns::{instant, lock_reason, millis, name, number, parse};
 use crate::StoreError;
 
 /// `BEGIN IMMEDIATE` takes the write lock up front, so a busy file makes the transaction wait
@@ -372,16 +371,7 @@ struct LockoutRow {
 
 impl LockoutRow {
     fn decode(self) -> Result<(CandidateKey, LockoutRecord), StoreError> {
-        let reason = match self.reason_kind {
-            Some(kind) => Some(LockReason {
-                kind: parse("model_lockouts.reason_kind", &kind)?,
-                status: self
-                    .reason_status
-                    .map(|s| number("model_lockouts.reason_status", s))
-                    .transpose()?,
-            }),
-            None => None,
-        };
+        let reason = lock_reason("model_lockouts", self.reason_kind, self.reason_status)?;
         let record = LockoutRecord {
             locked_until: self.locked_until.map(instant),
             consecutive_failures: number(

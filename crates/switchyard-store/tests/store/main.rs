@@ -7,4 +7,5 @@ mod fixture;
 mod requests;
 mod restart;
 mod settings;
+mod team;
 mod writer;

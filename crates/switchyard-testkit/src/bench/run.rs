@@ -40,11 +40,12 @@ pub(crate) fn mock_script() -> String {
 "{PACED}" = {{ default = {{ reply = {{ chunks = {PACED_CHUNKS}, chunk_gap_ms = {gap} }} }} }}
 "{LONG}" = {{ default = {{ reply = {{ chunks = {LONG_CHUNKS}, chunk_gap_ms = {long_gap} }} }} }}
 "{DOWN}" = {{ default = {{ status = {{ code = 503 }} }} }}
-{}{}{}{}"#,
+{}{}{}{}{}"#,
         flap::mock_script(),
         passthrough::mock_script(),
         super::hedge::mock_script(),
-        super::usage::mock_script()
+        super::usage::mock_script(),
+        super::team::mock_script()
     )
 }
 
@@ -191,6 +192,9 @@ pub(crate) struct Results {
     pub(crate) hedging: Option<super::hedge::Hedging>,
     /// Filled in by the caller, on two proxies of their own (see `usage.rs`).
     pub(crate) usage: Option<super::usage::Tracking>,
+    /// Filled in by the caller, on two proxies of their own, when a database was given (see
+    /// `team.rs`): the pairs, and how many failures the team's database counted.
+    pub(crate) team: Option<(super::team::TeamPairs, u64)>,
 }
 
 /// The paced stream's gaps.
@@ -277,6 +281,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         cold_start: None,
         hedging: None,
         usage: None,
+        team: None,
     })
 }
 

@@ -18,6 +18,9 @@
 //! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
 //! Likewise usage tracking on against off (issue 18, `bench/usage.rs`) on two proxies of their
 //! own, its `## Usage tracking` section; `--usage` measures only that.
+//! Every run, quick ones too, pairs a proxy in a team against one without (issue 20,
+//! `bench/team.rs`) when `SWITCHYARD_BENCH_PG` names a database (`scripts/bench` starts one),
+//! and writes its `## Team mode` section from a full run; without one it says it skipped them.
 //!
 //! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
 //! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
@@ -49,6 +52,8 @@ mod run;
 mod soak;
 #[path = "../bench/stats.rs"]
 mod stats;
+#[path = "../bench/team.rs"]
+mod team;
 #[path = "../bench/throughput.rs"]
 mod throughput;
 #[path = "../bench/usage.rs"]
@@ -120,6 +125,10 @@ struct Args {
     /// too); `--docs` then replaces the `## Usage tracking` section.
     #[arg(long)]
     usage: bool,
+    /// Run only the team-mode pairs (issue 20, `bench/team.rs`; part of every run when
+    /// `SWITCHYARD_BENCH_PG` is set); `--docs` then replaces the `## Team mode` section.
+    #[arg(long)]
+    team: bool,
     /// Run the soak instead: a moderate faulty load for `--duration`, the proxy's memory
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
@@ -183,6 +192,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if args.usage {
         return usage_bench(args);
     }
+    if args.team {
+        return team_bench(args);
+    }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
@@ -229,6 +241,15 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         let section = usage::section(&args.command, &source(&setup.machine), tracking);
         write_section(args, &section, &mut stdout)?;
     }
+    match &results.team {
+        Some((pairs, written)) => write_team(args, &setup.machine, pairs, *written, &mut stdout)?,
+        None => writeln!(
+            stdout,
+            "team pairs skipped: {} is not set (scripts/bench starts a throwaway PostgreSQL with \
+             pg_virtualenv when it is installed; scripts/setup installs it)",
+            team::DATABASE_ENV
+        )?,
+    }
 
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
@@ -237,6 +258,18 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         ("added latency p50 (non-streamed)".to_owned(), results.added.p50, ceiling),
         ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50, ceiling),
     ];
+    if let Some((pairs, _)) = &results.team {
+        guarded.push((
+            "team minus no team p50 (plain)".to_owned(),
+            pairs.plain_difference.p50,
+            ceiling,
+        ));
+        guarded.push((
+            "team minus no team p50 (fallback)".to_owned(),
+            pairs.fallback_difference.p50,
+            ceiling,
+        ));
+    }
     for turn in &results.passthrough {
         let ceiling = turn
             .case
@@ -288,6 +321,32 @@ fn alone<T>(
         measured
     })?;
     Ok((machine, measured))
+}
+
+/// Only the team-mode pairs (`--team`).
+fn team_bench(args: &Args) -> anyhow::Result<bool> {
+    let database = std::env::var(team::DATABASE_ENV).with_context(|| {
+        format!(
+            "--team needs {} (scripts/bench starts a throwaway PostgreSQL with pg_virtualenv)",
+            team::DATABASE_ENV
+        )
+    })?;
+    let pairs = args.pairs.unwrap_or(if args.quick { team::QUICK_PAIRS } else { team::PAIRS });
+    let (machine, (measured, written)) = alone(args, async |mock, cpu, work| {
+        measure_team(args, mock, &database, cpu, work, pairs).await
+    })?;
+    let mut stdout = std::io::stdout().lock();
+    write_team(args, &machine, &measured, written, &mut stdout)?;
+    let ceiling = stats::nanos(Duration::from_secs_f64(args.max_added_p50_ms / 1000.0));
+    let worst = measured.plain_difference.p50.max(measured.fallback_difference.p50);
+    writeln!(
+        stdout,
+        "guard: team minus no team p50 = {} (ceiling {}): {}",
+        Micros(worst),
+        Micros(ceiling),
+        if worst <= ceiling { "ok" } else { "GROSS REGRESSION" }
+    )?;
+    Ok(worst <= ceiling)
 }
 
 /// Starts a proxy of its own for the hedging pairs (see `bench/hedge.rs`) and measures them.
@@ -376,6 +435,93 @@ async fn measure_usage(
     measured.context("usage tracking on and off")
 }
 
+/// Starts a proxy in a team at `database` and one without, the same config otherwise (see
+/// `bench/team.rs`), and measures them; also how many failures the team's database counted.
+async fn measure_team(
+    args: &Args,
+    mock_url: &str,
+    database: &str,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+    pairs: usize,
+) -> anyhow::Result<(team::TeamPairs, u64)> {
+    let mut proxies = Vec::new();
+    for (name, in_team) in [("team-off", false), ("team-on", true)] {
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("switchyard.toml");
+        std::fs::write(&config, team::proxy_config(mock_url, "BENCH_UPSTREAM_KEY", in_team))?;
+        let env = if in_team { vec![(team::PROXY_ENV, database.to_owned())] } else { Vec::new() };
+        proxies.push(start_proxy_with(args, &config, cpu, &dir, env).await?);
+    }
+    let http = http_client()?;
+    let on_base = proxies[1].url.strip_suffix("/v1").unwrap_or(&proxies[1].url).to_owned();
+    let health = |base: String| {
+        let http = http.clone();
+        async move {
+            let page = http
+                .get(format!("{base}/api/monitoring/health"))
+                .bearer_auth(MANAGEMENT_TOKEN)
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            anyhow::Ok(serde_json::from_slice::<serde_json::Value>(&page)?)
+        }
+    };
+    let deadline = tokio::time::Instant::now() + team::CONNECT;
+    while health(on_base.clone()).await?["team"]["connected"] != true {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the team proxy did not reach the database within {:?}",
+            team::CONNECT
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let endpoint = |proxy: &fleet::Server| Endpoint {
+        url: format!("{}/chat/completions", proxy.url),
+        key: LOCAL_KEY.to_owned(),
+        model_prefix: String::new(),
+    };
+    let measured = team::measure(&http, &endpoint(&proxies[0]), &endpoint(&proxies[1]), pairs)
+        .await
+        .context("team pairs")?;
+    // The failures the database counted, as the team proxy shows them (its sync task has sent
+    // the last ones once the count stops moving).
+    let mut written = 0;
+    loop {
+        let page = health(on_base.clone()).await?;
+        let counted = page["breakers"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["provider"] == "down"))
+            .and_then(|b| b["failures"].as_u64())
+            .unwrap_or(0);
+        if counted == written || tokio::time::Instant::now() > deadline + team::CONNECT {
+            break;
+        }
+        written = counted;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(proxies);
+    Ok((measured, written))
+}
+
+/// Prints the team section and, from a full run with `--docs`, writes it there.
+fn write_team(
+    args: &Args,
+    machine: &Machine,
+    pairs: &team::TeamPairs,
+    written: u64,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let section = team::section(&args.command, &source(machine), pairs, written);
+    if args.quick {
+        writeln!(out, "{section}")?;
+        return Ok(());
+    }
+    write_section(args, &section, out)
+}
+
 /// The soak: `Ok(false)` when the proxy left a request unanswered.
 fn soak_bench(args: &Args) -> anyhow::Result<bool> {
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
@@ -453,6 +599,23 @@ async fn start_proxy(
     cpu: Option<usize>,
     work: &std::path::Path,
 ) -> anyhow::Result<fleet::Server> {
+    start_proxy_with(args, config, cpu, work, Vec::new()).await
+}
+
+/// [`start_proxy`] with `extra` variables in its environment.
+async fn start_proxy_with(
+    args: &Args,
+    config: &std::path::Path,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+    extra: Vec<(&str, String)>,
+) -> anyhow::Result<fleet::Server> {
+    let mut env = vec![
+        ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
+        ("SWITCHYARD_MANAGEMENT_TOKEN", MANAGEMENT_TOKEN.to_owned()),
+        ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
+    ];
+    env.extend(extra);
     Launch {
         name: "switchyard",
         program: &args.switchyard,
@@ -465,11 +628,7 @@ async fn start_proxy(
             "--data-dir".into(),
             work.join("data").display().to_string(),
         ],
-        env: vec![
-            ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
-            ("SWITCHYARD_MANAGEMENT_TOKEN", MANAGEMENT_TOKEN.to_owned()),
-            ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
-        ],
+        env,
         cpu,
     }
     .start(work)
@@ -521,6 +680,11 @@ async fn start_and_measure(
     }
     if plan.usage {
         results.usage = Some(measure_usage(args, &mock.url, proxy_cpu, work).await?);
+    }
+    if let Ok(database) = std::env::var(team::DATABASE_ENV) {
+        let pairs = if args.quick { team::QUICK_PAIRS } else { team::PAIRS };
+        let measured = measure_team(args, &mock.url, &database, proxy_cpu, work, pairs).await?;
+        results.team = Some(measured);
     }
     if plan.cold_starts > 0 {
         let target = cold_start::Target {

@@ -43,6 +43,36 @@ pub struct ConfigForm {
     pub aliases: Vec<AliasForm>,
     #[serde(default)]
     pub settings: SettingsForm,
+    /// Team mode (issue 20, docs/team.md): share breaker, cooldown and lockout state with other
+    /// instances through `PostgreSQL`.
+    #[serde(default, skip_serializing_if = "TeamForm::is_off")]
+    #[ts(optional, as = "Option<TeamForm>")]
+    pub team: TeamForm,
+}
+
+/// `[team]`: takes effect at the next start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct TeamForm {
+    /// Where the `PostgreSQL` URL is, as a secret reference (`env:SWITCHYARD_TEAM_DB`,
+    /// `keychain:team/database`): it carries a password, so it is never written here. Empty:
+    /// no team.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[ts(as = "Option<String>", optional)]
+    pub database_url: String,
+    /// This instance's name in the team, unique among the running instances [default: the host
+    /// name and a random suffix, new at every start].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub instance: Option<String>,
+}
+
+impl TeamForm {
+    /// Nothing set: no team, and nothing to write.
+    pub fn is_off(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// `[server]`.

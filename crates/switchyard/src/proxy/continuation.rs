@@ -197,7 +197,10 @@ impl Rescuer {
                 }
             };
             let now = self.clock.now();
-            let Ok(attempt) = self.registry.admit(&candidate.key, now) else { continue };
+            let Ok(mut attempt) = self.registry.admit(&candidate.key, now) else { continue };
+            if attempt.lease(now).await.is_err() {
+                continue;
+            }
             if !self.routes.budget.try_retry(now) {
                 self.refused(Some(candidate), "retry_budget", &relayed);
                 return None;

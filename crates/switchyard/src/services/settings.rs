@@ -7,7 +7,7 @@ use ts_rs::TS;
 
 use super::Services;
 use super::catalog::{from_json, merge_patch};
-use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm};
+use crate::config::{ConfigForm, EditError, Problem, ServerForm, SettingsForm, TeamForm};
 
 /// A settings section, as named in the URL and in the config file's `[settings.*]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -26,10 +26,12 @@ pub enum Section {
     Usage,
     /// `[settings.budgets]`: spend limits overall and per local key.
     Budgets,
+    /// `[team]` (issue 20): takes effect at the next start.
+    Team,
 }
 
 impl Section {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::ModelLockouts,
         Self::CredentialCooldown,
         Self::BreakerProfiles,
@@ -39,6 +41,7 @@ impl Section {
         Self::Server,
         Self::Usage,
         Self::Budgets,
+        Self::Team,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +55,7 @@ impl Section {
             Self::Server => "server",
             Self::Usage => "usage",
             Self::Budgets => "budgets",
+            Self::Team => "team",
         }
     }
 
@@ -63,6 +67,7 @@ impl Section {
     fn path(self) -> String {
         match self {
             Self::Server => "server".to_owned(),
+            Self::Team => "team".to_owned(),
             other => format!("settings.{}", other.name()),
         }
     }
@@ -79,6 +84,7 @@ impl Section {
             Self::Server => serde_json::to_value(&form.server),
             Self::Usage => serde_json::to_value(&s.usage),
             Self::Budgets => serde_json::to_value(&s.budgets),
+            Self::Team => serde_json::to_value(&form.team),
         };
         value.expect("settings forms serialize")
     }
@@ -107,6 +113,7 @@ impl Section {
             Self::Server => form.server = from_json(value)?,
             Self::Usage => s.usage = from_json(value)?,
             Self::Budgets => s.budgets = from_json(value)?,
+            Self::Team => form.team = from_json(value)?,
         }
         Ok(())
     }
@@ -117,6 +124,7 @@ impl Section {
 #[ts(export)]
 pub struct SettingsView {
     pub server: ServerForm,
+    pub team: TeamForm,
     #[serde(flatten)]
     pub settings: SettingsForm,
 }
@@ -124,7 +132,11 @@ pub struct SettingsView {
 impl Services {
     pub fn settings(&self) -> SettingsView {
         let form = &self.editor.current().form;
-        SettingsView { server: form.server.clone(), settings: form.settings.clone() }
+        SettingsView {
+            server: form.server.clone(),
+            team: form.team.clone(),
+            settings: form.settings.clone(),
+        }
     }
 
     /// Which events the desktop app announces.

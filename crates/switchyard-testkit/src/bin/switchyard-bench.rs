@@ -234,22 +234,7 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
             .with_context(|| format!("write {}", path.display()))?;
         writeln!(stdout, "wrote the `{}` section of {}", report::HEADING, path.display())?;
     }
-    if let Some(hedging) = &results.hedging {
-        write_hedging(args, &setup.machine, hedging, &mut stdout)?;
-    }
-    if let Some(tracking) = &results.usage {
-        let section = usage::section(&args.command, &source(&setup.machine), tracking);
-        write_section(args, &section, &mut stdout)?;
-    }
-    match &results.team {
-        Some((pairs, written)) => write_team(args, &setup.machine, pairs, *written, &mut stdout)?,
-        None => writeln!(
-            stdout,
-            "team pairs skipped: {} is not set (scripts/bench starts a throwaway PostgreSQL with \
-             pg_virtualenv when it is installed; scripts/setup installs it)",
-            team::DATABASE_ENV
-        )?,
-    }
+    write_side_sections(args, &setup.machine, &results, &mut stdout)?;
 
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
@@ -293,6 +278,33 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         )?;
     }
     Ok(passed)
+}
+
+/// The sections measured on proxies of their own (hedging, usage tracking, team mode), after
+/// the main one.
+fn write_side_sections(
+    args: &Args,
+    machine: &Machine,
+    results: &run::Results,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    if let Some(hedging) = &results.hedging {
+        write_hedging(args, machine, hedging, out)?;
+    }
+    if let Some(tracking) = &results.usage {
+        let section = usage::section(&args.command, &source(machine), tracking);
+        write_section(args, &section, out)?;
+    }
+    match &results.team {
+        Some((pairs, written)) => write_team(args, machine, pairs, *written, out)?,
+        None => writeln!(
+            out,
+            "team pairs skipped: {} is not set (scripts/bench starts a throwaway PostgreSQL with \
+             pg_virtualenv when it is installed; scripts/setup installs it)",
+            team::DATABASE_ENV
+        )?,
+    }
+    Ok(())
 }
 
 /// Only the hedged-first-token pairs (`--hedging`).

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use switchyard_core::UnixMillis;
 use switchyard_core::resilience::lockout::LockReason;
+use switchyard_core::resilience::{BreakerRecord, CredentialRecord};
 
 use crate::StoreError;
 
@@ -53,4 +54,44 @@ pub(crate) fn lock_reason(
         kind: parse(&format!("{table}.reason_kind"), &kind)?,
         status: status.map(|s| number(&format!("{table}.reason_status"), s)).transpose()?,
     }))
+}
+
+/// A breaker's record from its columns in `table` (the state file's `breakers`, the team's
+/// `team_breakers`: the same columns, keyed differently).
+pub(crate) fn breaker_record(
+    table: &str,
+    state: &str,
+    failures: i64,
+    reopens: i64,
+    open_until: Option<i64>,
+    last_fault: Option<&str>,
+    changed_at: i64,
+) -> Result<BreakerRecord, StoreError> {
+    Ok(BreakerRecord {
+        state: parse(&format!("{table}.state"), state)?,
+        failures: number(&format!("{table}.failures"), failures)?,
+        reopens: number(&format!("{table}.reopens"), reopens)?,
+        open_until: open_until.map(instant),
+        last_fault: last_fault.map(|f| parse(&format!("{table}.last_fault"), f)).transpose()?,
+        changed_at: instant(changed_at),
+    })
+}
+
+/// A credential cooldown's record from its columns in `table` (the state file's
+/// `credential_cooldowns`, the team's `team_credentials`).
+pub(crate) fn cooldown_record(
+    table: &str,
+    status: &str,
+    cooling_until: Option<i64>,
+    backoff_level: i64,
+    last_error: Option<&str>,
+    changed_at: i64,
+) -> Result<CredentialRecord, StoreError> {
+    Ok(CredentialRecord {
+        status: parse(&format!("{table}.status"), status)?,
+        cooling_until: cooling_until.map(instant),
+        backoff_level: number(&format!("{table}.backoff_level"), backoff_level)?,
+        last_error: last_error.map(|e| parse(&format!("{table}.last_error"), e)).transpose()?,
+        changed_at: instant(changed_at),
+    })
 }

@@ -12,7 +12,7 @@ use switchyard_core::resilience::{BreakerRecord, CredentialRecord, HealthEvent, 
 use switchyard_core::{CandidateKey, CredentialKey, ProviderId};
 
 use super::Store;
-use super::columns::{instant, lock_reason, millis, name, number, parse};
+use super::columns::{breaker_record, cooldown_record, instant, lock_reason, millis, name, number};
 use crate::StoreError;
 
 /// `BEGIN IMMEDIATE` takes the write lock up front, so a busy file makes the transaction wait
@@ -316,14 +316,15 @@ fn readable<Row: serde::de::DeserializeOwned, T>(
 
 impl BreakerRow {
     fn decode(self) -> Result<(ProviderId, BreakerRecord), StoreError> {
-        let record = BreakerRecord {
-            state: parse("breakers.state", &self.state)?,
-            failures: number("breakers.failures", self.failures)?,
-            reopens: number("breakers.reopens", self.reopens)?,
-            open_until: self.open_until.map(instant),
-            last_fault: self.last_fault.map(|f| parse("breakers.last_fault", &f)).transpose()?,
-            changed_at: instant(self.changed_at),
-        };
+        let record = breaker_record(
+            "breakers",
+            &self.state,
+            self.failures,
+            self.reopens,
+            self.open_until,
+            self.last_fault.as_deref(),
+            self.changed_at,
+        )?;
         Ok((self.provider.into(), record))
     }
 }
@@ -341,16 +342,14 @@ struct CredentialRow {
 
 impl CredentialRow {
     fn decode(self) -> Result<(CredentialKey, CredentialRecord), StoreError> {
-        let record = CredentialRecord {
-            status: parse("credential_cooldowns.status", &self.status)?,
-            cooling_until: self.cooling_until.map(instant),
-            backoff_level: number("credential_cooldowns.backoff_level", self.backoff_level)?,
-            last_error: self
-                .last_error
-                .map(|e| parse("credential_cooldowns.last_error", &e))
-                .transpose()?,
-            changed_at: instant(self.changed_at),
-        };
+        let record = cooldown_record(
+            "credential_cooldowns",
+            &self.status,
+            self.cooling_until,
+            self.backoff_level,
+            self.last_error.as_deref(),
+            self.changed_at,
+        )?;
         let key =
             CredentialKey { provider: self.provider.into(), credential: self.credential.into() };
         Ok((key, record))

@@ -6,15 +6,17 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
+use switchyard_core::resilience::LockoutRecord;
 use switchyard_core::resilience::team::{
     Lease, SharedBreaker, SharedCredential, SharedLockout, Stamp, TeamCredential, TeamModel,
     TeamProvider,
 };
-use switchyard_core::resilience::{BreakerRecord, CredentialRecord, LockoutRecord};
 use switchyard_core::{InstanceId, ModelId};
 
 use crate::StoreError;
-use crate::store::columns::{instant, lock_reason, millis, name, number, parse};
+use crate::store::columns::{
+    breaker_record, cooldown_record, instant, lock_reason, millis, name, number,
+};
 
 /// One shared entry as read from the database: its name, its value, who wrote it and when.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,17 +160,15 @@ impl Table for Breakers {
     }
 
     fn entry(row: BreakerRow) -> Result<Entry<TeamProvider, SharedBreaker>, StoreError> {
-        let record = BreakerRecord {
-            state: parse("team_breakers.state", &row.state)?,
-            failures: number("team_breakers.failures", row.failures)?,
-            reopens: number("team_breakers.reopens", row.reopens)?,
-            open_until: row.open_until.map(instant),
-            last_fault: row
-                .last_fault
-                .map(|f| parse("team_breakers.last_fault", &f))
-                .transpose()?,
-            changed_at: instant(row.changed_at),
-        };
+        let record = breaker_record(
+            "team_breakers",
+            &row.state,
+            row.failures,
+            row.reopens,
+            row.open_until,
+            row.last_fault.as_deref(),
+            row.changed_at,
+        )?;
         let lease = match (row.lease_holder, row.lease_until) {
             (Some(holder), Some(until)) => {
                 Some(Lease { holder: InstanceId::new(holder), until: instant(until) })
@@ -232,16 +232,14 @@ impl Table for Credentials {
     }
 
     fn entry(row: CredentialRow) -> Result<Entry<TeamCredential, SharedCredential>, StoreError> {
-        let value = CredentialRecord {
-            status: parse("team_credentials.status", &row.status)?,
-            cooling_until: row.cooling_until.map(instant),
-            backoff_level: number("team_credentials.backoff_level", row.backoff_level)?,
-            last_error: row
-                .last_error
-                .map(|e| parse("team_credentials.last_error", &e))
-                .transpose()?,
-            changed_at: instant(row.changed_at),
-        };
+        let value = cooldown_record(
+            "team_credentials",
+            &row.status,
+            row.cooling_until,
+            row.backoff_level,
+            row.last_error.as_deref(),
+            row.changed_at,
+        )?;
         Ok(Entry {
             name: TeamCredential {
                 provider: TeamProvider::new(row.provider),

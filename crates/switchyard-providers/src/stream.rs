@@ -4,14 +4,17 @@
 //! Invariants:
 //! - A malformed upstream event produces no canonical event and no client bytes: decoders
 //!   parse the whole event before emitting anything.
-//! - A stream is complete when the upstream sent a finish reason or its explicit end marker
-//!   (`[DONE]`, `message_stop`). Anything else that ends is truncated, and the client gets a
-//!   terminal error event, never its dialect's normal end.
+//! - How a stream ended is decided by `switchyard_core::ending` alone, from what the
+//!   translator has seen ([`StreamTranslator::seen`]): a finish reason makes it complete, an end
+//!   marker does not (unless the provider is trusted with its own). A relayed upstream end
+//!   marker (`[DONE]`, `message_stop`) is held back until that decision accepts it, so a
+//!   truncated answer never reaches a client with its dialect's normal end.
 //! - Once an encoder has written its end or its error, it writes nothing more.
 
 use std::borrow::Cow;
 
 use switchyard_core::continuation::{Relayed, Seam};
+use switchyard_core::ending::{self, Ending, Exit, Seen, Trust};
 
 use crate::chat::{ChatRequest, StreamEvent, Usage};
 use crate::dialect::{ClientContext, ClientDialect, Dialect, ResponseMeta};
@@ -34,6 +37,12 @@ impl StreamStatus {
     /// closes every stream with `[DONE]`, a gateway that appends one after an error).
     pub fn is_complete(self) -> bool {
         self.finish_seen
+    }
+
+    /// Where a reader that reached the end of the body stopped: at the end marker, or at the
+    /// bare end of the body.
+    pub fn exit_at_end(self) -> Exit {
+        if self.end_seen { Exit::EndMarker } else { Exit::Eof }
     }
 }
 
@@ -238,6 +247,11 @@ pub struct StreamTranslator {
     /// The latest cumulative usage the upstream being read reported, as it reported it
     /// (a continuation's own, without the broken attempt's): what this attempt is billed.
     usage: Option<Usage>,
+    /// A real event was translated into this client stream (by any attempt: a continuation
+    /// goes on from content the client has).
+    content: bool,
+    /// Whether this upstream's end marker alone proves an answer whole.
+    trust: Trust,
 }
 
 /// What a continuation needs from the stream so far, and how a continuation joins it.
@@ -322,6 +336,8 @@ impl StreamTranslator {
             relay: None,
             kept: None,
             usage: None,
+            content: false,
+            trust: Trust::FinishReason,
         }
     }
 
@@ -343,6 +359,8 @@ impl StreamTranslator {
             relay: None,
             kept: None,
             usage: None,
+            content: false,
+            trust: Trust::FinishReason,
         }
     }
 
@@ -362,6 +380,8 @@ impl StreamTranslator {
             }),
             kept: None,
             usage: None,
+            content: false,
+            trust: Trust::FinishReason,
         }
     }
 
@@ -374,6 +394,25 @@ impl StreamTranslator {
             relay.strip_usage = relay.dialect == Dialect::OpenAi;
         }
         self
+    }
+
+    /// An upstream configured with `trust_end_marker`: its end marker proves an answer whole
+    /// even without a finish reason (RESILIENCE.md §7; docs/resilience.md says when).
+    #[must_use]
+    pub fn trusting(mut self, trust: Trust) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// What this stream has shown so far: content in the client stream, a finish reason in
+    /// the upstream being read.
+    pub fn seen(&self) -> Seen {
+        seen_of(&self.decoder, self.content)
+    }
+
+    /// How the stream ends if the relay stops reading here (`switchyard_core::ending`).
+    pub fn ending(&self, exit: Exit) -> Ending {
+        ending::ending(self.seen(), exit, self.trust)
     }
 
     /// The latest usage the upstream being read reported, if it reported any: cumulative
@@ -455,11 +494,18 @@ impl StreamTranslator {
             if self.kept.is_some() && relay.dialect == Dialect::Responses {
                 self.encoder.follow(event.data);
             }
-            if !(relay.strip_usage && events > 0 && events == usage_events) {
-                relay.write(event, out);
-            }
+            self.content |= real > 0;
             if progress == Progress::End {
-                relay.end_relayed = true;
+                // The upstream's end marker reaches the client only once the one decision
+                // accepts the answer as whole; otherwise it is held (and never sent).
+                let seen = seen_of(&self.decoder, self.content);
+                let accepted = ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
+                if accepted {
+                    relay.write(event, out);
+                    relay.end_relayed = true;
+                }
+            } else if !(relay.strip_usage && events > 0 && events == usage_events) {
+                relay.write(event, out);
             }
             return Ok(Translated { events, real, progress });
         }
@@ -480,6 +526,7 @@ impl StreamTranslator {
             real += usize::from(is_real(&canonical));
             encoder.encode(&canonical, out);
         })?;
+        self.content |= real > 0;
         Ok(Translated { events, real, progress })
     }
 
@@ -488,17 +535,23 @@ impl StreamTranslator {
     }
 
     /// The upstream is gone (end marker or end of body): appends the proper end if the
-    /// stream is complete, the terminal error event if it is not.
+    /// one decision finds the stream complete, the terminal error event if it does not.
     pub fn end(&mut self, out: &mut Vec<u8>) -> StreamEnd {
-        if self.decoder.status().is_complete() {
-            match &mut self.relay {
-                Some(relay) => relay.finish(out),
-                None => self.encoder.finish(out),
-            }
+        if self.ending(self.status().exit_at_end()) == Ending::Complete {
+            self.finish(out);
             StreamEnd::Complete
         } else {
             self.encoder.fail(ErrorKind::Internal, TRUNCATED_MESSAGE, out);
             StreamEnd::Truncated
+        }
+    }
+
+    /// Appends the dialect's proper end (the upstream's held end marker, or the encoder's):
+    /// only for a stream [`StreamTranslator::ending`] found complete.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        match &mut self.relay {
+            Some(relay) => relay.finish(out),
+            None => self.encoder.finish(out),
         }
     }
 
@@ -511,6 +564,11 @@ impl StreamTranslator {
     pub fn keep_alive(&self, out: &mut Vec<u8>) {
         self.encoder.keep_alive(out);
     }
+}
+
+/// [`StreamTranslator::seen`] for a borrow that holds the relay.
+fn seen_of(decoder: &StreamDecoder, content: bool) -> Seen {
+    Seen { content, finish: decoder.status().finish_seen }
 }
 
 impl Relay {

@@ -174,6 +174,11 @@ impl Behavior {
         Reply::default().fault(Fault::Truncated).into()
     }
 
+    /// See [`Fault::EndWithoutFinish`].
+    pub fn end_without_finish() -> Self {
+        Reply::default().fault(Fault::EndWithoutFinish).into()
+    }
+
     /// The JSON form, for the [`BEHAVIOR_HEADER`] request header.
     pub fn header_value(&self) -> String {
         serde_json::to_string(self).expect("a behavior always serialises")
@@ -333,7 +338,7 @@ impl Reply {
 
     /// The reason the reply reports, or `None` when the fault is that it never reports one.
     pub(crate) fn effective_finish(&self) -> Option<Finish> {
-        if self.fault == Some(Fault::Truncated) {
+        if matches!(self.fault, Some(Fault::Truncated | Fault::EndWithoutFinish)) {
             return None;
         }
         Some(self.finish.unwrap_or(if self.tool_call.is_some() {
@@ -435,6 +440,11 @@ pub enum Fault {
     MissingDone,
     /// Send all the content, then end the body cleanly with no finish reason and no terminator.
     Truncated,
+    /// Send all the content with no finish reason, then the terminator (`[DONE]`,
+    /// `message_stop`) as if the answer were complete: what a server that closes every stream
+    /// with `[DONE]` sends when generation was cut short. Gemini and Responses have no
+    /// terminator apart from their finish, so for them this is [`Fault::Truncated`].
+    EndWithoutFinish,
 }
 
 /// Whole milliseconds, saturating: scripts hold milliseconds, builders take durations.

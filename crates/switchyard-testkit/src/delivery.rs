@@ -117,7 +117,9 @@ impl Delivery {
                 events.insert(at.min(events.len()), malformed);
                 Stop::Never
             }
-            None | Some(Fault::MissingDone | Fault::Truncated) => Stop::Never,
+            None | Some(Fault::MissingDone | Fault::Truncated | Fault::EndWithoutFinish) => {
+                Stop::Never
+            }
         };
         if !matches!(reply.fault, Some(Fault::MissingDone | Fault::Truncated)) {
             events.extend(terminator);
@@ -150,7 +152,7 @@ impl Delivery {
             Some(Fault::MalformedAt(_)) => {
                 (VecDeque::from([body.slice(..half)]), Stop::Never, half as u64)
             }
-            None | Some(Fault::MissingDone | Fault::Truncated) => {
+            None | Some(Fault::MissingDone | Fault::Truncated | Fault::EndWithoutFinish) => {
                 (VecDeque::from([body]), Stop::Never, full)
             }
         };

@@ -17,6 +17,7 @@ use std::time::Duration;
 use switchyard_catalogue::{CatalogueProvider, ModelFacts, ModelPrice};
 use switchyard_core::binding::{self, Binding, Exposure};
 use switchyard_core::continuation::Continuation;
+use switchyard_core::ending::Trust;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
 use switchyard_core::settings::{
@@ -164,6 +165,9 @@ pub struct ProviderConfig {
     pub passthrough: bool,
     /// Ask Chat streams for usage (see [`ProviderForm::stream_usage`]).
     pub stream_usage: bool,
+    /// Whether its stream's end marker alone proves an answer whole (see
+    /// [`ProviderForm::trust_end_marker`]).
+    pub trust: Trust,
     /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
     /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
@@ -507,6 +511,7 @@ impl ProviderForm {
             oauth: self.oauth.clone(),
             passthrough,
             stream_usage: self.stream_usage,
+            trust: if self.trust_end_marker { Trust::EndMarker } else { Trust::FinishReason },
             dialect,
             preset: preset_fits,
             continuation,

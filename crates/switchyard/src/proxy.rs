@@ -905,7 +905,7 @@ impl Proxy {
         }
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
-        let how = Answer { client, dialect, passthrough, strip_usage };
+        let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
         if request.stream {
             let held = (attempt, pending, rescue, meter);
             self.relay(routes, how, request, response, held, &meta, first_event).await
@@ -1010,14 +1010,15 @@ impl Proxy {
         meta: &ResponseMeta<'_>,
         first_event: Instant,
     ) -> TriedResult {
-        let Answer { client, dialect, passthrough, strip_usage } = how;
-        let mut translator = if passthrough && strip_usage {
+        let Answer { client, dialect, passthrough, strip_usage, .. } = how;
+        let translator = if passthrough && strip_usage {
             StreamTranslator::relay(client, meta).strip_usage_chunks()
         } else if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
             StreamTranslator::for_request(dialect, client, meta, request)
         };
+        let mut translator = translator.trusting(how.trust);
         let rescue = rescue.map(|(rescue, keep)| {
             if keep {
                 translator.keep_for_continuation();
@@ -1045,16 +1046,18 @@ impl Proxy {
                 h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
                 TriedResult::Served(response, Some(when_ended))
             }
-            forward::Opened::Failed(forward::Failure::Upstream(upstream), settle) => {
-                self.failed(routes, settle.attempt, upstream, None)
-            }
-            forward::Opened::Failed(forward::Failure::ErrorEvent(report), settle) => {
-                // An error event inside a 2xx stream, before anything reached the client: it
-                // is classified as the status its type stands for (RESILIENCE.md §2).
-                let status = switchyard_providers::stream::error_status(&report);
-                let empty = HeaderMap::new();
-                let outcome = Upstream::Response { status, headers: &empty, body: report.hint };
-                self.failed(routes, settle.attempt, outcome, Some((status, report)))
+            forward::Opened::Failed(failure, settle) => {
+                // An error event inside a 2xx stream, before anything reached the client, is
+                // classified as the status its type stands for (RESILIENCE.md §2).
+                let no_headers = HeaderMap::new();
+                let upstream = failure.upstream(&no_headers);
+                let report = match (&failure, upstream) {
+                    (forward::Failure::ErrorEvent(report), Upstream::Response { status, .. }) => {
+                        Some((status, report.clone()))
+                    }
+                    _ => None,
+                };
+                self.failed(routes, settle.attempt, upstream, report)
             }
         }
     }
@@ -1293,6 +1296,8 @@ struct Answer {
     passthrough: bool,
     /// Keep the usage-only chunk the proxy asked for from the client.
     strip_usage: bool,
+    /// Whether the upstream's end marker proves an answer whole (`trust_end_marker`).
+    trust: switchyard_core::ending::Trust,
 }
 
 /// Parses the client's body and finds the combo its model names. The log learns the model as

@@ -145,6 +145,12 @@ pub struct ProviderForm {
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     #[ts(as = "Option<bool>", optional)]
     pub stream_usage: bool,
+    /// The provider's stream end marker (`[DONE]`) proves an answer whole even without a
+    /// finish reason [default false]: only for an OpenAI-compatible server known to end good
+    /// answers that way. Off, such an answer counts as cut short (RESILIENCE.md §7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[ts(as = "Option<bool>", optional)]
+    pub trust_end_marker: bool,
     /// `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
     /// wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +174,7 @@ impl ProviderForm {
             oauth: None,
             passthrough: None,
             stream_usage: true,
+            trust_end_marker: false,
             api: None,
         }
     }

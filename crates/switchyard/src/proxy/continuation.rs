@@ -22,7 +22,9 @@ use axum::http::HeaderMap;
 use bytes::Bytes;
 use switchyard_core::clock::millis;
 use switchyard_core::continuation::{self, Refusal, Relayed, RequestShape, Seam};
-use switchyard_core::outcome::{ClassifyPolicy, Outcome, OutcomeKind, Upstream, Verdict, classify};
+use switchyard_core::outcome::{
+    BodyHint, ClassifyPolicy, Outcome, OutcomeKind, Upstream, Verdict, classify,
+};
 use switchyard_core::resilience::{Attempt, HealthRegistry};
 use switchyard_core::routing::{Candidate, Combo};
 use switchyard_core::{Clock, ModelId, ProviderId};
@@ -53,6 +55,16 @@ pub(crate) struct Takeover {
     pub attempt: Attempt,
     /// Its usage, at its own model's prices.
     pub meter: Meter,
+}
+
+/// What one continuation attempt came to.
+enum Sent {
+    /// It answers: its stream takes over the client's.
+    Took(Takeover),
+    /// It failed before its first real event, on its own account: the next target may try.
+    Failed,
+    /// Continuing is refused (the trace says why): the client gets the terminal error.
+    Refused,
 }
 
 /// (provider, model) pairs that answered a continuation with a 400: not asked again until the
@@ -175,16 +187,20 @@ impl Rescuer {
         Box::new(move |relayed| Box::pin(self.rescue(relayed)))
     }
 
+    /// Tries the rest of the plan in order, each target that may continue, until one answers
+    /// (its first real event), the attempts or the deadline run out, or a refusal ends it. A
+    /// continuation that fails before its first real event rules its provider out and the
+    /// next is asked, as for any attempt (RESILIENCE.md §10: it takes over at its first real
+    /// event, not at its headers).
     async fn rescue(self, relayed: Relayed) -> Option<Takeover> {
         let request = self.client.parse_request(&self.body).ok()?;
         let shape = shape(&request);
         let mut refusal = None;
-        if self.attempts_left == 0 || Instant::now() >= self.deadline {
-            self.refused(None, "no_attempts_left", &relayed);
-            return None;
-        }
+        let mut attempts_left = self.attempts_left;
+        let mut failed = self.failed.clone();
+        let mut last_failed = None;
         for candidate in &self.rest {
-            if self.failed.contains(&candidate.key.provider) {
+            if failed.contains(&candidate.key.provider) {
                 continue;
             }
             let target = &self.combo.targets[candidate.target];
@@ -192,10 +208,14 @@ impl Rescuer {
             let plan = match continuation::decide(&relayed, shape, target.continuation, incapable) {
                 Ok(plan) => plan,
                 Err(why) => {
-                    refusal.get_or_insert((candidate, why));
+                    refusal.get_or_insert((candidate, why.code()));
                     continue;
                 }
             };
+            if attempts_left == 0 || Instant::now() >= self.deadline {
+                self.refused(None, "no_attempts_left", &relayed);
+                return None;
+            }
             let now = self.clock.now();
             let Ok(mut attempt) = self.registry.admit(&candidate.key, now) else { continue };
             if attempt.lease(now).await.is_err() {
@@ -205,11 +225,20 @@ impl Rescuer {
                 self.refused(Some(candidate), "retry_budget", &relayed);
                 return None;
             }
-            return self.send(candidate, &request, plan, attempt, &relayed).await;
+            attempts_left -= 1;
+            match self.send(candidate, &request, plan, attempt, &relayed).await {
+                Sent::Took(takeover) => return Some(takeover),
+                Sent::Refused => return None,
+                Sent::Failed => {
+                    failed.push(candidate.key.provider.clone());
+                    last_failed = Some(candidate);
+                }
+            }
         }
-        match refusal {
-            Some((candidate, why)) => self.refused(Some(candidate), why.code(), &relayed),
-            None => self.refused(None, Refusal::NoMechanism.code(), &relayed),
+        match (last_failed, refusal) {
+            (Some(candidate), _) => self.refused(Some(candidate), "continuation_failed", &relayed),
+            (None, Some((candidate, why))) => self.refused(Some(candidate), why, &relayed),
+            (None, None) => self.refused(None, Refusal::NoMechanism.code(), &relayed),
         }
         None
     }
@@ -219,13 +248,13 @@ impl Rescuer {
         candidate: &Candidate,
         request: &ChatRequest<'_>,
         plan: continuation::Plan,
-        attempt: Attempt,
+        mut attempt: Attempt,
         relayed: &Relayed,
-    ) -> Option<Takeover> {
+    ) -> Sent {
         let key = &candidate.key;
         let target = &self.combo.targets[candidate.target];
-        let provider = self.routes.provider(&key.provider)?;
-        let secret = super::secret(
+        let Some(provider) = self.routes.provider(&key.provider) else { return Sent::Failed };
+        let Ok(secret) = super::secret(
             &self.oauth,
             &self.routes,
             &key.provider,
@@ -233,7 +262,9 @@ impl Rescuer {
             self.clock.now(),
         )
         .await
-        .ok()?;
+        else {
+            return Sent::Failed;
+        };
         let continued = with_prefill(request, &plan.prefill);
         let client = ClientRequest {
             dialect: self.client,
@@ -251,7 +282,7 @@ impl Rescuer {
         );
         let Ok(built) = built else {
             self.refused(Some(candidate), "not_translatable", relayed);
-            return None;
+            return Sent::Refused;
         };
         let wait = self
             .routes
@@ -259,6 +290,7 @@ impl Rescuer {
             .timeouts
             .first_event
             .min(self.deadline.saturating_duration_since(Instant::now()));
+        let first_event = Instant::now() + wait;
         // From here on the continuation is an upstream request like any other attempt: counted,
         // and traced with its outcome (before the `continued` or `not_continued` line).
         self.counters.attempts.fetch_add(1, Ordering::Relaxed);
@@ -268,18 +300,17 @@ impl Rescuer {
             Err(failure) => {
                 let verdict = self.settle(attempt, super::unsent(failure));
                 self.attempted(candidate, verdict.kind, verdict.status, started);
-                self.refused(Some(candidate), "continuation_failed", relayed);
-                return None;
+                return Sent::Failed;
             }
         };
         let status = response.status.as_u16();
+        let dialect = provider.dialect_for(target.model.as_str());
         if !response.status.is_success() {
             let headers = response.headers.clone();
             let body = response
                 .into_bytes(super::ERROR_BODY_DEADLINE, switchyard_providers::executor::MAX_ANSWER)
                 .await
                 .unwrap_or_default();
-            let dialect = provider.dialect_for(target.model.as_str());
             let hint = dialect.error_report(&body).hint;
             let upstream = Upstream::Response { status, headers: &headers, body: hint };
             if status == 400 {
@@ -292,13 +323,27 @@ impl Rescuer {
                 self.attempted(candidate, verdict.kind, verdict.status, started);
                 drop(attempt);
                 self.refused(Some(candidate), "continuation_rejected", relayed);
-                return None;
+                return Sent::Refused;
             }
             let verdict = self.settle(attempt, upstream);
             self.attempted(candidate, verdict.kind, verdict.status, started);
-            self.refused(Some(candidate), "continuation_failed", relayed);
-            return None;
+            return Sent::Failed;
         }
+        let chunks = Box::pin(response.into_stream());
+        let chunks = match super::forward::first_real_event(chunks, dialect, first_event).await {
+            Ok(chunks) => chunks,
+            Err(failure) => {
+                let no_headers = HeaderMap::new();
+                let verdict = self.settle(attempt, failure.upstream(&no_headers));
+                self.attempted(candidate, verdict.kind, verdict.status, started);
+                return Sent::Failed;
+            }
+        };
+        // It answers: a half-open probe it rides on settles now, not when the stream ends.
+        let now = self.clock.now();
+        let no_headers = HeaderMap::new();
+        let answered = Upstream::Response { status, headers: &no_headers, body: BodyHint::None };
+        attempt.answered(&classify(&Outcome::new(answered), &self.policy, now), now);
         self.attempted(candidate, OutcomeKind::Success, Some(status), started);
         self.counters.continuations.fetch_add(1, Ordering::Relaxed);
         self.note(
@@ -309,9 +354,9 @@ impl Rescuer {
             },
         );
         tracing::info!(target = %key, after = relayed.chars(), "continued a broken stream");
-        Some(Takeover {
-            chunks: Box::pin(response.into_stream()),
-            dialect: provider.dialect_for(target.model.as_str()),
+        Sent::Took(Takeover {
+            chunks,
+            dialect,
             seam: plan.seam,
             attempt,
             meter: self.tally.meter(key, tally::prices(target)),

@@ -3,10 +3,15 @@
 //! The client's response is held back until the upstream's first real event: keep-alives do
 //! not count, malformed events are dropped. Until then any failure may still fall back, because
 //! the client has seen nothing. From the first byte on, the stream is relayed by a task of its
-//! own as chunks arrive, with an idle deadline between events; it ends either properly (a
-//! finish reason or the dialect's end marker) or with a terminal error event in the client's
-//! dialect, never with a "successful" truncated answer. The task settles the attempt on the
-//! registry when the stream is over, including when the client goes away.
+//! own as chunks arrive, with an idle deadline between events.
+//!
+//! Every exit of the reading (end marker, end of body, stall, cut, error event, client gone),
+//! before the first byte and after, asks the one decision of `switchyard_core::ending`: an
+//! answer is complete only after a finish reason, so the client gets its dialect's proper end
+//! only then (an upstream end marker is held until the decision accepts it); an answer with no
+//! content falls back; an answer with content and no finish is continued or ends with a
+//! terminal error event, never with a "successful" truncated answer. The task settles the
+//! attempt on the registry when the stream is over, including when the client goes away.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -20,10 +25,12 @@ use switchyard_core::outcome::{
     BodyHint, ClassifyPolicy, Outcome, StreamFault, TimeoutPhase, Upstream, classify,
 };
 use switchyard_core::resilience::Attempt;
-use switchyard_providers::error::{ErrorKind, ProviderError};
+use switchyard_core::ending::{Ending, Exit};
+use switchyard_providers::error::{ErrorKind, ProviderError, UpstreamError};
 use switchyard_providers::executor::SendFailure;
 use switchyard_providers::sse::{SseDecoder, SseItem};
-use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
+use switchyard_providers::dialect::Dialect;
+use switchyard_providers::stream::{Progress, StreamTranslator, TRUNCATED_MESSAGE, is_real};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
@@ -45,10 +52,27 @@ pub(crate) enum Opened {
 pub(crate) enum Failure {
     Upstream(Upstream<'static>),
     /// The upstream reported an error inside a 2xx stream (Anthropic `overloaded_error`, ...).
-    ErrorEvent(switchyard_providers::error::UpstreamError),
+    ErrorEvent(UpstreamError),
 }
 
-/// Reads `chunks` until the first real event or `first_event` passes.
+impl Failure {
+    /// What the classifier is told: an error event stands for the status its type names
+    /// (RESILIENCE.md §2), as if the upstream had answered with it.
+    pub(crate) fn upstream<'a>(&'a self, no_headers: &'a http::HeaderMap) -> Upstream<'a> {
+        match self {
+            Self::Upstream(upstream) => *upstream,
+            Self::ErrorEvent(report) => Upstream::Response {
+                status: switchyard_providers::stream::error_status(report),
+                headers: no_headers,
+                body: report.hint,
+            },
+        }
+    }
+}
+
+/// Reads `chunks` until the first real event or `first_event` passes. Whatever stops the
+/// reading first is put to the one decision (`switchyard_core::ending`): an answer with nothing
+/// in it fails here and may fall back; a complete one, or one with content, is relayed.
 pub(crate) async fn open(
     chunks: Chunks,
     mut translator: StreamTranslator,
@@ -59,50 +83,32 @@ pub(crate) async fn open(
     let mut chunks = chunks;
     let mut sse = SseDecoder::default();
     let mut out = Vec::new();
-    let mut ended = false;
     let mut settle = settle;
-    loop {
+    let stop = loop {
         match drain(&mut sse, &mut translator, &mut out, &mut settle.meter) {
-            Drained::Events => break,
-            Drained::End => {
-                ended = true;
-                break;
-            }
+            Drained::Events => break None,
             Drained::Nothing => {}
-            Drained::ErrorEvent(error) => {
-                return Opened::Failed(Failure::ErrorEvent(error), Box::new(settle));
-            }
+            Drained::Stop(stop) => break Some(stop),
         }
         match timeout_at(first_event, chunks.next()).await {
-            Err(_) => {
-                return Opened::Failed(
-                    Failure::Upstream(Upstream::Timeout(TimeoutPhase::FirstEvent)),
-                    Box::new(settle),
-                );
-            }
+            Err(_) => break Some(Stop::Stalled),
             Ok(Some(Ok(chunk))) => sse.push(&chunk),
-            Ok(Some(Err(_))) => {
-                return Opened::Failed(
-                    Failure::Upstream(Upstream::Stream(StreamFault::Cut)),
-                    Box::new(settle),
-                );
-            }
-            Ok(None) => {
-                sse.close();
-                let drained = drain(&mut sse, &mut translator, &mut out, &mut settle.meter);
-                if let Drained::ErrorEvent(error) = drained {
-                    return Opened::Failed(Failure::ErrorEvent(error), Box::new(settle));
-                }
-                if !translator.status().is_complete() {
-                    return Opened::Failed(
-                        Failure::Upstream(Upstream::Stream(StreamFault::Truncated)),
-                        Box::new(settle),
-                    );
-                }
-                ended = true;
-                break;
-            }
+            Ok(Some(Err(_))) => break Some(Stop::Cut),
+            Ok(None) => break Some(end_of_body(&mut sse, &mut translator, &mut out, &mut settle)),
         }
+    };
+    if let Some(stop) = &stop
+        && translator.ending(stop.exit()) == Ending::Unanswered
+    {
+        let failure = match stop {
+            Stop::Stalled => Failure::Upstream(Upstream::Timeout(TimeoutPhase::FirstEvent)),
+            Stop::Cut => Failure::Upstream(Upstream::Stream(StreamFault::Cut)),
+            Stop::EndMarker | Stop::Eof => {
+                Failure::Upstream(Upstream::Stream(StreamFault::Truncated))
+            }
+            Stop::ErrorEvent(error) => Failure::ErrorEvent(error.clone()),
+        };
+        return Opened::Failed(failure, Box::new(settle));
     }
     // The upstream answers: a half-open probe settles now, not when a long stream ends.
     let now = settle.clock.now();
@@ -110,11 +116,109 @@ pub(crate) async fn open(
     let answered = Upstream::Response { status: 200, headers: &empty, body: BodyHint::None };
     settle.attempt.answered(&classify(&Outcome::new(answered), &settle.policy, now), now);
     let (tx, rx) = mpsc::channel::<Bytes>(32);
-    tokio::spawn(relay(Relay { chunks, sse, translator, out, ended, idle, tx }, settle));
+    tokio::spawn(relay(Relay { chunks, sse, translator, out, stop, idle, tx }, settle));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, Infallible>(chunk), rx))
     });
     Opened::Relaying(Box::pin(body))
+}
+
+/// Reads a continuation's stream (RESILIENCE.md §10) up to its first real event, so that it
+/// takes over the client's stream only once it answers: until then it may still fail and
+/// another target be asked. The chunks read are given back in front of the rest, for the
+/// relay's own decoder to read again. `Err` is the failure, as the classifier's input.
+pub(crate) async fn first_real_event(
+    mut chunks: Chunks,
+    dialect: Dialect,
+    until: Instant,
+) -> Result<Chunks, Failure> {
+    let mut decoder = dialect.stream_decoder();
+    let mut sse = SseDecoder::default();
+    let mut read = Vec::new();
+    let mut closed = false;
+    loop {
+        let mut real = false;
+        while let Some(item) = sse.next_item() {
+            let Ok(SseItem::Event(event)) = item else { continue };
+            match decoder.decode(&event, &mut |e| real |= is_real(&e)) {
+                Ok(_) if real => break,
+                // Nothing answered and nothing more will come.
+                Ok(Progress::End) => {
+                    return Err(Failure::Upstream(Upstream::Stream(StreamFault::Truncated)));
+                }
+                Err(ProviderError::UpstreamStream { error, .. }) => {
+                    return Err(Failure::ErrorEvent(error));
+                }
+                Ok(Progress::Continue) | Err(_) => {}
+            }
+        }
+        if real {
+            let read = futures_util::stream::iter(read.into_iter().map(Ok));
+            return Ok(Box::pin(read.chain(chunks)));
+        }
+        if closed {
+            return Err(Failure::Upstream(Upstream::Stream(StreamFault::Truncated)));
+        }
+        match timeout_at(until, chunks.next()).await {
+            Err(_) => return Err(Failure::Upstream(Upstream::Timeout(TimeoutPhase::FirstEvent))),
+            Ok(Some(Ok(chunk))) => {
+                sse.push(&chunk);
+                read.push(chunk);
+            }
+            Ok(Some(Err(_))) => return Err(Failure::Upstream(Upstream::Stream(StreamFault::Cut))),
+            Ok(None) => {
+                sse.close();
+                closed = true;
+            }
+        }
+    }
+}
+
+/// Where reading an upstream stopped, with what the client's terminal event needs.
+#[derive(Clone, Debug)]
+pub(crate) enum Stop {
+    EndMarker,
+    Eof,
+    Stalled,
+    Cut,
+    ErrorEvent(UpstreamError),
+}
+
+impl Stop {
+    pub(crate) fn exit(&self) -> Exit {
+        match self {
+            Self::EndMarker => Exit::EndMarker,
+            Self::Eof => Exit::Eof,
+            Self::Stalled => Exit::Stalled,
+            Self::Cut => Exit::Cut,
+            Self::ErrorEvent(_) => Exit::ErrorEvent,
+        }
+    }
+
+    /// The client's terminal error event for an answer this stop truncated.
+    fn terminal(&self) -> (ErrorKind, &str) {
+        match self {
+            Self::EndMarker | Self::Eof => (ErrorKind::Internal, TRUNCATED_MESSAGE),
+            Self::Stalled => (ErrorKind::Timeout, "the upstream stalled mid-stream"),
+            Self::Cut => (ErrorKind::Internal, "the upstream connection broke mid-stream"),
+            Self::ErrorEvent(error) => (ErrorKind::Overloaded, &error.message),
+        }
+    }
+}
+
+/// The body ended: what its last buffered events said.
+fn end_of_body(
+    sse: &mut SseDecoder,
+    translator: &mut StreamTranslator,
+    out: &mut Vec<u8>,
+    settle: &mut Settle,
+) -> Stop {
+    sse.close();
+    match drain(sse, translator, out, &mut settle.meter) {
+        Drained::Stop(stop) => stop,
+        Drained::Events | Drained::Nothing if translator.status().end_seen => Stop::EndMarker,
+        Drained::Events | Drained::Nothing => Stop::Eof,
+    }
 }
 
 /// What the relay needs to settle the attempt when the stream is over.
@@ -159,8 +263,8 @@ impl StreamOutcome {
 enum Drained {
     Nothing,
     Events,
-    End,
-    ErrorEvent(switchyard_providers::error::UpstreamError),
+    /// The end marker or an error event: nothing after it is read.
+    Stop(Stop),
 }
 
 /// Translates every complete event buffered in `sse` into `out`, and meters the usage the
@@ -186,13 +290,13 @@ fn drain_events(
         match item {
             Ok(SseItem::KeepAlive) => {}
             Ok(SseItem::Event(event)) => match translator.translate(&event, out) {
-                Ok(t) if t.progress == Progress::End => return Drained::End,
+                Ok(t) if t.progress == Progress::End => return Drained::Stop(Stop::EndMarker),
                 // Only content counts: `message_start`, pings, role-only and usage-only
                 // chunks are held back with everything before the first real event.
                 Ok(t) if t.real > 0 => drained = Drained::Events,
                 Ok(_) => {}
                 Err(ProviderError::UpstreamStream { error, .. }) => {
-                    return Drained::ErrorEvent(error);
+                    return Drained::Stop(Stop::ErrorEvent(error));
                 }
                 Err(error) => tracing::warn!(%error, "dropped an upstream stream event"),
             },
@@ -209,23 +313,42 @@ struct Relay {
     translator: StreamTranslator,
     /// Client bytes not sent yet.
     out: Vec<u8>,
-    /// The upstream already said it is done.
-    ended: bool,
+    /// Where reading stopped, once it has: the next turn of the loop asks how the stream ended.
+    stop: Option<Stop>,
     idle: Duration,
     tx: mpsc::Sender<Bytes>,
 }
 
 /// Relays the rest of the stream, then settles the attempt.
 ///
-/// The idle deadline runs from the last real event, not the last byte: an upstream that only
-/// sends keep-alives (pings, comments, usage) cannot hold the client (RESILIENCE.md §7). A
-/// client that leaves is noticed at once, even while the upstream sends nothing.
+/// Every way the reading can stop (end marker, end of body, stall, cut, error event) becomes
+/// a [`Stop`], and the one decision (`switchyard_core::ending`) says what it means: complete
+/// (the proper end), truncated (a continuation, else the terminal error event) or, for a
+/// continuation that has shown nothing yet, the same. The idle deadline runs from the last
+/// real event, not the last byte: an upstream that only sends keep-alives (pings, comments,
+/// usage) cannot hold the client (RESILIENCE.md §7). A client that leaves is noticed at once,
+/// even while the upstream sends nothing.
 async fn relay(mut r: Relay, mut settle: Settle) {
     let mut idle_until = Instant::now() + r.idle;
     let mut tap = settle.tap.take();
     let ending = loop {
-        if r.ended {
-            break finish(&mut r.translator, &mut r.out);
+        if let Some(stop) = r.stop.take() {
+            match r.translator.ending(stop.exit()) {
+                Ending::Complete => {
+                    r.translator.finish(&mut r.out);
+                    break Ended::Complete;
+                }
+                Ending::ClientGone => break Ended::ClientGone,
+                Ending::Truncated | Ending::Unanswered => {
+                    let fault = stop.exit().fault().unwrap_or(StreamFault::Cut);
+                    if continued(&mut r, &mut settle, fault, &mut idle_until).await {
+                        continue;
+                    }
+                    let (kind, message) = stop.terminal();
+                    r.translator.fail(kind, message, &mut r.out);
+                    break Ended::Broken(fault);
+                }
+            }
         }
         if !r.out.is_empty() {
             let chunk = Bytes::from(std::mem::take(&mut r.out));
@@ -233,68 +356,34 @@ async fn relay(mut r: Relay, mut settle: Settle) {
                 tap.observe(&chunk);
             }
             if r.tx.send(chunk).await.is_err() {
-                break Ending::ClientGone;
+                break Ended::ClientGone;
             }
         }
         let next = tokio::select! {
             next = timeout_at(idle_until, r.chunks.next()) => next,
-            () = r.tx.closed() => break Ending::ClientGone,
+            () = r.tx.closed() => break Ended::ClientGone,
         };
         match next {
-            // The model had finished: what is missing is only the end marker (RESILIENCE.md
-            // §7). The client gets a proper end and nobody is charged.
-            Err(_) | Ok(Some(Err(_))) if r.translator.status().finish_seen => {
-                break finish(&mut r.translator, &mut r.out);
-            }
-            Err(_) => {
-                if continued(&mut r, &mut settle, StreamFault::Stalled, &mut idle_until).await {
-                    continue;
-                }
-                r.translator.fail(
-                    ErrorKind::Timeout,
-                    "the upstream stalled mid-stream",
-                    &mut r.out,
-                );
-                break Ending::Broken(StreamFault::Stalled);
-            }
-            Ok(Some(Err(_))) => {
-                if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
-                    continue;
-                }
-                r.translator.fail(
-                    ErrorKind::Internal,
-                    "the upstream connection broke mid-stream",
-                    &mut r.out,
-                );
-                break Ending::Broken(StreamFault::Cut);
-            }
+            Err(_) => r.stop = Some(Stop::Stalled),
+            Ok(Some(Err(_))) => r.stop = Some(Stop::Cut),
             Ok(Some(Ok(chunk))) => {
                 r.sse.push(&chunk);
                 match drain(&mut r.sse, &mut r.translator, &mut r.out, &mut settle.meter) {
-                    Drained::End => r.ended = true,
-                    Drained::ErrorEvent(error) => {
-                        if continued(&mut r, &mut settle, StreamFault::Cut, &mut idle_until).await {
-                            continue;
-                        }
-                        r.translator.fail(ErrorKind::Overloaded, &error.message, &mut r.out);
-                        break Ending::Broken(StreamFault::Cut);
-                    }
+                    Drained::Stop(stop) => r.stop = Some(stop),
                     Drained::Events => idle_until = Instant::now() + r.idle,
                     Drained::Nothing => {}
                 }
             }
             Ok(None) => {
-                r.sse.close();
-                let _ = drain(&mut r.sse, &mut r.translator, &mut r.out, &mut settle.meter);
-                r.ended = true;
+                r.stop = Some(end_of_body(&mut r.sse, &mut r.translator, &mut r.out, &mut settle));
             }
         }
     };
-    let client_gone = matches!(ending, Ending::ClientGone);
+    let client_gone = matches!(ending, Ended::ClientGone);
     let stream_outcome = match ending {
-        Ending::Complete => StreamOutcome::Complete,
-        Ending::Broken(_) => StreamOutcome::Broken,
-        Ending::ClientGone => StreamOutcome::ClientGone,
+        Ended::Complete => StreamOutcome::Complete,
+        Ended::Broken(_) => StreamOutcome::Broken,
+        Ended::ClientGone => StreamOutcome::ClientGone,
     };
     if !r.out.is_empty() && !client_gone {
         if let Some(tap) = &mut tap {
@@ -309,11 +398,11 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     meter_end(&r.translator, &mut settle.meter);
     let headers = http::HeaderMap::new();
     let upstream = match ending {
-        Ending::Complete => {
+        Ended::Complete => {
             Upstream::Response { status: 200, headers: &headers, body: BodyHint::None }
         }
-        Ending::Broken(fault) => Upstream::Stream(fault),
-        Ending::ClientGone => Upstream::Stream(StreamFault::Cut),
+        Ended::Broken(fault) => Upstream::Stream(fault),
+        Ended::ClientGone => Upstream::Stream(StreamFault::Cut),
     };
     let outcome = Outcome { upstream, bytes_sent: true, client_aborted: client_gone };
     let now = settle.clock.now();
@@ -361,15 +450,9 @@ fn meter_end(translator: &StreamTranslator, meter: &mut super::tally::Meter) {
     }
 }
 
-enum Ending {
+/// How the relay ended the client's stream.
+enum Ended {
     Complete,
     Broken(StreamFault),
     ClientGone,
-}
-
-fn finish(translator: &mut StreamTranslator, out: &mut Vec<u8>) -> Ending {
-    match translator.end(out) {
-        StreamEnd::Complete => Ending::Complete,
-        StreamEnd::Truncated => Ending::Broken(StreamFault::Truncated),
-    }
 }

@@ -113,7 +113,8 @@ mod tests {
         use Ending::{ClientGone, Complete, Truncated, Unanswered};
         for trust in [Trust::FinishReason, Trust::EndMarker] {
             for exit in Exit::ALL {
-                for (content, finish) in [(false, false), (true, false), (false, true), (true, true)]
+                for (content, finish) in
+                    [(false, false), (true, false), (false, true), (true, true)]
                 {
                     let seen = Seen { content, finish };
                     let expected = match (exit, finish, content) {

@@ -9,6 +9,7 @@
 pub mod alias;
 pub mod budget;
 pub mod combo;
+pub mod context;
 pub mod hedge;
 pub mod planner;
 pub mod strategy;
@@ -16,6 +17,7 @@ pub mod strategy;
 pub use self::alias::{Alias, AliasTable, Pattern};
 pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
+pub use self::context::ContextNeed;
 pub use self::hedge::HedgeAfter;
 pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan};
 pub use self::strategy::TargetOrderer;

@@ -499,7 +499,8 @@ impl StreamTranslator {
                 // The upstream's end marker reaches the client only once the one decision
                 // accepts the answer as whole; otherwise it is held (and never sent).
                 let seen = seen_of(&self.decoder, self.content);
-                let accepted = ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
+                let accepted =
+                    ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
                 if accepted {
                     relay.write(event, out);
                     relay.end_relayed = true;

@@ -32,11 +32,23 @@ struct Wire {
 
 const OPENAI: Wire = Wire {
     dialect: Dialect::OpenAi,
-    preamble: &[(None, r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}"#)],
-    content: &[(None, r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Hello"}}]}"#)],
-    finish: &[(None, r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#)],
+    preamble: &[(
+        None,
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+    )],
+    content: &[(
+        None,
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Hello"}}]}"#,
+    )],
+    finish: &[(
+        None,
+        r#"{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    )],
     end: Some((None, "[DONE]")),
-    error: (None, r#"{"error":{"message":"overloaded","type":"server_error","code":"server_error"}}"#),
+    error: (
+        None,
+        r#"{"error":{"message":"overloaded","type":"server_error","code":"server_error"}}"#,
+    ),
 };
 
 const ANTHROPIC: Wire = Wire {

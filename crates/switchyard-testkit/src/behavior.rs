@@ -179,6 +179,11 @@ impl Behavior {
         Reply::default().fault(Fault::EndWithoutFinish).into()
     }
 
+    /// See [`Fault::ErrorAfterFinish`].
+    pub fn error_after_finish() -> Self {
+        Reply::default().fault(Fault::ErrorAfterFinish).into()
+    }
+
     /// The JSON form, for the [`BEHAVIOR_HEADER`] request header.
     pub fn header_value(&self) -> String {
         serde_json::to_string(self).expect("a behavior always serialises")
@@ -445,6 +450,10 @@ pub enum Fault {
     /// with `[DONE]` sends when generation was cut short. Gemini and Responses have no
     /// terminator apart from their finish, so for them this is [`Fault::Truncated`].
     EndWithoutFinish,
+    /// Send the whole answer, finish reason included, then the dialect's in-stream error event
+    /// instead of the terminator: a gateway that reports a late failure after the model
+    /// finished. The answer is complete.
+    ErrorAfterFinish,
 }
 
 /// Whole milliseconds, saturating: scripts hold milliseconds, builders take durations.

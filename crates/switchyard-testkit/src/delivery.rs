@@ -113,6 +113,7 @@ impl Delivery {
             Some(Fault::StallAfter(n)) => Stop::Stall(n),
             Some(Fault::PingAfter(n)) => Stop::Ping(n),
             Some(Fault::ErrorAfter(n)) => Stop::Error(n),
+            Some(Fault::ErrorAfterFinish) => Stop::Error(events.len()),
             Some(Fault::MalformedAt(at)) => {
                 events.insert(at.min(events.len()), malformed);
                 Stop::Never
@@ -121,7 +122,11 @@ impl Delivery {
                 Stop::Never
             }
         };
-        if !matches!(reply.fault, Some(Fault::MissingDone | Fault::Truncated)) {
+        let no_terminator = matches!(
+            reply.fault,
+            Some(Fault::MissingDone | Fault::Truncated | Fault::ErrorAfterFinish)
+        );
+        if !no_terminator {
             events.extend(terminator);
         }
         let mut delivery = Self::paced(events, stop, None);
@@ -145,6 +150,8 @@ impl Delivery {
             Some(Fault::CutAfter(n) | Fault::ErrorAfter(n)) => {
                 (halves(&body, half), Stop::Cut(n.min(1)), full)
             }
+            // The whole document was sent: a late error has nowhere to go.
+            Some(Fault::ErrorAfterFinish) => (VecDeque::from([body]), Stop::Never, full),
             Some(Fault::ResetAfter(n)) => (halves(&body, half), Stop::Reset(n.min(1)), full),
             Some(Fault::StallAfter(n) | Fault::PingAfter(n)) => {
                 (halves(&body, half), Stop::Stall(n.min(1)), full)

@@ -38,7 +38,7 @@ use switchyard_core::outcome::{
 };
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
-use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
+use switchyard_core::routing::{Candidate, Combo, ContextNeed, Plan, Target, TargetOrderer, plan};
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
@@ -433,8 +433,9 @@ impl Proxy {
         let mut attempts = 0u32;
         // Providers that failed this request on their own account are not tried again for it.
         let mut failed_providers: Vec<ProviderId> = Vec::new();
-        // After a request_too_large, only targets with a larger window may take over.
-        let mut needs_context: Option<u32> = None;
+        // After a request_too_large, only targets of another model whose window is larger or
+        // not known may take over.
+        let mut needs_context = ContextNeed::default();
         // The next pass is the one same-target retry of the candidate at `index`.
         let mut retrying = false;
         // Candidates already tried as hedges (RESILIENCE.md §10) are not tried again.
@@ -452,7 +453,7 @@ impl Proxy {
             let screened = if retrying {
                 None
             } else {
-                screen(candidate, target, &failed_providers, needs_context)
+                screen(candidate, target, &failed_providers, &needs_context)
             };
             if let Some(reason) = screened {
                 trace.skip(candidate, reason);
@@ -461,7 +462,7 @@ impl Proxy {
             }
             let rest = &plan.candidates[index + 1..];
             let others_left = attempts + 1 < routes.config.routing.max_attempts
-                && anyone_else(rest, &combo, &failed_providers, needs_context);
+                && anyone_else(rest, &combo, &failed_providers, &needs_context);
             let (attempt, secret) = match self.ready(&routes, candidate).await {
                 Ok(ready) => ready,
                 Err(reason) => {
@@ -521,7 +522,7 @@ impl Proxy {
                     next: index + 1,
                     hedged: &hedged,
                     failed_providers: &failed_providers,
-                    needs_context,
+                    needs_context: &needs_context,
                     attempts,
                     deadline,
                 });
@@ -582,9 +583,13 @@ impl Proxy {
                 return response;
             }
             rule_out_provider(&mut failed_providers, &verdict, &candidate.key);
-            // One same-target retry per candidate at most: a second failure moves on.
+            // One same-target retry per candidate at most: a second failure moves on. At the
+            // attempt cap there is no retry to make: a 429 is returned with its `Retry-After`
+            // at once rather than waited out for nothing, and no retry token is spent.
             let again = (&candidate.key, secret.as_ref());
+            let capped = attempts >= routes.config.routing.max_attempts;
             if !retrying
+                && !capped
                 && self.may_retry_same(&routes, &verdict, again, others_left, deadline).await
             {
                 retrying = true;
@@ -1391,7 +1396,7 @@ fn anyone_else(
     rest: &[Candidate],
     combo: &Combo,
     failed_providers: &[ProviderId],
-    needs_context: Option<u32>,
+    needs_context: &ContextNeed,
 ) -> bool {
     rest.iter()
         .any(|c| screen(c, &combo.targets[c.target], failed_providers, needs_context).is_none())
@@ -1424,11 +1429,11 @@ fn screen(
     candidate: &Candidate,
     target: &Target,
     failed_providers: &[ProviderId],
-    needs_context: Option<u32>,
+    needs_context: &ContextNeed,
 ) -> Option<&'static str> {
     if failed_providers.contains(&candidate.key.provider) {
         Some("provider_failed_this_request")
-    } else if needs_context.is_some_and(|min| target.context_window.is_none_or(|w| w <= min)) {
+    } else if !needs_context.admits(&target.model, target.context_window) {
         Some("context_window_too_small")
     } else {
         None
@@ -1436,7 +1441,8 @@ fn screen(
 }
 
 /// The response to return instead of falling back, when the verdict forbids falling back (or
-/// allows it only to larger targets and there are none). Narrows `needs_context` otherwise.
+/// allows it only to targets of another model whose window is larger or not known, and there
+/// are none). Records the refusal in `needs_context` otherwise.
 fn refuse_fallback(
     dialect: crate::server::Dialect,
     verdict: &Verdict,
@@ -1444,7 +1450,7 @@ fn refuse_fallback(
     failed: &Target,
     combo: &Combo,
     rest: &Rest<'_>,
-    needs_context: &mut Option<u32>,
+    needs_context: &mut ContextNeed,
 ) -> Option<Response> {
     match verdict.fallback {
         Fallback::Yes => None,
@@ -1456,18 +1462,12 @@ fn refuse_fallback(
             (!elsewhere).then(|| passthrough(dialect, verdict, upstream))
         }
         Fallback::LargerContextOnly => {
-            // Without a known window on the failed target there is nothing to compare with.
-            let Some(window) = failed.context_window else {
-                return Some(passthrough(dialect, verdict, upstream));
+            needs_context.refused_by(&failed.model, failed.context_window);
+            let admitted = |c: &&Candidate| {
+                let target = &combo.targets[c.target];
+                needs_context.admits(&target.model, target.context_window)
             };
-            let larger = rest
-                .live()
-                .any(|c| combo.targets[c.target].context_window.is_some_and(|w| w > window));
-            if !larger {
-                return Some(passthrough(dialect, verdict, upstream));
-            }
-            *needs_context = Some(window);
-            None
+            rest.live().find(admitted).is_none().then(|| passthrough(dialect, verdict, upstream))
         }
     }
 }

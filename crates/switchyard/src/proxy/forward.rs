@@ -21,16 +21,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt as _};
 use switchyard_core::Clock;
+use switchyard_core::ending::{Ending, Exit};
 use switchyard_core::outcome::{
     BodyHint, ClassifyPolicy, Outcome, StreamFault, TimeoutPhase, Upstream, classify,
 };
 use switchyard_core::resilience::Attempt;
-use switchyard_core::ending::{Ending, Exit};
+use switchyard_providers::dialect::Dialect;
 use switchyard_providers::error::{ErrorKind, ProviderError, UpstreamError};
 use switchyard_providers::executor::SendFailure;
 use switchyard_providers::sse::{SseDecoder, SseItem};
-use switchyard_providers::dialect::Dialect;
-use switchyard_providers::stream::{Progress, StreamTranslator, TRUNCATED_MESSAGE, is_real};
+use switchyard_providers::stream::{
+    Progress, StreamDecoder, StreamTranslator, TRUNCATED_MESSAGE, is_real,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
@@ -108,6 +110,7 @@ pub(crate) async fn open(
             }
             Stop::ErrorEvent(error) => Failure::ErrorEvent(error.clone()),
         };
+        settle.meter.void();
         return Opened::Failed(failure, Box::new(settle));
     }
     // The upstream answers: a half-open probe settles now, not when a long stream ends.
@@ -136,12 +139,17 @@ pub(crate) async fn first_real_event(
     let mut sse = SseDecoder::default();
     let mut read = Vec::new();
     let mut closed = false;
+    // A finish reason answers too: a continuation may have nothing left to add.
+    let answered = |real: bool, decoder: &StreamDecoder| real || decoder.status().finish_seen;
     loop {
         let mut real = false;
         while let Some(item) = sse.next_item() {
             let Ok(SseItem::Event(event)) = item else { continue };
-            match decoder.decode(&event, &mut |e| real |= is_real(&e)) {
-                Ok(_) if real => break,
+            let decoded = decoder.decode(&event, &mut |e| real |= is_real(&e));
+            if answered(real, &decoder) {
+                break;
+            }
+            match decoded {
                 // Nothing answered and nothing more will come.
                 Ok(Progress::End) => {
                     return Err(Failure::Upstream(Upstream::Stream(StreamFault::Truncated)));
@@ -152,7 +160,7 @@ pub(crate) async fn first_real_event(
                 Ok(Progress::Continue) | Err(_) => {}
             }
         }
-        if real {
+        if answered(real, &decoder) {
             let read = futures_util::stream::iter(read.into_iter().map(Ok));
             return Ok(Box::pin(read.chain(chunks)));
         }

@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use switchyard_core::ProviderId;
-use switchyard_core::routing::{Candidate, Combo, HedgeAfter, Target};
+use switchyard_core::routing::{Candidate, Combo, ContextNeed, HedgeAfter, Target};
 use switchyard_secrets::Secret;
 use tokio::time::Instant;
 
@@ -52,7 +52,7 @@ pub(super) struct Hedging<'a, 's, 'b> {
     /// Candidates already tried as hedges by this request.
     pub hedged: &'a [usize],
     pub failed_providers: &'a [ProviderId],
-    pub needs_context: Option<u32>,
+    pub needs_context: &'a ContextNeed,
     /// Attempts made, the primary included.
     pub attempts: u32,
     /// The request's own deadline.

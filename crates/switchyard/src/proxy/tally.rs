@@ -31,10 +31,15 @@ struct Slot {
     usage: Option<Usage>,
     /// The upstream finished: its last report is its final word, not a lower bound.
     settled: bool,
+    /// The attempt failed before any content: nothing it reported is billed.
+    void: bool,
 }
 
 impl Slot {
     fn usage(&self) -> Option<Usage> {
+        if self.void {
+            return None;
+        }
         self.usage.map(|usage| Usage { estimated: usage.estimated || !self.settled, ..usage })
     }
 }
@@ -55,7 +60,7 @@ impl Tally {
     /// A meter for an attempt at `key`, billed at `prices`.
     pub(crate) fn meter(self: &Arc<Self>, key: &CandidateKey, prices: Prices) -> Meter {
         let mut slots = self.slots.lock();
-        slots.push(Slot { key: key.clone(), prices, usage: None, settled: false });
+        slots.push(Slot { key: key.clone(), prices, usage: None, settled: false, void: false });
         Meter { tally: Arc::clone(self), index: slots.len() - 1 }
     }
 
@@ -104,6 +109,14 @@ impl Meter {
             // Uncontended but for a hedge's two attempts: a few nanoseconds per chunk.
             self.tally.slots.lock()[self.index].usage = usage;
         }
+    }
+
+    /// The attempt failed before any content (RESILIENCE.md §7, an unanswered stream): the
+    /// upstream gave no answer to bill, so what it reported (Anthropic's `message_start` counts
+    /// the prompt) is priced at nothing and kept out of budgets. The attempt itself stays in
+    /// the trace. A hedge's loser is not void: it was cancelled, not refused, and may be billed.
+    pub(crate) fn void(&mut self) {
+        self.tally.slots.lock()[self.index].void = true;
     }
 
     /// The upstream finished its answer: what it reported is final.
@@ -156,6 +169,20 @@ mod tests {
         let lines = tally.trace_entries();
         assert_eq!(lines.len(), 2, "one line per attempt that reported usage");
         assert!(matches!(&lines[1].what, TraceEvent::Used { estimated: true, .. }));
+    }
+
+    #[test]
+    fn an_attempt_that_failed_before_content_is_priced_at_nothing() {
+        let tally = Arc::new(Tally::default());
+        let mut failed = tally.meter(&key("a"), priced(1.0));
+        failed.report(Some(Usage { uncached_input: 40, ..Usage::default() }));
+        failed.void();
+        let mut served = tally.meter(&key("b"), priced(1.0));
+        served.settle(Some(Usage { uncached_input: 3, output: 2, ..Usage::default() }));
+        let spent = tally.spent().unwrap();
+        assert_eq!(spent.usage, Usage { uncached_input: 3, output: 2, ..Usage::default() });
+        assert_eq!(spent.cost, Some(Nanodollars(5_000)));
+        assert_eq!(tally.trace_entries().len(), 1, "no usage line for the void attempt");
     }
 
     #[test]

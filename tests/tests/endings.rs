@@ -1,0 +1,341 @@
+//! How a stream ended, end to end (RESILIENCE.md §7; issue 25): every client dialect, both
+//! paths (passthrough: the primary speaks the client's dialect; translated: it does not), and
+//! each exit of the relay. An answer is complete only after a finish reason: content followed
+//! by an end marker (or the end of the body) and no finish is never a success, and is continued
+//! where a capable target exists; an end marker before any content falls back and the client
+//! reads the fallback's whole answer; an error event after the finish reason completes.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_core::outcome::BreakerFault;
+use switchyard_e2e::harness::{
+    Harness, LOCAL_KEY, Setup, anthropic_stream_text, header, openai_stream_text, sse_data,
+    sse_events,
+};
+use switchyard_testkit::{Behavior, Fault, Reply};
+
+/// What the mock answers when nothing is scripted.
+const TEXT: &str = "Hello from the mock upstream.";
+
+/// `ds` continues by `prefix: true`, `an2` by prefill; `ob` is an OpenAI-compatible host with
+/// no mechanism (OpenAI Chat has none), the fallback that cannot rescue; `rs` speaks Responses.
+const PROVIDERS: &str = r#"
+[[providers]]
+id = "ds"
+kind = "openai"
+base_url = "{mock}/v1"
+models = [{ id = "ds-chat", continuation = "prefix" }]
+
+[[providers]]
+id = "an2"
+kind = "anthropic"
+base_url = "{mock}"
+
+[[providers]]
+id = "ob"
+kind = "openai"
+base_url = "{mock}/v1"
+models = ["ob-chat"]
+
+[[providers]]
+id = "rs"
+kind = "openai"
+api = "responses"
+base_url = "{mock}/v1"
+models = ["rs-model"]
+breaker = { enabled = false }
+"#;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Client {
+    Chat,
+    Anthropic,
+    Responses,
+}
+
+/// One (client, path) cell: the primary's target and model, and the fallback that can
+/// continue an answer for this client.
+struct Cell {
+    client: Client,
+    path: &'static str,
+    primary: &'static str,
+    model: &'static str,
+    rescuer: &'static str,
+}
+
+const CELLS: [Cell; 6] = [
+    Cell {
+        client: Client::Chat,
+        path: "pass",
+        primary: "oa/gpt-4o",
+        model: "gpt-4o",
+        rescuer: "ds/ds-chat",
+    },
+    Cell {
+        client: Client::Chat,
+        path: "translated",
+        primary: "an/claude-primary",
+        model: "claude-primary",
+        rescuer: "ds/ds-chat",
+    },
+    Cell {
+        client: Client::Anthropic,
+        path: "pass",
+        primary: "an/claude-primary",
+        model: "claude-primary",
+        rescuer: "an2/claude-rescue",
+    },
+    Cell {
+        client: Client::Anthropic,
+        path: "translated",
+        primary: "oa/gpt-4o",
+        model: "gpt-4o",
+        rescuer: "an2/claude-rescue",
+    },
+    Cell {
+        client: Client::Responses,
+        path: "pass",
+        primary: "rs/rs-model",
+        model: "rs-model",
+        rescuer: "ds/ds-chat",
+    },
+    Cell {
+        client: Client::Responses,
+        path: "translated",
+        primary: "oa/gpt-4o",
+        model: "gpt-4o",
+        rescuer: "ds/ds-chat",
+    },
+];
+
+impl Cell {
+    fn name(&self) -> String {
+        format!("{:?}-{}", self.client, self.path).to_lowercase()
+    }
+
+    /// Two combos per cell: `<cell>-capable` (the rescuer behind the primary) and
+    /// `<cell>-incapable` (the plain OpenAI-compatible host behind it).
+    fn combos(&self) -> String {
+        let (name, primary, rescuer) = (self.name(), self.primary, self.rescuer);
+        format!(
+            "[[combos]]\nname = \"{name}-capable\"\ntargets = [{{ target = \"{primary}\" }}, {{ target = \"{rescuer}\" }}]\n\n\
+             [[combos]]\nname = \"{name}-incapable\"\ntargets = [{{ target = \"{primary}\" }}, {{ target = \"ob/ob-chat\" }}]\n\n"
+        )
+    }
+}
+
+fn config() -> String {
+    CELLS.iter().map(Cell::combos).fold(PROVIDERS.to_owned(), |config, c| config + &c)
+}
+
+/// No breakers on the harness's providers (`rs` has its own line), so the many broken answers
+/// of one primary here never demote it; a short idle deadline.
+async fn start() -> Harness {
+    let setup = Setup::new(&config()).timeouts(|t| t.idle_ms = 300).breaker("{ enabled = false }");
+    Harness::start_with(setup).await
+}
+
+impl Client {
+    async fn stream(self, h: &Harness, model: &str) -> (String, String) {
+        let (path, mut body) = match self {
+            Self::Chat => {
+                ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}]}))
+            }
+            Self::Anthropic => (
+                "/v1/messages",
+                json!({"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+            Self::Responses => ("/v1/responses", json!({"input": "hi"})),
+        };
+        body["model"] = model.into();
+        body["stream"] = true.into();
+        let request = h.http.post(h.url(path)).json(&body);
+        let request = match self {
+            Self::Anthropic => request.header("x-api-key", LOCAL_KEY),
+            _ => request.bearer_auth(LOCAL_KEY),
+        };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{model}");
+        let served = header(response.headers(), "x-switchyard-target").to_owned();
+        let text = tokio::time::timeout(Duration::from_secs(10), response.text())
+            .await
+            .expect("the stream ends")
+            .unwrap();
+        (served, text)
+    }
+
+    fn text(self, body: &str) -> String {
+        match self {
+            Self::Chat => openai_stream_text(body),
+            Self::Anthropic => anthropic_stream_text(body),
+            Self::Responses => sse_data(body)
+                .iter()
+                .filter(|e| e["type"] == "response.output_text.delta")
+                .filter_map(|e| e["delta"].as_str().map(str::to_owned))
+                .collect(),
+        }
+    }
+
+    /// The stream ended with the dialect's proper end and no error in it.
+    fn assert_whole(self, body: &str) {
+        let data = sse_data(body);
+        match self {
+            Self::Chat => {
+                assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+                assert!(data.iter().all(|c| c.get("error").is_none()), "{body}");
+            }
+            Self::Anthropic => {
+                let events = sse_events(body);
+                assert_eq!(events.last(), Some(&"message_stop"), "{body}");
+                assert!(!events.contains(&"error"), "{body}");
+            }
+            Self::Responses => {
+                assert_eq!(data.last().unwrap()["type"], "response.completed", "{body}");
+                assert!(data.iter().all(|e| e["type"] != "response.failed"), "{body}");
+            }
+        }
+    }
+
+    /// The stream ended with the dialect's terminal error and nothing that says complete:
+    /// no end marker, no finish reason.
+    fn assert_terminal_error(self, body: &str) {
+        let data = sse_data(body);
+        match self {
+            Self::Chat => {
+                assert!(!body.contains("[DONE]"), "{body}");
+                assert!(data.last().unwrap()["error"]["message"].is_string(), "{body}");
+                assert!(
+                    data.iter().all(|c| c["choices"][0]["finish_reason"].is_null()),
+                    "no chunk may claim the answer finished: {body}"
+                );
+            }
+            Self::Anthropic => {
+                assert!(!body.contains("message_stop"), "{body}");
+                assert_eq!(sse_events(body).last(), Some(&"error"), "{body}");
+            }
+            Self::Responses => {
+                assert!(!body.contains("response.completed"), "{body}");
+                let last = &data.last().unwrap()["type"];
+                assert!(last == "error" || last == "response.failed", "{body}");
+            }
+        }
+    }
+}
+
+/// The canonical text in six deltas, then `fault`.
+fn broken(fault: Fault) -> Behavior {
+    Reply::default().chunks(6).fault(fault).into()
+}
+
+#[tokio::test]
+async fn content_then_an_end_marker_or_the_end_of_the_body_without_a_finish_reason_is_never_a_success()
+ {
+    let h = start().await;
+    for cell in &CELLS {
+        for fault in [Fault::EndWithoutFinish, Fault::Truncated] {
+            let case = format!("{} {fault:?}", cell.name());
+            // Nobody can continue: the terminal error, never the end marker.
+            let asked = h.mock.attempt_count("ob-chat");
+            h.mock.enqueue(cell.model, broken(fault));
+            let (served, body) =
+                cell.client.stream(&h, &format!("{}-incapable", cell.name())).await;
+            assert_eq!(served, cell.primary, "{case}");
+            cell.client.assert_terminal_error(&body);
+            let text = cell.client.text(&body);
+            assert!(!text.is_empty() && TEXT.starts_with(&text), "{case}: {body}");
+            assert_eq!(h.mock.attempt_count("ob-chat"), asked, "{case}: no continuation asked");
+            let trace = h.newest_logged().await["trace"].to_string();
+            assert!(trace.contains("not_continued"), "{case}: {trace}");
+
+            // A capable target continues it: the client reads the whole answer once.
+            h.mock.enqueue(cell.model, broken(fault));
+            let (_, body) = cell.client.stream(&h, &format!("{}-capable", cell.name())).await;
+            cell.client.assert_whole(&body);
+            assert_eq!(cell.client.text(&body), TEXT, "{case}: {body}");
+            let logged = h.newest_logged().await;
+            let trace = logged["trace"].to_string();
+            assert!(trace.contains("\"continued\""), "{case}: {trace}");
+            assert_eq!(logged["attempts"], 2, "{case}: {logged}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_end_marker_before_any_content_falls_back_and_the_client_reads_the_whole_fallback() {
+    let h = start().await;
+    for cell in &CELLS {
+        let case = cell.name();
+        // A role chunk (or `message_start`, `response.created`) and the end, nothing answered.
+        let empty: Behavior = Reply::text("").fault(Fault::EndWithoutFinish).into();
+        h.mock.script(cell.model, [empty.clone(), empty]);
+        let (served, body) = cell.client.stream(&h, &format!("{case}-incapable")).await;
+        assert_eq!(served, "ob/ob-chat", "{case}: {body}");
+        cell.client.assert_whole(&body);
+        assert_eq!(cell.client.text(&body), TEXT, "{case}: {body}");
+        h.mock.clear();
+    }
+}
+
+#[tokio::test]
+async fn an_error_event_after_the_finish_reason_completes_the_answer_and_nothing_is_appended() {
+    let h = start().await;
+    for cell in &CELLS {
+        let case = cell.name();
+        h.mock.enqueue(cell.model, Behavior::error_after_finish());
+        let asked = h.mock.attempt_count(cell.rescuer.split('/').nth(1).unwrap());
+        let (served, body) = cell.client.stream(&h, &format!("{case}-capable")).await;
+        assert_eq!(served, cell.primary, "{case}");
+        cell.client.assert_whole(&body);
+        assert_eq!(cell.client.text(&body), TEXT, "{case}: exactly once: {body}");
+        let logged = h.newest_logged().await;
+        assert_eq!(logged["attempts"], 1, "{case}: no continuation of a finished answer");
+        assert!(!logged["trace"].to_string().contains("continued"), "{case}: {logged}");
+        let rescuer = cell.rescuer.split('/').nth(1).unwrap();
+        assert_eq!(h.mock.attempt_count(rescuer), asked, "{case}");
+    }
+}
+
+#[tokio::test]
+async fn an_empty_stream_falls_back_and_is_charged_as_a_failure_before_the_first_byte() {
+    let setup = Setup::new(&config()).timeouts(|t| t.idle_ms = 300);
+    let h = Harness::start_with(setup).await;
+    let empty: Behavior = Reply::text("").fault(Fault::EndWithoutFinish).into();
+    h.mock.script("gpt-4o", [empty.clone(), empty]);
+    let (served, body) = Client::Chat.stream(&h, "chat-pass-incapable").await;
+    assert_eq!(served, "ob/ob-chat", "{body}");
+    Client::Chat.assert_whole(&body);
+    let oa = h.app.breaker("oa").expect("the empty answers are charged");
+    assert_ne!(oa.last_fault, Some(BreakerFault::StreamBroken), "nothing reached the client");
+    let logged = h.newest_logged().await;
+    assert_eq!(logged["outcome"], "complete", "{logged}");
+}
+
+/// The continuation's own stream fails before its first real event (an overload right after
+/// `message_start`): it has not taken over the client's stream, so the next capable target
+/// continues instead (RESILIENCE.md §10).
+#[tokio::test]
+async fn a_continuation_that_fails_before_its_first_real_event_hands_over_to_the_next_capable_target()
+ {
+    let config = PROVIDERS.to_owned()
+        + r#"
+[[combos]]
+name = "two-rescuers"
+targets = [{ target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }, { target = "ds/ds-chat" }]
+"#;
+    let setup = Setup::new(&config).timeouts(|t| t.idle_ms = 300).breaker("{ enabled = false }");
+    let h = Harness::start_with(setup).await;
+    h.mock.enqueue("gpt-4o", broken(Fault::CutAfter(4)));
+    h.mock.enqueue("claude-rescue", Behavior::error_after(1));
+    let (served, body) = Client::Chat.stream(&h, "two-rescuers").await;
+    assert_eq!(served, "oa/gpt-4o");
+    Client::Chat.assert_whole(&body);
+    assert_eq!(Client::Chat.text(&body), TEXT, "{body}");
+    assert!(!body.contains("overloaded"), "the failed continuation never reached the client");
+    let logged = h.newest_logged().await;
+    assert_eq!(logged["attempts"], 3, "{logged}");
+    let trace: Vec<Value> = logged["trace"].as_array().unwrap().clone();
+    let continued: Vec<&Value> = trace.iter().filter(|e| e["event"] == "continued").collect();
+    assert_eq!(continued.len(), 1, "{logged}");
+    assert_eq!(continued[0]["target"], "ds/ds-chat", "{logged}");
+}

@@ -304,6 +304,24 @@ async fn a_429_cools_the_whole_key_when_429_is_not_in_the_lockout_list() {
     assert!(h.app.registry.records().credentials.is_empty(), "the backoff is cleared");
 }
 
+/// Issue 25, defect 5: a 429 on the last allowed attempt has no attempt left to wait for. It
+/// used to wait out its `Retry-After` and spend a retry token, then give up without calling
+/// anyone; the client gets the 429 with its `Retry-After` at once.
+#[tokio::test]
+async fn a_429_at_the_attempt_cap_is_returned_at_once_with_its_retry_after() {
+    let h = Harness::start("[settings.routing]\nmax_attempts = 2\n").await;
+    h.mock.enqueue("gpt-4o", Status::new(429).retry_after(Duration::from_secs(60)));
+    h.mock.enqueue("gpt-4o", Status::new(429).retry_after(Duration::from_secs(5)));
+    let started = Instant::now();
+    let (status, headers, body) = ask(&h, "oa/gpt-4o").await;
+    let took = started.elapsed();
+    assert_eq!(status, 429, "{body}");
+    let retry_after: u64 = header(&headers, "retry-after").parse().expect("Retry-After");
+    assert!((1..=5).contains(&retry_after), "the earliest key back: {retry_after}");
+    assert!(took < Duration::from_secs(4), "the 5 s Retry-After was waited out: {took:?}");
+    assert_eq!(keys(&h, "gpt-4o"), ["oa-1", "oa-2"], "two attempts, the cap");
+}
+
 #[tokio::test]
 async fn a_refused_key_is_marked_invalid_and_never_used_again_while_the_other_key_serves() {
     // A 403 is about the key only when the body says so (RESILIENCE.md §2): see
@@ -501,6 +519,47 @@ async fn a_context_length_error_without_a_larger_target_is_returned_to_the_clien
     assert_eq!(keys(&h, "gpt-4o"), ["oa-1", "oa-1"]);
     assert_eq!(h.mock.attempt_count("claude-small"), 0);
     assert_eq!(h.app.snapshot().credentials, []);
+}
+
+/// Windows nobody wrote down (RESILIENCE.md §2): a target whose window is not known is tried
+/// after a `context_length_exceeded`, but never the same model on another provider.
+const UNKNOWN_WINDOWS: &str = r#"
+[[providers]]
+id = "oa2"
+kind = "openai"
+base_url = "{mock}/v1"
+models = ["gpt-4o"]
+
+[[combos]]
+name = "unknown"
+targets = [{ target = "oa/gpt-4o" }, { target = "oa2/gpt-4o" }, { target = "an/claude-x" }]
+
+[[combos]]
+name = "known-small"
+targets = [
+  { target = "oa/gpt-4o", context_window = 128000 },
+  { target = "an/claude-small", context_window = 100000 },
+  { target = "ge/gemini-unknown" },
+]
+"#;
+
+#[tokio::test]
+async fn a_context_length_error_falls_back_to_another_model_whose_window_is_not_known() {
+    let h = Harness::start(UNKNOWN_WINDOWS).await;
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::ContextLengthExceeded));
+    let (status, headers, body) = ask(&h, "unknown").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "an/claude-x");
+    assert_eq!(keys(&h, "gpt-4o"), ["oa-1"], "never the same model elsewhere (oa2)");
+
+    // The failed target's window is known: a smaller one is skipped, an unknown one tried.
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::ContextLengthExceeded));
+    let (status, headers, body) = ask(&h, "known-small").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "ge/gemini-unknown");
+    assert_eq!(h.mock.attempt_count("claude-small"), 0, "known to be smaller");
+    let logged = h.newest_logged().await;
+    assert!(logged["trace"].to_string().contains("context_window_too_small"), "{logged}");
 }
 
 /// One content-policy refusal from `target`'s upstream, with a fallback configured behind it:

@@ -386,3 +386,45 @@ credentials = [{ id = "m-1", secret = "env:OA_1" }]
     let entry = h.newest_logged().await;
     assert_eq!(entry["cost"], cost, "{entry}");
 }
+
+/// Issue 25, defect 6: Anthropic's `message_start` reports the prompt's tokens, then the stream
+/// says `overloaded_error`: nothing was answered, the request falls back, and the failed attempt
+/// is priced at nothing (it stays in the trace as an attempt). Only the answer is billed.
+#[tokio::test]
+async fn an_attempt_that_failed_before_any_content_is_priced_at_nothing() {
+    let config = CONFIG.to_owned()
+        + r#"
+[[providers]]
+id = "an2"
+kind = "anthropic"
+base_url = "{mock}"
+
+[[combos]]
+name = "overloaded"
+targets = [
+  { target = "an/claude-first", price = { input_per_mtok = 0.8, output_per_mtok = 4.0 } },
+  { target = "an2/claude-second", price = { input_per_mtok = 2.5, output_per_mtok = 10.0 } },
+]
+"#;
+    let h = Harness::start(&config).await;
+    let overloaded = Reply { usage: Some(tokens("anthropic")), ..Reply::default() }
+        .fault(switchyard_testkit::Fault::ErrorAfter(1));
+    let served = Tokens { input: 1_200, output: 400, ..Tokens::default() };
+    // Overloaded twice: the one same-target retry an overload gets fails too.
+    h.mock.script("claude-first", [overloaded.clone().into(), overloaded.into()]);
+    h.mock.script(
+        "claude-second",
+        [Behavior::Reply(Reply { usage: Some(served), ..Reply::default() })],
+    );
+    let text = send(&h, Client::Anthropic, "overloaded", true).await.text().await.unwrap();
+    assert!(text.ends_with("data: {\"type\":\"message_stop\"}\n\n"), "served whole: {text}");
+
+    let entry = h.newest_logged().await;
+    assert_eq!(entry["attempts"], 3, "{entry}");
+    assert_eq!(logged_usage(&entry), expected(served), "only the answer's tokens: {entry}");
+    assert_eq!(entry["cost"], serving_cost(expected(served)).to_string(), "{entry}");
+    let used: Vec<&Value> =
+        entry["trace"].as_array().unwrap().iter().filter(|e| e["event"] == "used").collect();
+    assert_eq!(used.len(), 1, "{entry}");
+    assert_eq!(used[0]["target"], "an2/claude-second", "{entry}");
+}

@@ -7,6 +7,7 @@
 //! awaiting, and the attempt loop that does the I/O lives in the app.
 
 pub mod alias;
+pub mod attempts;
 pub mod budget;
 pub mod combo;
 pub mod context;

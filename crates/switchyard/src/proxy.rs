@@ -30,6 +30,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use parking_lot::Mutex;
 use switchyard_core::binding::{Binding, Unconfirmed};
 use switchyard_core::clock::millis;
 use switchyard_core::outcome::{
@@ -38,7 +39,8 @@ use switchyard_core::outcome::{
 };
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
-use switchyard_core::routing::{Candidate, Combo, ContextNeed, Plan, Target, TargetOrderer, plan};
+use switchyard_core::routing::attempts::AttemptState;
+use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
@@ -430,12 +432,30 @@ impl Proxy {
         }
         let mut trace = Trace::new(&plan, &combo);
         self.send_probes(&routes, &plan, &mut trace);
-        let mut attempts = 0u32;
-        // Providers that failed this request on their own account are not tried again for it.
-        let mut failed_providers: Vec<ProviderId> = Vec::new();
-        // After a request_too_large, only targets of another model whose window is larger or
-        // not known may take over.
-        let mut needs_context = ContextNeed::default();
+        // The live state of this request's attempts, shared with its race and its rescues.
+        let live: Live =
+            Arc::new(Mutex::new(AttemptState::new(routes.config.routing.max_attempts)));
+        // The bytes routed, shared rather than copied: the client's, or its turn's.
+        let routed_body = turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone());
+        let notes = continuation::Notes::default();
+        if request.stream {
+            summary.notes = Some(Arc::clone(&notes));
+        }
+        let sending = Sending {
+            routes: &routes,
+            request: &request,
+            inbound: &routed,
+            client: inbound,
+            turn: turn.as_ref(),
+            untranslatable: untranslatable.as_deref(),
+            routed_body: &routed_body,
+            combo: &combo,
+            candidates: &plan.candidates,
+            live: &live,
+            deadline,
+            notes: &notes,
+            tally: &summary.tally,
+        };
         // The next pass is the one same-target retry of the candidate at `index`.
         let mut retrying = false;
         // Candidates already tried as hedges (RESILIENCE.md §10) are not tried again.
@@ -443,26 +463,25 @@ impl Proxy {
         let mut index = 0;
         while let Some(candidate) = plan.candidates.get(index) {
             let target = &combo.targets[candidate.target];
-            if attempts >= routes.config.routing.max_attempts || Instant::now() >= deadline {
+            if !live.lock().another_allowed() || Instant::now() >= deadline {
                 break;
             }
             if hedged.contains(&index) {
                 index += 1;
                 continue;
             }
-            let screened = if retrying {
-                None
-            } else {
-                screen(candidate, target, &failed_providers, &needs_context)
-            };
+            let screened =
+                if retrying { None } else { live.lock().screen_target(candidate, target) };
             if let Some(reason) = screened {
                 trace.skip(candidate, reason);
                 index += 1;
                 continue;
             }
             let rest = &plan.candidates[index + 1..];
-            let others_left = attempts + 1 < routes.config.routing.max_attempts
-                && anyone_else(rest, &combo, &failed_providers, &needs_context);
+            let others_left = {
+                let state = live.lock();
+                state.left() > 1 && anyone_else(rest, &combo, &state)
+            };
             let (attempt, secret) = match self.ready(&routes, candidate).await {
                 Ok(ready) => ready,
                 Err(reason) => {
@@ -473,38 +492,16 @@ impl Proxy {
                     continue;
                 }
             };
-            attempts += 1;
+            if !live.lock().start() {
+                break;
+            }
             let first_event =
                 Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
             let started = Instant::now();
-            let rescuer = self.rescuer(
-                &routes,
-                (&request, &routed, untranslatable.as_deref()),
-                // The bytes routed, shared rather than copied: the client's, or its turn's.
-                || turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone()),
-                &combo,
-                rest,
-                (&failed_providers, &candidate.key.provider),
-                routes.config.routing.max_attempts.saturating_sub(attempts),
-                deadline,
-                &summary.tally,
-            );
-            summary.notes = rescuer.as_ref().map(|r| Arc::clone(&r.notes));
-            let rescuer = rescuer.map(|r| (r.rescue, r.keep));
-            let sending = Sending {
-                request: &request,
-                inbound: &routed,
-                client: inbound,
-                turn: turn.as_ref(),
-                untranslatable: untranslatable.as_deref(),
-                rescuer: std::sync::Mutex::new(rescuer),
-                tally: &summary.tally,
-            };
             let primary = self.attempt(
                 &routes,
                 &sending,
-                candidate,
-                target,
+                (index, candidate, target),
                 secret.as_ref(),
                 attempt,
                 first_event.min(deadline),
@@ -514,29 +511,17 @@ impl Proxy {
                 .map(|delay| hedge::Hedging {
                     routes: &routes,
                     sending: &sending,
-                    combo: &combo,
                     primary: candidate,
                     started,
                     delay,
-                    candidates: &plan.candidates,
                     next: index + 1,
                     hedged: &hedged,
-                    failed_providers: &failed_providers,
-                    needs_context: &needs_context,
-                    attempts,
-                    deadline,
                 });
-            let mut failed_now = Vec::new();
-            let raced = self.race(primary, hedging, &mut trace, &mut failed_now).await;
-            for provider in failed_now {
-                if !failed_providers.contains(&provider) {
-                    failed_providers.push(provider);
-                }
-            }
+            let raced = self.race(primary, hedging, &mut trace).await;
             if let Some(run) = &raced.hedge {
-                attempts += 1;
                 hedged.push(run.index);
             }
+            let attempts = live.lock().attempts();
             let Tried { result, carried } = raced.tried;
             let first_try = attempts == 1 || (attempts == 2 && raced.hedge.is_some());
             let (verdict, upstream) = match result {
@@ -569,25 +554,21 @@ impl Proxy {
             trace.attempt(candidate, &verdict, started.elapsed(), carried);
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
-            let rest = Rest { candidates: rest, failed: &failed_providers };
-            if let Some(response) = refuse_fallback(
-                dialect,
-                &verdict,
-                upstream,
-                target,
-                &combo,
-                &rest,
-                &mut needs_context,
-            ) {
+            let refused = {
+                let mut state = live.lock();
+                let rest = Rest { candidates: rest, state: &mut state };
+                refuse_fallback(dialect, &verdict, upstream, target, &combo, rest)
+            };
+            if let Some(response) = refused {
                 summary.settle(&trace, attempts, None);
                 return response;
             }
-            rule_out_provider(&mut failed_providers, &verdict, &candidate.key);
+            rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
             // One same-target retry per candidate at most: a second failure moves on. At the
             // attempt cap there is no retry to make: a 429 is returned with its `Retry-After`
             // at once rather than waited out for nothing, and no retry token is spent.
             let again = (&candidate.key, secret.as_ref());
-            let capped = attempts >= routes.config.routing.max_attempts;
+            let capped = !live.lock().another_allowed();
             if !retrying
                 && !capped
                 && self.may_retry_same(&routes, &verdict, again, others_left, deadline).await
@@ -598,43 +579,38 @@ impl Proxy {
             retrying = false;
             index += 1;
         }
+        let attempts = live.lock().attempts();
         summary.settle(&trace, attempts, None);
         trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
     }
 
-    /// What a continuation of this attempt's stream needs (RESILIENCE.md §10): for a streamed
-    /// request whose plan has a later target with a mechanism, all of the loop's state it
-    /// needs; for another streamed request, only why it cannot be continued.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "a continuation needs the rest of the loop's state"
-    )]
+    /// What a continuation of one streamed attempt needs (RESILIENCE.md §10): for a request
+    /// whose plan has a later target with a mechanism, the request and the live state of its
+    /// attempts, read when the stream breaks (never a copy taken before a race); for another
+    /// streamed request, only why it cannot be continued.
     fn rescuer(
         &self,
-        routes: &Arc<Routes>,
-        (request, routed, untranslatable): (&ChatRequest<'_>, &ClientRequest<'_>, Option<&str>),
-        routed_body: impl FnOnce() -> Bytes,
-        combo: &Combo,
-        rest: &[Candidate],
-        (failed, serving): (&[ProviderId], &ProviderId),
-        attempts_left: u32,
-        deadline: Instant,
-        tally: &Arc<tally::Tally>,
+        sending: &Sending<'_, '_>,
+        (index, serving): (usize, &ProviderId),
     ) -> Option<continuation::Continuing> {
+        let request = sending.request;
         if !request.stream {
             return None;
         }
+        let rest = &sending.candidates[index + 1..];
         let shape = continuation::shape(request);
-        let ruled_out = match untranslatable {
+        let ruled_out = match sending.untranslatable {
             Some(_) => Some("not_translatable"),
-            None => continuation::ruled_out(combo, rest, shape, attempts_left),
+            None => continuation::ruled_out(sending.combo, rest, shape, sending.live.lock().left()),
         };
+        let notes = Arc::clone(sending.notes);
         if let Some(reason) = ruled_out {
             let counters = Arc::clone(&self.counters);
-            return Some(continuation::Continuing::refused(counters, combo.name.clone(), reason));
+            let combo = sending.combo.name.clone();
+            return Some(continuation::Continuing::refused(counters, combo, notes, reason));
         }
-        let mut failed = failed.to_vec();
-        failed.push(serving.clone());
+        let routed = sending.inbound;
+        let routes = sending.routes;
         Some(continuation::Continuing::kept(continuation::Rescuer {
             routes: Arc::clone(routes),
             registry: Arc::clone(&self.registry),
@@ -643,17 +619,17 @@ impl Proxy {
             counters: Arc::clone(&self.counters),
             incapable: Arc::clone(&self.incapable),
             policy: self.classify_policy(&routes.config),
-            notes: Arc::default(),
+            notes,
             client: routed.dialect,
-            body: routed_body(),
+            body: sending.routed_body.clone(),
             headers: routed.headers.clone(),
             query: routed.query.map(str::to_owned),
-            combo: combo.clone(),
+            combo: sending.combo.clone(),
             rest: rest.to_vec(),
-            failed,
-            attempts_left,
-            deadline,
-            tally: Arc::clone(tally),
+            live: Arc::clone(sending.live),
+            serving: serving.clone(),
+            deadline: sending.deadline,
+            tally: Arc::clone(sending.tally),
         }))
     }
 
@@ -786,8 +762,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         sending: &Sending<'_, '_>,
-        candidate: &Candidate,
-        target: &Target,
+        (index, candidate, target): (usize, &Candidate, &Target),
         secret: Option<&Secret>,
         attempt: Attempt,
         first_event: Instant,
@@ -838,7 +813,10 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
-        let rescue = sending.rescuer.lock().expect("never poisoned").take();
+        // Each streamed attempt, a hedge's included, owns its rescue: whichever serves may be
+        // continued, with the request's live state read when it breaks.
+        let rescue =
+            self.rescuer(sending, (index, &candidate.key.provider)).map(|r| (r.rescue, r.keep));
         let meter = sending.tally.meter(&candidate.key, tally::prices(target));
         // On the heap: the exchange is most of an attempt's future, and a hedged request
         // holds two attempts inside every client handler's future.
@@ -1265,6 +1243,7 @@ struct Prepared<'r, 'b> {
 
 /// One attempt's view of the client request.
 struct Sending<'s, 'b> {
+    routes: &'s Arc<Routes>,
     request: &'s ChatRequest<'b>,
     /// The body routed: the client's, or its conversation expanded (see [`Turn`]).
     inbound: &'s ClientRequest<'s>,
@@ -1273,11 +1252,24 @@ struct Sending<'s, 'b> {
     /// A Responses request's place in its conversation.
     turn: Option<&'s Turn>,
     untranslatable: Option<&'s str>,
-    /// Taken by the attempt whose stream it may rescue.
-    rescuer: std::sync::Mutex<Option<(continuation::Rescue, bool)>>,
+    /// `inbound`'s body, shared: what a continuation sends on.
+    routed_body: &'s Bytes,
+    combo: &'s Combo,
+    /// The plan's candidates, in order.
+    candidates: &'s [Candidate],
+    /// The live state of the request's attempts.
+    live: &'s Live,
+    /// The request's own deadline.
+    deadline: Instant,
+    /// Trace lines the rescues of this request add once it is logged.
+    notes: &'s continuation::Notes,
     /// Each attempt, hedges included, gets a meter here.
     tally: &'s Arc<tally::Tally>,
 }
+
+/// One request's [`AttemptState`], shared by its loop, race and rescues; the lock is held
+/// for a few field reads at a time and never across an `.await`.
+type Live = Arc<Mutex<AttemptState>>;
 
 /// Moves the first candidate on `credential` to the front: its upstream keeps the conversation
 /// the request continues, so it can be sent the request as it is.
@@ -1392,84 +1384,76 @@ fn refused_model(problem: &ModelNameError) -> ApiError {
 
 /// Whether a candidate after this one could still serve the request, so this attempt may be
 /// given up on early (RESILIENCE.md §7): the last allowed one waits the long deadline.
-fn anyone_else(
-    rest: &[Candidate],
-    combo: &Combo,
-    failed_providers: &[ProviderId],
-    needs_context: &ContextNeed,
-) -> bool {
-    rest.iter()
-        .any(|c| screen(c, &combo.targets[c.target], failed_providers, needs_context).is_none())
+fn anyone_else(rest: &[Candidate], combo: &Combo, state: &AttemptState) -> bool {
+    rest.iter().any(|c| state.screen_target(c, &combo.targets[c.target]).is_none())
 }
 
-/// The candidates after the one that failed, and the providers already ruled out.
-struct Rest<'p> {
+/// The candidates after the one that failed, and the request's live state.
+struct Rest<'p, 's> {
     candidates: &'p [Candidate],
-    failed: &'p [ProviderId],
+    state: &'s mut AttemptState,
 }
 
-impl Rest<'_> {
+impl Rest<'_, '_> {
     fn live(&self) -> impl Iterator<Item = &Candidate> {
-        self.candidates.iter().filter(|c| !self.failed.contains(&c.key.provider))
+        self.candidates.iter().filter(|c| !self.state.failed().contains(&c.key.provider))
     }
 }
 
 /// A provider that failed on its own account is done for this request, whatever happens to a
 /// same-target retry.
-fn rule_out_provider(failed: &mut Vec<ProviderId>, verdict: &Verdict, key: &CandidateKey) {
+fn rule_out_provider(state: &mut AttemptState, verdict: &Verdict, key: &CandidateKey) {
     let done =
         verdict.charges.provider.is_some() || verdict.fallback == Fallback::OtherProviderOnly;
-    if done && !failed.contains(&key.provider) {
-        failed.push(key.provider.clone());
+    if done {
+        state.rule_out(&key.provider);
     }
 }
 
-/// Why a candidate is not tried for this request even though the registry would admit it.
-fn screen(
-    candidate: &Candidate,
-    target: &Target,
-    failed_providers: &[ProviderId],
-    needs_context: &ContextNeed,
-) -> Option<&'static str> {
-    if failed_providers.contains(&candidate.key.provider) {
-        Some("provider_failed_this_request")
-    } else if !needs_context.admits(&target.model, target.context_window) {
-        Some("context_window_too_small")
-    } else {
-        None
+/// Screens one candidate against a request's attempts so far.
+trait ScreenTarget {
+    /// Why `candidate` is not tried for this request though the registry would admit it.
+    fn screen_target(&self, candidate: &Candidate, target: &Target) -> Option<&'static str>;
+}
+
+impl ScreenTarget for AttemptState {
+    fn screen_target(&self, candidate: &Candidate, target: &Target) -> Option<&'static str> {
+        self.screen(&candidate.key.provider, &target.model, target.context_window)
     }
 }
 
 /// The response to return instead of falling back, when the verdict forbids falling back (or
 /// allows it only to targets of another model whose window is larger or not known, and there
-/// are none). Records the refusal in `needs_context` otherwise.
+/// are none); the request is then closed to every other attempt. Records a context refusal
+/// otherwise.
 fn refuse_fallback(
     dialect: crate::server::Dialect,
     verdict: &Verdict,
     upstream: Option<(u16, UpstreamError)>,
     failed: &Target,
     combo: &Combo,
-    rest: &Rest<'_>,
-    needs_context: &mut ContextNeed,
+    rest: Rest<'_, '_>,
 ) -> Option<Response> {
-    match verdict.fallback {
-        Fallback::Yes => None,
-        Fallback::No => Some(passthrough(dialect, verdict, upstream)),
+    let refuse = match verdict.fallback {
+        Fallback::Yes => false,
+        Fallback::No => true,
         // The request itself was refused: another key of the same provider would refuse it the
         // same way (`rule_out_provider` screens them), another provider may take it.
-        Fallback::OtherProviderOnly => {
-            let elsewhere = rest.live().any(|c| c.key.provider != failed.provider);
-            (!elsewhere).then(|| passthrough(dialect, verdict, upstream))
-        }
+        Fallback::OtherProviderOnly => !rest.live().any(|c| c.key.provider != failed.provider),
         Fallback::LargerContextOnly => {
-            needs_context.refused_by(&failed.model, failed.context_window);
-            let admitted = |c: &&Candidate| {
+            rest.state.context_mut().refused_by(&failed.model, failed.context_window);
+            let context = rest.state.context();
+            !rest.live().any(|c| {
                 let target = &combo.targets[c.target];
-                needs_context.admits(&target.model, target.context_window)
-            };
-            rest.live().find(admitted).is_none().then(|| passthrough(dialect, verdict, upstream))
+                context.admits(&target.model, target.context_window)
+            })
         }
+    };
+    if !refuse {
+        return None;
     }
+    rest.state.close();
+    Some(passthrough(dialect, verdict, upstream))
 }
 
 /// An upstream error that must not fall back, returned as the upstream said it.

@@ -26,6 +26,7 @@ use switchyard_core::outcome::{
     BodyHint, ClassifyPolicy, Outcome, OutcomeKind, Upstream, Verdict, classify,
 };
 use switchyard_core::resilience::{Attempt, HealthRegistry};
+use switchyard_core::routing::attempts::AttemptState;
 use switchyard_core::routing::{Candidate, Combo};
 use switchyard_core::{Clock, ModelId, ProviderId};
 use switchyard_providers::chat::{ChatRequest, ResponseFormat, ToolChoice};
@@ -91,14 +92,17 @@ pub(super) struct Continuing {
     /// The relay keeps what a continuation needs (text per block, the encoder's state): only
     /// when some later target could continue at all, so other streams pay nothing for it.
     pub keep: bool,
-    pub notes: Notes,
 }
 
 impl Continuing {
     /// A rescue for a stream whose continuation is ruled out from the start (`reason`): a
     /// break still counts as a refusal and says why in the trace.
-    pub(super) fn refused(counters: Arc<Counters>, combo: String, reason: &'static str) -> Self {
-        let notes = Notes::default();
+    pub(super) fn refused(
+        counters: Arc<Counters>,
+        combo: String,
+        notes: Notes,
+        reason: &'static str,
+    ) -> Self {
         let noted = Arc::clone(&notes);
         let rescue: Rescue = Box::new(move |_| {
             Box::pin(async move {
@@ -110,16 +114,17 @@ impl Continuing {
                 None
             })
         });
-        Self { rescue, keep: false, notes }
+        Self { rescue, keep: false }
     }
 
     pub(super) fn kept(rescuer: Rescuer) -> Self {
-        let notes = Arc::clone(&rescuer.notes);
-        Self { rescue: rescuer.into_rescue(), keep: true, notes }
+        Self { rescue: rescuer.into_rescue(), keep: true }
     }
 }
 
 /// Why no later target could continue this request, if none could; `None` when one may.
+/// `attempts_left` is read from the live state when the attempt starts: it only spares the
+/// relay keeping text for a stream nobody could continue; the rescue reads it again.
 pub(super) fn ruled_out(
     combo: &Combo,
     rest: &[Candidate],
@@ -174,9 +179,11 @@ pub(super) struct Rescuer {
     pub combo: Combo,
     /// The candidates after the one serving, in plan order.
     pub rest: Vec<Candidate>,
-    /// Providers that may not serve this request any more (the broken one among them).
-    pub failed: Vec<ProviderId>,
-    pub attempts_left: u32,
+    /// The request's live attempts: the providers ruled out and the attempts left are read
+    /// from it when the stream breaks, and each continuation is started through it.
+    pub live: Arc<parking_lot::Mutex<AttemptState>>,
+    /// The provider whose stream broke: never asked to continue it.
+    pub serving: ProviderId,
     pub deadline: Instant,
     /// The request's usage: a continuation is metered like any attempt.
     pub tally: Arc<Tally>,
@@ -196,11 +203,11 @@ impl Rescuer {
         let request = self.client.parse_request(&self.body).ok()?;
         let shape = shape(&request);
         let mut refusal = None;
-        let mut attempts_left = self.attempts_left;
-        let mut failed = self.failed.clone();
         let mut last_failed = None;
+        // The break is the serving provider's failure, as the loop would have it.
+        self.live.lock().rule_out(&self.serving);
         for candidate in &self.rest {
-            if failed.contains(&candidate.key.provider) {
+            if self.live.lock().failed().contains(&candidate.key.provider) {
                 continue;
             }
             let target = &self.combo.targets[candidate.target];
@@ -212,7 +219,7 @@ impl Rescuer {
                     continue;
                 }
             };
-            if attempts_left == 0 || Instant::now() >= self.deadline {
+            if !self.live.lock().another_allowed() || Instant::now() >= self.deadline {
                 self.refused(None, "no_attempts_left", &relayed);
                 return None;
             }
@@ -225,12 +232,15 @@ impl Rescuer {
                 self.refused(Some(candidate), "retry_budget", &relayed);
                 return None;
             }
-            attempts_left -= 1;
+            if !self.live.lock().start() {
+                self.refused(None, "no_attempts_left", &relayed);
+                return None;
+            }
             match self.send(candidate, &request, plan, attempt, &relayed).await {
                 Sent::Took(takeover) => return Some(takeover),
                 Sent::Refused => return None,
                 Sent::Failed => {
-                    failed.push(candidate.key.provider.clone());
+                    self.live.lock().rule_out(&candidate.key.provider);
                     last_failed = Some(candidate);
                 }
             }

@@ -12,51 +12,49 @@
 //!   [`switchyard_core::resilience::Attempt`] is dropped unsettled, which charges no layer
 //!   and releases any half-open probe slot it held.
 //! - A failure of either attempt before its first event does not end the other: the survivor
-//!   is awaited. A failure is traced and rules out its provider as the loop would; only the
-//!   primary's failure goes back to the loop (for its retry and fallback decisions), and only
-//!   when neither served.
-//! - The hedge is an attempt (the loop counts it) and spends a retry from the budget, asked
-//!   last so that a candidate refused for another reason spends nothing.
+//!   is awaited. A failure is traced and rules out its provider in the request's live state
+//!   (so a continuation of the winner never goes there); only the primary's failure goes back
+//!   to the loop (for its retry and fallback decisions), and only when neither served.
+//! - A primary verdict that forbids falling back (a policy refusal, the client's own error)
+//!   ends the race at once: the hedge is cancelled and may not answer instead.
+//! - The hedge is an attempt of the same live state (started there, so primary + hedge +
+//!   continuation never exceed `max_attempts`) and spends a retry from the budget, asked last
+//!   so that a candidate refused for another reason spends nothing. Each raced attempt owns its
+//!   rescue: a hedge winner's mid-answer break is continued like the primary's.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use switchyard_core::ProviderId;
-use switchyard_core::routing::{Candidate, Combo, ContextNeed, HedgeAfter, Target};
+use switchyard_core::routing::{Candidate, Combo, HedgeAfter, Target};
 use switchyard_secrets::Secret;
 use tokio::time::Instant;
 
 use super::exhausted::Trace;
 use super::{
-    Proxy, Routes, Sending, Tried, TriedResult, anyone_else, first_event_wait, rule_out_provider,
-    screen,
+    Live, Proxy, Routes, ScreenTarget as _, Sending, Tried, TriedResult, anyone_else,
+    first_event_wait, rule_out_provider,
 };
+use switchyard_core::outcome::Fallback;
 use switchyard_core::resilience::Attempt;
 
-/// What a hedge may be started with, for one primary attempt.
+/// What a hedge may be started with, for one primary attempt. Everything else (the combo,
+/// the plan, the providers ruled out, the attempts left, the deadline) is read from the
+/// request's live state in `sending`, at the moment it matters.
 pub(super) struct Hedging<'a, 's, 'b> {
     pub routes: &'a Routes,
     pub sending: &'a Sending<'s, 'b>,
-    pub combo: &'a Combo,
     /// The primary's candidate.
     pub primary: &'a Candidate,
     /// When the primary was sent.
     pub started: Instant,
     /// How long its first real event may take before a hedge starts.
     pub delay: Duration,
-    /// The plan's candidates and the index of the first after the primary.
-    pub candidates: &'a [Candidate],
+    /// The index of the first candidate after the primary.
     pub next: usize,
     /// Candidates already tried as hedges by this request.
     pub hedged: &'a [usize],
-    pub failed_providers: &'a [ProviderId],
-    pub needs_context: &'a ContextNeed,
-    /// Attempts made, the primary included.
-    pub attempts: u32,
-    /// The request's own deadline.
-    pub deadline: Instant,
 }
 
 /// What a race came to.
@@ -120,7 +118,6 @@ impl Proxy {
         primary: impl Future<Output = Tried>,
         hedging: Option<Hedging<'_, '_, '_>>,
         trace: &mut Trace,
-        failed_providers: &mut Vec<ProviderId>,
     ) -> Raced {
         let mut primary = pin!(primary);
         let Some(h) = hedging else {
@@ -142,18 +139,20 @@ impl Proxy {
         trace.hedge(p.candidate, "started", h.started.elapsed());
         tracing::info!(primary = %h.primary.key, hedge = %p.candidate.key, "hedging a slow first event");
         let hedge_started = Instant::now();
-        let rest = &h.candidates[p.index + 1..];
-        let others_left = h.attempts + 1 < h.routes.config.routing.max_attempts
-            && anyone_else(rest, h.combo, h.failed_providers, h.needs_context);
+        let (sending, live) = (h.sending, h.sending.live);
+        let rest = &sending.candidates[p.index + 1..];
+        let others_left = {
+            let state = live.lock();
+            state.another_allowed() && anyone_else(rest, sending.combo, &state)
+        };
         let first_event = hedge_started + first_event_wait(&h.routes.config, true, others_left);
         let mut hedge = pin!(self.attempt(
             h.routes,
-            h.sending,
-            p.candidate,
-            p.target,
+            sending,
+            (p.index, p.candidate, p.target),
             p.secret.as_ref(),
             p.attempt,
-            first_event.min(h.deadline),
+            first_event.min(sending.deadline),
         ));
         let run = |won| Some(HedgeRun { index: p.index, won, started: hedge_started });
         let mut primary_failed: Option<Tried> = None;
@@ -167,6 +166,15 @@ impl Proxy {
                         }
                         return Raced { tried, hedge: run(false) };
                     }
+                    // A verdict that forbids falling back (a policy refusal, the client's own
+                    // error) holds across the race: the hedge may not answer instead.
+                    if final_verdict(&tried) {
+                        live.lock().close();
+                        if !hedge_failed {
+                            trace.hedge(p.candidate, "cancelled", hedge_started.elapsed());
+                        }
+                        return Raced { tried, hedge: run(false) };
+                    }
                     primary_failed = Some(tried);
                 }
                 tried = &mut hedge, if !hedge_failed => {
@@ -174,7 +182,7 @@ impl Proxy {
                         match primary_failed.take() {
                             Some(failed) => {
                                 let took = h.started.elapsed();
-                                trace_failure(trace, failed_providers, h.primary, failed, took);
+                                trace_failure(trace, live, h.primary, failed, took);
                             }
                             None => trace.hedge(h.primary, "lost", h.started.elapsed()),
                         }
@@ -184,7 +192,7 @@ impl Proxy {
                     }
                     hedge_failed = true;
                     let took = hedge_started.elapsed();
-                    trace_failure(trace, failed_providers, p.candidate, tried, took);
+                    trace_failure(trace, live, p.candidate, tried, took);
                 }
             }
             if hedge_failed && let Some(tried) = primary_failed.take() {
@@ -194,22 +202,29 @@ impl Proxy {
     }
 
     /// The next candidate after the primary that may hedge it: on another provider, not ruled
-    /// out for this request, admitted by the registry, and paid for by the retry budget.
+    /// out for this request, admitted by the registry, paid for by the retry budget, and
+    /// within the request's attempts.
     async fn pick_hedge<'a>(&self, h: &Hedging<'a, '_, '_>) -> Option<Picked<'a>> {
-        for (offset, candidate) in h.candidates[h.next..].iter().enumerate() {
+        let sending: &'a Sending<'_, '_> = h.sending;
+        for (offset, candidate) in sending.candidates[h.next..].iter().enumerate() {
             let index = h.next + offset;
-            let target = &h.combo.targets[candidate.target];
+            let target = &sending.combo.targets[candidate.target];
             if candidate.key.provider == h.primary.key.provider
                 || h.hedged.contains(&index)
-                || screen(candidate, target, h.failed_providers, h.needs_context).is_some()
+                || sending.live.lock().screen_target(candidate, target).is_some()
             {
                 continue;
             }
-            if Instant::now() >= h.deadline {
+            if Instant::now() >= sending.deadline {
                 return None;
             }
             let Ok((attempt, secret)) = self.ready(h.routes, candidate).await else { continue };
-            if !h.routes.budget.try_retry(self.clock.now()) {
+            // The budget is asked last, so a candidate refused for another reason spends
+            // nothing; a hedge past the attempt cap is never sent.
+            if !sending.live.lock().another_allowed()
+                || !h.routes.budget.try_retry(self.clock.now())
+                || !sending.live.lock().start()
+            {
                 // Dropped unsettled: nothing charged, any probe slot released.
                 drop(attempt);
                 return None;
@@ -220,10 +235,15 @@ impl Proxy {
     }
 }
 
+/// Whether a failed attempt's verdict forbids any other target from answering.
+fn final_verdict(tried: &Tried) -> bool {
+    matches!(&tried.result, TriedResult::Failed { verdict, .. } if verdict.fallback == Fallback::No)
+}
+
 /// One raced attempt's failure, traced and ruling out its provider as the loop would.
 fn trace_failure(
     trace: &mut Trace,
-    failed_providers: &mut Vec<ProviderId>,
+    live: &Live,
     candidate: &Candidate,
     tried: Tried,
     took: Duration,
@@ -232,5 +252,5 @@ fn trace_failure(
     let TriedResult::Failed { verdict, .. } = result else { return };
     tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), "raced attempt failed");
     trace.attempt(candidate, &verdict, took, carried);
-    rule_out_provider(failed_providers, &verdict, &candidate.key);
+    rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
 }

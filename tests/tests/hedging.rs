@@ -12,7 +12,7 @@ use serde_json::Value;
 use switchyard_e2e::harness::{
     Harness, MANAGEMENT_TOKEN, Setup, WATCHDOG, header, openai_stream_text,
 };
-use switchyard_testkit::Behavior;
+use switchyard_testkit::{Behavior, Fault, Reply};
 
 const SLOW: Duration = Duration::from_secs(5);
 
@@ -205,4 +205,115 @@ async fn a_hedge_that_fails_leaves_the_primary_running() {
     assert_eq!(outcomes, ["transient", "success"], "{entry}");
     let fallbacks = metric(&h, "switchyard_fallbacks_total").await;
     assert_eq!(fallbacks, 0, "served by the first attempt: a lost hedge is no fallback");
+}
+
+/// Hedging and continuation compose (RESILIENCE.md §10; issue 25, defect 4): `an/slow-1` is
+/// hedged by `oa/gpt-4o`, and `an2/claude-rescue` (Anthropic prefill) or `ds/ds-chat`
+/// (`prefix: true`) may continue a broken answer.
+async fn composed(targets: &str, routing: &str) -> Harness {
+    let extra = format!(
+        r#"
+[[providers]]
+id = "an2"
+kind = "anthropic"
+base_url = "{{mock}}"
+
+[[providers]]
+id = "ds"
+kind = "openai"
+base_url = "{{mock}}/v1"
+models = [{{ id = "ds-chat", continuation = "prefix" }}]
+
+[[combos]]
+name = "hedged"
+targets = [{targets}]
+hedge_after_ms = 200
+
+[settings.routing]
+{routing}
+"#
+    );
+    let setup = Setup::new(&extra).breaker("{ enabled = false }").timeouts(|t| {
+        t.first_event_ms = 10_000;
+        t.first_byte_ms = 10_000;
+        t.idle_ms = 300;
+    });
+    Harness::start_with(setup).await
+}
+
+/// The canonical text in six deltas, cut after four events.
+fn cut() -> Behavior {
+    Reply::default().chunks(6).fault(Fault::CutAfter(4)).into()
+}
+
+#[tokio::test]
+async fn a_hedge_winners_mid_answer_break_is_continued_like_any_other() {
+    let targets =
+        r#"{ target = "an/slow-1" }, { target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }"#;
+    let h = composed(targets, "").await;
+    h.mock.script("slow-1", [Behavior::slow_first_event(SLOW)]);
+    h.mock.script("gpt-4o", [cut()]);
+    let (_, target, _, text) = stream(&h).await;
+    assert_eq!(target, "oa/gpt-4o", "the hedge won");
+    assert_eq!(text, "Hello from the mock upstream.", "continued to the whole answer");
+    let logged = h.newest_logged().await;
+    let trace = logged["trace"].to_string();
+    assert!(trace.contains("\"continued\""), "{trace}");
+    assert_eq!(h.mock.attempt_count("claude-rescue"), 1);
+}
+
+#[tokio::test]
+async fn primary_hedge_and_continuation_together_stay_within_max_attempts() {
+    let targets =
+        r#"{ target = "an/slow-1" }, { target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }"#;
+    let h = composed(targets, "max_attempts = 2").await;
+    h.mock.script("slow-1", [Behavior::slow_first_event(SLOW)]);
+    h.mock.script("gpt-4o", [cut()]);
+    let (_, target, _, text) = stream(&h).await;
+    assert_eq!(target, "oa/gpt-4o");
+    assert!(text.len() < "Hello from the mock upstream.".len(), "not continued: {text}");
+    assert_eq!(h.mock.attempt_count("claude-rescue"), 0, "a third attempt past the cap of 2");
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(trace.contains("no_attempts_left"), "{trace}");
+}
+
+#[tokio::test]
+async fn a_primary_that_wins_after_its_hedge_failed_is_never_continued_on_the_hedges_provider() {
+    let targets =
+        r#"{ target = "an/slow-1" }, { target = "ds/ds-chat" }, { target = "an2/claude-rescue" }"#;
+    let h = composed(targets, "").await;
+    let slow_then_cut = Reply::default()
+        .first_event_after(Duration::from_millis(700))
+        .chunks(6)
+        .fault(Fault::CutAfter(4));
+    h.mock.script("slow-1", [slow_then_cut.into()]);
+    h.mock.script("ds-chat", [Behavior::status(500)]);
+    let (_, target, _, text) = stream(&h).await;
+    assert_eq!(target, "an/slow-1", "the primary won after the hedge failed");
+    assert_eq!(text, "Hello from the mock upstream.");
+    assert_eq!(h.mock.attempt_count("ds-chat"), 1, "only the hedge: ds failed this request");
+    assert_eq!(h.mock.attempt_count("claude-rescue"), 1, "continued on an2");
+}
+
+#[tokio::test]
+async fn a_primary_refused_for_the_request_itself_during_the_race_is_not_answered_by_the_hedge() {
+    let h = composed(r#"{ target = "an/slow-1" }, { target = "oa/gpt-4o" }"#, "").await;
+    // The primary says, after the hedge started, that the request itself is invalid: no other
+    // target may answer it instead (RESILIENCE.md §2: other 4xx do not fall back).
+    let refusal = r#"event: error
+data: {"type":"error","error":{"type":"invalid_request_error","message":"messages: text content blocks must be non-empty"}}
+
+"#;
+    let refused = Reply::default()
+        .first_event_after(Duration::from_millis(600))
+        .fault(Fault::ErrorAfter(0))
+        .error_event(refusal);
+    h.mock.script("slow-1", [refused.into()]);
+    h.mock.script("gpt-4o", [Behavior::slow_first_event(Duration::from_secs(2))]);
+    let response = h.openai("hedged", true).send().await.unwrap();
+    assert_eq!(response.status(), 400, "the primary's refusal, not the hedge's answer");
+    let body = response.text().await.unwrap();
+    assert!(body.contains("must be non-empty"), "{body}");
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(trace.contains("cancelled"), "the hedge was cancelled: {trace}");
 }

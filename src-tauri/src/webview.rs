@@ -18,13 +18,20 @@ pub enum Destination {
 }
 
 /// Where `url` goes. `dev` is the dev server's URL when the app runs against it (`tauri dev`);
-/// a release build loads its pages from `tauri://localhost` (`http://tauri.localhost` on
-/// Windows) only.
+/// a release build loads its pages from `tauri://localhost` only, and on Windows, where the
+/// webview serves them there, from `http(s)://tauri.localhost`: never with a port (anything
+/// on a port is some local server, not the app), and never `tauri.localhost` elsewhere.
 pub fn destination(url: &Url, dev: Option<&Url>) -> Destination {
+    destination_on(url, dev, cfg!(windows))
+}
+
+/// [`destination`] for a platform that is (`windows`) or is not Windows.
+fn destination_on(url: &Url, dev: Option<&Url>, windows: bool) -> Destination {
+    let portless = url.port().is_none();
     let own = match url.scheme() {
-        "tauri" => url.host_str() == Some("localhost"),
+        "tauri" => url.host_str() == Some("localhost") && portless,
         "http" | "https" => {
-            url.host_str() == Some("tauri.localhost")
+            (windows && portless && url.host_str() == Some("tauri.localhost"))
                 || dev.is_some_and(|dev| dev.origin() == url.origin())
         }
         _ => false,
@@ -48,10 +55,13 @@ mod tests {
 
     #[test]
     fn the_apps_own_pages_load_in_the_window() {
-        for own in
-            ["tauri://localhost/", "tauri://localhost/#/providers", "http://tauri.localhost/"]
-        {
-            assert_eq!(destination(&url(own), None), Destination::Own, "{own}");
+        for windows in [false, true] {
+            for own in ["tauri://localhost/", "tauri://localhost/#/providers"] {
+                assert_eq!(destination_on(&url(own), None, windows), Destination::Own, "{own}");
+            }
+        }
+        for own in ["http://tauri.localhost/", "https://tauri.localhost/#/providers"] {
+            assert_eq!(destination_on(&url(own), None, true), Destination::Own, "{own}");
         }
         let dev = url("http://localhost:5173");
         assert_eq!(
@@ -70,6 +80,13 @@ mod tests {
         ] {
             assert_eq!(destination(&url(web), None), Destination::Browser, "{web}");
         }
+        // Only Windows serves the app at tauri.localhost, and never on a port.
+        for windows in [false, true] {
+            let on_a_port = url("http://tauri.localhost:4141/");
+            assert_eq!(destination_on(&on_a_port, None, windows), Destination::Browser);
+        }
+        let elsewhere = url("http://tauri.localhost/");
+        assert_eq!(destination_on(&elsewhere, None, false), Destination::Browser);
         // The dev server counts only while the app runs against it, and only its own origin.
         let dev = url("http://localhost:5173");
         assert_eq!(destination(&url("http://localhost:5174/"), Some(&dev)), Destination::Browser);
@@ -77,9 +94,13 @@ mod tests {
 
     #[test]
     fn other_schemes_go_nowhere() {
-        for other in
-            ["file:///etc/passwd", "data:text/html,hi", "javascript:alert(1)", "tauri://evil/"]
-        {
+        for other in [
+            "file:///etc/passwd",
+            "data:text/html,hi",
+            "javascript:alert(1)",
+            "tauri://evil/",
+            "tauri://localhost:8080/",
+        ] {
             assert_eq!(destination(&url(other), None), Destination::Refused, "{other}");
         }
     }

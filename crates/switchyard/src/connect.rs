@@ -6,6 +6,8 @@
 //! same [`Guide`]s through the management API. Keys never go into a file: where a tool reads
 //! its key from a file, the file names an environment variable and the key is exported.
 
+use std::path::Path;
+
 use serde::Serialize;
 use ts_rs::TS;
 
@@ -391,5 +393,92 @@ mod tests {
         assert!(!merged.contains("sy-test-key"), "no key in the file: {merged}");
         assert_eq!(merge_codex(&merged, &endpoint()).unwrap(), merged, "idempotent");
         assert!(merge_codex("model = ", &endpoint()).unwrap_err().contains("left unchanged"));
+    }
+}
+
+/// Writes a tool's config file `file` (Codex's `~/.codex/config.toml`) as `connect --write`
+/// does: the old text, if any, is kept beside it as `<name>.bak`, both written atomically (a
+/// crash leaves the old file or the new one) with the original file's mode (a new file is
+/// owner-only: Codex configs hold MCP tokens). A symlink at the file, its backup or its
+/// directory is refused rather than followed: a link planted there would make us write
+/// wherever it points. A missing directory is created owner-only.
+pub fn write_tool_config(file: &Path, existing: &str, merged: &str) -> Result<(), String> {
+    let dir = file.parent().ok_or_else(|| format!("{} has no directory", file.display()))?;
+    let backup = file.with_extension("toml.bak");
+    for path in [dir, file, backup.as_path()] {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!(
+                "{} is a symbolic link; not following it (edit the file it points to by hand)",
+                path.display()
+            ));
+        }
+    }
+    if !dir.exists() {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    if !existing.is_empty() {
+        crate::config::editor::write_atomically_like(&backup, existing, file)?;
+    }
+    crate::config::editor::write_atomically(file, merged)
+}
+
+#[cfg(all(test, unix))]
+mod write_tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_new_tool_config_and_its_directory_are_owner_only() {
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join(".codex").join("config.toml");
+        write_tool_config(&file, "", "model = \"x\"\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "model = \"x\"\n");
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(file.parent().unwrap()), 0o700);
+        assert!(!file.with_extension("toml.bak").exists(), "nothing to back up");
+    }
+
+    #[test]
+    fn the_backup_and_the_new_file_keep_the_original_mode() {
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join("config.toml");
+        std::fs::write(&file, "old").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_tool_config(&file, "old", "new").unwrap();
+        let backup = file.with_extension("toml.bak");
+        assert_eq!(std::fs::read_to_string(&backup).unwrap(), "old");
+        assert_eq!((mode(&file), mode(&backup)), (0o640, 0o640));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_symlink_at_the_file_its_backup_or_its_directory_is_refused_and_nothing_written() {
+        let home = tempfile::tempdir().unwrap();
+        let elsewhere = home.path().join("elsewhere");
+        std::fs::write(&elsewhere, "precious").unwrap();
+        let dir = home.path().join(".codex");
+        std::fs::create_dir(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+        let error = write_tool_config(&file, "precious", "new").unwrap_err();
+        assert!(error.contains("symbolic link"), "{error}");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, file.with_extension("toml.bak")).unwrap();
+        assert!(write_tool_config(&file, "old", "new").is_err(), "the backup is a link");
+        assert!(!file.exists());
+        let linked_home = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&dir, linked_home.path().join(".codex")).unwrap();
+        let through = linked_home.path().join(".codex").join("config.toml");
+        assert!(write_tool_config(&through, "", "new").is_err(), "the directory is a link");
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "precious");
     }
 }

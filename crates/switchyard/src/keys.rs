@@ -177,6 +177,20 @@ pub fn token_from_file(data_dir: &Path) -> Result<Secret, KeyError> {
     Ok(token)
 }
 
+/// Whether only the owner may read `path` (always true where permissions are not Unix's).
+fn owner_only(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        true
+    }
+}
+
 /// Replaces the management token with a new one and returns it. The file is replaced whole
 /// (written to a temporary owner-only file, then renamed over the old one), so no reader ever
 /// sees half a token, and a running server takes the new one at its next check.
@@ -291,8 +305,16 @@ impl LocalKeys {
             return;
         }
         *seen = now;
-        // A file that vanished or was emptied accepts nothing until a token is back.
-        let token = std::fs::read_to_string(&file.path).ok().filter(|t| !t.trim().is_empty());
+        // A file that vanished or was emptied accepts nothing until a token is back; so does
+        // one other users may read (the check `token_from_file` makes at start, made again on
+        // every reload: a replaced file is not trusted more than the first one was).
+        let token = owner_only(&file.path)
+            .then(|| std::fs::read_to_string(&file.path).ok())
+            .flatten()
+            .filter(|t| !t.trim().is_empty());
+        if token.is_none() && file.path.exists() {
+            tracing::warn!(path = %file.path.display(), "the management token file is not owner-only (chmod 600) or empty: no management token is accepted until it is");
+        }
         *self.preset.write() = token.map(|t| sha256_hex(t.trim()));
     }
 
@@ -417,6 +439,23 @@ mod tests {
         assert!(error.contains(&format!("chmod 600 {}", path.display())), "{error}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(token_from_file(dir.path()).unwrap().expose(), "sy-shared");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_replaced_by_one_others_may_read_is_not_trusted_on_reload() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let old = token_from_file(dir.path()).unwrap();
+        let accepted = LocalKeys::management(dir.path(), old.clone());
+        assert!(accepted.accepts(old.expose()));
+        // Another hand swaps in a world-readable file with a token of its own.
+        let planted = dir.path().join("planted");
+        std::fs::write(&planted, "sy-planted-token").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::rename(&planted, dir.path().join(MANAGEMENT_FILE)).unwrap();
+        assert!(!accepted.accepts("sy-planted-token"), "the 0600 check holds on reload");
+        assert!(!accepted.accepts(old.expose()), "the file no longer holds the old token");
     }
 
     #[cfg(unix)]

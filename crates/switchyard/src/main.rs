@@ -407,11 +407,8 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
     };
     let merged = merge_codex(&existing, &endpoint)
         .map_err(|problem| anyhow::anyhow!("{}: {problem}", file.display()))?;
-    std::fs::create_dir_all(file.parent().expect("a file in a directory"))?;
-    if !existing.is_empty() {
-        std::fs::write(file.with_extension("toml.bak"), &existing)?;
-    }
-    std::fs::write(&file, merged).with_context(|| format!("cannot write {}", file.display()))?;
+    switchyard::connect::write_tool_config(&file, &existing, &merged)
+        .map_err(|problem| anyhow::anyhow!("--write: {problem}"))?;
     println!("\n# wrote {}", file.display());
     Ok(())
 }

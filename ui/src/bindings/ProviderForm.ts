@@ -57,6 +57,12 @@ passthrough?: boolean,
  */
 stream_usage?: boolean, 
 /**
+ * The provider's stream end marker (`[DONE]`) proves an answer whole even without a
+ * finish reason [default false]: only for an OpenAI-compatible server known to end good
+ * answers that way. Off, such an answer counts as cut short (RESILIENCE.md §7).
+ */
+trust_end_marker?: boolean, 
+/**
  * `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
  * wins.
  */

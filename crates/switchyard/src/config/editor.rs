@@ -253,7 +253,13 @@ pub(crate) async fn validate(
 /// temporary file has a random name (created exclusively, owner-only: nothing can be planted at
 /// a predictable path beside the config for us to write through) and takes the old file's
 /// permissions before it replaces it, so a config the user made private stays private.
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    write_atomically_like(path, text, path)
+}
+
+/// [`write_atomically`], the new file taking `like`'s permissions (when it exists) instead of
+/// `path`'s: a backup keeps the mode of the file it backs up.
+pub fn write_atomically_like(path: &Path, text: &str, like: &Path) -> Result<(), String> {
     use std::io::Write as _;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -265,7 +271,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
             .prefix(&format!(".{name}."))
             .suffix(".switchyard-tmp")
             .tempfile_in(dir)?;
-        if let Ok(old) = std::fs::metadata(path) {
+        if let Ok(old) = std::fs::metadata(like) {
             temp.as_file().set_permissions(old.permissions())?;
         }
         temp.write_all(text.as_bytes())?;

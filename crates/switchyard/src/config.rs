@@ -362,6 +362,13 @@ impl ConfigForm {
         for (i, p) in self.providers.iter().enumerate() {
             let at = format!("providers[{i}]");
             check_name(&format!("{at}.id"), &p.id)?;
+            if p.id == RESERVED_PROVIDER_ID {
+                return Err(Problem::new(
+                    format!("{at}.id"),
+                    "\"team\" is reserved: the keychain entries under it belong to team mode \
+                     (its database URL); pick another id",
+                ));
+            }
             if !ids.insert(p.id.as_str()) {
                 return Err(Problem::new(
                     format!("{at}.id"),
@@ -735,6 +742,23 @@ impl ProviderForm {
                 let reference = SecretRef::parse(value).map_err(|e| Problem::new(&field, e))?;
                 if let SecretRef::Keychain(id) = &reference {
                     own_keychain_entry(&field, id, &self.id, None)?;
+                    // An OAuth credential's entry holds its token JSON, refresh token included:
+                    // a header would send all of it to the API host.
+                    let oauth = self
+                        .credentials
+                        .iter()
+                        .any(|c| c.id == id.credential() && c.kind == CredentialKind::Oauth);
+                    if oauth {
+                        return Err(Problem::new(
+                            &field,
+                            format!(
+                                "\"keychain:{}\" is an OAuth credential's entry (its tokens, the \
+                                 refresh token included): a header may name only an API key's \
+                                 entry",
+                                id.account()
+                            ),
+                        ));
+                    }
                 }
                 let secret = reference
                     .resolve_using(sources.env, sources.secrets)
@@ -842,6 +866,10 @@ fn mechanism_fits(continuation: Continuation, dialect: Dialect) -> bool {
         }
     }
 }
+
+/// The provider id team mode keeps its own keychain entries under (`keychain:team/database`):
+/// a provider of that id could name them in its headers, or erase them when deleted.
+pub const RESERVED_PROVIDER_ID: &str = "team";
 
 /// A `keychain:` reference (at `field`) must name the entry of the credential it is written
 /// on (`credential`; for a header, any entry of the provider): otherwise an imported config

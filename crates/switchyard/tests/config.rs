@@ -517,6 +517,28 @@ headers = { "x-api-key" = "keychain:b/k" }
     assert!(e.contains("providers[0].headers.x-api-key"), "{e}");
 }
 
+/// Issue 26, point 4: a header may not carry an OAuth credential's stored tokens (its refresh
+/// token included) to the API host, and no provider may take the id team mode keeps its own
+/// keychain entries under.
+#[test]
+fn a_header_naming_an_oauth_entry_and_a_provider_called_team_are_refused() {
+    let e = error(
+        r#"
+[[providers]]
+id = "acme"
+kind = "openai"
+base_url = "https://api.acme.example/v1"
+oauth = { authorize_url = "https://login.acme.example/authorize", token_url = "https://login.acme.example/token", client_id = "switchyard" }
+credentials = [{ id = "me", kind = "oauth" }]
+headers = { "x-a" = "keychain:acme/me" }
+"#,
+    );
+    assert!(e.contains("providers[0].headers.x-a"), "{e}");
+    assert!(e.contains("OAuth credential's entry"), "{e}");
+    let e = error("[[providers]]\nid = \"team\"\nkind = \"openai\"\n");
+    assert!(e.contains("providers[0].id") && e.contains("reserved"), "{e}");
+}
+
 #[test]
 fn each_credential_is_bound_to_the_destinations_its_secrets_go_to() {
     use switchyard_core::binding::Binding;

@@ -182,7 +182,7 @@ fn owner_only(path: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode().trailing_zeros() >= 6)
     }
     #[cfg(not(unix))]
     {

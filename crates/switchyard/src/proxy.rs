@@ -14,6 +14,7 @@ mod counters;
 pub mod exhausted;
 mod forward;
 mod hedge;
+pub mod refusal;
 mod routes;
 mod tally;
 pub(crate) mod upstream;
@@ -60,13 +61,13 @@ use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
 use self::forward::StreamOutcome;
+use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
 use self::upstream::ClientRequest;
 use crate::config::Config;
 use crate::keys::LocalKey;
 use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
-use crate::server::ApiError;
 
 /// Error bodies are read for at most this long: they are small and only feed the classifier.
 const ERROR_BODY_DEADLINE: Duration = Duration::from_secs(10);
@@ -299,7 +300,7 @@ impl Proxy {
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
-    ) -> Response {
+    ) -> Result<Response, Refused> {
         self.handle_logged(client, caller, headers, query, body).await.0
     }
 
@@ -311,7 +312,7 @@ impl Proxy {
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
-    ) -> (Response, Arc<RequestRecord>) {
+    ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
@@ -334,7 +335,11 @@ impl Proxy {
             dialect: client.dialect().as_str().to_owned(),
             model: summary.model,
             served_by: summary.served_by,
-            status: response.status().as_u16(),
+            status: match &response {
+                Ok(response) => response.status(),
+                Err(refused) => refused.error.status,
+            }
+            .as_u16(),
             attempts: summary.attempts,
             duration_ms: millis(elapsed),
             trace: summary.trace,
@@ -394,8 +399,8 @@ impl Proxy {
         body: &Bytes,
         summary: &mut Summary,
         caller: Option<&LocalKey>,
-    ) -> Response {
-        let dialect = crate::server::Dialect::from(inbound.dialect);
+    ) -> Result<Response, Refused> {
+        let dialect = ErrorDialect::from(inbound.dialect);
         let routes = self.routes.load_full();
         // A Responses request that continues an earlier response is routed with the whole
         // conversation; an unknown id is refused before anyone is asked.
@@ -406,7 +411,7 @@ impl Proxy {
                     summary.model = ChatRequest::minimal(Dialect::Responses, body)
                         .map(|r| bounded(&r.model).into_owned())
                         .unwrap_or_default();
-                    return refusal.into_response_in(dialect);
+                    return Err(refusal.refused_in(dialect));
                 }
             }
         } else {
@@ -417,11 +422,11 @@ impl Proxy {
         let Prepared { request, combo, untranslatable } =
             match prepare(&routes, &routed, summary, self.is_paused()) {
                 Ok(prepared) => prepared,
-                Err(refusal) => return refusal.into_response_in(dialect),
+                Err(refusal) => return Err(refusal.refused_in(dialect)),
             };
         // An enforced budget that is spent refuses before anyone is asked (issue 18).
         if let Err(budget) = self.log.usage().check(caller) {
-            return budget_refusal(dialect, &budget);
+            return Err(budget_refusal(dialect, &budget));
         }
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
@@ -547,7 +552,7 @@ impl Proxy {
                     }
                     summary.settle(&trace, attempts, Some(target.label()));
                     summary.ended = ended;
-                    return response;
+                    return Ok(response);
                 }
                 TriedResult::Failed { verdict, upstream } => (verdict, upstream),
             };
@@ -556,12 +561,12 @@ impl Proxy {
 
             let refused = {
                 let mut state = live.lock();
-                let rest = Rest { candidates: rest, state: &mut state };
-                refuse_fallback(dialect, &verdict, upstream, target, &combo, rest)
+                let mut rest = Rest { candidates: rest, state: &mut state };
+                refuse_fallback(dialect, &verdict, upstream, target, &combo, &mut rest)
             };
-            if let Some(response) = refused {
+            if let Some(refused) = refused {
                 summary.settle(&trace, attempts, None);
-                return response;
+                return Err(refused);
             }
             rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
             // One same-target retry per candidate at most: a second failure moves on. At the
@@ -581,7 +586,7 @@ impl Proxy {
         }
         let attempts = live.lock().attempts();
         summary.settle(&trace, attempts, None);
-        trace.exhausted(&self.registry, self.clock.now()).into_response_in(dialect)
+        Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect))
     }
 
     /// What a continuation of one streamed attempt needs (RESILIENCE.md §10): for a request
@@ -607,7 +612,7 @@ impl Proxy {
         if let Some(reason) = ruled_out {
             let counters = Arc::clone(&self.counters);
             let combo = sending.combo.name.clone();
-            return Some(continuation::Continuing::refused(counters, combo, notes, reason));
+            return Some(continuation::Continuing::refused(counters, combo, &notes, reason));
         }
         let routed = sending.inbound;
         let routes = sending.routes;
@@ -754,10 +759,6 @@ impl Proxy {
     }
 
     /// One attempt at one candidate: send, classify once, record the verdict.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one attempt needs the request, the candidate and its deadlines"
-    )]
     async fn attempt(
         &self,
         routes: &Routes,
@@ -1352,12 +1353,12 @@ fn prepare<'r, 'b>(
 /// The refusal of a request an enforced budget stops: `429` in the client's dialect with
 /// `x-should-retry: false` (both official SDKs then give up at once) and no `Retry-After`, so
 /// no client retries into it; the message names the budget and when it resets.
-fn budget_refusal(dialect: crate::server::Dialect, budget: &BudgetView) -> Response {
+fn budget_refusal(dialect: ErrorDialect, budget: &BudgetView) -> Refused {
     let kind = match dialect {
         // What OpenAI itself answers when an account's quota is spent; Codex CLI does not
         // retry it.
-        crate::server::Dialect::OpenAi => "insufficient_quota",
-        crate::server::Dialect::Anthropic => "rate_limit_error",
+        ErrorDialect::OpenAi => "insufficient_quota",
+        ErrorDialect::Anthropic => "rate_limit_error",
     };
     let message = format!(
         "{} is spent (${} of ${}): Switchyard refuses requests until it resets at {}; raise or \
@@ -1369,9 +1370,8 @@ fn budget_refusal(dialect: crate::server::Dialect, budget: &BudgetView) -> Respo
     );
     let mut refusal = ApiError::new(StatusCode::TOO_MANY_REQUESTS, kind, message);
     refusal.detail = Some(serde_json::json!({ "budget": budget }));
-    let mut response = refusal.into_response_in(dialect);
-    response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
-    response
+    refusal.final_answer = true;
+    refusal.refused_in(dialect)
 }
 
 /// The `400` for a model name [`check_model_name`] refused, naming the field as OpenAI's
@@ -1427,13 +1427,13 @@ impl ScreenTarget for AttemptState {
 /// are none); the request is then closed to every other attempt. Records a context refusal
 /// otherwise.
 fn refuse_fallback(
-    dialect: crate::server::Dialect,
+    dialect: ErrorDialect,
     verdict: &Verdict,
     upstream: Option<(u16, UpstreamError)>,
     failed: &Target,
     combo: &Combo,
-    rest: Rest<'_, '_>,
-) -> Option<Response> {
+    rest: &mut Rest<'_, '_>,
+) -> Option<Refused> {
     let refuse = match verdict.fallback {
         Fallback::Yes => false,
         Fallback::No => true,
@@ -1458,10 +1458,10 @@ fn refuse_fallback(
 
 /// An upstream error that must not fall back, returned as the upstream said it.
 fn passthrough(
-    dialect: crate::server::Dialect,
+    dialect: ErrorDialect,
     verdict: &Verdict,
     upstream: Option<(u16, UpstreamError)>,
-) -> Response {
+) -> Refused {
     let (status, message) = match upstream {
         Some((status, report)) => (status, report.message),
         None => (400, format!("the request cannot be served ({})", verdict.kind.as_str())),
@@ -1472,5 +1472,5 @@ fn passthrough(
         OutcomeKind::RequestTooLarge => "context_length_exceeded",
         _ => "invalid_request_error",
     };
-    ApiError::new(status, kind, message).into_response_in(dialect)
+    ApiError::new(status, kind, message).refused_in(dialect)
 }

@@ -135,7 +135,7 @@ mod tests {
         let (a, b) = (ProviderId::from("a"), ProviderId::from("b"));
         state.rule_out(&a);
         state.rule_out(&a);
-        assert_eq!(state.failed(), [a.clone()]);
+        assert_eq!(state.failed(), std::slice::from_ref(&a));
         assert_eq!(state.screen(&a, &"m".into(), None), Some(PROVIDER_FAILED));
         assert_eq!(state.screen(&b, &"m".into(), None), None);
     }

@@ -100,10 +100,10 @@ impl Continuing {
     pub(super) fn refused(
         counters: Arc<Counters>,
         combo: String,
-        notes: Notes,
+        notes: &Notes,
         reason: &'static str,
     ) -> Self {
-        let noted = Arc::clone(&notes);
+        let noted = Arc::clone(notes);
         let rescue: Rescue = Box::new(move |_| {
             Box::pin(async move {
                 counters.continuation_refusals.fetch_add(1, Ordering::Relaxed);
@@ -253,6 +253,10 @@ impl Rescuer {
         None
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one continuation attempt, sent and read to its first event, top to bottom"
+    )]
     async fn send(
         &self,
         candidate: &Candidate,

@@ -28,7 +28,7 @@ use serde_json::value::RawValue;
 use switchyard_core::CredentialKey;
 use switchyard_providers::sse::{SseDecoder, SseItem};
 
-use crate::server::ApiError;
+use super::refusal::ApiError;
 
 /// How many responses are kept at most.
 pub(crate) const MAX_RESPONSES: usize = 1_000;

@@ -16,10 +16,10 @@ use switchyard_providers::chat::{ChatRequest, Part};
 use switchyard_providers::dialect::{ClientDialect, Dialect};
 use switchyard_providers::executor;
 
+use super::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 use super::upstream::{self, ClientRequest};
 use super::{ERROR_BODY_DEADLINE, Proxy, refused_model};
 use crate::config::ProviderKind;
-use crate::server::{ApiError, Dialect as ErrorDialect};
 
 /// Roughly four characters of English or code per token, the rule of thumb every vendor's
 /// tokenizer documentation gives; an estimate is only ever used to budget a context.
@@ -32,19 +32,19 @@ impl Proxy {
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
-    ) -> Response {
+    ) -> Result<Response, Refused> {
         let routes = self.routes();
         let Some(request) = ChatRequest::minimal(Dialect::Anthropic, &body) else {
-            return ApiError::bad_request("model: missing or not a string")
-                .into_response_in(ErrorDialect::Anthropic);
+            return Err(ApiError::bad_request("model: missing or not a string")
+                .refused_in(ErrorDialect::Anthropic));
         };
         if let Err(problem) = check_model_name(&request.model) {
-            return refused_model(&problem).into_response_in(ErrorDialect::Anthropic);
+            return Err(refused_model(&problem).refused_in(ErrorDialect::Anthropic));
         }
         let Some(combo) = routes.resolve(&request.model) else {
             let message = format!("unknown model \"{}\"", request.model);
-            return ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
-                .into_response_in(ErrorDialect::Anthropic);
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
+                .refused_in(ErrorDialect::Anthropic));
         };
         let inbound =
             ClientRequest { dialect: ClientDialect::Anthropic, body: &body, query, headers };
@@ -77,7 +77,7 @@ impl Proxy {
                         {
                             response.headers_mut().insert("x-switchyard-target", label);
                         }
-                        return response;
+                        return Ok(response);
                     }
                 }
                 Ok(answer) => {
@@ -90,7 +90,7 @@ impl Proxy {
         }
         let mut response = axum::Json(json!({ "input_tokens": estimate(&body) })).into_response();
         response.headers_mut().insert("x-switchyard-estimate", HeaderValue::from_static("true"));
-        response
+        Ok(response)
     }
 }
 

@@ -15,7 +15,7 @@ use switchyard_core::text::bounded;
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
 use ts_rs::TS;
 
-use crate::server::ApiError;
+use super::refusal::ApiError;
 
 /// One line of a routing trace: what happened to one candidate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]

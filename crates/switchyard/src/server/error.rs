@@ -1,28 +1,17 @@
-//! Errors as clients see them: one type, rendered in the dialect of the route that failed
+//! Errors as clients see them: one type ([`ApiError`], the proxy's own), rendered here in the
+//! dialect of the route that failed
 //! (OpenAI's `{"error": {...}}` on `/v1/chat/completions` and `/v1/models`, Anthropic's
 //! `{"type": "error", "error": {...}}` on `/v1/messages`).
 
-use std::time::Duration;
-
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use crate::proxy::refusal::Refused;
+pub use crate::proxy::refusal::{ApiError, Dialect};
 use ts_rs::TS;
-
-/// The client dialect of a route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    OpenAi,
-    Anthropic,
-}
-
-impl Dialect {
-    pub fn of_path(path: &str) -> Self {
-        if path.starts_with("/v1/messages") { Self::Anthropic } else { Self::OpenAi }
-    }
-}
 
 /// The body of every error of the management API (and of `/v1/chat/completions`): OpenAI's
 /// error shape, with Switchyard's detail beside it.
@@ -46,29 +35,7 @@ pub struct ErrorInfo {
     pub switchyard: Option<Value>,
 }
 
-/// An error for the client.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    /// A stable machine name (`authentication_error`, `invalid_request_error`, ...).
-    pub kind: &'static str,
-    pub message: String,
-    pub retry_after: Option<Duration>,
-    /// Extra detail for the body (e.g. why each candidate was skipped or failed).
-    pub detail: Option<Value>,
-    /// The request field at fault, as OpenAI's `error.param` (the SDKs show it).
-    pub param: Option<&'static str>,
-}
-
 impl ApiError {
-    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), retry_after: None, detail: None, param: None }
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
-    }
-
     pub fn into_response_in(self, dialect: Dialect) -> Response {
         let body = match dialect {
             Dialect::OpenAi => {
@@ -91,6 +58,9 @@ impl ApiError {
             }),
         };
         let mut response = (self.status, Json(body)).into_response();
+        if self.final_answer {
+            response.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        }
         if let Some(wait) = self.retry_after {
             // Whole seconds, rounded up: coming back early would only be refused again.
             let secs = wait.as_millis().div_ceil(1000).max(1);
@@ -102,13 +72,8 @@ impl ApiError {
     }
 }
 
-impl From<switchyard_providers::dialect::ClientDialect> for Dialect {
-    fn from(d: switchyard_providers::dialect::ClientDialect) -> Self {
-        match d {
-            // The Responses API reports errors in OpenAI's shape.
-            switchyard_providers::dialect::ClientDialect::OpenAi
-            | switchyard_providers::dialect::ClientDialect::Responses => Self::OpenAi,
-            switchyard_providers::dialect::ClientDialect::Anthropic => Self::Anthropic,
-        }
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        self.error.into_response_in(self.dialect)
     }
 }

@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use axum::{Extension, Json};
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -65,7 +65,11 @@ async fn proxied(
 ) -> Response {
     let caller = caller.map(|Extension(key)| key);
     match read(body, client).await {
-        Ok(body) => state.proxy.handle(client, caller.as_ref(), headers, uri.query(), body).await,
+        Ok(body) => state
+            .proxy
+            .handle(client, caller.as_ref(), headers, uri.query(), body)
+            .await
+            .into_response(),
         Err(refusal) => refusal,
     }
 }
@@ -79,7 +83,7 @@ pub(super) async fn count_tokens(
     body: Body,
 ) -> Response {
     match read(body, ClientDialect::Anthropic).await {
-        Ok(body) => state.proxy.count_tokens(&headers, uri.query(), body).await,
+        Ok(body) => state.proxy.count_tokens(&headers, uri.query(), body).await.into_response(),
         Err(refusal) => refusal,
     }
 }

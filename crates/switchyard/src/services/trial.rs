@@ -3,6 +3,7 @@
 //! so a user can see what a combo does before pointing an editor at it.
 
 use axum::http::HeaderMap;
+use axum::response::IntoResponse;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -71,6 +72,7 @@ impl Services {
             .proxy
             .handle_logged(ClientDialect::OpenAi, None, &HeaderMap::new(), None, body)
             .await;
+        let response = response.unwrap_or_else(IntoResponse::into_response);
         let status = response.status();
         let bytes =
             axum::body::to_bytes(response.into_body(), MAX_ANSWER).await.unwrap_or_default();

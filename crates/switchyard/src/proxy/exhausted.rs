@@ -231,6 +231,18 @@ impl Trace {
         serde_json::to_string(&self.entries).unwrap_or_default()
     }
 
+    /// The unconfirmed skip reason of the first candidate benched for one, if any.
+    fn waiting_for_confirmation(&self) -> Option<&str> {
+        let unconfirmed = [SkipReason::DestinationUnconfirmed, SkipReason::CredentialUnconfirmed]
+            .map(SkipReason::code);
+        self.entries.iter().find_map(|entry| match &entry.what {
+            TraceEvent::Skipped { reason } if unconfirmed.contains(&reason.as_ref()) => {
+                Some(reason.as_ref())
+            }
+            _ => None,
+        })
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
         let rate_limited = self.all_rate_limited && !self.entries.is_empty();
@@ -244,7 +256,7 @@ impl Trace {
         } else {
             (StatusCode::SERVICE_UNAVAILABLE, "overloaded_error")
         };
-        let message = if self.entries.is_empty() {
+        let mut message = if self.entries.is_empty() {
             format!("no candidate of \"{}\" has a configured credential", self.combo)
         } else {
             format!(
@@ -252,6 +264,14 @@ impl Trace {
                 self.combo
             )
         };
+        // Benched until a person acts: the body names what to do, not only the code.
+        if let Some(reason) = self.waiting_for_confirmation() {
+            message.push_str(&format!(
+                "; {reason}: a destination or secret the config introduced was never \
+                 confirmed; if you trust it, confirm it with Confirm on the Providers page or \
+                 `switchyard config confirm`"
+            ));
+        }
         let mut error = ApiError::new(status, kind, message);
         error.retry_after = retry_after;
         error.detail = Some(serde_json::json!({ "candidates": self.entries }));

@@ -620,3 +620,32 @@ async fn a_keyless_destination_present_at_the_first_start_of_this_version_stays_
     assert_eq!(ollama.total_attempts(), 2, "the first start's trust survives the restart");
     drop(h.stop().await);
 }
+
+/// A provider added with `?confirm=true` (the Providers page's own form, where the user typed
+/// the URL) is used at once when it is keyless; the flag confirms where requests go, never a
+/// secret sent there, so a key it carries still waits for its own confirmation.
+#[tokio::test]
+async fn confirming_a_new_provider_confirms_its_destination_and_no_secret() {
+    let h = Harness::start("").await;
+    let local = switchyard_testkit::MockUpstream::start().await;
+    let keyed = switchyard_testkit::MockUpstream::start().await;
+    let provider = |id: &str, at: &switchyard_testkit::MockUpstream| json!({ "id": id, "kind": "openai", "base_url": format!("{}/v1", at.base_url()) });
+    let (status, body) = h
+        .api(reqwest::Method::POST, "/api/providers?confirm=true", &provider("local", &local))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["unconfirmed"], json!([]), "{body}");
+    assert_eq!(h.openai("local/llama3", false).send().await.unwrap().status(), 200);
+    assert_eq!(local.total_attempts(), 1);
+
+    let mut with_key = provider("keyed", &keyed);
+    with_key["credentials"] = json!([{ "id": "k", "secret": "env:CANARY" }]);
+    let (status, body) =
+        h.api(reqwest::Method::POST, "/api/providers?confirm=true", &with_key).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["credentials"][0]["unconfirmed"][0]["reference"], "env:CANARY", "{body}");
+    let refused = h.openai("keyed/gpt-4o", false).send().await.unwrap();
+    assert!(refused.text().await.unwrap().contains("credential_unconfirmed"));
+    assert_eq!(keyed.connections_accepted(), 0, "the key went out on a provider's confirm");
+    drop(h.stop().await);
+}

@@ -257,23 +257,33 @@ impl Services {
         self.provider(provider)
     }
 
-    /// Adds a provider. Its credentials, if any, carry secret references only.
-    pub async fn create_provider(&self, form: ProviderForm) -> Result<ProviderView, EditError> {
+    /// Adds a provider. Its credentials, if any, carry secret references only. With
+    /// `confirm`, where its requests go is confirmed with it (see [`own_destinations`]).
+    pub async fn create_provider(
+        &self,
+        form: ProviderForm,
+        confirm: bool,
+    ) -> Result<ProviderView, EditError> {
         let id = form.id.clone();
         let at = format!("providers[{}]", self.editor.current().form.providers.len());
+        let confirms = own_destinations(&id, confirm);
         self.editor
-            .edit(|config| append_new(&mut config.providers, form, |p| &p.id, "id", "provider"))
+            .edit_confirming(&confirms, |config| {
+                append_new(&mut config.providers, form, |p| &p.id, "id", "provider")
+            })
             .await
             .map_err(|e| relative(e, &at))?;
         self.provider(&id)
     }
 
     /// Changes the provider's fields named in `patch` (a JSON merge patch of its form; `id`
-    /// and `credentials` cannot be changed here).
+    /// and `credentials` cannot be changed here). With `confirm`, the destinations the change
+    /// introduces are confirmed with it, never a secret sent there.
     pub async fn update_provider(
         &self,
         id: &str,
         patch: &Value,
+        confirm: bool,
     ) -> Result<ProviderView, EditError> {
         let Value::Object(fields) = patch else {
             return Err(Problem::new("(body)", "expected a JSON object of provider fields").into());
@@ -295,8 +305,9 @@ impl Services {
             .into());
         }
         let index = provider_index(&self.editor.current().form, id)?;
+        let confirms = own_destinations(id, confirm);
         self.editor
-            .edit(|config| {
+            .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, id)?;
                 let slot = &mut config.providers[index];
                 let mut merged = serde_json::to_value(&*slot).expect("forms serialize");
@@ -777,6 +788,18 @@ fn own_pairs<'a>(
     move |key, pair| {
         let own = key.provider.as_str() == provider && key.credential.as_str() == credential;
         own && (confirm || (typed.is_some() && typed == pair.reference))
+    }
+}
+
+/// What a provider edit confirms: with `confirm` (the user typed its URLs in this edit and
+/// agreed), the destination bindings of that provider, so a keyless local server added on the
+/// Providers page is used at once; never a secret binding, which its credential confirms.
+fn own_destinations(
+    provider: &str,
+    confirm: bool,
+) -> impl Fn(&CredentialKey, &Binding) -> bool + Send + Sync + '_ {
+    move |key, binding| {
+        confirm && key.provider.as_str() == provider && binding.is_destination_only()
     }
 }
 

@@ -604,12 +604,12 @@ async fn a_keyless_destination_present_at_the_first_start_of_this_version_stays_
 
     let newcomer = switchyard_testkit::MockUpstream::start().await;
     let file = data.path().join(switchyard_e2e::harness::CONFIG_FILE);
-    let mut text = std::fs::read_to_string(&file).unwrap();
-    text.push_str(&format!(
-        "\n[[providers]]\nid = \"newcomer\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n",
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = format!(
+        "{text}\n[[providers]]\nid = \"newcomer\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n",
         newcomer.base_url()
-    ));
-    std::fs::write(&file, text).unwrap();
+    );
+    std::fs::write(&file, edited).unwrap();
     let h = Harness::start_in_with(mock, data.path(), Setup::new("").reuse_config()).await;
     let refused = h.openai("newcomer/llama3", false).send().await.unwrap();
     assert_ne!(refused.status(), 200);

@@ -65,7 +65,7 @@ async fn confirmed_destinations_read_back_after_a_restart_beside_the_pairs() {
     let local = Binding::destination_only("http://127.0.0.1:11434");
     let pair = Binding::new("env:K", OPENAI);
     store.confirm_bindings(&[local.clone(), pair.clone()], T0).await.unwrap();
-    store.confirm_bindings(&[local.clone()], UnixMillis(T0.0 + 1_000)).await.unwrap();
+    store.confirm_bindings(std::slice::from_ref(&local), UnixMillis(T0.0 + 1_000)).await.unwrap();
     store.close().await;
 
     let store = Store::open(&path).await.unwrap();

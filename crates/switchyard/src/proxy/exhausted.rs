@@ -256,7 +256,7 @@ impl Trace {
         } else {
             (StatusCode::SERVICE_UNAVAILABLE, "overloaded_error")
         };
-        let mut message = if self.entries.is_empty() {
+        let message = if self.entries.is_empty() {
             format!("no candidate of \"{}\" has a configured credential", self.combo)
         } else {
             format!(
@@ -265,13 +265,14 @@ impl Trace {
             )
         };
         // Benched until a person acts: the body names what to do, not only the code.
-        if let Some(reason) = self.waiting_for_confirmation() {
-            message.push_str(&format!(
-                "; {reason}: a destination or secret the config introduced was never \
+        let message = match self.waiting_for_confirmation() {
+            Some(reason) => format!(
+                "{message}; {reason}: a destination or secret the config introduced was never \
                  confirmed; if you trust it, confirm it with Confirm on the Providers page or \
                  `switchyard config confirm`"
-            ));
-        }
+            ),
+            None => message,
+        };
         let mut error = ApiError::new(status, kind, message);
         error.retry_after = retry_after;
         error.detail = Some(serde_json::json!({ "candidates": self.entries }));

@@ -408,3 +408,244 @@ async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
     assert!(second.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
     drop(h.stop().await);
 }
+
+/// A keyless provider at `{collector}` (OpenAI and Anthropic dialects), a combo on it, an
+/// alias for Claude names and the default route: a "recommended" config that sends no secret
+/// and every prompt. Written before the harness's tables, where a top-level key belongs.
+fn collector_config(collector: &switchyard_testkit::MockUpstream) -> String {
+    format!(
+        r#"default_route = "recommended"
+
+[[providers]]
+id = "collector"
+kind = "openai"
+base_url = "{base}/v1"
+
+[[providers]]
+id = "collector-an"
+kind = "anthropic"
+base_url = "{base}"
+
+[[combos]]
+name = "recommended"
+targets = [{{ target = "collector/gpt-4o" }}]
+
+[[aliases]]
+match = "claude-*"
+to = "collector-an/claude-sonnet"
+"#,
+        base = collector.base_url()
+    )
+}
+
+/// The imported providers' extra tables: the harness's providers and timeouts come first in
+/// the file, so these follow them.
+fn imported_text(h: &Harness, collector: &switchyard_testkit::MockUpstream, extra: &str) -> String {
+    let text = collector_config(collector);
+    let (top, tables) = text.split_once('\n').expect("the default route, then tables");
+    format!(
+        "{top}\n{}",
+        switchyard_e2e::harness::config_text(&h.mock, &format!("{tables}\n{extra}"))
+    )
+}
+
+/// Issue 26, point 1: an imported keyless provider at a new host gets no request (routed by a
+/// combo, an alias or the default route, a connection test, a model list, a token count)
+/// until the user confirms where its requests go; the dry run lists that destination as new,
+/// and every refusal names `destination_unconfirmed` and the fix. After the confirmation its
+/// requests go there.
+#[tokio::test]
+async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_confirmed() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(FALLBACK)).await;
+    let collector = switchyard_testkit::MockUpstream::start().await;
+    let collector_host = collector.base_url().to_lowercase();
+
+    let team = "\n[team]\ndatabase_url = \"env:TEAM_DB\"\n";
+    let import = |text: String, query: &'static str| {
+        h.http
+            .post(h.url(&format!("/api/config/import{query}")))
+            .bearer_auth(MANAGEMENT_TOKEN)
+            .body(text)
+            .send()
+    };
+    let dry = import(imported_text(&h, &collector, team), "?dry_run=true").await.unwrap();
+    assert_eq!(dry.status(), 200);
+    let dry: serde_json::Value = dry.json().await.unwrap();
+    let requests_to = |host: &str| {
+        dry["pairs"].as_array().unwrap().iter().find(|p| {
+            p["reference"].is_null() && p["destination"].as_str().unwrap().starts_with(host)
+        })
+    };
+    let new = requests_to(&collector_host).unwrap_or_else(|| panic!("listed: {dry}"));
+    assert_eq!(new["state"], "new", "{dry}");
+    assert_eq!(new["credentials"], json!(["collector/default", "collector-an/default"]), "{dry}");
+    let known = requests_to(&h.mock.base_url().to_lowercase());
+    assert_eq!(known.map(|p| p["state"].clone()), Some(json!("known")), "{dry}");
+    assert_eq!(dry["team"]["database_url"], "env:TEAM_DB", "the team section is listed: {dry}");
+    assert_eq!(dry["team"]["state"], "new", "{dry}");
+    assert!(!dry.to_string().contains("postgres://"), "a reference, never the URL: {dry}");
+
+    let imported = import(imported_text(&h, &collector, ""), "").await.unwrap();
+    assert_eq!(imported.status(), 200);
+    let (_, view) = h.api_get("/api/providers/collector").await;
+    assert_eq!(view["unconfirmed"][0]["reference"], serde_json::Value::Null, "{view}");
+    assert!(view["unconfirmed"][0]["destination"].as_str().unwrap().starts_with(&collector_host));
+
+    // Every way a request would reach the collector: a combo, the default route, an alias
+    // (both dialects), the provider directly, streamed or not.
+    let refusals = [
+        h.openai("recommended", false).send().await.unwrap(),
+        h.openai("some-model-nothing-names", true).send().await.unwrap(),
+        h.openai("collector/gpt-4o", false).send().await.unwrap(),
+        h.anthropic("claude-sonnet-4-5", false).send().await.unwrap(),
+        h.anthropic("claude-haiku-4-5", true).send().await.unwrap(),
+    ];
+    for refused in refusals {
+        assert_ne!(refused.status(), 200);
+        let body = refused.text().await.unwrap();
+        assert!(body.contains("destination_unconfirmed"), "the skip reason is named: {body}");
+        assert!(body.contains("switchyard config confirm"), "the fix is named: {body}");
+    }
+    let logged = h.newest_logged().await;
+    assert!(logged.to_string().contains("destination_unconfirmed"), "the trace says so: {logged}");
+    let (_, tested) = h
+        .api(reqwest::Method::POST, "/api/providers/collector/test", &serde_json::Value::Null)
+        .await;
+    assert_eq!(tested["ok"], false, "{tested}");
+    let error = tested["error"].as_str().unwrap();
+    assert!(
+        error.contains("destination_unconfirmed")
+            && error.contains(&collector_host)
+            && error.contains("confirm"),
+        "the test names the reason, the host and how to confirm: {error}"
+    );
+    let (status, _) = h.api_get("/api/providers/collector/models").await;
+    assert_ne!(status, 200);
+    let counted = h
+        .http
+        .post(h.url("/v1/messages/count_tokens"))
+        .header("x-api-key", LOCAL_KEY)
+        .json(&json!({ "model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(counted.headers()["x-switchyard-estimate"], "true", "counted locally, not there");
+    // An API edit (here the desktop window's IPC) introducing another keyless provider there
+    // is no confirmation either.
+    let created = h
+        .in_process()
+        .call(ApiCall {
+            method: "POST".to_owned(),
+            path: "/api/providers".to_owned(),
+            body: Some(json!({ "id": "added", "kind": "openai", "base_url": format!("{}/v1", collector.base_url()) })),
+        })
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["unconfirmed"][0]["reference"], serde_json::Value::Null);
+    assert_ne!(h.openai("added/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_eq!(
+        collector.connections_accepted(),
+        0,
+        "the collector was reached before any confirmation"
+    );
+
+    // The user confirms the provider's destination: from then on its requests go there, and
+    // so do those of every provider that sends only there.
+    let (status, body) = h
+        .api(reqwest::Method::POST, "/api/providers/collector/confirm", &serde_json::Value::Null)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["unconfirmed"], json!([]), "{body}");
+    assert_eq!(h.openai("recommended", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.anthropic("claude-sonnet-4-5", false).send().await.unwrap().status(), 200);
+    assert_eq!(
+        collector.total_attempts(),
+        2,
+        "after the confirmation requests go where the user agreed"
+    );
+    drop(h.stop().await);
+}
+
+/// Issue 26: the first start of the version that binds destinations trusts those of the
+/// config it starts with, so a keyless local server the user already ran keeps working (a
+/// state file of the version before: secret pairs confirmed, no destination yet); from then
+/// on a keyless provider new at start (the config file edited by hand) gets no request.
+#[tokio::test]
+async fn a_keyless_destination_present_at_the_first_start_of_this_version_stays_confirmed() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let ollama = switchyard_testkit::MockUpstream::start().await;
+    let destination = switchyard_core::binding::destination(&mock.base_url()).unwrap();
+    {
+        // What the version before left: its first use done, the user's secret pairs confirmed.
+        let store =
+            switchyard_store::Store::open(&data.path().join(switchyard::STATE_FILE)).await.unwrap();
+        let (section, version) = switchyard::FIRST_USE;
+        let now = switchyard_core::UnixMillis(1_800_000_000_000);
+        store.save_settings(section, version, &json!({ "first_use": true }), now).await.unwrap();
+        let pairs = ["env:OA_1", "env:OA_2"]
+            .map(|r| switchyard_core::binding::Binding::new(r, destination.clone()));
+        store.confirm_bindings(&pairs, now).await.unwrap();
+        store.close().await;
+    }
+    let ollama_provider = format!(
+        "[[providers]]\nid = \"ollama\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n",
+        ollama.base_url()
+    );
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(&ollama_provider)).await;
+    assert_eq!(h.openai("ollama/llama3", false).send().await.unwrap().status(), 200);
+    assert_eq!(ollama.total_attempts(), 1, "the user's own keyless server is used");
+    assert_eq!(h.openai("oa/gpt-4o", false).send().await.unwrap().status(), 200);
+    let (_, view) = h.api_get("/api/providers/ollama").await;
+    assert_eq!(view["unconfirmed"], json!([]), "{view}");
+    let mock = h.stop().await;
+
+    let newcomer = switchyard_testkit::MockUpstream::start().await;
+    let file = data.path().join(switchyard_e2e::harness::CONFIG_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = format!(
+        "{text}\n[[providers]]\nid = \"newcomer\"\nkind = \"openai\"\nbase_url = \"{}/v1\"\n",
+        newcomer.base_url()
+    );
+    std::fs::write(&file, edited).unwrap();
+    let h = Harness::start_in_with(mock, data.path(), Setup::new("").reuse_config()).await;
+    let refused = h.openai("newcomer/llama3", false).send().await.unwrap();
+    assert_ne!(refused.status(), 200);
+    let body = refused.text().await.unwrap();
+    assert!(body.contains("destination_unconfirmed"), "{body}");
+    assert_eq!(newcomer.connections_accepted(), 0, "a host new at a later start got a request");
+    assert_eq!(h.openai("ollama/llama3", false).send().await.unwrap().status(), 200);
+    assert_eq!(ollama.total_attempts(), 2, "the first start's trust survives the restart");
+    drop(h.stop().await);
+}
+
+/// A provider added with `?confirm=true` (the Providers page's own form, where the user typed
+/// the URL) is used at once when it is keyless; the flag confirms where requests go, never a
+/// secret sent there, so a key it carries still waits for its own confirmation.
+#[tokio::test]
+async fn confirming_a_new_provider_confirms_its_destination_and_no_secret() {
+    let h = Harness::start("").await;
+    let local = switchyard_testkit::MockUpstream::start().await;
+    let keyed = switchyard_testkit::MockUpstream::start().await;
+    let provider = |id: &str, at: &switchyard_testkit::MockUpstream| json!({ "id": id, "kind": "openai", "base_url": format!("{}/v1", at.base_url()) });
+    let (status, body) = h
+        .api(reqwest::Method::POST, "/api/providers?confirm=true", &provider("local", &local))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["unconfirmed"], json!([]), "{body}");
+    assert_eq!(h.openai("local/llama3", false).send().await.unwrap().status(), 200);
+    assert_eq!(local.total_attempts(), 1);
+
+    let mut with_key = provider("keyed", &keyed);
+    with_key["credentials"] = json!([{ "id": "k", "secret": "env:CANARY" }]);
+    let (status, body) =
+        h.api(reqwest::Method::POST, "/api/providers?confirm=true", &with_key).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["credentials"][0]["unconfirmed"][0]["reference"], "env:CANARY", "{body}");
+    let refused = h.openai("keyed/gpt-4o", false).send().await.unwrap();
+    assert!(refused.text().await.unwrap().contains("credential_unconfirmed"));
+    assert_eq!(keyed.connections_accepted(), 0, "the key went out on a provider's confirm");
+    drop(h.stop().await);
+}

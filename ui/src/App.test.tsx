@@ -34,6 +34,7 @@ const provider: ProviderView = {
   models: ['gpt-4o'],
   headers: {},
   credentials: [],
+  unconfirmed: [],
   passthrough: true,
   api: null,
 };

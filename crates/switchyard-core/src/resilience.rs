@@ -59,6 +59,10 @@ pub enum SkipReason {
     /// (see `binding`). Not a health state: it lives with the config, never in the registry or
     /// the state file's health tables.
     CredentialUnconfirmed,
+    /// The credential's requests would go to a destination the user never confirmed (a
+    /// keyless provider an import or an API edit introduced: see `binding`). As
+    /// [`Self::CredentialUnconfirmed`], it lives with the config, not in the registry.
+    DestinationUnconfirmed,
     /// `rate_limited`: the lock came from a 429, which decides the status of the final error.
     ModelLocked {
         #[ts(type = "number")]
@@ -79,6 +83,7 @@ impl SkipReason {
             Self::CredentialExpired => "credential_expired",
             Self::CredentialRefreshing => "credential_refreshing",
             Self::CredentialUnconfirmed => "credential_unconfirmed",
+            Self::DestinationUnconfirmed => "destination_unconfirmed",
             Self::ModelLocked { .. } => "model_locked",
         }
     }
@@ -104,7 +109,8 @@ impl SkipReason {
             Self::CredentialInvalid
             | Self::CredentialExpired
             | Self::CredentialRefreshing
-            | Self::CredentialUnconfirmed => None,
+            | Self::CredentialUnconfirmed
+            | Self::DestinationUnconfirmed => None,
         }
     }
 }

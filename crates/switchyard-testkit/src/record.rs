@@ -227,11 +227,21 @@ pub(crate) struct Occupancy {
     open: watch::Sender<usize>,
     /// Left before they were finished (see [`InFlight::finish`]).
     unfinished: AtomicU64,
+    /// Every one that ever entered, finished or not.
+    entered: AtomicU64,
 }
 
 impl Occupancy {
     pub(crate) fn new() -> Self {
-        Self { open: watch::Sender::new(0), unfinished: AtomicU64::new(0) }
+        Self {
+            open: watch::Sender::new(0),
+            unfinished: AtomicU64::new(0),
+            entered: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn entered(&self) -> u64 {
+        self.entered.load(Ordering::Relaxed)
     }
 
     pub(crate) fn unfinished(&self) -> u64 {
@@ -261,6 +271,7 @@ pub(crate) struct InFlight(Arc<Occupancy>, Option<Concurrent>, bool);
 
 impl InFlight {
     pub(crate) fn enter(occupancy: &Arc<Occupancy>) -> Self {
+        occupancy.entered.fetch_add(1, Ordering::Relaxed);
         occupancy.open.send_modify(|open| *open += 1);
         Self(Arc::clone(occupancy), None, false)
     }

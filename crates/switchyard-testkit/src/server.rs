@@ -242,6 +242,18 @@ impl MockUpstream {
         self.shared.occupancy.unfinished()
     }
 
+    /// Every request received, whatever it asked for (model lists, token counts and unknown
+    /// paths too, which [`Self::attempts`] does not record), answered or not.
+    pub fn requests_received(&self) -> u64 {
+        self.shared.occupancy.entered()
+    }
+
+    /// Every connection ever accepted, with or without a request on it: `0` proves no client
+    /// reached the mock at all.
+    pub fn connections_accepted(&self) -> u64 {
+        self.shared.connections.entered()
+    }
+
     /// Connections accepted and not closed yet: how many a client keeps open (its idle pool
     /// included).
     pub fn open_connections(&self) -> usize {

@@ -118,9 +118,11 @@ pub struct CredentialConfig {
     pub secret: Option<Secret>,
     pub enabled: bool,
     pub priority: u32,
-    /// Every (secret reference, destination) pair this credential's requests send: its own
-    /// secret and the provider's secret headers to the base URL, and an OAuth credential's
-    /// tokens to the token endpoint too. Each must be confirmed before the credential is used
+    /// Every binding this credential's requests need: a (secret reference, destination) pair
+    /// for its own secret and the provider's secret headers to the base URL, and an OAuth
+    /// credential's tokens to the token endpoint too; then a destination binding for each
+    /// destination its requests reach (the base URL, an OAuth token endpoint), so a keyless
+    /// credential needs one as well. Each must be confirmed before the credential is used
     /// (see `switchyard_core::binding`).
     pub bindings: Vec<Binding>,
 }
@@ -662,7 +664,8 @@ impl ProviderForm {
 
     /// Fills each credential's [`CredentialConfig::bindings`]: its own secret's reference (in
     /// `references`, one per credential) and the provider's secret headers, each bound to the
-    /// base URL's destination, plus the token endpoint's for OAuth credentials.
+    /// base URL's destination, plus the token endpoint's for OAuth credentials; then the
+    /// destinations themselves, secret or not.
     fn bind(
         &self,
         at: &str,
@@ -690,11 +693,16 @@ impl ProviderForm {
                 .chain(headers.iter().copied())
                 .map(|r| Binding::new(r.clone(), base.clone()))
                 .collect();
+            // Requests go to the base URL whatever they carry; an OAuth credential's token
+            // requests go to the token endpoint.
+            let mut destinations = vec![base.clone()];
             if credential.kind == CredentialKind::Oauth
                 && let Some(token) = &token
             {
                 bindings.extend(own.iter().map(|r| Binding::new(r.clone(), token.clone())));
+                destinations.push(token.clone());
             }
+            bindings.extend(destinations.into_iter().map(Binding::destination_only));
             credential.bindings = bindings;
         }
         Ok(())

@@ -16,11 +16,10 @@ pub mod services;
 pub mod team;
 pub mod usage;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use switchyard_core::binding::Binding;
+use switchyard_core::binding::{self, Binding, Confirmed};
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
 use switchyard_providers::executor::Executor;
@@ -406,54 +405,86 @@ async fn load_usage(store: &Store, usage: &UsageTracker) {
     usage.load(ledger, &name_of);
 }
 
-/// The settings section that marks "trust on first use" as done: from then on, a pair new at
-/// start (a hand-edited config file, a CLI import) is unconfirmed like any other.
+/// The settings section that marks "trust on first use" of secret bindings as done: from
+/// then on, a pair new at start (a hand-edited config file, a CLI import) is unconfirmed like
+/// any other.
 pub const FIRST_USE: (&str, u32) = ("secret_bindings", 1);
 
-/// The confirmed (secret reference, destination) pairs. On the first start with this state
-/// file (a fresh install, or the first start after the upgrade that added bindings) every pair
-/// of the config the app starts with is the user's own and is recorded as confirmed: trust on
-/// first use. Without a writable state file nothing can be remembered, so the starting config
-/// is trusted for this run only (`docs/security.md` names both limits).
+/// The same for destination bindings (issue 26), marked by the first start of the version
+/// that added them: from then on, a destination new at start is unconfirmed like any other.
+pub const DESTINATIONS_FIRST_USE: (&str, u32) = ("destination_bindings", 1);
+
+/// Marks trust on first use as done, for secrets and destinations alike: an import counts as
+/// the first use, or the next start would trust whatever the imported file sends where.
+pub async fn mark_first_use(
+    store: &Store,
+    now: switchyard_core::UnixMillis,
+) -> Result<(), switchyard_store::StoreError> {
+    for (section, version) in [FIRST_USE, DESTINATIONS_FIRST_USE] {
+        if store.settings(section).await?.is_none() {
+            let marker = serde_json::json!({ "first_use": true });
+            store.save_settings(section, version, &marker, now).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The confirmed bindings. On the first start with this state file (a fresh install, or the
+/// first start after the upgrade that added secret bindings) every binding of the config the
+/// app starts with is the user's own and is recorded as confirmed: trust on first use. The
+/// first start after the upgrade that added destination bindings trusts the destinations of
+/// the credentials whose secrets are all confirmed (a local Ollama, no secret, keeps working;
+/// an import still waiting for a confirmation gains nothing). Without a writable state file
+/// nothing can be remembered, so the starting config is trusted for this run only
+/// (`docs/security.md` names both limits).
 async fn confirmed_bindings(
     store: Option<&Store>,
     config: &Config,
     now: switchyard_core::UnixMillis,
-) -> HashSet<Binding> {
-    let starting: Vec<Binding> = config.exposures().into_iter().flat_map(|e| e.bindings).collect();
-    let Some(store) = store else { return starting.into_iter().collect() };
-    let first_use = match store.settings(FIRST_USE.0).await {
-        Ok(marker) => marker.is_none(),
-        Err(error) => {
-            tracing::warn!(%error, "cannot read whether secrets were bound before; trusting the starting config for this run");
-            return starting.into_iter().collect();
+) -> Confirmed {
+    let exposures = config.exposures();
+    let starting = || exposures.iter().flat_map(|e| e.bindings.iter().cloned());
+    let Some(store) = store else { return starting().collect() };
+    let first = |section: &'static str| async move {
+        store.settings(section).await.map(|marker| marker.is_none())
+    };
+    let (secrets_first, destinations_first) = match (
+        first(FIRST_USE.0).await,
+        first(DESTINATIONS_FIRST_USE.0).await,
+    ) {
+        (Ok(secrets), Ok(destinations)) => (secrets, destinations),
+        (Err(error), _) | (_, Err(error)) => {
+            tracing::warn!(%error, "cannot read whether destinations were bound before; trusting the starting config for this run");
+            return starting().collect();
         }
     };
-    if first_use {
-        let recorded = store.confirm_bindings(&starting, now).await;
-        let marked = store
-            .save_settings(FIRST_USE.0, FIRST_USE.1, &serde_json::json!({ "first_use": true }), now)
-            .await;
-        if let Err(error) = recorded.and(marked) {
-            tracing::warn!(%error, "cannot record the starting config's secret destinations");
-        }
-        tracing::info!(
-            pairs = starting.len(),
-            "secret destinations of the starting config confirmed (first use)"
-        );
-    }
-    let mut confirmed: HashSet<Binding> = match store.bindings().await {
+    let mut confirmed: Confirmed = match store.bindings().await {
         Ok(stored) => stored.into_iter().collect(),
         Err(error) => {
-            tracing::warn!(%error, "cannot read confirmed secret destinations");
-            HashSet::new()
+            tracing::warn!(%error, "cannot read confirmed destinations");
+            Confirmed::default()
         }
     };
+    if !(secrets_first || destinations_first) {
+        return confirmed;
+    }
+    let trusted: Vec<Binding> = if secrets_first {
+        starting().collect()
+    } else {
+        binding::trusted_destinations(&exposures, &confirmed)
+    };
+    let recorded = store.confirm_bindings(&trusted, now).await;
+    let marked = mark_first_use(store, now).await;
+    if let Err(error) = recorded.and(marked) {
+        tracing::warn!(%error, "cannot record the starting config's destinations");
+    }
+    tracing::info!(
+        bindings = trusted.len(),
+        "destinations of the starting config confirmed (first use)"
+    );
     // Even when recording them failed (a read-only state file), the first use trusts them
     // for this run.
-    if first_use {
-        confirmed.extend(starting);
-    }
+    confirmed.extend(trusted);
     confirmed
 }
 

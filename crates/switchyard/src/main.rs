@@ -8,9 +8,10 @@ use clap::{Parser, Subcommand};
 use switchyard::config::editor::STORED_CONFIG;
 use switchyard::config::{Config, ConfigForm, Sources};
 use switchyard::keys;
-use switchyard::services::{PairState, imported_pairs};
-use switchyard::{App, FIRST_USE, Launch, STATE_FILE, default_data_dir};
-use switchyard_core::binding::{self, Binding};
+use switchyard::services::{ImportedPair, ImportedTeam, PairState, imported_pairs, imported_team};
+use switchyard::{App, Launch, STATE_FILE, default_data_dir, mark_first_use};
+use switchyard_core::binding::{self, Binding, Confirmed};
+use switchyard_core::resilience::SkipReason;
 use switchyard_core::{Clock as _, SystemClock};
 use switchyard_secrets::KeychainStore;
 use switchyard_store::Store;
@@ -93,17 +94,19 @@ enum ConfigCommand {
     /// Print the config as a config file (TOML; secrets appear as references only).
     Export,
     /// Check a config file and make it the stored config. Nothing changes if it is invalid.
-    /// Every (secret reference, destination) pair it sends is listed as `new` or `known`; a
-    /// new pair leaves its credential unusable until confirmed (`config confirm`).
+    /// Every destination its requests go to and every (secret reference, destination) pair it
+    /// sends is listed as `new` or `known`, and its `[team]` database when it names one; a
+    /// new one leaves its credentials unusable until confirmed (`config confirm`).
     Import {
         file: PathBuf,
         /// Only check the file (and list its pairs).
         #[arg(long)]
         dry_run: bool,
     },
-    /// List the credentials that would send a secret to a destination never confirmed for it,
-    /// and confirm them after a y/N prompt. A running server reads confirmations at start; use
-    /// the Providers page or the API to confirm for a running one.
+    /// List the providers whose requests would go to a destination never confirmed, and the
+    /// credentials that would send a secret to a destination never confirmed for it, and
+    /// confirm them after a y/N prompt. A running server reads confirmations at start; use the
+    /// Providers page or the API to confirm for a running one.
     Confirm {
         /// The config file to confirm [default: the config kept in the data directory].
         #[arg(long, env = "SWITCHYARD_CONFIG")]
@@ -311,7 +314,7 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                 .with_context(|| format!("cannot open {}", path.display()))?;
             let done = import(&store, &config, dry_run).await;
             store.close().await;
-            let pairs = done?;
+            let (pairs, team) = done?;
             let done = if dry_run { "checked" } else { "imported" };
             println!(
                 "{done} {}: {} providers, {} combos",
@@ -326,15 +329,25 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                 };
                 println!(
                     "{state:<5}  {} -> {}  ({})",
-                    pair.reference,
+                    pair.reference.as_deref().unwrap_or("requests"),
                     pair.destination,
                     pair.credentials.join(", ")
+                );
+            }
+            if let Some(team) = &team {
+                let state = match team.state {
+                    PairState::New => "new",
+                    PairState::Known => "known",
+                };
+                println!(
+                    "{state:<5}  team database {} -> from the next start, health state is shared with whatever database it names",
+                    team.database_url
                 );
             }
             let new = pairs.iter().filter(|p| p.state == PairState::New).count();
             if new > 0 && !dry_run {
                 println!(
-                    "{new} new pairs: their credentials stay unusable until you run `switchyard config confirm`"
+                    "{new} new destinations or pairs: their credentials stay unusable until you run `switchyard config confirm`"
                 );
             }
         }
@@ -413,27 +426,26 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Lists the pairs `config` sends against the confirmed ones and, unless `dry_run`, makes it
-/// the stored config. An import counts as the first use: from then on no start trusts a pair
-/// it did not see confirmed (otherwise the next start would confirm the imported file).
+/// Lists the bindings `config` needs against the confirmed ones, and its team section, and
+/// unless `dry_run` makes it the stored config. An import counts as the first use: from then
+/// on no start trusts a destination or pair it did not see confirmed (otherwise the next
+/// start would confirm the imported file).
 async fn import(
     store: &Store,
     config: &Config,
     dry_run: bool,
-) -> anyhow::Result<Vec<switchyard::services::ImportedPair>> {
-    let confirmed: std::collections::HashSet<Binding> =
-        store.bindings().await?.into_iter().collect();
+) -> anyhow::Result<(Vec<ImportedPair>, Option<ImportedTeam>)> {
+    let confirmed: Confirmed = store.bindings().await?.into_iter().collect();
     let pairs = imported_pairs(config, &confirmed);
+    let (section, version) = STORED_CONFIG;
+    let stored = store.load_settings::<ConfigForm>(section, version).await;
+    let team = imported_team(&config.form, &stored.ok().flatten().unwrap_or_default());
     if !dry_run {
         let now = SystemClock.now();
-        if store.settings(FIRST_USE.0).await?.is_none() {
-            let marker = serde_json::json!({ "first_use": true });
-            store.save_settings(FIRST_USE.0, FIRST_USE.1, &marker, now).await?;
-        }
-        let (section, version) = STORED_CONFIG;
+        mark_first_use(store, now).await?;
         store.save_settings(section, version, &config.form, now).await?;
     }
-    Ok(pairs)
+    Ok((pairs, team))
 }
 
 /// The config kept in the state file, validated with its secrets resolved.
@@ -461,28 +473,33 @@ async fn confirm(
     provider: Option<&str>,
     yes: bool,
 ) -> anyhow::Result<()> {
-    let confirmed: std::collections::HashSet<Binding> =
-        store.bindings().await?.into_iter().collect();
+    let confirmed: Confirmed = store.bindings().await?.into_iter().collect();
     let mut pairs: Vec<Binding> = Vec::new();
     for unconfirmed in binding::unconfirmed(&config.exposures(), &confirmed) {
         if provider.is_some_and(|p| unconfirmed.key.provider.as_str() != p) {
             continue;
         }
         let key = &unconfirmed.key;
-        println!("credential {}/{} would send:", key.provider, key.credential);
+        match unconfirmed.reason() {
+            SkipReason::DestinationUnconfirmed => println!("provider {} would send:", key.provider),
+            _ => println!("credential {}/{} would send:", key.provider, key.credential),
+        }
         for pair in unconfirmed.missing {
-            println!("  {} -> {}", pair.reference, pair.destination);
+            let what = pair.reference.as_deref().unwrap_or("requests");
+            println!("  {what} -> {}", pair.destination);
             if !pairs.contains(&pair) {
                 pairs.push(pair);
             }
         }
     }
     if pairs.is_empty() {
-        println!("nothing to confirm: every credential sends its secret only where confirmed");
+        println!(
+            "nothing to confirm: every provider sends its requests and secrets only where confirmed"
+        );
         return Ok(());
     }
     if !yes {
-        print!("Send these secrets to these hosts? [y/N] ");
+        print!("Send these requests and secrets to these hosts? [y/N] ");
         std::io::Write::flush(&mut std::io::stdout())?;
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
@@ -492,7 +509,7 @@ async fn confirm(
         }
     }
     store.confirm_bindings(&pairs, SystemClock.now()).await?;
-    println!("confirmed {} pairs", pairs.len());
+    println!("confirmed {} destinations and pairs", pairs.len());
     Ok(())
 }
 

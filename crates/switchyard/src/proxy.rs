@@ -20,7 +20,6 @@ mod tally;
 pub(crate) mod upstream;
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -32,7 +31,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use switchyard_core::binding::{Binding, Unconfirmed};
+use switchyard_core::binding::{Binding, Confirmed, Unconfirmed};
 use switchyard_core::clock::millis;
 use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
@@ -119,9 +118,10 @@ pub struct Proxy {
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
     incapable: Arc<continuation::Incapable>,
-    /// The (secret reference, destination) pairs the user confirmed; each routing table is
-    /// built against them. Changed only through the config editor, which also stores them.
-    confirmed: ArcSwap<HashSet<Binding>>,
+    /// The bindings (destinations, secret reference and destination pairs) the user
+    /// confirmed; each routing table is built against them. Changed only through the config
+    /// editor, which also stores them.
+    confirmed: ArcSwap<Confirmed>,
 }
 
 impl Proxy {
@@ -132,7 +132,7 @@ impl Proxy {
         log: RequestLog,
         oauth: OAuth,
         executor: &Executor,
-        confirmed: HashSet<Binding>,
+        confirmed: Confirmed,
     ) -> Self {
         let seed = clock.now().0;
         log.usage().configure(&config);
@@ -179,7 +179,7 @@ impl Proxy {
         self.routes.store(Arc::new(routes));
     }
 
-    /// Adds `bindings` to the confirmed pairs and rebuilds the routing table on the running
+    /// Adds `bindings` to the confirmed ones and rebuilds the routing table on the running
     /// config, so credentials they complete are used from the next request on. Storing them is
     /// the caller's job (the config editor), done first.
     pub fn confirm(&self, bindings: impl IntoIterator<Item = Binding>) {
@@ -187,15 +187,15 @@ impl Proxy {
         self.reconfigure(self.config());
     }
 
-    /// Adds `bindings` to the confirmed pairs for the next routing table built.
+    /// Adds `bindings` to the confirmed ones for the next routing table built.
     pub fn add_confirmed(&self, bindings: impl IntoIterator<Item = Binding>) {
-        let mut confirmed = HashSet::clone(&self.confirmed.load());
+        let mut confirmed = Confirmed::clone(&self.confirmed.load());
         confirmed.extend(bindings);
         self.confirmed.store(Arc::new(confirmed));
     }
 
-    /// The confirmed pairs.
-    pub fn confirmed(&self) -> Arc<HashSet<Binding>> {
+    /// The confirmed bindings.
+    pub fn confirmed(&self) -> Arc<Confirmed> {
         self.confirmed.load_full()
     }
 
@@ -1084,19 +1084,12 @@ impl Proxy {
     }
 }
 
-/// Why a credential has no secret to send.
+/// Why a credential has no secret to send, and so sends nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum NoSecret {
-    /// Its secret would go to a destination the user never confirmed for it (issue 19).
-    #[error(
-        "credential \"{provider}/{credential}\" is unconfirmed: it would send {pairs}, never \
-         confirmed; if you trust that host, confirm it on the Providers page, with \
-         `switchyard config confirm --provider {provider}`, or with POST \
-         /api/providers/{provider}/credentials/{credential}/confirm",
-        provider = .0.key.provider,
-        credential = .0.key.credential,
-        pairs = describe_pairs(&.0.missing)
-    )]
+    /// Its requests would go to a destination the user never confirmed (issue 26), or its
+    /// secret to a destination the user never confirmed for it (issue 19).
+    #[error("{}", describe_unconfirmed(.0))]
     Unconfirmed(Unconfirmed),
     #[error(transparent)]
     OAuth(#[from] OAuthError),
@@ -1106,23 +1099,47 @@ impl NoSecret {
     /// A stable name for routing traces and the UI: the skip reason.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Unconfirmed(_) => SkipReason::CredentialUnconfirmed.code(),
+            Self::Unconfirmed(unconfirmed) => unconfirmed.reason().code(),
             Self::OAuth(error) => error.code(),
         }
     }
 }
 
-/// `env:VAR to https://host:443, ...`: what an unconfirmed credential would send where.
+/// `env:VAR to https://host:443, requests to https://host:443, ...`: what an unconfirmed
+/// credential would send where.
 pub fn describe_pairs(pairs: &[Binding]) -> String {
-    let pairs: Vec<String> =
-        pairs.iter().map(|b| format!("{} to {}", b.reference, b.destination)).collect();
+    let pairs: Vec<String> = pairs.iter().map(Binding::to_string).collect();
     pairs.join(", ")
+}
+
+/// What an unconfirmed credential would send where, its skip reason, and every way to
+/// confirm it: the message of [`NoSecret::Unconfirmed`].
+fn describe_unconfirmed(unconfirmed: &Unconfirmed) -> String {
+    let (provider, credential) = (&unconfirmed.key.provider, &unconfirmed.key.credential);
+    let (what, endpoint) = match unconfirmed.reason() {
+        SkipReason::DestinationUnconfirmed => {
+            (format!("provider \"{provider}\""), format!("/api/providers/{provider}/confirm"))
+        }
+        _ => (
+            format!("credential \"{provider}/{credential}\""),
+            format!("/api/providers/{provider}/credentials/{credential}/confirm"),
+        ),
+    };
+    format!(
+        "{what} is unconfirmed ({code}): it would send {pairs}, never confirmed; if you trust \
+         that host, confirm it with Confirm on the Providers page, with `switchyard config \
+         confirm --provider {provider}`, or with POST {endpoint}",
+        code = unconfirmed.reason().code(),
+        pairs = describe_pairs(&unconfirmed.missing),
+    )
 }
 
 /// The secret an attempt (or a probe, a continuation, a connection test, a model list, a
 /// token count) with `provider`'s `credential` presents: see [`Proxy::secret_for`]. Every path
-/// that sends a secret gets it here, so this is where an unconfirmed credential is stopped,
-/// before any token refresh could send its refresh token.
+/// that sends a request asks here first, a keyless credential too (it gets `None`), so this
+/// is the one place an unconfirmed credential is stopped: before any request goes to a
+/// destination the user never confirmed, and before any token refresh could send its refresh
+/// token.
 async fn secret(
     oauth: &OAuth,
     routes: &Routes,

@@ -24,8 +24,8 @@ use tokio::sync::watch;
 use ts_rs::TS;
 
 pub use self::catalog::{
-    AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ImportedPair, PairState,
-    ProviderCredential, ProviderView, SecretView, imported_pairs,
+    AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ImportedPair, ImportedTeam,
+    PairState, ProviderCredential, ProviderView, SecretView, imported_pairs, imported_team,
 };
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};

@@ -30,6 +30,8 @@ fn switchyard(data: &Path, args: &[&str]) -> Output {
     command(data)
         .args(args)
         .env("SWITCHYARD_CLI_TEST_KEY", "sk-cli-test-0000000000")
+        // Validated, never connected to: no CLI command here starts a team.
+        .env("SWITCHYARD_CLI_TEST_TEAM_DB", "postgres://team@127.0.0.1:9/switchyard")
         .output()
         .expect("run switchyard")
 }
@@ -137,20 +139,23 @@ fn import_lists_each_secret_destination_as_new_or_known_and_confirm_yes_confirms
     std::fs::write(&file, GOOD).unwrap();
     let data = dir.path().join("data");
     let pair = "env:SWITCHYARD_CLI_TEST_KEY -> https://api.openai.com:443";
+    let requests = "requests -> https://api.openai.com:443";
 
     let checked =
         text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
     assert!(checked.lines().any(|l| l.starts_with("new ") && l.contains(pair)), "{checked}");
+    assert!(checked.lines().any(|l| l.starts_with("new ") && l.contains(requests)), "{checked}");
 
     let imported = text(&switchyard(&data, &["config", "import", file.to_str().unwrap()]).stdout);
-    assert!(imported.contains("1 new pairs"), "{imported}");
+    assert!(imported.contains("2 new destinations or pairs"), "{imported}");
     assert!(imported.contains("switchyard config confirm"), "{imported}");
 
     let confirmed = switchyard(&data, &["config", "confirm", "--yes"]);
     assert!(confirmed.status.success(), "{}", text(&confirmed.stderr));
     let out = text(&confirmed.stdout);
     assert!(out.contains("credential openai/main would send:") && out.contains(pair), "{out}");
-    assert!(out.contains("confirmed 1 pairs"), "{out}");
+    assert!(out.contains(requests), "{out}");
+    assert!(out.contains("confirmed 2 destinations and pairs"), "{out}");
 
     let again =
         text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
@@ -179,4 +184,40 @@ fn config_confirm_without_yes_confirms_nothing_unless_the_user_says_y() {
     let dry =
         text(&switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]).stdout);
     assert!(dry.lines().any(|l| l.starts_with("new ")), "{dry}");
+}
+
+#[test]
+fn import_lists_a_keyless_destination_and_the_team_section_and_confirm_confirms_the_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.toml");
+    let keyless = r#"
+[[providers]]
+id = "collector"
+kind = "openai"
+base_url = "https://collector.example/v1"
+
+[team]
+database_url = "env:SWITCHYARD_CLI_TEST_TEAM_DB"
+"#;
+    std::fs::write(&file, keyless).unwrap();
+    let data = dir.path().join("data");
+    let requests = "requests -> https://collector.example:443  (collector/default)";
+
+    let dry = switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]);
+    let checked = text(&dry.stdout);
+    assert!(checked.lines().any(|l| l.starts_with("new ") && l.contains(requests)), "{checked}");
+    assert!(
+        checked.lines().any(|l| l.starts_with("new ")
+            && l.contains("team database env:SWITCHYARD_CLI_TEST_TEAM_DB")),
+        "{checked}"
+    );
+    assert!(!checked.contains("postgres://"), "the reference, never the URL: {checked}");
+
+    assert!(switchyard(&data, &["config", "import", file.to_str().unwrap()]).status.success());
+    let out = text(&switchyard(&data, &["config", "confirm", "--yes"]).stdout);
+    assert!(out.contains("provider collector would send:"), "{out}");
+    assert!(out.contains("requests -> https://collector.example:443"), "{out}");
+    let again = switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]);
+    let again = text(&again.stdout);
+    assert!(again.lines().any(|l| l.starts_with("known ") && l.contains(requests)), "{again}");
 }

@@ -566,6 +566,7 @@ credentials = [{ id = "me", kind = "oauth" }]
         vec![
             Binding::new("env:OPENAI_API_KEY", "https://api.example.com:443"),
             Binding::new("env:ANTHROPIC_API_KEY", "https://api.example.com:443"),
+            Binding::destination_only("https://api.example.com:443"),
         ]
     );
     assert_eq!(
@@ -573,8 +574,31 @@ credentials = [{ id = "me", kind = "oauth" }]
         vec![
             Binding::new("keychain:acme/me", "https://api.acme.example:8443"),
             Binding::new("keychain:acme/me", "https://login.acme.example:443"),
+            Binding::destination_only("https://api.acme.example:8443"),
+            Binding::destination_only("https://login.acme.example:443"),
         ],
         "an OAuth credential's tokens go to the token endpoint too"
+    );
+}
+
+#[test]
+fn a_keyless_provider_is_bound_to_where_its_requests_go() {
+    use switchyard_core::binding::Binding;
+    let config = parse(
+        r#"
+[[providers]]
+id = "collector"
+kind = "openai"
+base_url = "https://Collector.example/v1"
+"#,
+    )
+    .unwrap();
+    let exposures = config.exposures();
+    assert_eq!(exposures[0].key.credential.as_str(), "default");
+    assert_eq!(
+        exposures[0].bindings,
+        vec![Binding::destination_only("https://collector.example:443")],
+        "no secret, yet every prompt goes there"
     );
 }
 

@@ -138,9 +138,16 @@ export class ApiClient {
   // Providers and credentials
   providers = () => this.call<ProviderView[]>('GET', '/api/providers');
   provider = (id: string) => this.call<ProviderView>('GET', `/api/providers/${seg(id)}`);
-  createProvider = (form: ProviderForm) => this.call<ProviderView>('POST', '/api/providers', form);
-  patchProvider = (id: string, patch: Record<string, unknown>) =>
-    this.call<ProviderView>('PATCH', `/api/providers/${seg(id)}`, patch);
+  /**
+   * `confirm`: the user typed (or saw) the provider's URL in this form and agreed to send its
+   * requests there, so that destination is confirmed with the edit (never a secret: each
+   * credential confirms its own). Without it a new host leaves the provider benched as
+   * `destination_unconfirmed` until Confirm.
+   */
+  createProvider = (form: ProviderForm, options: { confirm?: boolean } = {}) =>
+    this.call<ProviderView>('POST', `/api/providers${queryString({ confirm: options.confirm || undefined })}`, form);
+  patchProvider = (id: string, patch: Record<string, unknown>, options: { confirm?: boolean } = {}) =>
+    this.call<ProviderView>('PATCH', `/api/providers/${seg(id)}${queryString({ confirm: options.confirm || undefined })}`, patch);
   deleteProvider = (id: string) => this.call<Deleted>('DELETE', `/api/providers/${seg(id)}`);
   testProvider = (id: string, credential?: string) =>
     this.call<ConnectionReport>('POST', `/api/providers/${seg(id)}/test${queryString({ credential })}`);
@@ -156,6 +163,12 @@ export class ApiClient {
     );
   deleteCredential = (provider: string, credential: string) =>
     this.call<Deleted>('DELETE', `/api/providers/${seg(provider)}/credentials/${seg(credential)}`);
+  /**
+   * Confirms where the provider's requests go and where its credentials send their secrets:
+   * only after the user saw the provider's `unconfirmed` list.
+   */
+  confirmProvider = (provider: string) =>
+    this.call<ProviderView>('POST', `/api/providers/${seg(provider)}/confirm`);
   /** Confirms where the credential sends its secret: only after the user saw the pairs. */
   confirmCredential = (provider: string, credential: string) =>
     this.call<ProviderView>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/confirm`);

@@ -2,9 +2,13 @@
 import type { PairState } from "./PairState";
 
 /**
- * One pair an imported config sends, and whether the user confirmed it before.
+ * One binding an imported config needs, and whether the user confirmed it before.
  */
-export type ImportedPair = { reference: string, destination: string, 
+export type ImportedPair = { 
+/**
+ * The secret sent there; `null` for where requests go.
+ */
+reference: string | null, destination: string, 
 /**
  * `new` or `known`.
  */

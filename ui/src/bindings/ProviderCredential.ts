@@ -8,8 +8,9 @@ import type { SecretView } from "./SecretView";
  */
 export type ProviderCredential = { id: string, kind: CredentialKind, enabled: boolean, priority: number, secret: SecretView, 
 /**
- * The (secret reference, destination) pairs this credential would send that the user
- * never confirmed: while any is listed the credential is benched with status
- * `unconfirmed`. Confirm with `POST .../credentials/{id}/confirm` after showing them.
+ * The bindings this credential needs that the user never confirmed: (secret reference,
+ * destination) pairs, and destinations its requests would go to (`reference` null).
+ * While any is listed the credential is benched with status `unconfirmed`. Confirm with
+ * `POST .../credentials/{id}/confirm` after showing them.
  */
 unconfirmed: Array<Binding>, };

@@ -3,4 +3,4 @@
 /**
  * Why the planner may not use a candidate right now. Kept in each request's routing trace.
  */
-export type SkipReason = { "reason": "breaker_open", retry_in_ms: number, } | { "reason": "breaker_probing", retry_in_ms: number, } | { "reason": "credential_cooling", retry_in_ms: number, } | { "reason": "credential_quota_exhausted", retry_in_ms: number, } | { "reason": "credential_invalid" } | { "reason": "credential_expired" } | { "reason": "credential_refreshing" } | { "reason": "credential_unconfirmed" } | { "reason": "model_locked", retry_in_ms: number, rate_limited: boolean, };
+export type SkipReason = { "reason": "breaker_open", retry_in_ms: number, } | { "reason": "breaker_probing", retry_in_ms: number, } | { "reason": "credential_cooling", retry_in_ms: number, } | { "reason": "credential_quota_exhausted", retry_in_ms: number, } | { "reason": "credential_invalid" } | { "reason": "credential_expired" } | { "reason": "credential_refreshing" } | { "reason": "credential_unconfirmed" } | { "reason": "destination_unconfirmed" } | { "reason": "model_locked", retry_in_ms: number, rate_limited: boolean, };

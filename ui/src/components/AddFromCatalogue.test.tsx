@@ -45,6 +45,8 @@ describe('AddFromCatalogue', () => {
 
     // The key goes with the credential (to the keychain); the provider names only its preset.
     expect(transport.callsTo('POST', '/api/providers')[0]!.body).toEqual({ id: 'openai', preset: 'openai' });
+    // The base URL was in front of the user: where its requests go is confirmed with it.
+    expect(transport.callsTo('POST', '/api/providers')[0]!.path).toBe('/api/providers?confirm=true');
     expect(transport.callsTo('POST', '/api/providers/openai/credentials')[0]!.body).toEqual({ id: 'main', secret: 'sk-test-key' });
     expect(lastTests.all().openai?.ok).toBe(true);
     expect(screen.getByLabelText('API key')).toHaveValue('');
@@ -79,7 +81,7 @@ describe('AddFromCatalogue', () => {
     expect(transport.callsTo('POST', '/api/providers')[0]!.body).toEqual({ id: 'openai', preset: 'openai', base_url: 'http://127.0.0.1:9/v1' });
 
     await userEvent.click(screen.getByRole('button', { name: 'Test connection' }));
-    const created = () => transport.calls.filter((c) => c.method === 'POST' && c.path === '/api/providers');
+    const created = () => transport.calls.filter((c) => c.method === 'POST' && c.path.split('?')[0] === '/api/providers');
     await waitFor(() => expect(created()).toHaveLength(2));
     expect(transport.callsTo('DELETE', '/api/providers/openai')).toHaveLength(1);
   });

@@ -54,7 +54,9 @@ export function AddFromCatalogue({
       await api.deleteProvider(created);
       setCreated(null);
     }
-    await api.createProvider(presetProvider(preset, id.trim(), baseUrl));
+    // The base URL is in the form in front of the user (filled by the preset, editable): a
+    // keyless local server is used at once (its key, if any, confirms its own pair).
+    await api.createProvider(presetProvider(preset, id.trim(), baseUrl), { confirm: true });
     setCreated(id.trim());
     if (key.trim() !== '') await api.createCredential(id.trim(), { id: 'main', secret: key.trim() });
     const answer = await api.testProvider(id.trim());

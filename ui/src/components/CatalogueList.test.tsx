@@ -18,6 +18,7 @@ const configured: ProviderView = {
   models: [],
   headers: {},
   credentials: [],
+  unconfirmed: [],
   passthrough: true,
   api: null,
 };

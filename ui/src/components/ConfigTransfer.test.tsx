@@ -19,6 +19,16 @@ const summary = (dry_run: boolean): ImportSummary => ({
     { reference: 'env:OPENAI_API_KEY', destination: 'https://evil.example:443', state: 'new', credentials: ['oa/main'] },
     { reference: 'env:ANTHROPIC_API_KEY', destination: 'https://api.anthropic.com:443', state: 'known', credentials: ['an/main'] },
   ],
+  team: null,
+});
+
+/** A keyless provider at a new host, routed to by default, and a team database: no secret, every prompt. */
+const keyless = (dry_run: boolean): ImportSummary => ({
+  providers: 1,
+  combos: 1,
+  dry_run,
+  pairs: [{ reference: null, destination: 'https://collector.example:443', state: 'new', credentials: ['collector/default'] }],
+  team: { database_url: 'env:DATABASE_URL', instance: null, state: 'new' },
 });
 
 const refused: ApiReply = {
@@ -59,7 +69,7 @@ describe('the config import dialog', () => {
     const { transport } = renderWithServer(<ConfigTransfer />, server());
     const dialog = await pickFile(TOML);
 
-    const table = within(await dialog.findByRole('table', { name: 'Secrets and where they go' }));
+    const table = within(await dialog.findByRole('table', { name: 'What it sends where' }));
     const dryRuns = transport.callsTo('POST', '/api/config/import');
     expect(dryRuns).toHaveLength(1);
     expect(dryRuns[0]?.path).toBe('/api/config/import?dry_run=true');
@@ -76,6 +86,20 @@ describe('the config import dialog', () => {
       'New: this would send the secret env:OPENAI_API_KEY to https://evil.example:443',
     );
     expect(realImports(transport.calls)).toHaveLength(0);
+  });
+
+  it('lists a keyless destination and the team database: a file with no secret still says where prompts go', async () => {
+    renderWithServer(<ConfigTransfer />, server(() => ok(keyless(true))));
+    const dialog = await pickFile(TOML);
+
+    const table = within(await dialog.findByRole('table', { name: 'What it sends where' }));
+    const rows = table.getAllByRole('row').slice(1);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toHaveTextContent('Requests (prompts and what they carry)https://collector.example:443collector/defaultnew');
+    expect(dialog.getByText(/New: this would send your prompts/)).toHaveTextContent('https://collector.example:443');
+    expect(dialog.getByTestId('import-team')).toHaveTextContent('env:DATABASE_URL');
+    expect(dialog.queryByText(/sends no secret/)).not.toBeInTheDocument();
+    expect(dialog.getByRole('button', { name: 'Import and allow these destinations' })).toBeInTheDocument();
   });
 
   it('Import sends the file without confirm: new pairs stay benched', async () => {
@@ -128,7 +152,7 @@ describe('the config import dialog', () => {
     await userEvent.click(dialog.getByLabelText('Or paste the config'));
     await userEvent.paste(TOML);
     await userEvent.click(dialog.getByRole('button', { name: 'Check' }));
-    await dialog.findByRole('table', { name: 'Secrets and where they go' });
+    await dialog.findByRole('table', { name: 'What it sends where' });
     expect(transport.callsTo('POST', '/api/config/import')[0]?.body).toBe(TOML);
 
     await userEvent.click(dialog.getByRole('button', { name: 'Cancel' }));

@@ -5,9 +5,11 @@ import { Badge, BusyButton, CopyButton, ErrorNote } from './controls';
 import { download } from '../app/download';
 
 /**
- * Config export and import. An import is always checked first (a dry run), and its
- * (secret reference, destination) pairs shown, because a shared file can point a secret the
- * user holds at a host the user never chose (issue 19): the user decides with the list in view.
+ * Config export and import. An import is always checked first (a dry run), and what it would
+ * send where shown: every destination its requests go to (a keyless provider sends prompts,
+ * and the files an agent read, with no secret at all: issue 26), every (secret reference,
+ * destination) pair (a shared file can point a secret the user holds at a host the user never
+ * chose: issue 19) and its team database. The user decides with the list in view.
  */
 export function ConfigTransfer() {
   const [importing, setImporting] = useState(false);
@@ -117,8 +119,8 @@ function ImportDialog({ onClose }: { onClose: () => void }) {
         </p>
         {benched.length > 0 && !imported.allowed ? (
           <p>
-            Credentials that send a secret to a new destination are benched (<code>unconfirmed</code>) until you confirm
-            them on the Providers page.
+            Providers whose requests or secrets would go to a new destination are benched (<code>unconfirmed</code>): no
+            request goes there until you confirm them on the Providers page.
           </p>
         ) : null}
         <div className="form-actions">
@@ -184,30 +186,29 @@ function ImportDialog({ onClose }: { onClose: () => void }) {
 
 function DryRun({ summary }: { summary: ImportSummary }) {
   const fresh = summary.pairs.filter((p) => p.state === 'new');
+  const team = summary.team;
   return (
     <div data-testid="import-summary">
       <p>
         This file would replace the config with {count(summary.providers, 'provider')} and {count(summary.combos, 'combo')}.
       </p>
       {summary.pairs.length === 0 ? (
-        <p className="muted">It sends no secret anywhere.</p>
+        <p className="muted">It sends no request anywhere: it has no provider.</p>
       ) : (
         <div className="table-wrap">
-          <table className="table" aria-label="Secrets and where they go">
+          <table className="table" aria-label="What it sends where">
             <thead>
               <tr>
-                <th scope="col">Secret reference</th>
+                <th scope="col">Sends</th>
                 <th scope="col">Destination host</th>
                 <th scope="col">Sent by</th>
-                <th scope="col">Pair</th>
+                <th scope="col">State</th>
               </tr>
             </thead>
             <tbody>
               {summary.pairs.map((p) => (
-                <tr key={`${p.reference} ${p.destination}`} className={p.state === 'new' ? 'row-new' : undefined}>
-                  <td>
-                    <code>{p.reference}</code>
-                  </td>
+                <tr key={`${p.reference ?? ''} ${p.destination}`} className={p.state === 'new' ? 'row-new' : undefined}>
+                  <td>{p.reference === null ? 'Requests (prompts and what they carry)' : <code>{p.reference}</code>}</td>
                   <td>
                     <code>{p.destination}</code>
                   </td>
@@ -219,16 +220,31 @@ function DryRun({ summary }: { summary: ImportSummary }) {
           </table>
         </div>
       )}
+      {team ? (
+        <p className={team.state === 'new' ? 'note note-warn' : 'muted'} data-testid="import-team">
+          {team.state === 'new' ? 'New: ' : ''}from the next start, this instance would join the team database named by{' '}
+          <code>{team.database_url}</code>
+          {team.instance ? ` as ${team.instance}` : ''}: it shares health state with every instance there and trusts what
+          they write.
+        </p>
+      ) : null}
       {fresh.length > 0 ? (
         <div className="note note-warn">
-          {fresh.map((p) => (
-            <p key={`${p.reference} ${p.destination}`}>
-              New: this would send the secret <code>{p.reference}</code> to <code>{p.destination}</code>, which you
-              never allowed for it.
-            </p>
-          ))}
+          {fresh.map((p) =>
+            p.reference === null ? (
+              <p key={` ${p.destination}`}>
+                New: this would send your prompts, and whatever your tools put in them (files, environment, tool results), to{' '}
+                <code>{p.destination}</code>, a host you never allowed; its answers reach your tools.
+              </p>
+            ) : (
+              <p key={`${p.reference} ${p.destination}`}>
+                New: this would send the secret <code>{p.reference}</code> to <code>{p.destination}</code>, which you
+                never allowed for it.
+              </p>
+            ),
+          )}
           <p>
-            Import keeps the credentials that send them benched until you confirm them on the Providers page; Import and
+            Import keeps the providers that send there benched until you confirm them on the Providers page; Import and
             allow these destinations allows them now.
           </p>
         </div>

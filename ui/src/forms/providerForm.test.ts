@@ -14,6 +14,7 @@ const view: ProviderView = {
   models: ['llama-3.3-70b'],
   headers: { 'X-Team': 'a' },
   credentials: [],
+  unconfirmed: [],
   passthrough: true,
   api: null,
 };

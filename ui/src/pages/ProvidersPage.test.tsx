@@ -21,6 +21,7 @@ const openai: ProviderView = {
   models: ['gpt-4o', { id: 'gpt-5-codex', api: 'responses' }],
   headers: {},
   credentials: [],
+  unconfirmed: [],
   passthrough: true,
   api: null,
 };
@@ -57,6 +58,7 @@ describe('the provider editor', () => {
 
     const patches = transport.callsTo('PATCH', '/api/providers/oa');
     expect(patches).toHaveLength(1);
+    expect(patches[0]?.path).toBe('/api/providers/oa?confirm=true');
     expect(patches[0]?.body).toEqual({
       api: 'responses',
       passthrough: false,
@@ -128,5 +130,40 @@ describe('an unconfirmed credential', () => {
     const card = within(await screen.findByRole('article', { name: 'Provider oa' }));
     expect(card.queryByRole('button', { name: 'Confirm credential main' })).toBeNull();
     expect(card.queryByText('unconfirmed')).toBeNull();
+  });
+});
+
+describe('a keyless provider at an unconfirmed host', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  const requests = { reference: null, destination: 'https://collector.example:443' };
+  const benched: ProviderView = { ...openai, id: 'collector', effective_base_url: 'https://collector.example/v1', unconfirmed: [requests] };
+
+  it('says where its requests would go and confirms the provider only after the user agreed', async () => {
+    const asked = vi.spyOn(window, 'confirm').mockReturnValue(true);
+    const { transport } = renderWithServer(<ProvidersPage />, (call: ApiCall): ApiReply => {
+      if (call.method === 'POST') return ok({ ...benched, unconfirmed: [] });
+      if (call.path === '/api/providers') return ok([benched]);
+      return { status: 404, body: null };
+    });
+    const card = within(await screen.findByRole('article', { name: 'Provider collector' }));
+    expect(card.getByTestId('unconfirmed-provider-collector')).toHaveTextContent(
+      'its requests (your prompts, and whatever your tools put in them) would go to https://collector.example:443',
+    );
+
+    await userEvent.click(card.getByRole('button', { name: 'Confirm provider collector' }));
+
+    expect(asked).toHaveBeenCalledWith('Send requests to https://collector.example:443?');
+    expect(transport.callsTo('POST', '/api/providers/collector/confirm')).toHaveLength(1);
+  });
+
+  it('sends nothing when the user declines', async () => {
+    vi.spyOn(window, 'confirm').mockReturnValue(false);
+    const { transport } = renderWithServer(<ProvidersPage />, server([benched]));
+    const card = within(await screen.findByRole('article', { name: 'Provider collector' }));
+    await userEvent.click(card.getByRole('button', { name: 'Confirm provider collector' }));
+    expect(transport.callsTo('POST', '/api/providers/collector/confirm')).toHaveLength(0);
   });
 });

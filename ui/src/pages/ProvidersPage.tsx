@@ -23,9 +23,12 @@ import {
   type ProviderDraft,
 } from '../forms/providerForm';
 
-/** `env:VAR to https://host:443`, for each pair a credential would send. */
+/**
+ * `env:VAR to https://host:443`, for each pair a credential would send, and `requests to
+ * https://host:443` for each destination its requests would go to.
+ */
 function describePairs(pairs: Binding[]): string {
-  return pairs.map((p) => `${p.reference} to ${p.destination}`).join(', ');
+  return pairs.map((p) => `${p.reference ?? 'requests'} to ${p.destination}`).join(', ');
 }
 
 export function ProvidersPage() {
@@ -110,6 +113,15 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
     await api.confirmCredential(provider.id, id);
     onChanged();
   });
+  // Where the provider's requests go needs confirming too, with or without a secret: a keyless
+  // provider an import or edit pointed at a new host would get every prompt (issue 26). The
+  // provider's Confirm confirms everything it lists, secrets included, so it asks about all.
+  const newHosts = provider.unconfirmed.filter((b) => b.reference === null);
+  const confirmProvider = useAction(async () => {
+    if (!window.confirm(`Send ${describePairs(provider.unconfirmed)}?`)) return;
+    await api.confirmProvider(provider.id);
+    onChanged();
+  });
 
   return (
     <article className="card provider" aria-label={`Provider ${provider.id}`} data-testid={`provider-${provider.id}`}>
@@ -138,7 +150,23 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
           </BusyButton>
         </div>
       </div>
-      <ErrorNote error={test.error ?? discover.error ?? remove.error ?? adopt.error} />
+      <ErrorNote error={test.error ?? discover.error ?? remove.error ?? adopt.error ?? confirmProvider.error} />
+      {newHosts.length > 0 ? (
+        <div className="note note-warn" data-testid={`unconfirmed-provider-${provider.id}`}>
+          <Badge tone="warn">unconfirmed</Badge> Not used until you confirm: its requests (your prompts, and whatever your
+          tools put in them) would go to {newHosts.map((b) => b.destination).join(', ')}, which you never confirmed.{' '}
+          <button
+            type="button"
+            className="small"
+            disabled={confirmProvider.busy}
+            onClick={() => void confirmProvider.run()}
+            aria-label={`Confirm provider ${provider.id}`}
+            title={`Send ${describePairs(provider.unconfirmed)}?`}
+          >
+            Confirm
+          </button>
+        </div>
+      ) : null}
       {report ? (
         <div className={`note ${report.ok ? 'note-ok' : 'note-error'}`} role="status" data-testid="connection-report">
           {report.ok
@@ -280,11 +308,12 @@ function ProviderEditor({ provider, onSaved, onCancel }: { provider: ProviderVie
   const save = useAction(async () => {
     if (!checked.value) return;
     try {
+      // The user typed the base URL in this form: where its requests go is their own choice.
       if (provider === null) {
-        await api.createProvider(checked.value);
+        await api.createProvider(checked.value, { confirm: true });
       } else {
         const patch = providerPatch(provider, checked.value);
-        if (!isEmptyPatch(patch)) await api.patchProvider(provider.id, patch);
+        if (!isEmptyPatch(patch)) await api.patchProvider(provider.id, patch, { confirm: true });
       }
       onSaved();
     } catch (error) {

@@ -57,3 +57,18 @@ async fn confirmation_times(path: &std::path::Path) -> Vec<i64> {
         .unwrap();
     rows.into_iter().map(|(t,)| t).collect()
 }
+
+#[tokio::test]
+async fn confirmed_destinations_read_back_after_a_restart_beside_the_pairs() {
+    let (_dir, path) = state_file();
+    let store = Store::open(&path).await.unwrap();
+    let local = Binding::destination_only("http://127.0.0.1:11434");
+    let pair = Binding::new("env:K", OPENAI);
+    store.confirm_bindings(&[local.clone(), pair.clone()], T0).await.unwrap();
+    store.confirm_bindings(std::slice::from_ref(&local), UnixMillis(T0.0 + 1_000)).await.unwrap();
+    store.close().await;
+
+    let store = Store::open(&path).await.unwrap();
+    assert_eq!(store.bindings().await.unwrap(), vec![pair, local]);
+    store.close().await;
+}

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use switchyard_core::binding::{self, Binding};
+use switchyard_core::binding::{self, Binding, Confirmed};
 use switchyard_core::{Clock, CredentialKey};
 use switchyard_secrets::SecretStore;
 use switchyard_store::Store;
@@ -63,10 +63,11 @@ impl From<Problem> for EditError {
     }
 }
 
-/// Which of the (secret reference, destination) pairs an edit introduces the user confirmed
-/// with it: the credential and the pair are asked. Only an explicit act of the user confirms
-/// (a secret typed for this credential, `confirm` in an API call made with the management
-/// token); a pair not confirmed leaves its credential benched as unconfirmed.
+/// Which of the bindings an edit introduces (destinations its requests go to, secret
+/// reference and destination pairs) the user confirmed with it: the credential and the
+/// binding are asked. Only an explicit act of the user confirms (a secret typed for this
+/// credential, `confirm` in an API call made with the management token); a binding not
+/// confirmed leaves its credential benched as unconfirmed.
 pub type Confirms<'a> = &'a (dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync);
 
 /// Confirms nothing: the default for every edit.
@@ -80,7 +81,8 @@ pub struct ConfigEditor {
     saving: Saving,
     clock: Arc<dyn Clock>,
     turn: tokio::sync::Mutex<()>,
-    /// Where confirmed pairs are recorded: the state file, whichever way the config is saved.
+    /// Where confirmed bindings are recorded: the state file, whichever way the config is
+    /// saved.
     bindings: Option<Store>,
 }
 
@@ -128,7 +130,7 @@ impl ConfigEditor {
         self.edit_confirming(CONFIRMS_NOTHING, change).await
     }
 
-    /// [`Self::edit`], confirming the new pairs `confirms` accepts along with it.
+    /// [`Self::edit`], confirming the new bindings `confirms` accepts along with it.
     pub async fn edit_confirming<T>(
         &self,
         confirms: Confirms<'_>,
@@ -141,7 +143,7 @@ impl ConfigEditor {
         Ok((out, config))
     }
 
-    /// Replaces the whole config (an import), confirming the new pairs `confirms` accepts.
+    /// Replaces the whole config (an import), confirming the new bindings `confirms` accepts.
     pub async fn replace(
         &self,
         form: ConfigForm,
@@ -151,7 +153,7 @@ impl ConfigEditor {
         self.commit(form, confirms).await
     }
 
-    /// Confirms every pair the running config's credentials still need that `confirms`
+    /// Confirms every binding the running config's credentials still need that `confirms`
     /// accepts; returns them. Credentials they complete are used from the next request on.
     pub async fn confirm(&self, confirms: Confirms<'_>) -> Result<Vec<Binding>, EditError> {
         let _turn = self.turn.lock().await;
@@ -161,7 +163,8 @@ impl ConfigEditor {
         Ok(new)
     }
 
-    /// Stores confirmed pairs (before they take effect: a pair is never used unrecorded).
+    /// Stores confirmed bindings (before they take effect: a binding is never used
+    /// unrecorded).
     async fn record(&self, pairs: &[Binding]) -> Result<(), EditError> {
         match (&self.bindings, pairs.is_empty()) {
             (_, true) | (None, _) => Ok(()),
@@ -219,10 +222,10 @@ impl ConfigEditor {
     }
 }
 
-/// The pairs `config` needs that are not in `confirmed` and that `confirms` accepts.
+/// The bindings `config` needs that are not in `confirmed` and that `confirms` accepts.
 fn pairs_to_confirm(
     config: &Config,
-    confirmed: &std::collections::HashSet<Binding>,
+    confirmed: &Confirmed,
     confirms: Confirms<'_>,
 ) -> Vec<Binding> {
     let mut pairs: Vec<Binding> = Vec::new();

@@ -231,6 +231,18 @@ impl Trace {
         serde_json::to_string(&self.entries).unwrap_or_default()
     }
 
+    /// The unconfirmed skip reason of the first candidate benched for one, if any.
+    fn waiting_for_confirmation(&self) -> Option<&str> {
+        let unconfirmed = [SkipReason::DestinationUnconfirmed, SkipReason::CredentialUnconfirmed]
+            .map(SkipReason::code);
+        self.entries.iter().find_map(|entry| match &entry.what {
+            TraceEvent::Skipped { reason } if unconfirmed.contains(&reason.as_ref()) => {
+                Some(reason.as_ref())
+            }
+            _ => None,
+        })
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
         let rate_limited = self.all_rate_limited && !self.entries.is_empty();
@@ -251,6 +263,15 @@ impl Trace {
                 "every candidate of \"{}\" failed or is benched; see switchyard.candidates",
                 self.combo
             )
+        };
+        // Benched until a person acts: the body names what to do, not only the code.
+        let message = match self.waiting_for_confirmation() {
+            Some(reason) => format!(
+                "{message}; {reason}: a destination or secret the config introduced was never \
+                 confirmed; if you trust it, confirm it with Confirm on the Providers page or \
+                 `switchyard config confirm`"
+            ),
+            None => message,
         };
         let mut error = ApiError::new(status, kind, message);
         error.retry_after = retry_after;

@@ -6,11 +6,10 @@
 //! flight finish on the table they started with.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
-use switchyard_core::binding::{self, Binding, Unconfirmed};
+use switchyard_core::binding::{self, Binding, Confirmed, Unconfirmed};
 use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
 use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan};
 use switchyard_core::{CredentialKey, ProviderId, UnixMillis};
@@ -36,20 +35,21 @@ pub struct Routes {
     rosters: Vec<ProviderRoster>,
     pub(super) budget: RetryBudget,
     pub(super) executor: Executor,
-    /// Credentials that would send a secret where the user never confirmed it for: no secret
-    /// of theirs is handed out while they are here (see [`Routes::unconfirmed`]).
+    /// Credentials whose requests would go where the user never confirmed, or that would send
+    /// a secret where the user never confirmed it for: no request of theirs is sent and no
+    /// secret of theirs handed out while they are here (see [`Routes::unconfirmed`]).
     unconfirmed: Vec<Unconfirmed>,
 }
 
 impl Routes {
     /// The table for `config`. `executor` (the previous table's HTTP client, with its warm
     /// connection pool) is kept when the connect timeout did not change.
-    /// `confirmed` is every (reference, destination) pair the user confirmed.
+    /// `confirmed` is every binding the user confirmed.
     pub(super) fn build(
         config: Arc<Config>,
         seed: u64,
         executor: &Executor,
-        confirmed: &HashSet<Binding>,
+        confirmed: &Confirmed,
     ) -> Self {
         let rosters = config
             .providers
@@ -84,14 +84,29 @@ impl Routes {
         Self { config, rosters, budget, executor, unconfirmed }
     }
 
-    /// Every credential benched as unconfirmed, with the pairs the user has to confirm.
+    /// Every credential benched as unconfirmed, with the bindings the user has to confirm.
     pub fn unconfirmed(&self) -> &[Unconfirmed] {
         &self.unconfirmed
     }
 
-    /// The pairs `key` still needs confirmed; `None` when it may send its secret.
+    /// The bindings `key` still needs confirmed; `None` when it may send its requests (and
+    /// its secret).
     pub fn unconfirmed_for(&self, key: &CredentialKey) -> Option<&Unconfirmed> {
         self.unconfirmed.iter().find(|u| &u.key == key)
+    }
+
+    /// Every binding `provider`'s credentials still need confirmed, the keyless `default` one
+    /// a provider without keys routes with included, each once.
+    pub fn unconfirmed_of(&self, provider: &ProviderId) -> Vec<Binding> {
+        let mut missing: Vec<Binding> = Vec::new();
+        for unconfirmed in self.unconfirmed.iter().filter(|u| &u.key.provider == provider) {
+            for binding in &unconfirmed.missing {
+                if !missing.contains(binding) {
+                    missing.push(binding.clone());
+                }
+            }
+        }
+        missing
     }
 
     pub fn config(&self) -> &Arc<Config> {

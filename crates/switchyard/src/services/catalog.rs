@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_core::CredentialKey;
-use switchyard_core::binding::Binding;
+use switchyard_core::binding::{Binding, Confirmed};
 use switchyard_core::resilience::registry::ResetScope;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::settings::{BreakerProfile, BreakerSettings};
@@ -50,6 +50,12 @@ pub struct ProviderView {
     pub models: Vec<ModelForm>,
     pub headers: std::collections::BTreeMap<String, String>,
     pub credentials: Vec<ProviderCredential>,
+    /// Every binding the provider's credentials (the keyless one a provider without keys
+    /// routes with too) still need confirmed: where its requests would go (`reference` null)
+    /// and which secret would go there. While any is listed the credentials that need it are
+    /// benched (`destination_unconfirmed` or `credential_unconfirmed`); `POST
+    /// /api/providers/{id}/confirm` confirms them all, after showing them.
+    pub unconfirmed: Vec<Binding>,
     /// Same-dialect requests are forwarded as the client sent them.
     pub passthrough: bool,
     /// `kind = "openai"` only: the API requests go to unless a model says otherwise; `null`
@@ -66,9 +72,10 @@ pub struct ProviderCredential {
     pub enabled: bool,
     pub priority: u32,
     pub secret: SecretView,
-    /// The (secret reference, destination) pairs this credential would send that the user
-    /// never confirmed: while any is listed the credential is benched with status
-    /// `unconfirmed`. Confirm with `POST .../credentials/{id}/confirm` after showing them.
+    /// The bindings this credential needs that the user never confirmed: (secret reference,
+    /// destination) pairs, and destinations its requests would go to (`reference` null).
+    /// While any is listed the credential is benched with status `unconfirmed`. Confirm with
+    /// `POST .../credentials/{id}/confirm` after showing them.
     pub unconfirmed: Vec<Binding>,
 }
 
@@ -161,21 +168,42 @@ pub struct ImportSummary {
     pub combos: usize,
     /// `true` when the config was only checked, not applied.
     pub dry_run: bool,
-    /// Every (secret reference, destination) pair the imported config sends, each `new`
-    /// (never confirmed: its credentials stay benched until confirmed) or `known`.
+    /// Everything the imported config would send where, each `new` (never confirmed: its
+    /// credentials stay benched until confirmed) or `known`: every destination its requests
+    /// go to (`reference` null: prompts, and whatever they carry, keyless providers included)
+    /// and every (secret reference, destination) pair.
     pub pairs: Vec<ImportedPair>,
+    /// The file's `[team]` section, when it has one: from the next start this instance
+    /// connects to the database it names.
+    pub team: Option<ImportedTeam>,
 }
 
-/// One pair an imported config sends, and whether the user confirmed it before.
+/// One binding an imported config needs, and whether the user confirmed it before.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
 #[ts(export)]
 pub struct ImportedPair {
-    pub reference: String,
+    /// The secret sent there; `null` for where requests go.
+    pub reference: Option<String>,
     pub destination: String,
     /// `new` or `known`.
     pub state: PairState,
     /// The credentials that send it (`provider/credential`).
     pub credentials: Vec<String>,
+}
+
+/// The `[team]` section of an imported config (docs/team.md): at the next start this instance
+/// connects to the `PostgreSQL` database the reference names, shares health state with every
+/// instance there and trusts what they write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export)]
+pub struct ImportedTeam {
+    /// Where the database URL is read from (`env:VAR`, `keychain:team/database`): a
+    /// reference, never the URL.
+    pub database_url: String,
+    /// The instance name the file sets, if any.
+    pub instance: Option<String>,
+    /// `known` when the running config names the same database reference, else `new`.
+    pub state: PairState,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, TS)]
@@ -225,27 +253,37 @@ impl Services {
                 && credential.is_none_or(|id| key.credential.as_str() == id)
         };
         let confirmed = self.editor.confirm(&confirms).await?;
-        tracing::info!(provider, pairs = confirmed.len(), "secret destinations confirmed");
+        tracing::info!(provider, bindings = confirmed.len(), "destinations confirmed");
         self.provider(provider)
     }
 
-    /// Adds a provider. Its credentials, if any, carry secret references only.
-    pub async fn create_provider(&self, form: ProviderForm) -> Result<ProviderView, EditError> {
+    /// Adds a provider. Its credentials, if any, carry secret references only. With
+    /// `confirm`, where its requests go is confirmed with it (see [`own_destinations`]).
+    pub async fn create_provider(
+        &self,
+        form: ProviderForm,
+        confirm: bool,
+    ) -> Result<ProviderView, EditError> {
         let id = form.id.clone();
         let at = format!("providers[{}]", self.editor.current().form.providers.len());
+        let confirms = own_destinations(&id, confirm);
         self.editor
-            .edit(|config| append_new(&mut config.providers, form, |p| &p.id, "id", "provider"))
+            .edit_confirming(&confirms, |config| {
+                append_new(&mut config.providers, form, |p| &p.id, "id", "provider")
+            })
             .await
             .map_err(|e| relative(e, &at))?;
         self.provider(&id)
     }
 
     /// Changes the provider's fields named in `patch` (a JSON merge patch of its form; `id`
-    /// and `credentials` cannot be changed here).
+    /// and `credentials` cannot be changed here). With `confirm`, the destinations the change
+    /// introduces are confirmed with it, never a secret sent there.
     pub async fn update_provider(
         &self,
         id: &str,
         patch: &Value,
+        confirm: bool,
     ) -> Result<ProviderView, EditError> {
         let Value::Object(fields) = patch else {
             return Err(Problem::new("(body)", "expected a JSON object of provider fields").into());
@@ -267,8 +305,9 @@ impl Services {
             .into());
         }
         let index = provider_index(&self.editor.current().form, id)?;
+        let confirms = own_destinations(id, confirm);
         self.editor
-            .edit(|config| {
+            .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, id)?;
                 let slot = &mut config.providers[index];
                 let mut merged = serde_json::to_value(&*slot).expect("forms serialize");
@@ -679,6 +718,7 @@ impl Services {
             combos: form.combos.len(),
             dry_run,
             pairs: imported_pairs(&checked, &self.proxy.confirmed()),
+            team: imported_team(&form, &self.editor.current().form),
         };
         if !dry_run {
             let confirms: &(dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync) =
@@ -695,11 +735,8 @@ struct Staged {
     written: Option<(SecretId, Option<Secret>)>,
 }
 
-/// Every pair `config` sends, `new` or `known` against `confirmed`, with who sends it.
-pub fn imported_pairs<S: std::hash::BuildHasher>(
-    config: &Config,
-    confirmed: &std::collections::HashSet<Binding, S>,
-) -> Vec<ImportedPair> {
+/// Every binding `config` needs, `new` or `known` against `confirmed`, with who needs it.
+pub fn imported_pairs(config: &Config, confirmed: &Confirmed) -> Vec<ImportedPair> {
     let mut pairs: Vec<ImportedPair> = Vec::new();
     for exposure in config.exposures() {
         let who = format!("{}/{}", exposure.key.provider, exposure.key.credential);
@@ -725,8 +762,23 @@ pub fn imported_pairs<S: std::hash::BuildHasher>(
     pairs
 }
 
-/// What a credential edit confirms: with `confirm`, every new pair of that credential; without,
-/// only a secret the user typed for it (kept under its own keychain name), to its provider.
+/// The `[team]` section of `imported`, `new` unless `running` names the same database.
+pub fn imported_team(imported: &ConfigForm, running: &ConfigForm) -> Option<ImportedTeam> {
+    let team = &imported.team;
+    (!team.is_off()).then(|| ImportedTeam {
+        database_url: team.database_url.clone(),
+        instance: team.instance.clone(),
+        state: if team.database_url == running.team.database_url {
+            PairState::Known
+        } else {
+            PairState::New
+        },
+    })
+}
+
+/// What a credential edit confirms: with `confirm`, every new binding of that credential;
+/// without, only a secret the user typed for it (kept under its own keychain name), to its
+/// provider (which confirms that destination too).
 fn own_pairs<'a>(
     provider: &'a str,
     credential: &'a str,
@@ -735,7 +787,19 @@ fn own_pairs<'a>(
 ) -> impl Fn(&CredentialKey, &Binding) -> bool + Send + Sync + 'a {
     move |key, pair| {
         let own = key.provider.as_str() == provider && key.credential.as_str() == credential;
-        own && (confirm || typed.as_ref() == Some(&pair.reference))
+        own && (confirm || (typed.is_some() && typed == pair.reference))
+    }
+}
+
+/// What a provider edit confirms: with `confirm` (the user typed its URLs in this edit and
+/// agreed), the destination bindings of that provider, so a keyless local server added on the
+/// Providers page is used at once; never a secret binding, which its credential confirms.
+fn own_destinations(
+    provider: &str,
+    confirm: bool,
+) -> impl Fn(&CredentialKey, &Binding) -> bool + Send + Sync + '_ {
+    move |key, binding| {
+        confirm && key.provider.as_str() == provider && binding.is_destination_only()
     }
 }
 
@@ -794,6 +858,7 @@ fn provider_view(routes: &Routes, form: &ProviderForm) -> ProviderView {
         models: form.models.clone(),
         headers: form.headers.clone(),
         credentials,
+        unconfirmed: routes.unconfirmed_of(&form.id.as_str().into()),
         passthrough: running.map_or(form.passthrough != Some(false), |p| p.passthrough),
         api: form.api,
     }

@@ -30,29 +30,42 @@ pub(in crate::server) async fn get_provider(
     answer(state.services.provider(&id))
 }
 
-/// `POST /api/providers` with a provider form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(in crate::server) struct ProviderQuery {
+    /// The user typed (or saw) the provider's URLs in this very edit and agreed to send its
+    /// requests there: the destinations it introduces are confirmed with it. Never a secret.
+    #[serde(default)]
+    confirm: bool,
+}
+
+/// `POST /api/providers[?confirm=true]` with a provider form.
 pub(in crate::server) async fn create_provider(
     State(state): State<ServerState>,
+    query: Result<Query<ProviderQuery>, QueryRejection>,
     bytes: Bytes,
 ) -> Response {
+    let Ok(Query(q)) = query else { return invalid("confirm", "confirm is true or false") };
     let form: ProviderForm = match body(&bytes) {
         Ok(form) => form,
         Err(problem) => return malformed(&problem),
     };
-    created(state.services.create_provider(form).await)
+    created(state.services.create_provider(form, q.confirm).await)
 }
 
-/// `PATCH /api/providers/{id}` with the fields to change.
+/// `PATCH /api/providers/{id}[?confirm=true]` with the fields to change.
 pub(in crate::server) async fn update_provider(
     State(state): State<ServerState>,
     Path(id): Path<String>,
+    query: Result<Query<ProviderQuery>, QueryRejection>,
     bytes: Bytes,
 ) -> Response {
+    let Ok(Query(q)) = query else { return invalid("confirm", "confirm is true or false") };
     let patch: Value = match body(&bytes) {
         Ok(patch) => patch,
         Err(problem) => return malformed(&problem),
     };
-    answer(state.services.update_provider(&id, &patch).await)
+    answer(state.services.update_provider(&id, &patch, q.confirm).await)
 }
 
 /// `DELETE /api/providers/{id}`.

@@ -82,6 +82,8 @@ struct Picked<'a> {
     target: &'a Target,
     attempt: Attempt,
     secret: Option<Secret>,
+    /// How long it may take to its first real event.
+    wait: Duration,
 }
 
 fn served(tried: &Tried) -> bool {
@@ -142,10 +144,7 @@ impl Proxy {
         trace.hedge(p.candidate, "started", h.started.elapsed());
         tracing::info!(primary = %h.primary.key, hedge = %p.candidate.key, "hedging a slow first event");
         let hedge_started = Instant::now();
-        let rest = &h.candidates[p.index + 1..];
-        let others_left = h.attempts + 1 < h.routes.config.routing.max_attempts
-            && anyone_else(rest, h.combo, h.failed_providers, h.needs_context);
-        let first_event = hedge_started + first_event_wait(&h.routes.config, true, others_left);
+        let first_event = hedge_started + p.wait;
         let mut hedge = pin!(self.attempt(
             h.routes,
             h.sending,
@@ -163,7 +162,10 @@ impl Proxy {
                 tried = &mut primary, if primary_failed.is_none() => {
                     if served(&tried) {
                         if !hedge_failed {
-                            trace.hedge(p.candidate, "lost", hedge_started.elapsed());
+                            let took = hedge_started.elapsed();
+                            trace.hedge(p.candidate, "lost", took);
+                            // Cancelled before its first event: it takes longer than this.
+                            self.observe_first_event(p.candidate, took);
                         }
                         return Raced { tried, hedge: run(false) };
                     }
@@ -176,7 +178,15 @@ impl Proxy {
                                 let took = h.started.elapsed();
                                 trace_failure(trace, failed_providers, h.primary, failed, took);
                             }
-                            None => trace.hedge(h.primary, "lost", h.started.elapsed()),
+                            None => {
+                                let took = h.started.elapsed();
+                                trace.hedge(h.primary, "lost", took);
+                                // A lower bound of its time to first event (RESILIENCE.md
+                                // §10): a target that loses every race is still measured, so
+                                // a sustained slowdown does not drain its sketch below the
+                                // samples a percentile needs and switch hedging off.
+                                self.observe_first_event(h.primary, took);
+                            }
                         }
                         self.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
                         trace.hedge(p.candidate, "won", h.started.elapsed());
@@ -208,13 +218,20 @@ impl Proxy {
             if Instant::now() >= h.deadline {
                 return None;
             }
-            let Ok((attempt, secret)) = self.ready(h.routes, candidate).await else { continue };
+            let rest = &h.candidates[index + 1..];
+            let others_left = h.attempts + 1 < h.routes.config.routing.max_attempts
+                && anyone_else(rest, h.combo, h.failed_providers, h.needs_context);
+            let wait = first_event_wait(&h.routes.config, true, others_left);
+            let permit = wait.min(h.deadline.saturating_duration_since(Instant::now()));
+            let Ok((attempt, secret)) = self.ready(h.routes, candidate, permit).await else {
+                continue;
+            };
             if !h.routes.budget.try_retry(self.clock.now()) {
                 // Dropped unsettled: nothing charged, any probe slot released.
                 drop(attempt);
                 return None;
             }
-            return Some(Picked { index, candidate, target, attempt, secret });
+            return Some(Picked { index, candidate, target, attempt, secret, wait });
         }
         None
     }

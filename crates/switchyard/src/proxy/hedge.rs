@@ -173,20 +173,16 @@ impl Proxy {
                 }
                 tried = &mut hedge, if !hedge_failed => {
                     if served(&tried) {
-                        match primary_failed.take() {
-                            Some(failed) => {
-                                let took = h.started.elapsed();
-                                trace_failure(trace, failed_providers, h.primary, failed, took);
-                            }
-                            None => {
-                                let took = h.started.elapsed();
-                                trace.hedge(h.primary, "lost", took);
-                                // A lower bound of its time to first event (RESILIENCE.md
-                                // §10): a target that loses every race is still measured, so
-                                // a sustained slowdown does not drain its sketch below the
-                                // samples a percentile needs and switch hedging off.
-                                self.observe_first_event(h.primary, took);
-                            }
+                        let took = h.started.elapsed();
+                        if let Some(failed) = primary_failed.take() {
+                            trace_failure(trace, failed_providers, h.primary, failed, took);
+                        } else {
+                            trace.hedge(h.primary, "lost", took);
+                            // A lower bound of its time to first event (RESILIENCE.md §10): a
+                            // target that loses every race is still measured, so a sustained
+                            // slowdown does not drain its sketch below the samples a
+                            // percentile needs and switch hedging off.
+                            self.observe_first_event(h.primary, took);
                         }
                         self.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
                         trace.hedge(p.candidate, "won", h.started.elapsed());

@@ -9,8 +9,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use serde_json::Value;
+use switchyard_core::ManualClock;
+use switchyard_core::resilience::first_event::WINDOW;
 use switchyard_e2e::harness::{
-    Harness, MANAGEMENT_TOKEN, Setup, WATCHDOG, header, openai_stream_text,
+    Harness, MANAGEMENT_TOKEN, Setup, T0, WATCHDOG, header, openai_stream_text,
 };
 use switchyard_testkit::{Behavior, Fault, Reply};
 
@@ -316,4 +318,46 @@ data: {"type":"error","error":{"type":"invalid_request_error","message":"message
     assert!(body.contains("must be non-empty"), "{body}");
     let trace = h.newest_logged().await["trace"].to_string();
     assert!(trace.contains("cancelled"), "the hedge was cancelled: {trace}");
+}
+
+/// Issue 25, defect 3 (RESILIENCE.md §10): in a sustained slowdown every race is won by the
+/// hedge, and only winners used to be measured, so the slow primary's sketch drained: once its
+/// fast samples were two windows old it had none, `delay()` said "not enough samples", and the
+/// next request waited out the slow primary unhedged. A loser's elapsed time is now recorded as
+/// a lower bound of its time to first event, so the primary keeps its 20 samples and hedging
+/// stays on. The app's clock is manual (the sketch's windows are ten minutes); the requests of
+/// each step run at once.
+#[tokio::test]
+async fn percentile_hedging_stays_on_through_a_sustained_slowdown_of_the_primary() {
+    let clock = ManualClock::new(T0);
+    let extra = r#"
+[[combos]]
+name = "hedged"
+targets = [{ target = "an/slow-1" }, { target = "oa/gpt-4o" }]
+hedge_after = "p95"
+
+[settings.routing]
+retry_budget_min_per_second = 100
+"#;
+    let setup = Setup::new(extra).clock(&clock).timeouts(|t| {
+        t.first_event_ms = 10_000;
+        t.first_byte_ms = 10_000;
+    });
+    let h = Harness::start_with(setup).await;
+    let burst = || futures_util::future::join_all((0..20).map(|_| stream(&h)));
+    // Twenty quick answers: the primary's p95 is quick, so hedges start at the 1 s floor.
+    for (_, target, _, _) in burst().await {
+        assert_eq!(target, "an/slow-1");
+    }
+    // The primary slows down for good; a window on, every race goes to the hedge.
+    h.mock.set_default("slow-1", Behavior::slow_first_event(SLOW));
+    clock.advance(WINDOW);
+    for (first, target, _, _) in burst().await {
+        assert_eq!(target, "oa/gpt-4o", "hedged after {first:?}");
+    }
+    // Another window on, the quick samples are forgotten: only the lost races measure it.
+    clock.advance(WINDOW);
+    let (first, target, attempts, _) = stream(&h).await;
+    assert_eq!((target.as_str(), attempts.as_str()), ("oa/gpt-4o", "2"), "after {first:?}");
+    assert!(first < SLOW, "hedged, not waited out: {first:?}");
 }

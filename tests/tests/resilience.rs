@@ -70,26 +70,24 @@ async fn a_429_on_one_model_locks_only_that_model_on_that_key_for_the_retry_afte
     );
 }
 
+/// With a fallback, a primary whose request failed twice in a row (the attempt and its retry)
+/// is suspect and gets no more users (RESILIENCE.md §3), so its breaker opens from users only
+/// when its threshold is that low: then the fallback serves while it is open, and the half-open
+/// probe, the proxy's own, brings the traffic back.
 #[tokio::test]
-async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_brings_traffic_back()
-{
+async fn a_failing_primary_opens_its_breaker_the_fallback_serves_and_a_probe_brings_traffic_back() {
     let clock = ManualClock::new(T0);
-    // Opens at 3 failures; degraded only then, so the primary keeps its place until it opens.
     let setup = Setup::new(FALLBACK)
         .clock(&clock)
-        .breaker("{ failure_threshold = 3, degraded_threshold = 3 }");
+        .breaker("{ failure_threshold = 2, degraded_threshold = 2 }");
     let h = Harness::start_with(setup).await;
     let bad = || Behavior::status(502);
-    // Fails (and fails its retry), serves once, fails twice more: 2 - 1 + 2 = 3 failures.
-    h.mock.script("gpt-4o", [bad(), bad(), Reply::default().into(), bad(), bad()]);
-    assert_eq!(
-        served_by(&h, "smart", 3).await,
-        ["an/claude-fallback", "oa/gpt-4o", "an/claude-fallback"]
-    );
+    h.mock.script("gpt-4o", [bad(), bad()]);
+    assert_eq!(served_by(&h, "smart", 1).await, ["an/claude-fallback"]);
     let oa = h.app.breaker("oa").expect("tracked");
     assert_eq!((oa.state, oa.last_fault), (BreakerState::Open, Some(BreakerFault::Transient)));
     assert_eq!(oa.retry_in_ms, 30_000);
-    assert_eq!(h.mock.attempt_count("gpt-4o"), 5);
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 2, "the attempt and its retry");
 
     // Open: the fallback serves and the primary is not touched at all, up to the last moment.
     h.mock.clear();
@@ -112,28 +110,41 @@ async fn a_flapping_primary_opens_its_breaker_the_fallback_serves_and_a_probe_br
     assert_eq!(h.mock.attempt_count("gpt-4o"), 4);
 }
 
-/// RESILIENCE.md §3: a degraded provider "still gets traffic, ranked lower". In a priority
-/// combo with a healthy fallback, ranked lower means no traffic at all, and the leaky count only
-/// drains on successes, so a primary that blipped a few times would stay demoted for good even
-/// though it is healthy again. Its count halves every `reset_timeout` (30 s) since its last
-/// failure instead: 4 failures (degraded) become 2 (closed) after one period.
+/// RESILIENCE.md §3: the failure count leaks with time too. A suspect primary that may not be
+/// probed (`probe = false`) ranks last, so in a priority combo with a healthy fallback it gets
+/// no users and no successes to leak its failures away; its count halves every
+/// `reset_timeout` (30 s) since its last failure instead, and once it is spent the primary
+/// leads again: 2 failures become 1 after one period and none after two.
 #[tokio::test]
-async fn a_degraded_primary_that_stopped_failing_leads_again_after_its_failures_decay() {
-    let clock = ManualClock::new(T0);
-    let h = Harness::start_with_clock(FALLBACK, &clock).await;
-    // Two failing requests (each failing its retry too): 4 failures, degraded, not open.
-    h.mock.script("gpt-4o", [502, 502, 502, 502].map(Behavior::status));
-    assert_eq!(served_by(&h, "smart", 2).await, ["an/claude-fallback"; 2]);
-    let oa = h.app.breaker("oa").expect("tracked");
-    assert_eq!((oa.state, oa.failures), (BreakerState::Degraded, 4));
+async fn a_suspect_primary_without_probes_leads_again_after_its_failures_decay() {
+    const DECAY: &str = r#"
+[[providers]]
+id = "dp"
+kind = "anthropic"
+base_url = "{mock}"
+models = [{ id = "decaying", probe = false }]
+credentials = [{ id = "dp-1", secret = "env:AN_1" }]
 
-    clock.advance(Duration::from_millis(29_999));
-    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Degraded));
-    clock.advance(Duration::from_millis(1));
-    let oa = h.app.breaker("oa").expect("still tracked with a count");
-    assert_eq!((oa.state, oa.failures), (BreakerState::Closed, 2));
-    assert_eq!(served_by(&h, "smart", 2).await, ["oa/gpt-4o"; 2], "{:?}", h.app.breaker("oa"));
-    assert_eq!(h.app.breaker("oa"), None, "two successes drained the rest");
+[[combos]]
+name = "decay"
+targets = [{ target = "dp/decaying" }, { target = "an/claude-fallback" }]
+"#;
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(DECAY, &clock).await;
+    // One request fails, its retry too: two failures in a row, suspect, not degraded.
+    h.mock.script("decaying", [502, 502].map(Behavior::status));
+    assert_eq!(served_by(&h, "decay", 2).await, ["an/claude-fallback"; 2]);
+    let dp = h.app.breaker("dp").expect("tracked");
+    assert_eq!((dp.state, dp.failures), (BreakerState::Closed, 2));
+    assert_eq!(h.mock.attempt_count("decaying"), 2, "the second request went elsewhere");
+
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(h.app.breaker("dp").map(|b| b.failures), Some(1));
+    assert_eq!(served_by(&h, "decay", 1).await, ["an/claude-fallback"], "still seen failing");
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(h.app.breaker("dp"), None, "its count is spent");
+    assert_eq!(served_by(&h, "decay", 2).await, ["dp/decaying"; 2]);
+    assert!(h.mock.attempts_for("decaying").iter().all(|a| !is_probe(a)));
 }
 
 #[tokio::test]
@@ -324,4 +335,122 @@ targets = [{ target = "pr/per-request" }, { target = "oa/gpt-4o-mini" }]
     clock.advance(Duration::from_secs(10));
     assert_eq!(served_by(&h, "paid", 1).await, ["pr/per-request"]);
     assert!(h.mock.attempts_for("per-request").iter().all(|a| !is_probe(a)));
+}
+
+/// Issue 25's acceptance (RESILIENCE.md §3, "back within seconds of healing"): a primary
+/// answers `failing` for 12 s and then heals, with one user request every 1.5 s (the manual
+/// clock paces them; the mock heals when the clock says so) and default lock and breaker
+/// settings. Every request is served; no user request reaches the primary after the first
+/// failed one (whose same-target retry is the same request); once the first wait has run out
+/// the primary is probed at least every 5 s; and users are back on it within 5 s of healing.
+async fn users_are_back_within_5_s_of_healing(failing: Behavior) {
+    const HEAL: &str = r#"
+[[combos]]
+name = "heal"
+targets = [{ target = "an/claude-primary" }, { target = "oa/gpt-4o-mini" }]
+"#;
+    const PACE: Duration = Duration::from_millis(1500);
+    const OUTAGE: Duration = Duration::from_secs(12);
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(HEAL, &clock).await;
+    h.mock.set_default("claude-primary", failing);
+    let mut elapsed = Duration::ZERO;
+    let mut first_users = None;
+    let mut probed_at: Vec<Duration> = Vec::new();
+    let mut back = None;
+    while elapsed < OUTAGE + Duration::from_secs(12) {
+        if elapsed >= OUTAGE && back.is_none() {
+            h.mock.set_default("claude-primary", Reply::default());
+        }
+        let (status, headers, body) = ask(&h, "heal").await;
+        assert_eq!(status, 200, "at {elapsed:?}: {body}");
+        let target = header(&headers, "x-switchyard-target").to_owned();
+        h.app.probes_settled().await;
+        let primary = h.mock.attempts_for("claude-primary");
+        let users = user_requests(&primary).len();
+        let probes = primary.len() - users;
+        if probes > probed_at.len() {
+            assert_eq!(probes, probed_at.len() + 1, "one probe at a time, at {elapsed:?}");
+            probed_at.push(elapsed);
+        }
+        match (first_users, elapsed < OUTAGE) {
+            (None, _) => {
+                assert_eq!(target, "oa/gpt-4o-mini", "the first failure is a user's");
+                first_users = Some(users);
+            }
+            (Some(first), true) => {
+                assert_eq!(target, "oa/gpt-4o-mini", "at {elapsed:?}");
+                assert_eq!(
+                    users, first,
+                    "a user request reached the failing primary at {elapsed:?}"
+                );
+            }
+            (Some(_), false) if target == "an/claude-primary" => {
+                back.get_or_insert(elapsed);
+            }
+            (Some(_), false) => {
+                assert!(back.is_none(), "users left the healed primary again at {elapsed:?}");
+            }
+        }
+        clock.advance(PACE);
+        elapsed += PACE;
+    }
+    let back = back.expect("users came back to the healed primary").saturating_sub(OUTAGE);
+    assert!(back <= Duration::from_secs(5), "users back {back:?} after healing");
+    assert!(!probed_at.is_empty(), "the failing primary was probed");
+    for pair in probed_at.windows(2) {
+        let gap = pair[1].saturating_sub(pair[0]);
+        assert!(gap <= Duration::from_secs(5), "probes at {probed_at:?}");
+    }
+    for probe in h.mock.attempts_for("claude-primary").iter().filter(|a| is_probe(a)) {
+        assert_eq!(probe.body["max_tokens"], 1, "{}", probe.body);
+    }
+}
+
+/// The lockout's path: 503 locks the model (10 s, then 20 s by the proxy's own backoff, which
+/// probes go through).
+#[tokio::test]
+async fn a_primary_answering_503_for_12_s_has_its_users_back_within_5_s_of_healing() {
+    users_are_back_within_5_s_of_healing(Behavior::status(503)).await;
+}
+
+/// The breaker's path: 500 charges only the breaker; the request and its retry failing in a row
+/// make the provider suspect, and its probes' failures hold its count without opening it.
+#[tokio::test]
+async fn a_primary_answering_500_for_12_s_has_its_users_back_within_5_s_of_healing() {
+    users_are_back_within_5_s_of_healing(Behavior::status(500)).await;
+}
+
+/// Issue 25, defect 2: a non-streamed half-open probe may take `non_stream_ms` (10 min). Its
+/// slot lasted `probe_timeout` (2 min): past that another request became the probe, and the
+/// slow probe's success was ignored. The slot now lasts as long as the request it rides on
+/// may, so nobody else is let through meanwhile and the late success closes the breaker.
+#[tokio::test]
+async fn a_non_streamed_half_open_probe_slower_than_probe_timeout_still_closes_the_breaker() {
+    let clock = ManualClock::new(T0);
+    // The defaults a non-streamed answer runs on: 10 minutes for it, and for the request.
+    let setup = Setup::new("").clock(&clock).breaker("{ failure_threshold = 1 }").timeouts(|t| {
+        t.non_stream_ms = 600_000;
+        t.total_ms = 600_000;
+    });
+    let h = Harness::start_with(setup).await;
+    h.mock.enqueue("gpt-4o", Status::new(500));
+    assert_eq!(ask(&h, "oa/gpt-4o").await.0, 503);
+    assert_eq!(h.app.breaker("oa").map(|b| b.state), Some(BreakerState::Open));
+    clock.advance(Duration::from_secs(30));
+
+    // Half-open, and nobody else to serve: this user's request is the probe. Its answer is
+    // slow; while it is on its way the app's clock passes `probe_timeout`.
+    h.mock.enqueue("gpt-4o", Reply::default().first_event_after(Duration::from_millis(1500)));
+    let meanwhile = async {
+        h.mock.wait_for_attempts(2).await;
+        clock.advance(Duration::from_secs(180));
+        let (status, _, body) = ask(&h, "oa/gpt-4o").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.to_string().contains("breaker_probing"), "{body}");
+    };
+    let ((status, _, body), ()) = tokio::join!(ask(&h, "oa/gpt-4o"), meanwhile);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(h.mock.attempt_count("gpt-4o"), 2, "nobody else went upstream meanwhile");
+    assert_eq!(h.app.breaker("oa"), None, "closed by the late success, counters reset");
 }

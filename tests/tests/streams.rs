@@ -189,9 +189,10 @@ async fn a_streamed_answer_from_the_fallback_names_the_fallback_in_every_chunk_a
 
 #[tokio::test]
 async fn a_non_streamed_answer_cut_or_malformed_midway_is_never_returned_half() {
-    let h = Harness::start(FALLBACK).await;
     for broken in [Behavior::cut_after(1), Behavior::malformed_at(0)] {
-        h.mock.clear();
+        // A fresh proxy each time: two failures in a row make the primary suspect, and the
+        // next request would go to the fallback first (RESILIENCE.md §3).
+        let h = Harness::start(FALLBACK).await;
         h.mock.script("gpt-4o", [broken.clone(), broken.clone()]);
         let (status, headers, body) =
             json_parts(h.openai("smart", false).send().await.unwrap()).await;

@@ -124,6 +124,29 @@ fn dropping_a_probe_attempt_releases_its_slot() {
     assert_eq!(r.breaker_state(&k.provider, half_open_at), BreakerState::Closed);
 }
 
+/// Issue 25, defect 2: a non-streamed half-open probe may take `non_stream_ms` (10 min). Its
+/// slot used to last `probe_timeout` (2 min): its success came too late to close the breaker,
+/// and another request became the probe every 2 minutes meanwhile.
+#[test]
+fn a_half_open_attempt_keeps_its_slot_for_its_own_deadline_and_its_late_success_closes() {
+    let r = Arc::new(HealthRegistry::default());
+    let k = key("groq", "a", "llama");
+    for _ in 0..5 {
+        attempt(&r, &k, &status(502), T0);
+    }
+    let half_open_at = T0.plus(30 * SEC);
+    let non_stream = Duration::from_secs(600);
+    let probe = r.admit_until(&k, half_open_at, half_open_at.plus(non_stream)).unwrap();
+    assert!(probe.is_probe());
+    let later = half_open_at.plus(Duration::from_secs(180));
+    assert!(
+        matches!(r.admit(&k, later), Err(SkipReason::BreakerProbing { retry_in_ms: 420_000 })),
+        "3 min on, past probe_timeout, the slot is still the slow probe's"
+    );
+    probe.finish(&status(200), later);
+    assert_eq!(r.breaker_state(&k.provider, later), BreakerState::Closed);
+}
+
 #[test]
 fn a_probe_settles_at_its_first_answer_and_a_later_break_is_still_charged() {
     let r = Arc::new(HealthRegistry::default());

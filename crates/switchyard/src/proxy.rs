@@ -487,7 +487,10 @@ impl Proxy {
                 let state = live.lock();
                 state.left() > 1 && anyone_else(rest, &combo, &state)
             };
-            let (attempt, secret) = match self.ready(&routes, candidate).await {
+            let wait = first_event_wait(&routes.config, request.stream, others_left);
+            // A half-open probe's slot lasts as long as this attempt may (RESILIENCE.md §3).
+            let permit = wait.min(deadline.saturating_duration_since(Instant::now()));
+            let (attempt, secret) = match self.ready(&routes, candidate, permit).await {
                 Ok(ready) => ready,
                 Err(reason) => {
                     // A retry refused here (the failure just locked the model) simply moves on.
@@ -500,8 +503,7 @@ impl Proxy {
             if !live.lock().start() {
                 break;
             }
-            let first_event =
-                Instant::now() + first_event_wait(&routes.config, request.stream, others_left);
+            let first_event = Instant::now() + wait;
             let started = Instant::now();
             let primary = self.attempt(
                 &routes,
@@ -647,7 +649,10 @@ impl Proxy {
             let now = self.clock.now();
             let bench = wanted.bench.code();
             let afford = || routes.budget.try_retry(now);
-            let not_sent = match self.registry.start_probe(&wanted.key, wanted.bench, now, afford) {
+            // The probe's own deadline (see `Prober::run`) is its half-open slot's.
+            let permit = routes.config.timeouts.first_event;
+            let started = self.registry.start_probe(&wanted.key, wanted.bench, now, permit, afford);
+            let not_sent = match started {
                 Err(refused) => Some(refused.code()),
                 Ok(probe) => {
                     let prober = Prober {
@@ -664,18 +669,23 @@ impl Proxy {
         }
     }
 
-    /// Admits `candidate` and finds the secret it will present. `Err` is why it is skipped: the
-    /// registry refused it, the team's lease for a half-open probe went to another instance
-    /// (issue 20), or (OAuth) no usable token could be had, in which case the OAuth manager has
-    /// benched the credential and says why in its status. None of these is an attempt.
+    /// Admits `candidate` and finds the secret it will present. `permit` is how long the attempt
+    /// may take to its first real event (a non-streamed one: to its whole answer): a half-open
+    /// probe slot it claims lasts that long, so a slow answer's success still closes the
+    /// breaker. `Err` is why it is skipped: the registry refused it, the team's lease for a
+    /// half-open probe went to another instance (issue 20), or (OAuth) no usable token could be
+    /// had, in which case the OAuth manager has benched the credential and says why in its
+    /// status. None of these is an attempt.
     async fn ready(
         &self,
         routes: &Routes,
         candidate: &Candidate,
+        permit: Duration,
     ) -> Result<(Attempt, Option<Secret>), &'static str> {
         let key = &candidate.key;
         let now = self.clock.now();
-        let mut attempt = self.registry.admit(key, now).map_err(SkipReason::code)?;
+        let mut attempt =
+            self.registry.admit_until(key, now, now.plus(permit)).map_err(SkipReason::code)?;
         attempt.lease(now).await.map_err(SkipReason::code)?;
         match self.secret_for(routes, &key.provider, &key.credential).await {
             Ok(secret) => Ok((attempt, secret)),
@@ -1193,14 +1203,17 @@ impl Prober {
             }
         };
         let dialect = provider.dialect_for(key.model.as_str());
-        // A one-token answer is quick: a probe gets the streaming first-event deadline.
+        // A one-token answer is quick: a probe gets the streaming first-event deadline, for its
+        // head and body together (the registry holds its slot that long).
         let wait = self.routes.config.timeouts.first_event;
+        let deadline = Instant::now() + wait;
         let empty = HeaderMap::new();
         let (verdict, status) = match self.routes.executor.send(request, wait).await {
             Ok(response) if response.status.is_success() => {
                 let status = response.status.as_u16();
                 // Read to the end so the connection goes back to the pool; the text is unused.
-                let _ = response.into_bytes(wait, executor::MAX_ANSWER).await;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let _ = response.into_bytes(left, executor::MAX_ANSWER).await;
                 let ok = Upstream::Response { status, headers: &empty, body: BodyHint::None };
                 (self.classify(ok), Some(status))
             }

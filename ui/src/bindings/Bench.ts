@@ -4,4 +4,4 @@
  * Which bench a recovering target is on: it decides the probe's scope and how its answer is
  * judged.
  */
-export type Bench = "breaker_half_open" | "breaker_degraded" | "credential_cooled" | "model_lock_lapsed";
+export type Bench = "breaker_half_open" | "breaker_degraded" | "credential_cooled" | "model_lock_lapsed" | "breaker_open" | "credential_cooling" | "model_locked";

@@ -10,6 +10,9 @@ const benchText: Record<Bench, string> = {
   breaker_degraded: 'breaker degraded',
   credential_cooled: 'key cooled down',
   model_lock_lapsed: 'lock ran out',
+  breaker_open: 'breaker re-opened',
+  credential_cooling: 'key cooling again',
+  model_locked: 'locked again',
 };
 
 /** What one probe answers for: a provider, one key, or one model on one key. */

@@ -4,9 +4,12 @@
 //! - `closed`/`degraded` is one phase; degraded is derived from the leaky failure count, so a
 //!   live change of the thresholds reclassifies at once.
 //! - `open` → `half_open` happens lazily on the first read at or after `until`.
-//! - `half_open` holds at most `half_open_probes` probes, each with a deadline. A probe that is
-//!   released (its attempt dropped) or that passes its deadline frees its slot, so a breaker can
-//!   never stay half-open forever waiting for a result that will not come.
+//! - `half_open` holds at most `half_open_probes` probes, each with a deadline: the one its
+//!   caller names at admission, as long as the request it rides on may take (RESILIENCE.md §3),
+//!   so a slow answer that is still coming keeps its slot and its success still closes the
+//!   breaker. A probe that is released (its attempt dropped) or that passes its deadline frees
+//!   its slot, so a breaker can never stay half-open forever waiting for a result that will
+//!   not come.
 //! - Only a probe's own result moves `half_open`; stragglers admitted before the breaker opened
 //!   are ignored while it is open or half-open.
 //! - The leaky count also leaks with time: it halves every `reset_timeout` since the breaker
@@ -197,23 +200,58 @@ impl Breaker {
         }
     }
 
-    /// Lets an attempt through, claiming a probe slot when half-open. Call [`Self::refresh`]
-    /// first. Claiming a slot is not a persisted change: probes do not survive a restart.
+    /// Lets an attempt through, claiming a probe slot when half-open. The slot is held until
+    /// `deadline` at the latest: the caller's, as long as the attempt itself may take (a
+    /// non-streamed answer may take minutes). Call [`Self::refresh`] first. Claiming a slot is
+    /// not a persisted change: probes do not survive a restart.
     pub fn admit(
         &mut self,
         now: UnixMillis,
         policy: &BreakerPolicy,
+        deadline: UnixMillis,
         probe_id: impl FnOnce() -> ProbeId,
     ) -> Result<Admission, SkipReason> {
         self.check(now, policy)?;
         match &mut self.phase {
             Phase::HalfOpen { probes } if policy.enabled => {
                 let id = probe_id();
-                probes.push(Probe { id, deadline: now.plus(policy.probe_timeout) });
+                probes.push(Probe { id, deadline: deadline.max(now.plus(MIN_PERMIT)) });
                 Ok(Admission::Probe(id))
             }
             _ => Ok(Admission::Normal),
         }
+    }
+
+    /// Whether a recovery probe may go through this breaker while it is open: it re-opened
+    /// after a failed half-open probe, so its first wait has run out and what benches it now is
+    /// the proxy's own backoff, never a wait the provider stated (RESILIENCE.md §3).
+    pub fn may_probe_through(&self, policy: &BreakerPolicy) -> bool {
+        policy.enabled && matches!(self.phase, Phase::Open { .. }) && self.reopens > 0
+    }
+
+    /// A recovery probe through the open breaker found the provider answering: closed, counters
+    /// reset, as a half-open probe's success would.
+    pub fn close_through(&mut self, now: UnixMillis) -> Changed {
+        if !matches!(self.phase, Phase::Open { .. }) || self.reopens == 0 {
+            return Changed::No;
+        }
+        self.phase = Phase::Closed;
+        self.failures = 0;
+        self.reopens = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// A recovery probe failed on the provider's account while it ranks last: the count is not
+    /// raised (users go elsewhere already, and probes every few seconds would open it for
+    /// nothing) but held, its decay restarting as after any failure, so a provider still seen
+    /// failing does not drift back to its users.
+    pub fn hold(&mut self, now: UnixMillis) -> Changed {
+        if self.phase != Phase::Closed || self.failures == 0 {
+            return Changed::No;
+        }
+        self.changed_at = now;
+        Changed::Yes
     }
 
     /// Frees a probe's slot without a verdict (the client left, the attempt was dropped).
@@ -403,6 +441,10 @@ pub fn cooldown(policy: &BreakerPolicy, fault: BreakerFault, reopens: u32) -> Du
     base.saturating_mul(multiplier)
 }
 
+/// The shortest probe permit: a caller's deadline already in the past must not make the slot
+/// free before the attempt even started.
+const MIN_PERMIT: Duration = Duration::from_secs(1);
+
 fn ms(d: Duration) -> u64 {
     millis(d)
 }
@@ -443,7 +485,7 @@ mod tests {
         id: ProbeId,
     ) -> Result<Admission, SkipReason> {
         let _ = b.refresh(now, p);
-        b.admit(now, p, || id)
+        b.admit(now, p, now.plus(p.probe_timeout), || id)
     }
 
     #[test]
@@ -627,6 +669,78 @@ mod tests {
             assert!(fail(&mut b, T0, &p) == Changed::No);
         }
         assert_eq!(probe(&mut b, T0, &p, 1), Ok(Admission::Normal));
+    }
+
+    /// Defect 2 of issue 25: a non-streamed half-open probe may take `non_stream_ms` (10 min);
+    /// with the slot's deadline at `probe_timeout` (2 min) its success came too late to count,
+    /// and another probe was admitted every 2 minutes meanwhile.
+    #[test]
+    fn a_probe_keeps_its_slot_for_the_deadline_its_caller_named_and_its_late_success_closes() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        let _ = b.refresh(at, &p);
+        let ten_minutes = at.plus(Duration::from_secs(600));
+        assert_eq!(b.admit(at, &p, ten_minutes, || 1), Ok(Admission::Probe(1)));
+        let later = at.plus(p.probe_timeout).plus(Duration::from_secs(60));
+        let _ = b.refresh(later, &p);
+        assert_eq!(
+            b.admit(later, &p, later.plus(p.probe_timeout), || 2),
+            Err(SkipReason::BreakerProbing { retry_in_ms: ms(ten_minutes.since(later)) }),
+            "still probing: nobody else is let through meanwhile"
+        );
+        assert!(b.on_success(later, Admission::Probe(1)).is_yes());
+        assert_eq!(b.state(&p), BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_permit_whose_deadline_has_passed_already_still_holds_its_slot_for_a_moment() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        let at = T0.plus(p.reset_timeout);
+        let _ = b.refresh(at, &p);
+        assert_eq!(b.admit(at, &p, T0, || 1), Ok(Admission::Probe(1)));
+        assert!(b.check(at, &p).is_err(), "the slot is taken");
+        let _ = b.refresh(at.plus(MIN_PERMIT), &p);
+        assert_eq!(b.check(at.plus(MIN_PERMIT), &p), Ok(()));
+    }
+
+    #[test]
+    fn only_a_breaker_that_reopened_may_be_probed_through_and_that_probe_closes_it() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        trip(&mut b, T0, &p);
+        assert!(!b.may_probe_through(&p), "its first wait has not run out");
+        assert!(b.close_through(T0) == Changed::No);
+        let at = T0.plus(p.reset_timeout);
+        let admission = probe(&mut b, at, &p, 1).unwrap();
+        let _ = b.on_failure(at, &p, BreakerFault::Transient, admission);
+        assert_eq!((b.state(&p), b.reopens()), (BreakerState::Open, 1));
+        assert!(b.may_probe_through(&p));
+        let opted_out =
+            BreakerSettings { enabled: false, ..BreakerSettings::default() }.validate().unwrap();
+        assert!(!b.may_probe_through(&opted_out));
+        assert!(b.close_through(at.plus(SEC)).is_yes());
+        assert_eq!(b.state(&p), BreakerState::Closed);
+        assert!(b.is_pristine(), "counters reset, as after a half-open probe's success");
+    }
+
+    #[test]
+    fn a_held_count_restarts_its_decay_without_growing() {
+        let p = policy();
+        let mut b = Breaker::new(T0);
+        for _ in 0..3 {
+            let _ = fail(&mut b, T0, &p);
+        }
+        let almost = T0.plus(p.reset_timeout.saturating_sub(SEC));
+        let _ = b.refresh(almost, &p);
+        assert!(b.hold(almost).is_yes());
+        assert_eq!(state_at(&mut b, T0.plus(p.reset_timeout), &p), BreakerState::Degraded);
+        assert_eq!(b.failures(), 3, "held, not raised");
+        assert_eq!(state_at(&mut b, almost.plus(p.reset_timeout), &p), BreakerState::Closed);
+        assert!(Breaker::new(T0).hold(T0) == Changed::No, "nothing to hold");
     }
 
     #[test]

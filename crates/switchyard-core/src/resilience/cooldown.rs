@@ -51,6 +51,11 @@ pub struct CredentialCooldown {
     backoff_level: u32,
     last_error: Option<CredentialFault>,
     changed_at: UnixMillis,
+    /// The cooldown is the proxy's own backoff, set when the key was rate-limited again after
+    /// an earlier cooldown ran out: a recovery probe may go through it (RESILIENCE.md §3).
+    /// Never a wait the upstream stated. Not persisted: a restored or shared cooldown counts as
+    /// stated and runs out by itself.
+    probe_through: bool,
 }
 
 /// What is persisted of a credential's cooldown.
@@ -96,6 +101,7 @@ impl CredentialCooldown {
             self.changed_at = *until;
             self.status = CredentialStatus::Active;
             self.until = None;
+            self.probe_through = false;
             return Changed::Yes;
         }
         let clamped = until.clamp_from(now, policy.longest());
@@ -139,12 +145,37 @@ impl CredentialCooldown {
             && self.last_error == Some(CredentialFault::RateLimit)
     }
 
-    /// A recovery probe was served without a rate limit: the backoff is cleared at once.
+    /// A recovery probe was served without a rate limit: the backoff is cleared at once, and a
+    /// cooldown it went through ([`Self::may_probe_through`]) ends.
     pub fn heal(&mut self, now: UnixMillis) -> Changed {
-        if !self.is_recovering() {
+        if self.may_probe_through(now) {
+            self.status = CredentialStatus::Active;
+            self.until = None;
+            self.probe_through = false;
+        } else if !self.is_recovering() {
             return Changed::No;
         }
         self.backoff_level = 0;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Whether a recovery probe may go through the cooldown in force at `now` (see
+    /// [`Self::probe_through`]).
+    pub fn may_probe_through(&self, now: UnixMillis) -> bool {
+        self.probe_through
+            && self.status == CredentialStatus::Cooling
+            && self.until.is_some_and(|until| now < until)
+    }
+
+    /// A probe through the cooldown was answered with a wait (`hint`): the cooldown becomes
+    /// exactly that wait, the upstream's, which no probe goes through.
+    pub fn restate(&mut self, now: UnixMillis, hint: Duration) -> Changed {
+        if !self.may_probe_through(now) {
+            return Changed::No;
+        }
+        self.until = Some(now.plus(hint));
+        self.probe_through = false;
         self.changed_at = now;
         Changed::Yes
     }
@@ -161,6 +192,8 @@ impl CredentialCooldown {
     ) -> Changed {
         use CredentialStatus as S;
         let benched_for = |status| self.status == status;
+        // Rate-limited again after its last cooldown ran out unproven.
+        let again = matches!(fault, CredentialFault::RateLimit) && self.is_recovering();
         match fault {
             CredentialFault::Auth if benched_for(S::Invalid) => return Changed::No,
             CredentialFault::Auth => {
@@ -184,6 +217,7 @@ impl CredentialCooldown {
                 self.backoff_level = (self.backoff_level + 1).min(policy.max_backoff_level);
             }
         }
+        self.probe_through = again && hint.is_none();
         self.last_error = Some(fault);
         self.changed_at = now;
         Changed::Yes
@@ -197,6 +231,7 @@ impl CredentialCooldown {
         }
         self.status = status;
         self.until = None;
+        self.probe_through = false;
         self.changed_at = now;
         Changed::Yes
     }
@@ -232,6 +267,7 @@ impl CredentialCooldown {
             backoff_level: record.backoff_level.min(policy.max_backoff_level),
             last_error: record.last_error,
             changed_at: record.changed_at,
+            probe_through: false,
         }
     }
 }
@@ -256,6 +292,32 @@ mod tests {
         let p = CooldownPolicy::default();
         let _ = c.refresh(now, &p);
         c.on_failure(now, &p, CredentialKind::ApiKey, CredentialFault::RateLimit, hint)
+    }
+
+    #[test]
+    fn only_a_second_cooldown_of_its_own_backoff_may_be_probed_through_and_its_probe_ends_it() {
+        let mut c = CredentialCooldown::new(T0);
+        let _ = rate_limit(&mut c, T0, None);
+        assert!(!c.may_probe_through(T0), "the first wait runs out first");
+        let cooled = T0.plus(3 * SEC);
+        let _ = rate_limit(&mut c, cooled, None);
+        assert!(c.may_probe_through(cooled), "cooling again for 6 s: the proxy's own backoff");
+        let mut restated = c.clone();
+        assert!(c.heal(cooled.plus(SEC)).is_yes());
+        assert_eq!(check_at(&mut c, cooled.plus(SEC)), Ok(()));
+        assert!(c.is_pristine());
+
+        // The upstream's wait is honoured exactly, and no probe goes through it.
+        assert!(restated.restate(cooled.plus(SEC), 20 * SEC).is_yes());
+        assert!(!restated.may_probe_through(cooled.plus(SEC)));
+        assert_eq!(
+            check_at(&mut restated, cooled.plus(SEC)),
+            Err(SkipReason::CredentialCooling { retry_in_ms: 20_000 })
+        );
+        let mut stated = CredentialCooldown::new(T0);
+        let _ = rate_limit(&mut stated, T0, None);
+        let _ = rate_limit(&mut stated, cooled, Some(30 * SEC));
+        assert!(!stated.may_probe_through(cooled));
     }
 
     fn check_at(c: &mut CredentialCooldown, now: UnixMillis) -> Result<(), SkipReason> {

@@ -1,8 +1,10 @@
 //! Layer 3: the model lockout (RESILIENCE.md §5), scoped to (provider, credential, model).
 //!
 //! Invariants:
-//! - A lock runs out by itself (lazy expiry); success does not lift it, it halves the
-//!   consecutive-failure count that sizes the next lock.
+//! - A lock runs out by itself (lazy expiry); a user's success does not lift it, it halves the
+//!   consecutive-failure count that sizes the next lock. Only a recovery probe's success lifts
+//!   a lock early, and only one of the proxy's own backoff set after an earlier lock ran out
+//!   ([`ModelLockout::probe_through`]); a wait the upstream stated is never cut short.
 //! - Failures that arrive while locked (stragglers admitted before the lock) change nothing.
 //! - An entry with no lock and no failures carries no information and is not kept.
 
@@ -37,6 +39,13 @@ pub struct ModelLockout {
     pub consecutive_failures: u32,
     pub reason: Option<LockReason>,
     pub changed_at: UnixMillis,
+    /// The lock is the proxy's own backoff, set when the model failed again after an earlier
+    /// lock ran out: a recovery probe may go through it (RESILIENCE.md §3). Never a wait the
+    /// upstream stated, a first lock, or a model refused or missing (those do not flicker).
+    /// Not persisted: a restored or shared lock counts as stated and runs out by itself.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub probe_through: bool,
 }
 
 /// The persisted form of a lockout.
@@ -65,6 +74,7 @@ impl ModelLockout {
             // The lock ended at `until`, whenever someone happens to look.
             self.changed_at = *until;
             self.locked_until = None;
+            self.probe_through = false;
             return Changed::Yes;
         }
         let clamped = until.clamp_from(now, policy.longest());
@@ -102,12 +112,34 @@ impl ModelLockout {
         !self.is_locked(now) && self.consecutive_failures >= policy.failure_threshold.max(1)
     }
 
-    /// A recovery probe got a 2xx: the count that sizes the next lock is cleared at once.
+    /// A recovery probe got a 2xx: the count that sizes the next lock is cleared at once, and a
+    /// lock it went through ([`Self::may_probe_through`]) is lifted.
     pub fn heal(&mut self, now: UnixMillis) -> Changed {
-        if self.is_locked(now) || self.consecutive_failures == 0 {
+        let through = self.may_probe_through(now);
+        if !through && (self.is_locked(now) || self.consecutive_failures == 0) {
             return Changed::No;
         }
+        self.locked_until = None;
         self.consecutive_failures = 0;
+        self.probe_through = false;
+        self.changed_at = now;
+        Changed::Yes
+    }
+
+    /// Whether a recovery probe may go through the lock in force at `now` (see
+    /// [`Self::probe_through`]).
+    pub fn may_probe_through(&self, now: UnixMillis) -> bool {
+        self.probe_through && self.is_locked(now)
+    }
+
+    /// A probe through the lock was answered with a wait (`hint`, a `Retry-After` or reset
+    /// header): the lock becomes exactly that wait, the upstream's, which no probe goes through.
+    pub fn restate(&mut self, now: UnixMillis, hint: Duration) -> Changed {
+        if !self.may_probe_through(now) {
+            return Changed::No;
+        }
+        self.locked_until = Some(now.plus(hint));
+        self.probe_through = false;
         self.changed_at = now;
         Changed::Yes
     }
@@ -127,6 +159,8 @@ impl ModelLockout {
         if !policy.enabled || self.is_locked(now) {
             return Changed::No;
         }
+        // A lock ran out with its failures still counted, and the model failed again.
+        let again = self.is_recovering(now, policy);
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.reason = Some(reason);
         if at_once || self.consecutive_failures >= policy.failure_threshold {
@@ -145,6 +179,9 @@ impl ModelLockout {
                 (_, None) => normal(),
             };
             self.locked_until = Some(now.plus(wait));
+            let standing =
+                matches!(reason.kind, OutcomeKind::ModelUnavailable | OutcomeKind::ModelForbidden);
+            self.probe_through = again && hint.is_none() && !standing;
         }
         self.changed_at = now;
         Changed::Yes
@@ -156,6 +193,7 @@ impl ModelLockout {
         let mut lockout = record.clone();
         lockout.locked_until =
             record.locked_until.map(|until| until.min(now.plus(policy.longest())));
+        lockout.probe_through = false;
         lockout
     }
 }
@@ -272,6 +310,56 @@ mod tests {
         let expiry = l.locked_until.unwrap();
         assert!(l.refresh(expiry, &p).is_yes());
         assert_eq!(l.check(expiry), Ok(()));
+    }
+
+    const OVERLOADED: LockReason = LockReason { kind: OutcomeKind::Transient, status: Some(503) };
+
+    fn overload(l: &mut ModelLockout, now: UnixMillis, hint: Option<Duration>) {
+        let p = LockoutPolicy::default();
+        let _ = l.refresh(now, &p);
+        let _ = l.on_failure(now, &p, OVERLOADED, hint, hint.is_some());
+    }
+
+    #[test]
+    fn only_a_second_lock_of_its_own_backoff_may_be_probed_through() {
+        let mut l = ModelLockout::new(T0);
+        overload(&mut l, T0, None);
+        assert!(!l.may_probe_through(T0), "the first wait runs out first");
+        let lapsed = T0.plus(10 * SEC);
+        overload(&mut l, lapsed, None);
+        assert!(l.may_probe_through(lapsed), "locked again for 20 s: the proxy's own backoff");
+        assert!(!l.may_probe_through(lapsed.plus(20 * SEC)), "no lock left to go through");
+
+        // A stated wait is the upstream's: never gone through, whatever came before.
+        let mut stated = ModelLockout::new(T0);
+        overload(&mut stated, T0, None);
+        overload(&mut stated, lapsed, Some(30 * SEC));
+        assert!(!stated.may_probe_through(lapsed));
+
+        // Nor a model that is gone, however often it was locked.
+        let p = LockoutPolicy::default();
+        let mut gone = ModelLockout::new(T0);
+        let _ = fail(&mut gone, T0, &p, None);
+        let _ = fail(&mut gone, lapsed, &p, None);
+        assert!(gone.is_locked(lapsed) && !gone.may_probe_through(lapsed));
+    }
+
+    #[test]
+    fn a_probe_through_the_lock_lifts_it_or_turns_it_into_the_wait_the_upstream_states() {
+        let lapsed = T0.plus(10 * SEC);
+        let mut l = ModelLockout::new(T0);
+        overload(&mut l, T0, None);
+        assert!(l.heal(T0) == Changed::No, "a first lock is not lifted by a probe");
+        overload(&mut l, lapsed, None);
+        let mut restated = l.clone();
+        assert!(l.heal(lapsed.plus(SEC)).is_yes());
+        assert!(l.is_pristine(), "{l:?}");
+
+        let at = lapsed.plus(SEC);
+        assert!(restated.restate(at, 45 * SEC).is_yes());
+        assert_eq!(restated.locked_until, Some(at.plus(45 * SEC)));
+        assert!(!restated.may_probe_through(at), "the upstream's wait is honoured exactly");
+        assert!(restated.heal(at) == Changed::No);
     }
 
     #[test]

@@ -26,7 +26,9 @@ use super::breaker::{Admission, LeaseHolder, ProbeId};
 use super::event::HealthRecords;
 use super::first_event::FirstEventSketch;
 use super::lockout::LockReason;
-use super::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView};
+use super::recovery::{
+    Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView, SUSPECT_AFTER,
+};
 use super::team::link::LeaseAnswer;
 use super::team::{
     BreakerChange, CredentialChange, LockoutChange, SharedBreaker, SharedCredential, SharedLockout,
@@ -606,20 +608,13 @@ impl State {
     ) -> Option<Bench> {
         self.check(key, now, out).ok()?;
         let ranks_last = self.ranks_last(&key.provider, now, out);
-        let State { policies, breakers, credentials, lockouts, probes, .. } = self;
+        let State { policies, breakers, credentials, lockouts, .. } = self;
         let policy = policies.breaker(&key.provider);
         if let Some(b) = breakers.map.get(&key.provider) {
             match b.state(policy) {
                 BreakerState::HalfOpen => return Some(Bench::BreakerHalfOpen),
                 BreakerState::Degraded | BreakerState::Closed if ranks_last => {
-                    let scope = Bench::BreakerDegraded.scope(key);
-                    let due = probes.get(&scope).is_none_or(|t| {
-                        !t.in_flight
-                            && t.last_sent.is_none_or(|at| now.since(at) >= policy.reset_timeout)
-                    });
-                    if due {
-                        return Some(Bench::BreakerDegraded);
-                    }
+                    return Some(Bench::BreakerDegraded);
                 }
                 BreakerState::Degraded | BreakerState::Closed | BreakerState::Open => {}
             }
@@ -651,19 +646,138 @@ impl State {
         }
     }
 
-    /// Lets an attempt at `key` through, claiming a half-open probe slot if there is one.
-    fn admit(
+    /// Which benches of the proxy's own a recovery probe of `key` would go through at `now`
+    /// (see [`super::recovery`]), and the outermost one's [`Bench`]: `None` when nothing
+    /// benches `key`, or when a layer benches it that no probe may go through (a first wait, a
+    /// wait the upstream stated, a refused key).
+    fn passage(
         &mut self,
         key: &CandidateKey,
         now: UnixMillis,
         out: &Publisher,
+    ) -> Option<(Bench, Passage)> {
+        let State { policies, breakers, credentials, lockouts, .. } = self;
+        let policy = policies.breaker(&key.provider);
+        let breaker = match breakers.get(&key.provider, now, policy, out) {
+            Some(b) if b.check(now, policy).is_err() => b.may_probe_through(policy).then_some(true),
+            _ => Some(false),
+        };
+        let credential = match credentials.get(&CredRef::from(key), now, &policies.cooldown, out) {
+            Some(c) if c.check(now).is_err() => c.may_probe_through(now).then_some(true),
+            _ => Some(false),
+        };
+        let lock = match lockouts.get(key, now, &policies.lockout, out) {
+            Some(l) if l.check(now).is_err() => l.may_probe_through(now).then_some(true),
+            _ => Some(false),
+        };
+        let passage = Passage { breaker: breaker?, credential: credential?, lock: lock? };
+        let bench = if passage.breaker {
+            Bench::BreakerOpen
+        } else if passage.credential {
+            Bench::CredentialCooling
+        } else if passage.lock {
+            Bench::ModelLocked
+        } else {
+            return None;
+        };
+        Some((bench, passage))
+    }
+
+    /// Whether a probe of `key` on `bench` may start at `now`: none in flight for it (under any
+    /// bench) and its scope not probed within [`super::recovery::PROBE_INTERVAL`].
+    fn probe_due(
+        &self,
+        key: &CandidateKey,
+        bench: Bench,
+        now: UnixMillis,
+    ) -> Result<(), ProbeRefused> {
+        let scope = bench.scope(key);
+        if self.probes.iter().any(|(s, t)| t.in_flight && (*s == scope || s.covers(key))) {
+            return Err(ProbeRefused::InFlight);
+        }
+        match self.probes.get(&scope) {
+            Some(track) if !track.due(now) => Err(ProbeRefused::NotDue),
+            _ => Ok(()),
+        }
+    }
+
+    /// A recovery probe went through `passage`'s waits of the proxy's own: each one passed is
+    /// judged by its own layer's rule; a wait the answer states replaces it exactly
+    /// (RESILIENCE.md §3). Returns what the team hears: a bench lifted, as cleared (it only ever
+    /// holds such a wait as a stated one).
+    fn pass_judgement(
+        &mut self,
+        key: &CandidateKey,
+        passage: Passage,
+        verdict: &Verdict,
+        now: UnixMillis,
+        out: &Publisher,
+    ) -> Vec<TeamTarget> {
+        let State { policies, breakers, credentials, lockouts, .. } = self;
+        let mut shared = Vec::new();
+        let provider = || key.provider.clone();
+
+        let policy = policies.breaker(&key.provider);
+        if passage.breaker
+            && Bench::BreakerOpen.healed_by(verdict)
+            && breakers.force(&key.provider, now, policy, out, |b| b.close_through(now))
+        {
+            shared.push(TeamTarget::Breaker { provider: provider(), change: BreakerChange::Clear });
+        }
+        let cooldown = &policies.cooldown;
+        let cred = CredRef::from(key);
+        if passage.credential && Bench::CredentialCooling.healed_by(verdict) {
+            if credentials.force(&cred, now, cooldown, out, |c| c.heal(now)) {
+                let change = CredentialChange::Clear;
+                shared.push(TeamTarget::Credential { key: key.credential_key(), change });
+            }
+        } else if passage.credential
+            && let Some(hint) = verdict.retry_after.filter(|_| verdict.charges.credential.is_some())
+        {
+            credentials.force(&cred, now, cooldown, out, |c| c.restate(now, hint));
+        }
+        let lockout = &policies.lockout;
+        if passage.lock && Bench::ModelLocked.healed_by(verdict) {
+            if lockouts.force(key, now, lockout, out, |l| l.heal(now)) {
+                shared.push(TeamTarget::Lockout { key: key.clone(), change: LockoutChange::Clear });
+            }
+        } else if passage.lock
+            && let Some(hint) = verdict.retry_after.filter(|_| verdict.charges.model)
+        {
+            lockouts.force(key, now, lockout, out, |l| l.restate(now, hint));
+        }
+        shared
+    }
+
+    /// Lets an attempt at `key` through, claiming a half-open probe slot (until `deadline`) if
+    /// there is one.
+    fn admit(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        deadline: UnixMillis,
+        out: &Publisher,
         next_probe: &AtomicU64,
     ) -> Result<Option<ProbeId>, SkipReason> {
         self.check(key, now, out)?;
+        self.claim(key, now, deadline, out, next_probe)
+    }
+
+    /// The breaker's part of [`Self::admit`]: a half-open probe slot, if there is one.
+    fn claim(
+        &mut self,
+        key: &CandidateKey,
+        now: UnixMillis,
+        deadline: UnixMillis,
+        out: &Publisher,
+        next_probe: &AtomicU64,
+    ) -> Result<Option<ProbeId>, SkipReason> {
         let State { policies, breakers, .. } = self;
         let policy = policies.breaker(&key.provider);
         let admission = match breakers.get(&key.provider, now, policy, out) {
-            Some(b) => b.admit(now, policy, || next_probe.fetch_add(1, Ordering::Relaxed))?,
+            Some(b) => {
+                b.admit(now, policy, deadline, || next_probe.fetch_add(1, Ordering::Relaxed))?
+            }
             None => Admission::Normal,
         };
         Ok(match admission {
@@ -914,14 +1028,30 @@ impl HealthRegistry {
     }
 
     /// Lets one attempt at `key` through, claiming a half-open probe slot if the breaker is
-    /// half-open. The returned [`Attempt`] must be settled with [`Attempt::finish`]; dropping
-    /// it instead releases the probe slot (client gone, task cancelled, panic).
+    /// half-open, for at most `probe_timeout`: for a caller that knows no deadline of its own
+    /// (tools, tests). The attempt loop names its attempt's with [`Self::admit_until`].
     pub fn admit(
         self: &Arc<Self>,
         key: &CandidateKey,
         now: UnixMillis,
     ) -> Result<Attempt, SkipReason> {
-        let probe = self.state.lock().admit(key, now, &self.events, &self.next_probe)?;
+        let permit = self.breaker_policy(&key.provider).probe_timeout;
+        self.admit_until(key, now, now.plus(permit))
+    }
+
+    /// Lets one attempt at `key` through, claiming a half-open probe slot if the breaker is
+    /// half-open. The slot is held until `deadline` at the latest: as long as the request the
+    /// attempt rides on may take (a stream's first real event deadline, a non-streamed answer's
+    /// `non_stream_ms`), so a slow answer's success still closes the breaker (RESILIENCE.md
+    /// §3). The returned [`Attempt`] must be settled with [`Attempt::finish`]; dropping it
+    /// instead releases the probe slot (client gone, task cancelled, panic).
+    pub fn admit_until(
+        self: &Arc<Self>,
+        key: &CandidateKey,
+        now: UnixMillis,
+        deadline: UnixMillis,
+    ) -> Result<Attempt, SkipReason> {
+        let probe = self.state.lock().admit(key, now, deadline, &self.events, &self.next_probe)?;
         Ok(Attempt {
             registry: Arc::clone(self),
             key: key.clone(),
@@ -929,6 +1059,7 @@ impl HealthRegistry {
             leased: false,
             admitted: now,
             answered: false,
+            recovery: false,
         })
     }
 
@@ -939,29 +1070,58 @@ impl HealthRegistry {
         self.state.lock().recovering(key, now, &self.events)
     }
 
+    /// Which bench a recovery probe of `key` would go through, if `key` is benched at `now`
+    /// only by waits of the proxy's own whose first has run out (RESILIENCE.md §3): the planner
+    /// names such a target for a probe while another candidate serves. Performs lazy
+    /// transitions, claims nothing.
+    pub fn probe_through(&self, key: &CandidateKey, now: UnixMillis) -> Option<Bench> {
+        self.state.lock().passage(key, now, &self.events).map(|(bench, _)| bench)
+    }
+
+    /// Whether a probe of `key` on `bench` may start at `now`: none in flight for `key`, and
+    /// its scope not probed within [`super::recovery::PROBE_INTERVAL`]. Claims nothing.
+    pub fn probe_due(&self, key: &CandidateKey, bench: Bench, now: UnixMillis) -> bool {
+        self.state.lock().probe_due(key, bench, now).is_ok()
+    }
+
     /// Starts a recovery probe of `key` on `bench`: takes the scope's probe slot (and a
-    /// half-open breaker's), so no other probe of the scope starts until this one is settled
-    /// with [`RecoveryProbe::finish`] or dropped. `afford` is asked last, once the probe could
-    /// go out (the retry budget: a probe refused for another reason spends nothing).
+    /// half-open breaker's, for `permit`: as long as the probe may take), so no other probe of
+    /// the scope starts until this one is settled with [`RecoveryProbe::finish`] or dropped.
+    /// A probe through a bench ([`Bench::is_through`]) passes the waits of the proxy's own that
+    /// [`Self::probe_through`] names, and nothing else. `afford` is asked last, once the probe
+    /// could go out (the retry budget: a probe refused for another reason spends nothing).
     pub fn start_probe(
         self: &Arc<Self>,
         key: &CandidateKey,
         bench: Bench,
         now: UnixMillis,
+        permit: Duration,
         afford: impl FnOnce() -> bool,
     ) -> Result<RecoveryProbe, ProbeRefused> {
         let scope = bench.scope(key);
+        let out = &self.events;
         let mut st = self.state.lock();
-        if st.probes.iter().any(|(s, t)| t.in_flight && (*s == scope || s.covers(key))) {
-            return Err(ProbeRefused::InFlight);
-        }
-        st.check(key, now, &self.events).map_err(|_| ProbeRefused::NotEligible)?;
+        st.probe_due(key, bench, now)?;
+        let passage = if bench.is_through() {
+            match st.passage(key, now, out) {
+                Some((through, passage)) if through == bench => passage,
+                _ => return Err(ProbeRefused::NotEligible),
+            }
+        } else {
+            st.check(key, now, out).map_err(|_| ProbeRefused::NotEligible)?;
+            Passage::default()
+        };
         if !afford() {
             return Err(ProbeRefused::Budget);
         }
-        let probe = st
-            .admit(key, now, &self.events, &self.next_probe)
-            .map_err(|_| ProbeRefused::NotEligible)?;
+        let deadline = now.plus(permit);
+        let probe = if passage.breaker {
+            // Through the open breaker: no half-open slot to claim.
+            None
+        } else {
+            st.claim(key, now, deadline, out, &self.next_probe)
+                .map_err(|_| ProbeRefused::NotEligible)?
+        };
         let track = st.probes.entry(scope.clone()).or_default();
         track.in_flight = true;
         track.last_sent = Some(now);
@@ -973,8 +1133,9 @@ impl HealthRegistry {
             leased: false,
             admitted: now,
             answered: false,
+            recovery: true,
         };
-        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope })
+        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope, passage })
     }
 
     /// Judges a probe's verdict by its bench's layer: success clears the bench at once; a
@@ -983,8 +1144,7 @@ impl HealthRegistry {
     fn judge_probe(
         &self,
         key: &CandidateKey,
-        bench: Bench,
-        scope: &ProbeScope,
+        (bench, scope, passage): (Bench, &ProbeScope, Passage),
         verdict: &Verdict,
         now: UnixMillis,
     ) -> bool {
@@ -992,7 +1152,7 @@ impl HealthRegistry {
         let mut st = self.state.lock();
         let aborted = verdict.kind == OutcomeKind::Aborted;
         let healed = !aborted && bench.healed_by(verdict);
-        let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
+        let State { policies, breakers, credentials, lockouts, .. } = &mut *st;
         let provider = || key.provider.clone();
         // A half-open probe closed (or re-opened) the breaker through its own admission, and
         // the verdict has charged every other failure already: only these change more.
@@ -1031,8 +1191,16 @@ impl HealthRegistry {
             Bench::BreakerHalfOpen
             | Bench::BreakerDegraded
             | Bench::CredentialCooled
-            | Bench::ModelLockLapsed => None,
+            | Bench::ModelLockLapsed
+            | Bench::BreakerOpen
+            | Bench::CredentialCooling
+            | Bench::ModelLocked => None,
         };
+        let mut shared: Vec<TeamTarget> = shared.into_iter().collect();
+        if !aborted {
+            shared.extend(st.pass_judgement(key, passage, verdict, now, out));
+        }
+        let State { probes, .. } = &mut *st;
         let track = probes.entry(scope.clone()).or_default();
         track.in_flight = false;
         if !aborted && matches!(scope, ProbeScope::Provider { .. }) {
@@ -1048,7 +1216,7 @@ impl HealthRegistry {
             });
         }
         drop(st);
-        self.share(shared.into_iter().collect(), now);
+        self.share(shared, now);
         healed
     }
 
@@ -1061,10 +1229,12 @@ impl HealthRegistry {
     /// Records `verdict` on all three layers. `leased`: the probe holds the team's lease, so
     /// its result is the team's too (a probe admitted while the team was unreachable settles
     /// this instance only).
+    /// `recovery`: the attempt is a recovery probe of the proxy's own, whose failure never adds
+    /// to a breaker's count (see [`super::recovery`]).
     fn settle(
         &self,
         key: &CandidateKey,
-        (probe, leased): (Option<ProbeId>, bool),
+        (probe, leased, recovery): (Option<ProbeId>, bool, bool),
         verdict: &Verdict,
         now: UnixMillis,
     ) {
@@ -1089,13 +1259,14 @@ impl HealthRegistry {
         let State { policies, breakers, credentials, lockouts, probes, .. } = &mut *st;
 
         // Layer 1. The provider answered for itself unless the verdict blames it.
-        if charges.provider.is_none()
-            && let Some(track) = provider_track(probes, &key.provider)
-        {
-            track.suspect = false;
-        }
+        suspicion(probes, &key.provider, charges.provider.is_some(), recovery);
         let policy = policies.breaker(&key.provider);
+        // A recovery probe's failure only holds the count, unless it is the half-open probe.
+        let held = recovery && probe.is_none();
         let changed = match charges.provider {
+            Some(_) if held => {
+                breakers.update(&key.provider, now, policy, out, no_create(), |b| b.hold(now))
+            }
             Some(fault) => breakers.update(
                 &key.provider,
                 now,
@@ -1108,7 +1279,10 @@ impl HealthRegistry {
                 b.on_success(now, admission)
             }),
         };
-        let change = told_to_team(charges.provider, (probe.is_some(), leased), changed);
+        let change = match charges.provider {
+            Some(_) if held => None,
+            fault => told_to_team(fault, (probe.is_some(), leased), changed),
+        };
         shared.extend(change.filter(|_| sharing).map(|c| breaker_change(key, c)));
 
         // Layer 2.
@@ -1467,15 +1641,17 @@ impl HealthRegistry {
             probes: probes
                 .iter()
                 .filter(|(scope, track)| {
-                    track.in_flight
-                        || track.last.is_some_and(|l| l.healed && now.since(l.at) < idle)
-                        || match scope {
-                            ProbeScope::Provider { provider } => {
-                                breakers.map.contains_key(provider)
-                            }
-                            ProbeScope::Credential { key } => credentials.map.contains_key(key),
-                            ProbeScope::Model { key } => lockouts.map.contains_key(key),
-                        }
+                    // A provider only ever counted as failing, never probed, has nothing to show.
+                    (track.in_flight || track.last.is_some())
+                        && (track.in_flight
+                            || track.last.is_some_and(|l| l.healed && now.since(l.at) < idle)
+                            || match scope {
+                                ProbeScope::Provider { provider } => {
+                                    breakers.map.contains_key(provider)
+                                }
+                                ProbeScope::Credential { key } => credentials.map.contains_key(key),
+                                ProbeScope::Model { key } => lockouts.map.contains_key(key),
+                            })
                 })
                 .map(|(scope, track)| ProbeView {
                     scope: scope.clone(),
@@ -1516,6 +1692,27 @@ fn provider_track<'t>(
     probes.get_mut(&ProbeScope::Provider { provider: provider.clone() })
 }
 
+/// Keeps a provider's suspicion (see [`ProbeTrack::suspect`]): any answer that does not blame
+/// it lifts it; users' failures in a row raise it (see [`SUSPECT_AFTER`]); a recovery probe's
+/// failure is the proxy's, not a user's, and is judged with the probe.
+fn suspicion(
+    probes: &mut FxIndexMap<ProbeScope, ProbeTrack>,
+    provider: &ProviderId,
+    blamed: bool,
+    recovery: bool,
+) {
+    if !blamed {
+        if let Some(track) = provider_track(probes, provider) {
+            track.suspect = false;
+            track.failed_in_a_row = 0;
+        }
+    } else if !recovery {
+        let track = probes.entry(ProbeScope::Provider { provider: provider.clone() }).or_default();
+        track.failed_in_a_row = track.failed_in_a_row.saturating_add(1);
+        track.suspect |= track.failed_in_a_row >= SUSPECT_AFTER;
+    }
+}
+
 /// `Table::update`'s "do not create" marker, with a concrete closure type.
 fn no_create<K, E>() -> Option<fn() -> (K, E)> {
     None
@@ -1542,6 +1739,8 @@ pub struct Attempt {
     admitted: UnixMillis,
     /// Its success was recorded already, at the stream's first real event.
     answered: bool,
+    /// A recovery probe of the proxy's own (see [`HealthRegistry::start_probe`]).
+    recovery: bool,
 }
 
 impl Attempt {
@@ -1583,7 +1782,12 @@ impl Attempt {
     /// rest of the stream, and a later break is charged by [`Attempt::finish`] as usual.
     pub fn answered(&mut self, success: &Verdict, now: UnixMillis) {
         if let Some(probe) = self.probe.take() {
-            self.registry.settle(&self.key, (Some(probe), self.leased), success, now);
+            self.registry.settle(
+                &self.key,
+                (Some(probe), self.leased, self.recovery),
+                success,
+                now,
+            );
             self.answered = true;
         }
     }
@@ -1595,7 +1799,7 @@ impl Attempt {
             return;
         }
         let probe = self.probe.take();
-        self.registry.settle(&self.key, (probe, self.leased), verdict, now);
+        self.registry.settle(&self.key, (probe, self.leased, self.recovery), verdict, now);
     }
 }
 
@@ -1616,6 +1820,16 @@ pub struct RecoveryProbe {
     attempt: Option<Attempt>,
     bench: Bench,
     scope: ProbeScope,
+    /// The waits of the proxy's own it goes through, if any.
+    passage: Passage,
+}
+
+/// The benches of the proxy's own a recovery probe goes through (see [`Bench::is_through`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Passage {
+    breaker: bool,
+    credential: bool,
+    lock: bool,
 }
 
 impl RecoveryProbe {
@@ -1640,7 +1854,7 @@ impl RecoveryProbe {
         let attempt = self.attempt.take().expect("settled once");
         let (registry, key) = (Arc::clone(&attempt.registry), attempt.key.clone());
         attempt.finish(verdict, now);
-        registry.judge_probe(&key, self.bench, &self.scope, verdict, now)
+        registry.judge_probe(&key, (self.bench, &self.scope, self.passage), verdict, now)
     }
 }
 

@@ -12,6 +12,12 @@
 //! end of the list (a last resort) and is named in [`Plan::probes`]. When no candidate could
 //! serve without proof (a combo of one, or every target recovering), nothing changes: the
 //! user's request is the probe, as before.
+//!
+//! A preferred target benched again after its first wait ran out, by waits of the proxy's own
+//! only (its breaker re-opened, its key or model benched a second time in a row), is named for
+//! a probe *through* the bench (see [`crate::resilience::recovery`]); it stays skipped for the
+//! users. Probes are named only when due: none in flight for the target, and its scope not
+//! probed within [`PROBE_INTERVAL`](crate::resilience::recovery::PROBE_INTERVAL).
 
 use serde::Serialize;
 
@@ -86,6 +92,8 @@ pub fn plan<'r>(
 
     let mut plan = Plan::default();
     let mut eligible: Vec<usize> = Vec::new();
+    // Skipped candidates a probe may go through: (target, credential's place, key, bench).
+    let mut through: Vec<(usize, usize, CandidateKey, Bench)> = Vec::new();
     for (_, target_index) in ranked {
         let target = &combo.targets[target_index];
         let Some(roster) = roster(&target.provider) else { continue };
@@ -101,7 +109,15 @@ pub fn plan<'r>(
             };
             match registry.eligible(&key, now) {
                 Ok(()) => eligible.push(i),
-                Err(reason) => plan.skipped.push(Skipped { target: target_index, key, reason }),
+                Err(reason) => {
+                    if target.probe
+                        && passable(reason)
+                        && let Some(bench) = registry.probe_through(&key, now)
+                    {
+                        through.push((target_index, i, key.clone(), bench));
+                    }
+                    plan.skipped.push(Skipped { target: target_index, key, reason });
+                }
             }
         }
         let Some(first) = roster.selector.pick(&eligible) else { continue };
@@ -116,28 +132,70 @@ pub fn plan<'r>(
             });
         }
     }
-    choose_probes(&mut plan, combo, &preference, registry, now);
+    let ordering = Ordering { preference: &preference, roster: &roster };
+    choose_probes(&mut plan, combo, &ordering, &through, registry, now);
     plan
 }
 
+/// Whether a skip for `reason` may be a wait a probe goes through (the registry decides).
+fn passable(reason: SkipReason) -> bool {
+    matches!(
+        reason,
+        SkipReason::BreakerOpen { .. }
+            | SkipReason::CredentialCooling { .. }
+            | SkipReason::ModelLocked { .. }
+    )
+}
+
+/// How the strategy ranked targets, and where each credential stands in its provider's list.
+struct Ordering<'a, R> {
+    /// Each target's place in the strategy's order, before degraded ones were moved back.
+    preference: &'a [usize],
+    roster: &'a R,
+}
+
+impl<'r, R: Fn(&ProviderId) -> Option<&'r ProviderRoster>> Ordering<'_, R> {
+    /// `key`'s credential's place among its provider's.
+    fn credential_place(&self, key: &CandidateKey) -> usize {
+        (self.roster)(&key.provider)
+            .and_then(|r| r.credentials.iter().position(|c| *c == key.credential))
+            .unwrap_or(usize::MAX)
+    }
+}
+
 /// Passes recovering candidates the strategy prefers over the first sound one (one that can
-/// serve without proof) and names them for probes. A degraded provider keeps the place the
-/// ranking gave it (last, but still serving when all else fails).
-fn choose_probes(
+/// serve without proof) and names them for probes when due; names the skipped ones a probe may
+/// go through (`through`) that it prefers too. A degraded provider keeps the place the ranking
+/// gave it (last, but still serving when all else fails).
+fn choose_probes<'r, R: Fn(&ProviderId) -> Option<&'r ProviderRoster>>(
     plan: &mut Plan,
     combo: &Combo,
-    preference: &[usize],
+    ordering: &Ordering<'_, R>,
+    through: &[(usize, usize, CandidateKey, Bench)],
     registry: &HealthRegistry,
     now: UnixMillis,
 ) {
+    let preference = ordering.preference;
     let benches: Vec<Option<Bench>> = plan
         .candidates
         .iter()
         .map(|c| combo.targets[c.target].probe.then(|| registry.recovering(&c.key, now)).flatten())
         .collect();
     let Some(sound) = benches.iter().position(Option::is_none) else { return };
-    let sound_preference = preference[plan.candidates[sound].target];
+    let sound_target = plan.candidates[sound].target;
+    let sound_preference = preference[sound_target];
     let mut scopes: Vec<ProbeScope> = Vec::new();
+    // Benched outright, so never serving: a probe goes through its bench, users elsewhere.
+    let sound_place = ordering.credential_place(&plan.candidates[sound].key);
+    for (target, place, key, bench) in through {
+        let preferred = preference[*target] < sound_preference
+            || (*target == sound_target && *place < sound_place);
+        let scope = bench.scope(key);
+        if preferred && !scopes.contains(&scope) && registry.probe_due(key, *bench, now) {
+            scopes.push(scope);
+            plan.probes.push(Probe { target: *target, key: key.clone(), bench: *bench });
+        }
+    }
     let mut kept = Vec::with_capacity(plan.candidates.len());
     let mut passed = Vec::new();
     for (i, (candidate, bench)) in plan.candidates.drain(..).zip(benches).enumerate() {
@@ -155,7 +213,7 @@ fn choose_probes(
             continue;
         }
         let scope = bench.scope(&candidate.key);
-        if !scopes.contains(&scope) {
+        if !scopes.contains(&scope) && registry.probe_due(&candidate.key, bench, now) {
             scopes.push(scope);
             let (target, key) = (candidate.target, candidate.key.clone());
             plan.probes.push(Probe { target, key, bench });
@@ -187,6 +245,7 @@ mod tests {
     use crate::routing::combo::{RouteStrategy, Target};
 
     const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+    const PERMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
     fn roster(provider: &str, keys: &[&str]) -> ProviderRoster {
         ProviderRoster {
@@ -320,6 +379,63 @@ mod tests {
         let plan = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
         assert_eq!(labels(&plan), ["a/m@k2", "b/m@k", "a/m@k1"]);
         assert_eq!(probes(&plan), [("a/m@k1".to_owned(), "model_lock_lapsed")]);
+    }
+
+    #[test]
+    fn a_primary_locked_again_is_probed_through_its_lock_every_interval_while_the_fallback_serves()
+    {
+        use crate::resilience::recovery::PROBE_INTERVAL;
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        let primary = CandidateKey::new("a", "k", "m");
+        fail(&r, &primary, 503);
+        let plan_at = |at| plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(probes(&plan_at(T0.plus(std::time::Duration::from_secs(9)))), []);
+        let lapsed = T0.plus(std::time::Duration::from_secs(10));
+        let p = plan_at(lapsed);
+        assert_eq!(probes(&p), [("a/m@k".to_owned(), "model_lock_lapsed")]);
+        let probe = r.start_probe(&primary, Bench::ModelLockLapsed, lapsed, PERMIT, || true);
+        let headers = http::HeaderMap::new();
+        let up = Upstream::Response { status: 503, headers: &headers, body: BodyHint::None };
+        let v = classify(&Outcome::new(up), &ClassifyPolicy::default(), lapsed);
+        probe.unwrap().finish(&v, lapsed);
+        // Locked again (20 s): skipped for users, probed through every interval.
+        let next = lapsed.plus(PROBE_INTERVAL);
+        let p = plan_at(next.minus(std::time::Duration::from_millis(1)));
+        assert_eq!((labels(&p), probes(&p)), (vec!["b/m@k".to_owned()], vec![]));
+        let p = plan_at(next);
+        assert_eq!(labels(&p), ["b/m@k"]);
+        assert_eq!(p.skipped[0].reason.code(), "model_locked");
+        assert_eq!(probes(&p), [("a/m@k".to_owned(), "model_locked")]);
+        // Nobody's preference when the locked target comes after the one serving.
+        let mut combo = fallback_combo();
+        combo.targets.reverse();
+        let p = plan(&combo, find, &TargetOrderer::new(1), &r, next);
+        assert_eq!(probes(&p), []);
+        // Nor with `probe = false`.
+        let mut combo = fallback_combo();
+        combo.targets[0].probe = false;
+        let p = plan(&combo, find, &TargetOrderer::new(1), &r, next);
+        assert_eq!(probes(&p), []);
+    }
+
+    #[test]
+    fn a_lapsed_key_probed_a_moment_ago_is_still_passed_over_but_not_probed_again() {
+        let r = Arc::new(HealthRegistry::default());
+        let rosters = [roster("a", &["k1", "k2"]), roster("b", &["k"])];
+        let find = |p: &ProviderId| rosters.iter().find(|r| &r.provider == p);
+        let k1 = CandidateKey::new("a", "k1", "m");
+        fail(&r, &k1, 503);
+        let at = T0.plus(std::time::Duration::from_secs(10));
+        let probe = r.start_probe(&k1, Bench::ModelLockLapsed, at, PERMIT, || true).unwrap();
+        let p = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&p), ["a/m@k2", "b/m@k", "a/m@k1"], "passed over while in flight");
+        assert_eq!(probes(&p), [], "one in flight is enough");
+        drop(probe);
+        let p = plan(&fallback_combo(), find, &TargetOrderer::new(1), &r, at);
+        assert_eq!(labels(&p), ["a/m@k2", "b/m@k", "a/m@k1"]);
+        assert_eq!(probes(&p), [], "probed a moment ago");
     }
 
     #[test]

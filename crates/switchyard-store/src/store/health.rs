@@ -379,6 +379,8 @@ impl LockoutRow {
             )?,
             reason,
             changed_at: instant(self.changed_at),
+            // Never stored: a restored lock counts as a stated wait.
+            probe_through: false,
         };
         let key = CandidateKey::new(self.provider, self.credential, self.model);
         Ok((key, record))

@@ -317,6 +317,8 @@ impl Table for Lockouts {
             )?,
             reason,
             changed_at: instant(row.changed_at),
+            // Never shared: a team's lock counts as a stated wait.
+            probe_through: false,
         };
         let credential = TeamCredential {
             provider: TeamProvider::new(row.provider),

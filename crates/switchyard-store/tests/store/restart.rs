@@ -136,6 +136,7 @@ async fn restore_clamps_far_future_deadlines_to_the_longest_policy_wait() {
                 consecutive_failures: 1,
                 reason: None,
                 changed_at: T0,
+                probe_through: false,
             },
         )],
     };

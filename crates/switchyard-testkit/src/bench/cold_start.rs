@@ -297,6 +297,7 @@ fn records(now: UnixMillis) -> HealthRecords {
                 consecutive_failures: 2,
                 reason: Some(LockReason { kind: OutcomeKind::ModelUnavailable, status: Some(404) }),
                 changed_at: now,
+                probe_through: false,
             };
             (key, record)
         })

@@ -87,8 +87,10 @@ impl RefreshBreakers {
     ) -> Result<Permit<'a>, Refused> {
         let admitted = self.with(provider, now, |e| {
             let _ = e.breaker.refresh(now, policy);
+            // A refresh is one short token request: its probe slot lasts `probe_timeout`.
+            let deadline = now.plus(policy.probe_timeout);
             e.breaker
-                .admit(now, policy, || self.next_probe.fetch_add(1, Ordering::Relaxed))
+                .admit(now, policy, deadline, || self.next_probe.fetch_add(1, Ordering::Relaxed))
                 .map_err(|reason: SkipReason| Refused {
                     retry_in_ms: reason.retry_in().map_or(0, millis),
                     last_failure: e.last_failure.clone(),

@@ -80,6 +80,8 @@ struct Picked<'a> {
     target: &'a Target,
     attempt: Attempt,
     secret: Option<Secret>,
+    /// How long it may take to its first real event.
+    wait: Duration,
 }
 
 fn served(tried: &Tried) -> bool {
@@ -140,12 +142,7 @@ impl Proxy {
         tracing::info!(primary = %h.primary.key, hedge = %p.candidate.key, "hedging a slow first event");
         let hedge_started = Instant::now();
         let (sending, live) = (h.sending, h.sending.live);
-        let rest = &sending.candidates[p.index + 1..];
-        let others_left = {
-            let state = live.lock();
-            state.another_allowed() && anyone_else(rest, sending.combo, &state)
-        };
-        let first_event = hedge_started + first_event_wait(&h.routes.config, true, others_left);
+        let first_event = hedge_started + p.wait;
         let mut hedge = pin!(self.attempt(
             h.routes,
             sending,
@@ -162,7 +159,10 @@ impl Proxy {
                 tried = &mut primary, if primary_failed.is_none() => {
                     if served(&tried) {
                         if !hedge_failed {
-                            trace.hedge(p.candidate, "lost", hedge_started.elapsed());
+                            let took = hedge_started.elapsed();
+                            trace.hedge(p.candidate, "lost", took);
+                            // Cancelled before its first event: it takes longer than this.
+                            self.observe_first_event(p.candidate, took);
                         }
                         return Raced { tried, hedge: run(false) };
                     }
@@ -179,12 +179,16 @@ impl Proxy {
                 }
                 tried = &mut hedge, if !hedge_failed => {
                     if served(&tried) {
-                        match primary_failed.take() {
-                            Some(failed) => {
-                                let took = h.started.elapsed();
-                                trace_failure(trace, live, h.primary, failed, took);
-                            }
-                            None => trace.hedge(h.primary, "lost", h.started.elapsed()),
+                        let took = h.started.elapsed();
+                        if let Some(failed) = primary_failed.take() {
+                            trace_failure(trace, live, h.primary, failed, took);
+                        } else {
+                            trace.hedge(h.primary, "lost", took);
+                            // A lower bound of its time to first event (RESILIENCE.md §10): a
+                            // target that loses every race is still measured, so a sustained
+                            // slowdown does not drain its sketch below the samples a
+                            // percentile needs and switch hedging off.
+                            self.observe_first_event(h.primary, took);
                         }
                         self.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
                         trace.hedge(p.candidate, "won", h.started.elapsed());
@@ -218,7 +222,16 @@ impl Proxy {
             if Instant::now() >= sending.deadline {
                 return None;
             }
-            let Ok((attempt, secret)) = self.ready(h.routes, candidate).await else { continue };
+            let rest = &sending.candidates[index + 1..];
+            let others_left = {
+                let state = sending.live.lock();
+                state.left() > 1 && anyone_else(rest, sending.combo, &state)
+            };
+            let wait = first_event_wait(&h.routes.config, true, others_left);
+            let permit = wait.min(sending.deadline.saturating_duration_since(Instant::now()));
+            let Ok((attempt, secret)) = self.ready(h.routes, candidate, permit).await else {
+                continue;
+            };
             // The budget is asked last, so a candidate refused for another reason spends
             // nothing; a hedge past the attempt cap is never sent.
             if !sending.live.lock().another_allowed()
@@ -229,7 +242,7 @@ impl Proxy {
                 drop(attempt);
                 return None;
             }
-            return Some(Picked { index, candidate, target, attempt, secret });
+            return Some(Picked { index, candidate, target, attempt, secret, wait });
         }
         None
     }

@@ -77,7 +77,7 @@ pub enum BreakerChange {
     ProbeFailed(BreakerFault),
     /// The lease holder's probe ended without a verdict (the client went away).
     Release,
-    /// Cleared by hand.
+    /// Cleared by hand, or lifted by a recovery probe through an open breaker.
     Clear,
 }
 

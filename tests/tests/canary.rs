@@ -649,3 +649,34 @@ async fn confirming_a_new_provider_confirms_its_destination_and_no_secret() {
     assert_eq!(keyed.connections_accepted(), 0, "the key went out on a provider's confirm");
     drop(h.stop().await);
 }
+
+/// Issue 26, point 8: every secret a request carried is scrubbed from what an upstream says
+/// back, a secret header's value as well as the credential's key. Here the canary rides in a
+/// header and the upstream's 400 quotes it: the client, the request log and its trace never see it.
+#[tokio::test]
+async fn a_secret_header_echoed_in_an_upstream_error_is_scrubbed_everywhere() {
+    let config = r#"
+[[providers]]
+id = "hd"
+kind = "openai"
+base_url = "{mock}/v1"
+headers = { "x-org-token" = "env:CANARY" }
+credentials = [{ id = "hd-1", secret = "env:OA_1" }]
+"#;
+    let h = Harness::start(config).await;
+    let message = format!("x-org-token {CANARY} is not a member of this organisation");
+    h.mock.enqueue(
+        "gpt-4o",
+        Status::new(400).body_json(json!({
+            "error": { "message": message, "type": "invalid_request_error", "code": null }
+        })),
+    );
+    let response = h.openai("hd/gpt-4o", false).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body = response.text().await.unwrap();
+    assert!(!body.contains(CANARY), "the client got the header's secret: {body}");
+    assert!(body.contains("[redacted]"), "{body}");
+    assert!(h.mock.attempts().iter().any(|a| a.header("x-org-token") == Some(CANARY)));
+    let logged = h.newest_logged().await.to_string();
+    assert!(!logged.contains(CANARY), "the request log carries it: {logged}");
+}

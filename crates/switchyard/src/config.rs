@@ -182,6 +182,17 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// `text` (an upstream's error message, on its way to the client, the trace and the log)
+    /// with every secret value a request to this provider carried taken out: the credential's
+    /// `secret` (an API key or an OAuth access token) and each secret header's value. An
+    /// upstream may echo any of them ("Incorrect API key provided: sk-…", a gateway that
+    /// quotes the headers it refused).
+    pub fn scrub(&self, secret: Option<&Secret>, text: &str) -> String {
+        let headers = self.headers.iter().filter(|(_, value)| value.is_sensitive());
+        let values = headers.filter_map(|(_, value)| value.to_str().ok()).map(Secret::new);
+        values.chain(secret.cloned()).fold(text.to_owned(), |text, secret| secret.scrub(&text))
+    }
+
     /// The provider's own wire dialect: what its model list and connection test speak. A
     /// request for a model goes out in [`Self::dialect_for`] instead.
     pub fn dialect(&self) -> Dialect {

@@ -842,12 +842,10 @@ impl Proxy {
             first_event,
         ))
         .await;
-        if let (TriedResult::Failed { upstream: Some((_, report)), .. }, Some(secret)) =
-            (&mut result, secret)
-        {
-            // The message goes on to the client and the trace; an upstream may echo the key it
-            // was sent ("Incorrect API key provided: sk-…").
-            report.message = secret.scrub(&report.message);
+        if let TriedResult::Failed { upstream: Some((_, report)), .. } = &mut result {
+            // The message goes on to the client and the trace; an upstream may echo any secret
+            // it was sent ("Incorrect API key provided: sk-…", a secret header's value).
+            report.message = provider.scrub(secret, &report.message);
         }
         Tried { result, carried }
     }

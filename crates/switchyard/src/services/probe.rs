@@ -120,8 +120,7 @@ impl Services {
         if !(200..300).contains(&status) {
             let report = dialect.error_report(&body);
             // Shown in the UI: an upstream may echo the key it was sent.
-            let message =
-                secret.as_ref().map_or(report.message.clone(), |s| s.scrub(&report.message));
+            let message = provider.scrub(secret.as_ref(), &report.message);
             return Err(Failure {
                 status: Some(status),
                 message: format!("HTTP {status}: {message}"),

@@ -12,3 +12,4 @@ pub fn lockout_key(run: &str, round: u64) -> CandidateKey {
 }
 
 pub mod harness;
+pub mod streaming;

@@ -9,10 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_core::outcome::BreakerFault;
-use switchyard_e2e::harness::{
-    Harness, LOCAL_KEY, Setup, anthropic_stream_text, header, openai_stream_text, sse_data,
-    sse_events,
-};
+use switchyard_e2e::harness::{Harness, Setup, header};
+use switchyard_e2e::streaming::Client;
 use switchyard_testkit::{Behavior, Fault, Reply};
 
 /// What the mock answers when nothing is scripted.
@@ -46,13 +44,6 @@ base_url = "{mock}/v1"
 models = ["rs-model"]
 breaker = { enabled = false }
 "#;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Client {
-    Chat,
-    Anthropic,
-    Responses,
-}
 
 /// One (client, path) cell: the primary's target and model, and the fallback that can
 /// continue an answer for this client.
@@ -136,91 +127,16 @@ async fn start() -> Harness {
     Harness::start_with(setup).await
 }
 
-impl Client {
-    async fn stream(self, h: &Harness, model: &str) -> (String, String) {
-        let (path, mut body) = match self {
-            Self::Chat => {
-                ("/v1/chat/completions", json!({"messages": [{"role": "user", "content": "hi"}]}))
-            }
-            Self::Anthropic => (
-                "/v1/messages",
-                json!({"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}),
-            ),
-            Self::Responses => ("/v1/responses", json!({"input": "hi"})),
-        };
-        body["model"] = model.into();
-        body["stream"] = true.into();
-        let request = h.http.post(h.url(path)).json(&body);
-        let request = match self {
-            Self::Anthropic => request.header("x-api-key", LOCAL_KEY),
-            _ => request.bearer_auth(LOCAL_KEY),
-        };
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200, "{model}");
-        let served = header(response.headers(), "x-switchyard-target").to_owned();
-        let text = tokio::time::timeout(Duration::from_secs(10), response.text())
-            .await
-            .expect("the stream ends")
-            .unwrap();
-        (served, text)
-    }
-
-    fn text(self, body: &str) -> String {
-        match self {
-            Self::Chat => openai_stream_text(body),
-            Self::Anthropic => anthropic_stream_text(body),
-            Self::Responses => sse_data(body)
-                .iter()
-                .filter(|e| e["type"] == "response.output_text.delta")
-                .filter_map(|e| e["delta"].as_str().map(str::to_owned))
-                .collect(),
-        }
-    }
-
-    /// The stream ended with the dialect's proper end and no error in it.
-    fn assert_whole(self, body: &str) {
-        let data = sse_data(body);
-        match self {
-            Self::Chat => {
-                assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
-                assert!(data.iter().all(|c| c.get("error").is_none()), "{body}");
-            }
-            Self::Anthropic => {
-                let events = sse_events(body);
-                assert_eq!(events.last(), Some(&"message_stop"), "{body}");
-                assert!(!events.contains(&"error"), "{body}");
-            }
-            Self::Responses => {
-                assert_eq!(data.last().unwrap()["type"], "response.completed", "{body}");
-                assert!(data.iter().all(|e| e["type"] != "response.failed"), "{body}");
-            }
-        }
-    }
-
-    /// The stream ended with the dialect's terminal error and nothing that says complete:
-    /// no end marker, no finish reason.
-    fn assert_terminal_error(self, body: &str) {
-        let data = sse_data(body);
-        match self {
-            Self::Chat => {
-                assert!(!body.contains("[DONE]"), "{body}");
-                assert!(data.last().unwrap()["error"]["message"].is_string(), "{body}");
-                assert!(
-                    data.iter().all(|c| c["choices"][0]["finish_reason"].is_null()),
-                    "no chunk may claim the answer finished: {body}"
-                );
-            }
-            Self::Anthropic => {
-                assert!(!body.contains("message_stop"), "{body}");
-                assert_eq!(sse_events(body).last(), Some(&"error"), "{body}");
-            }
-            Self::Responses => {
-                assert!(!body.contains("response.completed"), "{body}");
-                let last = &data.last().unwrap()["type"];
-                assert!(last == "error" || last == "response.failed", "{body}");
-            }
-        }
-    }
+/// A streamed request of `client` for `model`: the target that served and the whole body.
+async fn stream(client: Client, h: &Harness, model: &str) -> (String, String) {
+    let response = client.send(h, model, &json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{model}");
+    let served = header(response.headers(), "x-switchyard-target").to_owned();
+    let text = tokio::time::timeout(Duration::from_secs(10), response.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    (served, text)
 }
 
 /// The canonical text in six deltas, then `fault`.
@@ -239,7 +155,7 @@ async fn content_then_an_end_marker_or_the_end_of_the_body_without_a_finish_reas
             let asked = h.mock.attempt_count("ob-chat");
             h.mock.enqueue(cell.model, broken(fault));
             let (served, body) =
-                cell.client.stream(&h, &format!("{}-incapable", cell.name())).await;
+                stream(cell.client, &h, &format!("{}-incapable", cell.name())).await;
             assert_eq!(served, cell.primary, "{case}");
             cell.client.assert_terminal_error(&body);
             let text = cell.client.text(&body);
@@ -250,7 +166,7 @@ async fn content_then_an_end_marker_or_the_end_of_the_body_without_a_finish_reas
 
             // A capable target continues it: the client reads the whole answer once.
             h.mock.enqueue(cell.model, broken(fault));
-            let (_, body) = cell.client.stream(&h, &format!("{}-capable", cell.name())).await;
+            let (_, body) = stream(cell.client, &h, &format!("{}-capable", cell.name())).await;
             cell.client.assert_whole(&body);
             assert_eq!(cell.client.text(&body), TEXT, "{case}: {body}");
             let logged = h.newest_logged().await;
@@ -269,7 +185,7 @@ async fn an_end_marker_before_any_content_falls_back_and_the_client_reads_the_wh
         // A role chunk (or `message_start`, `response.created`) and the end, nothing answered.
         let empty: Behavior = Reply::text("").fault(Fault::EndWithoutFinish).into();
         h.mock.script(cell.model, [empty.clone(), empty]);
-        let (served, body) = cell.client.stream(&h, &format!("{case}-incapable")).await;
+        let (served, body) = stream(cell.client, &h, &format!("{case}-incapable")).await;
         assert_eq!(served, "ob/ob-chat", "{case}: {body}");
         cell.client.assert_whole(&body);
         assert_eq!(cell.client.text(&body), TEXT, "{case}: {body}");
@@ -284,7 +200,7 @@ async fn an_error_event_after_the_finish_reason_completes_the_answer_and_nothing
         let case = cell.name();
         h.mock.enqueue(cell.model, Behavior::error_after_finish());
         let asked = h.mock.attempt_count(cell.rescuer.split('/').nth(1).unwrap());
-        let (served, body) = cell.client.stream(&h, &format!("{case}-capable")).await;
+        let (served, body) = stream(cell.client, &h, &format!("{case}-capable")).await;
         assert_eq!(served, cell.primary, "{case}");
         cell.client.assert_whole(&body);
         assert_eq!(cell.client.text(&body), TEXT, "{case}: exactly once: {body}");
@@ -302,7 +218,7 @@ async fn an_empty_stream_falls_back_and_is_charged_as_a_failure_before_the_first
     let h = Harness::start_with(setup).await;
     let empty: Behavior = Reply::text("").fault(Fault::EndWithoutFinish).into();
     h.mock.script("gpt-4o", [empty.clone(), empty]);
-    let (served, body) = Client::Chat.stream(&h, "chat-pass-incapable").await;
+    let (served, body) = stream(Client::Chat, &h, "chat-pass-incapable").await;
     assert_eq!(served, "ob/ob-chat", "{body}");
     Client::Chat.assert_whole(&body);
     let oa = h.app.breaker("oa").expect("the empty answers are charged");
@@ -327,7 +243,7 @@ targets = [{ target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }, { target 
     let h = Harness::start_with(setup).await;
     h.mock.enqueue("gpt-4o", broken(Fault::CutAfter(4)));
     h.mock.enqueue("claude-rescue", Behavior::error_after(1));
-    let (served, body) = Client::Chat.stream(&h, "two-rescuers").await;
+    let (served, body) = stream(Client::Chat, &h, "two-rescuers").await;
     assert_eq!(served, "oa/gpt-4o");
     Client::Chat.assert_whole(&body);
     assert_eq!(Client::Chat.text(&body), TEXT, "{body}");

@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use switchyard_core::ManualClock;
 use switchyard_core::outcome::BreakerFault;
-use switchyard_e2e::harness::{Harness, Setup, header};
+use switchyard_core::resilience::BreakerState;
+use switchyard_e2e::harness::{Harness, Setup, T0, header, openai_stream_text};
 use switchyard_e2e::streaming::Client;
 use switchyard_testkit::{Behavior, Fault, Reply};
 
@@ -254,4 +256,60 @@ targets = [{ target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }, { target 
     let continued: Vec<&Value> = trace.iter().filter(|e| e["event"] == "continued").collect();
     assert_eq!(continued.len(), 1, "{logged}");
     assert_eq!(continued[0]["target"], "ds/ds-chat", "{logged}");
+}
+
+/// Issue 25, defect 7: a continuation that rides on a half-open breaker is that breaker's
+/// probe, and it settles at the continuation's first real event (the provider answers again),
+/// not when its long stream ends.
+#[tokio::test]
+async fn a_half_open_continuation_target_settles_at_its_first_real_event() {
+    let config = r#"
+[[providers]]
+id = "an2"
+kind = "anthropic"
+base_url = "{mock}"
+models = [{ id = "claude-rescue", probe = false }]
+breaker = { failure_threshold = 1 }
+
+[[combos]]
+name = "rescued"
+targets = [{ target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }]
+"#;
+    let clock = ManualClock::new(T0);
+    let setup = Setup::new(config)
+        .clock(&clock)
+        .timeouts(|t| t.idle_ms = 10_000)
+        .breaker("{ enabled = false }");
+    let h = Harness::start_with(setup).await;
+    // One failure opens an2's breaker; its cooldown runs out, so the next admission is its
+    // half-open probe.
+    h.mock.enqueue("claude-rescue", Behavior::status(500));
+    let (status, _) = (h.anthropic("an2/claude-rescue", false).send().await.unwrap().status(), ());
+    assert_eq!(status, 503);
+    assert!(matches!(h.app.breaker("an2").map(|b| b.state), Some(BreakerState::Open { .. })));
+    clock.advance(Duration::from_secs(31));
+
+    // The primary breaks mid-answer; an2 continues it, slowly after its first delta.
+    h.mock.enqueue("gpt-4o", broken(Fault::CutAfter(4)));
+    let slow: Behavior = Reply::default().chunks(6).chunk_gap(Duration::from_millis(400)).into();
+    h.mock.enqueue("claude-rescue", slow);
+    let response = Client::Chat.send(&h, "rescued", &json!({})).send().await.unwrap();
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let continued = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            // Past the primary's part ("Hello from the "): the continuation has begun.
+            if openai_stream_text(&text).len() > 16 {
+                return;
+            }
+        }
+    });
+    continued.await.expect("the continuation streams");
+    assert!(!text.contains("[DONE]"), "still streaming: {text}");
+    let state = h.app.breaker("an2").map(|b| b.state);
+    assert!(
+        matches!(state, None | Some(BreakerState::Closed)),
+        "the probe settled at the first event, mid-stream: {state:?}"
+    );
 }

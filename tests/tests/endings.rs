@@ -284,9 +284,9 @@ targets = [{ target = "oa/gpt-4o" }, { target = "an2/claude-rescue" }]
     // One failure opens an2's breaker; its cooldown runs out, so the next admission is its
     // half-open probe.
     h.mock.enqueue("claude-rescue", Behavior::status(500));
-    let (status, _) = (h.anthropic("an2/claude-rescue", false).send().await.unwrap().status(), ());
+    let status = h.anthropic("an2/claude-rescue", false).send().await.unwrap().status();
     assert_eq!(status, 503);
-    assert!(matches!(h.app.breaker("an2").map(|b| b.state), Some(BreakerState::Open { .. })));
+    assert_eq!(h.app.breaker("an2").map(|b| b.state), Some(BreakerState::Open));
     clock.advance(Duration::from_secs(31));
 
     // The primary breaks mid-answer; an2 continues it, slowly after its first delta.

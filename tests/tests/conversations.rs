@@ -1,7 +1,9 @@
 //! `previous_response_id` (issue 13): every answer to a Responses client is kept in a bounded
 //! store, so a conversation continues on any target. A Chat target gets the whole history; a
 //! Responses upstream that kept the previous response gets the client's bytes on the same
-//! credential; an unknown id is a 400 in the client's dialect that charges nobody.
+//! credential; an unknown id is a 400 in the client's dialect that charges nobody. Ids of
+//! answers Switchyard made are its own (128 random bits), and a response is known only to the
+//! local key it answered (issue 26, point 3).
 
 use serde_json::{Value, json};
 use switchyard_e2e::harness::{Harness, LOCAL_KEY, sse_data};
@@ -198,4 +200,80 @@ async fn an_unknown_previous_response_id_is_a_400_that_says_to_send_the_whole_in
         health.breakers.is_empty() && health.credentials.is_empty() && health.lockouts.is_empty(),
         "nothing is charged: {health:?}"
     );
+}
+
+/// Two hosts that number their answers the same way (Ollama: `chatcmpl-<0..999>`; the mock:
+/// `chatcmpl-mock-<n>`, from 0 on each mock) once gave two conversations one response id, and
+/// continuing the first expanded the second's history.
+#[tokio::test]
+async fn conversations_on_hosts_that_reuse_answer_ids_never_continue_each_other() {
+    let other = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start(&format!(
+        r#"
+[[providers]]
+id = "second"
+kind = "openai"
+base_url = "{}/v1"
+credentials = [{{ id = "s-1", secret = "env:OA_1" }}]
+"#,
+        other.base_url()
+    ))
+    .await;
+    h.mock.script("gpt-4o", [Behavior::reply("alpha answer"), Behavior::reply("alpha again")]);
+    other.script("gpt-4o", [Behavior::reply("beta answer")]);
+    let alpha = response_id(&h, &json!({"model": "oa/gpt-4o", "input": "alpha secret"})).await;
+    let beta = response_id(&h, &json!({"model": "second/gpt-4o", "input": "beta secret"})).await;
+    assert_eq!(
+        h.mock.attempts_for("gpt-4o")[0].path,
+        "/v1/chat/completions",
+        "both answers were made by Switchyard from Chat completions"
+    );
+    assert_ne!(alpha, beta);
+    for id in [&alpha, &beta] {
+        let hex = id.strip_prefix("resp_").unwrap_or_else(|| panic!("{id}"));
+        assert!(hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    response_id(&h, &json!({"model": "oa/gpt-4o", "previous_response_id": alpha, "input": "on"}))
+        .await;
+    let sent = h.mock.attempts_for("gpt-4o")[1].body.to_string();
+    assert!(sent.contains("alpha secret") && sent.contains("alpha answer"), "{sent}");
+    assert!(!sent.contains("beta"), "the other conversation stays out: {sent}");
+}
+
+/// One tool's conversation is not another's to continue: key b naming key a's response is
+/// told it is unknown, and no upstream sees a's words on b's behalf.
+#[tokio::test]
+async fn another_local_keys_response_is_unknown_and_nothing_is_sent() {
+    let h = Harness::start(RESPONSES_PROVIDER).await;
+    h.mock.script("gpt-5", (0..4).map(|_| Behavior::reply("a's answer")));
+    let (status, created) =
+        h.api(reqwest::Method::POST, "/api/keys", &json!({"name": "other tool"})).await;
+    assert_eq!(status, 201, "{created}");
+    let other = created["key"].as_str().unwrap();
+    for stream in [false, true] {
+        let first = response_id(
+            &h,
+            &json!({"model": "rs/gpt-5", "stream": stream, "input": "a's secret text"}),
+        )
+        .await;
+        let attempts = h.mock.total_attempts();
+        let response = h
+            .http
+            .post(h.url("/v1/responses"))
+            .bearer_auth(other)
+            .json(&json!({"model": "rs/gpt-5", "previous_response_id": first, "input": "more"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["param"], "previous_response_id", "{body}");
+        assert_eq!(h.mock.total_attempts(), attempts, "no upstream was asked for b");
+        // a itself continues it.
+        response_id(
+            &h,
+            &json!({"model": "rs/gpt-5", "previous_response_id": first, "input": "on"}),
+        )
+        .await;
+    }
 }

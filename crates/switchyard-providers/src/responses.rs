@@ -48,7 +48,6 @@ pub use self::request::{encode_request, parse_request};
 pub use self::response::{decode_response, encode_response};
 pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::{Part, StopReason, Thinking};
-use crate::dialect::ResponseMeta;
 
 /// Relative to a base URL that includes the API version (`https://api.openai.com/v1`).
 pub const PATH: &str = "responses";
@@ -91,29 +90,41 @@ fn unwrap_thinking(encrypted: &str) -> Option<Part<'static>> {
     }))
 }
 
-/// The response id a client sees: the upstream's own when it is a Responses id, else one
-/// made from it (letters, digits, `_` and `-`), so ids stay unique for `previous_response_id`.
-fn response_id(upstream: &str, meta: &ResponseMeta<'_>) -> String {
-    if upstream.starts_with("resp_") {
-        return upstream.to_owned();
+/// A response id for an answer this router made: `resp_` and 128 random bits in hex.
+///
+/// Never derived from the upstream's id: a local server's ids (`chatcmpl-<0..999>` from
+/// Ollama) repeat within a few dozen turns, and a repeated id would continue the wrong
+/// conversation (`previous_response_id`, issue 26).
+pub(crate) fn response_id() -> String {
+    let mut random = [0_u8; 16];
+    if getrandom::fill(&mut random).is_err() {
+        // Not seen on any supported OS; a per-process keyed hash of a counter still differs
+        // from every other id this process made, and from another process's.
+        random = fallback_random();
     }
-    let clean: String = upstream
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .take(64)
-        .collect();
-    if clean.is_empty() {
-        let mut random = [0_u8; 8];
-        // Without randomness the time alone still names the response.
-        let _ = getrandom::fill(&mut random);
-        let hex = random.iter().fold(String::with_capacity(16), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        });
-        format!("resp_{}_{hex}", meta.created)
-    } else {
-        format!("resp_{clean}")
+    random.iter().fold(String::with_capacity(5 + 32), |mut id, b| {
+        if id.is_empty() {
+            id.push_str("resp_");
+        }
+        let _ = write!(id, "{b:02x}");
+        id
+    })
+}
+
+/// 128 bits from the standard library's per-process random hash keys and a counter.
+fn fallback_random() -> [u8; 16] {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut out = [0_u8; 16];
+    for (half, chunk) in out.chunks_mut(8).enumerate() {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(n);
+        hasher.write_usize(half);
+        chunk.copy_from_slice(&hasher.finish().to_le_bytes());
     }
+    out
 }
 
 /// The id of the `n`-th output item of response `id`: `msg_…`, `fc_…`, `ctc_…`, `rs_…`.
@@ -149,8 +160,6 @@ fn stop_reason(status: &str, incomplete: Option<&str>, has_calls: bool) -> Optio
 mod tests {
     use super::*;
 
-    const META: ResponseMeta<'static> = ResponseMeta { model: "m", created: 7 };
-
     #[test]
     fn signed_thinking_survives_a_trip_through_encrypted_content() {
         let wrapped = wrap_thinking("let me think \"hard\"", "sig/+=");
@@ -166,11 +175,14 @@ mod tests {
     }
 
     #[test]
-    fn response_ids_are_kept_or_made_from_the_upstream_id() {
-        assert_eq!(response_id("resp_abc", &META), "resp_abc");
-        assert_eq!(response_id("chatcmpl-1/x", &META), "resp_chatcmpl-1x");
-        let made = response_id("", &META);
-        assert!(made.starts_with("resp_7_") && made.len() == "resp_7_".len() + 16, "{made}");
-        assert_ne!(made, response_id("", &META));
+    fn response_ids_are_128_random_bits_whatever_the_upstream_called_its_answer() {
+        let made = response_id();
+        assert!(made.starts_with("resp_") && made.len() == "resp_".len() + 32, "{made}");
+        assert!(made["resp_".len()..].bytes().all(|b| b.is_ascii_hexdigit()), "{made}");
+        let many: std::collections::HashSet<String> = (0..1000).map(|_| response_id()).collect();
+        assert_eq!(many.len(), 1000);
+        let fallback: std::collections::HashSet<[u8; 16]> =
+            (0..1000).map(|_| fallback_random()).collect();
+        assert_eq!(fallback.len(), 1000, "the fallback differs from call to call too");
     }
 }

@@ -405,7 +405,7 @@ impl Proxy {
         // A Responses request that continues an earlier response is routed with the whole
         // conversation; an unknown id is refused before anyone is asked.
         let turn = if inbound.dialect == ClientDialect::Responses {
-            match self.conversations.turn(body) {
+            match self.conversations.turn(body, caller.map(|k| &k.id)) {
                 Ok(turn) => Some(turn),
                 Err(refusal) => {
                     summary.model = ChatRequest::minimal(Dialect::Responses, body)

@@ -394,7 +394,7 @@ pub fn encode_response(
     meta: &ResponseMeta<'_>,
     context: &ClientContext,
 ) -> Vec<u8> {
-    let id = response_id(&response.id, meta);
+    let id = response_id();
     let mut output: Vec<ItemOut> = Vec::new();
     for part in &response.content {
         let n = output.len();
@@ -519,11 +519,13 @@ mod tests {
         };
         let body: serde_json::Value =
             serde_json::from_slice(&encode_response(&response, &META, &context)).unwrap();
-        assert_eq!(body["id"], "resp_chatcmpl-1");
+        assert_ne!(body["id"], "resp_chatcmpl-1", "an id of our own, not the upstream's");
+        assert!(body["id"].as_str().is_some_and(|id| id.starts_with("resp_")), "{body}");
         assert_eq!(body["status"], "completed");
+        let id = body["id"].as_str().unwrap().strip_prefix("resp_").unwrap();
         assert_eq!(
             body["output"][0],
-            serde_json::json!({"type": "custom_tool_call", "id": "ctc_chatcmpl-1_0",
+            serde_json::json!({"type": "custom_tool_call", "id": format!("ctc_{id}_0"),
                 "call_id": "call_1", "name": "apply_patch", "input": "*** Begin Patch\n"})
         );
     }

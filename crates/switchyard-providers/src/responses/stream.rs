@@ -594,10 +594,7 @@ impl StreamEncoder {
             return;
         }
         match event {
-            StreamEvent::Start { id, .. } => {
-                if !self.started {
-                    self.id = response_id(id, &self.meta());
-                }
+            StreamEvent::Start { .. } => {
                 self.ensure_started(out);
             }
             StreamEvent::Usage(usage) => self.usage = *usage,
@@ -681,10 +678,6 @@ impl StreamEncoder {
         }
     }
 
-    fn meta(&self) -> ResponseMeta<'_> {
-        ResponseMeta { model: &self.model, created: self.created }
-    }
-
     /// `response.created` and `response.in_progress`, once, before anything else: the SDK's
     /// stream helper refuses any event before `response.created`.
     fn ensure_started(&mut self, out: &mut Vec<u8>) {
@@ -692,9 +685,7 @@ impl StreamEncoder {
             return;
         }
         self.started = true;
-        if self.id.is_empty() {
-            self.id = response_id("", &self.meta());
-        }
+        self.id = response_id();
         for kind in ["response.created", "response.in_progress"] {
             let meta = ResponseMeta { model: &self.model, created: self.created };
             let mut event = EventOut::new(kind);

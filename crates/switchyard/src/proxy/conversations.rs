@@ -1,7 +1,8 @@
 //! The conversations behind `previous_response_id` (Responses API, docs/clients.md).
 //!
 //! Every answer this process gives a Responses client, passthrough included and whatever the
-//! client said about `store`, is kept here under its response id, so a request that continues
+//! client said about `store`, is kept here under its response id and the local key that asked
+//! for it (another key's response is unknown to you), so a request that continues
 //! it can go to any target: the credential whose upstream kept the response may take the
 //! client's bytes as they are, anyone else gets the conversation expanded into `input`.
 //!
@@ -11,6 +12,8 @@
 //!   a chain of `previous_response_id`s is expanded completely from one entry.
 //! - Only answers that ended properly are kept (`response.completed`, `response.incomplete`);
 //!   a broken or abandoned stream leaves nothing behind.
+//! - Ids of answers this router made are its own, 128 random bits (never the upstream's: a
+//!   local server's `chatcmpl-7` repeats); a passthrough answer keeps its upstream's id.
 //! - Bounded by count and by bytes; the oldest entry goes first. An entry larger than the whole
 //!   byte budget is not kept. Nothing survives a restart.
 
@@ -50,10 +53,18 @@ pub(crate) struct Conversations {
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<String, Arc<Entry>>,
+    entries: HashMap<Id, Arc<Entry>>,
     /// Ids in the order they were kept, oldest first.
-    order: VecDeque<String>,
+    order: VecDeque<Id>,
     bytes: usize,
+}
+
+/// Whose response, and which: the local key that was answered (none when the server asks for
+/// no key) and the response id it was given.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Id {
+    owner: Option<Arc<str>>,
+    response: String,
 }
 
 #[derive(Debug)]
@@ -66,8 +77,8 @@ struct Entry {
 }
 
 impl Entry {
-    fn size(&self, id: &str) -> usize {
-        id.len() + self.items.len()
+    fn size(&self, id: &Id) -> usize {
+        id.response.len() + self.items.len()
     }
 }
 
@@ -97,14 +108,18 @@ impl Conversations {
         (inner.entries.len(), inner.bytes)
     }
 
-    fn get(&self, id: &str) -> Option<Arc<Entry>> {
+    fn get(&self, id: &Id) -> Option<Arc<Entry>> {
         self.inner.lock().entries.get(id).cloned()
     }
 
-    fn keep(&self, id: String, entry: Entry) {
+    fn keep(&self, id: Id, entry: Entry) {
         let size = entry.size(&id);
         if size > self.max_bytes || self.max_responses == 0 {
-            tracing::debug!(id, size, "a response too large for the conversation store");
+            tracing::debug!(
+                id = id.response,
+                size,
+                "a response too large for the conversation store"
+            );
             return;
         }
         let mut inner = self.inner.lock();
@@ -123,19 +138,22 @@ impl Conversations {
         inner.entries.insert(id, Arc::new(entry));
     }
 
-    /// A Responses request's place in its conversation. `Err` is the client's 400: the
-    /// previous response is unknown here, or the input cannot be put after it.
-    pub(crate) fn turn(&self, body: &Bytes) -> Result<Turn, ApiError> {
+    /// A Responses request's place in its conversation, for the local key `owner`. `Err` is
+    /// the client's 400: the previous response is unknown to this key, or the input cannot be
+    /// put after it.
+    pub(crate) fn turn(&self, body: &Bytes, owner: Option<&Arc<str>>) -> Result<Turn, ApiError> {
+        let owner = owner.cloned();
         // A body this cannot read is refused by the request parser, with a better message.
         let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
-            return Ok(Turn { body: body.clone(), sticky: None, upstream_store: true });
+            return Ok(Turn { body: body.clone(), owner, sticky: None, upstream_store: true });
         };
         let upstream_store = head.store != Some(false);
-        let Some(id) = head.previous_response_id else {
-            return Ok(Turn { body: body.clone(), sticky: None, upstream_store });
+        let Some(response) = head.previous_response_id else {
+            return Ok(Turn { body: body.clone(), owner, sticky: None, upstream_store });
         };
+        let id = Id { owner, response: response.into_owned() };
         let Some(entry) = self.get(&id) else {
-            return Err(self.unknown(&id));
+            return Err(self.unknown(&id.response));
         };
         let expanded = expand(body, &entry.items, head.input).map_err(|message| {
             let mut error = ApiError::bad_request(format!("input: {message}"));
@@ -144,7 +162,7 @@ impl Conversations {
         })?;
         let sticky =
             entry.served.as_ref().filter(|s| s.upstream_stored).map(|s| s.credential.clone());
-        Ok(Turn { body: Bytes::from(expanded), sticky, upstream_store })
+        Ok(Turn { body: Bytes::from(expanded), owner: id.owner, sticky, upstream_store })
     }
 
     fn unknown(&self, id: &str) -> ApiError {
@@ -153,7 +171,7 @@ impl Conversations {
             "invalid_request_error",
             format!(
                 "{PREVIOUS}: response \"{id}\" is unknown to this Switchyard: it was not answered \
-                 through it, has left its store of recent responses (the last {} responses, {} MiB \
+                 through it for this local API key, has left its store of recent responses (the last {} responses, {} MiB \
                  at most), or is from before a restart. Send the whole conversation in `input` \
                  and leave out `{PREVIOUS}`",
                 self.max_responses,
@@ -183,6 +201,8 @@ pub(crate) struct Turn {
     /// The body to route: the client's own, or, when it continues a previous response, with
     /// that conversation's items before its `input` and `previous_response_id` left out.
     pub body: Bytes,
+    /// The local key asking: its answers are kept for it alone.
+    owner: Option<Arc<str>>,
     /// The credential whose upstream keeps the previous response: only it may be sent the
     /// client's own bytes, `previous_response_id` and all.
     pub sticky: Option<CredentialKey>,
@@ -200,6 +220,7 @@ impl Turn {
     ) -> Pending {
         Pending {
             store: Arc::clone(store),
+            owner: self.owner.clone(),
             body: self.body.clone(),
             served: passthrough
                 .map(|credential| Served { credential, upstream_stored: self.upstream_store }),
@@ -211,6 +232,7 @@ impl Turn {
 #[derive(Debug)]
 pub(crate) struct Pending {
     store: Arc<Conversations>,
+    owner: Option<Arc<str>>,
     /// The routed body: its `input` is the whole conversation before this answer.
     body: Bytes,
     served: Option<Served>,
@@ -241,7 +263,8 @@ impl Pending {
             }
             items.push_str(&without_id(item));
         }
-        self.store.keep(id.to_owned(), Entry { items, served: self.served });
+        let id = Id { owner: self.owner, response: id.to_owned() };
+        self.store.keep(id, Entry { items, served: self.served });
     }
 }
 
@@ -429,9 +452,13 @@ mod tests {
 
     /// Answers `request` with `text` as response `id`, translated (no passthrough).
     fn answered(store: &Arc<Conversations>, request: &Value, id: &str, text: &str) -> Turn {
-        let turn = store.turn(&body(request)).unwrap();
+        let turn = store.turn(&body(request), None).unwrap();
         turn.pending(store, None).answered(&answer(id, text));
         turn
+    }
+
+    fn unowned(response: &str) -> Id {
+        Id { owner: None, response: response.to_owned() }
     }
 
     fn input_of(turn: &Turn) -> Value {
@@ -449,9 +476,12 @@ mod tests {
             "second",
         );
         let third = store
-            .turn(&body(&json!({"model": "m", "instructions": "be brief",
+            .turn(
+                &body(&json!({"model": "m", "instructions": "be brief",
                 "previous_response_id": "resp_2",
-                "input": [{"role": "user", "content": "three"}]})))
+                "input": [{"role": "user", "content": "three"}]})),
+                None,
+            )
             .unwrap();
         let expanded: Value = serde_json::from_slice(&third.body).unwrap();
         assert_eq!(expanded.get(PREVIOUS), None);
@@ -474,7 +504,7 @@ mod tests {
     fn an_unknown_id_is_refused_naming_the_field_and_the_fix() {
         let store = Conversations::default();
         let error = store
-            .turn(&body(&json!({"model": "m", "previous_response_id": "resp_x"})))
+            .turn(&body(&json!({"model": "m", "previous_response_id": "resp_x"})), None)
             .unwrap_err();
         assert_eq!(error.status, StatusCode::BAD_REQUEST);
         assert_eq!(error.param, Some(PREVIOUS));
@@ -487,14 +517,34 @@ mod tests {
     }
 
     #[test]
+    fn a_response_is_known_only_to_the_local_key_it_answered() {
+        let store = Arc::new(Conversations::default());
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("key-a"), Arc::from("key-b"));
+        let turn = store.turn(&body(&json!({"model": "m", "input": "secret"})), Some(&a)).unwrap();
+        turn.pending(&store, None).answered(&answer("resp_1", "kept for a"));
+        let next = json!({"model": "m", "previous_response_id": "resp_1", "input": "more"});
+        let continued = store.turn(&body(&next), Some(&a)).unwrap();
+        assert_eq!(input_of(&continued)[0]["content"], "secret");
+        for other in [Some(&b), None] {
+            let error = store.turn(&body(&next), other).unwrap_err();
+            assert_eq!(error.param, Some(PREVIOUS), "{other:?}");
+        }
+        // b answered under the same id keeps its own conversation; a's is untouched.
+        let turn = store.turn(&body(&json!({"model": "m", "input": "b's"})), Some(&b)).unwrap();
+        turn.pending(&store, None).answered(&answer("resp_1", "kept for b"));
+        assert_eq!(input_of(&store.turn(&body(&next), Some(&a)).unwrap())[0]["content"], "secret");
+        assert_eq!(input_of(&store.turn(&body(&next), Some(&b)).unwrap())[0]["content"], "b's");
+    }
+
+    #[test]
     fn the_oldest_response_leaves_first_when_the_count_is_reached() {
         let store = Arc::new(Conversations::new(2, MAX_BYTES));
         for n in 1..=3 {
             answered(&store, &json!({"model": "m", "input": "q"}), &format!("resp_{n}"), "a");
         }
         assert_eq!(store.usage().0, 2);
-        assert!(store.get("resp_1").is_none());
-        assert!(store.get("resp_2").is_some() && store.get("resp_3").is_some());
+        assert!(store.get(&unowned("resp_1")).is_none());
+        assert!(store.get(&unowned("resp_2")).is_some() && store.get(&unowned("resp_3")).is_some());
     }
 
     #[test]
@@ -507,10 +557,13 @@ mod tests {
         let (count, bytes) = store.usage();
         assert!(bytes <= 400, "{bytes}");
         assert_eq!(count, 1, "each entry is over 200 bytes");
-        assert!(store.get("resp_3").is_some(), "the newest stays");
+        assert!(store.get(&unowned("resp_3")).is_some(), "the newest stays");
         answered(&store, &json!({"model": "m", "input": "y".repeat(500)}), "resp_big", "a");
-        assert!(store.get("resp_big").is_none());
-        assert!(store.get("resp_3").is_some(), "nothing is evicted for an entry that cannot fit");
+        assert!(store.get(&unowned("resp_big")).is_none());
+        assert!(
+            store.get(&unowned("resp_3")).is_some(),
+            "nothing is evicted for an entry that cannot fit"
+        );
     }
 
     #[test]
@@ -521,11 +574,11 @@ mod tests {
             [(json!(null), "resp_a", Some(key.clone())), (json!(false), "resp_b", None)]
         {
             let turn = store
-                .turn(&body(&json!({"model": "m", "input": "q", "store": store_flag})))
+                .turn(&body(&json!({"model": "m", "input": "q", "store": store_flag})), None)
                 .unwrap();
             turn.pending(&store, Some(key.clone())).answered(&answer(id, "a"));
             let next = store
-                .turn(&body(&json!({"model": "m", "input": "r", "previous_response_id": id})))
+                .turn(&body(&json!({"model": "m", "input": "r", "previous_response_id": id})), None)
                 .unwrap();
             assert_eq!(next.sticky, sticky, "{id}");
         }
@@ -534,7 +587,7 @@ mod tests {
     #[test]
     fn a_stream_is_kept_from_its_final_event_and_only_when_it_completes() {
         let store = Arc::new(Conversations::default());
-        let turn = store.turn(&body(&json!({"model": "m", "input": "q"}))).unwrap();
+        let turn = store.turn(&body(&json!({"model": "m", "input": "q"})), None).unwrap();
         let events = concat!(
             "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_s\",\"output\":[]}}\n\n",
             "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,",
@@ -544,15 +597,18 @@ mod tests {
         let mut broken = turn.pending(&store, None).tap();
         broken.observe(&events.as_bytes()[..120]);
         drop(broken);
-        assert!(store.get("resp_s").is_none(), "a broken stream leaves nothing");
+        assert!(store.get(&unowned("resp_s")).is_none(), "a broken stream leaves nothing");
         let mut tap = turn.pending(&store, None).tap();
         for chunk in events.as_bytes().chunks(7) {
             tap.observe(chunk);
         }
         tap.complete();
         let next = store
-            .turn(&body(&json!({"model": "m", "previous_response_id": "resp_s",
-                "input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})))
+            .turn(
+                &body(&json!({"model": "m", "previous_response_id": "resp_s",
+                "input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})),
+                None,
+            )
             .unwrap();
         assert_eq!(
             input_of(&next),

@@ -226,3 +226,39 @@ async fn a_target_that_refused_a_continuation_is_not_asked_to_continue_again() {
     let trace = h.newest_logged().await["trace"].to_string();
     assert!(trace.contains("continuation_refused_before"), "{trace}");
 }
+
+/// The relay keeps the text it relayed for a continuation up to a cap (1 MiB,
+/// `switchyard_core::continuation::MAX_RELAYED_BYTES`): a 50 MB answer cut near its end is not
+/// offered a continuation, the trace says why, and the relay never held the 50 MB (issue 26,
+/// point 6).
+#[tokio::test]
+async fn a_50_mb_answer_cut_near_its_end_is_past_the_relay_cap_and_not_continued() {
+    // The mock writes the whole answer before its first event: seconds in a debug build.
+    let setup = Setup::new(CONFIG).timeouts(|t| {
+        t.first_event_ms = 60_000;
+        t.first_byte_ms = 60_000;
+        t.idle_ms = 60_000;
+        t.total_ms = 120_000;
+    });
+    let h = Harness::start_with(setup.breaker("{ enabled = false }")).await;
+    let chunk = 50 * 1024;
+    let text = "x".repeat(1000 * chunk);
+    h.mock.enqueue("gpt-4o", Reply::text(text).chunks(1000).fault(Fault::CutAfter(990)));
+    let body = run_long(&h, Client::Chat, "chat-pass").await;
+    Client::Chat.assert_terminal_error(&body);
+    assert!(Client::Chat.text(&body).len() >= 980 * chunk, "the client got the text relayed");
+    let logged = h.newest_logged().await;
+    let trace = logged["trace"].to_string();
+    assert!(trace.contains("relayed_over_cap"), "{trace}");
+    assert_eq!(h.mock.attempts_for("ds-chat").len(), 0, "the fallback was not asked");
+}
+
+/// [`run`] for an answer of many megabytes: a debug build takes seconds to relay it.
+async fn run_long(h: &Harness, client: Client, combo: &str) -> String {
+    let response = client.send(h, combo, &json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{combo}");
+    tokio::time::timeout(Duration::from_secs(120), response.text())
+        .await
+        .expect("the stream ends")
+        .unwrap()
+}

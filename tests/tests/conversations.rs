@@ -277,3 +277,40 @@ async fn another_local_keys_response_is_unknown_and_nothing_is_sent() {
         .await;
     }
 }
+
+/// A streamed answer larger than the whole conversation store (16 MiB) is let go as it
+/// arrives, not held until `response.completed` (issue 26, point 6): the client gets all of
+/// it, and continuing it is answered like any unknown id.
+#[tokio::test]
+async fn a_50_mb_streamed_answer_reaches_the_client_whole_and_is_not_kept() {
+    // The mock writes the whole answer before its first event: seconds in a debug build.
+    let h = Harness::start_with(switchyard_e2e::harness::Setup::new("").timeouts(|t| {
+        t.first_event_ms = 60_000;
+        t.first_byte_ms = 60_000;
+        t.idle_ms = 60_000;
+        t.total_ms = 120_000;
+    }))
+    .await;
+    let chunk = 50 * 1024;
+    h.mock
+        .enqueue("gpt-4o", switchyard_testkit::Reply::text("x".repeat(1000 * chunk)).chunks(1000));
+    let response =
+        respond(&h, &json!({"model": "oa/gpt-4o", "stream": true, "input": "go on"})).await;
+    assert_eq!(response.status(), 200);
+    let text = tokio::time::timeout(std::time::Duration::from_secs(120), response.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let events = sse_data(&text);
+    let done = events.iter().find(|e| e["type"] == "response.completed").expect("completed");
+    let deltas: usize = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap().len())
+        .sum();
+    assert_eq!(deltas, 1000 * chunk, "the client got every byte");
+    let id = done["response"]["id"].as_str().unwrap();
+    let again =
+        respond(&h, &json!({"model": "oa/gpt-4o", "previous_response_id": id, "input": "?"})).await;
+    assert_eq!(again.status(), 400, "too large to be kept");
+}

@@ -336,3 +336,39 @@ async fn metrics_count_by_provider_and_model_with_labels_bounded_to_the_config()
     );
     assert!(text.contains("# TYPE switchyard_served_fallbacks_total counter"));
 }
+
+/// A provider without a `models` list takes any model name a client makes up; the ledger (in
+/// memory and in the state file, kept 400 days) counts those under `other`, as `/metrics`
+/// does, so no client can grow it one label set per name (issue 26, point 6).
+#[tokio::test]
+async fn unlisted_models_count_as_other_in_the_ledger_in_memory_and_in_the_file() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in(mock, data.path(), CONFIG).await;
+    h.mock.set_default("claude-backup", reply());
+    for i in 0..5 {
+        h.mock.set_default(&format!("made-up-{i}"), reply());
+        ask(&h, switchyard_e2e::harness::LOCAL_KEY, &format!("an/made-up-{i}"), false).await;
+    }
+    ask(&h, switchyard_e2e::harness::LOCAL_KEY, "an/claude-backup", false).await;
+    logged(&h, 6).await;
+    let check = |report: &Value| {
+        let mut keys: Vec<(String, u64)> = report["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["key"].as_str().unwrap().to_owned(), n(&s["total"]["requests"])))
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [("an/claude-backup".to_owned(), 1), ("an/other".to_owned(), 5)],
+            "{report}"
+        );
+        assert!(!report.to_string().contains("made-up"), "{report}");
+    };
+    check(&usage(&h, "group_by=model").await);
+    let mock = h.stop().await;
+    let h = Harness::start_in(mock, data.path(), CONFIG).await;
+    check(&usage(&h, "group_by=model").await);
+}

@@ -135,16 +135,39 @@ enum Block {
     ToolCall,
 }
 
+/// How much relayed text is kept for a continuation at most: 1 MiB, four times the longest
+/// answer any model's output limit allows today (128k tokens). Past it the text is let go and
+/// the stream is no longer offered a continuation (the trace says `relayed_over_cap`), so a
+/// runaway answer cannot make the relay hold it all.
+pub const MAX_RELAYED_BYTES: usize = 1024 * 1024;
+
 /// The answer relayed to the client so far, per content block: what a continuation needs to
-/// know, kept by the relay as events pass.
+/// know, kept by the relay as events pass; at most [`MAX_RELAYED_BYTES`] of text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Relayed {
     blocks: Vec<Block>,
+    /// Bytes of text in `blocks`.
+    bytes: usize,
+    /// Characters of text relayed, kept or not.
+    chars: usize,
+    /// More text was relayed than is kept: `blocks` was let go.
+    over_cap: bool,
 }
 
 impl Relayed {
     pub fn text(&mut self, delta: &str) {
         if delta.is_empty() {
+            return;
+        }
+        self.chars += delta.chars().count();
+        if self.over_cap {
+            return;
+        }
+        self.bytes += delta.len();
+        if self.bytes > MAX_RELAYED_BYTES {
+            self.over_cap = true;
+            self.blocks = Vec::new();
+            self.bytes = 0;
             return;
         }
         match self.blocks.last_mut() {
@@ -154,6 +177,9 @@ impl Relayed {
     }
 
     pub fn thinking(&mut self) {
+        if self.over_cap {
+            return;
+        }
         if !matches!(self.blocks.last(), Some(Block::Thinking { .. })) {
             self.blocks.push(Block::Thinking { signed: false });
         }
@@ -161,6 +187,9 @@ impl Relayed {
 
     /// A thinking block's signature arrived: the block cannot be sent back without it.
     pub fn signed(&mut self) {
+        if self.over_cap {
+            return;
+        }
         match self.blocks.last_mut() {
             Some(Block::Thinking { signed }) => *signed = true,
             _ => self.blocks.push(Block::Thinking { signed: true }),
@@ -168,6 +197,9 @@ impl Relayed {
     }
 
     pub fn tool_call(&mut self) {
+        if self.over_cap {
+            return;
+        }
         self.blocks.push(Block::ToolCall);
     }
 
@@ -184,7 +216,7 @@ impl Relayed {
 
     /// Characters of text relayed, as the routing trace reports them.
     pub fn chars(&self) -> usize {
-        self.all_text().chars().count()
+        self.chars
     }
 }
 
@@ -217,6 +249,8 @@ pub enum Refusal {
     Thinking,
     /// No text reached the client yet (nothing to continue from).
     NoText,
+    /// More than [`MAX_RELAYED_BYTES`] of text was relayed: it was not kept.
+    OverCap,
 }
 
 impl Refusal {
@@ -230,6 +264,7 @@ impl Refusal {
             Self::ToolCall => "inside_tool_call",
             Self::Thinking => "thinking_block",
             Self::NoText => "no_text_relayed",
+            Self::OverCap => "relayed_over_cap",
         }
     }
 }
@@ -257,6 +292,9 @@ pub fn decide(
     }
     if incapable {
         return Err(Refusal::Incapable);
+    }
+    if relayed.over_cap {
+        return Err(Refusal::OverCap);
     }
     if request.json_output {
         return Err(Refusal::JsonOutput);
@@ -325,6 +363,22 @@ mod tests {
             relayed.text(part);
         }
         relayed
+    }
+
+    #[test]
+    fn past_the_cap_the_text_is_let_go_and_no_continuation_is_offered() {
+        let mut relayed = text(&["é".repeat(MAX_RELAYED_BYTES / 2).as_str()]);
+        assert!(decide(&relayed, PLAIN, Continuation::Prefix, false).is_ok(), "exactly at the cap");
+        relayed.text("x");
+        assert_eq!(decide(&relayed, PLAIN, Continuation::Prefix, false), Err(Refusal::OverCap));
+        assert_eq!(relayed.all_text(), "", "the text is let go");
+        assert_eq!(relayed.chars(), MAX_RELAYED_BYTES / 2 + 1, "and still counted");
+        for _ in 0..100 {
+            relayed.text(&"y".repeat(1024 * 1024));
+            relayed.tool_call();
+        }
+        assert!(relayed.blocks.is_empty() && relayed.bytes <= MAX_RELAYED_BYTES);
+        assert_eq!(Refusal::OverCap.code(), "relayed_over_cap");
     }
 
     const PLAIN: RequestShape =

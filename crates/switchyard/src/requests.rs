@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use switchyard_core::text::bounded;
-use switchyard_core::usage::ledger::Ledger;
+use switchyard_core::usage::ledger::{Ledger, UsageEntry};
 use switchyard_store::{RequestRecord, Store, UsageBatch};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
@@ -40,7 +40,8 @@ const BATCH: usize = 256;
 /// Records are shared by the ring and the writer: the request path copies nothing.
 pub type Shared = Arc<RequestRecord>;
 /// A record on its way to the file, and whether the usage aggregates count it.
-type Queued = (Shared, bool);
+/// A record and, when usage is tracked, what it counted there (with bounded labels).
+type Queued = (Shared, Option<UsageEntry>);
 type Writer = (mpsc::Sender<Queued>, tokio::task::JoinHandle<()>);
 
 /// The shared request log.
@@ -87,10 +88,10 @@ impl RequestLog {
                 *text = kept;
             }
         }
-        let tracked = self.usage.observe(&record, key);
+        let counted = self.usage.observe(&record, key);
         let record = Arc::new(record);
         if let Some((writer, _)) = &*self.writer.lock()
-            && writer.try_send((Arc::clone(&record), tracked)).is_err()
+            && writer.try_send((Arc::clone(&record), counted)).is_err()
         {
             tracing::debug!("request log writer is behind; this record stays in memory only");
         }
@@ -146,8 +147,8 @@ async fn write(store: Store, mut rx: mpsc::Receiver<Queued>, usage: Arc<UsageTra
     let mut compacted: Option<u64> = None;
     while let Some(batch) = next_batch(&mut rx).await {
         let mut sums = Ledger::default();
-        for (record, _) in batch.iter().filter(|(_, tracked)| *tracked) {
-            sums.add(&record.usage_entry());
+        for entry in batch.iter().filter_map(|(_, counted)| counted.as_ref()) {
+            sums.add(entry);
         }
         let first_kept = usage.first_kept_hour();
         let first_kept_hour = (compacted != Some(first_kept)).then_some(first_kept);

@@ -7,9 +7,10 @@
 //! there. So no request waits on the database, and after any crash the aggregates in the file
 //! are exactly the request-log entries in it, summed.
 //!
-//! Metrics labels are bounded: a provider that is not configured, or a model that neither its
-//! provider lists nor a combo or the default route names, is counted as `other`; a request
-//! nothing served as `none`.
+//! Labels are bounded, in `/metrics` and in the ledger (memory and file) alike: a provider that
+//! is not configured, or a model that neither its provider lists nor a combo or the default
+//! route names (a client may name any model on a provider without a `models` list), is counted
+//! as `other`; in `/metrics` a request nothing served as `none`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use switchyard_core::resilience::{HealthEvent, HealthRegistry};
 use switchyard_core::settings::{BudgetPolicy, UsageSettings};
 use switchyard_core::usage::Nanodollars;
 use switchyard_core::usage::budget::{BudgetView, Spending};
-use switchyard_core::usage::ledger::Ledger;
+use switchyard_core::usage::ledger::{Ledger, UsageEntry};
 use switchyard_core::usage::report::{ReportSpec, UsageReport};
 use switchyard_core::{Clock, UnixMillis};
 use switchyard_store::RequestRecord;
@@ -153,16 +154,21 @@ impl UsageTracker {
         self.state.lock().spending.check(&policy.budgets, name, self.clock.now())
     }
 
-    /// Counts a request that just ended (through the key named `key`); `false` when usage is
-    /// not tracked, so the caller leaves it out of the aggregates in the file too.
-    pub fn observe(&self, record: &RequestRecord, key: Option<&str>) -> bool {
+    /// Counts a request that just ended (through the key named `key`), and returns what it
+    /// counted, with bounded labels, for the aggregates in the file; `None` when usage is not
+    /// tracked, so the file leaves it out too.
+    pub fn observe(&self, record: &RequestRecord, key: Option<&str>) -> Option<UsageEntry> {
         let policy = self.policy.load();
         if !policy.usage.tracking {
-            return false;
+            return None;
         }
         let now = self.clock.now();
-        let entry = record.usage_entry();
+        let mut entry = record.usage_entry();
         let labels = policy.labels(record.served_by.as_deref());
+        if entry.labels.provider.is_some() {
+            entry.labels.provider = Some(labels.0.to_string());
+            entry.labels.model = Some(labels.1.to_string());
+        }
         let crossed = {
             let mut state = self.state.lock();
             state.ledger.add(&entry);
@@ -193,7 +199,7 @@ impl UsageTracker {
             tracing::warn!(budget = %budget.name(), spent = %budget.spent, limit = %budget.limit, state = ?budget.state, "budget");
             self.registry.announce(HealthEvent::Budget { budget, at: now });
         }
-        true
+        Some(entry)
     }
 
     /// The report `spec` asks for, from memory.
@@ -292,7 +298,7 @@ targets = [{ target = "an/claude" }]
             Some("ghost/x"),
             None,
         ] {
-            assert!(tracker.observe(&record(served_by), None));
+            assert!(tracker.observe(&record(served_by), None).is_some());
         }
         let labels: Vec<(String, String, u64)> = tracker
             .counters()
@@ -316,7 +322,7 @@ targets = [{ target = "an/claude" }]
         let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
         let tracker = UsageTracker::new(Arc::new(clock), Arc::default());
         tracker.configure(&config(&format!("{PROVIDERS}\n[settings.usage]\ntracking = false\n")));
-        assert!(!tracker.observe(&record(Some("oa/gpt-4o")), None));
+        assert!(tracker.observe(&record(Some("oa/gpt-4o")), None).is_none());
         assert!(tracker.counters().is_empty());
         assert_eq!(tracker.check(None), Ok(()));
     }

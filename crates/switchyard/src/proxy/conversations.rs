@@ -251,7 +251,15 @@ impl Pending {
 
     /// Watches a Responses stream on its way to the client.
     pub(crate) fn tap(self) -> Tap {
-        Tap { pending: self, sse: SseDecoder::default(), items: BTreeMap::new(), last: None }
+        let cap = self.store.max_bytes;
+        Tap {
+            pending: self,
+            sse: SseDecoder::new(cap),
+            items: BTreeMap::new(),
+            held: 0,
+            last: None,
+            over_cap: false,
+        }
     }
 
     fn keep<'i>(self, id: &str, output: impl Iterator<Item = &'i str>) {
@@ -292,7 +300,9 @@ struct EventHead<'a> {
     response: Option<ResponseHead<'a>>,
 }
 
-/// Reads a Responses stream as the client gets it, for the items it ends with.
+/// Reads a Responses stream as the client gets it, for the items it ends with. It holds no
+/// more than the store could keep: once the items (or one event) outgrow the store's byte
+/// budget, they are let go and the answer will not be kept.
 #[derive(Debug)]
 pub(crate) struct Tap {
     pending: Pending,
@@ -300,16 +310,30 @@ pub(crate) struct Tap {
     /// `response.output_item.done` items by output index: the answer, should the final event
     /// not repeat its output.
     items: BTreeMap<usize, String>,
+    /// Bytes in `items`.
+    held: usize,
     /// The final event's response id and output.
     last: Option<(String, Vec<String>)>,
+    /// The answer outgrew the store: nothing is read or kept any more.
+    over_cap: bool,
 }
 
 impl Tap {
     /// Bytes sent to the client.
     pub(crate) fn observe(&mut self, chunk: &[u8]) {
+        if self.over_cap {
+            return;
+        }
         self.sse.push(chunk);
         while let Some(item) = self.sse.next_item() {
-            let Ok(SseItem::Event(event)) = item else { continue };
+            let event = match item {
+                Ok(SseItem::Event(event)) => event,
+                Ok(_) => continue,
+                Err(_) => {
+                    self.let_go();
+                    return;
+                }
+            };
             // Deltas are most of a stream: only the events that carry whole items are read.
             let data = event.data;
             let wanted = ["response.output_item.done", "response.completed", "response.incomplete"];
@@ -320,7 +344,10 @@ impl Tap {
             match event.kind.as_ref() {
                 "response.output_item.done" => {
                     if let (Some(n), Some(item)) = (event.output_index, event.item) {
-                        self.items.insert(n, item.get().to_owned());
+                        self.held += item.get().len();
+                        if let Some(old) = self.items.insert(n, item.get().to_owned()) {
+                            self.held -= old.len();
+                        }
                     }
                 }
                 "response.completed" | "response.incomplete" => {
@@ -332,11 +359,28 @@ impl Tap {
                 }
                 _ => {}
             }
+            if self.held > self.pending.store.max_bytes {
+                self.let_go();
+                return;
+            }
         }
+    }
+
+    /// The answer is larger than the store's whole budget: it could not be kept anyway.
+    fn let_go(&mut self) {
+        tracing::debug!("a streamed response too large for the conversation store");
+        self.over_cap = true;
+        self.sse = SseDecoder::new(0);
+        self.items = BTreeMap::new();
+        self.held = 0;
+        self.last = None;
     }
 
     /// The stream ended properly: keep its answer.
     pub(crate) fn complete(self) {
+        if self.over_cap {
+            return;
+        }
         let Some((id, output)) = self.last else { return };
         let output = if output.is_empty() { self.items.into_values().collect() } else { output };
         self.pending.keep(&id, output.iter().map(String::as_str));
@@ -564,6 +608,42 @@ mod tests {
             store.get(&unowned("resp_3")).is_some(),
             "nothing is evicted for an entry that cannot fit"
         );
+    }
+
+    #[test]
+    fn a_stream_larger_than_the_store_is_let_go_as_it_arrives() {
+        let store = Arc::new(Conversations::new(100, 4096));
+        let turn = store.turn(&body(&json!({"model": "m", "input": "q"})), None).unwrap();
+        let mut tap = turn.pending(&store, None).tap();
+        let done = |n: usize| {
+            let item = json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "x".repeat(1000)}]});
+            let event =
+                json!({"type": "response.output_item.done", "output_index": n, "item": item});
+            format!("data: {event}\n\n")
+        };
+        for n in 0..3 {
+            tap.observe(done(n).as_bytes());
+        }
+        assert!(!tap.over_cap && tap.held > 3000, "three items fit");
+        for n in 3..50 {
+            tap.observe(done(n).as_bytes());
+            assert!(tap.held <= 4096 && tap.items.len() <= 4, "{n}: {}", tap.held);
+        }
+        assert!(tap.over_cap);
+        let end =
+            json!({"type": "response.completed", "response": {"id": "resp_big", "output": []}});
+        tap.observe(format!("data: {end}\n\n").as_bytes());
+        tap.complete();
+        assert!(store.get(&unowned("resp_big")).is_none());
+
+        // One event larger than the budget is let go too, without being buffered whole.
+        let mut tap = turn.pending(&store, None).tap();
+        tap.observe(b"data: {\"type\":\"response.completed\",\"response\":{\"output\":[\"");
+        for _ in 0..10 {
+            tap.observe("y".repeat(1000).as_bytes());
+        }
+        assert!(tap.over_cap);
     }
 
     #[test]

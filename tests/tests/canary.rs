@@ -473,16 +473,24 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
     let dry = import(imported_text(&h, &collector, team), "?dry_run=true").await.unwrap();
     assert_eq!(dry.status(), 200);
     let dry: serde_json::Value = dry.json().await.unwrap();
-    let requests_to = |host: &str| {
-        dry["pairs"].as_array().unwrap().iter().find(|p| {
-            p["reference"].is_null() && p["destination"].as_str().unwrap().starts_with(host)
-        })
+    let requests_to = |host: &str| -> Vec<&serde_json::Value> {
+        dry["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| {
+                p["reference"].is_null() && p["destination"].as_str().unwrap().starts_with(host)
+            })
+            .collect()
     };
-    let new = requests_to(&collector_host).unwrap_or_else(|| panic!("listed: {dry}"));
-    assert_eq!(new["state"], "new", "{dry}");
-    assert_eq!(new["credentials"], json!(["collector/default", "collector-an/default"]), "{dry}");
+    // One destination per base URL: `collector` is at `/v1`, `collector-an` at the root.
+    let new = requests_to(&collector_host);
+    assert!(!new.is_empty() && new.iter().all(|p| p["state"] == "new"), "listed: {dry}");
+    let credentials: Vec<&serde_json::Value> =
+        new.iter().flat_map(|p| p["credentials"].as_array().unwrap()).collect();
+    assert_eq!(credentials, [&json!("collector/default"), &json!("collector-an/default")], "{dry}");
     let known = requests_to(&h.mock.base_url().to_lowercase());
-    assert_eq!(known.map(|p| p["state"].clone()), Some(json!("known")), "{dry}");
+    assert!(!known.is_empty() && known.iter().all(|p| p["state"] == "known"), "{dry}");
     assert_eq!(dry["team"]["database_url"], "env:TEAM_DB", "the team section is listed: {dry}");
     assert_eq!(dry["team"]["state"], "new", "{dry}");
     assert!(!dry.to_string().contains("postgres://"), "a reference, never the URL: {dry}");
@@ -551,18 +559,26 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
         "the collector was reached before any confirmation"
     );
 
-    // The user confirms the provider's destination: from then on its requests go there, and
-    // so do those of every provider that sends only there.
-    let (status, body) = h
-        .api(reqwest::Method::POST, "/api/providers/collector/confirm", &serde_json::Value::Null)
-        .await;
+    // The user confirms the provider's destination (`…/v1`): from then on its requests go
+    // there, and so do those of every provider that sends only there; `collector-an`, at the
+    // host's root, is another destination and waits for its own confirmation.
+    let harness = &h;
+    let confirm = |id: &'static str| async move {
+        let path = format!("/api/providers/{id}/confirm");
+        harness.api(reqwest::Method::POST, &path, &serde_json::Value::Null).await
+    };
+    let (status, body) = confirm("collector").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["unconfirmed"], json!([]), "{body}");
     assert_eq!(h.openai("recommended", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.openai("added/gpt-4o", false).send().await.unwrap().status(), 200);
+    assert_ne!(h.anthropic("claude-sonnet-4-5", false).send().await.unwrap().status(), 200);
+    let (status, body) = confirm("collector-an").await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(h.anthropic("claude-sonnet-4-5", false).send().await.unwrap().status(), 200);
     assert_eq!(
         collector.total_attempts(),
-        2,
+        3,
         "after the confirmation requests go where the user agreed"
     );
     drop(h.stop().await);
@@ -679,4 +695,148 @@ credentials = [{ id = "hd-1", secret = "env:OA_1" }]
     assert!(h.mock.attempts().iter().any(|a| a.header("x-org-token") == Some(CANARY)));
     let logged = h.newest_logged().await.to_string();
     assert!(!logged.contains(CANARY), "the request log carries it: {logged}");
+}
+
+/// The canary provider on a gateway that separates tenants by path (`/t/{tenant}/v1`).
+const TENANT_PROVIDER: &str = r#"
+[[providers]]
+id = "mine"
+kind = "openai"
+base_url = "{mock}/t/mine/v1"
+credentials = [{ id = "k", secret = "env:CANARY" }]
+"#;
+
+/// An import that sends the canary to other tenants' paths on the same host: another account,
+/// a name that only starts like ours, and ours dressed up with `..` and percent-escapes.
+fn other_tenants(mock: &switchyard_testkit::MockUpstream) -> String {
+    let provider = |id: &str, path: &str| {
+        format!(
+            "[[providers]]\nid = \"{id}\"\nkind = \"openai\"\nbase_url = \"{}{path}\"\n\
+             credentials = [{{ id = \"k\", secret = \"env:CANARY\" }}]\n",
+            mock.base_url()
+        )
+    };
+    [
+        provider("other", "/t/other/v1"),
+        provider("prefix", "/t/mine-too/v1"),
+        provider("dressed", "/t/mine/v1/../../%6Fther/v1"),
+    ]
+    .concat()
+}
+
+/// Sends the canary's own request through each imported provider and checks that none of
+/// them reached the mock: only `/t/mine/…` ever saw the canary.
+async fn no_other_tenant_got_the_canary(h: &Harness) {
+    for id in ["other", "prefix", "dressed"] {
+        let routed = h.openai(&format!("{id}/gpt-4o"), false).send().await.unwrap();
+        let status = routed.status();
+        let body = routed.text().await.unwrap();
+        assert_ne!(status, 200, "{id}: {body}");
+        assert!(body.contains("credential_unconfirmed"), "{id}: {body}");
+    }
+    let paths: Vec<String> = h
+        .mock
+        .attempts()
+        .iter()
+        .filter(|a| a.api_key() == Some(CANARY))
+        .map(|a| a.path.clone())
+        .collect();
+    assert!(!paths.is_empty() && paths.iter().all(|p| p.starts_with("/t/mine/v1/")), "{paths:?}");
+}
+
+/// A pair confirmed for one's own tenant's path on a gateway sends nothing to another
+/// tenant's path on the same host (issue 26, point 7): the import dry run lists those pairs
+/// as new, and routed requests are refused until the user confirms.
+#[tokio::test]
+async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_tenants() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(TENANT_PROVIDER)).await;
+    assert_eq!(h.openai("mine/gpt-4o", false).send().await.unwrap().status(), 200);
+    let text = switchyard_e2e::harness::config_text(
+        &h.mock,
+        &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
+    );
+    let import = |query: &'static str| {
+        h.http
+            .post(h.url(&format!("/api/config/import{query}")))
+            .bearer_auth(MANAGEMENT_TOKEN)
+            .body(text.clone())
+            .send()
+    };
+    let dry: serde_json::Value = import("?dry_run=true").await.unwrap().json().await.unwrap();
+    let host = h.mock.base_url().to_lowercase();
+    let state_at = |path: &str| {
+        dry["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["reference"] == "env:CANARY" && p["destination"] == format!("{host}{path}"))
+            .map(|p| p["state"].clone())
+    };
+    assert_eq!(state_at("/t/mine/v1"), Some(json!("known")), "{dry}");
+    for path in ["/t/other/v1", "/t/mine-too/v1", "/t/other/v1"] {
+        assert_eq!(state_at(path), Some(json!("new")), "{path}: {dry}");
+    }
+    assert_eq!(import("").await.unwrap().status(), 200);
+    no_other_tenant_got_the_canary(&h).await;
+    drop(h.stop().await);
+}
+
+/// A state file of the version before destinations had paths holds host-wide bindings; the
+/// first start of this version narrows them to the paths the config uses (issue 26, point 7),
+/// so the user's provider keeps working and another tenant's path is not covered.
+#[tokio::test]
+async fn host_wide_bindings_of_the_version_before_are_narrowed_at_start() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let host = mock.base_url().to_lowercase();
+    // What that version left: its first-use markers and the bindings it confirmed.
+    let store =
+        switchyard_store::Store::open(&data.path().join(switchyard::STATE_FILE)).await.unwrap();
+    let at = switchyard_core::UnixMillis(1_700_000_000_000);
+    for (section, version) in [switchyard::FIRST_USE, switchyard::DESTINATIONS_FIRST_USE] {
+        store.save_settings(section, version, &json!({ "first_use": true }), at).await.unwrap();
+    }
+    let host_wide = [
+        switchyard_core::binding::Binding::new("env:CANARY", host.clone()),
+        switchyard_core::binding::Binding::destination_only(host.clone()),
+    ];
+    store.confirm_bindings(&host_wide, at).await.unwrap();
+    store.close().await;
+
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(TENANT_PROVIDER)).await;
+    assert_eq!(h.openai("mine/gpt-4o", false).send().await.unwrap().status(), 200, "still works");
+    let text = switchyard_e2e::harness::config_text(
+        &h.mock,
+        &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
+    );
+    let imported = h
+        .http
+        .post(h.url("/api/config/import"))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 200);
+    no_other_tenant_got_the_canary(&h).await;
+    let mock = h.stop().await;
+
+    let store =
+        switchyard_store::Store::open(&data.path().join(switchyard::STATE_FILE)).await.unwrap();
+    let stored = store.bindings().await.unwrap();
+    store.close().await;
+    // The harness's `an` provider is at the host's root: its requests keep the host-wide
+    // destination; the canary's secret binding is narrowed to the one path that uses it.
+    assert!(!stored.contains(&host_wide[0]), "{stored:?}");
+    assert!(stored.contains(&host_wide[1]), "{stored:?}");
+    assert!(
+        stored.contains(&switchyard_core::binding::Binding::new(
+            "env:CANARY",
+            format!("{host}/t/mine/v1")
+        )),
+        "{stored:?}"
+    );
+    drop(mock);
 }

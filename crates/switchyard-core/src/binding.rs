@@ -14,9 +14,16 @@
 //!
 //! Invariants: a [`Binding`] never holds a secret value, only the reference text; a confirmed
 //! secret binding confirms its destination too (a secret the user agreed to send to a host
-//! implies requests to that host), never the other way round; a destination is
-//! `scheme://host:port` with the host lower-cased and the default port written out, so
-//! `https://API.example.com/v1` and `https://api.example.com:443/other` are one destination.
+//! implies requests to that host), never the other way round.
+//!
+//! A destination is `scheme://host:port/path`: the host lower-cased, the default port written
+//! out, and the base URL's path normalised (percent-escapes decoded and written one way, `.`
+//! and `..` resolved as a URL parser resolves them, empty segments and a trailing `/` left
+//! out), so `https://API.example.com/v1/` and `https://api.example.com:443/v1` are one
+//! destination. A confirmed destination covers itself and every path below it, segment by
+//! segment (issue 26, point 7): on a gateway that separates tenants by path
+//! (`gateway.ai.cloudflare.com/v1/{account}/…`), confirming `…/v1/mine` confirms neither
+//! `…/v1/other` nor `…/v1/mine-too`, while a destination with no path covers its whole host.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -36,7 +43,7 @@ pub struct Binding {
     /// `null` for a destination binding: requests (prompts, and whatever they carry) go
     /// there, no secret of this binding's.
     pub reference: Option<String>,
-    /// `scheme://host:port`, normalised by [`destination`].
+    /// `scheme://host:port/path`, normalised by [`destination`].
     pub destination: String,
 }
 
@@ -78,10 +85,17 @@ pub struct Confirmed {
 }
 
 impl Confirmed {
+    /// Whether `binding` is confirmed: by a binding of the same reference (or, for a
+    /// destination binding, any confirmed destination) at its destination or above it.
     pub fn contains(&self, binding: &Binding) -> bool {
-        match binding.reference {
-            None => self.destinations.contains(&binding.destination),
-            Some(_) => self.secrets.contains(binding),
+        let mut above = prefixes(&binding.destination);
+        match &binding.reference {
+            None => above.any(|d| self.destinations.contains(d)),
+            Some(reference) => above.any(|destination| {
+                // One allocation per level; a destination has a handful.
+                let at = Binding::new(reference.clone(), destination);
+                self.secrets.contains(&at)
+            }),
         }
     }
 
@@ -136,9 +150,10 @@ impl Unconfirmed {
     }
 }
 
-/// The destination a request sent to `url` reaches: `scheme://host:port`, host lower-cased,
-/// default port explicit. `None` when `url` has no scheme or host (config validation refuses
-/// such URLs first, so the rule never sees one).
+/// The destination a request sent to `url` reaches: `scheme://host:port/path`, host
+/// lower-cased, default port explicit, path normalised (see the module's documentation); the
+/// query and fragment are not part of it. `None` when `url` has no scheme or host (config
+/// validation refuses such URLs first, so the rule never sees one).
 pub fn destination(url: &str) -> Option<String> {
     let uri: http::Uri = url.parse().ok()?;
     let scheme = uri.scheme_str()?.to_ascii_lowercase();
@@ -149,7 +164,122 @@ pub fn destination(url: &str) -> Option<String> {
         (None, "http") => 80,
         (None, _) => return None,
     };
-    Some(format!("{scheme}://{host}:{port}"))
+    let mut destination = format!("{scheme}://{host}:{port}");
+    for segment in segments(uri.path()) {
+        destination.push('/');
+        destination.push_str(&segment);
+    }
+    Some(destination)
+}
+
+/// A path's segments as a URL parser resolves them and a server reads them: each one's
+/// percent-escapes decoded and written back the one way (only what a segment cannot hold
+/// literally is escaped, in upper case), `.` dropped, `..` taking the segment before it away
+/// (never above the root), empty ones dropped.
+fn segments(path: &str) -> Vec<String> {
+    let mut kept: Vec<String> = Vec::new();
+    for raw in path.split('/') {
+        let decoded = percent_decoded(raw);
+        match decoded.as_slice() {
+            b"" | b"." => {}
+            b".." => {
+                kept.pop();
+            }
+            bytes => kept.push(escaped(bytes)),
+        }
+    }
+    kept
+}
+
+fn percent_decoded(segment: &str) -> Vec<u8> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(&h), Some(&l)) = (bytes.get(i + 1), bytes.get(i + 2))
+            && let (Some(h), Some(l)) = (hex(h), hex(l))
+        {
+            out.push(u8::try_from(h * 16 + l).unwrap_or(u8::MAX));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `bytes` as a path segment: RFC 3986's `pchar`s literally, everything else `%XX`.
+fn escaped(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Whether `destination` has a path: a binding without one covers its whole host.
+pub fn has_path(destination: &str) -> bool {
+    prefixes(destination).nth(1).is_some()
+}
+
+/// `destination` and each destination above it, the longest first and its origin
+/// (`scheme://host:port`) last.
+fn prefixes(destination: &str) -> impl Iterator<Item = &str> {
+    let origin_end = destination
+        .find("://")
+        .map(|at| at + 3)
+        .and_then(|start| destination[start..].find('/').map(|at| start + at))
+        .unwrap_or(destination.len());
+    let mut end = Some(destination.len());
+    std::iter::from_fn(move || {
+        let current = end?;
+        end = (current > origin_end)
+            .then(|| destination[origin_end..current].rfind('/').map(|at| origin_end + at))
+            .flatten();
+        Some(&destination[..current])
+    })
+}
+
+/// Whether a binding confirmed at `confirmed` covers `destination`: the same place, or one
+/// below it segment by segment.
+pub fn covers(confirmed: &str, destination: &str) -> bool {
+    prefixes(destination).any(|above| above == confirmed)
+}
+
+/// The stored bindings of a version whose destinations had no path, narrowed to the paths
+/// the config sends them to (the one-time migration of issue 26, point 7): each host-wide
+/// binding in `stored` is replaced by the bindings of `exposures` it covers (the same
+/// reference, or a destination binding for one, at a path on its host), so what the user
+/// confirmed keeps working and no other tenant's path on that host inherits it. A host-wide
+/// binding that no credential uses now is let go.
+pub fn narrowed(stored: &[Binding], exposures: &[Exposure]) -> Narrowed {
+    let mut narrowed = Narrowed::default();
+    let needed = exposures.iter().flat_map(|e| &e.bindings);
+    for old in stored.iter().filter(|b| !has_path(&b.destination)) {
+        narrowed.removed.push(old.clone());
+        for new in needed.clone() {
+            let same = new.reference == old.reference
+                || (new.reference.is_none() && old.reference.is_some());
+            if same && covers(&old.destination, &new.destination) && !narrowed.added.contains(new) {
+                narrowed.added.push(new.clone());
+            }
+        }
+    }
+    narrowed
+}
+
+/// What [`narrowed`] changes: bindings to let go, and the bindings to record in their place.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Narrowed {
+    pub removed: Vec<Binding>,
+    pub added: Vec<Binding>,
 }
 
 /// The pure rule: which credentials of `exposures` need a binding that is not in `confirmed`,
@@ -210,16 +340,82 @@ mod tests {
     const EVIL: &str = "https://collector.example:443";
 
     #[test]
-    fn destinations_are_scheme_host_and_explicit_port_lower_cased() {
-        assert_eq!(destination("https://API.OpenAI.com/v1").as_deref(), Some(OPENAI));
-        assert_eq!(destination("https://api.openai.com:443/v1/x?y=1").as_deref(), Some(OPENAI));
+    fn destinations_are_scheme_host_explicit_port_and_the_normalised_path() {
+        let openai = |path: &str| format!("{OPENAI}{path}");
+        for (url, expected) in [
+            ("https://API.OpenAI.com/v1", openai("/v1")),
+            ("https://api.openai.com:443/v1/x?y=1#z", openai("/v1/x")),
+            ("https://api.openai.com/v1/", openai("/v1")),
+            ("https://api.openai.com//v1//x/", openai("/v1/x")),
+            ("https://api.openai.com/v1/./a/../b", openai("/v1/b")),
+            ("https://api.openai.com/v1/%2e%2E/b", openai("/b")),
+            ("https://api.openai.com/v1/.%2e/.%2E/../x", openai("/x")),
+            ("https://api.openai.com/v1/%61cct", openai("/v1/acct")),
+            ("https://api.openai.com/v1/a%2fb", openai("/v1/a%2Fb")),
+            ("https://api.openai.com/v1/a%20b", openai("/v1/a%20b")),
+            ("https://api.openai.com/", openai("")),
+            ("https://api.openai.com", openai("")),
+        ] {
+            assert_eq!(destination(url), Some(expected), "{url}");
+        }
         assert_eq!(
             destination("http://127.0.0.1:8080/v1").as_deref(),
-            Some("http://127.0.0.1:8080")
+            Some("http://127.0.0.1:8080/v1")
         );
-        assert_eq!(destination("http://localhost/v1").as_deref(), Some("http://localhost:80"));
-        assert_eq!(destination("http://[::1]:9/v1").as_deref(), Some("http://[::1]:9"));
+        assert_eq!(destination("http://localhost/v1").as_deref(), Some("http://localhost:80/v1"));
+        assert_eq!(destination("http://[::1]:9/v1").as_deref(), Some("http://[::1]:9/v1"));
         assert_eq!(destination("not a url"), None);
+    }
+
+    #[test]
+    fn a_confirmed_path_covers_the_paths_below_it_segment_by_segment_and_nothing_else() {
+        let mine = "https://gateway.ai.cloudflare.com:443/v1/mine";
+        let below = |path: &str| format!("https://gateway.ai.cloudflare.com:443/v1/{path}");
+        assert!(covers(mine, mine));
+        assert!(covers(mine, &below("mine/openai")));
+        for other in [below("mine-too"), below("other"), below(""), below("min")] {
+            assert!(!covers(mine, other.trim_end_matches('/')), "{other}");
+        }
+        assert!(covers("https://gateway.ai.cloudflare.com:443", mine), "an origin covers its host");
+        assert!(!covers("https://gateway.ai.cloudflare.com:4430", mine));
+        let confirmed = Confirmed::from_iter([Binding::new("env:CF", mine)]);
+        assert!(confirmed.contains(&Binding::new("env:CF", below("mine/openai"))));
+        assert!(confirmed.contains(&Binding::destination_only(below("mine/openai"))));
+        assert!(!confirmed.contains(&Binding::new("env:CF", below("other/openai"))));
+        assert!(!confirmed.contains(&Binding::destination_only(below("other"))));
+        // A path dressed up to look like another is normalised before it is compared.
+        let dressed = destination("https://gateway.ai.cloudflare.com/v1/mine/../other").unwrap();
+        assert!(!confirmed.contains(&Binding::new("env:CF", dressed)));
+        let escaped = destination("https://gateway.ai.cloudflare.com/v1/%6Dine/openai").unwrap();
+        assert!(confirmed.contains(&Binding::new("env:CF", escaped)));
+        assert!(!has_path("https://a:443") && has_path(mine));
+    }
+
+    #[test]
+    fn host_wide_bindings_of_an_older_version_narrow_to_the_paths_the_config_uses() {
+        let host = "https://gateway.ai.cloudflare.com:443";
+        let mine = format!("{host}/v1/mine/openai");
+        let mut cf = exposure("cf", "k", &[("env:CF", mine.as_str())]);
+        cf.bindings.push(Binding::destination_only(mine.clone()));
+        let local = keyless("ollama", "http://127.0.0.1:11434/v1");
+        let stored = vec![
+            Binding::new("env:CF", host),
+            Binding::destination_only("http://127.0.0.1:11434"),
+            Binding::new("env:GONE", OPENAI),
+            Binding::new("env:NEW", format!("{OPENAI}/v1")),
+        ];
+        let narrowed = narrowed(&stored, &[cf, local]);
+        assert_eq!(narrowed.removed, stored[..3].to_vec(), "host-wide ones only");
+        assert_eq!(
+            narrowed.added,
+            vec![
+                Binding::new("env:CF", mine.clone()),
+                Binding::destination_only(mine),
+                Binding::destination_only("http://127.0.0.1:11434/v1"),
+            ],
+            "what the config sends there; nothing for a reference no one uses now"
+        );
+        assert_eq!(super::narrowed(&narrowed.added, &[]), Narrowed::default(), "runs once");
     }
 
     #[test]

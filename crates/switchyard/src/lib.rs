@@ -414,13 +414,17 @@ pub const FIRST_USE: (&str, u32) = ("secret_bindings", 1);
 /// that added them: from then on, a destination new at start is unconfirmed like any other.
 pub const DESTINATIONS_FIRST_USE: (&str, u32) = ("destination_bindings", 1);
 
+/// Marked once the host-wide bindings of the versions before destinations had paths (issue
+/// 26, point 7) were narrowed to the paths the config uses.
+pub const DESTINATION_PATHS: (&str, u32) = ("destination_paths", 1);
+
 /// Marks trust on first use as done, for secrets and destinations alike: an import counts as
 /// the first use, or the next start would trust whatever the imported file sends where.
 pub async fn mark_first_use(
     store: &Store,
     now: switchyard_core::UnixMillis,
 ) -> Result<(), switchyard_store::StoreError> {
-    for (section, version) in [FIRST_USE, DESTINATIONS_FIRST_USE] {
+    for (section, version) in [FIRST_USE, DESTINATIONS_FIRST_USE, DESTINATION_PATHS] {
         if store.settings(section).await?.is_none() {
             let marker = serde_json::json!({ "first_use": true });
             store.save_settings(section, version, &marker, now).await?;
@@ -459,7 +463,7 @@ async fn confirmed_bindings(
         }
     };
     let mut confirmed: Confirmed = match store.bindings().await {
-        Ok(stored) => stored.into_iter().collect(),
+        Ok(stored) => narrow_once(store, stored, &exposures, now).await.into_iter().collect(),
         Err(error) => {
             tracing::warn!(%error, "cannot read confirmed destinations");
             Confirmed::default()
@@ -486,6 +490,50 @@ async fn confirmed_bindings(
     // for this run.
     confirmed.extend(trusted);
     confirmed
+}
+
+/// `stored` with its host-wide bindings narrowed to the paths the config uses, the first time
+/// a version with paths in destinations starts on this state file (see
+/// `binding::narrowed`). Should the marker fail to be recorded, narrowing again at the next
+/// start changes nothing: what it adds covers nothing host-wide but root base URLs, which it
+/// keeps.
+async fn narrow_once(
+    store: &Store,
+    stored: Vec<Binding>,
+    exposures: &[binding::Exposure],
+    now: switchyard_core::UnixMillis,
+) -> Vec<Binding> {
+    match store.settings(DESTINATION_PATHS.0).await {
+        Ok(None) => {}
+        Ok(Some(_)) => return stored,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read whether confirmed destinations have paths");
+            return stored;
+        }
+    }
+    let narrowed = binding::narrowed(&stored, exposures);
+    let marker = serde_json::json!({ "narrowed": narrowed.removed.len() });
+    let recorded = async {
+        store.replace_bindings(&narrowed.removed, &narrowed.added, now).await?;
+        let (section, version) = DESTINATION_PATHS;
+        store.save_settings(section, version, &marker, now).await
+    };
+    if let Err(error) = recorded.await {
+        // The host-wide bindings then stay for this run: what worked yesterday still works.
+        tracing::warn!(%error, "cannot narrow confirmed destinations to paths");
+        return stored;
+    }
+    if !narrowed.removed.is_empty() {
+        tracing::info!(
+            host_wide = narrowed.removed.len(),
+            with_paths = narrowed.added.len(),
+            "confirmed destinations narrowed to the paths the config uses"
+        );
+    }
+    let mut kept: Vec<Binding> =
+        stored.into_iter().filter(|b| !narrowed.removed.contains(b)).collect();
+    kept.extend(narrowed.added);
+    kept
 }
 
 /// The config saved in the state file; empty when there is none or it cannot be read (the

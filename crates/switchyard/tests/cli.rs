@@ -201,7 +201,7 @@ database_url = "env:SWITCHYARD_CLI_TEST_TEAM_DB"
 "#;
     std::fs::write(&file, keyless).unwrap();
     let data = dir.path().join("data");
-    let requests = "requests -> https://collector.example:443  (collector/default)";
+    let requests = "requests -> https://collector.example:443/v1  (collector/default)";
 
     let dry = switchyard(&data, &["config", "import", "--dry-run", file.to_str().unwrap()]);
     let checked = text(&dry.stdout);

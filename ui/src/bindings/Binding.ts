@@ -12,6 +12,6 @@ export type Binding = {
  */
 reference: string | null, 
 /**
- * `scheme://host:port`, normalised by [`destination`].
+ * `scheme://host:port/path`, normalised by [`destination`].
  */
 destination: string, };

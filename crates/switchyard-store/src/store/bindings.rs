@@ -1,7 +1,8 @@
 //! Confirmed bindings: the only record of where the user allowed requests and each secret to
 //! go (see `switchyard_core::binding`). Secret bindings (reference, destination) live in
-//! `secret_bindings`, destination bindings (no reference) in `destination_bindings`. Rows are
-//! only ever added: confirming a binding again keeps its first confirmation time.
+//! `secret_bindings`, destination bindings (no reference) in `destination_bindings`.
+//! Confirming a binding again keeps its first confirmation time; rows are removed only by the
+//! one-time narrowing of host-wide bindings to paths (`switchyard_core::binding::narrowed`).
 
 use switchyard_core::UnixMillis;
 use switchyard_core::binding::Binding;
@@ -35,8 +36,32 @@ impl Store {
         bindings: &[Binding],
         now: UnixMillis,
     ) -> Result<(), StoreError> {
+        self.replace_bindings(&[], bindings, now).await
+    }
+
+    /// Removes `removed` and records `added` as confirmed at `now`, in one transaction.
+    pub async fn replace_bindings(
+        &self,
+        removed: &[Binding],
+        added: &[Binding],
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
-        for binding in bindings {
+        for binding in removed {
+            let delete = match &binding.reference {
+                Some(reference) => sqlx::query(
+                    "DELETE FROM secret_bindings WHERE reference = ? AND destination = ?",
+                )
+                .bind(reference),
+                None => sqlx::query("DELETE FROM destination_bindings WHERE destination = ?"),
+            };
+            delete
+                .bind(&binding.destination)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::database)?;
+        }
+        for binding in added {
             let insert = match &binding.reference {
                 Some(reference) => sqlx::query(
                     "INSERT OR IGNORE INTO secret_bindings (reference, destination, confirmed_at)

@@ -1,5 +1,7 @@
 //! Which endpoint a request is for, from its method, path, query and (for the one path two
-//! providers share) its headers.
+//! providers share) its headers. A path may start with `/t/{tenant}`, as on gateways that
+//! separate tenants by path (Cloudflare's `/v1/{account}/…`): the endpoint is read after it,
+//! and the attempt keeps the whole path.
 
 use http::{HeaderMap, Method, Uri};
 
@@ -30,6 +32,10 @@ pub(super) struct Target {
 impl Route {
     pub(super) fn of(method: &Method, uri: &Uri, headers: &HeaderMap) -> Self {
         let path = uri.path();
+        let path = path
+            .strip_prefix("/t/")
+            .and_then(|tenant| tenant.find('/').map(|end| &tenant[end..]))
+            .unwrap_or(path);
         match *method {
             Method::POST if path == "/v1/chat/completions" => Self::body_named(Dialect::OpenAi),
             Method::POST if path == "/v1/messages" => Self::body_named(Dialect::Anthropic),
@@ -122,6 +128,11 @@ mod tests {
         );
         assert_eq!(route(&Method::POST, "/v1/messages/count_tokens", true), Route::CountTokens);
         assert_eq!(route(&Method::POST, "/v1/completions", false), Route::Unknown);
+        assert_eq!(
+            route(&Method::POST, "/t/acct-a/v1/chat/completions", false),
+            Route::body_named(Dialect::OpenAi),
+            "behind a tenant's path"
+        );
     }
 
     #[test]

@@ -356,7 +356,8 @@ impl Harness {
         }
         let in_process = InProcess::new(state.clone()).expect("an in-process API");
         let handle = Arc::new(AppHandle { registry: Arc::clone(app.registry()), clock });
-        let mut limits = Limits::default();
+        let mut limits =
+            Limits { max_connections: state.proxy.config().max_connections, ..Limits::default() };
         if let Some(timeout) = setup.header_read_timeout {
             limits.header_read_timeout = timeout;
         }

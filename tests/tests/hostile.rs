@@ -430,3 +430,122 @@ async fn a_model_name_of_a_mebibyte_is_refused_in_the_clients_dialect_and_logged
     assert_eq!(status, 400, "{answer}");
     assert_dialect(&answer, true, "count_tokens");
 }
+
+/// Opens `n` connections one after another and says nothing on them.
+async fn flood(port: u16, n: usize) -> Vec<TcpStream> {
+    let mut sockets = Vec::with_capacity(n);
+    for _ in 0..n {
+        sockets.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    sockets
+}
+
+/// Whether the server closed `socket`: it reads the end of the stream (or a reset) within a
+/// generous bound; one still open reads nothing until then.
+async fn closed_by_server(mut socket: TcpStream) -> bool {
+    let mut scratch = [0_u8; 16];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), socket.read(&mut scratch)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// Issue 26, point 5: a local process without a key opens far more connections than the cap;
+/// the server keeps at most `max_connections` open, closing the oldest unauthenticated ones,
+/// and an editor that connects after the flood is served.
+#[tokio::test]
+async fn a_connection_flood_is_bounded_and_an_editor_connecting_after_it_is_served() {
+    const CAP: usize = 16;
+    const FLOOD: usize = 40;
+    let setup = Setup::new(&format!("[server]\nmax_connections = {CAP}\n"))
+        .header_read_timeout(Duration::from_secs(60));
+    let h = Harness::start_with(setup).await;
+    let sockets = flood(h.port, FLOOD).await;
+    // A client of its own, so it has no connection from before the flood.
+    let editor = reqwest::Client::new();
+    let response = editor
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth(LOCAL_KEY)
+        .json(&json!({"model": "oa/gpt-4o", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+    let closed = futures_util::future::join_all(sockets.into_iter().map(closed_by_server)).await;
+    let closed = closed.iter().filter(|c| **c).count();
+    assert_eq!(
+        closed,
+        FLOOD - (CAP - 1),
+        "the cap holds: the editor and the newest {} of the flood are open",
+        CAP - 1
+    );
+}
+
+/// Issue 26, point 5: an HTTP/2 connection whose only request was refused at the front door
+/// is closed after the idle time, though its client answers every PING; one with an
+/// authenticated stream in flight longer than that stays open until the stream ends.
+#[tokio::test]
+async fn an_http2_connection_without_an_authenticated_request_in_flight_is_closed_when_idle() {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper::body::Bytes;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    const IDLE: Duration = Duration::from_secs(1);
+    let h = Harness::start_with(Setup::default().header_read_timeout(IDLE)).await;
+    let connect = || async {
+        let tcp = TcpStream::connect(("127.0.0.1", h.port)).await.unwrap();
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap()
+    };
+    let host = format!("127.0.0.1:{}", h.port);
+
+    // Unauthenticated: refused, then the connection is kept open by nothing but PINGs.
+    let (mut sender, connection) = connect().await;
+    let opened = Instant::now();
+    let connection = tokio::spawn(connection);
+    let refused = sender
+        .send_request(
+            http::Request::get(format!("http://{host}/v1/models"))
+                .header("host", &host)
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let ended = tokio::time::timeout(Duration::from_secs(30), connection).await;
+    assert!(ended.is_ok(), "the connection was still open after 30 s");
+    assert!(opened.elapsed() + Duration::from_millis(100) >= IDLE, "{:?}", opened.elapsed());
+
+    // Authenticated and streaming for three idle times: served to its end.
+    h.mock.enqueue(
+        "gpt-4o",
+        switchyard_testkit::Reply::text("one two three four five six")
+            .chunks(6)
+            .chunk_gap(IDLE / 2),
+    );
+    let (mut sender, connection) = connect().await;
+    let connection = tokio::spawn(connection);
+    let body = json!({"model": "oa/gpt-4o", "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let streamed = sender
+        .send_request(
+            http::Request::post(format!("http://{host}/v1/chat/completions"))
+                .header("host", &host)
+                .header("authorization", format!("Bearer {LOCAL_KEY}"))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body.to_string())))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 200);
+    let started = Instant::now();
+    let text = streamed.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    assert!(started.elapsed() > IDLE * 2, "the stream ran longer than the idle time");
+    assert!(text.contains("[DONE]"), "served to its end: {text}");
+    assert!(!connection.is_finished(), "open while the stream was in flight");
+}

@@ -259,10 +259,16 @@ impl ProviderConfig {
     }
 }
 
+/// What `[server] max_connections` may be: enough for one editor's connections, and no more
+/// than a process can keep descriptors for.
+pub const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<u32> = 8..=16_384;
+
 /// Everything `serve` runs on, and the form it was validated from.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
+    /// `[server] max_connections`, checked to be within [`MAX_CONNECTIONS_RANGE`].
+    pub max_connections: usize,
     pub providers: Vec<ProviderConfig>,
     pub combos: Vec<Combo>,
     /// Compiled once here, so a request only compares text.
@@ -429,8 +435,25 @@ impl ConfigForm {
                  from the usage aggregates; turn tracking on or remove the budgets",
             ));
         }
+        let max_connections = match self.server.max_connections {
+            None => crate::server::MAX_CONNECTIONS,
+            Some(n) if MAX_CONNECTIONS_RANGE.contains(&n) => n as usize,
+            Some(n) => {
+                return Err(Problem::new(
+                    "server.max_connections",
+                    format!(
+                        "{n} is out of range: write {} to {} (default {}); each editor or agent \
+                         keeps a few connections open",
+                        MAX_CONNECTIONS_RANGE.start(),
+                        MAX_CONNECTIONS_RANGE.end(),
+                        crate::server::MAX_CONNECTIONS
+                    ),
+                ));
+            }
+        };
         Ok(Config {
             port: self.server.port.unwrap_or(DEFAULT_PORT),
+            max_connections,
             providers,
             combos,
             aliases,

@@ -28,7 +28,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use self::api::catalog;
-pub use self::connections::{HEADER_READ_TIMEOUT, Limits};
+pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
 pub use self::v1::MAX_BODY_BYTES;
 use crate::keys::LocalKeys;
@@ -260,14 +260,17 @@ pub async fn serve(
     serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
 }
 
-/// [`serve`] with a chosen grace period.
+/// [`serve`] with a chosen grace period; the connection cap is the config's
+/// (`[server] max_connections`, read at start).
 pub async fn serve_with_grace(
     listener: impl Into<Loopback>,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    serve_with(listener, state, shutdown, grace, Limits::default()).await
+    let limits =
+        Limits { max_connections: state.proxy.config().max_connections, ..Limits::default() };
+    serve_with(listener, state, shutdown, grace, limits).await
 }
 
 /// [`serve`] with a chosen grace period and connection deadlines.

@@ -641,3 +641,14 @@ fn a_team_instance_name_needs_a_database_and_a_plain_name() {
     let unknown = error("[team]\ndatabase = \"env:SWITCHYARD_TEAM_DB\"\n");
     assert!(unknown.contains("team") && unknown.contains("database"), "{unknown}");
 }
+
+#[test]
+fn the_connection_cap_defaults_to_128_and_out_of_range_names_the_field_and_the_range() {
+    assert_eq!(parse("").unwrap().max_connections, 128);
+    assert_eq!(parse("[server]\nmax_connections = 16\n").unwrap().max_connections, 16);
+    for n in [0, 7, 16_385] {
+        let message = error(&format!("[server]\nmax_connections = {n}\n"));
+        assert!(message.contains("server.max_connections"), "{message}");
+        assert!(message.contains("8 to 16384"), "{message}");
+    }
+}

@@ -84,6 +84,11 @@ pub struct ServerForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub port: Option<u16>,
+    /// How many connections may be open at once [default 128]; when full, the oldest one that
+    /// has not made an authenticated request is closed. Takes effect at the next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub max_connections: Option<u32>,
 }
 
 /// `[[providers]]`.

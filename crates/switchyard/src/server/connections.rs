@@ -1,5 +1,5 @@
 //! The accept loop: one task per connection, with deadlines a slow or silent client cannot
-//! stretch.
+//! stretch, and a cap a flood of connections cannot lock an editor out with.
 //!
 //! `axum::serve` gives hyper no timer, and hyper then enforces no header read timeout at all:
 //! a client that sends its request head one byte per second (slowloris), or nothing, holds its
@@ -7,42 +7,181 @@
 //!
 //! - HTTP/1: the whole request head must arrive within [`Limits::header_read_timeout`] of the
 //!   moment hyper starts reading it (on a kept-alive connection: of the previous response),
-//!   else hyper closes the connection. An idle kept-alive connection is closed after the same
-//!   time, as most servers do.
-//! - Before the first request (while the protocol is being detected, or an HTTP/2 preface and
-//!   handshake drag on), the same deadline applies to the connection as a whole: no first
-//!   request by then, and the socket is dropped.
+//!   else hyper closes the connection.
+//! - Every connection, HTTP/1 or HTTP/2: one without an authenticated request in flight (a
+//!   request the front door admitted with a local key or the management token, from its head
+//!   to the last byte of its answer) is closed after the same time. That covers a connection
+//!   that never sends a request (or drags out protocol detection or the HTTP/2 handshake), a
+//!   kept-alive one left idle, and an HTTP/2 one kept open by unauthenticated requests or by
+//!   answering hyper's keep-alive PINGs, which alone never end a connection.
+//! - At most [`Limits::max_connections`] connections are open at once. When a new one arrives
+//!   with the table full, the oldest connection that has not made an authenticated request is
+//!   closed to make room: a local process without a key can open many connections, but never
+//!   one an editor needs. When every open connection has authenticated, the new one is closed.
 //! - Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
 //! - On shutdown the listener stops accepting and every connection is told to finish the
 //!   request it is serving and close; [`run`] returns when the last one has.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::response::Response;
 use axum::serve::Listener;
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use parking_lot::Mutex;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// How long a client may take to send a request head; see the module docs.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Deadlines of the accept loop.
+/// How many connections are open at most, by default: editors and agents open a handful each
+/// (Claude Code's subagents, Codex, an IDE, the web UI), far below any process's descriptor
+/// limit (1,024 soft by default on Linux, 256 on macOS, shared with upstream sockets).
+pub const MAX_CONNECTIONS: usize = 128;
+
+/// Deadlines and bounds of the accept loop.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// How long a client may take to send a request head, and how long a connection may stay
-    /// idle between requests.
+    /// open without an authenticated request in flight.
     pub header_read_timeout: Duration,
+    /// How many connections may be open at once (see the module docs).
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { header_read_timeout: HEADER_READ_TIMEOUT }
+        Self { header_read_timeout: HEADER_READ_TIMEOUT, max_connections: MAX_CONNECTIONS }
+    }
+}
+
+/// One open connection, as the front door and the table see it. The front door finds it in
+/// each request's extensions.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    /// It made an authenticated request once: it is not the one closed to make room.
+    authenticated: AtomicBool,
+    /// Authenticated requests in flight, from their head to the end of their answer.
+    in_flight: watch::Sender<usize>,
+    /// Told to close: the table needed its place.
+    evicted: Notify,
+}
+
+impl Connection {
+    fn new() -> Self {
+        Self {
+            authenticated: AtomicBool::new(false),
+            in_flight: watch::Sender::new(0),
+            evicted: Notify::new(),
+        }
+    }
+
+    /// The front door admitted a request with a key: the connection counts as an editor's,
+    /// and stays open while the returned guard (held by the answer's body) lives.
+    pub(crate) fn admitted(self: &Arc<Self>) -> InFlight {
+        self.authenticated.store(true, Ordering::Relaxed);
+        self.in_flight.send_modify(|n| *n += 1);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Resolves once the connection has had no authenticated request in flight for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        let mut count = self.in_flight.subscribe();
+        loop {
+            if *count.borrow_and_update() == 0 {
+                match tokio::time::timeout(idle, count.changed()).await {
+                    Err(_) => return,
+                    Ok(changed) => changed.expect("the sender lives in self"),
+                }
+            } else {
+                count.changed().await.expect("the sender lives in self");
+            }
+        }
+    }
+}
+
+/// An authenticated request in flight on its connection.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Connection>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.send_modify(|n| *n -= 1);
+    }
+}
+
+/// `response` with its body holding `in_flight` until the body ends or is dropped: a long
+/// stream keeps its connection open however long it runs.
+pub(crate) fn hold(response: Response, in_flight: InFlight) -> Response {
+    response.map(|body| Body::new(Held { body, _in_flight: in_flight }))
+}
+
+/// A body that keeps its request counted as in flight; everything else is the inner body's,
+/// its size hint included (so a `Content-Length` stays one).
+struct Held {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The open connections, oldest first.
+#[derive(Debug, Default)]
+struct Table {
+    next: u64,
+    open: BTreeMap<u64, Arc<Connection>>,
+}
+
+impl Table {
+    /// Makes room for one more connection under `max`, closing the oldest that has not
+    /// authenticated; `None` when every open one has (the new one is then not served).
+    fn admit(&mut self, max: usize) -> Option<(u64, Arc<Connection>)> {
+        if self.open.len() >= max {
+            let oldest = self
+                .open
+                .iter()
+                .find(|(_, c)| !c.authenticated.load(Ordering::Relaxed))
+                .map(|(&id, _)| id)?;
+            if let Some(evicted) = self.open.remove(&oldest) {
+                evicted.evicted.notify_one();
+            }
+        }
+        let id = self.next;
+        self.next += 1;
+        let connection = Arc::new(Connection::new());
+        self.open.insert(id, Arc::clone(&connection));
+        Some((id, connection))
     }
 }
 
@@ -54,6 +193,7 @@ pub(super) async fn run(
     limits: Limits,
 ) {
     let graceful = GracefulShutdown::new();
+    let table = Arc::new(Mutex::new(Table::default()));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // `Listener::accept` retries failed accepts (out of file descriptors, ...) itself.
@@ -61,33 +201,49 @@ pub(super) async fn run(
             accepted = Listener::accept(&mut listener) => accepted,
             () = &mut shutdown => break,
         };
+        let Some((id, connection)) = table.lock().admit(limits.max_connections) else {
+            tracing::warn!(
+                max_connections = limits.max_connections,
+                "every connection is an authenticated client's; refusing a new one"
+            );
+            continue;
+        };
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        tokio::spawn(serve_connection(tcp, router.clone(), limits, graceful.watcher()));
+        let table = Arc::clone(&table);
+        let served = serve_connection(tcp, router.clone(), limits, graceful.watcher(), connection);
+        tokio::spawn(async move {
+            served.await;
+            table.lock().open.remove(&id);
+        });
     }
     drop(listener);
     graceful.shutdown().await;
 }
 
-async fn serve_connection(tcp: TcpStream, router: Router, limits: Limits, watcher: Watcher) {
-    let arrived = Arc::new(Notify::new());
+async fn serve_connection(
+    tcp: TcpStream,
+    router: Router,
+    limits: Limits,
+    watcher: Watcher,
+    connection: Arc<Connection>,
+) {
     let service =
-        FirstRequest { router: TowerToHyperService::new(router), arrived: Arc::clone(&arrived) };
+        Marked { router: TowerToHyperService::new(router), connection: Arc::clone(&connection) };
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
-    let connection = watcher.watch(builder.serve_connection(TokioIo::new(tcp), service));
-    let mut connection = std::pin::pin!(connection);
-    let first_request = tokio::time::timeout(limits.header_read_timeout, arrived.notified());
+    let served = watcher.watch(builder.serve_connection(TokioIo::new(tcp), service));
     let result = tokio::select! {
-        result = &mut connection => result,
-        arrived = first_request => {
-            if arrived.is_err() {
-                tracing::debug!("no request within the header read timeout; closing the connection");
-                return;
-            }
-            connection.await
+        result = served => result,
+        () = connection.idle_for(limits.header_read_timeout) => {
+            tracing::debug!("no authenticated request in flight within the header read timeout; closing the connection");
+            return;
+        }
+        () = connection.evicted.notified() => {
+            tracing::debug!("closing an unauthenticated connection to make room for a new one");
+            return;
         }
     };
     if let Err(error) = result {
@@ -95,23 +251,61 @@ async fn serve_connection(tcp: TcpStream, router: Router, limits: Limits, watche
     }
 }
 
-/// The router as a hyper service that also says when the connection's first request arrived.
+/// The router as a hyper service that puts the connection in each request's extensions.
 #[derive(Clone, Debug)]
-struct FirstRequest {
+struct Marked {
     router: TowerToHyperService<Router>,
-    arrived: Arc<Notify>,
+    connection: Arc<Connection>,
 }
 
 type Inner = TowerToHyperService<Router>;
 type HyperRequest = http::Request<hyper::body::Incoming>;
 
-impl hyper::service::Service<HyperRequest> for FirstRequest {
+impl hyper::service::Service<HyperRequest> for Marked {
     type Response = <Inner as hyper::service::Service<HyperRequest>>::Response;
     type Error = <Inner as hyper::service::Service<HyperRequest>>::Error;
     type Future = <Inner as hyper::service::Service<HyperRequest>>::Future;
 
-    fn call(&self, request: HyperRequest) -> Self::Future {
-        self.arrived.notify_one();
+    fn call(&self, mut request: HyperRequest) -> Self::Future {
+        request.extensions_mut().insert(Arc::clone(&self.connection));
         self.router.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_table_closes_its_oldest_unauthenticated_connection_and_never_an_editors() {
+        let mut table = Table::default();
+        let (editor, first) = table.admit(3).unwrap();
+        drop(first.admitted());
+        let (flood_1, _) = table.admit(3).unwrap();
+        let (flood_2, _) = table.admit(3).unwrap();
+        let (newest, latest) = table.admit(3).unwrap();
+        let open = |table: &Table| table.open.keys().copied().collect::<Vec<_>>();
+        assert_eq!(open(&table), [editor, flood_2, newest], "the oldest unauthenticated went");
+        drop(latest.admitted());
+        let (last, _) = table.admit(3).unwrap();
+        assert_eq!(open(&table), [editor, newest, last]);
+        assert!(!table.open[&last].authenticated.load(Ordering::Relaxed));
+        drop(table.open[&last].admitted());
+        assert!(table.admit(3).is_none(), "every open connection is an editor's");
+        assert_eq!(open(&table), [editor, newest, last]);
+        assert!(flood_1 < flood_2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_is_idle_only_while_no_authenticated_request_is_in_flight() {
+        let connection = Arc::new(Connection::new());
+        let idle = Duration::from_secs(30);
+        let in_flight = connection.admitted();
+        let waiting = tokio::time::timeout(idle * 10, connection.idle_for(idle));
+        assert!(waiting.await.is_err(), "not idle with a request in flight");
+        drop(in_flight);
+        let started = tokio::time::Instant::now();
+        connection.idle_for(idle).await;
+        assert_eq!(started.elapsed(), idle);
     }
 }

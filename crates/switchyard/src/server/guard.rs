@@ -34,7 +34,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 
+use std::sync::Arc;
+
 use super::ServerState;
+use super::connections::{self, Connection};
 use super::error::{ApiError, Dialect};
 use crate::keys::LocalKey;
 
@@ -97,7 +100,16 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
             if let Some(caller) = caller {
                 request.extensions_mut().insert(caller);
             }
-            next.run(request).await
+            // A request with a key keeps its connection open until its answer ends, and
+            // marks the connection as an editor's (see `connections`); the UI's files do not.
+            let in_flight = (door != Door::Files)
+                .then(|| request.extensions().get::<Arc<Connection>>().map(Connection::admitted))
+                .flatten();
+            let response = next.run(request).await;
+            match in_flight {
+                Some(in_flight) => connections::hold(response, in_flight),
+                None => response,
+            }
         }
         Err(refusal) => {
             tracing::warn!(path = %request.uri().path(), reason = refusal.message, "request refused at the front door");

@@ -150,6 +150,9 @@ pub struct Setup {
     pub ui: Option<std::path::PathBuf>,
     /// How long a client may take to send a request head; the server's default when `None`.
     pub header_read_timeout: Option<std::time::Duration>,
+    /// The management token is the data directory's `management-token` file (made on first
+    /// use, followed as it is rotated), as `serve` reads it, instead of [`MANAGEMENT_TOKEN`].
+    pub management_token_file: bool,
 }
 
 impl Default for Setup {
@@ -177,7 +180,15 @@ impl Setup {
             reuse_config: false,
             ui: None,
             header_read_timeout: None,
+            management_token_file: false,
         }
+    }
+
+    /// Takes the management token from the data directory's file, as `serve` does.
+    #[must_use]
+    pub fn management_token_file(mut self) -> Self {
+        self.management_token_file = true;
+        self
     }
 
     /// Serves the web UI in `dir` at `/`.
@@ -351,6 +362,10 @@ impl Harness {
         let mut state = app
             .server_state(port, LocalKeys::new(Some(LOCAL_KEY.into())))
             .with_management_token(MANAGEMENT_TOKEN.into());
+        if setup.management_token_file {
+            let token = switchyard::keys::token_from_file(data_dir).expect("a management token");
+            state.management = LocalKeys::management(data_dir, token);
+        }
         if let Some(dir) = setup.ui {
             state = state.with_ui(dir);
         }

@@ -306,12 +306,15 @@ async fn a_key_created_over_the_api_works_at_once_and_stops_working_when_revoked
     assert_eq!(status, 404);
 }
 
-/// `GET /api/events`, open: its answer has left, so everything from now on is on it.
+/// `GET /api/events`, open: its answer has left, so everything from now on is on it. The
+/// stream takes a UI session, not the management token (`tests/tests/ui_sessions.rs`).
 async fn event_stream(
     h: &Harness,
 ) -> impl futures_util::Stream<Item = reqwest::Result<impl AsRef<[u8]>>> + Unpin {
-    let response =
-        h.http.get(h.url("/api/events")).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();
+    let (status, session) = h.api(reqwest::Method::POST, "/api/session", &Value::Null).await;
+    assert_eq!(status, 201, "{session}");
+    let token = session["token"].as_str().expect("a session token");
+    let response = h.http.get(h.url("/api/events")).bearer_auth(token).send().await.unwrap();
     assert_eq!(response.status(), 200);
     response.bytes_stream()
 }

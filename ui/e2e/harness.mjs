@@ -84,6 +84,9 @@ export async function startStack({ script }) {
       token: process.env.E2E_TOKEN,
       mockUrl: process.env.E2E_MOCK_URL,
       serverLog: () => '(not started by the test)',
+      restart: async () => {
+        throw new Error('restart needs a server the test started (unset E2E_BASE_URL)');
+      },
       close: async () => {},
     };
   }
@@ -101,18 +104,17 @@ export async function startStack({ script }) {
 
   const uiDist = path.join(uiDir, 'dist');
   if (!existsSync(path.join(uiDist, 'index.html'))) throw new Error('ui/dist is missing: run npm run build');
-  const server = start(
-    binary('switchyard', 'SWITCHYARD_BIN'),
-    ['--data-dir', dataDir, 'serve', '--port', '0', '--ui', uiDist],
-    {
+  const serve = (port) =>
+    start(binary('switchyard', 'SWITCHYARD_BIN'), ['--data-dir', dataDir, 'serve', '--port', String(port), '--ui', uiDist], {
       name: 'switchyard',
       ready: /listening on (http:\/\/127\.0\.0\.1:(\d+))\/v1/,
       env: { MOCK_KEY: 'sk-mock-e2e-0123456789', SWITCHYARD_LOG: process.env.SWITCHYARD_LOG ?? 'warn', SWITCHYARD_API_KEY: '' },
-    },
-  );
+    });
+  let server = serve(0);
   let baseUrl;
+  let port;
   try {
-    baseUrl = (await server.matched)[1];
+    [, baseUrl, port] = await server.matched;
   } catch (error) {
     await stop(mock.child);
     throw error;
@@ -125,7 +127,19 @@ export async function startStack({ script }) {
     mockUrl,
     baseUrl,
     token,
-    serverLog: server.stderr,
+    serverLog: () => server.stderr(),
+    /**
+     * Kills the server (SIGKILL, as a crash or `kill -9` would: a SIGTERM waits for open event
+     * streams for the shutdown grace) and starts a new one on the same port and data directory.
+     */
+    async restart() {
+      const exited = new Promise((resolve) => server.child.once('exit', resolve));
+      server.child.kill('SIGKILL');
+      await exited;
+      server = serve(port);
+      const [, again] = await server.matched;
+      if (again !== baseUrl) throw new Error(`the restarted server is at ${again}, not ${baseUrl}`);
+    },
     async close() {
       await stop(server.child);
       await stop(mock.child);

@@ -65,46 +65,86 @@ function answer(path: string, providers: ProviderView[] = [provider]): { status:
   }
 }
 
+const SESSION = 'sy-ui-0123456789abcdef0123456789abcdef';
+
+/**
+ * A server over `fetch`: `POST /api/session` opens a session for `right-token`, every other
+ * route wants the session. `events` answers `/api/events` (by default: a stream that stays
+ * open). Every request is recorded with the credential it carried.
+ */
+function fakeServer({ providers = [provider], events }: { providers?: ProviderView[]; events?: () => Response } = {}) {
+  const seen: Array<{ method: string; path: string; auth: string | undefined }> = [];
+  const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
+    const path = String(input);
+    const method = init?.method ?? 'GET';
+    const auth = (init?.headers as Record<string, string> | undefined)?.Authorization;
+    seen.push({ method, path, auth });
+    if (path === '/api/session' && method === 'POST') {
+      if (auth !== 'Bearer right-token') return new Response('{}', { status: 401 });
+      return new Response(JSON.stringify({ token: SESSION, idle_timeout_ms: 43_200_000 }), { status: 201, headers: { 'content-type': 'application/json' } });
+    }
+    if (auth !== `Bearer ${SESSION}`) return new Response('{}', { status: 401 });
+    if (path === '/api/events') return events ? events() : new Response(new ReadableStream(), { status: 200 });
+    const { status, body } = answer(path, providers);
+    return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+  });
+  vi.stubGlobal('fetch', fetch);
+  return { fetch, seen };
+}
+
+async function signIn(token = 'right-token') {
+  const field = await screen.findByLabelText('Management token');
+  await userEvent.clear(field);
+  await userEvent.type(field, token);
+  await userEvent.click(screen.getByRole('button', { name: 'Sign in' }));
+}
+
+/** Whether any web storage holds `text`. */
+const stored = (text: string) =>
+  [sessionStorage, localStorage].some((storage) =>
+    Array.from({ length: storage.length }, (_, i) => storage.key(i)!).some((key) => key.includes(text) || storage.getItem(key)!.includes(text)),
+  );
+
 describe('App over HTTP', () => {
   afterEach(() => vi.unstubAllGlobals());
 
-  it('asks for the management token, refuses a wrong one, keeps a good one for the session', async () => {
-    const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
-      const auth = (init?.headers as Record<string, string> | undefined)?.Authorization;
-      if (auth !== 'Bearer right-token') return new Response('{}', { status: 401 });
-      const { status, body } = answer(String(input));
-      return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
-    });
-    vi.stubGlobal('fetch', fetch);
+  it('exchanges the management token for a session, sends the token nowhere else and stores neither', async () => {
+    const { seen } = fakeServer();
     render(<App />);
 
     const field = screen.getByLabelText('Management token');
     expect(field).toHaveAttribute('type', 'password');
-    expect(field).toHaveAccessibleDescription(/contents of management-token in the data directory.*SWITCHYARD_MANAGEMENT_TOKEN/);
-    await userEvent.type(field, 'wrong');
-    await userEvent.click(screen.getByRole('button', { name: 'Sign in' }));
+    expect(field).toHaveAccessibleDescription(/contents of management-token in the data directory.*SWITCHYARD_MANAGEMENT_TOKEN.*not kept/);
+    await signIn('wrong');
     expect(await screen.findByText('The server refused this token.')).toBeInTheDocument();
-    expect(sessionStorage.getItem('switchyard.managementToken')).toBeNull();
 
-    await userEvent.clear(field);
-    await userEvent.type(field, 'right-token');
-    await userEvent.click(screen.getByRole('button', { name: 'Sign in' }));
+    await signIn();
     expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
     expect(await screen.findByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1');
-    expect(sessionStorage.getItem('switchyard.managementToken')).toBe('right-token');
     expect(await screen.findByText('1 of 2 ready')).toBeInTheDocument();
+    await vi.waitFor(() => expect(seen.some((r) => r.path === '/api/events')).toBe(true));
+
+    const withToken = seen.filter((r) => r.auth === 'Bearer right-token').map((r) => `${r.method} ${r.path}`);
+    expect(withToken).toEqual(['POST /api/session']);
+    const events = seen.filter((r) => r.path === '/api/events');
+    expect(events.map((r) => r.auth)).toEqual([`Bearer ${SESSION}`]);
+    expect(stored('right-token') || stored(SESSION)).toBe(false);
+  });
+
+  it('a reload asks to sign in again: the session lived in the page only', async () => {
+    fakeServer();
+    const page = render(<App />);
+    await signIn();
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
+    page.unmount();
+    render(<App />);
+    expect(screen.getByLabelText('Management token')).toBeInTheDocument();
   });
 
   it('opens on "Add your first provider" while there is no provider, and can be skipped', async () => {
-    sessionStorage.setItem('switchyard.managementToken', 'right-token');
-    vi.stubGlobal(
-      'fetch',
-      vi.fn(async (input: RequestInfo | URL) => {
-        const { status, body } = answer(String(input), []);
-        return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
-      }),
-    );
+    fakeServer({ providers: [] });
     render(<App />);
+    await signIn();
     expect(await screen.findByRole('heading', { name: 'Add your first provider', level: 1 })).toBeInTheDocument();
     expect(screen.queryByRole('heading', { name: 'Overview', level: 1 })).not.toBeInTheDocument();
     await userEvent.click(screen.getByRole('button', { name: 'Skip for now' }));
@@ -112,13 +152,49 @@ describe('App over HTTP', () => {
     expect(sessionStorage.getItem('switchyard.firstRunSkipped')).toBe('1');
   });
 
-  it('goes back to sign-in when the server stops accepting the token', async () => {
-    sessionStorage.setItem('switchyard.managementToken', 'revoked');
-    vi.stubGlobal('fetch', vi.fn(async () => new Response('{}', { status: 401 })));
+  it('goes back to sign-in when the server refuses the session (a restart)', async () => {
+    fakeServer({ events: () => new Response('{}', { status: 401 }) });
     render(<App />);
-    expect(await screen.findByText(/no longer accepts that token/)).toBeInTheDocument();
+    await signIn();
+    expect(await screen.findByText(/no longer accepts this session/)).toBeInTheDocument();
     expect(screen.getByLabelText('Management token')).toBeInTheDocument();
-    expect(sessionStorage.getItem('switchyard.managementToken')).toBeNull();
+  });
+
+  it('when the event stream drops, asks to sign in again and sends no credential until the person does', async () => {
+    let drop: () => void = () => {};
+    const { seen } = fakeServer({
+      events: () =>
+        new Response(
+          new ReadableStream({
+            start(controller) {
+              drop = () => controller.close();
+            },
+          }),
+          { status: 200 },
+        ),
+    });
+    render(<App />);
+    await signIn();
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
+    expect(await screen.findByText('1 of 2 ready')).toBeInTheDocument();
+    const before = seen.length;
+    drop();
+    expect(await screen.findByText(/connection to the server was lost/)).toBeInTheDocument();
+    expect(screen.getByLabelText('Management token')).toBeInTheDocument();
+    expect(seen.slice(before)).toEqual([]);
+
+    await signIn();
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
+    expect(seen[before]).toEqual({ method: 'POST', path: '/api/session', auth: 'Bearer right-token' });
+  });
+
+  it('signing out ends the session on the server', async () => {
+    const { seen } = fakeServer();
+    render(<App />);
+    await signIn();
+    await userEvent.click(await screen.findByRole('button', { name: 'Sign out' }));
+    expect(await screen.findByLabelText('Management token')).toBeInTheDocument();
+    await vi.waitFor(() => expect(seen.at(-1)).toEqual({ method: 'DELETE', path: '/api/session', auth: `Bearer ${SESSION}` }));
   });
 });
 

@@ -1,10 +1,9 @@
 import { useCallback, useMemo, useState } from 'react';
 import { ApiClient } from './api/client';
-import { HttpTransport } from './api/http';
+import { HttpTransport, type SessionEnd } from './api/http';
 import { insideDesktop, IpcTransport } from './api/ipc';
 import { ApiProvider, useApi, useResource } from './app/context';
 import { ROUTES, useRoute, type Route } from './app/route';
-import { session } from './app/session';
 import { BudgetsPage } from './pages/BudgetsPage';
 import { CataloguePage } from './pages/CataloguePage';
 import { CombosPage } from './pages/CombosPage';
@@ -18,46 +17,56 @@ import { ResiliencePage } from './pages/ResiliencePage';
 import { SignIn } from './pages/SignIn';
 import { UsagePage } from './pages/UsagePage';
 
+/** What the sign-in page says after a session ended by itself. */
+const ENDED: Record<SessionEnd, string> = {
+  refused: 'The server no longer accepts this session (it may have restarted). Sign in again.',
+  lost: 'The connection to the server was lost (it may have stopped or restarted). Sign in again.',
+};
+
 /**
- * Picks the transport: IPC inside the desktop app (no token needed), else HTTP with the
- * management token the person pasted, kept for this browser session only.
+ * Picks the transport: IPC inside the desktop app (no token needed), else HTTP with a UI
+ * session. The session token lives in this component's state only, never in storage: a
+ * reload, a restart of the server or a dropped connection asks to sign in again.
  */
 export function App() {
   const desktop = insideDesktop();
-  const [token, setToken] = useState<string | null>(() => (desktop ? null : session.token()));
+  const [session, setSession] = useState<string | null>(null);
   const [signedOut, setSignedOut] = useState<string | null>(null);
 
-  const signOut = useCallback((reason: string | null) => {
-    session.clear();
-    setToken(null);
-    setSignedOut(reason);
+  const ended = useCallback((why: SessionEnd) => {
+    setSession(null);
+    setSignedOut(ENDED[why]);
   }, []);
 
-  const client = useMemo(() => {
-    if (desktop) return new ApiClient(new IpcTransport());
-    if (token === null) return null;
-    return new ApiClient(
-      new HttpTransport(token, {
-        onUnauthorized: () => signOut('The server no longer accepts that token. Sign in again.'),
-      }),
-    );
-  }, [desktop, token, signOut]);
+  const transport = useMemo(() => {
+    if (desktop) return new IpcTransport();
+    if (session === null) return null;
+    return new HttpTransport(session, { onEnded: ended });
+  }, [desktop, session, ended]);
+  const client = useMemo(() => (transport === null ? null : new ApiClient(transport)), [transport]);
 
   if (client === null) {
     return (
       <SignIn
         reason={signedOut}
         onSignedIn={(next) => {
-          session.save(next);
           setSignedOut(null);
-          setToken(next);
+          setSession(next);
         }}
       />
     );
   }
+  const signOut =
+    transport instanceof HttpTransport
+      ? () => {
+          void transport.signOut();
+          setSession(null);
+          setSignedOut(null);
+        }
+      : null;
   return (
     <ApiProvider client={client}>
-      <Shell onSignOut={desktop ? null : () => signOut(null)} />
+      <Shell onSignOut={signOut} />
     </ApiProvider>
   );
 }

@@ -224,17 +224,23 @@ fn write_owner_only(data_dir: &Path, path: &Path, token: &Secret) -> Result<(), 
 
 /// A fresh random token: `sy-` and 32 random bytes in hex.
 pub(crate) fn generate() -> Result<Secret, KeyError> {
-    let mut bytes = [0u8; 32];
+    random_token::<32>("sy-")
+}
+
+/// `prefix` and `N` random bytes in hex.
+pub(crate) fn random_token<const N: usize>(prefix: &str) -> Result<Secret, KeyError> {
+    let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(KeyError::Random)?;
-    let mut text = String::with_capacity(3 + 64);
-    text.push_str("sy-");
+    let mut text = String::with_capacity(prefix.len() + 2 * N);
+    text.push_str(prefix);
     for b in bytes {
         let _ = write!(text, "{b:02x}");
     }
     Ok(Secret::new(text))
 }
 
-fn sha256_hex(text: &str) -> String {
+/// The digest keys are kept and looked up by: a presented key is hashed, never compared.
+pub(crate) fn sha256_hex(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     let mut hex = String::with_capacity(64);
     for b in digest {
@@ -346,6 +352,13 @@ impl LocalKeys {
             return Some(LocalKey::preset());
         }
         self.digests.read().get(&digest).cloned()
+    }
+
+    /// The digest of the token set at start or read from the file (as it is now): what a UI
+    /// session belongs to, so that rotating the token ends the sessions opened with the old one.
+    pub(crate) fn token_digest(&self) -> Option<String> {
+        self.follow();
+        self.preset.read().clone()
     }
 
     /// Whether any key could be accepted at all (if not, `serve` says how to make one).

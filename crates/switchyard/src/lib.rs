@@ -281,6 +281,7 @@ impl App {
             ipv6: false,
             keys,
             management: LocalKeys::new(None),
+            ui_sessions: server::UiSessions::default(),
             proxy: Arc::clone(&self.proxy),
             services: Arc::clone(&self.services),
             ui: None,

@@ -2,8 +2,8 @@
 //!
 //! Middleware order (outermost first): credential headers are marked sensitive, so nothing
 //! below can print them; a request span (method, path, status, latency; headers at DEBUG,
-//! sensitive ones redacted); the front door (`guard`: Host, Origin, local API key or
-//! management token); then the handlers, which are thin: parse, hand over, render.
+//! sensitive ones redacted); the front door (`guard`: Host, Origin, local API key,
+//! management token or UI session); then the handlers, which are thin: parse, hand over, render.
 //! Connections are accepted and timed by [`connections`] (`TCP_NODELAY`, header read timeout).
 
 mod api;
@@ -11,6 +11,7 @@ mod connections;
 mod error;
 mod guard;
 pub mod ipc;
+mod ui_sessions;
 mod v1;
 
 use std::future::Future;
@@ -30,6 +31,7 @@ use tracing::Level;
 use self::api::catalog;
 pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
+pub use self::ui_sessions::{IDLE_TIMEOUT, MAX_SESSIONS, UiSessions};
 pub use self::v1::MAX_BODY_BYTES;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
@@ -47,6 +49,9 @@ pub struct ServerState {
     pub keys: LocalKeys,
     /// Who may call `/api` and `/metrics` over HTTP (the management token).
     pub management: LocalKeys,
+    /// The web UI's sessions, opened with the management token (`POST /api/session`): this
+    /// process's alone, so a restart ends them all.
+    pub ui_sessions: UiSessions,
     pub proxy: Arc<Proxy>,
     pub services: Arc<Services>,
     /// The built web UI served at `/`, if any. Only then may a page of this very origin call
@@ -55,10 +60,12 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// Accepts `token` for the management API.
+    /// Accepts `token` for the management API, with a set of UI sessions of its own: the
+    /// sessions opened with another token are not this one's.
     #[must_use]
     pub fn with_management_token(mut self, token: Secret) -> Self {
         self.management = LocalKeys::new(Some(token));
+        self.ui_sessions = UiSessions::default();
         self
     }
 
@@ -146,6 +153,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/usage.csv", get(api::usage_csv))
         .route("/api/usage/budgets", get(api::budgets))
         .route("/api/events", get(api::events))
+        .route("/api/session", post(api::open_session).delete(api::close_session))
         .route("/api/keys", get(api::list_keys).post(api::create_key))
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .route("/metrics", get(api::metrics))

@@ -212,6 +212,11 @@ impl Services {
         self
     }
 
+    /// The app's `now` (a test's manual clock, or the system's).
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
     pub fn editor(&self) -> &ConfigEditor {
         &self.editor
     }

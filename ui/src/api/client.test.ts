@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { HealthEvent } from '../bindings/HealthEvent';
 import { ApiClient } from './client';
 import { ApiFailure } from './failure';
-import { HttpTransport } from './http';
+import { HttpTransport, openSession } from './http';
 import { IpcTransport } from './ipc';
 import type { ApiCall } from '../bindings/ApiCall';
 
@@ -58,11 +58,14 @@ describe('HTTP transport', () => {
     await expect(csv.usageCsv()).resolves.toBe('bucket_start,group\n');
   });
 
-  it('tells the app when the token is refused', async () => {
-    const onUnauthorized = vi.fn();
-    const client = new ApiClient(new HttpTransport('bad', { fetch: fakeFetch(401, '{}'), onUnauthorized }));
+  it('tells the app when the session is refused, and sends nothing after', async () => {
+    const onEnded = vi.fn();
+    const fetch = fakeFetch(401, '{}');
+    const client = new ApiClient(new HttpTransport('bad', { fetch, onEnded }));
     await expect(client.health()).rejects.toBeInstanceOf(ApiFailure);
-    expect(onUnauthorized).toHaveBeenCalledOnce();
+    expect(onEnded).toHaveBeenCalledExactlyOnceWith('refused');
+    await expect(client.health()).rejects.toMatchObject({ status: 401 });
+    expect(fetch).toHaveBeenCalledOnce();
   });
 
   it('sends a config file raw, not as a JSON string', async () => {
@@ -116,6 +119,120 @@ describe('HTTP transport', () => {
     const init = (fetch.mock.calls[0] as unknown as [string, RequestInit])[1];
     expect((init.headers as Record<string, string>).Authorization).toBe('Bearer tok');
     stop();
+  });
+});
+
+/** An event stream the test ends: `drop()` closes it as a server that went away would. */
+function droppableStream() {
+  let close: () => void = () => {};
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      close = () => controller.close();
+    },
+  });
+  return { response: new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } }), drop: () => close() };
+}
+
+const authorization = (init: RequestInit | undefined) => (init?.headers as Record<string, string> | undefined)?.Authorization;
+
+describe('UI sessions over HTTP', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('signs in by sending the management token to POST /api/session, and nowhere else', async () => {
+    const fetch = fakeFetch(201, '{"token":"sy-ui-0123","idle_timeout_ms":43200000}');
+    await expect(openSession('file-token', { fetch })).resolves.toEqual({ token: 'sy-ui-0123', idle_timeout_ms: 43200000 });
+    const [url, init] = fetch.mock.calls[0]!;
+    expect(url).toBe('/api/session');
+    expect(init?.method).toBe('POST');
+    expect(authorization(init)).toBe('Bearer file-token');
+
+    const refused = openSession('wrong', { fetch: fakeFetch(401, '{"error":{"message":"invalid management token","type":"authentication_error","code":401,"switchyard":null}}') });
+    await expect(refused).rejects.toMatchObject({ status: 401, message: 'invalid management token' });
+  });
+
+  it('when the event stream drops, the session ends and nothing is sent again: no reconnection, no call', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    const stream = droppableStream();
+    const fetch = vi.fn(async (_input: RequestInfo | URL, _init?: RequestInit) => stream.response);
+    const onEnded = vi.fn();
+    const transport = new HttpTransport('sy-ui-session', { fetch, onEnded });
+    const onResync = vi.fn();
+    transport.subscribe({ onEvent: vi.fn(), onResync, onRequest: vi.fn() });
+    await vi.waitFor(() => expect(onResync).toHaveBeenCalledOnce());
+    expect(authorization(fetch.mock.calls[0]![1])).toBe('Bearer sy-ui-session');
+
+    stream.drop();
+    await vi.waitFor(() => expect(onEnded).toHaveBeenCalledExactlyOnceWith('lost'));
+    // Long past any backoff a reconnecting stream would wait.
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
+    await expect(transport.send({ method: 'GET', path: '/api/monitoring/health', body: null })).resolves.toMatchObject({ status: 401 });
+    transport.subscribe({ onEvent: vi.fn(), onResync: vi.fn(), onRequest: vi.fn() });
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
+    expect(fetch).toHaveBeenCalledOnce();
+    expect(onEnded).toHaveBeenCalledOnce();
+  });
+
+  it('a stream the server refuses ends the session as refused, without trying again', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    const fetch = fakeFetch(401, '{}');
+    const onEnded = vi.fn();
+    new HttpTransport('sy-ui-old', { fetch, onEnded }).subscribe({ onEvent: vi.fn(), onResync: vi.fn(), onRequest: vi.fn() });
+    await vi.waitFor(() => expect(onEnded).toHaveBeenCalledExactlyOnceWith('refused'));
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
+    expect(fetch).toHaveBeenCalledOnce();
+  });
+
+  it('a call that cannot reach the server ends the session as lost', async () => {
+    const fetch = vi.fn(async () => {
+      throw new TypeError('Failed to fetch');
+    });
+    const onEnded = vi.fn();
+    const transport = new HttpTransport('sy-ui-session', { fetch, onEnded });
+    await expect(transport.send({ method: 'GET', path: '/api/server', body: null })).rejects.toThrow('Failed to fetch');
+    expect(onEnded).toHaveBeenCalledExactlyOnceWith('lost');
+    await transport.send({ method: 'GET', path: '/api/server', body: null });
+    expect(fetch).toHaveBeenCalledOnce();
+  });
+
+  it('stopping the stream (the page unmounts it) ends nothing', async () => {
+    const stream = droppableStream();
+    const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (String(input) !== '/api/events') return new Response('{}', { status: 200 });
+      init?.signal?.addEventListener('abort', () => stream.drop());
+      return stream.response;
+    });
+    const onEnded = vi.fn();
+    const transport = new HttpTransport('sy-ui-session', { fetch, onEnded });
+    const onResync = vi.fn();
+    const stop = transport.subscribe({ onEvent: vi.fn(), onResync, onRequest: vi.fn() });
+    await vi.waitFor(() => expect(onResync).toHaveBeenCalledOnce());
+    stop();
+    const calls = fetch.mock.calls.length;
+    await transport.send({ method: 'GET', path: '/api/server', body: null });
+    expect(fetch).toHaveBeenCalledTimes(calls + 1);
+    expect(onEnded).not.toHaveBeenCalled();
+  });
+
+  it('signing out ends the session on the server, closes the stream and sends nothing after', async () => {
+    const stream = droppableStream();
+    const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (String(input) === '/api/events') {
+        init?.signal?.addEventListener('abort', () => stream.drop());
+        return stream.response;
+      }
+      return new Response(null, { status: 204 });
+    });
+    const onEnded = vi.fn();
+    const transport = new HttpTransport('sy-ui-session', { fetch, onEnded });
+    const onResync = vi.fn();
+    transport.subscribe({ onEvent: vi.fn(), onResync, onRequest: vi.fn() });
+    await vi.waitFor(() => expect(onResync).toHaveBeenCalledOnce());
+    await transport.signOut();
+    const [url, init] = fetch.mock.calls[1]!;
+    expect([String(url), init?.method, authorization(init)]).toEqual(['/api/session', 'DELETE', 'Bearer sy-ui-session']);
+    await transport.send({ method: 'GET', path: '/api/server', body: null });
+    expect(fetch).toHaveBeenCalledTimes(2);
+    expect(onEnded).not.toHaveBeenCalled();
   });
 });
 

@@ -1,9 +1,13 @@
 import { useState, type FormEvent } from 'react';
-import { HttpTransport } from '../api/http';
+import { ApiFailure } from '../api/failure';
+import { openSession } from '../api/http';
 import { BusyButton, TextField } from '../components/controls';
 
-/** The browser's way in: the management token, checked against the server before it is kept. */
-export function SignIn({ onSignedIn, reason }: { onSignedIn: (token: string) => void; reason: string | null }) {
+/**
+ * The browser's way in: the management token, exchanged for a session (`POST /api/session`)
+ * and forgotten. `onSignedIn` gets the session token, never the management token.
+ */
+export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: string) => void; reason: string | null }) {
   const [token, setToken] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -18,12 +22,15 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (token: string) => 
     setBusy(true);
     setError(null);
     try {
-      const reply = await new HttpTransport(candidate).send({ method: 'GET', path: '/api/monitoring/health', body: null });
-      if (reply.status === 401) setError('The server refused this token.');
-      else if (reply.status !== 200) setError(`The server answered ${reply.status}.`);
-      else onSignedIn(candidate);
+      const session = await openSession(candidate);
+      setToken('');
+      onSignedIn(session.token);
     } catch (e) {
-      setError(`Cannot reach the server: ${e instanceof Error ? e.message : String(e)}`);
+      if (e instanceof ApiFailure) {
+        setError(e.status === 401 ? 'The server refused this token.' : `The server answered ${e.status}: ${e.message}`);
+      } else {
+        setError(`Cannot reach the server: ${e instanceof Error ? e.message : String(e)}`);
+      }
     } finally {
       setBusy(false);
     }
@@ -56,7 +63,8 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (token: string) => 
             <>
               The contents of <code>management-token</code> in the data directory (for example{' '}
               <code>~/.local/share/switchyard/management-token</code>), or <code>SWITCHYARD_MANAGEMENT_TOKEN</code> if the
-              server was started with it. Kept for this browser tab only.
+              server was started with it. It is exchanged for a session and not kept; the session ends
+              when this tab is reloaded or closed, or the server restarts.
             </>
           }
         />

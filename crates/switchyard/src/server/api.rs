@@ -3,11 +3,11 @@
 
 pub(super) mod catalog;
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use switchyard_core::CandidateKey;
@@ -16,6 +16,7 @@ use ts_rs::TS;
 
 use super::ServerState;
 use super::error::{ApiError, Dialect};
+use super::ui_sessions::{SessionId, SignIn};
 use crate::config::{EditError, Problem};
 use crate::services::{RequestQuery, RoutingState, Section, TryRequest, UsageFormat, UsageQuery};
 
@@ -433,6 +434,32 @@ fn key_error(error: &crate::keys::KeyError) -> Response {
         _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", error.to_string())
             .into_response_in(Dialect::OpenAi),
     }
+}
+
+/// `POST /api/session` with the management token: a UI session (`UiSession`), for the web
+/// UI to use instead of the token from then on. `no-store`: the answer carries a secret.
+pub(super) async fn open_session(
+    State(state): State<ServerState>,
+    Extension(sign_in): Extension<SignIn>,
+) -> Response {
+    match state.ui_sessions.open(&sign_in, state.services.now()) {
+        Ok(session) => (
+            StatusCode::CREATED,
+            [(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"))],
+            Json(session),
+        )
+            .into_response(),
+        Err(error) => key_error(&error),
+    }
+}
+
+/// `DELETE /api/session` with a UI session: signs it out.
+pub(super) async fn close_session(
+    State(state): State<ServerState>,
+    Extension(session): Extension<SessionId>,
+) -> Response {
+    state.ui_sessions.close(&session);
+    StatusCode::NO_CONTENT.into_response()
 }
 
 /// `GET /api/keys`: the local API keys (id, name, last four characters, state).

@@ -8,8 +8,9 @@
 //!    exception is our own web UI, when `serve --ui` serves one: its pages carry this server's
 //!    own origin (`http://127.0.0.1:PORT`), which no other page can claim.
 //! 3. A local API key (`/v1`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic
-//!    clients send it; the management token (`/api`, `/metrics`). The UI's static files need
-//!    neither: they hold no secret, and the UI asks for the token before it calls the API.
+//!    clients send it; the management token or a UI session (`/api`, `/metrics`), as
+//!    [`Takes`] says per route. The UI's static files need neither: they hold no secret, and
+//!    the UI signs in before it calls the API.
 //! 4. A body sent to `/v1` is declared JSON (`Content-Type: application/json`, or any
 //!    `+json` type). Every SDK declares it; a form or `text/plain` body is what a page can send
 //!    without a preflight, so it is refused (`415`) even from a client that passed the rest.
@@ -39,7 +40,8 @@ use std::sync::Arc;
 use super::ServerState;
 use super::connections::{self, Connection};
 use super::error::{ApiError, Dialect};
-use crate::keys::LocalKey;
+use super::ui_sessions::{IDLE_TIMEOUT, SessionId, SignIn};
+use crate::keys::{self, LocalKey};
 
 /// The headers every answer carries (see the module's documentation). The policy is
 /// `src-tauri/tauri.conf.json`'s, with `connect-src 'self'` in place of the IPC schemes: in a
@@ -74,7 +76,7 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
     let door = if path.starts_with("/api/") || path == "/metrics" {
-        Door::Management
+        Door::Management(Takes::of(request.method(), path))
     } else if path.starts_with("/v1/") || state.ui.is_none() {
         Door::Client
     } else {
@@ -95,10 +97,20 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
     });
     match checked {
         Ok(caller) => {
-            // The handlers learn which local key made the request (the request log, usage
-            // and budgets go by it) from here, the one place that checked it.
-            if let Some(caller) = caller {
-                request.extensions_mut().insert(caller);
+            // The handlers learn who made the request from here, the one place that checked
+            // it: which local key (the request log, usage and budgets go by it), which UI
+            // session (to sign it out), or that the management token opens a session.
+            match caller {
+                Caller::Anyone => {}
+                Caller::Client(key) => {
+                    request.extensions_mut().insert(key);
+                }
+                Caller::Manager(sign_in) => {
+                    request.extensions_mut().insert(sign_in);
+                }
+                Caller::Session(session) => {
+                    request.extensions_mut().insert(session);
+                }
             }
             // A request with a key keeps its connection open until its answer ends, and
             // marks the connection as an editor's (see `connections`); the UI's files do not.
@@ -123,18 +135,56 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
 enum Door {
     /// `/v1`: a local API key.
     Client,
-    /// `/api`, `/metrics`: the management token.
-    Management,
+    /// `/api`, `/metrics`: the management token or a UI session, as the route takes.
+    Management(Takes),
     /// The web UI's files: no key.
     Files,
 }
 
-/// Admits or refuses a request; for the client door, says which local key it presented.
-fn check(
-    state: &ServerState,
-    headers: &HeaderMap,
-    door: Door,
-) -> Result<Option<LocalKey>, ApiError> {
+/// What a management route takes: the management token (the file's, the same across
+/// restarts: CLI, scripts, and the UI once, to sign in) or a UI session (this process's
+/// alone: see `ui_sessions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Takes {
+    /// Either: every route but those below.
+    Either,
+    /// `POST /api/session`: the management token only, since a session opens no other
+    /// session (one stolen from a page cannot outlive it by minting more). A one-time sign-in
+    /// code belongs here too when there is one.
+    SignIn,
+    /// `GET /api/events` and `DELETE /api/session`: a UI session only. The event stream is
+    /// the request a page sends again on its own, with no one watching, for as long as it is
+    /// open; whatever credential it carries goes to whoever holds the port when it does. Only
+    /// a credential that ends with this process may be in it, so the management token is
+    /// refused there even from a client that means well: a script that wants the stream opens
+    /// a session first.
+    Session,
+}
+
+impl Takes {
+    fn of(method: &http::Method, path: &str) -> Self {
+        match (method, path) {
+            (&http::Method::POST, "/api/session") => Self::SignIn,
+            (&http::Method::DELETE, "/api/session") | (_, "/api/events") => Self::Session,
+            _ => Self::Either,
+        }
+    }
+}
+
+/// Who passed the front door.
+enum Caller {
+    /// A page's file, or `HEAD /`: nobody in particular.
+    Anyone,
+    /// A client with this local API key.
+    Client(LocalKey),
+    /// The management token, which may open a UI session.
+    Manager(SignIn),
+    /// The web UI, signed in.
+    Session(SessionId),
+}
+
+/// Admits or refuses a request, saying who made it.
+fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<Caller, ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !is_loopback_host(host, state.port, state.ipv6) {
         return Err(ApiError::new(
@@ -152,11 +202,14 @@ fn check(
             "requests from web pages are not served",
         ));
     }
-    if door == Door::Files {
-        return Ok(None);
-    }
-    let management = door == Door::Management;
-    if management && let Some(site) = headers.get("sec-fetch-site") {
+    let takes = match door {
+        Door::Files => return Ok(Caller::Anyone),
+        Door::Client => None,
+        Door::Management(takes) => Some(takes),
+    };
+    if takes.is_some()
+        && let Some(site) = headers.get("sec-fetch-site")
+    {
         // `none`: the user typed the address or opened a bookmark; `same-origin`: our own UI.
         if !matches!(site.as_bytes(), b"none" | b"same-origin") {
             return Err(ApiError::new(
@@ -168,32 +221,70 @@ fn check(
             ));
         }
     }
-    let presented =
-        bearer(headers).or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-    // The management API takes the management token; the client API a local API key.
-    let keys = if management { &state.management } else { &state.keys };
-    let known = presented.and_then(|key| keys.identify(key.trim()));
-    match presented {
-        Some(_) if known.is_some() => Ok(known.filter(|_| !management)),
-        Some(_) if management => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid management token",
-        )),
-        Some(_) => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "invalid local API key",
-        )),
-        None if management => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "missing management token: send `Authorization: Bearer <token>` (the token is in the data directory's `management-token` file)",
-        )),
-        None => Err(ApiError::new(
+    let presented = bearer(headers)
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim);
+    match takes {
+        Some(takes) => manager(state, takes, presented),
+        None => client(state, presented),
+    }
+}
+
+/// The client API takes a local API key.
+fn client(state: &ServerState, presented: Option<&str>) -> Result<Caller, ApiError> {
+    let Some(presented) = presented else {
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
             "missing local API key: send `Authorization: Bearer <key>` (create one with `switchyard keys create`)",
+        ));
+    };
+    state.keys.identify(presented).map(Caller::Client).ok_or_else(|| {
+        ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", "invalid local API key")
+    })
+}
+
+/// The management API takes the management token or a UI session, as the route [`Takes`].
+fn manager(state: &ServerState, takes: Takes, presented: Option<&str>) -> Result<Caller, ApiError> {
+    let Some(presented) = presented else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "missing management token: send `Authorization: Bearer <token>` (the token is in the data directory's `management-token` file)",
+        ));
+    };
+    if state.management.accepts(presented) {
+        if takes == Takes::Session {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "this route takes a UI session, not the management token: a stream that \
+                 reconnects on its own must carry a credential that ends with this server. \
+                 Open one with `POST /api/session` (the management token as the bearer token) \
+                 and send the `token` it answers",
+            ));
+        }
+        let root = std::sync::Arc::from(keys::sha256_hex(presented));
+        return Ok(Caller::Manager(SignIn { root }));
+    }
+    let root = state.management.token_digest();
+    match state.ui_sessions.admit(presented, root.as_deref(), state.services.now()) {
+        Some(_) if takes == Takes::SignIn => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "a UI session opens no other session: `POST /api/session` takes the management token",
+        )),
+        Some(session) => Ok(Caller::Session(session)),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            format!(
+                "invalid management token or UI session: a UI session ends when the server \
+                 restarts, when it signs out, after {} hours without a request and when the \
+                 management token is rotated (sign in again); the management token is in the \
+                 data directory's `management-token` file",
+                IDLE_TIMEOUT.as_secs() / 3600
+            ),
         )),
     }
 }
@@ -284,6 +375,24 @@ mod tests {
             "localhost:4141:4141",
         ] {
             assert!(!is_loopback_host(bad, 4141, true), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_stream_and_sign_out_take_a_session_only_and_sign_in_the_management_token_only() {
+        use http::Method;
+        for (method, path, takes) in [
+            (Method::POST, "/api/session", Takes::SignIn),
+            (Method::DELETE, "/api/session", Takes::Session),
+            (Method::GET, "/api/events", Takes::Session),
+            (Method::POST, "/api/events", Takes::Session),
+            (Method::GET, "/api/session", Takes::Either),
+            (Method::GET, "/api/events/", Takes::Either),
+            (Method::GET, "/api/monitoring/health", Takes::Either),
+            (Method::POST, "/api/keys", Takes::Either),
+            (Method::GET, "/metrics", Takes::Either),
+        ] {
+            assert_eq!(Takes::of(&method, path), takes, "{method} {path}");
         }
     }
 

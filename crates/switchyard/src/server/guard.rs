@@ -97,6 +97,12 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
     });
     match checked {
         Ok(caller) => {
+            // A request with a credential keeps its connection open until its answer ends,
+            // and marks the connection as an editor's (see `connections`); the UI's files
+            // do not.
+            let in_flight = (!matches!(caller, Caller::Anyone))
+                .then(|| request.extensions().get::<Arc<Connection>>().map(Connection::admitted))
+                .flatten();
             // The handlers learn who made the request from here, the one place that checked
             // it: which local key (the request log, usage and budgets go by it), which UI
             // session (to sign it out), or that the management token opens a session.
@@ -112,11 +118,6 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
                     request.extensions_mut().insert(session);
                 }
             }
-            // A request with a key keeps its connection open until its answer ends, and
-            // marks the connection as an editor's (see `connections`); the UI's files do not.
-            let in_flight = (door != Door::Files)
-                .then(|| request.extensions().get::<Arc<Connection>>().map(Connection::admitted))
-                .flatten();
             let response = next.run(request).await;
             match in_flight {
                 Some(in_flight) => connections::hold(response, in_flight),
@@ -264,7 +265,7 @@ fn manager(state: &ServerState, takes: Takes, presented: Option<&str>) -> Result
                  and send the `token` it answers",
             ));
         }
-        let root = std::sync::Arc::from(keys::sha256_hex(presented));
+        let root = Arc::from(keys::sha256_hex(presented));
         return Ok(Caller::Manager(SignIn { root }));
     }
     let root = state.management.token_digest();

@@ -11,6 +11,7 @@
 //! - Dropping the [`MockUpstream`] stops the accept loop and every connection task; nothing
 //!   outlives it. [`MockUpstream::shutdown`] does the same and waits until all sockets are closed.
 
+mod cache;
 mod connection;
 mod exchange;
 mod route;
@@ -45,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) probes: Arc<Peaks>,
     /// When set, the model endpoints answer with this flood instead of a list.
     pub(crate) listing_flood: std::sync::Mutex<Option<Flood>>,
+    /// Each credential's prompt cache, once a test turns it on.
+    pub(crate) prompt_cache: cache::PromptCache,
 }
 
 /// A running mock upstream on 127.0.0.1. Serves until dropped.
@@ -114,6 +117,7 @@ impl MockBuilder {
             occupancy: Arc::new(Occupancy::new()),
             connections: Arc::new(Occupancy::new()),
             probes: Arc::default(),
+            prompt_cache: cache::PromptCache::default(),
             listed_models: self.models,
             listing_flood: std::sync::Mutex::default(),
         });
@@ -162,6 +166,14 @@ impl MockUpstream {
     }
 
     /// Appends behaviours to `model`'s queue, one per future attempt.
+    /// Keeps a prompt cache per credential from now on: a prompt prefix a key was sent before
+    /// is reported read from the cache (`cache_read_input_tokens`, `cached_tokens`,
+    /// `cachedContentTokenCount`), the rest as uncached input. Replies with scripted usage
+    /// report that instead.
+    pub fn cache_prompts(&self) {
+        self.shared.prompt_cache.turn_on();
+    }
+
     pub fn script(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {
         self.shared.scripts.enqueue(model, behaviors);
     }

@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::cache::Cached;
 use super::connection::ConnectionControl;
 use super::route::{Route, Target};
 use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Flood, Reply, Status};
@@ -64,17 +65,22 @@ const PROBE_HEADER: &str = "x-switchyard-probe";
 /// A probe's group for [`crate::record::Peaks`]: its credential and its model (from the body,
 /// or the path where Gemini names it), as `credential model`.
 fn probe_group(parts: &Parts, body: &[u8]) -> String {
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let credential = header("authorization")
-        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v))
-        .or_else(|| header("x-api-key"))
-        .or_else(|| header("x-goog-api-key"))
-        .unwrap_or_default();
+    let credential = credential_of(parts);
     let model = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|b| b.get("model").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| parts.uri.path().to_owned());
     format!("{credential} {model}")
+}
+
+/// The key a request was sent with, in whichever header its dialect puts it.
+fn credential_of(parts: &Parts) -> &str {
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    header("authorization")
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v))
+        .or_else(|| header("x-api-key"))
+        .or_else(|| header("x-goog-api-key"))
+        .unwrap_or_default()
 }
 
 /// What to send, before it becomes a hyper response.
@@ -132,6 +138,9 @@ async fn generate(
     let behavior = choose(shared, &parts, subject, &model, target.problem);
     let seq = shared.journal.next_seq();
     let arrived = tokio::time::Instant::now();
+    let cached = matches!(behavior, Behavior::Reply(_))
+        .then(|| shared.prompt_cache.serve(credential_of(&parts), target.dialect, &request))
+        .flatten();
     // Rendered before recording so the request can move into the record without a copy; no
     // byte leaves before the record is written either way.
     let scene = Scene {
@@ -141,6 +150,7 @@ async fn generate(
         request: &request,
         request_len: body.len(),
         stream,
+        cached,
     };
     let answer = match &behavior {
         Behavior::Reply(reply) => Some(scene.reply(&continued(target.dialect, &request, reply))),
@@ -234,6 +244,8 @@ struct Scene<'a> {
     request: &'a Value,
     request_len: usize,
     stream: bool,
+    /// What the prompt read from and wrote to the credential's cache, when it keeps one.
+    cached: Option<Cached>,
 }
 
 impl Scene<'_> {
@@ -244,7 +256,14 @@ impl Scene<'_> {
             request: self.request,
             reply,
             finish: reply.effective_finish(),
-            usage: Usage::estimate(self.request_len, reply),
+            usage: match (self.cached, reply.usage) {
+                (Some(cached), None) => Usage {
+                    input: cached.written,
+                    cache_read: cached.read,
+                    ..Usage::estimate(self.request_len, reply)
+                },
+                _ => Usage::estimate(self.request_len, reply),
+            },
         };
         if self.stream {
             let raw = |event: &Option<String>| event.clone().map(Bytes::from);

@@ -13,6 +13,7 @@ pub mod combo;
 pub mod context;
 pub mod hedge;
 pub mod planner;
+pub mod session;
 pub mod strategy;
 
 pub use self::alias::{Alias, AliasTable, Pattern};
@@ -20,5 +21,5 @@ pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
 pub use self::context::ContextNeed;
 pub use self::hedge::HedgeAfter;
-pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan};
+pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan, plan_for};
 pub use self::strategy::TargetOrderer;

@@ -77,8 +77,28 @@ pub fn plan<'r>(
     registry: &HealthRegistry,
     now: UnixMillis,
 ) -> Plan {
+    plan_for(combo, roster, orderer, registry, now, true)
+}
+
+/// [`plan`] for a request that is `fresh` (a new session, or one without sessions: the
+/// combo's strategy and each provider's credential selection choose, and count the choice) or
+/// not (a pinned session, RESILIENCE.md §11: strategies spread sessions, not turns, so they
+/// neither choose nor count; the targets and credentials come in the user's order, for
+/// [`super::session::steer`] to put the pin first).
+pub fn plan_for<'r>(
+    combo: &Combo,
+    roster: impl Fn(&ProviderId) -> Option<&'r ProviderRoster>,
+    orderer: &TargetOrderer,
+    registry: &HealthRegistry,
+    now: UnixMillis,
+    fresh: bool,
+) -> Plan {
     let mut order = Vec::with_capacity(combo.targets.len());
-    orderer.order(combo, now, &mut order);
+    if fresh {
+        orderer.order(combo, now, &mut order);
+    } else {
+        orderer.order_stateless(combo, now, &mut order);
+    }
     // Where the strategy put each target, before degraded ones were moved back.
     let mut preference = vec![0; combo.targets.len()];
     for (position, &target) in order.iter().enumerate() {
@@ -120,7 +140,8 @@ pub fn plan<'r>(
                 }
             }
         }
-        let Some(first) = roster.selector.pick(&eligible) else { continue };
+        let first = if fresh { roster.selector.pick(&eligible) } else { eligible.first().copied() };
+        let Some(first) = first else { continue };
         for i in std::iter::once(first).chain(eligible.iter().copied().filter(|&i| i != first)) {
             plan.candidates.push(Candidate {
                 target: target_index,

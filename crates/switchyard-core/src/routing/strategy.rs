@@ -117,6 +117,21 @@ impl TargetOrderer {
         }
     }
 
+    /// [`Self::order`] without choosing: the strategies that spread requests (round robin,
+    /// random, weighted) leave the user's order and their state as they are; the ones that
+    /// rank by what is known (latency, cost) rank as usual.
+    pub fn order_stateless(&self, combo: &Combo, now: UnixMillis, order: &mut Vec<usize>) {
+        match combo.strategy {
+            RouteStrategy::RoundRobin | RouteStrategy::Random | RouteStrategy::Weighted => {
+                order.clear();
+                order.extend(0..combo.targets.len());
+            }
+            RouteStrategy::Priority | RouteStrategy::LeastLatency | RouteStrategy::Cost => {
+                self.order(combo, now, order);
+            }
+        }
+    }
+
     /// Feeds one time-to-first-event sample, taken at `now`, for `least_latency`. An average
     /// that had faded for a half-life or more is stale: the sample replaces it.
     pub fn observe_latency(

@@ -526,6 +526,14 @@ pub struct RoutingSettings {
     /// Whether a content-policy refusal may be tried on another target (default: no, the
     /// provider's reason goes back to the client).
     pub fallback_on_policy: bool,
+    /// Keep each agent session on the (target, credential) that served it, so its prompt
+    /// cache stays warm (RESILIENCE.md §11) [default true].
+    pub sessions: bool,
+    /// Sessions remembered at most; the least recently seen is forgotten first [default
+    /// 10000].
+    pub session_limit: u32,
+    /// A session not seen for this long is forgotten, in minutes [default 720: a day's work].
+    pub session_idle_minutes: u32,
 }
 
 impl Default for RoutingSettings {
@@ -535,6 +543,9 @@ impl Default for RoutingSettings {
             retry_budget_percent: 20,
             retry_budget_min_per_second: 3,
             fallback_on_policy: false,
+            sessions: true,
+            session_limit: 10_000,
+            session_idle_minutes: 720,
         }
     }
 }
@@ -545,7 +556,17 @@ impl RoutingSettings {
         check_range(S, "max_attempts", self.max_attempts, 1, 20)?;
         check_range(S, "retry_budget_percent", self.retry_budget_percent, 0, 100)?;
         check_range(S, "retry_budget_min_per_second", self.retry_budget_min_per_second, 0, 1000)?;
+        check_range(S, "session_limit", self.session_limit, 100, 1_000_000)?;
+        check_range(S, "session_idle_minutes", self.session_idle_minutes, 1, 10_080)?;
         Ok(self.clone())
+    }
+
+    /// The session table's bounds.
+    pub fn session_limits(&self) -> crate::routing::session::SessionLimits {
+        crate::routing::session::SessionLimits {
+            max: self.session_limit as usize,
+            idle_ms: u64::from(self.session_idle_minutes) * 60_000,
+        }
     }
 }
 

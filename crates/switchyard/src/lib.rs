@@ -180,6 +180,9 @@ impl App {
             &executor,
             confirmed,
         );
+        if let Some(store) = persistence.store() {
+            proxy.restore_sessions(store).await;
+        }
         let proxy = Arc::new(proxy);
         let team = match &proxy.config().team {
             Some(team) => {

@@ -16,6 +16,7 @@ mod forward;
 mod hedge;
 pub mod refusal;
 mod routes;
+mod sessions;
 mod tally;
 pub(crate) mod upstream;
 
@@ -40,7 +41,8 @@ use switchyard_core::outcome::{
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::attempts::AttemptState;
-use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan};
+use switchyard_core::routing::session::{self, SessionKey};
+use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan_for};
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
@@ -62,6 +64,7 @@ use self::exhausted::{Carried, Trace};
 use self::forward::StreamOutcome;
 use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
+use self::sessions::SessionTable;
 use self::upstream::ClientRequest;
 use crate::config::Config;
 use crate::keys::LocalKey;
@@ -114,6 +117,8 @@ pub struct Proxy {
     seed: u64,
     /// Recent Responses conversations, for `previous_response_id`.
     conversations: Arc<Conversations>,
+    /// Where each agent session is pinned (RESILIENCE.md §11).
+    sessions: SessionTable,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
@@ -136,6 +141,7 @@ impl Proxy {
     ) -> Self {
         let seed = clock.now().0;
         log.usage().configure(&config);
+        let sessions = SessionTable::new(config.routing.session_limits());
         let routes = Routes::build(config, seed, executor, &confirmed);
         register_oauth_clients(&oauth, &routes);
         Self {
@@ -148,6 +154,7 @@ impl Proxy {
             counters: Arc::default(),
             seed,
             conversations: Arc::default(),
+            sessions,
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
             confirmed: ArcSwap::from_pointee(confirmed),
@@ -173,6 +180,7 @@ impl Proxy {
     pub fn reconfigure(&self, config: Arc<Config>) {
         configure_registry(&self.registry, &config);
         self.log.usage().configure(&config);
+        self.sessions.set_limits(config.routing.session_limits());
         let previous = self.routes.load();
         let routes = Routes::build(config, self.seed, previous.executor(), &self.confirmed.load());
         register_oauth_clients(&self.oauth, &routes);
@@ -197,6 +205,37 @@ impl Proxy {
     /// The confirmed bindings.
     pub fn confirmed(&self) -> Arc<Confirmed> {
         self.confirmed.load_full()
+    }
+
+    /// Restores where each session was pinned from the request log of the state file (each
+    /// session's newest served request within the idle time), so a restart does not scatter
+    /// running agent sessions over other keys. A pin whose target or credential is no longer
+    /// configured is let go; a file that cannot be read leaves the table empty.
+    pub async fn restore_sessions(&self, store: &switchyard_store::Store) {
+        let config = self.config();
+        if !config.routing.sessions {
+            return;
+        }
+        let now = self.clock.now();
+        let idle = Duration::from_millis(config.routing.session_limits().idle_ms);
+        let rows = match store.session_pins(now.minus(idle)).await {
+            Ok(rows) => rows,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read session pins back from the request log");
+                return;
+            }
+        };
+        let routes = self.routes();
+        let pins = rows.into_iter().filter_map(|(session, served_by, credential, at)| {
+            let session = SessionKey::parse_hex(&session)?;
+            let (provider, model) = served_by.split_once('/')?;
+            let configured = routes
+                .roster(&ProviderId::from(provider))
+                .is_some_and(|r| r.credentials.iter().any(|c| c.as_str() == credential));
+            configured.then(|| (session, CandidateKey::new(provider, credential, model), at))
+        });
+        self.sessions.restore(pins, now);
+        tracing::debug!(sessions = self.sessions.len(), "session pins restored");
     }
 
     /// Pauses or resumes routing. While paused, client requests get a 503 naming the pause and
@@ -230,6 +269,10 @@ struct Summary {
     notes: Option<continuation::Notes>,
     /// What every attempt used, read once they have all reported (issue 18).
     tally: Arc<tally::Tally>,
+    /// The agent session the request belongs to, when sessions are on.
+    session: Option<SessionKey>,
+    /// The credential that served.
+    credential: Option<String>,
 }
 
 impl Summary {
@@ -350,6 +393,8 @@ impl Proxy {
             local_key: caller.map(|k| k.id.to_string()),
             combo: summary.combo,
             fallback,
+            session: summary.session.map(SessionKey::to_hex),
+            credential: summary.credential,
         };
         let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
@@ -431,10 +476,21 @@ impl Proxy {
         let deadline = Instant::now() + routes.config.timeouts.total;
         let now = self.clock.now();
         routes.budget.on_request(now);
-        let mut plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
+        // A pinned session goes to its pin; strategies choose only for a new one (§11).
+        let session = routes
+            .config
+            .routing
+            .sessions
+            .then(|| sessions::session_of(inbound.headers, &request, caller.map(|k| &*k.id)))
+            .flatten();
+        let pin = session.and_then(|s| self.sessions.pin(s, now));
+        let roster = |p: &ProviderId| routes.roster(p);
+        let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
+        session::steer(&mut plan, pin.as_ref());
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
-            prefer(&mut plan.candidates, sticky);
+            session::prefer_credential(&mut plan, sticky);
         }
+        summary.session = session;
         let mut trace = Trace::new(&plan, &combo);
         self.send_probes(&routes, &plan, &mut trace);
         // The live state of this request's attempts, shared with its race and its rescues.
@@ -548,6 +604,11 @@ impl Proxy {
                     }
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
+                    if let Some(session) = session {
+                        let repin = self.sessions.served(session, &candidate.key, self.clock.now());
+                        trace.session(&candidate.key, session, &repin);
+                    }
+                    summary.credential = Some(candidate.key.credential.to_string());
                     routing_headers(&mut response, target, attempts);
                     if !request.stream {
                         cost_header(&mut response, &summary.tally);
@@ -1299,18 +1360,6 @@ struct Sending<'s, 'b> {
 /// One request's [`AttemptState`], shared by its loop, race and rescues; the lock is held
 /// for a few field reads at a time and never across an `.await`.
 type Live = Arc<Mutex<AttemptState>>;
-
-/// Moves the first candidate on `credential` to the front: its upstream keeps the conversation
-/// the request continues, so it can be sent the request as it is.
-fn prefer(candidates: &mut Vec<Candidate>, credential: &CredentialKey) {
-    let on = |c: &Candidate| {
-        c.key.provider == credential.provider && c.key.credential == credential.credential
-    };
-    if let Some(i) = candidates.iter().position(on) {
-        let candidate = candidates.remove(i);
-        candidates.insert(0, candidate);
-    }
-}
 
 /// How an answer reaches the client.
 #[derive(Clone, Copy)]

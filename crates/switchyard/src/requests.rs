@@ -201,6 +201,8 @@ mod tests {
             local_key: None,
             combo: Some("smart".into()),
             fallback: false,
+            session: None,
+            credential: None,
         }
     }
 

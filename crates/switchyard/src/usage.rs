@@ -283,6 +283,8 @@ targets = [{ target = "an/claude" }]
             local_key: Some("preset".into()),
             combo: Some("smart".into()),
             fallback: false,
+            session: None,
+            credential: None,
         }
     }
 

@@ -48,6 +48,9 @@ const ROUTING: FieldGroup[] = [
       { path: 'retry_budget_percent', label: 'Retry budget (% of requests)', kind: 'int' },
       { path: 'retry_budget_min_per_second', label: 'Retry budget floor (per second)', kind: 'int' },
       { path: 'fallback_on_policy', label: 'Fall back after a content-policy refusal', kind: 'bool' },
+      { path: 'sessions', label: 'Keep each agent session on its key', kind: 'bool', hint: 'Its prompt cache stays warm' },
+      { path: 'session_limit', label: 'Sessions remembered', kind: 'int' },
+      { path: 'session_idle_minutes', label: 'Forget a session after (minutes idle)', kind: 'int' },
     ],
   },
 ];

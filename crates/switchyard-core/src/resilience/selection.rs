@@ -19,9 +19,11 @@ pub enum SelectionStrategy {
     /// The first eligible credential in priority order: spend one key before touching the next.
     #[default]
     FillFirst,
-    /// Rotate, staying on one credential for `sticky` requests (keeps provider-side prompt
-    /// caches warm).
+    /// Rotate, staying on one credential for `sticky` new sessions [default 1]: with sessions
+    /// on (RESILIENCE.md §11) a session keeps its credential however many turns it takes, so
+    /// this spreads sessions, not turns; with them off it counts requests.
     RoundRobin {
+        #[serde(default = "one")]
         sticky: u32,
     },
     /// The credential picked least often so far.
@@ -29,6 +31,10 @@ pub enum SelectionStrategy {
     /// Power of two choices on latency: sample two, take the faster (EWMA).
     P2c,
     Random,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Clone, Copy, Debug, Default)]

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use super::planner::Plan;
 use crate::clock::UnixMillis;
-use crate::ids::{CandidateKey, ModelId, ProviderId};
+use crate::ids::{CandidateKey, CredentialKey, ModelId, ProviderId};
 
 /// A session's identity: 128 bits of digest, namespaced by the local key that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,7 +45,14 @@ impl SessionKey {
     /// The session of a client that names none: its key, its system prompt and its first user
     /// message, which stay the same for every turn of one conversation.
     pub fn derived(local_key: &str, system: &str, first_user: &str) -> Self {
-        Self(Fnv128::new().write(b"derived").write(local_key).write(system).write(first_user).finish())
+        Self(
+            Fnv128::new()
+                .write(b"derived")
+                .write(local_key)
+                .write(system)
+                .write(first_user)
+                .finish(),
+        )
     }
 
     /// The key as it is written (request log, trace, persistence): 32 hex digits.
@@ -144,6 +151,15 @@ pub fn steer(plan: &mut Plan, pin: Option<&Pin>) -> Steer {
     Steer::Moved { from: pin.key.clone() }
 }
 
+/// Puts `credential`'s candidates first: a conversation the upstream behind it keeps (a
+/// Responses `previous_response_id` answered by passthrough) goes there before anywhere else,
+/// the same way a session goes to its pin.
+pub fn prefer_credential(plan: &mut Plan, credential: &CredentialKey) {
+    bring_forward(plan, |c| {
+        c.provider == credential.provider && c.credential == credential.credential
+    });
+}
+
 /// Moves the candidates `wanted` picks to the front, each group keeping its order; `false`
 /// when there is none.
 fn bring_forward(plan: &mut Plan, wanted: impl Fn(&CandidateKey) -> bool) -> bool {
@@ -161,9 +177,13 @@ pub enum Repin {
     Bound,
     Kept,
     /// Another credential of the same target: no home, it stays there.
-    Credential { from: CandidateKey },
+    Credential {
+        from: CandidateKey,
+    },
     /// Another target: the old one (or the home it already had) is home now.
-    Target { from: CandidateKey },
+    Target {
+        from: CandidateKey,
+    },
     /// Back on its home target.
     Home,
 }
@@ -249,7 +269,13 @@ impl Sessions {
     }
 
     /// Restores a pin read back at start (the newest served request of a session).
-    pub fn restore(&mut self, session: SessionKey, key: CandidateKey, seen: UnixMillis, now: UnixMillis) {
+    pub fn restore(
+        &mut self,
+        session: SessionKey,
+        key: CandidateKey,
+        seen: UnixMillis,
+        now: UnixMillis,
+    ) {
         if now.since(seen).as_millis() < u128::from(self.limits.idle_ms) {
             self.insert(session, Pin { key, home: None }, seen);
         }

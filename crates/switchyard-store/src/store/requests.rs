@@ -57,6 +57,10 @@ pub struct RequestRecord {
     pub combo: Option<String>,
     /// Served by other than its first attempt: a fallback, or a hedge that won.
     pub fallback: bool,
+    /// The agent session it belonged to (32 hex digits), when sessions are on.
+    pub session: Option<String>,
+    /// The credential that served, when one did.
+    pub credential: Option<String>,
 }
 
 impl RequestRecord {
@@ -109,8 +113,9 @@ impl Store {
             sqlx::query(
                 "INSERT INTO requests (at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
                     uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback,
+                    session, credential)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(millis(r.at))
             .bind(&r.dialect)
@@ -132,6 +137,8 @@ impl Store {
             .bind(&r.local_key)
             .bind(&r.combo)
             .bind(r.fallback)
+            .bind(&r.session)
+            .bind(&r.credential)
             .execute(&mut *tx)
             .await
             .map_err(StoreError::database)?;
@@ -145,6 +152,28 @@ impl Store {
             add_usage(&mut tx, usage).await.map_err(StoreError::database)?;
         }
         tx.commit().await.map_err(StoreError::database)
+    }
+
+    /// Each session's newest served request since `since`, oldest first: where the session
+    /// was pinned, to restore at start. `(session, served_by, credential, at)`.
+    pub async fn session_pins(
+        &self,
+        since: UnixMillis,
+    ) -> Result<Vec<(String, String, String, UnixMillis)>, StoreError> {
+        let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+            "SELECT session, served_by, credential, at FROM requests
+             WHERE id IN (SELECT MAX(id) FROM requests
+                          WHERE session IS NOT NULL AND served_by IS NOT NULL
+                            AND credential IS NOT NULL AND at >= ?
+                          GROUP BY session)
+             ORDER BY id",
+        )
+        .bind(millis(since))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::database)?;
+        let at = |n: i64| UnixMillis(u64::try_from(n).unwrap_or(0));
+        Ok(rows.into_iter().map(|(s, served, c, t)| (s, served, c, at(t))).collect())
     }
 
     /// The usage aggregates from `first_hour` on.
@@ -167,7 +196,8 @@ impl Store {
         let rows = sqlx::query(
             "SELECT at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
                     uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback
+                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback,
+                    session, credential
              FROM requests ORDER BY id DESC LIMIT ?",
         )
         .bind(i64::from(limit))
@@ -220,6 +250,8 @@ fn read_request(row: &SqliteRow) -> Result<RequestRecord, sqlx::Error> {
         local_key: row.try_get("local_key")?,
         combo: row.try_get("combo")?,
         fallback: row.try_get("fallback")?,
+        session: row.try_get("session")?,
+        credential: row.try_get("credential")?,
     })
 }
 

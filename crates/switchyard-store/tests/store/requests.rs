@@ -26,6 +26,8 @@ fn record(usage: Option<Usage>, cost: Option<Nanodollars>) -> RequestRecord {
         local_key: Some("key_1".into()),
         combo: Some("smart".into()),
         fallback: true,
+        session: None,
+        credential: None,
     }
 }
 

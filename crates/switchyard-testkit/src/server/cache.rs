@@ -3,10 +3,13 @@
 //! ([`MockUpstream::cache_prompts`](super::MockUpstream::cache_prompts)), so usage figures
 //! elsewhere stay the plain estimate.
 //!
-//! The model: a prompt is its blocks in order (the system prompt, the tools, then each
-//! message or input item, as JSON); a prefix is cached when this credential was sent a prompt
-//! that began with the same blocks. What a request reads is its longest cached prefix, in
-//! tokens of four bytes, the way every provider counts what it read.
+//! The model: a prompt is its blocks in order (the tools, the system prompt, then each message
+//! or input item, as JSON: Anthropic's cache order, and the order chat templates render); a
+//! prefix is cached when this credential was sent a prompt that began with the same blocks.
+//! What a request reads is its longest cached prefix, in tokens of four bytes, the way every
+//! provider counts what it read. This is generous (as OpenAI's automatic caching is: any
+//! prefix; Anthropic reads only at breakpoints within a lookback), so a figure measured on it
+//! is an upper bound of what a provider would read.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -38,7 +41,12 @@ impl PromptCache {
     }
 
     /// Reads and writes `request`'s prompt on `credential`'s cache; `None` while it is off.
-    pub(crate) fn serve(&self, credential: &str, dialect: Dialect, request: &Value) -> Option<Cached> {
+    pub(crate) fn serve(
+        &self,
+        credential: &str,
+        dialect: Dialect,
+        request: &Value,
+    ) -> Option<Cached> {
         if !self.on.load(Ordering::Relaxed) {
             return None;
         }
@@ -67,10 +75,10 @@ impl PromptCache {
 /// A prompt's blocks in order, each as its JSON text.
 fn blocks(dialect: Dialect, request: &Value) -> Vec<String> {
     let (head, items): (&[&str], &str) = match dialect {
-        Dialect::Anthropic => (&["system", "tools"], "messages"),
+        Dialect::Anthropic => (&["tools", "system"], "messages"),
         Dialect::OpenAi => (&["tools"], "messages"),
-        Dialect::Responses => (&["instructions", "tools"], "input"),
-        Dialect::Gemini => (&["systemInstruction", "tools"], "contents"),
+        Dialect::Responses => (&["tools", "instructions"], "input"),
+        Dialect::Gemini => (&["tools", "systemInstruction"], "contents"),
     };
     let mut blocks: Vec<String> =
         head.iter().filter_map(|field| request.get(*field)).map(Value::to_string).collect();
@@ -91,7 +99,8 @@ mod tests {
     #[test]
     fn a_prefix_sent_on_a_key_before_is_read_and_on_another_key_written() {
         let cache = PromptCache::default();
-        let first = json!({"system": "s".repeat(400), "messages": [{"role": "user", "content": "a"}]});
+        let first =
+            json!({"system": "s".repeat(400), "messages": [{"role": "user", "content": "a"}]});
         assert_eq!(cache.serve("k1", Dialect::Anthropic, &first), None, "off by default");
         cache.turn_on();
         let wrote = cache.serve("k1", Dialect::Anthropic, &first).unwrap();

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchyard_core::outcome::{OutcomeKind, Verdict};
 use switchyard_core::resilience::{HealthRegistry, SkipReason};
+use switchyard_core::routing::session::{Repin, SessionKey};
 use switchyard_core::routing::{Candidate, Combo, Plan};
 use switchyard_core::text::bounded;
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
@@ -83,6 +84,16 @@ pub enum TraceEvent {
         hedge: Cow<'static, str>,
         #[ts(type = "number")]
         millis: u64,
+    },
+    /// The request's agent session (RESILIENCE.md §11), on the line of the candidate that
+    /// served it: `pin` is `new` (bound here), `kept`, `moved` (its pin, `from`, was benched
+    /// or failed: it re-pinned here) or `returned` (back on the target it had moved off).
+    Session {
+        session: String,
+        pin: Cow<'static, str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        from: Option<String>,
     },
     /// The tokens this attempt used, in buckets that do not overlap (issue 18): `output`
     /// includes `reasoning`. `estimated` when the upstream never gave its final count (a cut
@@ -213,6 +224,20 @@ impl Trace {
     pub(super) fn hedge(&mut self, candidate: &Candidate, hedge: &'static str, after: Duration) {
         let what = TraceEvent::Hedge { hedge: hedge.into(), millis: millis(after) };
         self.push(&candidate.key, what);
+    }
+
+    /// How the request's session pinned on `key`, the candidate that served it.
+    pub(super) fn session(&mut self, key: &CandidateKey, session: SessionKey, repin: &Repin) {
+        let (pin, from) = match repin {
+            Repin::Bound => ("new", None),
+            Repin::Kept => ("kept", None),
+            Repin::Credential { from } | Repin::Target { from } => {
+                ("moved", Some(from.to_string()))
+            }
+            Repin::Home => ("returned", None),
+        };
+        let what = TraceEvent::Session { session: session.to_string(), pin: pin.into(), from };
+        self.push(key, what);
     }
 
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {

@@ -1,0 +1,178 @@
+//! Which agent session a request belongs to, and the table of where each session is pinned
+//! (RESILIENCE.md §11; the rules are `switchyard_core::routing::session`'s).
+//!
+//! The session is what the client already sends, in this order: Claude Code's
+//! `X-Claude-Code-Session-Id` header, the `session_id` inside its `metadata.user_id` (a JSON
+//! string), Codex's `session-id` header, a `prompt_cache_key` (Codex and OpenAI clients; not
+//! `user`, which names an end user); else, for clients that send none (aider, opencode, SDK
+//! scripts), a digest of the local key, the system prompt and the first user message, which
+//! stay the same for every turn of one conversation. Read from the parsed request's vendor
+//! fields: no second pass over the body.
+
+use axum::http::HeaderMap;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use switchyard_core::UnixMillis;
+use switchyard_core::ids::CandidateKey;
+use switchyard_core::routing::session::{Pin, Repin, SessionKey, SessionLimits, Sessions};
+use switchyard_providers::chat::{ChatRequest, Part, Role};
+
+/// The session of `request`, made through the local key `caller` (none for the UI's "try
+/// it"); `None` when nothing names or shapes one (no user message at all).
+pub(crate) fn session_of(
+    headers: &HeaderMap,
+    request: &ChatRequest<'_>,
+    caller: Option<&str>,
+) -> Option<SessionKey> {
+    let caller = caller.unwrap_or("");
+    let header = |name: &str| {
+        headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+    };
+    if let Some(id) = header("x-claude-code-session-id")
+        .map(str::to_owned)
+        .or_else(|| vendor_field(request, "metadata").and_then(|m| claude_code_session(&m)))
+        .or_else(|| header("session-id").map(str::to_owned))
+        .or_else(|| vendor_field(request, "prompt_cache_key").and_then(|k| string(&k)))
+    {
+        return Some(SessionKey::named(caller, &id));
+    }
+    let first_user = request.messages.iter().find(|m| m.role == Role::User)?;
+    let mut system = String::new();
+    for text in &request.system {
+        system.push_str(&text.text);
+        system.push('\n');
+    }
+    let mut said = String::new();
+    for part in &first_user.content {
+        if let Part::Text(text) = part {
+            said.push_str(&text.text);
+        }
+    }
+    Some(SessionKey::derived(caller, &system, &said))
+}
+
+/// A vendor field the parser kept as it was written, by name.
+fn vendor_field(request: &ChatRequest<'_>, name: &str) -> Option<String> {
+    request.vendor.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.get().to_owned())
+}
+
+fn string(json: &str) -> Option<String> {
+    serde_json::from_str::<String>(json).ok().filter(|s| !s.is_empty())
+}
+
+/// `metadata.user_id` of Claude Code: a JSON string holding `device_id`, `account_uuid` and
+/// `session_id` (see the real fixture in `switchyard-providers/tests/fixtures/real/`).
+fn claude_code_session(metadata: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Metadata {
+        user_id: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct UserId {
+        session_id: Option<String>,
+    }
+    let user_id = serde_json::from_str::<Metadata>(metadata).ok()?.user_id?;
+    serde_json::from_str::<UserId>(&user_id).ok()?.session_id.filter(|s| !s.is_empty())
+}
+
+/// The pins of every session, shared by all requests. One short lock per request.
+#[derive(Debug)]
+pub(crate) struct SessionTable {
+    inner: Mutex<Sessions>,
+}
+
+impl SessionTable {
+    pub(crate) fn new(limits: SessionLimits) -> Self {
+        Self { inner: Mutex::new(Sessions::new(limits)) }
+    }
+
+    pub(crate) fn set_limits(&self, limits: SessionLimits) {
+        self.inner.lock().set_limits(limits);
+    }
+
+    pub(crate) fn pin(&self, session: SessionKey, now: UnixMillis) -> Option<Pin> {
+        self.inner.lock().pin(session, now)
+    }
+
+    pub(crate) fn served(&self, session: SessionKey, key: &CandidateKey, now: UnixMillis) -> Repin {
+        self.inner.lock().served(session, key, now)
+    }
+
+    /// Pins read back from the request log at start, oldest first.
+    pub(crate) fn restore(
+        &self,
+        pins: impl IntoIterator<Item = (SessionKey, CandidateKey, UnixMillis)>,
+        now: UnixMillis,
+    ) {
+        let mut sessions = self.inner.lock();
+        for (session, key, seen) in pins {
+            sessions.restore(session, key, seen, now);
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.inner.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_providers::dialect::ClientDialect as Dialect;
+
+    use super::*;
+
+    fn parsed(dialect: Dialect, body: &'static str) -> ChatRequest<'static> {
+        dialect.parse_request(body.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_session_is_what_the_client_sends_in_the_order_they_are_trusted() {
+        let claude = include_str!(
+            "../../../switchyard-providers/tests/fixtures/real/claude-code-2.1.197.request.json"
+        );
+        let request = parsed(Dialect::Anthropic, claude);
+        let none = HeaderMap::new();
+        let from_metadata = session_of(&none, &request, Some("k")).unwrap();
+        assert_eq!(from_metadata, SessionKey::named("k", "00000000-0000-4000-8000-000000000000"));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-claude-code-session-id",
+            "00000000-0000-4000-8000-000000000000".parse().unwrap(),
+        );
+        assert_eq!(session_of(&headers, &request, Some("k")), Some(from_metadata), "the same id");
+        assert_ne!(session_of(&none, &request, Some("other key")), Some(from_metadata));
+
+        let codex = include_str!(
+            "../../../switchyard-providers/tests/fixtures/real/codex-0.171.0.request.json"
+        );
+        let request = parsed(Dialect::Responses, codex);
+        assert_eq!(
+            session_of(&none, &request, Some("k")),
+            Some(SessionKey::named("k", "00000000-0000-7000-8000-000000000000")),
+            "prompt_cache_key"
+        );
+    }
+
+    #[test]
+    fn a_client_that_names_no_session_gets_one_per_conversation() {
+        let none = HeaderMap::new();
+        let turn = |extra: &'static str| {
+            let body = Box::leak(
+                format!(r#"{{"model":"m","messages":[{{"role":"system","content":"be brief"}},{{"role":"user","content":"first"}}{extra}]}}"#)
+                    .into_boxed_str(),
+            );
+            parsed(Dialect::OpenAi, body)
+        };
+        let one = session_of(&none, &turn(""), Some("k")).unwrap();
+        let later =
+            turn(r#",{"role":"assistant","content":"a"},{"role":"user","content":"second"}"#);
+        assert_eq!(session_of(&none, &later, Some("k")), Some(one), "every turn of it");
+        let other = parsed(
+            Dialect::OpenAi,
+            r#"{"model":"m","messages":[{"role":"user","content":"else"}]}"#,
+        );
+        assert_ne!(session_of(&none, &other, Some("k")), Some(one));
+        let empty = parsed(Dialect::OpenAi, r#"{"model":"m","messages":[]}"#);
+        assert_eq!(session_of(&none, &empty, Some("k")), None);
+    }
+}

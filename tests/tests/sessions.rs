@@ -1,0 +1,263 @@
+//! Sessions (issue 27, RESILIENCE.md §11): each agent session keeps to the key that served
+//! it, so its prompt is read from that key's cache; spreading strategies spread sessions, not
+//! turns; a session whose key is benched moves within the same request and stays where it went.
+//!
+//! The mock keeps a prompt cache per key (`MockUpstream::cache_prompts`): a prefix sent on a
+//! key before is reported read. The workload is Claude Code's shape: large tool definitions
+//! every session shares, a system prompt of each session's own, short turns.
+
+use serde_json::{Value, json};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, Setup};
+use switchyard_testkit::Behavior;
+
+const SESSIONS: usize = 4;
+const TURNS: usize = 8;
+
+/// One provider of each dialect, three keys each, spread by round robin.
+const POOLS: &str = r#"
+[[providers]]
+id = "anthropic-pool"
+kind = "anthropic"
+base_url = "{mock}"
+selection = { strategy = "round_robin" }
+credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
+
+[[providers]]
+id = "chat-pool"
+kind = "openai"
+base_url = "{mock}/v1"
+selection = { strategy = "round_robin" }
+credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
+
+[[providers]]
+id = "responses-pool"
+kind = "openai"
+api = "responses"
+base_url = "{mock}/v1"
+selection = { strategy = "round_robin" }
+credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
+"#;
+
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    /// Claude Code: `X-Claude-Code-Session-Id`.
+    Anthropic,
+    /// An SDK script: no session id; the session is its system prompt and first message.
+    Chat,
+    /// Codex: `prompt_cache_key`.
+    Responses,
+}
+
+/// ~6,000 tokens of tool definitions, the same in every session.
+fn tools(client: Client) -> Value {
+    let tool = |n: usize| {
+        let description = format!("Tool {n}: {}", "does one careful thing. ".repeat(46));
+        match client {
+            Client::Anthropic => json!({"name": format!("tool_{n}"), "description": description,
+                "input_schema": {"type": "object", "properties": {}}}),
+            Client::Chat => json!({"type": "function", "function": {"name": format!("tool_{n}"),
+                "description": description, "parameters": {"type": "object", "properties": {}}}}),
+            Client::Responses => json!({"type": "function", "name": format!("tool_{n}"),
+                "description": description, "parameters": {"type": "object", "properties": {}}}),
+        }
+    };
+    Value::Array((0..20).map(tool).collect())
+}
+
+/// ~800 tokens of system prompt of session `i`'s own.
+fn system(i: usize) -> String {
+    format!("You are agent {i}. {}", format!("Session {i} works on its own task. ").repeat(90))
+}
+
+/// Sends turn `turn` of session `i` with `history` (alternating user and assistant texts) and
+/// returns the answer's text and (prompt tokens, tokens read from the cache).
+async fn turn(h: &Harness, client: Client, i: usize, history: &[String]) -> (String, (u64, u64)) {
+    let said = |n: usize, text: &str| {
+        let role = if n % 2 == 0 { "user" } else { "assistant" };
+        json!({"role": role, "content": text})
+    };
+    let messages: Vec<Value> = history.iter().enumerate().map(|(n, t)| said(n, t)).collect();
+    let (path, body) = match client {
+        Client::Anthropic => (
+            "/v1/messages",
+            json!({"model": "anthropic-pool/claude", "max_tokens": 64,
+            "system": system(i), "tools": tools(client), "messages": messages}),
+        ),
+        Client::Chat => {
+            let mut all = vec![json!({"role": "system", "content": system(i)})];
+            all.extend(messages);
+            (
+                "/v1/chat/completions",
+                json!({"model": "chat-pool/gpt", "tools": tools(client),
+                "messages": all}),
+            )
+        }
+        Client::Responses => (
+            "/v1/responses",
+            json!({"model": "responses-pool/gpt",
+            "instructions": system(i), "tools": tools(client), "input": messages, "store": false,
+            "prompt_cache_key": format!("codex-session-{i}")}),
+        ),
+    };
+    let mut request = h.http.post(h.url(path)).bearer_auth(LOCAL_KEY).json(&body);
+    if let Client::Anthropic = client {
+        request = request
+            .header("anthropic-version", "2023-06-01")
+            .header("x-claude-code-session-id", format!("claude-session-{i}"));
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    match client {
+        Client::Anthropic => {
+            let u = &answer["usage"];
+            let read = n(&u["cache_read_input_tokens"]);
+            let prompt = n(&u["input_tokens"]) + read + n(&u["cache_creation_input_tokens"]);
+            (answer["content"][0]["text"].as_str().unwrap().to_owned(), (prompt, read))
+        }
+        Client::Chat => {
+            let u = &answer["usage"];
+            let text = answer["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+            (text, (n(&u["prompt_tokens"]), n(&u["prompt_tokens_details"]["cached_tokens"])))
+        }
+        Client::Responses => {
+            let u = &answer["usage"];
+            let text = answer["output"][0]["content"][0]["text"].as_str().unwrap().to_owned();
+            (text, (n(&u["input_tokens"]), n(&u["input_tokens_details"]["cached_tokens"])))
+        }
+    }
+}
+
+/// Four sessions of eight turns, interleaved as parallel agents run them: the share of prompt
+/// tokens read from the cache, and which keys served each session.
+async fn interleaved(h: &Harness, client: Client) -> (f64, Vec<Vec<String>>) {
+    let mut histories: Vec<Vec<String>> = vec![Vec::new(); SESSIONS];
+    let (mut prompt, mut read) = (0, 0);
+    for t in 0..TURNS {
+        for (i, history) in histories.iter_mut().enumerate() {
+            history.push(format!("Turn {t} of session {i}: go on."));
+            let (answer, (p, r)) = turn(h, client, i, history).await;
+            history.push(answer);
+            prompt += p;
+            read += r;
+        }
+    }
+    let attempts = h.mock.attempts();
+    let keys = (0..SESSIONS)
+        .map(|i| {
+            let mine = format!("agent {i}.");
+            attempts
+                .iter()
+                .filter(|a| a.body.to_string().contains(&mine))
+                .map(|a| a.api_key().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .collect();
+    #[expect(clippy::cast_precision_loss, reason = "token counts of a test fit an f64")]
+    let share = read as f64 / prompt as f64;
+    (share, keys)
+}
+
+async fn start(sessions: bool) -> Harness {
+    let setup = Setup::new(&format!("{POOLS}\n[settings.routing]\nsessions = {sessions}\n"));
+    let h = Harness::start_with(setup).await;
+    h.mock.cache_prompts();
+    h
+}
+
+#[tokio::test]
+async fn interleaved_sessions_on_round_robin_keys_read_their_prompts_from_the_cache() {
+    for client in [Client::Anthropic, Client::Chat, Client::Responses] {
+        let h = start(true).await;
+        let (share, keys) = interleaved(&h, client).await;
+        for (i, used) in keys.iter().enumerate() {
+            assert_eq!(used.len(), TURNS, "{client:?}: session {i}");
+            assert!(
+                used.iter().all(|k| *k == used[0]),
+                "{client:?}: session {i} kept its key: {used:?}"
+            );
+        }
+        let mut spread: Vec<&String> = keys.iter().map(|k| &k[0]).collect();
+        spread.sort();
+        spread.dedup();
+        assert_eq!(spread.len(), 3, "{client:?}: round robin spread the sessions over every key");
+
+        let off = start(false).await;
+        let (rotated, keys_off) = interleaved(&off, client).await;
+        assert!(
+            keys_off.iter().all(|k| k.iter().any(|key| *key != k[0])),
+            "{client:?}: without sessions every session hops keys"
+        );
+        eprintln!(
+            "{client:?}: {:.1} % read from the cache with sessions, {:.1} % without",
+            share * 100.0,
+            rotated * 100.0
+        );
+        assert!(share >= 0.90, "{client:?}: {share}");
+        assert!(share > rotated, "{client:?}: {share} vs {rotated}");
+    }
+}
+
+/// A session pinned to key A; A is rate limited: the session moves to B within the same
+/// request and the trace names the move; once A has recovered the session stays on B.
+#[tokio::test]
+async fn a_session_whose_key_is_rate_limited_moves_in_the_same_request_and_stays() {
+    let h = start(true).await;
+    let mut history = vec!["first".to_owned()];
+    turn(&h, Client::Anthropic, 0, &history).await;
+    let pinned = h.mock.attempts()[0].api_key().unwrap().to_owned();
+    history.extend(["answer".to_owned(), "second".to_owned()]);
+    h.mock.enqueue("claude", Behavior::status(429));
+    turn(&h, Client::Anthropic, 0, &history).await;
+    let attempts = h.mock.attempts();
+    assert_eq!(attempts[1].api_key(), Some(pinned.as_str()), "the pin was asked first");
+    let moved_to = attempts[2].api_key().unwrap().to_owned();
+    assert_ne!(moved_to, pinned);
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(
+        trace.contains(r#""event":"session""#) && trace.contains(r#""pin":"moved""#),
+        "{trace}"
+    );
+    // A's cooldown ends (the session would be welcome back there): it stays on B.
+    let (status, _) =
+        h.api(reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "all"})).await;
+    assert_eq!(status, 200);
+    for _ in 0..3 {
+        history.extend(["answer".to_owned(), "more".to_owned()]);
+        turn(&h, Client::Anthropic, 0, &history).await;
+    }
+    let later: Vec<String> =
+        h.mock.attempts()[3..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
+    assert!(later.iter().all(|k| *k == moved_to), "{later:?}");
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(trace.contains(r#""pin":"kept""#), "{trace}");
+}
+
+/// A restart keeps each session on its key: the pins are read back from the request log.
+#[tokio::test]
+async fn a_restart_keeps_sessions_on_their_keys() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let setup = || Setup::new(POOLS);
+    let h = Harness::start_in_with(mock, data.path(), setup()).await;
+    let mut histories: Vec<Vec<String>> = vec![Vec::new(); 3];
+    for (i, history) in histories.iter_mut().enumerate() {
+        history.push(format!("session {i}"));
+        let (answer, _) = turn(&h, Client::Anthropic, i, history).await;
+        history.push(answer);
+    }
+    let before: Vec<String> =
+        h.mock.attempts().iter().map(|a| a.api_key().unwrap().to_owned()).collect();
+    let mock = h.stop().await;
+    let h = Harness::start_in_with(mock, data.path(), setup().reuse_config()).await;
+    // A new session first: round robin would hand the next ones to other keys.
+    turn(&h, Client::Anthropic, 9, &["a new session".to_owned()]).await;
+    for (i, history) in histories.iter_mut().enumerate() {
+        history.push("after the restart".to_owned());
+        turn(&h, Client::Anthropic, i, history).await;
+    }
+    let after: Vec<String> =
+        h.mock.attempts()[4..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
+    assert_eq!(after, before, "each session on the key it had before the restart");
+}

@@ -564,18 +564,18 @@ credentials = [{ id = "me", kind = "oauth" }]
     assert_eq!(
         exposures[0].bindings,
         vec![
-            Binding::new("env:OPENAI_API_KEY", "https://api.example.com:443"),
-            Binding::new("env:ANTHROPIC_API_KEY", "https://api.example.com:443"),
-            Binding::destination_only("https://api.example.com:443"),
+            Binding::new("env:OPENAI_API_KEY", "https://api.example.com:443/v1"),
+            Binding::new("env:ANTHROPIC_API_KEY", "https://api.example.com:443/v1"),
+            Binding::destination_only("https://api.example.com:443/v1"),
         ]
     );
     assert_eq!(
         exposures[1].bindings,
         vec![
-            Binding::new("keychain:acme/me", "https://api.acme.example:8443"),
-            Binding::new("keychain:acme/me", "https://login.acme.example:443"),
-            Binding::destination_only("https://api.acme.example:8443"),
-            Binding::destination_only("https://login.acme.example:443"),
+            Binding::new("keychain:acme/me", "https://api.acme.example:8443/v1"),
+            Binding::new("keychain:acme/me", "https://login.acme.example:443/token"),
+            Binding::destination_only("https://api.acme.example:8443/v1"),
+            Binding::destination_only("https://login.acme.example:443/token"),
         ],
         "an OAuth credential's tokens go to the token endpoint too"
     );
@@ -597,7 +597,7 @@ base_url = "https://Collector.example/v1"
     assert_eq!(exposures[0].key.credential.as_str(), "default");
     assert_eq!(
         exposures[0].bindings,
-        vec![Binding::destination_only("https://collector.example:443")],
+        vec![Binding::destination_only("https://collector.example:443/v1")],
         "no secret, yet every prompt goes there"
     );
 }

@@ -261,3 +261,46 @@ async fn a_restart_keeps_sessions_on_their_keys() {
         h.mock.attempts()[4..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
     assert_eq!(after, before, "each session on the key it had before the restart");
 }
+
+/// `max_in_flight = 2` on a key of its own, six requests at once, each answer streamed slowly:
+/// the mock never has more than two open on that key, and none fails (issue 27, point 3).
+#[tokio::test]
+async fn a_capped_key_never_has_more_requests_open_than_its_cap_and_none_fails() {
+    let config = r#"
+[[providers]]
+id = "capped"
+kind = "anthropic"
+base_url = "{mock}"
+credentials = [{ id = "only", secret = "env:AN_1", max_in_flight = 2 }]
+
+[settings.routing]
+queue_ms = 20000
+"#;
+    let h = Harness::start_with(Setup::new(config).timeouts(|t| t.total_ms = 60_000)).await;
+    let slow = switchyard_testkit::Reply::text("one two three four")
+        .chunks(4)
+        .chunk_gap(std::time::Duration::from_millis(100));
+    h.mock.set_default("claude", slow);
+    let requests = (0..6).map(|i| {
+        let request = h
+            .http
+            .post(h.url("/v1/messages"))
+            .bearer_auth(LOCAL_KEY)
+            .header("anthropic-version", "2023-06-01")
+            .json(&json!({"model": "capped/claude", "max_tokens": 16, "stream": true,
+                "messages": [{"role": "user", "content": format!("request {i}")}]}));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.text().await.unwrap()
+        }
+    });
+    let answers = futures_util::future::join_all(requests).await;
+    for answer in &answers {
+        assert!(answer.contains("message_stop"), "{answer}");
+    }
+    assert_eq!(h.mock.total_attempts(), 6, "each request once: none went elsewhere or failed");
+    assert_eq!(h.mock.credential_peaks().get("an-1"), Some(&2), "{:?}", h.mock.credential_peaks());
+    let metrics = h.api_text("/metrics").await;
+    assert!(metrics.contains("switchyard_queued_total{result=\"served\"} 4"), "{metrics}");
+}

@@ -534,6 +534,9 @@ pub struct RoutingSettings {
     pub session_limit: u32,
     /// A session not seen for this long is forgotten, in minutes [default 720: a day's work].
     pub session_idle_minutes: u32,
+    /// How long a request over a `max_in_flight` cap waits for a slot before it goes to the
+    /// next candidate, in milliseconds, within its own deadline [default 2000].
+    pub queue_ms: u32,
 }
 
 impl Default for RoutingSettings {
@@ -546,6 +549,7 @@ impl Default for RoutingSettings {
             sessions: true,
             session_limit: 10_000,
             session_idle_minutes: 720,
+            queue_ms: 2_000,
         }
     }
 }
@@ -558,6 +562,7 @@ impl RoutingSettings {
         check_range(S, "retry_budget_min_per_second", self.retry_budget_min_per_second, 0, 1000)?;
         check_range(S, "session_limit", self.session_limit, 100, 1_000_000)?;
         check_range(S, "session_idle_minutes", self.session_idle_minutes, 1, 10_080)?;
+        check_range(S, "queue_ms", self.queue_ms, 0, 600_000)?;
         Ok(self.clone())
     }
 

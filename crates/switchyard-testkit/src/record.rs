@@ -267,26 +267,26 @@ impl Occupancy {
 /// the request is abandoned (client gone, connection cut, mock stopped). Also one open
 /// connection, counted from accept until it is closed.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Occupancy>, Option<Concurrent>, bool);
+pub(crate) struct InFlight(Arc<Occupancy>, Vec<Concurrent>, bool);
 
 impl InFlight {
     pub(crate) fn enter(occupancy: &Arc<Occupancy>) -> Self {
         occupancy.entered.fetch_add(1, Ordering::Relaxed);
         occupancy.open.send_modify(|open| *open += 1);
-        Self(Arc::clone(occupancy), None, false)
+        Self(Arc::clone(occupancy), Vec::new(), false)
     }
 
     /// Done in full; dropped without this, it counts as left unfinished.
     pub(crate) fn finish(mut self) {
         self.2 = true;
-        if let Some(group) = &mut self.1 {
+        for group in &mut self.1 {
             group.finished = true;
         }
     }
 
     /// Also counts the request in `group` of `peaks` for as long as it is open.
     pub(crate) fn count_in(&mut self, peaks: &Arc<Peaks>, group: String) {
-        self.1 = Some(Concurrent::enter(peaks, group));
+        self.1.push(Concurrent::enter(peaks, group));
     }
 }
 
@@ -302,6 +302,9 @@ impl InFlight {
 #[derive(Debug, Default)]
 pub(crate) struct Peaks {
     groups: Mutex<HashMap<String, Group>>,
+    /// Count abandoned requests too, from arrival until the mock let go of them: for a cap
+    /// the client must keep, a request it gave up on was still out until then.
+    with_abandoned: bool,
 }
 
 /// One group's requests: arrivals and ends in order, and which requests were abandoned.
@@ -314,6 +317,11 @@ struct Group {
 }
 
 impl Peaks {
+    /// Peaks that count every request, abandoned or not.
+    pub(crate) fn with_abandoned() -> Self {
+        Self { with_abandoned: true, ..Self::default() }
+    }
+
     pub(crate) fn peaks(&self) -> HashMap<String, usize> {
         let groups = self.groups.lock();
         groups
@@ -321,7 +329,7 @@ impl Peaks {
             .map(|(name, group)| {
                 let (mut open, mut peak) = (0usize, 0usize);
                 for &(id, arrival) in &group.events {
-                    if group.abandoned.contains(&id) {
+                    if !self.with_abandoned && group.abandoned.contains(&id) {
                         continue;
                     }
                     if arrival {

@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) listed_models: Vec<String>,
     /// Requests marked as probes (`x-switchyard-probe`) open at once, per credential and model.
     pub(crate) probes: Arc<Peaks>,
+    /// Generation requests open at once, per credential.
+    pub(crate) credentials: Arc<Peaks>,
     /// When set, the model endpoints answer with this flood instead of a list.
     pub(crate) listing_flood: std::sync::Mutex<Option<Flood>>,
     /// Each credential's prompt cache, once a test turns it on.
@@ -117,6 +119,7 @@ impl MockBuilder {
             occupancy: Arc::new(Occupancy::new()),
             connections: Arc::new(Occupancy::new()),
             probes: Arc::default(),
+            credentials: Arc::new(Peaks::with_abandoned()),
             prompt_cache: cache::PromptCache::default(),
             listed_models: self.models,
             listing_flood: std::sync::Mutex::default(),
@@ -235,6 +238,13 @@ impl MockUpstream {
     /// its answer is sent in full or it is abandoned.
     pub fn probe_peaks(&self) -> std::collections::HashMap<String, usize> {
         self.shared.probes.peaks()
+    }
+
+    /// The most generation requests that were open at once on each credential (as
+    /// [`Attempt::api_key`] reads it), from arrival until the answer was sent in full or the
+    /// mock let go of it.
+    pub fn credential_peaks(&self) -> std::collections::HashMap<String, usize> {
+        self.shared.credentials.peaks()
     }
 
     /// Requests received whose answer has not finished (hanging, stalled, still streaming).

@@ -118,6 +118,8 @@ pub struct CredentialConfig {
     pub secret: Option<Secret>,
     pub enabled: bool,
     pub priority: u32,
+    /// Requests at once at most; `None`: no limit.
+    pub max_in_flight: Option<u32>,
     /// Every binding this credential's requests need: a (secret reference, destination) pair
     /// for its own secret and the provider's secret headers to the base URL, and an OAuth
     /// credential's tokens to the token endpoint too; then a destination binding for each
@@ -170,6 +172,8 @@ pub struct ProviderConfig {
     /// Whether its stream's end marker alone proves an answer whole (see
     /// [`ProviderForm::trust_end_marker`]).
     pub trust: Trust,
+    /// Requests at once at most, over all its credentials; `None`: no limit.
+    pub max_in_flight: Option<u32>,
     /// The wire dialect requests go out in unless the model says otherwise: the kind's, or
     /// Responses for an `openai` provider with `api = "responses"`.
     pub dialect: Dialect,
@@ -541,6 +545,7 @@ impl ProviderForm {
         let resolved = Resolved { kind, dialect, continuation, preset: preset_fits };
         let models = self.validate_models(at, &resolved, chat_url.as_ref(), &base_url)?;
         let passthrough = self.passthrough.or(preset_fits.map(|p| p.passthrough)).unwrap_or(true);
+        check_cap(&format!("{at}.max_in_flight"), self.max_in_flight)?;
         Ok(ProviderConfig {
             id: self.id.as_str().into(),
             kind,
@@ -555,6 +560,7 @@ impl ProviderForm {
             passthrough,
             stream_usage: self.stream_usage,
             trust: if self.trust_end_marker { Trust::EndMarker } else { Trust::FinishReason },
+            max_in_flight: self.max_in_flight,
             dialect,
             preset: preset_fits,
             continuation,
@@ -582,6 +588,7 @@ impl ProviderForm {
                     format!("\"{}\" is used by another credential of this provider", c.id),
                 ));
             }
+            check_cap(&format!("{cat}.max_in_flight"), c.max_in_flight)?;
             if c.kind == CredentialKind::Oauth && c.secret.is_some() {
                 return Err(Problem::new(
                     format!("{cat}.secret"),
@@ -613,6 +620,7 @@ impl ProviderForm {
                 secret,
                 enabled: c.enabled,
                 priority: c.priority,
+                max_in_flight: c.max_in_flight,
                 bindings: Vec::new(),
             });
         }
@@ -636,11 +644,23 @@ impl ProviderForm {
                 secret: None,
                 enabled: true,
                 priority: 0,
+                max_in_flight: None,
                 bindings: Vec::new(),
             });
             references.push(None);
         }
         Ok((credentials, references))
+    }
+}
+
+/// A `max_in_flight` lets at least one request through.
+fn check_cap(field: &str, cap: Option<u32>) -> Result<(), Problem> {
+    match cap {
+        Some(0) => Err(Problem::new(
+            field,
+            "0 lets no request through: write 1 or more, or leave it out for no limit",
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -17,6 +17,7 @@ mod hedge;
 pub mod refusal;
 mod routes;
 mod sessions;
+mod slots;
 mod tally;
 pub(crate) mod upstream;
 
@@ -205,6 +206,27 @@ impl Proxy {
     /// The confirmed bindings.
     pub fn confirmed(&self) -> Arc<Confirmed> {
         self.confirmed.load_full()
+    }
+
+    /// A concurrency slot for `candidate`: at once when one is free, else after waiting in
+    /// line up to `queue_ms` (within the request's deadline), the wait in the trace and the
+    /// counters; `None` when none came.
+    async fn slot(
+        &self,
+        routes: &Routes,
+        candidate: &Candidate,
+        deadline: Instant,
+        trace: &mut Trace,
+    ) -> Option<slots::Slot> {
+        if let Some(slot) = routes.slots.try_take(&candidate.key) {
+            return Some(slot);
+        }
+        let waited = Instant::now();
+        let queue = Duration::from_millis(u64::from(routes.config.routing.queue_ms));
+        let slot = routes.slots.take(&candidate.key, deadline.min(waited + queue)).await;
+        self.counters.queued(waited.elapsed(), slot.is_some());
+        trace.queued(candidate, waited.elapsed());
+        slot
     }
 
     /// Restores where each session was pinned from the request log of the state file (each
@@ -490,6 +512,12 @@ impl Proxy {
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
             session::prefer_credential(&mut plan, sticky);
         }
+        if routes.slots.any() {
+            // A pinned session waits for its own credential's slot; anyone else goes to a
+            // credential of the same target with a free one first.
+            let keep = usize::from(pin.is_some()).min(plan.candidates.len());
+            slots::free_first(&mut plan.candidates[keep..], &routes.slots);
+        }
         summary.session = session;
         let mut trace = Trace::new(&plan, &combo);
         self.send_probes(&routes, &plan, &mut trace);
@@ -546,7 +574,21 @@ impl Proxy {
             let wait = first_event_wait(&routes.config, request.stream, others_left);
             // A half-open probe's slot lasts as long as this attempt may (RESILIENCE.md §3).
             let permit = wait.min(deadline.saturating_duration_since(Instant::now()));
-            let (attempt, secret) = match self.ready(&routes, candidate, permit).await {
+            // Over a `max_in_flight` cap: wait in line for a slot, then the next candidate.
+            let slot = if routes.slots.any() {
+                match self.slot(&routes, candidate, deadline, &mut trace).await {
+                    Some(slot) => Some(slot),
+                    None => {
+                        trace.skip(candidate, "at_capacity");
+                        retrying = false;
+                        index += 1;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let (mut attempt, secret) = match self.ready(&routes, candidate, permit).await {
                 Ok(ready) => ready,
                 Err(reason) => {
                     // A retry refused here (the failure just locked the model) simply moves on.
@@ -556,6 +598,9 @@ impl Proxy {
                     continue;
                 }
             };
+            if let Some(slot) = slot {
+                attempt.hold(slot);
+            }
             if !live.lock().start() {
                 break;
             }

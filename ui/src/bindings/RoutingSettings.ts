@@ -20,4 +20,18 @@ retry_budget_min_per_second: number,
  * Whether a content-policy refusal may be tried on another target (default: no, the
  * provider's reason goes back to the client).
  */
-fallback_on_policy: boolean, };
+fallback_on_policy: boolean, 
+/**
+ * Keep each agent session on the (target, credential) that served it, so its prompt
+ * cache stays warm (RESILIENCE.md §11) [default true].
+ */
+sessions: boolean, 
+/**
+ * Sessions remembered at most; the least recently seen is forgotten first [default
+ * 10000].
+ */
+session_limit: number, 
+/**
+ * A session not seen for this long is forgotten, in minutes [default 720: a day's work].
+ */
+session_idle_minutes: number, };

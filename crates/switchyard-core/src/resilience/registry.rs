@@ -1060,6 +1060,7 @@ impl HealthRegistry {
             admitted: now,
             answered: false,
             recovery: false,
+            held: None,
         })
     }
 
@@ -1134,6 +1135,7 @@ impl HealthRegistry {
             admitted: now,
             answered: false,
             recovery: true,
+            held: None,
         };
         Ok(RecoveryProbe { attempt: Some(attempt), bench, scope, passage })
     }
@@ -1741,9 +1743,29 @@ pub struct Attempt {
     answered: bool,
     /// A recovery probe of the proxy's own (see [`HealthRegistry::start_probe`]).
     recovery: bool,
+    /// What the caller keeps for as long as the attempt runs (a concurrency slot): let go
+    /// when the attempt is settled or dropped, so a stream holds it to its end.
+    held: Option<Held>,
+}
+
+/// A value an [`Attempt`] keeps for its caller, opaque to the registry.
+pub struct Held(
+    #[expect(dead_code, reason = "kept only to be dropped with the attempt")]
+    Box<dyn std::any::Any + Send + Sync>,
+);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 impl Attempt {
+    /// Keeps `value` until this attempt is settled or dropped.
+    pub fn hold(&mut self, value: impl std::any::Any + Send + Sync) {
+        self.held = Some(Held(Box::new(value)));
+    }
+
     pub fn key(&self) -> &CandidateKey {
         &self.key
     }

@@ -50,6 +50,9 @@ pub(super) async fn answer(
     if parts.headers.contains_key(PROBE_HEADER) {
         in_flight.count_in(&shared.probes, probe_group(&parts, &body));
     }
+    if matches!(route, Route::Generate(_)) {
+        in_flight.count_in(&shared.credentials, credential_of(&parts).to_owned());
+    }
     let answer = match route {
         Route::Generate(target) => generate(&shared, &connection, parts, target, body).await,
         Route::CountTokens => count_tokens(&body),

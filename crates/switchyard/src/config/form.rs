@@ -156,6 +156,11 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[ts(as = "Option<bool>", optional)]
     pub trust_end_marker: bool,
+    /// At most this many requests at once to this provider, over all its credentials
+    /// [default: no limit]; see [`CredentialForm::max_in_flight`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub max_in_flight: Option<u32>,
     /// `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
     /// wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +185,7 @@ impl ProviderForm {
             passthrough: None,
             stream_usage: true,
             trust_end_marker: false,
+            max_in_flight: None,
             api: None,
         }
     }
@@ -395,6 +401,12 @@ pub struct CredentialForm {
     #[serde(default, skip_serializing_if = "is_default")]
     #[ts(as = "Option<u32>", optional)]
     pub priority: u32,
+    /// At most this many requests at once on this credential (a plan's or a local server's
+    /// limit), streams until their last byte; more wait (`[settings.routing] queue_ms`) or go
+    /// elsewhere [default: no limit].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub max_in_flight: Option<u32>,
 }
 
 impl CredentialForm {
@@ -405,6 +417,7 @@ impl CredentialForm {
             kind: CredentialKind::default(),
             enabled: true,
             priority: 0,
+            max_in_flight: None,
         }
     }
 }

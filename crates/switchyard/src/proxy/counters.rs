@@ -24,6 +24,10 @@ pub(super) struct Counters {
     /// Hedges started beside a slow first event, and those whose first event came first.
     pub(super) hedges_started: AtomicU64,
     pub(super) hedges_won: AtomicU64,
+    /// Waits for a `max_in_flight` slot, those that got one, and their time in line.
+    pub(super) queued: AtomicU64,
+    pub(super) queued_served: AtomicU64,
+    pub(super) queued_micros: AtomicU64,
     /// From a request's arrival until its response starts (headers sent, stream opened).
     pub(super) request_latency: Histogram,
     /// From sending an attempt until its first real event, for attempts that served.
@@ -31,6 +35,14 @@ pub(super) struct Counters {
 }
 
 impl Counters {
+    /// One wait in line for a concurrency slot, `got` one or not.
+    pub(super) fn queued(&self, waited: Duration, got: bool) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.queued_served.fetch_add(u64::from(got), Ordering::Relaxed);
+        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.queued_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
     pub(super) fn stream_ended(&self, outcome: super::forward::StreamOutcome) {
         use super::forward::StreamOutcome;
         let counter = match outcome {
@@ -53,6 +65,9 @@ impl Counters {
             continuation_refusals: self.continuation_refusals.load(Ordering::Relaxed),
             hedges_started: self.hedges_started.load(Ordering::Relaxed),
             hedges_won: self.hedges_won.load(Ordering::Relaxed),
+            queued: self.queued.load(Ordering::Relaxed),
+            queued_served: self.queued_served.load(Ordering::Relaxed),
+            queued_micros: self.queued_micros.load(Ordering::Relaxed),
             request_latency: self.request_latency.values(),
             upstream_latency: self.upstream_latency.values(),
         }
@@ -72,6 +87,9 @@ pub struct CounterValues {
     pub continuation_refusals: u64,
     pub hedges_started: u64,
     pub hedges_won: u64,
+    pub queued: u64,
+    pub queued_served: u64,
+    pub queued_micros: u64,
     pub request_latency: HistogramValues,
     pub upstream_latency: HistogramValues,
 }

@@ -85,6 +85,12 @@ pub enum TraceEvent {
         #[ts(type = "number")]
         millis: u64,
     },
+    /// Waited `millis` in line for a `max_in_flight` slot on this candidate (RESILIENCE.md
+    /// §11); an `at_capacity` skip follows when none came in time.
+    Queued {
+        #[ts(type = "number")]
+        millis: u64,
+    },
     /// The request's agent session (RESILIENCE.md §11), on the line of the candidate that
     /// served it: `pin` is `new` (bound here), `kept`, `moved` (its pin, `from`, was benched
     /// or failed: it re-pinned here) or `returned` (back on the target it had moved off).
@@ -224,6 +230,11 @@ impl Trace {
     pub(super) fn hedge(&mut self, candidate: &Candidate, hedge: &'static str, after: Duration) {
         let what = TraceEvent::Hedge { hedge: hedge.into(), millis: millis(after) };
         self.push(&candidate.key, what);
+    }
+
+    /// The wait for a concurrency slot on `candidate`.
+    pub(super) fn queued(&mut self, candidate: &Candidate, waited: Duration) {
+        self.push(&candidate.key, TraceEvent::Queued { millis: millis(waited) });
     }
 
     /// How the request's session pinned on `key`, the candidate that served it.

@@ -229,9 +229,19 @@ impl Proxy {
             };
             let wait = first_event_wait(&h.routes.config, true, others_left);
             let permit = wait.min(sending.deadline.saturating_duration_since(Instant::now()));
-            let Ok((attempt, secret)) = self.ready(h.routes, candidate, permit).await else {
+            // A hedge takes a concurrency slot when one is free; it never waits for one.
+            let slot = if h.routes.slots.any() {
+                let Some(slot) = h.routes.slots.try_take(&candidate.key) else { continue };
+                Some(slot)
+            } else {
+                None
+            };
+            let Ok((mut attempt, secret)) = self.ready(h.routes, candidate, permit).await else {
                 continue;
             };
+            if let Some(slot) = slot {
+                attempt.hold(slot);
+            }
             // The budget is asked last, so a candidate refused for another reason spends
             // nothing; a hedge past the attempt cap is never sent.
             if !sending.live.lock().another_allowed()

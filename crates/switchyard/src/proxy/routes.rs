@@ -16,6 +16,7 @@ use switchyard_core::{CredentialKey, ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
 use ts_rs::TS;
 
+use super::slots::Slots;
 use crate::config::{Config, ProviderConfig, parse_target};
 
 /// One combo's readiness, as the health page shows it.
@@ -39,6 +40,8 @@ pub struct Routes {
     /// a secret where the user never confirmed it for: no request of theirs is sent and no
     /// secret of theirs handed out while they are here (see [`Routes::unconfirmed`]).
     unconfirmed: Vec<Unconfirmed>,
+    /// The `max_in_flight` caps (see `slots`).
+    pub(super) slots: Slots,
 }
 
 impl Routes {
@@ -81,7 +84,8 @@ impl Routes {
                 .expect("the HTTP client builds with static settings")
         };
         let unconfirmed = binding::unconfirmed(&config.exposures(), confirmed);
-        Self { config, rosters, budget, executor, unconfirmed }
+        let slots = Slots::of(&config);
+        Self { config, rosters, budget, executor, unconfirmed, slots }
     }
 
     /// Every credential benched as unconfirmed, with the bindings the user has to confirm.

@@ -43,6 +43,23 @@ impl Services {
             out.line(format_args!("switchyard_hedges_total{{result=\"{what}\"}} {n}"));
         }
         out.head(
+            "switchyard_queued_total",
+            "counter",
+            "Waits for a max_in_flight slot, by whether a slot came in time.",
+        );
+        let refused = counters.queued - counters.queued_served;
+        for (result, n) in [("served", counters.queued_served), ("moved_on", refused)] {
+            out.line(format_args!("switchyard_queued_total{{result=\"{result}\"}} {n}"));
+        }
+        #[expect(clippy::cast_precision_loss, reason = "seconds of waiting fit an f64")]
+        let waited = counters.queued_micros as f64 / 1e6;
+        out.head(
+            "switchyard_queued_seconds_total",
+            "counter",
+            "Time requests spent waiting for a max_in_flight slot.",
+        );
+        out.line(format_args!("switchyard_queued_seconds_total {waited}"));
+        out.head(
             "switchyard_streams_total",
             "counter",
             "Streams relayed to clients, by how they ended.",

@@ -143,10 +143,14 @@ async fn the_request_log_shows_each_request_with_its_trace() {
     assert_eq!(served["outcome"], "success", "{first}");
     assert_eq!((&served["target"], &served["credential"]), (&json!("oa/gpt-4o"), &json!("oa-2")));
     assert_eq!(served["status"], 200, "{first}");
+    // The request's session (one of its own: a first turn), bound where it was served.
+    let session = &first["trace"][2];
+    assert_eq!((&session["event"], &session["pin"]), (&json!("session"), &json!("new")), "{first}");
+    assert_eq!(session["credential"], "oa-2", "{first}");
     // Then what the attempt that answered used (the failed one reported nothing).
-    let used = &first["trace"][2];
+    let used = &first["trace"][3];
     assert_eq!((&used["event"], &used["credential"]), (&json!("used"), &json!("oa-2")), "{first}");
-    assert_eq!(first["trace"].as_array().map(Vec::len), Some(3), "{first}");
+    assert_eq!(first["trace"].as_array().map(Vec::len), Some(4), "{first}");
     let (status, body) = h.api_get("/api/requests?limit=0").await;
     assert_eq!(status, 422, "{body}");
 }

@@ -505,7 +505,8 @@ impl Proxy {
             .sessions
             .then(|| sessions::session_of(inbound.headers, &request, caller.map(|k| &*k.id)))
             .flatten();
-        let pin = session.and_then(|s| self.sessions.pin(s, now));
+        let pin = session.filter(|s| s.continuing).and_then(|s| self.sessions.pin(s.key, now));
+        let session = session.map(|s| s.key);
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
         session::steer(&mut plan, pin.as_ref());

@@ -17,13 +17,35 @@ use switchyard_core::ids::CandidateKey;
 use switchyard_core::routing::session::{Pin, Repin, SessionKey, SessionLimits, Sessions};
 use switchyard_providers::chat::{ChatRequest, Part, Role};
 
+/// A request's session, and whether the request continues it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Session {
+    pub key: SessionKey,
+    /// `false` for the first turn of a session derived from the conversation (no answer in
+    /// it yet): whatever it is pinned to, it is new, so it is planned as new and binds. A
+    /// client's own session id always continues.
+    pub continuing: bool,
+}
+
 /// The session of `request`, made through the local key `caller` (none for the UI's "try
 /// it"); `None` when nothing names or shapes one (no user message at all).
 pub(crate) fn session_of(
     headers: &HeaderMap,
     request: &ChatRequest<'_>,
     caller: Option<&str>,
-) -> Option<SessionKey> {
+) -> Option<Session> {
+    let key = session_key(headers, request, caller)?;
+    let named = key.1;
+    let continuing = named || request.messages.iter().any(|m| m.role == Role::Assistant);
+    Some(Session { key: key.0, continuing })
+}
+
+/// The session's key, and whether the client named it.
+fn session_key(
+    headers: &HeaderMap,
+    request: &ChatRequest<'_>,
+    caller: Option<&str>,
+) -> Option<(SessionKey, bool)> {
     let caller = caller.unwrap_or("");
     let header = |name: &str| {
         headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
@@ -34,7 +56,7 @@ pub(crate) fn session_of(
         .or_else(|| header("session-id").map(str::to_owned))
         .or_else(|| vendor_field(request, "prompt_cache_key").and_then(|k| string(&k)))
     {
-        return Some(SessionKey::named(caller, &id));
+        return Some((SessionKey::named(caller, &id), true));
     }
     let first_user = request.messages.iter().find(|m| m.role == Role::User)?;
     let mut system = String::new();
@@ -48,7 +70,7 @@ pub(crate) fn session_of(
             said.push_str(&text.text);
         }
     }
-    Some(SessionKey::derived(caller, &system, &said))
+    Some((SessionKey::derived(caller, &system, &said), false))
 }
 
 /// A vendor field the parser kept as it was written, by name.
@@ -133,7 +155,8 @@ mod tests {
         let request = parsed(Dialect::Anthropic, claude);
         let none = HeaderMap::new();
         let from_metadata = session_of(&none, &request, Some("k")).unwrap();
-        assert_eq!(from_metadata, SessionKey::named("k", "00000000-0000-4000-8000-000000000000"));
+        let named = SessionKey::named("k", "00000000-0000-4000-8000-000000000000");
+        assert_eq!(from_metadata, Session { key: named, continuing: true });
         let mut headers = HeaderMap::new();
         headers.insert(
             "x-claude-code-session-id",
@@ -146,9 +169,10 @@ mod tests {
             "../../../switchyard-providers/tests/fixtures/real/codex-0.171.0.request.json"
         );
         let request = parsed(Dialect::Responses, codex);
+        let named = SessionKey::named("k", "00000000-0000-7000-8000-000000000000");
         assert_eq!(
             session_of(&none, &request, Some("k")),
-            Some(SessionKey::named("k", "00000000-0000-7000-8000-000000000000")),
+            Some(Session { key: named, continuing: true }),
             "prompt_cache_key"
         );
     }
@@ -164,14 +188,17 @@ mod tests {
             parsed(Dialect::OpenAi, body)
         };
         let one = session_of(&none, &turn(""), Some("k")).unwrap();
+        assert!(!one.continuing, "a first turn is a new session");
         let later =
             turn(r#",{"role":"assistant","content":"a"},{"role":"user","content":"second"}"#);
-        assert_eq!(session_of(&none, &later, Some("k")), Some(one), "every turn of it");
+        let next = session_of(&none, &later, Some("k")).unwrap();
+        assert_eq!(next.key, one.key, "every turn of it");
+        assert!(next.continuing);
         let other = parsed(
             Dialect::OpenAi,
             r#"{"model":"m","messages":[{"role":"user","content":"else"}]}"#,
         );
-        assert_ne!(session_of(&none, &other, Some("k")), Some(one));
+        assert_ne!(session_of(&none, &other, Some("k")).unwrap().key, one.key);
         let empty = parsed(Dialect::OpenAi, r#"{"model":"m","messages":[]}"#);
         assert_eq!(session_of(&none, &empty, Some("k")), None);
     }

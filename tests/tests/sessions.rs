@@ -304,3 +304,48 @@ queue_ms = 20000
     let metrics = h.api_text("/metrics").await;
     assert!(metrics.contains("switchyard_queued_total{result=\"served\"} 4"), "{metrics}");
 }
+
+/// The mock says key k1 has 1 % of its requests left: no new session goes there while k2 has
+/// more, a session already on k1 stays, and once k1's window has reset it takes sessions again
+/// (issue 27, point 2). The health API and `/metrics` show the windows.
+#[tokio::test]
+async fn a_key_under_its_reserve_takes_no_new_session_until_its_window_resets() {
+    let clock =
+        switchyard_testkit::ManualClock::new(switchyard_core::UnixMillis(1_800_000_000_000));
+    let h = Harness::start_with(Setup::new(POOLS).clock(&clock)).await;
+    h.mock.report_quota("an-1", 1, 100, "60s");
+    h.mock.report_quota("oa-1", 50, 100, "60s");
+    h.mock.report_quota("oa-2", 50, 100, "60s");
+    let key_of = |n: usize| h.mock.attempts()[n].api_key().unwrap().to_owned();
+    // Session 0 is the first: round robin gives it k1, before anyone knew k1's quota.
+    turn(&h, Client::Anthropic, 0, &["first".to_owned()]).await;
+    assert_eq!(key_of(0), "an-1");
+    let (_, health) = h.api_get("/api/monitoring/health").await;
+    let k1 =
+        health["headroom"].as_array().unwrap().iter().find(|v| v["credential"] == "k1").cloned();
+    assert_eq!(k1.as_ref().map(|v| v["below_reserve"].clone()), Some(json!(true)), "{health}");
+    let metrics = h.api_text("/metrics").await;
+    assert!(
+        metrics.contains(r#"switchyard_credential_headroom{provider="anthropic-pool",credential="k1",window="requests"} 0.01"#),
+        "{metrics}"
+    );
+    // Six new sessions: round robin would give k1 two of them; none goes there.
+    for i in 1..=6 {
+        turn(&h, Client::Anthropic, i, &["first".to_owned()]).await;
+    }
+    let new: Vec<String> = (1..=6).map(key_of).collect();
+    assert!(new.iter().all(|k| k != "an-1"), "{new:?}");
+    assert!(new.contains(&"oa-1".to_owned()) && new.contains(&"oa-2".to_owned()), "{new:?}");
+    // Session 0 continues on k1: a pinned session moves only when its key is out or refused.
+    turn(&h, Client::Anthropic, 0, &["first".to_owned(), "a".to_owned(), "second".to_owned()])
+        .await;
+    assert_eq!(key_of(7), "an-1");
+    // k1's window resets: it is unknown again, and new sessions go there too.
+    clock.advance(std::time::Duration::from_secs(61));
+    h.mock.report_quota("an-1", 100, 100, "60s");
+    for i in 7..=12 {
+        turn(&h, Client::Anthropic, i, &["first".to_owned()]).await;
+    }
+    let after: Vec<String> = (8..=13).map(key_of).collect();
+    assert!(after.contains(&"an-1".to_owned()), "{after:?}");
+}

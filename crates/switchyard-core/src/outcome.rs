@@ -14,6 +14,7 @@ use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use self::hint::Resets;
+pub(crate) use self::hint::reset_value;
 pub use self::hint::{MAX_RETRY_AFTER, retry_after};
 use crate::clock::UnixMillis;
 

@@ -9,6 +9,7 @@ pub mod breaker;
 pub mod cooldown;
 pub mod event;
 pub mod first_event;
+pub mod headroom;
 pub mod lockout;
 pub mod recovery;
 pub mod registry;

@@ -21,5 +21,7 @@ pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};
 pub use self::context::ContextNeed;
 pub use self::hedge::HedgeAfter;
-pub use self::planner::{Candidate, Plan, Probe, ProviderRoster, Skipped, plan, plan_for};
+pub use self::planner::{
+    Candidate, Plan, Probe, ProviderRoster, Skipped, plan, plan_for, prefer_within_targets,
+};
 pub use self::strategy::TargetOrderer;

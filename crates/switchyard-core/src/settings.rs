@@ -537,6 +537,10 @@ pub struct RoutingSettings {
     /// How long a request over a `max_in_flight` cap waits for a slot before it goes to the
     /// next candidate, in milliseconds, within its own deadline [default 2000].
     pub queue_ms: u32,
+    /// A credential with less than this share of a quota window left (from its answers'
+    /// rate-limit headers) takes no new session while another has more, in percent [default
+    /// 5].
+    pub reserve_percent: u32,
 }
 
 impl Default for RoutingSettings {
@@ -550,6 +554,7 @@ impl Default for RoutingSettings {
             session_limit: 10_000,
             session_idle_minutes: 720,
             queue_ms: 2_000,
+            reserve_percent: 5,
         }
     }
 }
@@ -563,6 +568,7 @@ impl RoutingSettings {
         check_range(S, "session_limit", self.session_limit, 100, 1_000_000)?;
         check_range(S, "session_idle_minutes", self.session_idle_minutes, 1, 10_080)?;
         check_range(S, "queue_ms", self.queue_ms, 0, 600_000)?;
+        check_range(S, "reserve_percent", self.reserve_percent, 0, 100)?;
         Ok(self.clone())
     }
 

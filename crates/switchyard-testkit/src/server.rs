@@ -50,6 +50,37 @@ pub(crate) struct Shared {
     pub(crate) listing_flood: std::sync::Mutex<Option<Flood>>,
     /// Each credential's prompt cache, once a test turns it on.
     pub(crate) prompt_cache: cache::PromptCache,
+    /// The quota each credential's answers report (`x-ratelimit-*-requests`).
+    pub(crate) quota: std::sync::Mutex<std::collections::HashMap<String, Quota>>,
+}
+
+/// What a credential's answers say is left of its request quota.
+#[derive(Clone, Debug)]
+pub(crate) struct Quota {
+    remaining: u64,
+    limit: u64,
+    /// `x-ratelimit-reset-requests`, as sent (`60s`).
+    reset: String,
+}
+
+impl Quota {
+    pub(crate) fn headers(&self) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        let value = |v: String| http::HeaderValue::from_str(&v).expect("ASCII");
+        vec![
+            (
+                http::HeaderName::from_static("x-ratelimit-limit-requests"),
+                value(self.limit.to_string()),
+            ),
+            (
+                http::HeaderName::from_static("x-ratelimit-remaining-requests"),
+                value(self.remaining.to_string()),
+            ),
+            (
+                http::HeaderName::from_static("x-ratelimit-reset-requests"),
+                value(self.reset.clone()),
+            ),
+        ]
+    }
 }
 
 /// A running mock upstream on 127.0.0.1. Serves until dropped.
@@ -121,6 +152,7 @@ impl MockBuilder {
             probes: Arc::default(),
             credentials: Arc::new(Peaks::with_abandoned()),
             prompt_cache: cache::PromptCache::default(),
+            quota: std::sync::Mutex::default(),
             listed_models: self.models,
             listing_flood: std::sync::Mutex::default(),
         });
@@ -175,6 +207,14 @@ impl MockUpstream {
     /// report that instead.
     pub fn cache_prompts(&self) {
         self.shared.prompt_cache.turn_on();
+    }
+
+    /// From now on, every answer on `credential` (its key, as [`Attempt::api_key`] reads it)
+    /// says `remaining` of `limit` requests are left until `reset` (a Go duration, `60s`), in
+    /// OpenAI's `x-ratelimit-*-requests` headers, as real providers say it on every answer.
+    pub fn report_quota(&self, credential: &str, remaining: u64, limit: u64, reset: &str) {
+        let quota = Quota { remaining, limit, reset: reset.to_owned() };
+        self.shared.quota.lock().expect("never poisoned").insert(credential.to_owned(), quota);
     }
 
     pub fn script(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {

@@ -40,10 +40,13 @@ use switchyard_core::outcome::{
     Verdict, classify,
 };
 use switchyard_core::resilience::CredentialKind;
+use switchyard_core::resilience::headroom::{self, Headroom, Window};
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::attempts::AttemptState;
 use switchyard_core::routing::session::{self, SessionKey};
-use switchyard_core::routing::{Candidate, Combo, Plan, Target, TargetOrderer, plan_for};
+use switchyard_core::routing::{
+    Candidate, Combo, Plan, Target, TargetOrderer, plan_for, prefer_within_targets,
+};
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
@@ -120,6 +123,8 @@ pub struct Proxy {
     conversations: Arc<Conversations>,
     /// Where each agent session is pinned (RESILIENCE.md §11).
     sessions: SessionTable,
+    /// What each credential has left of its quota windows, from its answers' headers.
+    headroom: Mutex<Headroom>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
@@ -156,6 +161,7 @@ impl Proxy {
             seed,
             conversations: Arc::default(),
             sessions,
+            headroom: Mutex::default(),
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
             confirmed: ArcSwap::from_pointee(confirmed),
@@ -270,6 +276,18 @@ impl Proxy {
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
     }
+}
+
+/// One credential's quota windows, as the health page and `/metrics` show them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, ts_rs::TS)]
+#[ts(export)]
+pub struct HeadroomView {
+    pub provider: ProviderId,
+    pub credential: CredentialId,
+    pub windows: Vec<Window>,
+    /// Under `[settings.routing] reserve_percent` in some window: it takes no new session
+    /// while another credential of its target has more.
+    pub below_reserve: bool,
 }
 
 /// What the request log keeps of a request besides its status and timing.
@@ -512,6 +530,14 @@ impl Proxy {
         session::steer(&mut plan, pin.as_ref());
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
             session::prefer_credential(&mut plan, sticky);
+        }
+        if pin.is_none() {
+            // A new session goes past a key under its quota reserve while another has more.
+            let reserve = f64::from(routes.config.routing.reserve_percent) / 100.0;
+            let headroom = self.headroom.lock();
+            prefer_within_targets(&mut plan.candidates, |key| {
+                headroom.below(&key.credential_key(), reserve, now)
+            });
         }
         if routes.slots.any() {
             // A pinned session waits for its own credential's slot; anyone else goes to a
@@ -991,6 +1017,7 @@ impl Proxy {
             Ok(response) => response,
             Err(failure) => return self.failed(routes, attempt, unsent(failure), None),
         };
+        self.observe_headroom(attempt.key(), &response.headers);
         if !response.status.is_success() {
             let status = response.status.as_u16();
             let headers = response.headers.clone();
@@ -1185,6 +1212,43 @@ impl Proxy {
         report: Option<(u16, UpstreamError)>,
     ) -> TriedResult {
         TriedResult::Failed { verdict: self.record(routes, attempt, upstream), upstream: report }
+    }
+
+    /// Reads what an answer's rate-limit headers say is left of `key`'s quota windows.
+    fn observe_headroom(&self, key: &CandidateKey, headers: &HeaderMap) {
+        let windows = headroom::windows(headers, self.clock.now());
+        if !windows.is_empty() {
+            self.headroom.lock().observe(&key.credential_key(), windows);
+        }
+    }
+
+    /// Every measured credential's quota windows in force, and whether it is under its
+    /// reserve: for the health page and `/metrics`.
+    pub fn headroom(&self) -> Vec<HeadroomView> {
+        let config = self.config();
+        let reserve = f64::from(config.routing.reserve_percent) / 100.0;
+        let now = self.clock.now();
+        let headroom = self.headroom.lock();
+        let mut views = Vec::new();
+        for provider in &config.providers {
+            for credential in &provider.credentials {
+                let key = CredentialKey {
+                    provider: provider.id.clone(),
+                    credential: credential.id.clone(),
+                };
+                let windows = headroom.windows(&key, now);
+                if !windows.is_empty() {
+                    let below_reserve = headroom.below(&key, reserve, now);
+                    views.push(HeadroomView {
+                        provider: key.provider,
+                        credential: key.credential,
+                        windows,
+                        below_reserve,
+                    });
+                }
+            }
+        }
+        views
     }
 
     fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {

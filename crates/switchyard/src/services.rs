@@ -35,7 +35,7 @@ pub use self::usage::{UsageFormat, UsageQuery};
 use crate::config::{ConfigEditor, Saving};
 use crate::keys::{self, KeyError};
 use crate::oauth::OAuth;
-use crate::proxy::{ComboHealth, Proxy};
+use crate::proxy::{ComboHealth, HeadroomView, Proxy};
 
 /// The management operations.
 #[derive(Debug)]
@@ -65,6 +65,10 @@ pub struct Health {
     pub combos: Vec<ComboHealth>,
     /// Team mode (issue 20); `null` without a `[team]` database.
     pub team: Option<TeamView>,
+    /// What each measured credential has left of its quota windows (RESILIENCE.md §11).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<HeadroomView>>", optional)]
+    pub headroom: Vec<HeadroomView>,
     #[serde(flatten)]
     pub snapshot: HealthSnapshot,
 }
@@ -240,6 +244,7 @@ impl Services {
             config_saved_to,
             combos: self.proxy.routes().combo_health(&self.registry, now),
             team: self.team.as_ref().map(|status| TeamView::from(&*status.borrow())),
+            headroom: self.proxy.headroom(),
             snapshot: self.registry.snapshot(now),
         }
     }

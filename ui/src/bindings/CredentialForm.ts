@@ -17,4 +17,10 @@ enabled?: boolean,
 /**
  * Lower goes first; equal priorities keep the order written.
  */
-priority?: number, };
+priority?: number, 
+/**
+ * At most this many requests at once on this credential (a plan's or a local server's
+ * limit), streams until their last byte; more wait (`[settings.routing] queue_ms`) or go
+ * elsewhere [default: no limit].
+ */
+max_in_flight?: number, };

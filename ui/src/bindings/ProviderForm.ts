@@ -63,6 +63,11 @@ stream_usage?: boolean,
  */
 trust_end_marker?: boolean, 
 /**
+ * At most this many requests at once to this provider, over all its credentials
+ * [default: no limit]; see [`CredentialForm::max_in_flight`].
+ */
+max_in_flight?: number, 
+/**
  * `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
  * wins.
  */

@@ -34,4 +34,9 @@ session_limit: number,
 /**
  * A session not seen for this long is forgotten, in minutes [default 720: a day's work].
  */
-session_idle_minutes: number, };
+session_idle_minutes: number, 
+/**
+ * How long a request over a `max_in_flight` cap waits for a slot before it goes to the
+ * next candidate, in milliseconds, within its own deadline [default 2000].
+ */
+queue_ms: number, };

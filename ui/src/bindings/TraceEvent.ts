@@ -10,4 +10,4 @@ path?: string,
 /**
  * What translation could not carry to this target (fields, kinds of content).
  */
-dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "session", session: string, pin: string, from?: string, } | { "event": "used", uncached_input: number, cache_read: number, cache_write: number, output: number, reasoning: number, estimated: boolean, cost?: string, };
+dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "queued", millis: number, } | { "event": "session", session: string, pin: string, from?: string, } | { "event": "used", uncached_input: number, cache_read: number, cache_write: number, output: number, reasoning: number, estimated: boolean, cost?: string, };

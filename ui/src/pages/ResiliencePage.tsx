@@ -51,6 +51,8 @@ const ROUTING: FieldGroup[] = [
       { path: 'sessions', label: 'Keep each agent session on its key', kind: 'bool', hint: 'Its prompt cache stays warm' },
       { path: 'session_limit', label: 'Sessions remembered', kind: 'int' },
       { path: 'session_idle_minutes', label: 'Forget a session after (minutes idle)', kind: 'int' },
+      { path: 'reserve_percent', label: 'Quota reserve (%)', kind: 'int', hint: 'A key with less left takes no new session while another has more' },
+      { path: 'queue_ms', label: 'Wait for a free slot (ms)', kind: 'int', ms: true, hint: 'Over a max_in_flight cap' },
     ],
   },
 ];

@@ -123,7 +123,7 @@ fn is_reset_header(name: &str) -> bool {
 /// One reset value, in any of the forms upstreams are known to use. The forms cannot be confused
 /// with one another (a timestamp has dashes, a Go duration a unit, a number neither), so all
 /// reset headers accept all of them.
-fn reset_value(value: &str, now: UnixMillis) -> Option<Duration> {
+pub(crate) fn reset_value(value: &str, now: UnixMillis) -> Option<Duration> {
     if let Some(at) = rfc3339(value) {
         return Some(at.since(now));
     }

@@ -158,6 +158,24 @@ pub fn plan_for<'r>(
     plan
 }
 
+/// Within each run of candidates of one target, moves those `worse` says to the back of the
+/// run, each group keeping its order: another credential of the same target goes first, the
+/// target order stays the plan's (a key over its concurrency cap, or under its quota reserve,
+/// RESILIENCE.md §11). When every credential of a target is worse, nothing moves.
+pub fn prefer_within_targets(candidates: &mut [Candidate], worse: impl Fn(&CandidateKey) -> bool) {
+    let mut start = 0;
+    while start < candidates.len() {
+        let target = candidates[start].target;
+        let end = candidates[start..]
+            .iter()
+            .position(|c| c.target != target)
+            .map_or(candidates.len(), |n| start + n);
+        // Stable: `false` (not worse) sorts first.
+        candidates[start..end].sort_by_key(|c| worse(&c.key));
+        start = end;
+    }
+}
+
 /// Whether a skip for `reason` may be a wait a probe goes through (the registry decides).
 fn passable(reason: SkipReason) -> bool {
     matches!(

@@ -141,6 +141,7 @@ async fn generate(
     let behavior = choose(shared, &parts, subject, &model, target.problem);
     let seq = shared.journal.next_seq();
     let arrived = tokio::time::Instant::now();
+    let quota = shared.quota.lock().expect("never poisoned").get(credential_of(&parts)).cloned();
     let cached = matches!(behavior, Behavior::Reply(_))
         .then(|| shared.prompt_cache.serve(credential_of(&parts), target.dialect, &request))
         .flatten();
@@ -185,7 +186,10 @@ async fn generate(
     if let Err(e) = recorded {
         return misscripted(&format!("cannot write the attempt's record file: {e}"));
     }
-    if let Some(answer) = answer {
+    if let Some(mut answer) = answer {
+        if let Some(quota) = quota {
+            answer.headers.extend(quota.headers());
+        }
         return answer;
     }
     if reset {

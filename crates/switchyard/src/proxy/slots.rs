@@ -133,18 +133,8 @@ impl Slots {
     }
 }
 
-/// Within each run of candidates of one target, those with a free slot first, each group in
-/// its order: a request over one credential's cap goes to another credential of the same
-/// target before it waits.
+/// Candidates with a free slot before those of the same target without one: a request over
+/// one credential's cap goes to another credential of the same target before it waits.
 pub(crate) fn free_first(candidates: &mut [switchyard_core::routing::Candidate], slots: &Slots) {
-    let mut start = 0;
-    while start < candidates.len() {
-        let target = candidates[start].target;
-        let end = candidates[start..]
-            .iter()
-            .position(|c| c.target != target)
-            .map_or(candidates.len(), |n| start + n);
-        candidates[start..end].sort_by_key(|c| !slots.free(&c.key));
-        start = end;
-    }
+    switchyard_core::routing::prefer_within_targets(candidates, |key| !slots.free(key));
 }

@@ -120,6 +120,22 @@ impl Services {
             "Model lockouts in force right now.",
             snapshot.lockouts.len(),
         );
+        out.head(
+            "switchyard_credential_headroom",
+            "gauge",
+            "What a credential has left of each quota window its answers describe, 0 to 1.",
+        );
+        for view in self.proxy.headroom() {
+            let (provider, credential) =
+                (escape(view.provider.as_str()), escape(view.credential.as_str()));
+            for window in &view.windows {
+                let name = escape(&window.name);
+                out.line(format_args!(
+                    "switchyard_credential_headroom{{provider=\"{provider}\",credential=\"{credential}\",window=\"{name}\"}} {}",
+                    window.remaining
+                ));
+            }
+        }
         self.usage_metrics(&mut out);
         out.text
     }

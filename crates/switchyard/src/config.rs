@@ -265,7 +265,7 @@ impl ProviderConfig {
 
 /// What `[server] max_connections` may be: enough for one editor's connections, and no more
 /// than a process can keep descriptors for.
-pub const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<u32> = 8..=16_384;
+pub const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<u32> = 8..=65_536;
 
 /// Everything `serve` runs on, and the form it was validated from.
 #[derive(Clone, Debug)]

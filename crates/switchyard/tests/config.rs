@@ -643,12 +643,12 @@ fn a_team_instance_name_needs_a_database_and_a_plain_name() {
 }
 
 #[test]
-fn the_connection_cap_defaults_to_128_and_out_of_range_names_the_field_and_the_range() {
-    assert_eq!(parse("").unwrap().max_connections, 128);
+fn the_connection_cap_defaults_to_1100_and_out_of_range_names_the_field_and_the_range() {
+    assert_eq!(parse("").unwrap().max_connections, 1_100);
     assert_eq!(parse("[server]\nmax_connections = 16\n").unwrap().max_connections, 16);
-    for n in [0, 7, 16_385] {
+    for n in [0, 7, 65_537] {
         let message = error(&format!("[server]\nmax_connections = {n}\n"));
         assert!(message.contains("server.max_connections"), "{message}");
-        assert!(message.contains("8 to 16384"), "{message}");
+        assert!(message.contains("8 to 65536"), "{message}");
     }
 }

@@ -26,7 +26,7 @@
 //! `…/v1/other` nor `…/v1/mine-too`, while a destination with no path covers its whole host.
 
 use std::collections::HashSet;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
@@ -218,7 +218,7 @@ fn escaped(bytes: &[u8]) -> String {
         if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
             out.push(char::from(b));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out

@@ -603,15 +603,13 @@ impl Proxy {
             let permit = wait.min(deadline.saturating_duration_since(Instant::now()));
             // Over a `max_in_flight` cap: wait in line for a slot, then the next candidate.
             let slot = if routes.slots.any() {
-                match self.slot(&routes, candidate, deadline, &mut trace).await {
-                    Some(slot) => Some(slot),
-                    None => {
-                        trace.skip(candidate, "at_capacity");
-                        retrying = false;
-                        index += 1;
-                        continue;
-                    }
-                }
+                let Some(slot) = self.slot(&routes, candidate, deadline, &mut trace).await else {
+                    trace.skip(candidate, "at_capacity");
+                    retrying = false;
+                    index += 1;
+                    continue;
+                };
+                Some(slot)
             } else {
                 None
             };

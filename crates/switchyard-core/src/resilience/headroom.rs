@@ -8,7 +8,7 @@
 //!   {requests,tokens}`;
 //! - Claude subscriptions: `anthropic-ratelimit-unified-{5h,7d}-utilization` (a fraction used),
 //!   `-reset`, and `-status: rejected` (nothing left);
-//! - Codex (ChatGPT plans): `x-codex-{primary,secondary}-used-percent` and `-reset-at`.
+//! - Codex (`ChatGPT` plans): `x-codex-{primary,secondary}-used-percent` and `-reset-at`.
 //!
 //! Invariants: a window's remaining fraction is within `[0, 1]`; a window past its reset is
 //! unknown again (the quota refilled, or nobody knows); the smallest remaining fraction of a

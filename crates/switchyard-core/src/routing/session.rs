@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(steer(&mut p, Some(&pin)), Steer::Moved { from: a2.clone() });
         assert_eq!(order(&p), ["a/m@1", "b/n@1"]);
         // The whole target benched: the plan's own order.
-        let mut p = plan(&[b1.clone()]);
+        let mut p = plan(std::slice::from_ref(&b1));
         assert_eq!(steer(&mut p, Some(&pin)), Steer::Moved { from: a2 });
         assert_eq!(order(&p), ["b/n@1"]);
         let mut p = plan(&[a1, b1]);
@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(sessions.served(s, &b1, T0), Repin::Target { from: a2.clone() });
         let pin = sessions.pin(s, T0).unwrap();
         assert_eq!(pin.home, Some((ProviderId::from("a"), ModelId::from("m"))));
-        let mut p = plan(&[b1.clone()]);
+        let mut p = plan(std::slice::from_ref(&b1));
         assert_eq!(steer(&mut p, Some(&pin)), Steer::Kept, "home still benched");
         let mut p = plan(&[b1.clone(), a1.clone()]);
         assert_eq!(steer(&mut p, Some(&pin)), Steer::Returned);

@@ -42,23 +42,7 @@ impl Services {
         for (what, n) in [("started", counters.hedges_started), ("won", counters.hedges_won)] {
             out.line(format_args!("switchyard_hedges_total{{result=\"{what}\"}} {n}"));
         }
-        out.head(
-            "switchyard_queued_total",
-            "counter",
-            "Waits for a max_in_flight slot, by whether a slot came in time.",
-        );
-        let refused = counters.queued - counters.queued_served;
-        for (result, n) in [("served", counters.queued_served), ("moved_on", refused)] {
-            out.line(format_args!("switchyard_queued_total{{result=\"{result}\"}} {n}"));
-        }
-        #[expect(clippy::cast_precision_loss, reason = "seconds of waiting fit an f64")]
-        let waited = counters.queued_micros as f64 / 1e6;
-        out.head(
-            "switchyard_queued_seconds_total",
-            "counter",
-            "Time requests spent waiting for a max_in_flight slot.",
-        );
-        out.line(format_args!("switchyard_queued_seconds_total {waited}"));
+        queue_metrics(&mut out, &counters);
         out.head(
             "switchyard_streams_total",
             "counter",
@@ -120,6 +104,13 @@ impl Services {
             "Model lockouts in force right now.",
             snapshot.lockouts.len(),
         );
+        self.headroom_metrics(&mut out);
+        self.usage_metrics(&mut out);
+        out.text
+    }
+
+    /// Each measured credential's quota windows (RESILIENCE.md §11).
+    fn headroom_metrics(&self, out: &mut Exposition) {
         out.head(
             "switchyard_credential_headroom",
             "gauge",
@@ -136,8 +127,6 @@ impl Services {
                 ));
             }
         }
-        self.usage_metrics(&mut out);
-        out.text
     }
 
     /// Requests, fallbacks, tokens and cost since start, by the provider and model that served
@@ -232,4 +221,25 @@ impl Exposition {
 /// A label value as the exposition wants it.
 fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Waits for a `max_in_flight` slot (RESILIENCE.md §11).
+fn queue_metrics(out: &mut Exposition, counters: &crate::proxy::CounterValues) {
+    out.head(
+        "switchyard_queued_total",
+        "counter",
+        "Waits for a max_in_flight slot, by whether a slot came in time.",
+    );
+    let refused = counters.queued - counters.queued_served;
+    for (result, n) in [("served", counters.queued_served), ("moved_on", refused)] {
+        out.line(format_args!("switchyard_queued_total{{result=\"{result}\"}} {n}"));
+    }
+    #[expect(clippy::cast_precision_loss, reason = "seconds of waiting fit an f64")]
+    let waited = counters.queued_micros as f64 / 1e6;
+    out.head(
+        "switchyard_queued_seconds_total",
+        "counter",
+        "Time requests spent waiting for a max_in_flight slot.",
+    );
+    out.line(format_args!("switchyard_queued_seconds_total {waited}"));
 }

@@ -1,4 +1,6 @@
-//! Gemini requests, encoded for upstreams.
+//! Gemini requests: parsed from clients ([`parse`]), encoded for upstreams.
+
+mod parse;
 
 use std::borrow::Cow;
 
@@ -11,6 +13,8 @@ use crate::chat::{
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::object_or_empty;
+
+pub use self::parse::parse_request;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -71,9 +71,14 @@ enum FunctionResult<'r> {
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolOut<'r> {
-    function_declarations: Vec<FunctionOut<'r>>,
+#[serde(untagged)]
+enum ToolOut<'r> {
+    Functions {
+        #[serde(rename = "functionDeclarations")]
+        function_declarations: Vec<FunctionOut<'r>>,
+    },
+    /// A Gemini client's own built-in tool (`googleSearch`, ...), as it sent it.
+    Native(RawJson<'r>),
 }
 
 #[derive(Serialize)]
@@ -275,8 +280,13 @@ pub fn encode_request(
         .filter(|t| !t.text.is_empty())
         .map(|t| PartOut::Text(&t.text))
         .collect();
+    let mut natives = Vec::new();
     for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
-        crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
+        if native.dialect == Dialect::Gemini {
+            natives.push(ToolOut::Native(native.raw));
+        } else {
+            crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
+        }
     }
     if request.uses_cache_control() {
         dropped.note("cache_control");
@@ -326,11 +336,10 @@ pub fn encode_request(
                 },
             }
         });
-    let tools = if declarations.is_empty() {
-        Vec::new()
-    } else {
-        vec![ToolOut { function_declarations: declarations }]
-    };
+    let mut tools = natives;
+    if !declarations.is_empty() {
+        tools.insert(0, ToolOut::Functions { function_declarations: declarations });
+    }
 
     // Structured output: JSON, of a schema when there is one (`responseJsonSchema` takes JSON
     // Schema as is, like `parametersJsonSchema`).

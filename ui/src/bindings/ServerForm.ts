@@ -7,4 +7,9 @@ export type ServerForm = {
 /**
  * The loopback port [default 4141]. Takes effect at the next start.
  */
-port?: number, };
+port?: number, 
+/**
+ * How many connections may be open at once [default 128]; when full, the oldest one that
+ * has not made an authenticated request is closed. Takes effect at the next start.
+ */
+max_connections?: number, };

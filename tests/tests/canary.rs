@@ -455,6 +455,10 @@ fn imported_text(h: &Harness, collector: &switchyard_testkit::MockUpstream, extr
 /// and every refusal names `destination_unconfirmed` and the fix. After the confirmation its
 /// requests go there.
 #[tokio::test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario: import, every refused path, confirmation, then requests"
+)]
 async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_confirmed() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;

@@ -122,7 +122,7 @@ async fn a_key_in_the_query_is_taken_on_v1beta_only_and_never_forwarded() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(text_of(&[body.clone()]), "Keyed by the query.", "{body}");
+    assert_eq!(text_of(std::slice::from_ref(&body)), "Keyed by the query.", "{body}");
     assert_eq!(body["modelVersion"], "ge/gemini-up", "{body}");
     let sent = &h.mock.attempts_for("gemini-up")[0];
     assert_eq!(sent.query, None, "nothing of the client's query goes upstream");
@@ -209,7 +209,7 @@ async fn a_translated_answer_is_in_geminis_shape_streamed_or_not() {
         .json()
         .await
         .unwrap();
-    assert_eq!(text_of(&[whole.clone()]), "From Anthropic.", "{whole}");
+    assert_eq!(text_of(std::slice::from_ref(&whole)), "From Anthropic.", "{whole}");
     assert_eq!(whole["candidates"][0]["finishReason"], "STOP", "{whole}");
     assert_eq!(whole["modelVersion"], "an/claude-up");
     assert!(whole["usageMetadata"]["totalTokenCount"].as_u64().unwrap() > 0, "{whole}");

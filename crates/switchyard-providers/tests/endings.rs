@@ -281,7 +281,7 @@ fn every_dialect_path_and_ending_is_decided_once_and_the_client_sees_only_that()
                         assert!(text.contains("Hello"), "{cell}: {text}");
                     }
                     _ => {
-                        assert!(!has_an_end_marker(client, &text), "{cell}: an end marker: {text}")
+                        assert!(!has_an_end_marker(client, &text), "{cell}: an end marker: {text}");
                     }
                 }
                 cells += 1;

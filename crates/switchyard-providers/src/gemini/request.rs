@@ -257,6 +257,23 @@ struct ThinkingConfigOut {
     thinking_budget: u32,
 }
 
+/// A Gemini client's own built-in tools, as it sent them; another vendor's are dropped or
+/// refused ([`foreign_native`](crate::dialect::foreign_native)).
+fn native_tools<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<Vec<ToolOut<'r>>, ProviderError> {
+    let mut natives = Vec::new();
+    for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
+        if native.dialect == Dialect::Gemini {
+            natives.push(ToolOut::Native(native.raw));
+        } else {
+            crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
+        }
+    }
+    Ok(natives)
+}
+
 /// The upstream body for `request`. The model and streaming are in the
 /// [`endpoint`](super::endpoint), not the body.
 pub fn encode_request(
@@ -280,14 +297,7 @@ pub fn encode_request(
         .filter(|t| !t.text.is_empty())
         .map(|t| PartOut::Text(&t.text))
         .collect();
-    let mut natives = Vec::new();
-    for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
-        if native.dialect == Dialect::Gemini {
-            natives.push(ToolOut::Native(native.raw));
-        } else {
-            crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
-        }
-    }
+    let natives = native_tools(request, dropped)?;
     if request.uses_cache_control() {
         dropped.note("cache_control");
     }

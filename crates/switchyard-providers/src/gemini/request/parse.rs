@@ -239,8 +239,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PartIn<'a> {
 /// Gemini CLI then makes one up for the response), with its name.
 fn messages(contents: Vec<ContentIn<'_>>) -> Result<Vec<Message<'_>>, String> {
     let mut messages: Vec<Message<'_>> = Vec::with_capacity(contents.len());
-    // Calls not answered yet: (canonical id, the client's id, name).
-    let mut open: Vec<(Cow<'_, str>, Option<Cow<'_, str>>, Cow<'_, str>)> = Vec::new();
+    let mut open: Vec<OpenCall<'_>> = Vec::new();
     let mut calls = 0usize;
     for (turn, content) in contents.into_iter().enumerate() {
         let model = match content.role.as_ref().map(|r| r.0.as_ref()) {
@@ -293,7 +292,7 @@ fn messages(contents: Vec<ContentIn<'_>>) -> Result<Vec<Message<'_>>, String> {
                         _ => Cow::Owned(format!("call_{calls}")),
                     };
                     calls += 1;
-                    open.push((canonical.clone(), id, name.clone()));
+                    open.push(OpenCall { id: canonical.clone(), own: id, name: name.clone() });
                     push(
                         Role::Assistant,
                         Part::ToolUse(ToolUse {
@@ -309,17 +308,10 @@ fn messages(contents: Vec<ContentIn<'_>>) -> Result<Vec<Message<'_>>, String> {
                     }
                 }
                 PartIn::FunctionResponse { id, name, response } => {
-                    let by_id = id.as_ref().and_then(|id| {
-                        open.iter().position(|(_, own, _)| own.as_ref() == Some(id))
-                    });
-                    let at = by_id.or_else(|| open.iter().position(|(_, _, n)| *n == name));
-                    let tool_use_id = match at {
-                        Some(at) => open.remove(at).0,
-                        None => {
-                            return Err(format!(
-                                "contents[{turn}]: the functionResponse for `{name}` answers no earlier functionCall"
-                            ));
-                        }
+                    let Some(tool_use_id) = answered(&mut open, id.as_deref(), &name) else {
+                        return Err(format!(
+                            "contents[{turn}]: the functionResponse for `{name}` answers no earlier functionCall"
+                        ));
                     };
                     let (content, is_error) = result_content(response);
                     push(
@@ -341,6 +333,27 @@ fn messages(contents: Vec<ContentIn<'_>>) -> Result<Vec<Message<'_>>, String> {
         }
     }
     Ok(messages)
+}
+
+/// A call of the model's not answered yet.
+struct OpenCall<'a> {
+    /// Its canonical id.
+    id: Cow<'a, str>,
+    /// The id the client gave it, if any.
+    own: Option<Cow<'a, str>>,
+    name: Cow<'a, str>,
+}
+
+/// The canonical id of the open call a function response answers (by the client's id, else
+/// the earliest of that name), no longer open.
+fn answered<'a>(
+    open: &mut Vec<OpenCall<'a>>,
+    id: Option<&str>,
+    name: &str,
+) -> Option<Cow<'a, str>> {
+    let by_id = id.and_then(|id| open.iter().position(|c| c.own.as_deref() == Some(id)));
+    let at = by_id.or_else(|| open.iter().position(|c| c.name == name))?;
+    Some(open.remove(at).id)
 }
 
 /// Appends `part` to the last message when it has `role`, else in a message of its own.
@@ -512,7 +525,8 @@ impl<'a> GenerationIn<'a> {
                         serde_json::from_str(text).map_err(|e| at(&name, e))?;
                 }
                 "topP" => {
-                    request.sampling.top_p = serde_json::from_str(text).map_err(|e| at(&name, e))?
+                    request.sampling.top_p =
+                        serde_json::from_str(text).map_err(|e| at(&name, e))?;
                 }
                 "maxOutputTokens" => {
                     request.sampling.max_tokens =

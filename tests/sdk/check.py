@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""The official OpenAI and Anthropic Python SDKs, unchanged, against a running Switchyard.
+"""The official OpenAI, Anthropic and Google Gen AI (`google-genai`) Python SDKs, unchanged,
+against a running Switchyard.
 
     check.py --proxy http://127.0.0.1:PORT/v1      (the key comes from SWITCHYARD_API_KEY)
 
 `tests/sdk/run` starts the mock upstream with `tests/sdk/mock.toml` and a proxy whose providers
 point at it, then runs this. Providers: `oa` (OpenAI dialect) and `an` (Anthropic dialect);
 the combo `sdk-fallback` is `oa/gpt-down` (always 503) then `an/claude-text`. Upstream models:
-`*-text` answer with a fixed text, `*-tool` with one `get_weather` call (see mock.toml).
+`*-text` answer with a fixed text, `*-tool` with one `get_weather` call (see mock.toml); `ge`
+(Gemini dialect) serves `gemini-text` and `gemini-tool`, and the google-genai cases go to it
+(passthrough) and to the other two (translated).
 
 Every case runs even when an earlier one failed; each failure is printed with what was asked
 and what came back. Exit status 0 only when every case passed.
@@ -23,10 +26,14 @@ from typing import Any, Callable
 
 import anthropic
 import openai
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 # What the mock answers (keep in step with mock.toml).
 OA_TEXT = "Hello from the OpenAI upstream."
 AN_TEXT = "Hello from the Anthropic upstream."
+GE_TEXT = "Hello from the Gemini upstream."
 TOOL_NAME = "get_weather"
 TOOL_ARGS = {"city": "Paris", "unit": "celsius"}
 
@@ -104,6 +111,16 @@ PROXY_ROOT = PROXY_V1.removesuffix("/v1")
 # No SDK retries: a proxy failure must show, not be papered over by the client.
 OA = openai.OpenAI(base_url=PROXY_V1, api_key=KEY, max_retries=0, timeout=30)
 AN = anthropic.Anthropic(base_url=PROXY_ROOT, api_key=KEY, max_retries=0, timeout=30)
+# The key goes in `x-goog-api-key`; the SDK puts a custom base URL on `/v1` unless told `v1beta`.
+GE = genai.Client(
+    api_key=KEY,
+    http_options=genai_types.HttpOptions(
+        base_url=PROXY_ROOT,
+        api_version="v1beta",
+        timeout=30_000,
+        retry_options=genai_types.HttpRetryOptions(attempts=1),
+    ),
+)
 
 
 # --- OpenAI SDK: the shared pieces --------------------------------------------------------------
@@ -551,9 +568,110 @@ def _() -> None:
 # --- running ------------------------------------------------------------------------------------
 
 
+
+# google-genai SDK (`/v1beta/models/{model}:...`): a Gemini upstream (passthrough), and the
+# Anthropic and OpenAI ones (translated). The model in the answer is the target that served.
+
+GEMINI_TOOL = genai_types.Tool(
+    function_declarations=[
+        genai_types.FunctionDeclaration(
+            name=TOOL_NAME,
+            description="Current weather for a city.",
+            parameters_json_schema=OPENAI_TOOLS[0]["function"]["parameters"],
+        )
+    ]
+)
+
+
+def gemini_text(model: str, expected_text: str) -> None:
+    response = GE.models.generate_content(
+        model=model,
+        contents="Say hello.",
+        config=genai_types.GenerateContentConfig(system_instruction="Be brief.", temperature=0.5),
+    )
+    body = dump(response)
+    expect_eq(response.text, expected_text, f"text in {body}")
+    expect_eq(response.model_version, model, f"model_version (the target that served) in {body}")
+    expect_eq(response.candidates[0].finish_reason, genai_types.FinishReason.STOP, f"finish_reason in {body}")
+    usage = response.usage_metadata
+    expect(usage is not None and (usage.prompt_token_count or 0) > 0, f"usage_metadata in {body}")
+    expect_eq(usage.total_token_count, usage.prompt_token_count + usage.candidates_token_count, f"total in {body}")
+
+
+def gemini_text_stream(model: str, expected_text: str, served: str | None = None) -> None:
+    chunks = list(GE.models.generate_content_stream(model=model, contents="Say hello."))
+    model = served or model
+    text = "".join(chunk.text or "" for chunk in chunks)
+    expect_eq(text, expected_text, f"concatenated text of {len(chunks)} chunks")
+    expect(len(chunks) > 1, f"streamed in pieces: {[dump(c) for c in chunks]}")
+    expect(all(c.model_version == model for c in chunks), f"every chunk names {model}")
+    last = chunks[-1]
+    expect_eq(last.candidates[0].finish_reason, genai_types.FinishReason.STOP, f"last chunk {dump(last)}")
+    expect(last.usage_metadata is not None and last.usage_metadata.total_token_count > 0, f"usage in {dump(last)}")
+
+
+def gemini_count_tokens(model: str) -> None:
+    counted = GE.models.count_tokens(model=model, contents="How many tokens is this sentence, roughly?")
+    expect(counted.total_tokens is not None and counted.total_tokens > 0, f"total_tokens in {dump(counted)}")
+
+
+def gemini_tool(model: str, stream: bool) -> None:
+    config = genai_types.GenerateContentConfig(
+        tools=[GEMINI_TOOL],
+        automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    if stream:
+        chunks = list(GE.models.generate_content_stream(model=model, contents=QUESTION, config=config))
+        calls = [call for chunk in chunks for call in (chunk.function_calls or [])]
+        where = str([dump(c) for c in chunks])
+    else:
+        response = GE.models.generate_content(model=model, contents=QUESTION, config=config)
+        calls = response.function_calls or []
+        where = dump(response)
+    expect_eq(len(calls), 1, f"function calls in {where}")
+    expect_eq(calls[0].name, TOOL_NAME, f"function name in {where}")
+    expect_eq(calls[0].args, TOOL_ARGS, f"function args in {where}")
+
+
+def gemini_tool_result(model: str, expected_text: str) -> None:
+    contents = [
+        genai_types.Content(role="user", parts=[genai_types.Part(text=QUESTION)]),
+        genai_types.Content(
+            role="model",
+            parts=[genai_types.Part(function_call=genai_types.FunctionCall(name=TOOL_NAME, args=TOOL_ARGS))],
+        ),
+        genai_types.Content(
+            role="user",
+            parts=[
+                genai_types.Part(
+                    function_response=genai_types.FunctionResponse(name=TOOL_NAME, response={"output": "18 degrees, sunny"})
+                )
+            ],
+        ),
+    ]
+    config = genai_types.GenerateContentConfig(tools=[GEMINI_TOOL])
+    response = GE.models.generate_content(model=model, contents=contents, config=config)
+    expect_eq(response.text, expected_text, f"text in {dump(response)}")
+
+
+for target, text in [("ge/gemini-text", GE_TEXT), ("an/claude-text", AN_TEXT), ("oa/gpt-text", OA_TEXT)]:
+    case(f"google-genai sdk -> {target}: generate_content")(lambda t=target, x=text: gemini_text(t, x))
+    case(f"google-genai sdk -> {target}: generate_content_stream")(lambda t=target, x=text: gemini_text_stream(t, x))
+    case(f"google-genai sdk -> {target}: count_tokens")(lambda t=target: gemini_count_tokens(t))
+    case(f"google-genai sdk -> {target}: function call result turn")(lambda t=target, x=text: gemini_tool_result(t, x))
+for target in ["ge/gemini-tool", "an/claude-tool", "oa/gpt-tool"]:
+    case(f"google-genai sdk -> {target}: function call")(lambda t=target: gemini_tool(t, stream=False))
+    case(f"google-genai sdk -> {target}: function call, streaming")(lambda t=target: gemini_tool(t, stream=True))
+case("google-genai sdk: fallback after a 503")(
+    lambda: gemini_text_stream("sdk-fallback", AN_TEXT, served="an/claude-text")
+)
+
+
 def describe(error: BaseException) -> str:
     if isinstance(error, CheckFailed):
         return str(error)
+    if isinstance(error, genai_errors.APIError):
+        return f"{type(error).__name__}: HTTP {error.code} {error.status}: {error.message}"
     if isinstance(error, (openai.APIStatusError, anthropic.APIStatusError)):
         return f"{type(error).__name__}: HTTP {error.status_code}: {error.response.text[:2000]}"
     if isinstance(error, (openai.APIConnectionError, anthropic.APIConnectionError)):
@@ -564,7 +682,9 @@ def describe(error: BaseException) -> str:
 
 
 def main() -> int:
-    versions = f"openai {openai.__version__}, anthropic {anthropic.__version__}"
+    versions = (
+        f"openai {openai.__version__}, anthropic {anthropic.__version__}, google-genai {genai.__version__}"
+    )
     cases = [(n, f) for n, f in CASES if not ARGS.only or ARGS.only in n]
     failed: list[str] = []
     for name, fn in cases:

@@ -34,7 +34,8 @@ pub struct Seen {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Exit {
     /// The dialect's end marker (`[DONE]`, `message_stop`). Responses' `response.completed`
-    /// carries its finish reason with it; Gemini has none.
+    /// carries its finish reason with it; Gemini has none (a Gemini client's JSON-array stream
+    /// gets its closing `]` only for a complete answer, like any dialect's end).
     EndMarker,
     /// The body ended with no end marker.
     Eof,

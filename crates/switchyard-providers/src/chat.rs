@@ -182,8 +182,9 @@ impl<'a> ChatRequest<'a> {
     pub fn minimal(dialect: Dialect, body: &'a [u8]) -> Option<Self> {
         #[derive(serde::Deserialize)]
         struct Minimal<'a> {
-            #[serde(borrow)]
-            model: Cow<'a, str>,
+            // Gemini names it in the path; the router sets it.
+            #[serde(borrow, default)]
+            model: Option<Cow<'a, str>>,
             #[serde(default)]
             stream: Option<bool>,
             #[serde(borrow, default)]
@@ -191,8 +192,13 @@ impl<'a> ChatRequest<'a> {
         }
         let minimal: Minimal<'a> = serde_json::from_slice(body).ok()?;
         let stream = minimal.stream.unwrap_or(false);
+        let model = match minimal.model {
+            Some(model) => model,
+            None if dialect == Dialect::Gemini => Cow::Borrowed(""),
+            None => return None,
+        };
         Some(Self {
-            model: minimal.model,
+            model,
             stream,
             // Anthropic and Responses streams always end with usage.
             stream_usage: dialect != Dialect::OpenAi,

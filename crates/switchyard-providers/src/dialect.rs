@@ -120,6 +120,9 @@ pub enum ClientDialect {
     Anthropic,
     /// `POST /v1/responses`.
     Responses,
+    /// `POST /v1beta/models/{model}:generateContent` or `:streamGenerateContent`, which name
+    /// the model in the path: the router sets [`ChatRequest::model`] from it.
+    Gemini(gemini::Method),
 }
 
 impl ClientDialect {
@@ -128,6 +131,7 @@ impl ClientDialect {
             Self::OpenAi => Dialect::OpenAi,
             Self::Anthropic => Dialect::Anthropic,
             Self::Responses => Dialect::Responses,
+            Self::Gemini(_) => Dialect::Gemini,
         }
     }
 
@@ -137,7 +141,13 @@ impl ClientDialect {
             Self::OpenAi => openai::parse_request(body),
             Self::Anthropic => anthropic::parse_request(body),
             Self::Responses => responses::parse_request(body),
+            Self::Gemini(method) => gemini::parse_request(body, method),
         }
+    }
+
+    /// Whether the client names its model in the path rather than the body (Gemini).
+    pub fn model_in_path(self) -> bool {
+        matches!(self, Self::Gemini(_))
     }
 
     /// A canonical response as this dialect's JSON body, for a client whose request is not
@@ -168,6 +178,7 @@ impl ClientDialect {
             Self::OpenAi => openai::encode_response(response, meta),
             Self::Anthropic => anthropic::encode_response(response, meta),
             Self::Responses => responses::encode_response(response, meta, context),
+            Self::Gemini(_) => gemini::encode_response(response, meta),
         }
     }
 
@@ -188,6 +199,7 @@ impl ClientDialect {
             Self::Responses => {
                 StreamEncoder::Responses(responses::StreamEncoder::new(meta, context))
             }
+            Self::Gemini(method) => StreamEncoder::Gemini(gemini::StreamEncoder::new(meta, method)),
         }
     }
 
@@ -197,6 +209,7 @@ impl ClientDialect {
             Self::OpenAi => openai::error_body(kind, message),
             Self::Anthropic => anthropic::error_body(kind, message),
             Self::Responses => responses::error_body(kind, message),
+            Self::Gemini(_) => gemini::error_body(kind, message),
         }
     }
 }

@@ -1,5 +1,10 @@
-//! Google Gemini `generateContent` / `streamGenerateContent?alt=sse`, as an upstream dialect
-//! only (no client speaks it to Switchyard).
+//! Google Gemini `generateContent` / `streamGenerateContent`, both as an upstream dialect and
+//! as the client dialect Gemini CLI and the `google-genai` SDKs speak (`/v1beta/models/...`).
+//!
+//! A client names the model and the method in the path, so [`Method`] rides on the client
+//! dialect and the router sets the model. A client stream is SSE with `alt=sse` (what every
+//! Google SDK asks for) and otherwise one JSON array written element by element; upstreams are
+//! always asked for SSE.
 //!
 //! Translation choices:
 //! - Tool schemas go out as `parametersJsonSchema`, which takes JSON Schema as is, instead of
@@ -18,12 +23,30 @@ mod stream;
 
 use std::borrow::Cow;
 
-pub use self::error::error_report;
-pub use self::request::encode_request;
-pub use self::response::decode_response;
-pub use self::stream::StreamDecoder;
+pub use self::error::{error_body, error_report, status_name};
+pub use self::request::{encode_request, parse_request};
+pub use self::response::{decode_response, encode_response};
+pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::StopReason;
 use crate::dialect::Endpoint;
+
+/// The method a Gemini client called: what it wants back and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `:generateContent`: one whole answer.
+    Generate,
+    /// `:streamGenerateContent?alt=sse`: server-sent events, one chunk per event.
+    StreamSse,
+    /// `:streamGenerateContent` without `alt=sse`: one JSON array of chunks, written as they
+    /// come (`[` chunk `,\r\n` chunk ... `]`).
+    StreamArray,
+}
+
+impl Method {
+    pub fn streams(self) -> bool {
+        !matches!(self, Self::Generate)
+    }
+}
 
 /// `models/{model}:generateContent`, or `:streamGenerateContent` with `alt=sse`, relative to
 /// a base URL that includes the version (`https://generativelanguage.googleapis.com/v1beta`).
@@ -36,6 +59,19 @@ pub fn endpoint(model: &str, stream: bool) -> Endpoint {
         format!("models/{model}:{method}")
     };
     Endpoint { path: Cow::Owned(path), query: stream.then_some("alt=sse") }
+}
+
+/// A canonical stop reason in Gemini's words (`finishReason`).
+fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn
+        | StopReason::ToolUse
+        | StopReason::StopSequence
+        | StopReason::PauseTurn => "STOP",
+        StopReason::MaxTokens => "MAX_TOKENS",
+        StopReason::ContentFilter => "SAFETY",
+        StopReason::Other => "OTHER",
+    }
 }
 
 fn stop_reason(reason: &str) -> StopReason {

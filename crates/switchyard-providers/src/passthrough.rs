@@ -23,6 +23,12 @@ use serde_json::value::RawValue;
 use crate::dialect::Dialect;
 use crate::error::ProviderError;
 
+/// The body a same-dialect upstream gets for `model`: [`rewrite_model`]'s, except for
+/// Gemini, which names the model in the path and gets the client's bytes untouched.
+pub fn request_body(dialect: Dialect, body: &[u8], model: &str) -> Result<Vec<u8>, ProviderError> {
+    if dialect == Dialect::Gemini { Ok(body.to_vec()) } else { rewrite_model(body, model) }
+}
+
 /// `body` with its top-level `model` replaced by `model`. Errors when the body is not a JSON
 /// object with a string `model` (the client parser refuses such a body first).
 pub fn rewrite_model(body: &[u8], model: &str) -> Result<Vec<u8>, ProviderError> {
@@ -65,13 +71,11 @@ pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
     edited.into_bytes()
 }
 
-/// A whole (non-streamed) answer with its top-level `model` replaced; unchanged when it names
-/// none.
-pub fn rewrite_answer_model(body: &[u8], model: &str) -> Vec<u8> {
-    match std::str::from_utf8(body)
-        .ok()
-        .and_then(|text| Some((text, string_span(text, &["model"])?)))
-    {
+/// A whole (non-streamed) answer with its top-level `model` (Gemini: `modelVersion`)
+/// replaced; unchanged when it names none.
+pub fn rewrite_answer_model(dialect: Dialect, body: &[u8], model: &str) -> Vec<u8> {
+    let key = if dialect == Dialect::Gemini { "modelVersion" } else { "model" };
+    match std::str::from_utf8(body).ok().and_then(|text| Some((text, string_span(text, &[key])?))) {
         Some((text, span)) => splice(text, span, model).into_bytes(),
         None => body.to_vec(),
     }
@@ -81,17 +85,19 @@ pub fn rewrite_answer_model(body: &[u8], model: &str) -> Vec<u8> {
 /// none: Anthropic names it once, in `message_start`; OpenAI in every chunk; Responses in each
 /// event that carries the whole `response`.
 pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> Cow<'d, str> {
-    // Cheap test first: most events (text deltas) never mention a model.
-    if !data.contains("\"model\"") {
-        return Cow::Borrowed(data);
-    }
     let path: &[&str] = match dialect {
         Dialect::Anthropic => &["message", "model"],
         Dialect::OpenAi => &["model"],
+        // Every chunk names it.
         Dialect::Gemini => &["modelVersion"],
         // `response.created`, `response.in_progress`, `response.completed`, ...
         Dialect::Responses => &["response", "model"],
     };
+    // Cheap test first: most events (text deltas) never mention a model.
+    let last = path.last().expect("a path has a key");
+    if !data.contains(&format!("\"{last}\"")) {
+        return Cow::Borrowed(data);
+    }
     match string_span(data, path) {
         Some(span) => Cow::Owned(splice(data, span, model)),
         None => Cow::Borrowed(data),
@@ -193,6 +199,22 @@ mod tests {
         // A client that asked already is left byte for byte.
         let asked = r#"{"model":"m","stream_options": {"include_usage": true}}"#;
         assert_eq!(ask(asked), asked);
+    }
+
+    #[test]
+    fn gemini_names_the_model_as_model_version_in_answers_and_every_chunk() {
+        let chunk = r#"{"candidates":[{"content":{"parts":[{"text":"\"model\""}]}}],"modelVersion":"gemini-2.5-flash","responseId":"r"}"#;
+        assert_eq!(
+            rewrite_event_model(Dialect::Gemini, chunk, "ge/gemini-2.5-flash"),
+            chunk.replace(
+                r#""modelVersion":"gemini-2.5-flash""#,
+                r#""modelVersion":"ge/gemini-2.5-flash""#
+            )
+        );
+        let answer = rewrite_answer_model(Dialect::Gemini, chunk.as_bytes(), "ge/x");
+        assert!(String::from_utf8(answer).unwrap().contains(r#""modelVersion":"ge/x""#));
+        let body = br#"{"contents":[]}"#;
+        assert_eq!(request_body(Dialect::Gemini, body, "m").unwrap(), body);
     }
 
     #[test]

@@ -99,6 +99,7 @@ pub enum StreamEncoder {
     OpenAi(openai::StreamEncoder),
     Anthropic(anthropic::StreamEncoder),
     Responses(responses::StreamEncoder),
+    Gemini(gemini::StreamEncoder),
 }
 
 impl StreamEncoder {
@@ -108,6 +109,7 @@ impl StreamEncoder {
             Self::OpenAi(encoder) => encoder.encode(event, out),
             Self::Anthropic(encoder) => encoder.encode(event, out),
             Self::Responses(encoder) => encoder.encode(event, out),
+            Self::Gemini(encoder) => encoder.encode(event, out),
         }
     }
 
@@ -118,6 +120,7 @@ impl StreamEncoder {
             Self::OpenAi(encoder) => encoder.finish(out),
             Self::Anthropic(encoder) => encoder.finish(out),
             Self::Responses(encoder) => encoder.finish(out),
+            Self::Gemini(encoder) => encoder.finish(out),
         }
     }
 
@@ -128,6 +131,7 @@ impl StreamEncoder {
             Self::OpenAi(encoder) => encoder.fail(kind, message, out),
             Self::Anthropic(encoder) => encoder.fail(kind, message, out),
             Self::Responses(encoder) => encoder.fail(kind, message, out),
+            Self::Gemini(encoder) => encoder.fail(kind, message, out),
         }
     }
 
@@ -159,6 +163,7 @@ impl StreamEncoder {
             Self::OpenAi(_) => openai::StreamEncoder::keep_alive(out),
             Self::Anthropic(_) => anthropic::StreamEncoder::keep_alive(out),
             Self::Responses(_) => responses::StreamEncoder::keep_alive(out),
+            Self::Gemini(_) => gemini::StreamEncoder::keep_alive(out),
         }
     }
 }
@@ -502,11 +507,11 @@ impl StreamTranslator {
                 let accepted =
                     ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
                 if accepted {
-                    relay.write(event, out);
+                    relay.write(&mut self.encoder, event, out);
                     relay.end_relayed = true;
                 }
             } else if !(relay.strip_usage && events > 0 && events == usage_events) {
-                relay.write(event, out);
+                relay.write(&mut self.encoder, event, out);
             }
             return Ok(Translated { events, real, progress });
         }
@@ -551,7 +556,7 @@ impl StreamTranslator {
     /// only for a stream [`StreamTranslator::ending`] found complete.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         match &mut self.relay {
-            Some(relay) => relay.finish(out),
+            Some(relay) => relay.finish(&mut self.encoder, out),
             None => self.encoder.finish(out),
         }
     }
@@ -573,8 +578,15 @@ fn seen_of(decoder: &StreamDecoder, content: bool) -> Seen {
 }
 
 impl Relay {
-    /// The event as SSE, its model replaced. Multi-line data stays multi-line.
-    fn write(&self, event: &SseEvent<'_>, out: &mut Vec<u8>) {
+    /// The event as SSE, its model replaced. Multi-line data stays multi-line. A Gemini
+    /// client's encoder frames it (SSE or one element of the array).
+    fn write(&self, encoder: &mut StreamEncoder, event: &SseEvent<'_>, out: &mut Vec<u8>) {
+        if let StreamEncoder::Gemini(encoder) = encoder {
+            let data =
+                crate::passthrough::rewrite_event_model(self.dialect, event.data, &self.model);
+            encoder.relay(&data, out);
+            return;
+        }
         if let Some(name) = event.event {
             out.extend_from_slice(b"event: ");
             out.extend_from_slice(name.as_bytes());
@@ -590,7 +602,12 @@ impl Relay {
     }
 
     /// A complete stream whose upstream left out its end marker gets the dialect's own.
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn finish(&mut self, encoder: &mut StreamEncoder, out: &mut Vec<u8>) {
+        if let StreamEncoder::Gemini(encoder) = encoder {
+            // No end marker: only an array's bracket to close.
+            encoder.close(out);
+            return;
+        }
         if std::mem::replace(&mut self.end_relayed, true) {
             return;
         }

@@ -4,10 +4,13 @@
 //! [`StreamTranslator`], stops where the relay would (end marker, error event, end of body),
 //! asks the one decision, writes the client's end as the relay does, and checks both the
 //! decision and what the client got: its dialect's proper end only for a complete answer.
+//! Gemini clients come twice, SSE and the JSON array (`streamGenerateContent` without
+//! `alt=sse`), whose truncated stream ends with the error object and no closing bracket.
 
 use switchyard_core::ending::{Ending, Exit};
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::{ErrorKind, ProviderError};
+use switchyard_providers::gemini::Method;
 use switchyard_providers::sse::SseEvent;
 use switchyard_providers::stream::{Progress, StreamTranslator, TRUNCATED_MESSAGE};
 
@@ -218,17 +221,45 @@ fn ends_properly(client: ClientDialect, text: &str) -> bool {
         ClientDialect::Responses => {
             text.rsplit("event: ").next().is_some_and(|last| last.starts_with("response.completed"))
         }
+        // No end marker: the last chunk carries the finish reason.
+        ClientDialect::Gemini(Method::StreamSse) => text
+            .trim_end()
+            .rsplit("data: ")
+            .next()
+            .is_some_and(|last| last.contains("\"finishReason\"")),
+        ClientDialect::Gemini(_) => {
+            let chunks: Vec<serde_json::Value> = serde_json::from_str(text).expect("a whole array");
+            chunks.last().is_some_and(|last| last["candidates"][0]["finishReason"].is_string())
+        }
     }
 }
 
-/// Whether any of the dialects' end markers reached the client.
-fn has_an_end_marker(text: &str) -> bool {
-    text.contains("[DONE]") || text.contains("message_stop") || text.contains("response.completed")
+/// Whether any of the dialects' end markers (or Gemini's finish, or the array's closing
+/// bracket) reached the client; for a Gemini array, also that the error object is its last
+/// element.
+fn has_an_end_marker(client: ClientDialect, text: &str) -> bool {
+    let marker = text.contains("[DONE]")
+        || text.contains("message_stop")
+        || text.contains("response.completed")
+        || text.contains("finishReason");
+    if client == ClientDialect::Gemini(Method::StreamArray) {
+        let last = text.rsplit(",\r\n").next().unwrap_or(text).trim_start_matches('[');
+        let error =
+            serde_json::from_str::<serde_json::Value>(last).is_ok_and(|e| e["error"].is_object());
+        return marker || text.ends_with(']') || !error;
+    }
+    marker
 }
 
 #[test]
 fn every_dialect_path_and_ending_is_decided_once_and_the_client_sees_only_that() {
-    let clients = [ClientDialect::OpenAi, ClientDialect::Anthropic, ClientDialect::Responses];
+    let clients = [
+        ClientDialect::OpenAi,
+        ClientDialect::Anthropic,
+        ClientDialect::Responses,
+        ClientDialect::Gemini(Method::StreamSse),
+        ClientDialect::Gemini(Method::StreamArray),
+    ];
     let mut cells = 0;
     for wire in [OPENAI, ANTHROPIC, RESPONSES, GEMINI] {
         for client in clients {
@@ -249,15 +280,17 @@ fn every_dialect_path_and_ending_is_decided_once_and_the_client_sees_only_that()
                         assert!(ends_properly(client, &text), "{cell}: no proper end: {text}");
                         assert!(text.contains("Hello"), "{cell}: {text}");
                     }
-                    _ => assert!(!has_an_end_marker(&text), "{cell}: an end marker: {text}"),
+                    _ => {
+                        assert!(!has_an_end_marker(client, &text), "{cell}: an end marker: {text}");
+                    }
                 }
                 cells += 1;
             }
         }
     }
-    // 3 dialects with all 8 cases (OpenAI and Anthropic; Responses and Gemini lack the two
-    // end-marker-alone cases) times 3 clients.
-    assert_eq!(cells, 3 * (8 + 8 + 6 + 6), "every cell ran");
+    // 4 dialects with all 8 cases (OpenAI and Anthropic; Responses and Gemini lack the two
+    // end-marker-alone cases) times 5 clients.
+    assert_eq!(cells, 5 * (8 + 8 + 6 + 6), "every cell ran");
 }
 
 #[test]
@@ -283,4 +316,22 @@ fn a_trusted_end_marker_completes_an_answer_without_a_finish_reason() {
     let events = Case::EofAfterContent.events(&OPENAI).unwrap();
     let trusted = StreamTranslator::relay(ClientDialect::OpenAi, &META).trusting(Trust::EndMarker);
     assert_eq!(run(trusted, &events).0, Ending::Truncated);
+}
+
+#[test]
+fn a_truncated_gemini_array_ends_with_the_error_object_and_no_closing_bracket() {
+    let client = ClientDialect::Gemini(Method::StreamArray);
+    for (translator, wire) in [
+        (StreamTranslator::relay(client, &META), &GEMINI),
+        (StreamTranslator::new(Dialect::OpenAi, client, &META, true), &OPENAI),
+    ] {
+        let events = Case::EofAfterContent.events(wire).unwrap();
+        let (ending, text) = run(translator, &events);
+        assert_eq!(ending, Ending::Truncated);
+        assert!(text.starts_with('[') && !text.ends_with(']'), "{text}");
+        let last = text.rsplit(",\r\n").next().unwrap();
+        let error: serde_json::Value = serde_json::from_str(last).unwrap();
+        assert_eq!(error["error"]["status"], "INTERNAL", "{text}");
+        assert!(serde_json::from_str::<serde_json::Value>(&text).is_err(), "never a whole array");
+    }
 }

@@ -6,7 +6,9 @@
 //!   `out.parse-error.txt` when the client body is invalid.
 //! - `response/<case>/in.<upstream>.json` → `out.<client>.json` for each client dialect.
 //! - `stream/<case>/in.<upstream>.sse` → `out.<client>.sse` for each client dialect, plus
-//!   `trace.txt`: what each upstream event meant and how the stream ended.
+//!   `trace.txt`: what each upstream event meant and how the stream ended. A Gemini client
+//!   gets both its framings: `out.gemini.sse` (`alt=sse`) and `out.gemini-array.json` (one
+//!   JSON array written element by element).
 //!
 //! JSON goldens are pretty-printed in the order the encoder wrote the keys, and a duplicate
 //! key fails the test. Inputs are pretty-printed for review, so raw JSON that passes through
@@ -27,13 +29,35 @@ use serde::{Deserialize, Serialize};
 use switchyard_providers::chat::{ChatRequest, Tool, ToolFormat};
 use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions, ResponseMeta};
 use switchyard_providers::error::{ErrorKind, ProviderError};
+use switchyard_providers::gemini::Method;
 use switchyard_providers::sse::{SseDecoder, SseItem};
 use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
 
 const UPSTREAMS: [Dialect; 4] =
     [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini, Dialect::Responses];
-const CLIENTS: [ClientDialect; 3] =
-    [ClientDialect::OpenAi, ClientDialect::Anthropic, ClientDialect::Responses];
+/// Each client dialect once, Gemini as `generateContent` (its streams: see [`STREAM_CLIENTS`]).
+const CLIENTS: [ClientDialect; 4] = [
+    ClientDialect::OpenAi,
+    ClientDialect::Anthropic,
+    ClientDialect::Responses,
+    ClientDialect::Gemini(Method::Generate),
+];
+/// Every client stream framing.
+const STREAM_CLIENTS: [ClientDialect; 5] = [
+    ClientDialect::OpenAi,
+    ClientDialect::Anthropic,
+    ClientDialect::Responses,
+    ClientDialect::Gemini(Method::StreamSse),
+    ClientDialect::Gemini(Method::StreamArray),
+];
+
+/// The golden file a client stream is compared with.
+fn stream_golden(client: ClientDialect) -> String {
+    match client {
+        ClientDialect::Gemini(Method::StreamArray) => "out.gemini-array.json".to_owned(),
+        client => format!("out.{}.sse", client.dialect().as_str()),
+    }
+}
 const OPTIONS: EncodeOptions<'static> = EncodeOptions {
     model: "upstream-model",
     default_max_tokens: 4096,
@@ -275,7 +299,7 @@ fn upstream_streams_translate_to_every_client_dialect_in_any_chunking() {
         let (upstream, bytes) = input(&case, "sse");
         let upstream = upstream_dialect(&upstream);
         let mut traces = Vec::new();
-        for client in CLIENTS {
+        for client in STREAM_CLIENTS {
             let (whole, trace) = translate_stream(upstream, client, &bytes, bytes.len());
             for chunk in [1, 2, 7, 64] {
                 let (pieces, _) = translate_stream(upstream, client, &bytes, chunk);
@@ -286,9 +310,8 @@ fn upstream_streams_translate_to_every_client_dialect_in_any_chunking() {
                     case.display()
                 );
             }
-            let name = client.dialect().as_str();
             let text = String::from_utf8(whole).expect("client SSE is UTF-8");
-            check(&case.join(format!("out.{name}.sse")), &text, &mut failures);
+            check(&case.join(stream_golden(client)), &text, &mut failures);
             traces.push(trace);
         }
         assert!(traces.windows(2).all(|w| w[0] == w[1]), "decoding does not depend on the client");

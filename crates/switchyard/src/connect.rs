@@ -28,6 +28,7 @@ pub const PLACEHOLDER_MODEL: &str = "YOUR-COMBO";
 pub enum Tool {
     ClaudeCode,
     Codex,
+    GeminiCli,
     Aider,
     Continue,
     Cline,
@@ -41,9 +42,10 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::ClaudeCode,
         Self::Codex,
+        Self::GeminiCli,
         Self::Aider,
         Self::Continue,
         Self::Cline,
@@ -60,6 +62,7 @@ impl Tool {
         match self {
             Self::ClaudeCode => "Claude Code",
             Self::Codex => "Codex CLI",
+            Self::GeminiCli => "Gemini CLI",
             Self::Aider => "aider",
             Self::Continue => "Continue",
             Self::Cline => "Cline / Roo Code",
@@ -159,6 +162,35 @@ pub fn guide(tool: Tool, endpoint: &Endpoint) -> Guide {
             Some("~/.codex/config.toml".to_owned()),
             Some(
                 "Codex speaks only the Responses API; Switchyard translates it for any target."
+                    .to_owned(),
+            ),
+        ),
+        Tool::GeminiCli => (
+            vec![
+                snippet(
+                    "shell",
+                    "sh",
+                    format!(
+                        "export GOOGLE_GEMINI_BASE_URL={origin}\nexport GEMINI_API_KEY={key}\n# scripts (gemini -p) only: no prompt to trust the folder\nexport GEMINI_CLI_TRUST_WORKSPACE=true\ngemini -m {model}\n"
+                    ),
+                ),
+                snippet(
+                    "~/.gemini/settings.json",
+                    "json",
+                    "{\n  \"security\": { \"auth\": { \"selectedType\": \"gemini-api-key\" } }\n}\n"
+                        .to_owned(),
+                ),
+                snippet(
+                    "Switchyard config (Gemini CLI's own model names)",
+                    "toml",
+                    format!("[[aliases]]\nmatch = \"gemini-*\"\nto = \"{model}\"\n"),
+                ),
+            ],
+            None,
+            Some(
+                "No /v1beta in GOOGLE_GEMINI_BASE_URL: Gemini CLI adds it. Without -m it asks for \
+                 its own model names (its router's classifier too): the alias sends them all to \
+                 the combo."
                     .to_owned(),
             ),
         ),
@@ -363,6 +395,17 @@ mod tests {
     fn anthropic_clients_get_the_origin_and_openai_clients_the_v1_base() {
         let text = |tool| guide(tool, &endpoint()).snippets[0].text.clone();
         assert!(text(Tool::ClaudeCode).contains("ANTHROPIC_BASE_URL=http://127.0.0.1:4242\n"));
+        let gemini: String =
+            guide(Tool::GeminiCli, &endpoint()).snippets.iter().map(|s| s.text.as_str()).collect();
+        for line in [
+            "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:4242\n",
+            "GEMINI_API_KEY=",
+            "GEMINI_CLI_TRUST_WORKSPACE=true",
+            "\"selectedType\": \"gemini-api-key\"",
+            "match = \"gemini-*\"",
+        ] {
+            assert!(gemini.contains(line), "{line} missing from {gemini}");
+        }
         assert!(text(Tool::AnthropicPython).contains("base_url=\"http://127.0.0.1:4242\""));
         assert!(text(Tool::OpenaiPython).contains("base_url=\"http://127.0.0.1:4242/v1\""));
         assert!(text(Tool::Aider).contains("OPENAI_API_BASE=http://127.0.0.1:4242/v1"));

@@ -62,6 +62,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use self::conversations::{Conversations, Pending, Turn};
+pub use self::count::Counting;
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
@@ -387,6 +388,19 @@ impl Proxy {
         self.handle_logged(client, caller, headers, query, body).await.0
     }
 
+    /// [`Proxy::handle`] for a client that names its model in the path rather than the body
+    /// (Gemini's `models/{model}:generateContent`); nothing of its query goes upstream.
+    pub async fn handle_named(
+        &self,
+        client: ClientDialect,
+        model: &str,
+        caller: Option<&LocalKey>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, Refused> {
+        self.logged(client, Some(model), caller, headers, None, body).await.0
+    }
+
     /// [`Proxy::handle`], with the request log's record of it.
     pub async fn handle_logged(
         &self,
@@ -396,10 +410,22 @@ impl Proxy {
         query: Option<&str>,
         body: Bytes,
     ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
+        self.logged(client, None, caller, headers, query, body).await
+    }
+
+    async fn logged(
+        &self,
+        client: ClientDialect,
+        model: Option<&str>,
+        caller: Option<&LocalKey>,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        body: Bytes,
+    ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
-        let inbound = ClientRequest { dialect: client, body: &body, query, headers };
+        let inbound = ClientRequest { dialect: client, model, body: &body, query, headers };
         let response = self.route(&inbound, &body, &mut summary, caller).await;
         let elapsed = started.elapsed();
         self.counters.request_latency.observe(elapsed);
@@ -1097,7 +1123,7 @@ impl Proxy {
         meter.settle(Some(answer.usage).filter(|u| !u.is_zero()));
         let encoded = if passthrough {
             // The upstream's own body, every field it wrote, with the model that served.
-            passthrough::rewrite_answer_model(&body, meta.model)
+            passthrough::rewrite_answer_model(dialect, &body, meta.model)
         } else {
             client.encode_response_for(request, &answer, meta)
         };
@@ -1496,13 +1522,20 @@ fn prepare<'r, 'b>(
     paused: bool,
 ) -> Result<Prepared<'r, 'b>, ApiError> {
     let client = inbound.dialect;
-    let (request, untranslatable) = match client.parse_request(inbound.body) {
+    let (mut request, untranslatable) = match client.parse_request(inbound.body) {
         Ok(request) => (request, None),
         Err(error) => match ChatRequest::minimal(client.dialect(), inbound.body) {
             Some(request) => (request, Some(error.to_string())),
             None => return Err(ApiError::bad_request(error.to_string())),
         },
     };
+    // Gemini names the model and whether to stream in the path.
+    if let Some(model) = inbound.model {
+        request.model = Cow::Borrowed(model);
+    }
+    if let ClientDialect::Gemini(method) = client {
+        request.stream = method.streams();
+    }
     // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
     // that could change the meaning of an upstream's URL, is refused here (issue 19).
     if let Err(problem) = check_model_name(&request.model) {
@@ -1544,6 +1577,8 @@ fn budget_refusal(dialect: ErrorDialect, budget: &BudgetView) -> Refused {
         // retry it.
         ErrorDialect::OpenAi => "insufficient_quota",
         ErrorDialect::Anthropic => "rate_limit_error",
+        // Rendered as `RESOURCE_EXHAUSTED`, Gemini's word for every spent quota.
+        ErrorDialect::Gemini => "resource_exhausted",
     };
     let message = format!(
         "{} is spent (${} of ${}): Switchyard refuses requests until it resets at {}; raise or \

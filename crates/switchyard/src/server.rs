@@ -1,4 +1,4 @@
-//! The localhost server: `/v1` for editors and agents.
+//! The localhost server: `/v1` for editors and agents, `/v1beta` for Gemini's clients.
 //!
 //! Middleware order (outermost first): credential headers are marked sensitive, so nothing
 //! below can print them; a request span (method, path, status, latency; headers at DEBUG,
@@ -13,6 +13,7 @@ mod guard;
 pub mod ipc;
 mod ui_sessions;
 mod v1;
+mod v1beta;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -94,6 +95,10 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/messages/count_tokens", post(v1::count_tokens))
         .route("/v1/responses", post(v1::responses))
         .route("/v1/models", get(v1::models))
+        .route("/v1beta/models", get(v1beta::models))
+        .route("/v1beta/models/{*rest}", get(v1beta::model).post(v1beta::post_model))
+        .route("/v1beta", axum::routing::any(v1beta::no_such_route))
+        .route("/v1beta/{*rest}", axum::routing::any(v1beta::no_such_route))
         .route("/api/server", get(api::server_info))
         .route("/api/catalogue", get(api::catalogue))
         .route("/api/connect", post(api::connect))

@@ -3,4 +3,4 @@
 /**
  * A tool (or SDK) the Connect page knows.
  */
-export type ConnectTool = "claude-code" | "codex" | "aider" | "continue" | "cline" | "opencode" | "zed" | "openai-python" | "openai-ts" | "anthropic-python" | "anthropic-ts" | "cursor";
+export type ConnectTool = "claude-code" | "codex" | "gemini-cli" | "aider" | "continue" | "cline" | "opencode" | "zed" | "openai-python" | "openai-ts" | "anthropic-python" | "anthropic-ts" | "cursor";

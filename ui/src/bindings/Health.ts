@@ -3,6 +3,7 @@ import type { BreakerView } from "./BreakerView";
 import type { ComboHealth } from "./ComboHealth";
 import type { ConfigSaving } from "./ConfigSaving";
 import type { CredentialView } from "./CredentialView";
+import type { HeadroomView } from "./HeadroomView";
 import type { LockoutView } from "./LockoutView";
 import type { Persistence } from "./Persistence";
 import type { ProbeView } from "./ProbeView";
@@ -28,7 +29,11 @@ combos: Array<ComboHealth>,
 /**
  * Team mode (issue 20); `null` without a `[team]` database.
  */
-team: TeamView | null, at: UnixMillis, breakers: Array<BreakerView>, credentials: Array<CredentialView>, lockouts: Array<LockoutView>, 
+team: TeamView | null, 
+/**
+ * What each measured credential has left of its quota windows (RESILIENCE.md §11).
+ */
+headroom?: Array<HeadroomView>, at: UnixMillis, breakers: Array<BreakerView>, credentials: Array<CredentialView>, lockouts: Array<LockoutView>, 
 /**
  * Failures not tracked because the registry was full of benched entries.
  */

@@ -39,4 +39,10 @@ session_idle_minutes: number,
  * How long a request over a `max_in_flight` cap waits for a slot before it goes to the
  * next candidate, in milliseconds, within its own deadline [default 2000].
  */
-queue_ms: number, };
+queue_ms: number, 
+/**
+ * A credential with less than this share of a quota window left (from its answers'
+ * rate-limit headers) takes no new session while another has more, in percent [default
+ * 5].
+ */
+reserve_percent: number, };

@@ -1,11 +1,71 @@
-//! Gemini error bodies, read from upstreams.
+//! Gemini error bodies: read from upstreams, written for clients.
 
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 use switchyard_core::outcome::BodyHint;
 
-use crate::error::UpstreamError;
+use crate::error::{ErrorKind, UpstreamError};
+
+/// A Google API error as clients read it: `{"error": {"code", "message", "status"}}`.
+#[derive(Serialize)]
+pub(super) struct BodyOut<'m> {
+    pub(super) error: ErrorOut<'m>,
+}
+
+#[derive(Serialize)]
+pub(super) struct ErrorOut<'m> {
+    code: u16,
+    message: &'m str,
+    status: &'static str,
+}
+
+impl<'m> ErrorOut<'m> {
+    pub(super) fn new(kind: ErrorKind, message: &'m str) -> Self {
+        let code = match kind {
+            ErrorKind::InvalidRequest
+            | ErrorKind::ContextLengthExceeded
+            | ErrorKind::ContentPolicy
+            | ErrorKind::RequestTooLarge => 400,
+            ErrorKind::Authentication => 401,
+            ErrorKind::PermissionDenied => 403,
+            ErrorKind::ModelNotFound => 404,
+            ErrorKind::RateLimited | ErrorKind::QuotaExhausted => 429,
+            ErrorKind::Overloaded => 503,
+            ErrorKind::Timeout => 504,
+            ErrorKind::Internal => 500,
+        };
+        Self { code, message, status: status_name(code) }
+    }
+}
+
+/// The non-streamed error body for a client.
+pub fn error_body(kind: ErrorKind, message: &str) -> Vec<u8> {
+    serde_json::to_vec(&BodyOut { error: ErrorOut::new(kind, message) })
+        .expect("serialising to memory cannot fail")
+}
+
+/// The `google.rpc.Code` name Google APIs answer an HTTP status with
+/// (<https://cloud.google.com/apis/design/errors#handling_errors>): what Gemini CLI and the
+/// SDKs read from `error.status`.
+pub fn status_name(http: u16) -> &'static str {
+    match http {
+        400 | 411 | 413 | 415 | 422 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 | 410 => "NOT_FOUND",
+        405 | 501 => "UNIMPLEMENTED",
+        408 | 504 => "DEADLINE_EXCEEDED",
+        409 => "ABORTED",
+        412 => "FAILED_PRECONDITION",
+        429 | 402 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        500 => "INTERNAL",
+        502 | 503 | 529 => "UNAVAILABLE",
+        _ => "UNKNOWN",
+    }
+}
 
 /// Reads a Google API error (`{"error": {"code", "message", "status", "details"}}`, sometimes
 /// wrapped in an array; <https://ai.google.dev/gemini-api/docs/troubleshooting>).

@@ -1,4 +1,6 @@
-//! Gemini requests, encoded for upstreams.
+//! Gemini requests: parsed from clients ([`parse`]), encoded for upstreams.
+
+mod parse;
 
 use std::borrow::Cow;
 
@@ -11,6 +13,8 @@ use crate::chat::{
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::object_or_empty;
+
+pub use self::parse::parse_request;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -67,9 +71,14 @@ enum FunctionResult<'r> {
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolOut<'r> {
-    function_declarations: Vec<FunctionOut<'r>>,
+#[serde(untagged)]
+enum ToolOut<'r> {
+    Functions {
+        #[serde(rename = "functionDeclarations")]
+        function_declarations: Vec<FunctionOut<'r>>,
+    },
+    /// A Gemini client's own built-in tool (`googleSearch`, ...), as it sent it.
+    Native(RawJson<'r>),
 }
 
 #[derive(Serialize)]
@@ -248,6 +257,23 @@ struct ThinkingConfigOut {
     thinking_budget: u32,
 }
 
+/// A Gemini client's own built-in tools, as it sent them; another vendor's are dropped or
+/// refused ([`foreign_native`](crate::dialect::foreign_native)).
+fn native_tools<'r>(
+    request: &'r ChatRequest<'r>,
+    dropped: &mut Dropped,
+) -> Result<Vec<ToolOut<'r>>, ProviderError> {
+    let mut natives = Vec::new();
+    for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
+        if native.dialect == Dialect::Gemini {
+            natives.push(ToolOut::Native(native.raw));
+        } else {
+            crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
+        }
+    }
+    Ok(natives)
+}
+
 /// The upstream body for `request`. The model and streaming are in the
 /// [`endpoint`](super::endpoint), not the body.
 pub fn encode_request(
@@ -271,9 +297,7 @@ pub fn encode_request(
         .filter(|t| !t.text.is_empty())
         .map(|t| PartOut::Text(&t.text))
         .collect();
-    for native in request.tools.iter().filter_map(|t| t.native.as_ref()) {
-        crate::dialect::foreign_native(native, Dialect::Gemini, dropped)?;
-    }
+    let natives = native_tools(request, dropped)?;
     if request.uses_cache_control() {
         dropped.note("cache_control");
     }
@@ -322,11 +346,10 @@ pub fn encode_request(
                 },
             }
         });
-    let tools = if declarations.is_empty() {
-        Vec::new()
-    } else {
-        vec![ToolOut { function_declarations: declarations }]
-    };
+    let mut tools = natives;
+    if !declarations.is_empty() {
+        tools.insert(0, ToolOut::Functions { function_declarations: declarations });
+    }
 
     // Structured output: JSON, of a schema when there is one (`responseJsonSchema` takes JSON
     // Schema as is, like `parametersJsonSchema`).

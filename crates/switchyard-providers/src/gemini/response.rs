@@ -1,14 +1,14 @@
-//! Gemini responses, decoded from upstreams. A stream sends the same object in pieces, so
-//! [`ResponseWire`] serves both.
+//! Gemini responses: decoded from upstreams, encoded for clients. A stream sends the same
+//! object in pieces, so [`ResponseWire`] and [`ResponseOut`] serve both.
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{call_id, stop_reason};
+use super::{call_id, finish_reason, stop_reason};
 use crate::chat::{ChatResponse, Part, StopReason, Text, Thinking, ToolUse, Usage};
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::ProviderError;
 use crate::json::{self, Str};
 
@@ -165,4 +165,144 @@ pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
         stop_sequence: None,
         usage: wire.usage_metadata.map(UsageWire::usage).unwrap_or_default(),
     })
+}
+
+/// One `GenerateContentResponse` as a client reads it: a whole answer, or one stream chunk.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ResponseOut<'r> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) candidates: Vec<CandidateOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) prompt_feedback: Option<PromptFeedbackOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) usage_metadata: Option<UsageOut>,
+    pub(super) model_version: &'r str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub(super) response_id: &'r str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CandidateOut<'r> {
+    pub(super) content: ContentOut<'r>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) finish_reason: Option<&'static str>,
+    pub(super) index: u32,
+}
+
+#[derive(Serialize)]
+pub(super) struct ContentOut<'r> {
+    pub(super) parts: Vec<PartOut<'r>>,
+    pub(super) role: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum PartOut<'r> {
+    Text {
+        text: &'r str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        thought: bool,
+    },
+    FunctionCall {
+        #[serde(rename = "functionCall")]
+        function_call: FunctionCallOut<'r>,
+    },
+}
+
+#[derive(Serialize)]
+pub(super) struct FunctionCallOut<'r> {
+    /// Gemini's own calls seldom carry one; ours always do, so the client's function response
+    /// names the call it answers (Gemini CLI sends it back as the response's `id`).
+    pub(super) id: &'r str,
+    pub(super) name: &'r str,
+    pub(super) args: &'r RawValue,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct PromptFeedbackOut {
+    pub(super) block_reason: &'static str,
+}
+
+/// `usageMetadata`: the disjoint buckets folded back into Gemini's counts (see [`UsageWire`]).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+#[expect(clippy::struct_field_names, reason = "Gemini's field names")]
+pub(super) struct UsageOut {
+    prompt_token_count: u64,
+    candidates_token_count: u64,
+    total_token_count: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    cached_content_token_count: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    thoughts_token_count: u64,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl UsageOut {
+    pub(super) fn new(usage: &Usage) -> Self {
+        let prompt = usage.uncached_input + usage.cache_read + usage.cache_write;
+        let thoughts = usage.reasoning.min(usage.output);
+        Self {
+            prompt_token_count: prompt,
+            candidates_token_count: usage.output - thoughts,
+            total_token_count: prompt + usage.output,
+            cached_content_token_count: usage.cache_read,
+            thoughts_token_count: thoughts,
+        }
+    }
+}
+
+/// A call's arguments as Gemini's `args` object.
+pub(super) fn args(arguments: &str) -> &RawValue {
+    json::object_or_empty(arguments)
+}
+
+/// Encodes a canonical response as a `generateContent` body for a client. Thinking goes out
+/// as `thought` parts (without a signature: only Gemini's own would be checked, and those
+/// come back by passthrough); a refusal with nothing said is a blocked prompt.
+pub fn encode_response(response: &ChatResponse<'_>, meta: &ResponseMeta<'_>) -> Vec<u8> {
+    let parts: Vec<PartOut<'_>> = response
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text(text) => Some(PartOut::Text { text: &text.text, thought: false }),
+            Part::Thinking(thinking) => Some(PartOut::Text { text: &thinking.text, thought: true }),
+            Part::ToolUse(call) => Some(PartOut::FunctionCall {
+                function_call: FunctionCallOut {
+                    id: &call.id,
+                    name: &call.name,
+                    args: args(&call.arguments),
+                },
+            }),
+            _ => None,
+        })
+        .collect();
+    let stop = response.stop_reason.unwrap_or(StopReason::EndTurn);
+    let blocked = stop == StopReason::ContentFilter && parts.is_empty();
+    let body = ResponseOut {
+        candidates: if blocked {
+            Vec::new()
+        } else {
+            vec![CandidateOut {
+                content: ContentOut { parts, role: "model" },
+                finish_reason: Some(finish_reason(stop)),
+                index: 0,
+            }]
+        },
+        prompt_feedback: blocked.then_some(PromptFeedbackOut { block_reason: "SAFETY" }),
+        usage_metadata: Some(UsageOut::new(&response.usage)),
+        model_version: meta.model,
+        response_id: &response.id,
+    };
+    serde_json::to_vec(&body).expect("serialising to memory cannot fail")
 }

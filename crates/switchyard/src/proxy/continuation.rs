@@ -282,6 +282,8 @@ impl Rescuer {
         let continued = with_prefill(request, &plan.prefill);
         let client = ClientRequest {
             dialect: self.client,
+            // Only routing reads it, and a continuation is routed already.
+            model: None,
             body: &self.body,
             query: self.query.as_deref(),
             headers: &self.headers,

@@ -1,10 +1,13 @@
-//! `POST /v1/messages/count_tokens`: Claude Code asks how large a conversation is before it
-//! sends it. Only Anthropic counts exactly, so the first eligible Anthropic target of the
+//! `POST /v1/messages/count_tokens` and Gemini's `models/{model}:countTokens`: Claude Code
+//! and Gemini CLI ask how large a conversation is before they send it. A target of the
+//! client's own dialect counts exactly (Anthropic, Gemini), so the first eligible one of the
 //! route answers; when the route has none (or none answers), the answer is an estimate and
 //! says so in `x-switchyard-estimate`, so a client is never refused over a side question.
 //!
 //! Counting sends no prompt to a model and bills nothing, so its outcome charges no
 //! resilience layer: a failure just moves on to the next target, then to the estimate.
+
+use std::borrow::Cow;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,51 +18,98 @@ use switchyard_core::text::check_model_name;
 use switchyard_providers::chat::{ChatRequest, Part};
 use switchyard_providers::dialect::{ClientDialect, Dialect};
 use switchyard_providers::executor;
+use switchyard_providers::gemini::Method;
 
 use super::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 use super::upstream::{self, ClientRequest};
 use super::{ERROR_BODY_DEADLINE, Proxy, refused_model};
-use crate::config::ProviderKind;
 
 /// Roughly four characters of English or code per token, the rule of thumb every vendor's
 /// tokenizer documentation gives; an estimate is only ever used to budget a context.
 const CHARS_PER_TOKEN: usize = 4;
 
+/// Which counting a client asked for.
+#[derive(Clone, Copy, Debug)]
+pub enum Counting<'a> {
+    /// Anthropic's `count_tokens`, the model in the body.
+    Anthropic,
+    /// Gemini's `countTokens`, the model in the path.
+    Gemini { model: &'a str },
+}
+
+impl Counting<'_> {
+    fn dialect(self) -> Dialect {
+        match self {
+            Self::Anthropic => Dialect::Anthropic,
+            Self::Gemini { .. } => Dialect::Gemini,
+        }
+    }
+
+    fn refused(self, error: ApiError) -> Refused {
+        error.refused_in(match self {
+            Self::Anthropic => ErrorDialect::Anthropic,
+            Self::Gemini { .. } => ErrorDialect::Gemini,
+        })
+    }
+
+    /// The estimate in the dialect's answer shape.
+    fn estimated(self, body: &[u8]) -> serde_json::Value {
+        match self {
+            Self::Anthropic => json!({ "input_tokens": estimate(ClientDialect::Anthropic, body) }),
+            Self::Gemini { .. } => json!({ "totalTokens": estimate_gemini(body) }),
+        }
+    }
+}
+
 impl Proxy {
-    /// Counts the tokens of an Anthropic Messages body for the model it names.
+    /// Counts the tokens of a Messages body (or a Gemini `countTokens` body) for its model.
     pub async fn count_tokens(
         &self,
+        counting: Counting<'_>,
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
     ) -> Result<Response, Refused> {
         let routes = self.routes();
-        let Some(request) = ChatRequest::minimal(Dialect::Anthropic, &body) else {
-            return Err(ApiError::bad_request("model: missing or not a string")
-                .refused_in(ErrorDialect::Anthropic));
+        let model = match counting {
+            Counting::Gemini { model } => Cow::Borrowed(model),
+            Counting::Anthropic => match ChatRequest::minimal(Dialect::Anthropic, &body) {
+                Some(request) => request.model,
+                None => {
+                    return Err(
+                        counting.refused(ApiError::bad_request("model: missing or not a string"))
+                    );
+                }
+            },
         };
-        if let Err(problem) = check_model_name(&request.model) {
-            return Err(refused_model(&problem).refused_in(ErrorDialect::Anthropic));
+        if let Err(problem) = check_model_name(&model) {
+            return Err(counting.refused(refused_model(&problem)));
         }
-        let Some(combo) = routes.resolve(&request.model) else {
-            let message = format!("unknown model \"{}\"", request.model);
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
-                .refused_in(ErrorDialect::Anthropic));
+        let Some(combo) = routes.resolve(&model) else {
+            let message = routes.unknown_model(&model);
+            return Err(counting.refused(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                message,
+            )));
         };
-        let inbound =
-            ClientRequest { dialect: ClientDialect::Anthropic, body: &body, query, headers };
+        let client = match counting {
+            Counting::Anthropic => ClientDialect::Anthropic,
+            Counting::Gemini { .. } => ClientDialect::Gemini(Method::Generate),
+        };
+        let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
         let now = self.clock.now();
         let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
         for candidate in &plan.candidates {
             let key = &candidate.key;
             let Some(provider) = routes.provider(&key.provider) else { continue };
-            if provider.kind != ProviderKind::Anthropic {
+            let model = combo.targets[candidate.target].model.as_str();
+            if provider.dialect_for(model) != counting.dialect() {
                 continue;
             }
             let Ok(secret) = self.secret_for(&routes, &key.provider, &key.credential).await else {
                 continue;
             };
-            let model = combo.targets[candidate.target].model.as_str();
             let Ok(counting) = upstream::count_tokens(provider, secret.as_ref(), model, &inbound)
             else {
                 continue;
@@ -88,16 +138,32 @@ impl Proxy {
                 }
             }
         }
-        let mut response = axum::Json(json!({ "input_tokens": estimate(&body) })).into_response();
+        let mut response = axum::Json(counting.estimated(&body)).into_response();
         response.headers_mut().insert("x-switchyard-estimate", HeaderValue::from_static("true"));
         Ok(response)
     }
 }
 
-/// Tokens in a Messages body by the characters of its text, tool definitions and tool
-/// calls; the raw body's size when it has no canonical form.
-fn estimate(body: &[u8]) -> usize {
-    let Ok(request) = ClientDialect::Anthropic.parse_request(body) else {
+/// Tokens in a Gemini `countTokens` body: its `contents` (and the rest of a request), or the
+/// whole request it wraps in `generateContentRequest`.
+fn estimate_gemini(body: &[u8]) -> usize {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wrapped<'a> {
+        #[serde(borrow)]
+        generate_content_request: &'a serde_json::value::RawValue,
+    }
+    let client = ClientDialect::Gemini(Method::Generate);
+    match serde_json::from_slice::<Wrapped<'_>>(body) {
+        Ok(wrapped) => estimate(client, wrapped.generate_content_request.get().as_bytes()),
+        Err(_) => estimate(client, body),
+    }
+}
+
+/// Tokens in a request body of `client`'s dialect by the characters of its text, tool
+/// definitions and tool calls; the raw body's size when it has no canonical form.
+fn estimate(client: ClientDialect, body: &[u8]) -> usize {
+    let Ok(request) = client.parse_request(body) else {
         return body.len().div_ceil(CHARS_PER_TOKEN);
     };
     let part_chars = |part: &Part<'_>| match part {
@@ -133,7 +199,12 @@ mod tests {
     fn an_estimate_grows_with_the_conversation_and_is_never_zero() {
         let small = br#"{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
         let large = br#"{"model":"m","max_tokens":1,"system":"you are a very careful engineer","messages":[{"role":"user","content":"please review this whole module for me"}]}"#;
+        let estimate = |body| estimate(ClientDialect::Anthropic, body);
         assert_eq!(estimate(small), 1);
         assert!(estimate(large) > 10, "{}", estimate(large));
+        let gemini = br#"{"contents":[{"role":"user","parts":[{"text":"please review this whole module for me"}]}]}"#;
+        let wrapped = br#"{"generateContentRequest":{"model":"models/x","contents":[{"role":"user","parts":[{"text":"please review this whole module for me"}]}]}}"#;
+        assert_eq!(estimate_gemini(gemini), 10);
+        assert_eq!(estimate_gemini(wrapped), 10);
     }
 }

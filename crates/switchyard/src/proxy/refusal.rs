@@ -12,11 +12,19 @@ use serde_json::Value;
 pub enum Dialect {
     OpenAi,
     Anthropic,
+    /// Google's `{"error": {"code", "message", "status"}}`, on every `/v1beta` path.
+    Gemini,
 }
 
 impl Dialect {
     pub fn of_path(path: &str) -> Self {
-        if path.starts_with("/v1/messages") { Self::Anthropic } else { Self::OpenAi }
+        if path.starts_with("/v1/messages") {
+            Self::Anthropic
+        } else if path == "/v1beta" || path.starts_with("/v1beta/") {
+            Self::Gemini
+        } else {
+            Self::OpenAi
+        }
     }
 }
 
@@ -75,6 +83,25 @@ impl From<switchyard_providers::dialect::ClientDialect> for Dialect {
             switchyard_providers::dialect::ClientDialect::OpenAi
             | switchyard_providers::dialect::ClientDialect::Responses => Self::OpenAi,
             switchyard_providers::dialect::ClientDialect::Anthropic => Self::Anthropic,
+            switchyard_providers::dialect::ClientDialect::Gemini(_) => Self::Gemini,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_v1beta_path_answers_in_geminis_shape() {
+        for path in
+            ["/v1beta", "/v1beta/models", "/v1beta/models/x:generateContent", "/v1beta/nope"]
+        {
+            assert_eq!(Dialect::of_path(path), Dialect::Gemini, "{path}");
+        }
+        assert_eq!(Dialect::of_path("/v1/messages"), Dialect::Anthropic);
+        for path in ["/v1/chat/completions", "/v1betax", "/api/keys"] {
+            assert_eq!(Dialect::of_path(path), Dialect::OpenAi, "{path}");
         }
     }
 }

@@ -25,6 +25,8 @@ const DEFAULT_MAX_TOKENS: u32 = 8192;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientRequest<'a> {
     pub dialect: ClientDialect,
+    /// The model named in the path, for a dialect that names it there (Gemini).
+    pub model: Option<&'a str>,
     pub body: &'a [u8],
     /// The query string (`beta=true` from Claude Code), without the `?`.
     pub query: Option<&'a str>,
@@ -97,7 +99,7 @@ fn build_as(
     let dialect = provider.dialect_for(model);
     let mut dropped = Dropped::default();
     let body = if passthrough {
-        let body = passthrough::rewrite_model(client.body, model)?;
+        let body = passthrough::request_body(dialect, client.body, model)?;
         if asks_stream_usage(provider, dialect, request) {
             passthrough::ask_stream_usage(body)
         } else {
@@ -277,20 +279,30 @@ fn is_openai_itself(base_url: &str) -> bool {
     Url::parse(base_url).is_ok_and(|url| url.host_str() == Some("api.openai.com"))
 }
 
-/// `POST /v1/messages/count_tokens` on an Anthropic `provider` for the client's body, `model`
-/// rewritten, with the client's Anthropic headers.
+/// A token count on `provider` for the client's body, which speaks the provider's dialect:
+/// Anthropic's `POST /v1/messages/count_tokens` (`model` rewritten, the client's Anthropic
+/// headers), or Gemini's `models/{model}:countTokens` (the body as it is).
 pub(crate) fn count_tokens(
     provider: &ProviderConfig,
     secret: Option<&Secret>,
     model: &str,
     client: &ClientRequest<'_>,
 ) -> Result<UpstreamRequest, ProviderError> {
-    let body = passthrough::rewrite_model(client.body, model)?;
-    let url = Url::parse(&format!("{}/{COUNT_TOKENS_PATH}", provider.base_url)).map_err(|e| {
-        ProviderError::Untranslatable { dialect: Dialect::Anthropic, message: e.to_string() }
-    })?;
+    let dialect = client.dialect.dialect();
+    let body = passthrough::request_body(dialect, client.body, model)?;
+    let url = if dialect == Dialect::Gemini {
+        let mut url = endpoint_url(provider, dialect, model, false)?;
+        let stem = url.path().strip_suffix(":generateContent").map(str::to_owned);
+        if let Some(stem) = stem {
+            url.set_path(&format!("{stem}:countTokens"));
+        }
+        url
+    } else {
+        Url::parse(&format!("{}/{COUNT_TOKENS_PATH}", provider.base_url))
+            .map_err(|e| ProviderError::Untranslatable { dialect, message: e.to_string() })?
+    };
     let mut headers = vec![(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
-    identify(&mut headers, provider, Dialect::Anthropic, secret, Some(client.headers))?;
+    identify(&mut headers, provider, dialect, secret, Some(client.headers))?;
     Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
 }
 

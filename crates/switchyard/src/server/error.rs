@@ -1,7 +1,8 @@
 //! Errors as clients see them: one type ([`ApiError`], the proxy's own), rendered here in the
 //! dialect of the route that failed
 //! (OpenAI's `{"error": {...}}` on `/v1/chat/completions` and `/v1/models`, Anthropic's
-//! `{"type": "error", "error": {...}}` on `/v1/messages`).
+//! `{"type": "error", "error": {...}}` on `/v1/messages`, Google's `{"error": {"code",
+//! "message", "status"}}` on every `/v1beta` path).
 
 use axum::Json;
 use axum::http::{HeaderValue, header};
@@ -55,6 +56,14 @@ impl ApiError {
             Dialect::Anthropic => json!({
                 "type": "error",
                 "error": {"type": self.kind, "message": self.message, "switchyard": self.detail}
+            }),
+            Dialect::Gemini => json!({
+                "error": {
+                    "code": self.status.as_u16(),
+                    "message": self.message,
+                    "status": switchyard_providers::gemini::status_name(self.status.as_u16()),
+                    "switchyard": self.detail,
+                }
             }),
         };
         let mut response = (self.status, Json(body)).into_response();

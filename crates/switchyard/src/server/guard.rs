@@ -7,18 +7,25 @@
 //!    editors, agents and SDKs do not. We serve no CORS, so preflights fail too. The one
 //!    exception is our own web UI, when `serve --ui` serves one: its pages carry this server's
 //!    own origin (`http://127.0.0.1:PORT`), which no other page can claim.
-//! 3. A local API key (`/v1`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic
-//!    clients send it; the management token or a UI session (`/api`, `/metrics`), as
-//!    [`Takes`] says per route. The UI's static files need neither: they hold no secret, and
+//! 3. A local API key (`/v1`, `/v1beta`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as
+//!    Anthropic clients send it; on `/v1beta` only, also `x-goog-api-key: KEY` or `?key=KEY`
+//!    as Google's clients send it (the query never reaches a log, which names the path alone,
+//!    nor an upstream, which gets a URL of its own); the management token or a UI session
+//!    (`/api`, `/metrics`), as [`Takes`] says per route. Every `/v1beta` path takes the key,
+//!    whatever static files are served beside it. The UI's static files need neither: they hold no secret, and
 //!    the UI signs in before it calls the API.
-//! 4. A body sent to `/v1` is declared JSON (`Content-Type: application/json`, or any
+//! 4. A body sent to `/v1` or `/v1beta` is declared JSON (`Content-Type: application/json`, or any
 //!    `+json` type). Every SDK declares it; a form or `text/plain` body is what a page can send
 //!    without a preflight, so it is refused (`415`) even from a client that passed the rest.
 //!
-//! 5. `/api` and `/metrics` take a request a browser marks `Sec-Fetch-Site: same-origin` (our
-//!    own UI) or `none` (typed by the user), or one without the header (every non-browser
-//!    client). `same-site` is refused: to a browser, a page on another localhost port is the
-//!    same site, and such a page must not drive the API even with a token it somehow holds.
+//! 5. Every route but the UI's files takes a request a browser marks `Sec-Fetch-Site:
+//!    same-origin` (our own UI) or `none` (typed by the user), or one without the header (every
+//!    non-browser client). `same-site` is refused: to a browser, a page on another localhost
+//!    port is the same site, and such a page must not drive the API even with a token it
+//!    somehow holds; and a page's `<img src=".../v1beta/models?key=...">` carries no `Origin`
+//!    but does carry `Sec-Fetch-Site: cross-site`. Node's `fetch` (Gemini CLI, the JS SDKs)
+//!    sends `Sec-Fetch-Mode: cors` and no `Sec-Fetch-Site` and no `Origin`: it is no browser
+//!    and passes (docs/security.md says why that stays safe).
 //!
 //! Every answer, refusals included, carries [`PAGE_HEADERS`]: the web UI's content security
 //! policy (the desktop's, with `connect-src 'self'` for the HTTP transport), no framing, no
@@ -75,9 +82,10 @@ pub(crate) async fn front_door(
 async fn admit(state: &ServerState, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
+    let gemini = dialect == Dialect::Gemini;
     let door = if path.starts_with("/api/") || path == "/metrics" {
         Door::Management(Takes::of(request.method(), path))
-    } else if path.starts_with("/v1/") || state.ui.is_none() {
+    } else if path.starts_with("/v1/") || gemini || state.ui.is_none() {
         Door::Client
     } else {
         Door::Files
@@ -86,13 +94,15 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
     // passes the Host and Origin checks like everything else, needs no key, and reveals
     // nothing but that the server is up.
     if request.method() == http::Method::HEAD && path == "/" {
-        return match check(state, request.headers(), Door::Files) {
+        return match check(state, request.headers(), Door::Files, None) {
             Ok(_) => StatusCode::OK.into_response(),
             Err(refusal) => refusal.into_response_in(dialect),
         };
     }
-    let checked = check(state, request.headers(), door).and_then(|caller| {
-        let body_to_v1 = path.starts_with("/v1/") && request.method() == http::Method::POST;
+    let google = gemini.then(|| GoogleKey(query_key(request.uri().query())));
+    let checked = check(state, request.headers(), door, google).and_then(|caller| {
+        let body_to_v1 =
+            (path.starts_with("/v1/") || gemini) && request.method() == http::Method::POST;
         if body_to_v1 { json_body(request.headers()).map(|()| caller) } else { Ok(caller) }
     });
     match checked {
@@ -184,8 +194,18 @@ enum Caller {
     Session(SessionId),
 }
 
-/// Admits or refuses a request, saying who made it.
-fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<Caller, ApiError> {
+/// The other places a `/v1beta` request may carry its local key, as Google's clients send
+/// it: `x-goog-api-key`, or `?key=` (this, percent-decoded), the one place a key may come in
+/// the URL.
+struct GoogleKey(Option<String>);
+
+/// Admits or refuses a request, saying who made it. `google` is `Some` on `/v1beta` only.
+fn check(
+    state: &ServerState,
+    headers: &HeaderMap,
+    door: Door,
+    google: Option<GoogleKey>,
+) -> Result<Caller, ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !is_loopback_host(host, state.port, state.ipv6) {
         return Err(ApiError::new(
@@ -208,26 +228,28 @@ fn check(state: &ServerState, headers: &HeaderMap, door: Door) -> Result<Caller,
         Door::Client => None,
         Door::Management(takes) => Some(takes),
     };
-    if takes.is_some()
-        && let Some(site) = headers.get("sec-fetch-site")
-    {
+    if let Some(site) = headers.get("sec-fetch-site") {
         // `none`: the user typed the address or opened a bookmark; `same-origin`: our own UI.
         if !matches!(site.as_bytes(), b"none" | b"same-origin") {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "permission_error",
-                "the management API serves only this server's own pages: the browser marked the \
-                 request `Sec-Fetch-Site` other than `same-origin` or `none` (a page on another \
-                 port or site)",
+                "this server serves only its own pages and programs that are no browser: the \
+                 browser marked the request `Sec-Fetch-Site` other than `same-origin` or `none` \
+                 (a page on another port or site)",
             ));
         }
     }
     let presented = bearer(headers)
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim);
-    match takes {
-        Some(takes) => manager(state, takes, presented),
-        None => client(state, presented),
+    match (takes, google) {
+        (Some(takes), _) => manager(state, takes, presented),
+        (None, Some(GoogleKey(in_query))) => {
+            let header = headers.get("x-goog-api-key").and_then(|v| v.to_str().ok());
+            client(state, presented.or(header.map(str::trim)).or(in_query.as_deref()))
+        }
+        (None, None) => client(state, presented),
     }
 }
 
@@ -237,7 +259,7 @@ fn client(state: &ServerState, presented: Option<&str>) -> Result<Caller, ApiErr
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
-            "missing local API key: send `Authorization: Bearer <key>` (create one with `switchyard keys create`)",
+            "missing local API key: send `Authorization: Bearer <key>` (Gemini clients: `x-goog-api-key: <key>`; create one with `switchyard keys create`)",
         ));
     };
     state.keys.identify(presented).map(Caller::Client).ok_or_else(|| {
@@ -308,6 +330,14 @@ fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
             ),
         ))
     }
+}
+
+/// A `/v1beta` request's `?key=` (percent-decoded), as Google's clients may send the key.
+fn query_key(query: Option<&str>) -> Option<String> {
+    let query = query?;
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "key")
+        .map(|(_, value)| value.trim().to_owned())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -13,6 +13,7 @@ use switchyard_providers::dialect::ClientDialect;
 use super::ServerState;
 use super::error::{ApiError, Dialect};
 use crate::keys::LocalKey;
+use crate::proxy::Counting;
 
 /// The largest client body read. A conversation carries every earlier turn, screenshots
 /// included (base64), so axum's 2 MB default refused ordinary coding-agent requests; 32 MiB is
@@ -83,7 +84,11 @@ pub(super) async fn count_tokens(
     body: Body,
 ) -> Response {
     match read(body, ClientDialect::Anthropic).await {
-        Ok(body) => state.proxy.count_tokens(&headers, uri.query(), body).await.into_response(),
+        Ok(body) => state
+            .proxy
+            .count_tokens(Counting::Anthropic, &headers, uri.query(), body)
+            .await
+            .into_response(),
         Err(refusal) => refusal,
     }
 }
@@ -91,7 +96,7 @@ pub(super) async fn count_tokens(
 /// The whole body, or the refusal in the route's dialect: `413` past [`MAX_BODY_BYTES`] (told
 /// by `Content-Length` before anything is read, else once the limit is crossed), `400` when
 /// the client stopped sending halfway.
-async fn read(body: Body, client: ClientDialect) -> Result<Bytes, Response> {
+pub(super) async fn read(body: Body, client: ClientDialect) -> Result<Bytes, Response> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -152,7 +152,10 @@ async fn the_connect_api_gives_every_tool_its_lines_for_this_port_with_the_key_f
         h.api(Method::POST, "/api/connect", &json!({"key": "sy-from-the-body"})).await;
     assert_eq!(status, 200, "{guides}");
     let guides = guides.as_array().unwrap();
-    assert_eq!(guides.len(), 12);
+    assert_eq!(guides.len(), 13);
+    let gemini = guides.iter().find(|g| g["tool"] == "gemini-cli").unwrap();
+    let text = gemini["snippets"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{}", h.port)), "{text}");
     let claude = guides.iter().find(|g| g["tool"] == "claude-code").unwrap();
     let text = claude["snippets"][0]["text"].as_str().unwrap();
     assert!(text.contains(&format!("ANTHROPIC_BASE_URL=http://127.0.0.1:{}\n", h.port)), "{text}");

@@ -28,6 +28,19 @@ describe('a routing trace', () => {
     expect(screen.getByText(/inside tool call/)).toBeInTheDocument();
   });
 
+  it('says where a session is pinned, where it moved from, and a wait for a free slot', () => {
+    const trace: TraceEntry[] = [
+      { target: 'an/claude', credential: 'k1', event: 'queued', millis: 300 },
+      { target: 'an/claude', credential: 'k1', event: 'skipped', reason: 'at_capacity' },
+      { target: 'an/claude', credential: 'k2', event: 'attempted', outcome: 'success', status: 200, millis: 40 },
+      { target: 'an/claude', credential: 'k2', event: 'session', session: '1a2b3c4d5e6f', pin: 'moved', from: 'an/claude@k1' },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="an/claude" />);
+    expect(screen.getByText('queued')).toBeInTheDocument();
+    expect(screen.getByText('300 ms')).toBeInTheDocument();
+    expect(screen.getByText(/1a2b3c4d5e6f: moved here from an\/claude@k1/)).toBeInTheDocument();
+  });
+
   it('says which attempt of a hedged first token won, and after how long', () => {
     const trace: TraceEntry[] = [
       { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'started', millis: 200 },

@@ -86,6 +86,29 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td />
               </>
+            ) : entry.event === 'queued' ? (
+              <>
+                <td>
+                  <Badge tone="muted">queued</Badge> waited for a free slot (max in flight)
+                </td>
+                <td />
+                <td className="num">{entry.millis} ms</td>
+              </>
+            ) : entry.event === 'session' ? (
+              <>
+                <td>
+                  <Badge tone={entry.pin === 'moved' ? 'bad' : 'muted'}>session</Badge> {entry.session}:{' '}
+                  {entry.pin === 'new'
+                    ? 'pinned here'
+                    : entry.pin === 'kept'
+                      ? 'kept on its key'
+                      : entry.pin === 'returned'
+                        ? 'back on its target'
+                        : `moved here${entry.from ? ` from ${entry.from}` : ''}`}
+                </td>
+                <td />
+                <td />
+              </>
             ) : entry.event === 'probe' ? (
               <>
                 <td>

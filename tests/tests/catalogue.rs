@@ -155,7 +155,10 @@ async fn the_connect_api_gives_every_tool_its_lines_for_this_port_with_the_key_f
     assert_eq!(guides.len(), 13);
     let gemini = guides.iter().find(|g| g["tool"] == "gemini-cli").unwrap();
     let text = gemini["snippets"][0]["text"].as_str().unwrap();
-    assert!(text.contains(&format!("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{}", h.port)), "{text}");
+    assert!(
+        text.contains(&format!("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{}", h.port)),
+        "{text}"
+    );
     let claude = guides.iter().find(|g| g["tool"] == "claude-code").unwrap();
     let text = claude["snippets"][0]["text"].as_str().unwrap();
     assert!(text.contains(&format!("ANTHROPIC_BASE_URL=http://127.0.0.1:{}\n", h.port)), "{text}");

@@ -352,3 +352,31 @@ async fn a_key_under_its_reserve_takes_no_new_session_until_its_window_resets() 
     let after: Vec<String> = (8..=13).map(key_of).collect();
     assert!(after.contains(&"an-1".to_owned()), "{after:?}");
 }
+
+/// The request log says which session each request belonged to and lists one session's
+/// requests, so a user sees what one agent task did and cost (issue 27, point 4: the log).
+#[tokio::test]
+async fn the_request_log_lists_one_sessions_requests() {
+    let h = start(true).await;
+    for i in 0..2 {
+        let mut history = vec![format!("task {i}")];
+        for _ in 0..2 {
+            let (answer, _) = turn(&h, Client::Anthropic, i, &history).await;
+            history.extend([answer, "go on".to_owned()]);
+        }
+    }
+    let newest = h.newest_logged().await;
+    let short = newest["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "session")
+        .and_then(|e| e["session"].as_str())
+        .unwrap()
+        .to_owned();
+    let (status, listed) = h.api_get(&format!("/api/requests?session={short}")).await;
+    assert_eq!(status, 200, "{listed}");
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "the session's two turns, not the other's");
+    assert!(listed.iter().all(|r| r["session"].as_str().unwrap().starts_with(&short)));
+}

@@ -56,6 +56,10 @@ combo: string | null,
  */
 fallback: boolean, 
 /**
+ * The agent session it belonged to (32 hex digits), when sessions are on.
+ */
+session?: string, 
+/**
  * Every candidate skipped or tried, in order.
  */
 trace: Array<TraceEntry>, };

@@ -28,4 +28,8 @@ outcome?: Outcome,
 /**
  * Only requests that took more than one attempt.
  */
-fallback?: boolean, };
+fallback?: boolean, 
+/**
+ * Only requests of this agent session (its 32 hex digits, or the 12 a trace shows).
+ */
+session?: string, };

@@ -33,6 +33,9 @@ pub struct RequestQuery {
     /// Only requests that took more than one attempt.
     #[ts(optional)]
     pub fallback: Option<bool>,
+    /// Only requests of this agent session (its 32 hex digits, or the 12 a trace shows).
+    #[ts(optional)]
+    pub session: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -78,6 +81,10 @@ pub struct RequestEntry {
     pub combo: Option<String>,
     /// Served by other than its first attempt (a fallback, or a hedge that won).
     pub fallback: bool,
+    /// The agent session it belonged to (32 hex digits), when sessions are on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub session: Option<String>,
     /// Every candidate skipped or tried, in order.
     pub trace: Vec<TraceEntry>,
 }
@@ -121,6 +128,11 @@ impl RequestQuery {
             })
             && self.outcome.is_none_or(|o| (o == Outcome::Ok) == ok)
             && self.fallback.is_none_or(|f| (r.attempts > 1) == f)
+            && self.session.as_ref().is_none_or(|wanted| {
+                r.session
+                    .as_deref()
+                    .is_some_and(|s| !wanted.is_empty() && s.starts_with(wanted.as_str()))
+            })
     }
 }
 
@@ -146,6 +158,7 @@ impl Services {
                 local_key: r.local_key,
                 combo: r.combo,
                 fallback: r.fallback,
+                session: r.session,
                 trace: serde_json::from_str(&r.trace).unwrap_or_default(),
             })
             .collect()

@@ -238,6 +238,7 @@ mod tests {
             config_saved_to: ConfigSaving::StateFile,
             combos: vec![ComboHealth { name: "smart".into(), eligible: 3, candidates: 3 }],
             team: None,
+            headroom: Vec::new(),
             snapshot: HealthSnapshot {
                 at: UnixMillis(1_800_000_000_000),
                 breakers: Vec::new(),

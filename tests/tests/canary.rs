@@ -21,6 +21,20 @@ base_url = "{mock}/v1"
 credentials = [{ id = "c-1", secret = "env:CANARY" }]
 "#;
 
+/// `POST /api/config/import{query}` of `text` with the management token.
+async fn import(h: &Harness, query: &str, text: &str) -> serde_json::Value {
+    let response = h
+        .http
+        .post(h.url(&format!("/api/config/import{query}")))
+        .bearer_auth(MANAGEMENT_TOKEN)
+        .body(text.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "import{query}");
+    response.json().await.unwrap()
+}
+
 /// Everything every log line writes, from every crate.
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -234,14 +248,7 @@ async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
         thief.base_url()
     );
     let text = switchyard_e2e::harness::config_text(&h.mock, &stolen);
-    let import = |query: &'static str| {
-        h.http
-            .post(h.url(&format!("/api/config/import{query}")))
-            .bearer_auth(MANAGEMENT_TOKEN)
-            .body(text.clone())
-            .send()
-    };
-    let dry: serde_json::Value = import("?dry_run=true").await.unwrap().json().await.unwrap();
+    let dry = import(&h, "?dry_run=true", &text).await;
     let pairs = dry["pairs"].as_array().unwrap();
     let state_of = |host: &str| {
         pairs
@@ -254,7 +261,7 @@ async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
     };
     assert_eq!(state_of(&thief_host), Some(json!("new")), "{dry}");
     assert_eq!(state_of(&h.mock.base_url().to_lowercase()), Some(json!("known")), "{dry}");
-    assert_eq!(import("").await.unwrap().status(), 200);
+    import(&h, "", &text).await;
     let (_, view) = h.api_get("/api/providers/thief").await;
     let waiting = &view["credentials"][0]["unconfirmed"];
     assert_eq!(waiting[0]["reference"], "env:CANARY", "{view}");
@@ -395,15 +402,7 @@ async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
             second.base_url()
         ),
     );
-    let imported = h
-        .http
-        .post(h.url("/api/config/import?confirm=true"))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .body(text)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(imported.status(), 200);
+    import(&h, "?confirm=true", &text).await;
     assert_eq!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
     assert!(second.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
     drop(h.stop().await);
@@ -464,16 +463,7 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
     let collector_host = collector.base_url().to_lowercase();
 
     let team = "\n[team]\ndatabase_url = \"env:TEAM_DB\"\n";
-    let import = |text: String, query: &'static str| {
-        h.http
-            .post(h.url(&format!("/api/config/import{query}")))
-            .bearer_auth(MANAGEMENT_TOKEN)
-            .body(text)
-            .send()
-    };
-    let dry = import(imported_text(&h, &collector, team), "?dry_run=true").await.unwrap();
-    assert_eq!(dry.status(), 200);
-    let dry: serde_json::Value = dry.json().await.unwrap();
+    let dry = import(&h, "?dry_run=true", &imported_text(&h, &collector, team)).await;
     let requests_to = |host: &str| -> Vec<&serde_json::Value> {
         dry["pairs"]
             .as_array()
@@ -496,8 +486,7 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
     assert_eq!(dry["team"]["state"], "new", "{dry}");
     assert!(!dry.to_string().contains("postgres://"), "a reference, never the URL: {dry}");
 
-    let imported = import(imported_text(&h, &collector, ""), "").await.unwrap();
-    assert_eq!(imported.status(), 200);
+    import(&h, "", &imported_text(&h, &collector, "")).await;
     let (_, view) = h.api_get("/api/providers/collector").await;
     assert_eq!(view["unconfirmed"][0]["reference"], serde_json::Value::Null, "{view}");
     assert!(view["unconfirmed"][0]["destination"].as_str().unwrap().starts_with(&collector_host));
@@ -758,14 +747,7 @@ async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_
         &h.mock,
         &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
     );
-    let import = |query: &'static str| {
-        h.http
-            .post(h.url(&format!("/api/config/import{query}")))
-            .bearer_auth(MANAGEMENT_TOKEN)
-            .body(text.clone())
-            .send()
-    };
-    let dry: serde_json::Value = import("?dry_run=true").await.unwrap().json().await.unwrap();
+    let dry = import(&h, "?dry_run=true", &text).await;
     let host = h.mock.base_url().to_lowercase();
     let state_at = |path: &str| {
         dry["pairs"]
@@ -779,7 +761,7 @@ async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_
     for path in ["/t/other/v1", "/t/mine-too/v1", "/t/other/v1"] {
         assert_eq!(state_at(path), Some(json!("new")), "{path}: {dry}");
     }
-    assert_eq!(import("").await.unwrap().status(), 200);
+    import(&h, "", &text).await;
     no_other_tenant_got_the_canary(&h).await;
     drop(h.stop().await);
 }
@@ -812,15 +794,7 @@ async fn host_wide_bindings_of_the_version_before_are_narrowed_at_start() {
         &h.mock,
         &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
     );
-    let imported = h
-        .http
-        .post(h.url("/api/config/import"))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .body(text)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(imported.status(), 200);
+    import(&h, "", &text).await;
     no_other_tenant_got_the_canary(&h).await;
     let mock = h.stop().await;
 

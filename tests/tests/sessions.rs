@@ -14,29 +14,21 @@ const SESSIONS: usize = 4;
 const TURNS: usize = 8;
 
 /// One provider of each dialect, three keys each, spread by round robin.
-const POOLS: &str = r#"
-[[providers]]
-id = "anthropic-pool"
-kind = "anthropic"
-base_url = "{mock}"
-selection = { strategy = "round_robin" }
-credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
-
-[[providers]]
-id = "chat-pool"
-kind = "openai"
-base_url = "{mock}/v1"
-selection = { strategy = "round_robin" }
-credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
-
-[[providers]]
-id = "responses-pool"
-kind = "openai"
-api = "responses"
-base_url = "{mock}/v1"
-selection = { strategy = "round_robin" }
-credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]
-"#;
+fn pools() -> String {
+    let keys = r#"credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]"#;
+    [
+        ("anthropic-pool", "anthropic", "", "{mock}"),
+        ("chat-pool", "openai", "", "{mock}/v1"),
+        ("responses-pool", "openai", "api = \"responses\"\n", "{mock}/v1"),
+    ]
+    .map(|(id, kind, api, base)| {
+        format!(
+            "[[providers]]\nid = \"{id}\"\nkind = \"{kind}\"\n{api}base_url = \"{base}\"\n\
+             selection = {{ strategy = \"round_robin\" }}\n{keys}\n\n"
+        )
+    })
+    .concat()
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Client {
@@ -160,7 +152,7 @@ async fn interleaved(h: &Harness, client: Client) -> (f64, Vec<Vec<String>>) {
 }
 
 async fn start(sessions: bool) -> Harness {
-    let setup = Setup::new(&format!("{POOLS}\n[settings.routing]\nsessions = {sessions}\n"));
+    let setup = Setup::new(&format!("{}\n[settings.routing]\nsessions = {sessions}\n", pools()));
     let h = Harness::start_with(setup).await;
     h.mock.cache_prompts();
     h
@@ -242,7 +234,7 @@ async fn a_session_whose_key_is_rate_limited_moves_in_the_same_request_and_stays
 async fn a_restart_keeps_sessions_on_their_keys() {
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let setup = || Setup::new(POOLS);
+    let setup = || Setup::new(&pools());
     let h = Harness::start_in_with(mock, data.path(), setup()).await;
     let mut histories: Vec<Vec<String>> = vec![Vec::new(); 3];
     for (i, history) in histories.iter_mut().enumerate() {
@@ -315,7 +307,7 @@ queue_ms = 20000
 async fn a_key_under_its_reserve_takes_no_new_session_until_its_window_resets() {
     let clock =
         switchyard_testkit::ManualClock::new(switchyard_core::UnixMillis(1_800_000_000_000));
-    let h = Harness::start_with(Setup::new(POOLS).clock(&clock)).await;
+    let h = Harness::start_with(Setup::new(&pools()).clock(&clock)).await;
     h.mock.report_quota("an-1", 1, 100, "60s");
     h.mock.report_quota("oa-1", 50, 100, "60s");
     h.mock.report_quota("oa-2", 50, 100, "60s");

@@ -561,9 +561,11 @@ impl Proxy {
             // A new session goes past a key under its quota reserve while another has more.
             let reserve = f64::from(routes.config.routing.reserve_percent) / 100.0;
             let headroom = self.headroom.lock();
-            prefer_within_targets(&mut plan.candidates, |key| {
-                headroom.below(&key.credential_key(), reserve, now)
-            });
+            if !headroom.is_empty() {
+                prefer_within_targets(&mut plan.candidates, |key| {
+                    headroom.below(&key.credential_key(), reserve, now)
+                });
+            }
         }
         if routes.slots.any() {
             // A pinned session waits for its own credential's slot; anyone else goes to a

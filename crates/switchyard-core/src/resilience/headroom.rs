@@ -110,6 +110,11 @@ impl Headroom {
         }
     }
 
+    /// No credential was measured yet: nothing to pass over.
+    pub fn is_empty(&self) -> bool {
+        self.credentials.is_empty()
+    }
+
     /// `key`'s windows still in force at `now`.
     pub fn windows(&self, key: &CredentialKey, now: UnixMillis) -> Vec<Window> {
         self.credentials

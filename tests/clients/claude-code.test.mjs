@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
+import { assertOneKeyPerSession, freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
 
 const CLAUDE = required('CLIENTS_CLAUDE');
 const MOCK_URL = required('CLIENTS_MOCK_URL');
@@ -18,12 +18,13 @@ const PROXY_KEY = required('SWITCHYARD_API_KEY');
 
 /**
  * Runs `claude -p PROMPT --output-format json` and resolves with its exit code, output and the
- * parsed JSON (null when stdout is not one JSON document). Nothing of the caller's environment
+ * parsed JSON (null when stdout is not one JSON document), in `dirs` (a HOME and working
+ * directory from freshDirs, to go on with a conversation) or fresh ones of the case `name`. Nothing of the caller's environment
  * that could change Claude Code's behaviour is passed on: a fresh HOME, no ANTHROPIC_* or
  * CLAUDE_* variables but ours, retries off so a fault shows instead of being retried.
  */
-function claude({ name, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] }) {
-  const { home, project } = freshDirs(name);
+function claude({ name, dirs, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] }) {
+  const { home, project } = dirs ?? freshDirs(name);
   const env = {
     PATH: process.env.PATH,
     LANG: 'C.UTF-8',
@@ -205,4 +206,29 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
     assert.equal(received.headers[header], sent.headers[header], `header ${header}`);
   }
   assert.equal(received.query, sent.query, 'the query string (?beta=true)');
+});
+
+test('two conversations of three turns each (--continue) keep to one key each of a two-key round robin', async () => {
+  // Interleaved, as two agents in two terminals run: three turns of each conversation,
+  // `--continue` after the first, and not in strict alternation (which would keep each on one
+  // key even turn by turn). Every turn names its session (metadata.user_id); round robin
+  // spreads the new sessions over the two keys and each later turn goes where its first did.
+  const before = watermark();
+  const conversations = ['f-session-1', 'f-session-2'].map((name) => ({ name, dirs: freshDirs(name), marker: `Conversation ${name} begins.`, turns: 0 }));
+  for (const c of [0, 0, 1, 0, 1, 1].map((i) => conversations[i])) {
+    const first = c.turns === 0;
+    c.turns += 1;
+    const prompt = first ? c.marker : `Turn ${c.turns}: go on.`;
+    const run = await claude({ dirs: c.dirs, baseUrl: PROXY_URL, model: 'cc-session', prompt, args: first ? [] : ['--continue'] });
+    assertAnswered(run, 'Session turn answered.');
+    c.session ??= run.json.session_id;
+    assert.equal(run.json.session_id, c.session, `--continue went on with the conversation\n${explain(run)}`);
+  }
+  const turns = mainTurns(before, 'cc-session');
+  for (const c of conversations) {
+    const mine = turns.filter((r) => r.raw_body.includes(c.marker));
+    const named = mine.map((r) => r.headers['x-claude-code-session-id'] ?? JSON.parse(r.body.metadata?.user_id ?? '{}').session_id);
+    assert.ok(named.every((id) => id === c.session), `${c.name} named its session ${c.session} (X-Claude-Code-Session-Id or metadata.user_id): ${JSON.stringify(named)}`);
+  }
+  assertOneKeyPerSession(turns, conversations.map((c) => c.marker), 3);
 });

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
+import { assertOneKeyPerSession, freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
 
 const CODEX = required('CLIENTS_CODEX');
 /** Switchyard's OpenAI-style base, …/v1: Codex appends /responses. */
@@ -23,7 +23,7 @@ const PROXY_KEY = required('SWITCHYARD_API_KEY');
 const SWITCHYARD_LOG = process.env.CLIENTS_SWITCHYARD_LOG ?? '';
 
 /** The combos Codex is pointed at (tests/clients/run's config). */
-const MODELS = ['codex-chat', 'codex-anthropic', 'codex-tool', 'codex-patch', 'codex-fallback'];
+const MODELS = ['codex-chat', 'codex-anthropic', 'codex-tool', 'codex-patch', 'codex-fallback', 'codex-session'];
 
 const PATCHED_FILE = 'hello.txt';
 const PATCHED_TEXT = 'hello from switchyard\n';
@@ -79,16 +79,19 @@ function isFailure(event) {
 }
 
 /**
- * Runs `codex exec --json PROMPT` in a fresh working directory with a fresh HOME, and resolves
+ * Runs `codex exec --json PROMPT` in a fresh working directory with a fresh HOME (or, with
+ * `resume`, `codex exec resume --last PROMPT` in the `dirs` of an earlier run), and resolves
  * with its exit code, output, the JSON events it printed (one a line) and the directory. Nothing
  * of the caller's environment that could change Codex's behaviour is passed on. The first
  * failure event ends the run: with its retries off Codex has nothing left to try, but it keeps
  * "reconnecting" after a connection error, which would otherwise last until the timeout.
  */
-function codex({ name, model, prompt }) {
-  const { home, project } = freshDirs(name);
-  mkdirSync(path.join(home, '.codex'));
-  writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model));
+function codex({ name, dirs, model, prompt, resume = false }) {
+  const { home, project } = dirs ?? freshDirs(name);
+  if (!resume) {
+    mkdirSync(path.join(home, '.codex'));
+    writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model));
+  }
   const env = {
     PATH: process.env.PATH,
     LANG: 'C.UTF-8',
@@ -97,7 +100,8 @@ function codex({ name, model, prompt }) {
   };
   // The sandbox may not start in a CI container (and CI runs as root): no sandbox, no approvals.
   // No stdin (runCli's): `codex exec` would wait for more prompt on an open one.
-  const argv = ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--json', prompt];
+  const flags = ['--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--json'];
+  const argv = resume ? ['exec', ...flags, 'resume', '--last', prompt] : ['exec', ...flags, prompt];
   let pending = '';
   const events = [];
   const onStdout = (chunk, child) => {
@@ -229,4 +233,24 @@ test('a 503 from the first target before any event falls back to the second', as
   assert.equal(down.length, 1, `first target: ${summary(down)}`);
   assert.equal(backup.length, 1, `second target: ${summary(backup)}`);
   assert.ok(down[0].seq < backup[0].seq, 'the failing target was tried first');
+});
+
+test('two sessions of three turns each (exec resume) keep to one key each of a two-key round robin', async () => {
+  // Interleaved, three turns of each session, `codex exec resume --last` after the first, and
+  // not in strict alternation (which would keep each session on one key even turn by turn).
+  // Codex names its session in `session-id` and `prompt_cache_key`; round robin spreads the
+  // new sessions over the two keys and each later turn goes where its session's first did.
+  const before = watermark();
+  const sessions = ['e-session-1', 'e-session-2'].map((name) => ({ name, dirs: freshDirs(name), marker: `Session ${name} begins.`, turns: 0 }));
+  for (const s of [0, 0, 1, 0, 1, 1].map((i) => sessions[i])) {
+    const first = s.turns === 0;
+    s.turns += 1;
+    const prompt = first ? s.marker : `Turn ${s.turns}: go on.`;
+    const run = await codex({ dirs: s.dirs, model: 'codex-session', prompt, resume: !first });
+    assertAnswered(run, 'Codex session turn answered.');
+    const thread = run.events.find((e) => e.type === 'thread.started')?.thread_id;
+    s.thread ??= thread;
+    assert.equal(thread, s.thread, `resume went on with the session\n${explain(run)}`);
+  }
+  assertOneKeyPerSession(mainTurns(before, 'cx-session'), sessions.map((s) => s.marker), 3);
 });

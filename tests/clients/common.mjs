@@ -1,6 +1,7 @@
 // What both real-client suites share: their settings from tests/clients/run, a CLI run in a
 // throwaway HOME and working directory, and the mock's record of every attempt.
 
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -92,6 +93,23 @@ export function mainTurns(after, model) {
   return since(after).filter(
     (r) => r.model === model && Array.isArray(r.body?.tools) && r.body.tools.length > 0,
   );
+}
+
+/**
+ * Sessions on a two-key provider (the `duo` of tests/clients/run): `turns` are main-turn
+ * records, `markers` one text per session that only its turns carry (its first prompt, which
+ * every later turn repeats as history). Asserts that each session reached the upstream `count`
+ * times, on one key every time, and that the sessions between them used both keys.
+ */
+export function assertOneKeyPerSession(turns, markers, count) {
+  const keys = markers.map((marker) => turns.filter((r) => r.raw_body?.includes(marker)).map((r) => r.key));
+  const seen = JSON.stringify(turns.map((r) => ({ seq: r.seq, key: r.key, session: markers.findIndex((m) => r.raw_body?.includes(m)) })));
+  markers.forEach((marker, i) => {
+    assert.equal(keys[i].length, count, `${marker}: ${count} turns reached the upstream\n${seen}`);
+    assert.ok(keys[i][0], `${marker}: the upstream saw a key\n${seen}`);
+    assert.ok(keys[i].every((key) => key === keys[i][0]), `${marker} kept to one key\n${seen}`);
+  });
+  assert.equal(new Set(keys.map((k) => k[0])).size, 2, `the two sessions used both keys\n${seen}`);
 }
 
 /** Attempts, for an assertion message. */

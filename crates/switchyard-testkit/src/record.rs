@@ -73,8 +73,9 @@ impl Attempt {
     /// The attempt as a record file holds it: `seq`, `dialect`, `model`, `path`, `query`,
     /// `stream`, `headers` (name → value, repeated headers joined with `, `, credentials
     /// replaced by `[redacted]`), `body` (parsed, `null` when not JSON), `raw_body` (the exact
-    /// bytes as UTF-8 text, or `raw_body_base64` when they are not UTF-8), `behavior` and
-    /// `elapsed_ms`.
+    /// bytes as UTF-8 text, or `raw_body_base64` when they are not UTF-8), `behavior`,
+    /// `elapsed_ms` and `key` (the first 12 hex digits of the presented credential's SHA-256,
+    /// `null` without one: which key served, without the key).
     pub fn to_json(&self) -> Value {
         let mut headers = Map::new();
         for name in self.headers.keys() {
@@ -102,6 +103,7 @@ impl Attempt {
             "body": self.body,
             "behavior": self.behavior,
             "elapsed_ms": u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "key": self.api_key().map(key_digest),
         });
         if let Ok(text) = std::str::from_utf8(&self.raw_body) {
             record["raw_body"] = Value::String(text.to_owned());
@@ -112,6 +114,13 @@ impl Attempt {
         }
         record
     }
+}
+
+/// A credential's short digest: tells keys apart in a record without holding them.
+fn key_digest(key: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    digest.iter().take(6).map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Headers that carry credentials: a record file names them but never holds their value, so

@@ -119,8 +119,12 @@ impl Attempt {
 /// A credential's short digest: tells keys apart in a record without holding them.
 fn key_digest(key: &str) -> String {
     use sha2::{Digest as _, Sha256};
+    use std::fmt::Write as _;
     let digest = Sha256::digest(key.as_bytes());
-    digest.iter().take(6).map(|byte| format!("{byte:02x}")).collect()
+    digest.iter().take(6).fold(String::with_capacity(12), |mut hex, byte| {
+        let _ = write!(hex, "{byte:02x}");
+        hex
+    })
 }
 
 /// Headers that carry credentials: a record file names them but never holds their value, so

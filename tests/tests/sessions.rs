@@ -229,6 +229,46 @@ async fn a_session_whose_key_is_rate_limited_moves_in_the_same_request_and_stays
     assert!(trace.contains(r#""pin":"kept""#), "{trace}");
 }
 
+/// A Codex session moved to another key: the encrypted reasoning and compaction items only its
+/// old key can read are dropped on the way, and the trace names them; on its own key they go.
+#[tokio::test]
+async fn a_session_moved_to_another_key_sends_no_item_only_the_old_key_can_read() {
+    let h = start(true).await;
+    let send = |input: Value| {
+        let body = json!({"model": "responses-pool/gpt", "input": input, "store": false,
+            "prompt_cache_key": "codex-moving"});
+        let request = h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(&body);
+        async move { assert_eq!(request.send().await.unwrap().status(), 200) }
+    };
+    let user = |text: &str| json!({"role": "user", "content": text});
+    send(json!([user("first")])).await;
+    let pinned = h.mock.attempts()[0].api_key().unwrap().to_owned();
+    let bound = json!([user("first"),
+        {"type": "compaction", "encrypted_content": "gCOMPACTED"},
+        {"type": "reasoning", "summary": [], "encrypted_content": "gREASONED"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "answer"}]},
+        user("second")]);
+    send(bound.clone()).await;
+    let on_its_key = h.mock.attempts()[1].body["input"].clone();
+    assert_eq!(on_its_key, bound, "its own key reads them: sent as they are");
+
+    h.mock.enqueue("gpt", Behavior::status(429));
+    send(bound).await;
+    let attempts = h.mock.attempts();
+    assert_eq!(attempts[2].api_key(), Some(pinned.as_str()), "the pin first, with everything");
+    assert_eq!(attempts[2].body["input"].as_array().unwrap().len(), 5);
+    assert_ne!(attempts[3].api_key(), Some(pinned.as_str()), "moved");
+    let sent = attempts[3].body["input"].to_string();
+    assert!(!sent.contains("gCOMPACTED") && !sent.contains("gREASONED"), "{sent}");
+    assert!(sent.contains("second") && sent.contains("answer"), "the conversation goes: {sent}");
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(
+        trace.contains("1 encrypted reasoning item(s) of another credential")
+            && trace.contains("1 compaction item(s) of another credential"),
+        "{trace}"
+    );
+}
+
 /// A restart keeps each session on its key: the pins are read back from the request log.
 #[tokio::test]
 async fn a_restart_keeps_sessions_on_their_keys() {

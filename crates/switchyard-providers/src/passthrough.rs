@@ -104,6 +104,81 @@ pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> 
     }
 }
 
+/// What only one credential can read, dropped from a Responses request's `input` by
+/// [`without_credential_bound_items`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unbound {
+    /// `reasoning` items with `encrypted_content`: OpenAI decrypts them for the organisation
+    /// that produced them only.
+    pub reasoning: usize,
+    /// Codex's `compaction` items (the history it compacted, encrypted the same way).
+    pub compaction: usize,
+}
+
+impl Unbound {
+    /// The trace's names of what was dropped.
+    pub fn names(self) -> Vec<String> {
+        let mut names = Vec::new();
+        if self.reasoning > 0 {
+            names.push(format!(
+                "{} encrypted reasoning item(s) of another credential",
+                self.reasoning
+            ));
+        }
+        if self.compaction > 0 {
+            names.push(format!("{} compaction item(s) of another credential", self.compaction));
+        }
+        names
+    }
+}
+
+/// A Responses request `body` without the `input` items only the credential that produced
+/// them can read (a session moved to another credential: RESILIENCE.md §11), every other byte
+/// kept; `None` when it has none (or is not an object with an `input` array).
+pub fn without_credential_bound_items(body: &[u8]) -> Option<(Vec<u8>, Unbound)> {
+    #[derive(serde::Deserialize)]
+    struct Item<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        encrypted_content: Option<&'a RawValue>,
+    }
+    // Cheap test first: most turns carry neither.
+    const MARKS: [&[u8]; 2] = [b"encrypted_content", b"compaction"];
+    if !MARKS.iter().any(|mark| body.windows(mark.len()).any(|w| w == *mark)) {
+        return None;
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let top: HashMap<Cow<'_, str>, &RawValue> = serde_json::from_str(text).ok()?;
+    let input = top.get("input")?.get();
+    let items: Vec<&RawValue> = serde_json::from_str(input).ok()?;
+    let mut unbound = Unbound::default();
+    let kept: Vec<&str> = items
+        .iter()
+        .filter(|raw| {
+            let Ok(item) = serde_json::from_str::<Item<'_>>(raw.get()) else { return true };
+            match item.kind.as_deref() {
+                Some("reasoning") if item.encrypted_content.is_some() => unbound.reasoning += 1,
+                Some("compaction" | "compaction_summary") => unbound.compaction += 1,
+                _ => return true,
+            }
+            false
+        })
+        .map(|raw| raw.get())
+        .collect();
+    if unbound == Unbound::default() {
+        return None;
+    }
+    let start = offset_in(text, input)?;
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..start]);
+    out.push('[');
+    out.push_str(&kept.join(","));
+    out.push(']');
+    out.push_str(&text[start + input.len()..]);
+    Some((out.into_bytes(), unbound))
+}
+
 /// `text` with the JSON string at `span` (quotes included) replaced by `value`, encoded.
 fn splice(text: &str, span: Range<usize>, value: &str) -> String {
     let encoded = serde_json::to_string(value).expect("a string serialises");
@@ -224,5 +299,30 @@ mod tests {
             rewrite_event_model(Dialect::OpenAi, chunk, "oa/gpt-x"),
             r#"{"id":"c","object":"chat.completion.chunk","model":"oa/gpt-x","choices":[]}"#
         );
+    }
+
+    #[test]
+    fn a_moved_session_sends_no_item_only_its_old_credential_can_read() {
+        let body = br#"{"model":"m", "input":[ {"role":"user","content":"q"},
+            {"type":"reasoning","summary":[],"encrypted_content":"gAAA"},
+            {"type":"reasoning","summary":[{"type":"summary_text","text":"s"}]},
+            {"type":"compaction","encrypted_content":"gBBB"},
+            {"role":"assistant","content":[{"type":"output_text","text":"a"}]} ],"store":false}"#;
+        let (out, unbound) = without_credential_bound_items(body).unwrap();
+        assert_eq!(unbound, Unbound { reasoning: 1, compaction: 1 });
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"model":"m", "input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}]},{"role":"assistant","content":[{"type":"output_text","text":"a"}]}],"store":false}"#
+        );
+        assert_eq!(
+            unbound.names(),
+            [
+                "1 encrypted reasoning item(s) of another credential",
+                "1 compaction item(s) of another credential"
+            ]
+        );
+        let plain = br#"{"model":"m","input":[{"role":"user","content":"encrypted_content"}]}"#;
+        assert_eq!(without_credential_bound_items(plain), None, "nothing to drop");
+        assert_eq!(without_credential_bound_items(br#"{"model":"m","input":"hi"}"#), None);
     }
 }

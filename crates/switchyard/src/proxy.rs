@@ -574,6 +574,7 @@ impl Proxy {
             slots::free_first(&mut plan.candidates[keep..], &routes.slots);
         }
         summary.session = session;
+        let session_credential = pin.as_ref().map(|p| p.key.credential_key());
         let mut trace = Trace::new(&plan, &combo);
         self.send_probes(&routes, &plan, &mut trace);
         // The live state of this request's attempts, shared with its race and its rescues.
@@ -591,6 +592,7 @@ impl Proxy {
             inbound: &routed,
             client: inbound,
             turn: turn.as_ref(),
+            session_credential: session_credential.as_ref(),
             untranslatable: untranslatable.as_deref(),
             routed_body: &routed_body,
             combo: &combo,
@@ -947,7 +949,7 @@ impl Proxy {
         };
         // Only the upstream that keeps the previous response gets `previous_response_id`.
         let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(&credential);
-        let built = match upstream::build(
+        let mut built = match upstream::build(
             provider,
             secret,
             target.model.as_str(),
@@ -976,10 +978,20 @@ impl Proxy {
         for field in built.dropped.names() {
             tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
         }
-        let carried = Carried {
+        let mut carried = Carried {
             path: Some(if built.passthrough { "passthrough" } else { "translated" }),
             dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
         };
+        // A session moved to this credential from another: what only the other can read goes
+        // no further (RESILIENCE.md §11), and the trace names it.
+        let moved = sending.session_credential.is_some_and(|c| *c != credential);
+        if moved && provider.dialect_for(target.model.as_str()) == Dialect::Responses {
+            let body = &built.request.body;
+            if let Some((body, unbound)) = passthrough::without_credential_bound_items(body) {
+                built.request.body = Bytes::from(body);
+                carried.dropped.extend(unbound.names());
+            }
+        }
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
@@ -1477,6 +1489,8 @@ struct Sending<'s, 'b> {
     client: &'s ClientRequest<'s>,
     /// A Responses request's place in its conversation.
     turn: Option<&'s Turn>,
+    /// The credential the request's session is pinned to, if it is.
+    session_credential: Option<&'s CredentialKey>,
     untranslatable: Option<&'s str>,
     /// `inbound`'s body, shared: what a continuation sends on.
     routed_body: &'s Bytes,

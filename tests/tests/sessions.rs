@@ -295,6 +295,17 @@ async fn a_restart_keeps_sessions_on_their_keys() {
     let after: Vec<String> =
         h.mock.attempts()[4..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
     assert_eq!(after, before, "each session on the key it had before the restart");
+
+    // Usage by session reads what the ring of this run does not hold from the file.
+    let (status, usage) = h.api_get("/api/usage?group_by=session").await;
+    assert_eq!(status, 200, "{usage}");
+    let requests: Vec<u64> = usage["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["total"]["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requests, [2, 2, 2, 1], "three sessions across the restart, one after: {usage}");
 }
 
 /// `max_in_flight = 2` on a key of its own, six requests at once, each answer streamed slowly:
@@ -411,4 +422,16 @@ async fn the_request_log_lists_one_sessions_requests() {
     let listed = listed.as_array().unwrap();
     assert_eq!(listed.len(), 2, "the session's two turns, not the other's");
     assert!(listed.iter().all(|r| r["session"].as_str().unwrap().starts_with(&short)));
+
+    // What each agent task cost: one series per session, labelled as the trace shows it.
+    let (status, usage) = h.api_get("/api/usage?group_by=session").await;
+    assert_eq!(status, 200, "{usage}");
+    let series = usage["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{usage}");
+    assert!(series.iter().all(|s| s["total"]["requests"] == 2), "{usage}");
+    assert!(series.iter().any(|s| s["label"] == short.as_str()), "{usage}");
+    let tokens =
+        |v: &Value| v["cache_read"].as_u64().unwrap() + v["uncached_input"].as_u64().unwrap();
+    let summed: u64 = series.iter().map(|s| tokens(&s["total"])).sum();
+    assert_eq!(summed, tokens(&usage["total"]), "the sessions add up to the whole");
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use switchyard_core::UnixMillis;
 use switchyard_core::text::bounded;
 use switchyard_core::usage::ledger::{Ledger, UsageEntry};
 use switchyard_store::{RequestRecord, Store, UsageBatch};
@@ -50,6 +51,8 @@ pub struct RequestLog {
     recent: Mutex<VecDeque<Shared>>,
     /// `None` without a state file, and once closed.
     writer: Mutex<Option<Writer>>,
+    /// The state file, read for what the ring no longer holds.
+    store: Option<Store>,
     listeners: broadcast::Sender<Shared>,
     usage: Arc<UsageTracker>,
 }
@@ -57,13 +60,14 @@ pub struct RequestLog {
 impl RequestLog {
     /// A log that also writes to `store`, when there is one, and counts usage in `usage`.
     pub fn start(store: Option<Store>, usage: Arc<UsageTracker>) -> Self {
-        let writer = store.map(|store| {
+        let writer = store.clone().map(|store| {
             let (tx, rx) = mpsc::channel(QUEUE);
             (tx, tokio::spawn(write(store, rx, Arc::clone(&usage))))
         });
         Self {
             recent: Mutex::new(VecDeque::with_capacity(RING)),
             writer: Mutex::new(writer),
+            store,
             listeners: broadcast::channel(LISTENER_QUEUE).0,
             usage,
         }
@@ -129,6 +133,32 @@ impl RequestLog {
         self.newest(|_| true, 0, limit)
     }
 
+    /// Every request that arrived in `[from, to)`: what the ring holds, and from the state file
+    /// what arrived before the ring's oldest (the file keeps its newest rows only). Traces are
+    /// left out of the file's.
+    pub async fn between(&self, from: UnixMillis, to: UnixMillis) -> Vec<RequestRecord> {
+        let (oldest, ring) = {
+            let recent = self.recent.lock();
+            let oldest = recent.iter().map(|r| r.at).min();
+            let inside = |r: &&Shared| from <= r.at && r.at < to;
+            let ring: Vec<RequestRecord> =
+                recent.iter().filter(inside).map(|r| RequestRecord::clone(r)).collect();
+            (oldest, ring)
+        };
+        let mut all = Vec::new();
+        let before = oldest.map_or(to, |oldest| oldest.min(to));
+        if let Some(store) = &self.store
+            && from < before
+        {
+            match store.requests_between(from, before).await {
+                Ok(older) => all = older,
+                Err(error) => tracing::warn!(%error, "cannot read the request log's file"),
+            }
+        }
+        all.extend(ring);
+        all
+    }
+
     /// The newest requests that pass `filter`, after skipping `offset` of them.
     pub fn newest(
         &self,
@@ -180,7 +210,6 @@ async fn next_batch<T>(rx: &mut mpsc::Receiver<T>) -> Option<Vec<T>> {
 
 #[cfg(test)]
 mod tests {
-    use switchyard_core::UnixMillis;
 
     use super::*;
 

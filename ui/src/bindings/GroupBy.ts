@@ -3,4 +3,4 @@
 /**
  * What a report's series are.
  */
-export type GroupBy = "model" | "provider" | "key" | "combo";
+export type GroupBy = "model" | "provider" | "key" | "combo" | "session";

@@ -22,7 +22,8 @@ to?: string,
  */
 bucket?: Bucket, 
 /**
- * One series per `model` (`provider/model`), `provider`, `key` or `combo`.
+ * One series per `model` (`provider/model`), `provider`, `key`, `combo` or `session`
+ * (an agent session, summed from the request log, as far back as it keeps).
  */
 group_by?: GroupBy, 
 /**

@@ -38,6 +38,11 @@ const byKey = report({
   group_by: 'key',
   groups: [series('editor', byModel.totals, 'key_1')],
 });
+const bySession = report({
+  from: FEB_1,
+  group_by: 'session',
+  groups: [series('0123456789ab', byModel.totals, '0123456789abcdef0123456789abcdef')],
+});
 const hourly = report({ from: FEB_1, buckets: 7 * 24, width: HOUR, totals: Array.from({ length: 7 * 24 }, (_, i) => (i === 10 ? point({ requests: 3, fallbacks: 1 }) : point())) });
 
 function answer(call: ApiCall, budgets: BudgetView[] = [], reports: Partial<Record<string, UsageReport>> = {}): ApiReply {
@@ -50,6 +55,7 @@ function answer(call: ApiCall, budgets: BudgetView[] = [], reports: Partial<Reco
       if (q.get('bucket') === 'hour') return ok(hourly);
       if (q.get('group_by') === 'provider') return ok(byProvider);
       if (q.get('group_by') === 'key') return ok(byKey);
+      if (q.get('group_by') === 'session') return ok(bySession);
       return ok(byModel);
     }
     case '/api/usage.csv':
@@ -88,15 +94,20 @@ describe('the Usage page', () => {
     expect(screen.getByTestId('usage-range')).toHaveTextContent('2026-02-01 to 2026-02-07 (UTC), by the day');
   });
 
-  it('asks for 7 days by the day, per model, per provider, per key, and the same days by the hour', async () => {
+  it('asks for 7 days by the day, per model, per provider, per key, per session, and the same days by the hour', async () => {
     const { transport } = renderWithServer(<UsagePage />, (call) => answer(call));
     await screen.findByTestId('total-spend');
     expect(usageCalls(transport.calls).sort()).toEqual([
       '/api/usage?from=2026-02-01&to=2026-02-07&bucket=day&group_by=key',
       '/api/usage?from=2026-02-01&to=2026-02-07&bucket=day&group_by=model',
       '/api/usage?from=2026-02-01&to=2026-02-07&bucket=day&group_by=provider',
+      '/api/usage?from=2026-02-01&to=2026-02-07&bucket=day&group_by=session',
       '/api/usage?from=2026-02-01&to=2026-02-07&bucket=hour',
     ]);
+    // What one agent task cost, by the session's short id (as the routing trace shows it).
+    const sessions = screen.getByRole('table', { name: 'Top agent sessions by spend' });
+    expect(within(sessions).getByText('0123456789ab')).toBeInTheDocument();
+    expect(within(sessions).getByText('$0.01845')).toBeInTheDocument();
   });
 
   it('charts spend and tokens stacked by model, in dollars, and requests and fallbacks per hour', async () => {
@@ -151,11 +162,12 @@ describe('the Usage page', () => {
     await screen.findByTestId('total-spend');
     transport.calls.length = 0;
     await userEvent.click(screen.getByRole('radio', { name: 'Today' }));
-    await vi.waitFor(() => expect(usageCalls(transport.calls)).toHaveLength(3));
+    await vi.waitFor(() => expect(usageCalls(transport.calls)).toHaveLength(4));
     expect(usageCalls(transport.calls).sort()).toEqual([
       '/api/usage?from=2026-02-07&to=2026-02-07&bucket=hour&group_by=key',
       '/api/usage?from=2026-02-07&to=2026-02-07&bucket=hour&group_by=model',
       '/api/usage?from=2026-02-07&to=2026-02-07&bucket=hour&group_by=provider',
+      '/api/usage?from=2026-02-07&to=2026-02-07&bucket=hour&group_by=session',
     ]);
     transport.calls.length = 0;
     await userEvent.click(screen.getByRole('radio', { name: 'This month' }));
@@ -199,7 +211,7 @@ describe('the Usage page', () => {
       // The page's throttle (0 ms in tests) fires inside act.
       await new Promise((resolve) => setTimeout(resolve, 0));
     });
-    await vi.waitFor(() => expect(transport.callsTo('GET', '/api/usage?').length).toBe(before + 4));
+    await vi.waitFor(() => expect(transport.callsTo('GET', '/api/usage?').length).toBe(before + 5));
     expect(transport.callsTo('GET', '/api/usage/budgets').length).toBe(2);
     // The figures shown are the new answer's.
     expect(await screen.findByTestId('total-spend')).toHaveTextContent('$0.01845');

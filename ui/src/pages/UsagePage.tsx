@@ -23,6 +23,8 @@ type Views = {
   byProvider: UsageReport;
   /** One series per local key: top keys. */
   byKey: UsageReport;
+  /** One series per agent session: what each agent task cost. */
+  bySession: UsageReport;
   /** By the hour where the server keeps hours for the range (31 days), else by the day. */
   activity: UsageReport;
 };
@@ -52,13 +54,14 @@ export function UsagePage() {
     if (!range || !query) return null;
     const base = { from: range.from, to: range.to, bucket: range.bucket };
     const hourly = range.bucket === 'day' ? hourlyRange(range) : null;
-    const [stacked, byProvider, byKey, perHour] = await Promise.all([
+    const [stacked, byProvider, byKey, bySession, perHour] = await Promise.all([
       api.usage(query),
       stackBy === 'provider' ? null : api.usage({ ...base, group_by: 'provider' }),
       api.usage({ ...base, group_by: 'key' }),
+      api.usage({ ...base, group_by: 'session' }),
       hourly ? api.usage({ from: hourly.from, to: hourly.to, bucket: 'hour' }) : null,
     ]);
-    return { stacked, byProvider: byProvider ?? stacked, byKey, activity: perHour ?? stacked };
+    return { stacked, byProvider: byProvider ?? stacked, byKey, bySession, activity: perHour ?? stacked };
   }, [api, queryKey, live, completed]);
   const budgets = useResource(() => api.budgets(), [api, live, completed]);
   const tracking = useResource(() => api.section('usage'), [api, live]);
@@ -72,6 +75,7 @@ export function UsagePage() {
         activity: activityChart(data.activity),
         latencies: latencies(data.byProvider),
         keys: topKeys(data.byKey),
+        sessions: topKeys(data.bySession),
       },
     [data],
   );
@@ -250,7 +254,7 @@ export function UsagePage() {
             </section>
             <section className="card" aria-labelledby="keys-spend-title">
               <h2 id="keys-spend-title">Top keys by spend</h2>
-              <KeyTable rows={charts.keys} />
+              <KeyTable label="Top keys by spend" column="Key" rows={charts.keys} />
               {charts.keys.every((k) => k.key === null) ? (
                 <p className="muted">
                   No request came through a local API key: give each tool its own (<a href="#/settings/general">Settings → General</a>) to see what each one
@@ -259,6 +263,17 @@ export function UsagePage() {
               ) : null}
             </section>
           </div>
+          <section className="card" aria-labelledby="sessions-spend-title">
+            <h2 id="sessions-spend-title">Top agent sessions by spend</h2>
+            {charts.sessions.every((k) => k.key === null) ? (
+              <p className="muted">
+                No request in this range belonged to an agent session: sessions are on by default (<code>[settings.routing] sessions</code>), and each
+                counts from its first turn.
+              </p>
+            ) : (
+              <KeyTable label="Top agent sessions by spend" column="Session" rows={charts.sessions} />
+            )}
+          </section>
         </>
       ) : null}
 
@@ -333,14 +348,16 @@ function LatencyTable({ rows }: { rows: Latency[] }) {
   );
 }
 
-function KeyTable({ rows }: { rows: KeySpend[] }) {
+/** What each group (a local key, an agent session) spent, the largest first. */
+function KeyTable({ label, column, rows }: { label: string; column: string; rows: KeySpend[] }) {
+  const name = (r: KeySpend) => (r.key === null ? <span className="muted">{r.label}</span> : r.label);
   return (
     <BarTable
-      label="Top keys by spend"
-      columns={['Key', 'Spend', 'Requests']}
+      label={label}
+      columns={[column, 'Spend', 'Requests']}
       rows={rows.map((r) => ({
         key: r.key ?? r.label,
-        cells: [r.key === null ? <span className="muted">{r.label}</span> : r.label, formatUsdExact(r.cost), count(r.requests)],
+        cells: [name(r), formatUsdExact(r.cost), count(r.requests)],
         bar: <span className="bar bar-spend" style={{ width: `${r.share * 100}%` }} />,
       }))}
     />

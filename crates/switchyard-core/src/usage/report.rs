@@ -3,6 +3,7 @@
 //! overall, so a stacked chart, a line per provider or a "top keys" table reads straight off
 //! it with no joins and no gaps to fill.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,7 @@ use crate::calendar::{DAY_MS, HOUR_MS};
 use crate::clock::UnixMillis;
 
 use super::TokenCounts;
-use super::ledger::{Labels, Ledger, Totals};
+use super::ledger::{Labels, Ledger, Totals, UsageEntry};
 
 /// How wide a report's buckets are.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
@@ -47,6 +48,10 @@ pub enum GroupBy {
     Key,
     /// The combo the requested model resolved to.
     Combo,
+    /// The agent session (RESILIENCE.md §11): what one agent task cost. Summed from the
+    /// request log's entries ([`session_report`]), not from the hourly aggregates, which do
+    /// not keep sessions.
+    Session,
 }
 
 impl GroupBy {
@@ -56,6 +61,7 @@ impl GroupBy {
             Self::Provider => labels.provider.clone(),
             Self::Key => labels.key.clone(),
             Self::Combo => labels.combo.clone(),
+            Self::Session => None,
         }
     }
 
@@ -65,6 +71,7 @@ impl GroupBy {
             Self::Model | Self::Provider => "(not served)",
             Self::Key => "(no key)",
             Self::Combo => "(no route)",
+            Self::Session => "(no session)",
         }
     }
 }
@@ -227,60 +234,95 @@ fn sum(points: &[Totals]) -> Totals {
 
 impl Ledger {
     /// The report `spec` asks for. Series are labelled with their values; a caller that knows
-    /// better names (a local key's) replaces `label`.
+    /// better names (a local key's) replaces `label`. Grouping by session needs the request
+    /// log's entries: see [`session_report`].
     pub fn report(&self, spec: &ReportSpec) -> UsageReport {
         let (from, to) = spec.aligned();
-        let width = spec.bucket.millis();
-        let n = usize::try_from(spec.buckets()).unwrap_or(usize::MAX);
-        let mut totals = vec![Totals::default(); n];
-        let mut groups: HashMap<Option<String>, Vec<Totals>> = HashMap::new();
-        for row in self.rows_between(from.0 / HOUR_MS, to.0 / HOUR_MS) {
-            if !spec.filter.admits(row.labels) {
-                continue;
-            }
-            let i = usize::try_from((row.hour * HOUR_MS - from.0) / width).unwrap_or(usize::MAX);
-            let Some(bucket) = totals.get_mut(i) else { continue };
-            bucket.merge(row.totals);
-            if let Some(group_by) = spec.group_by {
-                let points = groups
-                    .entry(group_by.key_of(row.labels))
-                    .or_insert_with(|| vec![Totals::default(); n]);
-                points[i].merge(row.totals);
-            }
+        let rows = self.rows_between(from.0 / HOUR_MS, to.0 / HOUR_MS);
+        let group = |labels: &Labels| spec.group_by.map(|g| g.key_of(labels));
+        build(
+            spec,
+            rows.map(|row| (row.hour, row.labels, Cow::Borrowed(row.totals), group(row.labels))),
+        )
+    }
+}
+
+/// The report `spec` asks for, grouped by session whatever its `group_by`, from request-log
+/// entries and the session each belonged to (`None` when sessions were off). Series are
+/// labelled with the first 12 hex digits of the session, as the routing trace shows it.
+pub fn session_report<'e>(
+    spec: &ReportSpec,
+    entries: impl IntoIterator<Item = (&'e UsageEntry, Option<&'e str>)>,
+) -> UsageReport {
+    let spec = ReportSpec { group_by: Some(GroupBy::Session), ..spec.clone() };
+    let rows = entries.into_iter().map(|(entry, session)| {
+        let hour = entry.at.0 / HOUR_MS;
+        (hour, &entry.labels, Cow::Owned(Totals::of(entry)), Some(session.map(str::to_owned)))
+    });
+    let mut report = build(&spec, rows);
+    for series in &mut report.series {
+        if let Some(session) = &series.key {
+            series.label = session.chars().take(12).collect();
         }
-        let mut series: Vec<(Totals, UsageSeries)> = groups
-            .into_iter()
-            .map(|(key, points)| {
-                let total = sum(&points);
-                let label = key.clone().unwrap_or_else(|| {
-                    spec.group_by.map(GroupBy::none_label).unwrap_or_default().to_owned()
-                });
-                let series = UsageSeries {
-                    key,
-                    label,
-                    points: points.iter().map(UsagePoint::from).collect(),
-                    total: UsagePoint::from(&total),
-                };
-                (total, series)
-            })
-            .collect();
-        series.sort_by(|(a, x), (b, y)| {
-            b.cost.cmp(&a.cost).then(b.requests.cmp(&a.requests)).then_with(|| {
-                // Named groups before the one without a value, then by name.
-                (x.key.is_none(), &x.key).cmp(&(y.key.is_none(), &y.key))
-            })
-        });
-        let total = sum(&totals);
-        UsageReport {
-            from,
-            to,
-            bucket: spec.bucket,
-            group_by: spec.group_by,
-            buckets: (0..n as u64).map(|i| UnixMillis(from.0 + i * width)).collect(),
-            series: series.into_iter().map(|(_, s)| s).collect(),
-            totals: totals.iter().map(UsagePoint::from).collect(),
-            total: UsagePoint::from(&total),
+    }
+    report
+}
+
+/// The report of `rows`: (hour, labels, totals, group) where the group is `None` when the
+/// report is not grouped, else the group's value.
+fn build<'r>(
+    spec: &ReportSpec,
+    rows: impl Iterator<Item = (u64, &'r Labels, Cow<'r, Totals>, Option<Option<String>>)>,
+) -> UsageReport {
+    let (from, to) = spec.aligned();
+    let width = spec.bucket.millis();
+    let n = usize::try_from(spec.buckets()).unwrap_or(usize::MAX);
+    let mut totals = vec![Totals::default(); n];
+    let mut groups: HashMap<Option<String>, Vec<Totals>> = HashMap::new();
+    for (hour, labels, row, group) in rows {
+        if !spec.filter.admits(labels) || hour * HOUR_MS < from.0 || hour * HOUR_MS >= to.0 {
+            continue;
         }
+        let i = usize::try_from((hour * HOUR_MS - from.0) / width).unwrap_or(usize::MAX);
+        let Some(bucket) = totals.get_mut(i) else { continue };
+        bucket.merge(&row);
+        if let Some(key) = group {
+            let points = groups.entry(key).or_insert_with(|| vec![Totals::default(); n]);
+            points[i].merge(&row);
+        }
+    }
+    let mut series: Vec<(Totals, UsageSeries)> = groups
+        .into_iter()
+        .map(|(key, points)| {
+            let total = sum(&points);
+            let label = key.clone().unwrap_or_else(|| {
+                spec.group_by.map(GroupBy::none_label).unwrap_or_default().to_owned()
+            });
+            let series = UsageSeries {
+                key,
+                label,
+                points: points.iter().map(UsagePoint::from).collect(),
+                total: UsagePoint::from(&total),
+            };
+            (total, series)
+        })
+        .collect();
+    series.sort_by(|(a, x), (b, y)| {
+        b.cost.cmp(&a.cost).then(b.requests.cmp(&a.requests)).then_with(|| {
+            // Named groups before the one without a value, then by name.
+            (x.key.is_none(), &x.key).cmp(&(y.key.is_none(), &y.key))
+        })
+    });
+    let total = sum(&totals);
+    UsageReport {
+        from,
+        to,
+        bucket: spec.bucket,
+        group_by: spec.group_by,
+        buckets: (0..n as u64).map(|i| UnixMillis(from.0 + i * width)).collect(),
+        series: series.into_iter().map(|(_, s)| s).collect(),
+        totals: totals.iter().map(UsagePoint::from).collect(),
+        total: UsagePoint::from(&total),
     }
 }
 
@@ -365,6 +407,43 @@ mod tests {
         assert_eq!(gpt.points.iter().map(|p| p.requests).collect::<Vec<_>>(), [2, 1]);
         assert_eq!(gpt.total.tokens.uncached_input, 300);
         assert_eq!(report.series[2].key, None);
+    }
+
+    #[test]
+    fn a_session_report_sums_each_sessions_requests_and_equals_the_ledgers_totals() {
+        let one = "0123456789abcdef0123456789abcdef";
+        let two = "fedcba9876543210fedcba9876543210";
+        let entries = [
+            (request(0, "a", Some("oa/gpt-4o"), 300), Some(one)),
+            (request(1, "a", Some("an/claude"), 500), Some(one)),
+            (request(1, "b", Some("oa/gpt-4o"), 300), Some(two)),
+            (request(25, "b", Some("oa/gpt-4o"), 300), None),
+            (request(26, "b", None, 0), Some(two)),
+        ];
+        let spec = spec(Bucket::Day, None);
+        let report = session_report(&spec, entries.iter().map(|(e, s)| (e, *s)));
+        assert_eq!(report.group_by, Some(GroupBy::Session));
+        let series: Vec<(&str, Option<&str>, u64, &str)> = report
+            .series
+            .iter()
+            .map(|s| (s.label.as_str(), s.key.as_deref(), s.total.requests, s.total.cost.as_str()))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                ("0123456789ab", Some(one), 2, "0.0000008"),
+                ("fedcba987654", Some(two), 2, "0.0000003"),
+                ("(no session)", None, 1, "0.0000003"),
+            ]
+        );
+        // The same requests, whatever they are grouped by, add up to the same totals.
+        assert_eq!(report.totals, ledger().report(&spec).totals);
+        let filtered = Filter { keys: Some(vec!["a".into()]), ..Filter::default() };
+        let narrowed = session_report(
+            &ReportSpec { filter: filtered, ..spec },
+            entries.iter().map(|(e, s)| (e, *s)),
+        );
+        assert_eq!(narrowed.series.len(), 1, "filters apply");
     }
 
     #[test]

@@ -22,6 +22,20 @@ macro_rules! usage_columns {
     };
 }
 
+/// The columns a [`RequestRecord`] is read from, with `$trace` for the trace (a macro: sqlx
+/// takes only literal SQL).
+macro_rules! request_columns {
+    ($trace:literal) => {
+        concat!(
+            "at, dialect, model, served_by, status, attempts, duration_ms, ",
+            $trace,
+            ", outcome, first_byte_ms, uncached_input_tokens, cache_read_tokens,
+             cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
+             cost_nanodollars, local_key, combo, fallback, session, credential"
+        )
+    };
+}
+
 /// One logged request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestRecord {
@@ -193,14 +207,36 @@ impl Store {
 
     /// The newest `limit` requests, newest first.
     pub async fn recent_requests(&self, limit: u32) -> Result<Vec<RequestRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
-                    uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-                    reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback,
-                    session, credential
-             FROM requests ORDER BY id DESC LIMIT ?",
-        )
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            request_columns!("trace"),
+            " FROM requests ORDER BY id DESC LIMIT ?"
+        ))
         .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::database)?;
+        rows.iter()
+            .map(read_request)
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::database)
+    }
+
+    /// The requests that arrived in `[from, to)`, oldest first, without their traces (an empty
+    /// string): what usage by session sums. The log keeps its newest rows only, so this is
+    /// bounded by its size.
+    pub async fn requests_between(
+        &self,
+        from: UnixMillis,
+        to: UnixMillis,
+    ) -> Result<Vec<RequestRecord>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            request_columns!("'' AS trace"),
+            " FROM requests WHERE at >= ? AND at < ? ORDER BY id"
+        ))
+        .bind(millis(from))
+        .bind(millis(to))
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::database)?;

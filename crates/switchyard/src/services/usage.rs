@@ -10,7 +10,7 @@ use switchyard_core::UnixMillis;
 use switchyard_core::calendar::{DAY_MS, HOUR_MS, Moment, rfc3339};
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::usage::report::{
-    Bucket, Filter, GroupBy, ReportSpec, UsagePoint, UsageReport,
+    Bucket, Filter, GroupBy, ReportSpec, UsagePoint, UsageReport, session_report,
 };
 use ts_rs::TS;
 
@@ -38,7 +38,8 @@ pub struct UsageQuery {
     /// `day` (UTC) or `hour` [default: day].
     #[ts(optional)]
     pub bucket: Option<Bucket>,
-    /// One series per `model` (`provider/model`), `provider`, `key` or `combo`.
+    /// One series per `model` (`provider/model`), `provider`, `key`, `combo` or `session`
+    /// (an agent session, summed from the request log, as far back as it keeps).
     #[ts(optional)]
     pub group_by: Option<GroupBy>,
     /// Only requests through this local key (its id or name).
@@ -128,7 +129,15 @@ impl Services {
     pub async fn usage(&self, query: &UsageQuery) -> Result<UsageReport, Problem> {
         let names = self.key_names().await;
         let spec = self.report_spec(query, &names)?;
-        let mut report = self.proxy.request_log().usage().report(&spec);
+        let log = self.proxy.request_log();
+        let mut report = if spec.group_by == Some(GroupBy::Session) {
+            let (from, to) = spec.aligned();
+            let records = log.between(from, to).await;
+            let entries: Vec<_> = records.iter().map(|r| (r.usage_entry(), r)).collect();
+            session_report(&spec, entries.iter().map(|(e, r)| (e, r.session.as_deref())))
+        } else {
+            log.usage().report(&spec)
+        };
         if spec.group_by == Some(GroupBy::Key) {
             for series in &mut report.series {
                 if let Some(name) = series.key.as_ref().and_then(|id| names.get(id)) {

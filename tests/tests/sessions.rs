@@ -269,6 +269,34 @@ async fn a_session_moved_to_another_key_sends_no_item_only_the_old_key_can_read(
     );
 }
 
+/// A key under its reserve is still known to be after a restart: its windows were kept when
+/// it crossed the reserve, and read back at start until their reset.
+#[tokio::test]
+async fn a_restart_keeps_what_is_known_of_a_keys_quota_until_its_reset() {
+    let clock =
+        switchyard_testkit::ManualClock::new(switchyard_core::UnixMillis(1_800_000_000_000));
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let setup = || Setup::new(&pools()).clock(&clock);
+    let h = Harness::start_in_with(mock, data.path(), setup()).await;
+    h.mock.report_quota("an-1", 1, 100, "60s");
+    turn(&h, Client::Anthropic, 0, &["first".to_owned()]).await;
+    let below = |health: &Value| {
+        let views = health["headroom"].as_array().cloned().unwrap_or_default();
+        views.iter().find(|v| v["credential"] == "k1").map(|v| v["below_reserve"].clone())
+    };
+    let health = h.api_get("/api/monitoring/health").await.1;
+    assert_eq!(below(&health), Some(json!(true)), "{health}");
+    let mock = h.stop().await;
+
+    let h = Harness::start_in_with(mock, data.path(), setup().reuse_config()).await;
+    let health = h.api_get("/api/monitoring/health").await.1;
+    assert_eq!(below(&health), Some(json!(true)), "restored before any answer: {health}");
+    clock.advance(std::time::Duration::from_secs(61));
+    let health = h.api_get("/api/monitoring/health").await.1;
+    assert_eq!(below(&health), None, "unknown again after its reset: {health}");
+}
+
 /// A restart keeps each session on its key: the pins are read back from the request log.
 #[tokio::test]
 async fn a_restart_keeps_sessions_on_their_keys() {
@@ -306,6 +334,61 @@ async fn a_restart_keeps_sessions_on_their_keys() {
         .map(|s| s["total"]["requests"].as_u64().unwrap())
         .collect();
     assert_eq!(requests, [2, 2, 2, 1], "three sessions across the restart, one after: {usage}");
+}
+
+/// A session moved off its benched target returns there once it heals, a restart between
+/// the two included: its home is read back with its pin.
+#[tokio::test]
+async fn a_moved_session_returns_home_after_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let config = r#"
+[[providers]]
+id = "home"
+kind = "anthropic"
+base_url = "{mock}"
+credentials = [{ id = "h1", secret = "env:AN_1" }]
+
+[[providers]]
+id = "stand-in"
+kind = "anthropic"
+base_url = "{mock}"
+credentials = [{ id = "s1", secret = "env:OA_1" }]
+
+[[combos]]
+name = "pair"
+targets = [{ target = "home/claude" }, { target = "stand-in/claude-backup" }]
+"#;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(config)).await;
+    let ask = |h: &Harness, history: &[&str]| {
+        let said = history.iter().enumerate().map(
+            |(n, t)| json!({"role": if n % 2 == 0 { "user" } else { "assistant" }, "content": t}),
+        );
+        let body = json!({"model": "pair", "max_tokens": 16, "messages": said.collect::<Vec<_>>()});
+        h.http
+            .post(h.url("/v1/messages"))
+            .bearer_auth(LOCAL_KEY)
+            .header("anthropic-version", "2023-06-01")
+            .header("x-claude-code-session-id", "going-home")
+            .json(&body)
+            .send()
+    };
+    let served = |h: &Harness| h.mock.attempts().last().unwrap().model.clone();
+    assert_eq!(ask(&h, &["one"]).await.unwrap().status(), 200);
+    assert_eq!(served(&h), "claude");
+    h.mock.enqueue("claude", Behavior::status(503));
+    assert_eq!(ask(&h, &["one", "a", "two"]).await.unwrap().status(), 200);
+    assert_eq!(served(&h), "claude-backup", "moved to the stand-in");
+
+    let mock = h.stop().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(config).reuse_config()).await;
+    let (status, _) =
+        h.api(reqwest::Method::POST, "/api/resilience/reset", &json!({"scope": "all"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(ask(&h, &["one", "a", "two", "b", "three"]).await.unwrap().status(), 200);
+    assert_eq!(served(&h), "claude", "home again, though a restart came between");
+    let trace = h.newest_logged().await["trace"].to_string();
+    assert!(trace.contains(r#""pin":"returned""#), "{trace}");
 }
 
 /// `max_in_flight = 2` on a key of its own, six requests at once, each answer streamed slowly:

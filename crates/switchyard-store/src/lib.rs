@@ -19,4 +19,4 @@ pub mod team;
 
 pub use self::error::StoreError;
 pub use self::persistence::{Persistence, PersistenceStatus, WriteRetry};
-pub use self::store::{ApiKeyRecord, RequestRecord, Store, UsageBatch};
+pub use self::store::{ApiKeyRecord, RequestRecord, SessionPin, Store, UsageBatch};

@@ -15,12 +15,13 @@
 mod api_keys;
 mod bindings;
 pub(crate) mod columns;
+mod headroom;
 mod health;
 mod requests;
 mod settings;
 
 pub use self::api_keys::ApiKeyRecord;
-pub use self::requests::{RequestRecord, UsageBatch};
+pub use self::requests::{RequestRecord, SessionPin, UsageBatch};
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;

@@ -181,7 +181,7 @@ impl App {
             confirmed,
         );
         if let Some(store) = persistence.store() {
-            proxy.restore_sessions(store).await;
+            proxy.restore(store).await;
         }
         let proxy = Arc::new(proxy);
         let team = match &proxy.config().team {
@@ -337,6 +337,7 @@ impl App {
     /// Writes out every pending state change (to the team's database too) and stops.
     pub async fn shutdown(self) {
         self.upkeep.abort();
+        self.proxy.close().await;
         self.proxy.request_log().close().await;
         if let Some(team) = self.team {
             team.shutdown().await;

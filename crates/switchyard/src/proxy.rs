@@ -43,13 +43,13 @@ use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::headroom::{self, Headroom, Window};
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::attempts::AttemptState;
-use switchyard_core::routing::session::{self, SessionKey};
+use switchyard_core::routing::session::{self, Pin, SessionKey};
 use switchyard_core::routing::{
     Candidate, Combo, Plan, Target, TargetOrderer, plan_for, prefer_within_targets,
 };
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::budget::BudgetView;
-use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ProviderId};
+use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::error::UpstreamError;
@@ -126,6 +126,10 @@ pub struct Proxy {
     sessions: SessionTable,
     /// What each credential has left of its quota windows, from its answers' headers.
     headroom: Mutex<Headroom>,
+    /// The state file, once restored from: where headroom transitions are kept.
+    state: std::sync::OnceLock<switchyard_store::Store>,
+    /// Those writes under way, finished by [`Self::close`].
+    headroom_writes: Mutex<tokio::task::JoinSet<()>>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
@@ -163,6 +167,8 @@ impl Proxy {
             conversations: Arc::default(),
             sessions,
             headroom: Mutex::default(),
+            state: std::sync::OnceLock::new(),
+            headroom_writes: Mutex::default(),
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
             confirmed: ArcSwap::from_pointee(confirmed),
@@ -236,11 +242,28 @@ impl Proxy {
         slot
     }
 
+    /// Restores what the state file keeps of sessions and quota (RESILIENCE.md §11), and
+    /// keeps the file to write headroom transitions to from now on.
+    pub async fn restore(&self, store: &switchyard_store::Store) {
+        self.restore_sessions(store).await;
+        match store.load_headroom().await {
+            Ok(rows) => {
+                let now = self.clock.now();
+                let mut headroom = self.headroom.lock();
+                for (key, windows) in rows {
+                    headroom.restore(key, windows, now);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot read quota windows back"),
+        }
+        let _ = self.state.set(store.clone());
+    }
+
     /// Restores where each session was pinned from the request log of the state file (each
     /// session's newest served request within the idle time), so a restart does not scatter
     /// running agent sessions over other keys. A pin whose target or credential is no longer
     /// configured is let go; a file that cannot be read leaves the table empty.
-    pub async fn restore_sessions(&self, store: &switchyard_store::Store) {
+    async fn restore_sessions(&self, store: &switchyard_store::Store) {
         let config = self.config();
         if !config.routing.sessions {
             return;
@@ -255,13 +278,22 @@ impl Proxy {
             }
         };
         let routes = self.routes();
-        let pins = rows.into_iter().filter_map(|(session, served_by, credential, at)| {
-            let session = SessionKey::parse_hex(&session)?;
-            let (provider, model) = served_by.split_once('/')?;
+        let pins = rows.into_iter().filter_map(|row| {
+            let session = SessionKey::parse_hex(&row.session)?;
+            let (provider, model) = row.served_by.split_once('/')?;
+            let credential = row.credential.as_str();
             let configured = routes
                 .roster(&ProviderId::from(provider))
                 .is_some_and(|r| r.credentials.iter().any(|c| c.as_str() == credential));
-            configured.then(|| (session, CandidateKey::new(provider, credential, model), at))
+            // A home no longer configured is let go: the session stays where it is.
+            let home = row.home.as_deref().and_then(|home| home.split_once('/')).and_then(
+                |(provider, model)| {
+                    let provider = ProviderId::from(provider);
+                    routes.roster(&provider).is_some().then(|| (provider, ModelId::from(model)))
+                },
+            );
+            let key = CandidateKey::new(provider, credential, model);
+            configured.then_some((session, Pin { key, home }, row.at))
         });
         self.sessions.restore(pins, now);
         tracing::debug!(sessions = self.sessions.len(), "session pins restored");
@@ -314,6 +346,8 @@ struct Summary {
     session: Option<SessionKey>,
     /// The credential that served.
     credential: Option<String>,
+    /// The target its session returns to once it heals, after this request.
+    session_home: Option<String>,
 }
 
 impl Summary {
@@ -461,6 +495,7 @@ impl Proxy {
             fallback,
             session: summary.session.map(SessionKey::to_hex),
             credential: summary.credential,
+            session_home: summary.session_home,
         };
         let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
@@ -705,8 +740,10 @@ impl Proxy {
                     self.observe_latency(&routes, candidate, took);
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     if let Some(session) = session {
-                        let repin = self.sessions.served(session, &candidate.key, self.clock.now());
+                        let now = self.clock.now();
+                        let (repin, home) = self.sessions.served(session, &candidate.key, now);
                         trace.session(&candidate.key, session, &repin);
+                        summary.session_home = home.map(|(p, m)| format!("{p}/{m}"));
                     }
                     summary.credential = Some(candidate.key.credential.to_string());
                     routing_headers(&mut response, target, attempts);
@@ -1253,11 +1290,34 @@ impl Proxy {
     }
 
     /// Reads what an answer's rate-limit headers say is left of `key`'s quota windows.
+    /// A transition (crossing the reserve) is kept in the state file, off the request path.
     fn observe_headroom(&self, key: &CandidateKey, headers: &HeaderMap) {
-        let windows = headroom::windows(headers, self.clock.now());
-        if !windows.is_empty() {
-            self.headroom.lock().observe(&key.credential_key(), windows);
+        let now = self.clock.now();
+        let windows = headroom::windows(headers, now);
+        if windows.is_empty() {
+            return;
         }
+        let reserve = f64::from(self.config().routing.reserve_percent) / 100.0;
+        let key = key.credential_key();
+        let mut headroom = self.headroom.lock();
+        if headroom.observe(&key, windows, reserve, now)
+            && let Some(store) = self.state.get()
+        {
+            let (store, windows) = (store.clone(), headroom.all(&key).to_vec());
+            let mut writes = self.headroom_writes.lock();
+            while writes.try_join_next().is_some() {}
+            writes.spawn(async move {
+                if let Err(error) = store.save_headroom(&key, &windows, now).await {
+                    tracing::debug!(%error, "quota windows not kept in the state file");
+                }
+            });
+        }
+    }
+
+    /// Finishes the state-file writes under way (at shutdown).
+    pub async fn close(&self) {
+        let mut writes = std::mem::take(&mut *self.headroom_writes.lock());
+        while writes.join_next().await.is_some() {}
     }
 
     /// Every measured credential's quota windows in force, and whether it is under its

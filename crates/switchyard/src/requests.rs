@@ -232,6 +232,7 @@ mod tests {
             fallback: false,
             session: None,
             credential: None,
+            session_home: None,
         }
     }
 

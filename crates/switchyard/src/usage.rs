@@ -285,6 +285,7 @@ targets = [{ target = "an/claude" }]
             fallback: false,
             session: None,
             credential: None,
+            session_home: None,
         }
     }
 

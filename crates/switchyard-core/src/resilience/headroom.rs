@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use http::HeaderMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::clock::UnixMillis;
@@ -27,7 +27,7 @@ use crate::ids::CredentialKey;
 use crate::outcome::reset_value;
 
 /// One quota window of a credential, as its latest answer described it.
-#[derive(Clone, Debug, PartialEq, Serialize, TS)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
 #[ts(export)]
 pub struct Window {
     /// `requests`, `tokens`, `input-tokens`, `output-tokens`, `5h`, `7d`, `primary`,
@@ -96,17 +96,41 @@ pub struct Headroom {
 }
 
 impl Headroom {
-    /// Takes the windows of `key`'s latest answer: each replaces the one of its name.
-    pub fn observe(&mut self, key: &CredentialKey, windows: Vec<Window>) {
+    /// Takes the windows of `key`'s latest answer: each replaces the one of its name. `true`
+    /// when this is a transition worth keeping across a restart (RESILIENCE.md §6: not every
+    /// answer): the key went under `reserve` or back over it (a window refilled at its reset
+    /// included) as of `now`.
+    pub fn observe(
+        &mut self,
+        key: &CredentialKey,
+        windows: Vec<Window>,
+        reserve: f64,
+        now: UnixMillis,
+    ) -> bool {
         if windows.is_empty() {
-            return;
+            return false;
         }
+        let before = self.below(key, reserve, now);
         let known = self.credentials.entry(key.clone()).or_default();
         for window in windows {
             match known.iter_mut().find(|w| w.name == window.name) {
                 Some(old) => *old = window,
                 None => known.push(window),
             }
+        }
+        self.below(key, reserve, now) != before
+    }
+
+    /// `key`'s windows as last observed, in force or not: what is persisted.
+    pub fn all(&self, key: &CredentialKey) -> &[Window] {
+        self.credentials.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    /// Windows read back at start; those past their reset say nothing and are left out.
+    pub fn restore(&mut self, key: CredentialKey, windows: Vec<Window>, now: UnixMillis) {
+        let windows: Vec<Window> = windows.into_iter().filter(|w| in_force(w, now)).collect();
+        if !windows.is_empty() {
+            self.credentials.insert(key, windows);
         }
     }
 
@@ -223,15 +247,29 @@ mod tests {
             remaining,
             resets_at: Some(UnixMillis(NOW.0 + reset_in)),
         };
-        headroom
-            .observe(&key, vec![window("requests", 0.5, 60_000), window("tokens", 0.02, 1_000)]);
+        let went_under = headroom.observe(
+            &key,
+            vec![window("requests", 0.5, 60_000), window("tokens", 0.02, 1_000)],
+            0.05,
+            NOW,
+        );
+        assert!(went_under, "crossing the reserve is a transition");
         assert_eq!(headroom.remaining(&key, NOW), Some(0.02));
+        assert!(
+            !headroom.observe(&key, vec![window("tokens", 0.01, 1_000)], 0.05, NOW),
+            "an answer that changes no side of the reserve is not"
+        );
         assert!(headroom.below(&key, 0.05, NOW));
         let later = UnixMillis(NOW.0 + 1_000);
         assert_eq!(headroom.remaining(&key, later), Some(0.5), "tokens refilled at their reset");
         assert!(!headroom.below(&key, 0.05, later));
-        headroom.observe(&key, vec![window("requests", 0.01, 120_000)]);
+        assert!(headroom.observe(&key, vec![window("requests", 0.01, 120_000)], 0.05, later));
         assert_eq!(headroom.remaining(&key, later), Some(0.01), "the newest answer replaces");
         assert_eq!(headroom.windows(&key, later).len(), 1);
+
+        let mut restored = Headroom::default();
+        restored.restore(key.clone(), headroom.all(&key).to_vec(), later);
+        assert_eq!(restored.windows(&key, later), headroom.windows(&key, later));
+        assert_eq!(restored.all(&key).len(), 1, "a window past its reset is not restored");
     }
 }

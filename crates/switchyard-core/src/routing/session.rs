@@ -268,16 +268,16 @@ impl Sessions {
         repin
     }
 
-    /// Restores a pin read back at start (the newest served request of a session).
-    pub fn restore(
-        &mut self,
-        session: SessionKey,
-        key: CandidateKey,
-        seen: UnixMillis,
-        now: UnixMillis,
-    ) {
+    /// The target `session` moved off and returns to once it is eligible, if any.
+    pub fn home(&self, session: SessionKey) -> Option<(ProviderId, ModelId)> {
+        self.entries.get(&session)?.pin.home.clone()
+    }
+
+    /// Restores a pin read back at start (the newest served request of a session, and the
+    /// home it recorded).
+    pub fn restore(&mut self, session: SessionKey, pin: Pin, seen: UnixMillis, now: UnixMillis) {
         if now.since(seen).as_millis() < u128::from(self.limits.idle_ms) {
-            self.insert(session, Pin { key, home: None }, seen);
+            self.insert(session, pin, seen);
         }
     }
 
@@ -408,9 +408,12 @@ mod tests {
         let later = UnixMillis(T0.0 + LIMITS.idle_ms + 2);
         assert!(sessions.pin(s(3), later).is_none(), "idle too long");
         assert_eq!(sessions.len(), 2);
-        sessions.restore(s(9), target.clone(), T0, later);
+        let pin = |home| Pin { key: target.clone(), home };
+        sessions.restore(s(9), pin(None), T0, later);
         assert!(sessions.pin(s(9), later).is_none(), "a restored pin past its idle time");
-        sessions.restore(s(9), target, later, later);
-        assert!(sessions.pin(s(9), later).is_some());
+        let home = Some((ProviderId::from("first"), ModelId::from("m")));
+        sessions.restore(s(9), pin(home.clone()), later, later);
+        assert_eq!(sessions.pin(s(9), later), Some(pin(home.clone())), "with its home");
+        assert_eq!(sessions.home(s(9)), home);
     }
 }

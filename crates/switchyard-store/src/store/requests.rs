@@ -31,7 +31,7 @@ macro_rules! request_columns {
             $trace,
             ", outcome, first_byte_ms, uncached_input_tokens, cache_read_tokens,
              cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
-             cost_nanodollars, local_key, combo, fallback, session, credential"
+             cost_nanodollars, local_key, combo, fallback, session, credential, session_home"
         )
     };
 }
@@ -75,6 +75,8 @@ pub struct RequestRecord {
     pub session: Option<String>,
     /// The credential that served, when one did.
     pub credential: Option<String>,
+    /// The target (`provider/model`) the session moved off while it was benched, to return to.
+    pub session_home: Option<String>,
 }
 
 impl RequestRecord {
@@ -104,6 +106,19 @@ impl RequestRecord {
     }
 }
 
+/// Where a session was pinned, as its newest served request says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionPin {
+    /// 32 hex digits.
+    pub session: String,
+    /// `provider/model`.
+    pub served_by: String,
+    pub credential: String,
+    /// `provider/model` it returns to once that heals.
+    pub home: Option<String>,
+    pub at: UnixMillis,
+}
+
 /// What a batch of request-log entries adds to the usage aggregates.
 #[derive(Debug)]
 pub struct UsageBatch<'a> {
@@ -128,8 +143,8 @@ impl Store {
                 "INSERT INTO requests (at, dialect, model, served_by, status, attempts, duration_ms, trace, outcome, first_byte_ms,
                     uncached_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
                     reasoning_tokens, usage_estimated, cost_nanodollars, local_key, combo, fallback,
-                    session, credential)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    session, credential, session_home)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(millis(r.at))
             .bind(&r.dialect)
@@ -153,6 +168,7 @@ impl Store {
             .bind(r.fallback)
             .bind(&r.session)
             .bind(&r.credential)
+            .bind(&r.session_home)
             .execute(&mut *tx)
             .await
             .map_err(StoreError::database)?;
@@ -169,13 +185,10 @@ impl Store {
     }
 
     /// Each session's newest served request since `since`, oldest first: where the session
-    /// was pinned, to restore at start. `(session, served_by, credential, at)`.
-    pub async fn session_pins(
-        &self,
-        since: UnixMillis,
-    ) -> Result<Vec<(String, String, String, UnixMillis)>, StoreError> {
-        let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
-            "SELECT session, served_by, credential, at FROM requests
+    /// was pinned, to restore at start.
+    pub async fn session_pins(&self, since: UnixMillis) -> Result<Vec<SessionPin>, StoreError> {
+        let rows: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
+            "SELECT session, served_by, credential, session_home, at FROM requests
              WHERE id IN (SELECT MAX(id) FROM requests
                           WHERE session IS NOT NULL AND served_by IS NOT NULL
                             AND credential IS NOT NULL AND at >= ?
@@ -187,7 +200,16 @@ impl Store {
         .await
         .map_err(StoreError::database)?;
         let at = |n: i64| UnixMillis(u64::try_from(n).unwrap_or(0));
-        Ok(rows.into_iter().map(|(s, served, c, t)| (s, served, c, at(t))).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(session, served_by, credential, home, t)| SessionPin {
+                session,
+                served_by,
+                credential,
+                home,
+                at: at(t),
+            })
+            .collect())
     }
 
     /// The usage aggregates from `first_hour` on.
@@ -288,6 +310,7 @@ fn read_request(row: &SqliteRow) -> Result<RequestRecord, sqlx::Error> {
         fallback: row.try_get("fallback")?,
         session: row.try_get("session")?,
         credential: row.try_get("credential")?,
+        session_home: row.try_get("session_home")?,
     })
 }
 

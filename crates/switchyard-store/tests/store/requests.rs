@@ -28,6 +28,7 @@ fn record(usage: Option<Usage>, cost: Option<Nanodollars>) -> RequestRecord {
         fallback: true,
         session: None,
         credential: None,
+        session_home: None,
     }
 }
 

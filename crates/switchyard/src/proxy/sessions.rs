@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use switchyard_core::UnixMillis;
-use switchyard_core::ids::CandidateKey;
+use switchyard_core::ids::{CandidateKey, ModelId, ProviderId};
 use switchyard_core::routing::session::{Pin, Repin, SessionKey, SessionLimits, Sessions};
 use switchyard_providers::chat::{ChatRequest, Part, Role};
 
@@ -116,19 +116,27 @@ impl SessionTable {
         self.inner.lock().pin(session, now)
     }
 
-    pub(crate) fn served(&self, session: SessionKey, key: &CandidateKey, now: UnixMillis) -> Repin {
-        self.inner.lock().served(session, key, now)
+    /// Binds, keeps or moves `session`'s pin to `key`: how, and the home it returns to.
+    pub(crate) fn served(
+        &self,
+        session: SessionKey,
+        key: &CandidateKey,
+        now: UnixMillis,
+    ) -> (Repin, Option<(ProviderId, ModelId)>) {
+        let mut sessions = self.inner.lock();
+        let repin = sessions.served(session, key, now);
+        (repin, sessions.home(session))
     }
 
     /// Pins read back from the request log at start, oldest first.
     pub(crate) fn restore(
         &self,
-        pins: impl IntoIterator<Item = (SessionKey, CandidateKey, UnixMillis)>,
+        pins: impl IntoIterator<Item = (SessionKey, Pin, UnixMillis)>,
         now: UnixMillis,
     ) {
         let mut sessions = self.inner.lock();
-        for (session, key, seen) in pins {
-            sessions.restore(session, key, seen, now);
+        for (session, pin, seen) in pins {
+            sessions.restore(session, pin, seen, now);
         }
     }
 

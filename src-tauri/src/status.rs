@@ -9,7 +9,8 @@
 //! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
 //!   nothing that could serve, or the overall budget is enforced and spent (nothing is served).
 //!
-//! The tooltip names the budget nearest its limit, if any is set; a key's enforced budget that
+//! The tooltip names the keys under their quota reserve (they take no new session while
+//! another key has more; the colour stays), and the budget nearest its limit, if any is set; a key's enforced budget that
 //! is spent turns it amber (that tool is refused, the others are served).
 
 use std::fmt::Write as _;
@@ -95,6 +96,16 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
     }
     if team_offline.is_some() {
         tooltip.push_str(" · team database unreachable: not sharing");
+    }
+    // A key near the end of its quota still serves its sessions: said, not coloured.
+    let low: Vec<String> = health
+        .headroom
+        .iter()
+        .filter(|v| v.below_reserve)
+        .map(|v| format!("{}/{}", v.provider, v.credential))
+        .collect();
+    if !low.is_empty() {
+        let _ = write!(tooltip, " · under the quota reserve: {}", low.join(", "));
     }
     let back: Vec<String> = snapshot
         .probes
@@ -216,7 +227,7 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 
 #[cfg(test)]
 mod tests {
-    use switchyard::proxy::ComboHealth;
+    use switchyard::proxy::{ComboHealth, HeadroomView};
     use switchyard::services::{ConfigSaving, Persistence, TeamView};
     use switchyard_core::outcome::OutcomeKind;
     use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
@@ -295,6 +306,34 @@ mod tests {
             backlog: 0,
             dropped: 0,
         }
+    }
+
+    #[test]
+    fn a_key_under_its_quota_reserve_is_named_in_the_tooltip_and_changes_no_colour() {
+        use switchyard_core::resilience::headroom::Window;
+        let mut h = health();
+        let window = Window { name: "requests".into(), remaining: 0.02, resets_at: None };
+        h.headroom = vec![
+            HeadroomView {
+                provider: "anthropic".into(),
+                credential: "work".into(),
+                windows: vec![window.clone()],
+                below_reserve: true,
+            },
+            HeadroomView {
+                provider: "openai".into(),
+                credential: "main".into(),
+                windows: vec![Window { remaining: 0.5, ..window }],
+                below_reserve: false,
+            },
+        ];
+        let view = tray_view(&h, &providers());
+        assert_eq!(view.level, Level::Healthy);
+        assert!(
+            view.tooltip.ends_with(" · under the quota reserve: anthropic/work"),
+            "{}",
+            view.tooltip
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-import { screen } from '@testing-library/react';
+import { screen, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ApiCall } from '../bindings/ApiCall';
@@ -92,6 +92,25 @@ describe('recovery probes on the overview', () => {
     expect(screen.getByText('an/claude on work')).toBeInTheDocument();
     expect(screen.getAllByText('probing').length).toBeGreaterThanOrEqual(2);
     expect(screen.getByText('back')).toBeInTheDocument();
+  });
+});
+
+describe('quota on the overview', () => {
+  it("shows each measured key's windows on its provider's card", async () => {
+    const measured: Health = {
+      ...health,
+      headroom: [{ provider: 'oa', credential: 'k1', below_reserve: false, windows: [{ name: '5h', remaining: 0.4, resets_at: null }] }],
+    };
+    renderWithServer(<OverviewPage />, (call: ApiCall): ApiReply => {
+      const path = call.path.split('?')[0];
+      if (path === '/api/monitoring/health') return ok(measured);
+      if (path === '/api/providers') return ok([{ id: 'oa', credentials: [] }]);
+      return server(call);
+    });
+    const card = await screen.findByRole('article', { name: 'Provider oa' });
+    const meter = await within(card).findByRole('meter', { name: '5-hour window left on k1' });
+    expect(meter).toHaveAttribute('aria-valuenow', '40');
+    expect(within(card).queryByText('under its reserve')).toBeNull();
   });
 });
 

@@ -8,6 +8,7 @@ import { BudgetAlerts } from '../components/BudgetNotes';
 import { Badge, BusyButton, CopyButton, ErrorNote, Figures } from '../components/controls';
 import { UsageChart } from '../components/UsageChart';
 import { reasonText } from '../components/LockoutTable';
+import { HeadroomBars } from '../components/Headroom';
 import { ProbeNote, probeScopeLabel } from '../components/ProbeNote';
 import { formatAgo, formatCountdown, remainingAt } from '../format/duration';
 import { abbreviate, formatDollars, formatUsdExact, totalTokens } from '../format/usage';
@@ -233,6 +234,11 @@ export function OverviewPage() {
                     </>
                   ) : null}
                 </dl>
+                {(h?.headroom ?? [])
+                  .filter((v) => v.provider === p.id)
+                  .map((v) => (
+                    <HeadroomBars key={v.credential} view={v} now={now} label={v.credential} />
+                  ))}
                 <BusyButton
                   className="secondary small"
                   busy={resetting({ scope: 'provider', provider: p.id })}

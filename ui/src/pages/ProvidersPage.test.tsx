@@ -167,3 +167,48 @@ describe('a keyless provider at an unconfirmed host', () => {
     expect(transport.callsTo('POST', '/api/providers/collector/confirm')).toHaveLength(0);
   });
 });
+
+describe("a credential's quota", () => {
+  const pooled: ProviderView = {
+    ...anthropic,
+    credentials: ['k1', 'k2'].map((id) => ({
+      id,
+      kind: 'api_key' as const,
+      enabled: true,
+      priority: 0,
+      secret: { set: true, reference: `env:${id.toUpperCase()}`, hint: null },
+      unconfirmed: [],
+    })),
+  };
+
+  it('shows a bar per window and its reset, and says when a key is under its reserve', async () => {
+    vi.useFakeTimers({ now: 1_800_000_000_000, toFake: ['Date'] });
+    const headroom = [
+      {
+        provider: 'an',
+        credential: 'k1',
+        below_reserve: true,
+        windows: [
+          { name: 'requests', remaining: 0.03, resets_at: 1_800_000_090_000 },
+          { name: 'tokens', remaining: 0.5, resets_at: null },
+        ],
+      },
+    ];
+    renderWithServer(<ProvidersPage />, (call: ApiCall): ApiReply => {
+      if (call.path === '/api/providers') return ok([pooled]);
+      if (call.path === '/api/monitoring/health') return ok({ headroom });
+      return { status: 404, body: null };
+    });
+    const k1 = within(await screen.findByLabelText('Quota of k1'));
+    const requests = k1.getByRole('meter', { name: 'Requests left on k1' });
+    expect(requests).toHaveAttribute('aria-valuenow', '3');
+    expect(requests).toHaveClass('meter-warn');
+    expect(k1.getByRole('meter', { name: 'Tokens left on k1' })).not.toHaveClass('meter-warn');
+    expect(k1.getByText('3 % left, resets in 1m 30s')).toBeInTheDocument();
+    expect(k1.getByText('50 % left')).toBeInTheDocument();
+    expect(k1.getByText('under its reserve')).toBeInTheDocument();
+    // A key not measured yet shows nothing: unknown counts as headroom.
+    expect(screen.queryByLabelText('Quota of k2')).toBeNull();
+    vi.useRealTimers();
+  });
+});

@@ -7,9 +7,11 @@ import type { OpenAiApi } from '../bindings/OpenAiApi';
 import type { ProviderKind } from '../bindings/ProviderKind';
 import type { ProviderView } from '../bindings/ProviderView';
 import type { SelectionStrategy } from '../bindings/SelectionStrategy';
-import { useAction, useApi, useResource } from '../app/context';
+import type { HeadroomView } from '../bindings/HeadroomView';
+import { useAction, useApi, useLiveVersion, useNow, useResource } from '../app/context';
 import { Badge, BusyButton, CheckField, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { CredentialEditor } from '../components/CredentialEditor';
+import { HeadroomBars } from '../components/Headroom';
 import { lastTests } from '../forms/catalogue';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
@@ -34,6 +36,10 @@ function describePairs(pairs: Binding[]): string {
 export function ProvidersPage() {
   const api = useApi();
   const providers = useResource(() => api.providers(), [api]);
+  // Each credential's quota windows, as the health page has them, kept up to date.
+  const live = useLiveVersion();
+  const health = useResource(() => api.health(), [api, live]);
+  const now = useNow(1000);
   const [adding, setAdding] = useState(false);
   return (
     <div className="page">
@@ -65,13 +71,29 @@ export function ProvidersPage() {
         <p className="muted">No provider yet. Add one: an OpenAI, Anthropic or Gemini compatible API, or a local server.</p>
       ) : null}
       {(providers.data ?? []).map((p) => (
-        <ProviderCard key={p.id} provider={p} onChanged={() => void providers.reload()} />
+        <ProviderCard
+          key={p.id}
+          provider={p}
+          headroom={(health.data?.headroom ?? []).filter((v) => v.provider === p.id)}
+          now={now}
+          onChanged={() => void providers.reload()}
+        />
       ))}
     </div>
   );
 }
 
-function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChanged: () => void }) {
+function ProviderCard({
+  provider,
+  headroom,
+  now,
+  onChanged,
+}: {
+  provider: ProviderView;
+  headroom: HeadroomView[];
+  now: number;
+  onChanged: () => void;
+}) {
   const api = useApi();
   const [editing, setEditing] = useState(false);
   const [editingCredential, setEditingCredential] = useState<string | null>(null);
@@ -260,6 +282,11 @@ function ProviderCard({ provider, onChanged }: { provider: ProviderView; onChang
                 </button>
               </span>
             </div>
+            {headroom
+              .filter((v) => v.credential === c.id)
+              .map((v) => (
+                <HeadroomBars key={v.credential} view={v} now={now} label={c.id} />
+              ))}
             {c.unconfirmed.length > 0 ? (
               <p className="muted" data-testid={`unconfirmed-${c.id}`}>
                 Not used until you confirm: it would send {describePairs(c.unconfirmed)}, which you never confirmed.

@@ -188,13 +188,17 @@ enum KeysCommand {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // These commands start an app of their own when no server runs: its start-up lines are
+    // not theirs to print (their output is the answer); only what went wrong is.
+    let quiet = matches!(cli.command, Command::Providers { .. } | Command::Status | Command::Link);
+    let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match runtime(cli.threads) {
         Ok(runtime) => runtime,
         Err(error) => {

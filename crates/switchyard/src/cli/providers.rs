@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use switchyard::keys;
 use switchyard::running::Running;
 use switchyard::server::ipc::{ApiCall, ApiReply, InProcess};
+use switchyard::server::{ServerState, UiSessions};
 use switchyard::status::{HealthLook, Level, ProviderLook, report};
 use switchyard::{App, Launch};
 use switchyard_secrets::Secret;
@@ -61,7 +62,18 @@ impl Api {
             }
         }
         let app = App::start(Launch::new(data_dir)).await?;
-        let state = app.server_state(0, keys::LocalKeys::new(None));
+        // The front door of no socket: no local key is accepted (no `/v1` call is made), and
+        // `InProcess` brings a management token of its own.
+        let state = ServerState {
+            port: 0,
+            ipv6: false,
+            keys: keys::LocalKeys::new(None),
+            management: keys::LocalKeys::new(None),
+            ui_sessions: UiSessions::default(),
+            proxy: std::sync::Arc::clone(app.proxy()),
+            services: std::sync::Arc::clone(app.services()),
+            ui: None,
+        };
         let api = InProcess::new(state)?;
         Ok(Self::Here { app, api })
     }
@@ -131,7 +143,7 @@ fn refused(reply: &ApiReply, running: Option<&Running>) -> anyhow::Error {
     let mut said = format!("{flag}{text}");
     if flag == "--key: "
         && let Some(server) = running
-        && text.contains("env:")
+        && text.contains("environment variable")
     {
         said.push_str(&format!(
             " (the running server, pid {}, reads env: references from its own environment: \

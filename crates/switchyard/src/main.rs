@@ -306,7 +306,7 @@ async fn serve(
                 CODE_LIFETIME.as_secs() / 60
             ),
             (true, None) => {
-                println!("web UI at http://127.0.0.1:{port}/ (sign in with the management token)")
+                println!("web UI at http://127.0.0.1:{port}/ (sign in with the management token)");
             }
             (false, _) => println!(
                 "this build has no web UI: `scripts/serve` builds it (Node.js 20.19+), or pass --ui DIR; http://127.0.0.1:{port}/ says how"

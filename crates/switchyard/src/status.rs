@@ -99,69 +99,7 @@ pub fn report(health: &HealthLook, providers: &[ProviderLook]) -> Report {
         );
     }
     for provider in providers {
-        let breaker = snapshot.breakers.iter().find(|b| b.provider.as_str() == provider.id);
-        let mut line = format!("provider {}", provider.id);
-        if let Some(preset) = &provider.preset {
-            let _ = write!(line, " ({preset})");
-        }
-        let _ = write!(line, " -> {}: ", provider.effective_base_url);
-        match breaker.map(|b| b.state) {
-            Some(BreakerState::Open | BreakerState::HalfOpen) => {
-                let b = breaker.expect("matched");
-                raise(Level::Red, &mut level);
-                let _ = write!(
-                    line,
-                    "breaker {} after {} failures, retried in {} s",
-                    if b.state == BreakerState::Open { "open" } else { "half-open" },
-                    b.failures,
-                    b.retry_in_ms.div_ceil(1000)
-                );
-            }
-            Some(BreakerState::Degraded) => {
-                raise(Level::Amber, &mut level);
-                let failures = breaker.map_or(0, |b| b.failures);
-                let _ = write!(line, "breaker degraded ({failures} recent failures)");
-            }
-            Some(BreakerState::Closed) | None => line.push_str("breaker closed"),
-        }
-        let usable: Vec<&CredentialLook> =
-            provider.credentials.iter().filter(|c| c.enabled).collect();
-        let cooling: Vec<String> = snapshot
-            .credentials
-            .iter()
-            .filter(|c| c.key.provider.as_str() == provider.id)
-            .map(|c| match c.retry_in_ms {
-                Some(ms) => {
-                    format!("{} ({}, {} s)", c.key.credential, status_word(c), ms.div_ceil(1000))
-                }
-                None => format!("{} ({}, until someone acts)", c.key.credential, status_word(c)),
-            })
-            .collect();
-        if !cooling.is_empty() {
-            raise(Level::Amber, &mut level);
-            let _ = write!(line, "; benched credentials: {}", cooling.join(", "));
-        }
-        if !provider.unconfirmed.is_empty() {
-            raise(Level::Amber, &mut level);
-            let _ = write!(
-                line,
-                "; {} destinations or secrets wait for a confirmation (`switchyard config confirm` or the Providers page)",
-                provider.unconfirmed.len()
-            );
-        }
-        let benched = usable
-            .iter()
-            .filter(|c| {
-                snapshot.credentials.iter().any(|v| {
-                    v.key.provider.as_str() == provider.id && v.key.credential.as_str() == c.id
-                })
-            })
-            .count();
-        if !usable.is_empty() && benched == usable.len() {
-            raise(Level::Red, &mut level);
-            line.push_str("; no credential can serve");
-        }
-        lines.push(line);
+        lines.push(provider_line(provider, snapshot, &mut level));
     }
     for lockout in &snapshot.lockouts {
         raise(Level::Amber, &mut level);
@@ -190,6 +128,72 @@ pub fn report(health: &HealthLook, providers: &[ProviderLook]) -> Report {
     Report { level, lines }
 }
 
+/// One provider's line: its breaker, benched credentials and confirmations; raises `level`.
+fn provider_line(provider: &ProviderLook, snapshot: &HealthSnapshot, level: &mut Level) -> String {
+    let breaker = snapshot.breakers.iter().find(|b| b.provider.as_str() == provider.id);
+    let mut line = format!("provider {}", provider.id);
+    if let Some(preset) = &provider.preset {
+        let _ = write!(line, " ({preset})");
+    }
+    let _ = write!(line, " -> {}: ", provider.effective_base_url);
+    match breaker.map(|b| b.state) {
+        Some(BreakerState::Open | BreakerState::HalfOpen) => {
+            let b = breaker.expect("matched");
+            raise(Level::Red, level);
+            let _ = write!(
+                line,
+                "breaker {} after {} failures, retried in {} s",
+                if b.state == BreakerState::Open { "open" } else { "half-open" },
+                b.failures,
+                b.retry_in_ms.div_ceil(1000)
+            );
+        }
+        Some(BreakerState::Degraded) => {
+            raise(Level::Amber, level);
+            let failures = breaker.map_or(0, |b| b.failures);
+            let _ = write!(line, "breaker degraded ({failures} recent failures)");
+        }
+        Some(BreakerState::Closed) | None => line.push_str("breaker closed"),
+    }
+    let usable: Vec<&CredentialLook> = provider.credentials.iter().filter(|c| c.enabled).collect();
+    let cooling: Vec<String> = snapshot
+        .credentials
+        .iter()
+        .filter(|c| c.key.provider.as_str() == provider.id)
+        .map(|c| match c.retry_in_ms {
+            Some(ms) => {
+                format!("{} ({}, {} s)", c.key.credential, status_word(c), ms.div_ceil(1000))
+            }
+            None => format!("{} ({}, until someone acts)", c.key.credential, status_word(c)),
+        })
+        .collect();
+    if !cooling.is_empty() {
+        raise(Level::Amber, level);
+        let _ = write!(line, "; benched credentials: {}", cooling.join(", "));
+    }
+    if !provider.unconfirmed.is_empty() {
+        raise(Level::Amber, level);
+        let _ = write!(
+            line,
+            "; {} destinations or secrets wait for a confirmation (`switchyard config confirm` or the Providers page)",
+            provider.unconfirmed.len()
+        );
+    }
+    let benched = usable
+        .iter()
+        .filter(|c| {
+            snapshot.credentials.iter().any(|v| {
+                v.key.provider.as_str() == provider.id && v.key.credential.as_str() == c.id
+            })
+        })
+        .count();
+    if !usable.is_empty() && benched == usable.len() {
+        raise(Level::Red, level);
+        line.push_str("; no credential can serve");
+    }
+    line
+}
+
 fn raise(to: Level, level: &mut Level) {
     *level = (*level).max(to);
 }
@@ -207,7 +211,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn health(value: serde_json::Value) -> HealthLook {
+    fn health(value: &serde_json::Value) -> HealthLook {
         let mut base = json!({
             "paused": false, "combos": [],
             "at": 1_000, "breakers": [], "credentials": [], "lockouts": [], "untracked": 0, "probes": [],
@@ -234,7 +238,7 @@ mod tests {
 
     #[test]
     fn nothing_happened_yet_is_green() {
-        let report = report(&health(json!({})), &providers());
+        let report = report(&health(&json!({})), &providers());
         assert_eq!(report.level, Level::Green);
         assert_eq!(
             report.lines,
@@ -244,23 +248,23 @@ mod tests {
 
     #[test]
     fn an_open_breaker_is_red_and_a_degraded_one_amber() {
-        let open = report(&health(json!({ "breakers": breaker("open") })), &providers());
+        let open = report(&health(&json!({ "breakers": breaker("open") })), &providers());
         assert_eq!(open.level, Level::Red);
         assert!(
             open.lines[0].contains("breaker open after 5 failures, retried in 30 s"),
             "{:?}",
             open.lines
         );
-        let half = report(&health(json!({ "breakers": breaker("half_open") })), &providers());
+        let half = report(&health(&json!({ "breakers": breaker("half_open") })), &providers());
         assert_eq!(half.level, Level::Red);
-        let degraded = report(&health(json!({ "breakers": breaker("degraded") })), &providers());
+        let degraded = report(&health(&json!({ "breakers": breaker("degraded") })), &providers());
         assert_eq!(degraded.level, Level::Amber);
     }
 
     #[test]
     fn a_combo_with_nothing_eligible_is_red() {
         let combos = json!([{ "name": "main", "eligible": 0, "candidates": 2 }]);
-        let report = report(&health(json!({ "combos": combos })), &providers());
+        let report = report(&health(&json!({ "combos": combos })), &providers());
         assert_eq!(report.level, Level::Red);
         assert!(
             report
@@ -270,7 +274,7 @@ mod tests {
         );
         let ready = json!([{ "name": "main", "eligible": 1, "candidates": 2 }]);
         assert_eq!(
-            super::report(&health(json!({ "combos": ready })), &providers()).level,
+            super::report(&health(&json!({ "combos": ready })), &providers()).level,
             Level::Green
         );
     }
@@ -279,7 +283,7 @@ mod tests {
     fn a_provider_whose_every_credential_is_benched_is_red_and_paused_routing_amber() {
         let cooling = json!([{ "key": { "provider": "openrouter", "credential": "main" },
             "status": "cooling", "backoff_level": 1, "retry_in_ms": 3000, "recorded_by": null }]);
-        let report = report(&health(json!({ "credentials": cooling })), &providers());
+        let report = report(&health(&json!({ "credentials": cooling })), &providers());
         assert_eq!(report.level, Level::Red);
         assert!(
             report.lines[0].contains("benched credentials: main (cooling, 3 s)"),
@@ -287,7 +291,7 @@ mod tests {
             report.lines
         );
         assert!(report.lines[0].ends_with("no credential can serve"));
-        let paused = super::report(&health(json!({ "paused": true })), &providers());
+        let paused = super::report(&health(&json!({ "paused": true })), &providers());
         assert_eq!(paused.level, Level::Amber);
     }
 }

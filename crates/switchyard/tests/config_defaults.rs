@@ -25,7 +25,7 @@ fn documented() -> Vec<Documented> {
     let mut rows = Vec::new();
     for line in DOC.lines() {
         if let Some(h) = line.strip_prefix("### ") {
-            heading = h.trim().to_owned();
+            h.trim().clone_into(&mut heading);
             in_table = false;
         } else if line.starts_with("| Field | Default |") {
             in_table = true;

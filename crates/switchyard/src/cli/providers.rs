@@ -5,6 +5,7 @@
 //! the desktop window uses it). Either way the services, their checks and their messages are
 //! the API's; this file only turns flags into calls and answers into lines.
 
+use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ enum Api {
     /// The server running on the data directory.
     Running { server: Running, token: Secret },
     /// An app started here on the data directory, stopped after the command.
-    Here { app: App, api: InProcess },
+    Here { app: Box<App>, api: InProcess },
 }
 
 impl Api {
@@ -57,7 +58,7 @@ impl Api {
                     message(&reply)
                 ),
                 Err(error) => {
-                    tracing::debug!(%error, "the server the data directory names does not answer; working on the state file")
+                    tracing::debug!(%error, "the server the data directory names does not answer; working on the state file");
                 }
             }
         }
@@ -75,7 +76,7 @@ impl Api {
             ui: None,
         };
         let api = InProcess::new(state)?;
-        Ok(Self::Here { app, api })
+        Ok(Self::Here { app: Box::new(app), api })
     }
 
     async fn call(
@@ -135,7 +136,7 @@ fn refused(reply: &ApiReply, running: Option<&Running>) -> anyhow::Error {
         "--key: "
     } else if field.ends_with("base_url") {
         "--base-url: "
-    } else if field.ends_with(".id") || field == "id" {
+    } else if field == "id" || field.rsplit('.').next() == Some("id") {
         "--id: "
     } else {
         ""
@@ -145,11 +146,12 @@ fn refused(reply: &ApiReply, running: Option<&Running>) -> anyhow::Error {
         && let Some(server) = running
         && text.contains("environment variable")
     {
-        said.push_str(&format!(
+        let _ = write!(
+            said,
             " (the running server, pid {}, reads env: references from its own environment: \
              restart it with the variable set, or pass --key-stdin to keep the key in the keychain)",
             server.pid
-        ));
+        );
     }
     anyhow::anyhow!(said)
 }

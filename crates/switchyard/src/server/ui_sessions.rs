@@ -226,7 +226,7 @@ impl UiSessions {
         let digest = keys::sha256_hex(presented);
         let code = self.codes.lock().remove(digest.as_str())?;
         let fresh = now.since(code.issued) <= CODE_LIFETIME;
-        (fresh && root == Some(&*code.root)).then(|| SignIn { root: code.root })
+        (fresh && root == Some(&*code.root)).then_some(SignIn { root: code.root })
     }
 }
 

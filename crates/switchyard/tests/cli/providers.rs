@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use switchyard_testkit::{MockUpstream, Status};
@@ -90,11 +90,14 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !step().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::task::yield_now().await;
-    }
+    let polled = async {
+        while !step().await {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(DEADLINE, polled)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,7 +37,9 @@ export async function eventually(check, { timeout = 10_000, interval = 50, what 
 /** Starts a process and resolves once a stdout line matches `ready` (its match is returned). */
 function start(command, args, { env = {}, ready, name }) {
   if (!existsSync(command)) throw new Error(`${command} is missing: build it first (scripts/ui-test does)`);
-  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // A variable set to `null` is left out of the child's environment.
+  const merged = Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([, value]) => value !== null));
+  const child = spawn(command, args, { env: merged, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk) => {
     stderr += chunk;
@@ -76,7 +78,7 @@ async function stop(child) {
  * The provider key lives in the server's environment (`MOCK_KEY`), the way a headless server
  * without an OS keychain keeps secrets.
  */
-export async function startStack({ script }) {
+export async function startStack({ script, ui = 'dir' }) {
   // A stack that is already running (e.g. `vite preview` proxying to a server by hand).
   if (process.env.E2E_BASE_URL) {
     return {
@@ -104,17 +106,26 @@ export async function startStack({ script }) {
 
   const uiDist = path.join(uiDir, 'dist');
   if (!existsSync(path.join(uiDist, 'index.html'))) throw new Error('ui/dist is missing: run npm run build');
+  // `ui: 'embedded'`: no --ui, the UI compiled into the binary (issue 32); the server's last
+  // line at start is then the sign-in link to open.
+  const uiArgs = ui === 'embedded' ? [] : ['--ui', uiDist];
   const serve = (port) =>
-    start(binary('switchyard', 'SWITCHYARD_BIN'), ['--data-dir', dataDir, 'serve', '--port', String(port), '--ui', uiDist], {
+    start(binary('switchyard', 'SWITCHYARD_BIN'), ['--data-dir', dataDir, 'serve', '--port', String(port), ...uiArgs], {
       name: 'switchyard',
-      ready: /listening on (http:\/\/127\.0\.0\.1:(\d+))\/v1/,
-      env: { MOCK_KEY: 'sk-mock-e2e-0123456789', SWITCHYARD_LOG: process.env.SWITCHYARD_LOG ?? 'warn', SWITCHYARD_API_KEY: '' },
+      ready: /listening on (http:\/\/127\.0\.0\.1:(\d+))\/v1\n[\s\S]*?(http:\/\/127\.0\.0\.1:\d+\/#code=sy-code-[0-9a-f]+)\n/,
+      env: {
+        MOCK_KEY: 'sk-mock-e2e-0123456789',
+        SWITCHYARD_LOG: process.env.SWITCHYARD_LOG ?? 'warn',
+        SWITCHYARD_API_KEY: '',
+        SWITCHYARD_UI: null,
+      },
     });
   let server = serve(0);
   let baseUrl;
   let port;
+  let link;
   try {
-    [, baseUrl, port] = await server.matched;
+    [, baseUrl, port, link] = await server.matched;
   } catch (error) {
     await stop(mock.child);
     throw error;
@@ -127,6 +138,8 @@ export async function startStack({ script }) {
     mockUrl,
     baseUrl,
     token,
+    /** The sign-in link the server printed at start (its code works once). */
+    link,
     serverLog: () => server.stderr(),
     /**
      * Kills the server (SIGKILL, as a crash or `kill -9` would: a SIGTERM waits for open event

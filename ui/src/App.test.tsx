@@ -72,7 +72,11 @@ const SESSION = 'sy-ui-0123456789abcdef0123456789abcdef';
  * route wants the session. `events` answers `/api/events` (by default: a stream that stays
  * open). Every request is recorded with the credential it carried.
  */
-function fakeServer({ providers = [provider], events }: { providers?: ProviderView[]; events?: () => Response } = {}) {
+function fakeServer({
+  providers = [provider],
+  events,
+  codes = new Set<string>(),
+}: { providers?: ProviderView[]; events?: () => Response; codes?: Set<string> } = {}) {
   const seen: Array<{ method: string; path: string; auth: string | undefined }> = [];
   const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
     const path = String(input);
@@ -80,7 +84,10 @@ function fakeServer({ providers = [provider], events }: { providers?: ProviderVi
     const auth = (init?.headers as Record<string, string> | undefined)?.Authorization;
     seen.push({ method, path, auth });
     if (path === '/api/session' && method === 'POST') {
-      if (auth !== 'Bearer right-token') return new Response('{}', { status: 401 });
+      // A sign-in link's code opens one session, once.
+      const code = auth?.replace(/^Bearer /, '') ?? '';
+      const spent = codes.delete(code);
+      if (auth !== 'Bearer right-token' && !spent) return new Response('{}', { status: 401 });
       return new Response(JSON.stringify({ token: SESSION, idle_timeout_ms: 43_200_000 }), { status: 201, headers: { 'content-type': 'application/json' } });
     }
     if (auth !== `Bearer ${SESSION}`) return new Response('{}', { status: 401 });
@@ -186,6 +193,24 @@ describe('App over HTTP', () => {
     await signIn();
     expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
     expect(seen[before]).toEqual({ method: 'POST', path: '/api/session', auth: 'Bearer right-token' });
+  });
+
+  it('a sign-in link signs in with its code alone, once, with no token typed', async () => {
+    const CODE = 'sy-code-00112233445566778899aabbccddeeff';
+    const { seen } = fakeServer({ codes: new Set([CODE]) });
+    render(<App signInCode={CODE} />);
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
+    expect(seen.filter((r) => r.auth === `Bearer ${CODE}`).map((r) => `${r.method} ${r.path}`)).toEqual(['POST /api/session']);
+    await vi.waitFor(() => expect(seen.some((r) => r.path === '/api/events' && r.auth === `Bearer ${SESSION}`)).toBe(true));
+    expect(stored(CODE) || stored(SESSION)).toBe(false);
+  });
+
+  it('a link whose code was used or expired says so on the sign-in page', async () => {
+    fakeServer();
+    render(<App signInCode="sy-code-ffffffffffffffffffffffffffffffff" />);
+    expect(await screen.findByText(/sign-in link was used already or has expired/)).toBeInTheDocument();
+    await signIn();
+    expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
   });
 
   it('signing out ends the session on the server', async () => {

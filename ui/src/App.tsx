@@ -1,6 +1,7 @@
-import { useCallback, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { ApiClient } from './api/client';
-import { HttpTransport, type SessionEnd } from './api/http';
+import { ApiFailure } from './api/failure';
+import { HttpTransport, openSession, type SessionEnd } from './api/http';
 import { insideDesktop, IpcTransport } from './api/ipc';
 import { ApiProvider, useApi, useResource } from './app/context';
 import { ROUTES, useRoute, type Route } from './app/route';
@@ -28,10 +29,43 @@ const ENDED: Record<SessionEnd, string> = {
  * session. The session token lives in this component's state only, never in storage: a
  * reload, a restart of the server or a dropped connection asks to sign in again.
  */
-export function App() {
+/** What the sign-in page says when a sign-in link did not work. */
+const LINK_REFUSED =
+  'This sign-in link was used already or has expired (a link opens one session, within minutes of being printed). Run `switchyard link` for a new one, or sign in with the management token.';
+
+export function App({ signInCode = null }: { signInCode?: string | null } = {}) {
   const desktop = insideDesktop();
   const [session, setSession] = useState<string | null>(null);
   const [signedOut, setSignedOut] = useState<string | null>(null);
+  // A sign-in link's code is exchanged once (a ref, not state: StrictMode runs effects twice).
+  const [exchanging, setExchanging] = useState(signInCode !== null && !desktop);
+  const exchange = useRef<Promise<string> | null>(null);
+  useEffect(() => {
+    if (signInCode === null || desktop) return;
+    exchange.current ??= openSession(signInCode).then((opened) => opened.token);
+    let live = true;
+    exchange.current.then(
+      (token) => {
+        if (!live) return;
+        setSession(token);
+        setExchanging(false);
+      },
+      (error: unknown) => {
+        if (!live) return;
+        setSignedOut(
+          error instanceof ApiFailure
+            ? error.status === 401
+              ? LINK_REFUSED
+              : `The server answered ${error.status}: ${error.message}`
+            : `Cannot reach the server: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        setExchanging(false);
+      },
+    );
+    return () => {
+      live = false;
+    };
+  }, [signInCode, desktop]);
 
   const ended = useCallback((why: SessionEnd) => {
     setSession(null);
@@ -45,6 +79,13 @@ export function App() {
   }, [desktop, session, ended]);
   const client = useMemo(() => (transport === null ? null : new ApiClient(transport)), [transport]);
 
+  if (client === null && exchanging) {
+    return (
+      <main className="sign-in" id="main">
+        <p role="status">Signing in…</p>
+      </main>
+    );
+  }
   if (client === null) {
     return (
       <SignIn

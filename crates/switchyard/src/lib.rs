@@ -11,8 +11,10 @@ pub mod keys;
 pub mod oauth;
 pub mod proxy;
 pub mod requests;
+pub mod running;
 pub mod server;
 pub mod services;
+pub mod status;
 pub mod team;
 pub mod usage;
 

@@ -8,8 +8,13 @@ use clap::{Parser, Subcommand};
 use switchyard::config::editor::STORED_CONFIG;
 use switchyard::config::{Config, ConfigForm, Sources};
 use switchyard::keys;
+use switchyard::running::Running;
+use switchyard::server::{CODE_LIFETIME, WebUi};
 use switchyard::services::{ImportedPair, ImportedTeam, PairState, imported_pairs, imported_team};
 use switchyard::{App, Launch, STATE_FILE, default_data_dir, mark_first_use};
+
+#[path = "cli/providers.rs"]
+mod providers;
 use switchyard_core::binding::{self, Binding, Confirmed};
 use switchyard_core::resilience::SkipReason;
 use switchyard_core::{Clock as _, SystemClock};
@@ -46,11 +51,25 @@ enum Command {
         /// The loopback port [default: the config's `server.port`, else 4141]; 0 picks a free one.
         #[arg(long)]
         port: Option<u16>,
-        /// Also serve the web UI built in DIR (`ui/dist`) at `http://127.0.0.1:PORT/`; it asks
-        /// for the management token.
+        /// Serve the web UI built in DIR (`ui/dist`) at `http://127.0.0.1:PORT/` instead of the
+        /// one compiled into this binary (development).
         #[arg(long, value_name = "DIR", env = "SWITCHYARD_UI")]
         ui: Option<PathBuf>,
     },
+    /// Add, list or remove providers of the config kept in the data directory (what `serve`
+    /// without `--config` runs on). With a server running on it, through that server's API, so
+    /// the change applies at once; refused when that server runs on a `--config` file.
+    Providers {
+        #[command(subcommand)]
+        command: ProvidersCommand,
+    },
+    /// What the tray shows: each provider's breaker, benched credentials, model lockouts and
+    /// whether each combo could serve. Asks the server running on the data directory, else
+    /// reads the state file. Exits with 1 when something is red (nothing could serve).
+    Status,
+    /// Print a new sign-in link for the web UI of the server running on the data directory
+    /// (it opens one session, once, within 5 minutes).
+    Link,
     /// Manage the local API keys clients use to call `/v1`.
     Keys {
         #[command(subcommand)]
@@ -121,6 +140,37 @@ enum ConfigCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum ProvidersCommand {
+    /// Add a provider from the catalogue: `switchyard providers add openrouter --key
+    /// env:OPENROUTER_API_KEY` (presets: openai, anthropic, gemini, openrouter, groq, deepseek,
+    /// mistral, moonshot, xai, together, fireworks, cerebras, ollama, lmstudio, vllm).
+    Add {
+        /// The catalogue preset.
+        preset: String,
+        /// The provider's id, used in targets (`ID/model`) [default: the preset's name].
+        #[arg(long)]
+        id: Option<String>,
+        /// Where its key is: `env:VARIABLE` (read by the server from its own environment) or
+        /// `keychain:ID/main`. Never the key itself (it would stay in the shell's history).
+        #[arg(long, conflicts_with = "key_stdin", value_name = "REFERENCE")]
+        key: Option<String>,
+        /// Read the key from standard input and keep it in the OS keychain.
+        #[arg(long)]
+        key_stdin: bool,
+        /// A model it serves (repeat for more) [default: any the provider serves].
+        #[arg(long = "model", value_name = "MODEL")]
+        models: Vec<String>,
+        /// Another endpoint than the preset's (a proxy, a self-hosted server).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+    },
+    /// List the providers: id, preset, endpoint, credentials and models.
+    List,
+    /// Remove a provider (and the keys it kept in the keychain); refused while a combo uses it.
+    Remove { id: String },
+}
+
+#[derive(Debug, Subcommand)]
 enum KeysCommand {
     /// Create a key and print it once.
     Create {
@@ -138,13 +188,17 @@ enum KeysCommand {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // These commands start an app of their own when no server runs: its start-up lines are
+    // not theirs to print (their output is the answer); only what went wrong is.
+    let quiet = matches!(cli.command, Command::Providers { .. } | Command::Status | Command::Link);
+    let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match runtime(cli.threads) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -153,7 +207,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             tracing::error!("{error:#}");
             ExitCode::FAILURE
@@ -175,7 +229,7 @@ fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let data_dir = cli
         .data_dir
         .or_else(default_data_dir)
@@ -185,7 +239,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys { command } => manage_keys(&data_dir, command).await,
         Command::Config { command } => manage_config(&data_dir, command).await,
         Command::Connect(args) => connect(&data_dir, args).await,
+        Command::Providers { command } => return providers::manage(&data_dir, command).await,
+        Command::Status => return providers::status(&data_dir).await,
+        Command::Link => providers::link(&data_dir).await,
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 async fn serve(
@@ -216,17 +274,44 @@ async fn serve(
     };
     let port = listening.port();
     let mut state = listening.state;
-    if let Some(dir) = ui {
+    let has_ui = if let Some(dir) = ui {
         tracing::info!(ui = %dir.display(), "serving the web UI at http://127.0.0.1:{port}/");
         state = state.with_ui(dir);
+        true
+    } else {
+        state = state.with_embedded_ui();
+        WebUi::is_built_in()
+    };
+    // Where the CLI finds this server (`switchyard providers`, `status`, `link`).
+    let running = Running::this_process(port, config_file).write(data_dir);
+    if let Err(error) = &running {
+        tracing::warn!(%error, "cannot write {}: `switchyard status` and `providers` will not find this server", switchyard::running::RUNNING_FILE);
     }
-    // One line on stdout, so scripts and tests can wait for it.
+    // On stdout, so scripts and tests can wait for them: the listening line first, the link
+    // to open last.
     #[expect(
         clippy::print_stdout,
-        reason = "the listening line is the CLI's machine-readable output"
+        reason = "the listening line and the sign-in link are the CLI's output"
     )]
     {
         println!("listening on http://127.0.0.1:{port}/v1");
+        if app.config().providers.is_empty() {
+            println!(
+                "no provider yet: add one in the web UI (the link below), or run `switchyard providers add openrouter --key env:OPENROUTER_API_KEY` (or any catalogue preset: openai, anthropic, groq, ollama, ...)"
+            );
+        }
+        match (has_ui, state.sign_in_link()) {
+            (true, Some(link)) => println!(
+                "web UI at http://127.0.0.1:{port}/ ; this link signs you in (once, within {} minutes): {link}",
+                CODE_LIFETIME.as_secs() / 60
+            ),
+            (true, None) => {
+                println!("web UI at http://127.0.0.1:{port}/ (sign in with the management token)");
+            }
+            (false, _) => println!(
+                "this build has no web UI: `scripts/serve` builds it (Node.js 20.19+), or pass --ui DIR; http://127.0.0.1:{port}/ says how"
+            ),
+        }
     }
     tracing::info!(port, data_dir = %data_dir.display(), persistence = ?app.persistence_status(), "switchyard is serving");
     switchyard::server::serve(listening.listener, state, async {
@@ -236,6 +321,7 @@ async fn serve(
         tracing::info!("shutting down: finishing requests in flight");
     })
     .await?;
+    drop(running);
     app.shutdown().await;
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod ipc;
 mod ui_sessions;
 mod v1;
 mod v1beta;
+mod web_ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -32,8 +33,11 @@ use tracing::Level;
 use self::api::catalog;
 pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
-pub use self::ui_sessions::{IDLE_TIMEOUT, MAX_SESSIONS, UiSessions};
+pub use self::ui_sessions::{
+    CODE_LIFETIME, IDLE_TIMEOUT, MAX_CODES, MAX_SESSIONS, SignInCode, UiSessions,
+};
 pub use self::v1::MAX_BODY_BYTES;
+pub use self::web_ui::WebUi;
 use crate::keys::LocalKeys;
 use crate::proxy::Proxy;
 use crate::services::Services;
@@ -55,9 +59,10 @@ pub struct ServerState {
     pub ui_sessions: UiSessions,
     pub proxy: Arc<Proxy>,
     pub services: Arc<Services>,
-    /// The built web UI served at `/`, if any. Only then may a page of this very origin call
-    /// the API (its requests carry `Origin: http://127.0.0.1:PORT`).
-    pub ui: Option<Arc<std::path::Path>>,
+    /// The web UI served at `/`, if any: the one compiled in (`serve`) or a built one on disk
+    /// (`serve --ui DIR`). Only then may a page of this very origin call the API (its requests
+    /// carry `Origin: http://127.0.0.1:PORT`).
+    pub ui: Option<WebUi>,
 }
 
 impl ServerState {
@@ -70,10 +75,32 @@ impl ServerState {
         self
     }
 
-    /// Serves the web UI built in `dir` at `/`.
+    /// A link that opens the web UI signed in: `http://127.0.0.1:PORT/#code=CODE`, a code
+    /// that opens one session, once, within [`CODE_LIFETIME`]. `None` without a management
+    /// token (nothing could sign in) or when no randomness is to be had.
+    pub fn sign_in_link(&self) -> Option<String> {
+        let root = self.management.token_digest()?;
+        match self.ui_sessions.issue_code(&root, self.services.now()) {
+            Ok(code) => Some(format!("http://127.0.0.1:{}/#code={}", self.port, code.expose())),
+            Err(error) => {
+                tracing::warn!(%error, "cannot issue a sign-in code");
+                None
+            }
+        }
+    }
+
+    /// Serves the web UI built in `dir` at `/` (development: `serve --ui DIR`).
     #[must_use]
     pub fn with_ui(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.ui = Some(Arc::from(dir.into()));
+        self.ui = Some(WebUi::Directory(Arc::from(dir.into())));
+        self
+    }
+
+    /// Serves the web UI compiled into this binary at `/` (or, in a build without it, the page
+    /// saying how to get it).
+    #[must_use]
+    pub fn with_embedded_ui(mut self) -> Self {
+        self.ui = Some(WebUi::embedded());
         self
     }
 }
@@ -159,15 +186,17 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/usage/budgets", get(api::budgets))
         .route("/api/events", get(api::events))
         .route("/api/session", post(api::open_session).delete(api::close_session))
+        .route("/api/session/code", post(api::sign_in_link))
         .route("/api/keys", get(api::list_keys).post(api::create_key))
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .route("/metrics", get(api::metrics))
         .route("/api/{*rest}", axum::routing::any(api::no_such_route));
-    // The UI's files: public (they hold no secret; the API asks for the token), GET only.
-    let routes = match &state.ui {
-        Some(dir) => routes.fallback_service(
-            tower_http::services::ServeDir::new(&**dir).append_index_html_on_directories(true),
-        ),
+    // The UI's files: public (they hold no secret; the API asks for the token), GET only,
+    // never an API path (`web_ui`).
+    let routes = match state.ui.clone() {
+        Some(ui) => routes.fallback(move |request: axum::extract::Request| async move {
+            web_ui::serve(&ui, request).await
+        }),
         None => routes,
     };
     routes

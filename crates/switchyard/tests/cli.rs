@@ -3,6 +3,8 @@
 
 #[path = "cli/connect.rs"]
 mod connect;
+#[path = "cli/providers.rs"]
+mod providers;
 
 use std::path::Path;
 use std::process::{Command, Output};

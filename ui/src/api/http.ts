@@ -18,9 +18,10 @@ const defaultFetch: Fetch = (input, init) => globalThis.fetch(input, init);
 export type SessionEnd = 'refused' | 'lost';
 
 /**
- * Signs in: exchanges the management token for a UI session (`POST /api/session`). The one
- * request that ever carries the management token; the caller forgets the token after it.
- * Throws an `ApiFailure` when the server refuses (`401`: not the token).
+ * Signs in: exchanges the management token, or the one-time code of a sign-in link, for a UI
+ * session (`POST /api/session`). The one request that ever carries either; the caller forgets
+ * it after. Throws an `ApiFailure` when the server refuses (`401`: not the token, or a code
+ * used already or expired).
  */
 export async function openSession(
   managementToken: string,
@@ -34,6 +35,21 @@ export async function openSession(
   const body = parseBody(await response.text(), response.headers.get('content-type'));
   if (response.status !== 201) throw new ApiFailure(response.status, body);
   return body as UiSession;
+}
+
+/**
+ * The sign-in code of a link `switchyard serve` printed (`/#code=sy-code-…`), taken out of the
+ * address bar at once (`replaceState`: no history entry keeps it either). The code opens one
+ * session, once, within minutes; `null` when the page was opened without one.
+ */
+export function takeSignInCode(
+  location: Pick<Location, 'hash' | 'pathname' | 'search'> = window.location,
+  history: Pick<History, 'replaceState'> = window.history,
+): string | null {
+  const match = /^#code=(sy-code-[0-9a-f]+)$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(null, '', `${location.pathname}${location.search}`);
+  return match[1] ?? null;
 }
 
 /** What a call answers once the session has ended: nothing was sent. */

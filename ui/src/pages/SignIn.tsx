@@ -46,6 +46,10 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: string) =
           Switchyard
         </h1>
         <p>Sign in to manage this Switchyard server.</p>
+        <p className="hint">
+          The quickest way in is the link <code>switchyard serve</code> printed when it started; <code>switchyard link</code>{' '}
+          prints a new one.
+        </p>
         {reason ? (
           <div className="note note-warn" role="status">
             {reason}

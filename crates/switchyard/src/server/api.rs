@@ -453,6 +453,39 @@ pub(super) async fn open_session(
     }
 }
 
+/// `POST /api/session/code`: a new sign-in link (`SignInLink`) for `switchyard link`.
+#[derive(Debug, Serialize, TS)]
+#[ts(export)]
+pub(crate) struct SignInLink {
+    /// `http://127.0.0.1:PORT/#code=CODE`: opens the web UI signed in, once.
+    pub link: String,
+    /// How long the code in it may be exchanged.
+    #[ts(type = "number")]
+    pub expires_in_ms: u64,
+}
+
+/// `POST /api/session/code` with the management token: a sign-in link for the web UI, as
+/// `serve` prints at start (a session may not mint one: it would outlive itself). `no-store`.
+pub(super) async fn sign_in_link(State(state): State<ServerState>) -> Response {
+    match state.sign_in_link() {
+        Some(link) => (
+            StatusCode::CREATED,
+            [(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"))],
+            Json(SignInLink {
+                link,
+                expires_in_ms: switchyard_core::clock::millis(super::CODE_LIFETIME),
+            }),
+        )
+            .into_response(),
+        None => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "code",
+            "cannot issue a sign-in code (see the server's log)",
+        ),
+    }
+}
+
 /// `DELETE /api/session` with a UI session: signs it out.
 pub(super) async fn close_session(
     State(state): State<ServerState>,

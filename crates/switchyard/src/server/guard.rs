@@ -5,8 +5,10 @@
 //!    sends its own name as `Host`, and is refused here.
 //! 2. No `Origin` header: browsers send one on cross-origin requests and on every `POST`;
 //!    editors, agents and SDKs do not. We serve no CORS, so preflights fail too. The one
-//!    exception is our own web UI, when `serve --ui` serves one: its pages carry this server's
-//!    own origin (`http://127.0.0.1:PORT`), which no other page can claim.
+//!    exception is our own web UI, when the server serves one (`serve` does: the UI compiled
+//!    in, or `--ui DIR`): its pages carry this server's own origin (`http://127.0.0.1:PORT`),
+//!    which no other page can claim. Every `/v1*`, `/api` and `/metrics` path keeps its own
+//!    rule whatever files are served beside it (`web_ui`).
 //! 3. A local API key (`/v1`, `/v1beta`): `Authorization: Bearer KEY`, or `x-api-key: KEY` as
 //!    Anthropic clients send it; on `/v1beta` only, also `x-goog-api-key: KEY` or `?key=KEY`
 //!    as Google's clients send it (the query never reaches a log, which names the path alone,
@@ -44,10 +46,10 @@ use axum::response::{IntoResponse as _, Response};
 
 use std::sync::Arc;
 
-use super::ServerState;
 use super::connections::{self, Connection};
 use super::error::{ApiError, Dialect};
-use super::ui_sessions::{IDLE_TIMEOUT, SessionId, SignIn};
+use super::ui_sessions::{CODE_LIFETIME, CODE_PREFIX, IDLE_TIMEOUT, SessionId, SignIn};
+use super::{ServerState, web_ui};
 use crate::keys::{self, LocalKey};
 
 /// The headers every answer carries (see the module's documentation). The policy is
@@ -83,9 +85,9 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
     let gemini = dialect == Dialect::Gemini;
-    let door = if path.starts_with("/api/") || path == "/metrics" {
+    let door = if path == "/api" || path.starts_with("/api/") || path == "/metrics" {
         Door::Management(Takes::of(request.method(), path))
-    } else if path.starts_with("/v1/") || gemini || state.ui.is_none() {
+    } else if web_ui::is_api_path(path) || gemini || state.ui.is_none() {
         Door::Client
     } else {
         Door::Files
@@ -159,10 +161,13 @@ enum Door {
 enum Takes {
     /// Either: every route but those below.
     Either,
-    /// `POST /api/session`: the management token only, since a session opens no other
-    /// session (one stolen from a page cannot outlive it by minting more). A one-time sign-in
-    /// code belongs here too when there is one.
+    /// `POST /api/session`: the management token or a sign-in code (`ui_sessions`), never a
+    /// session, since a session opens no other session (one stolen from a page cannot outlive
+    /// it by minting more).
     SignIn,
+    /// `POST /api/session/code` (a new sign-in link): the management token only, for the
+    /// same reason, and so that a code opens nothing but one session.
+    Token,
     /// `GET /api/events` and `DELETE /api/session`: a UI session only. The event stream is
     /// the request a page sends again on its own, with no one watching, for as long as it is
     /// open; whatever credential it carries goes to whoever holds the port when it does. Only
@@ -176,6 +181,7 @@ impl Takes {
     fn of(method: &http::Method, path: &str) -> Self {
         match (method, path) {
             (&http::Method::POST, "/api/session") => Self::SignIn,
+            (&http::Method::POST, "/api/session/code") => Self::Token,
             (&http::Method::DELETE, "/api/session") | (_, "/api/events") => Self::Session,
             _ => Self::Either,
         }
@@ -291,8 +297,25 @@ fn manager(state: &ServerState, takes: Takes, presented: Option<&str>) -> Result
         return Ok(Caller::Manager(SignIn { root }));
     }
     let root = state.management.token_digest();
+    if presented.starts_with(CODE_PREFIX) {
+        let now = state.services.now();
+        return match state.ui_sessions.redeem_code(presented, root.as_deref(), now) {
+            Some(sign_in) if takes == Takes::SignIn => Ok(Caller::Manager(sign_in)),
+            _ => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                format!(
+                    "this sign-in link was used already or has expired (a link opens one \
+                     session, within {} minutes of being printed): print a new one with \
+                     `switchyard link`, or sign in with the management token (the data \
+                     directory's `management-token` file)",
+                    CODE_LIFETIME.as_secs() / 60
+                ),
+            )),
+        };
+    }
     match state.ui_sessions.admit(presented, root.as_deref(), state.services.now()) {
-        Some(_) if takes == Takes::SignIn => Err(ApiError::new(
+        Some(_) if matches!(takes, Takes::SignIn | Takes::Token) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "permission_error",
             "a UI session opens no other session: `POST /api/session` takes the management token",
@@ -414,6 +437,7 @@ mod tests {
         use http::Method;
         for (method, path, takes) in [
             (Method::POST, "/api/session", Takes::SignIn),
+            (Method::POST, "/api/session/code", Takes::Token),
             (Method::DELETE, "/api/session", Takes::Session),
             (Method::GET, "/api/events", Takes::Session),
             (Method::POST, "/api/events", Takes::Session),

@@ -14,8 +14,20 @@
 //! - ends after [`IDLE_TIMEOUT`] without a request, on `DELETE /api/session` (sign out), or
 //!   when [`MAX_SESSIONS`] newer ones were opened since it was last used.
 //!
-//! The front door (`guard`) decides which routes take a session and which the management
-//! token; this module only keeps the set. Every decision takes `now`.
+//! A sign-in code (issue 32) is what `serve` prints instead of asking for the token to be
+//! copied: `http://127.0.0.1:PORT/#code=CODE`, in the fragment, so it never reaches a server
+//! log or a `Referer`. The page exchanges it once, `POST /api/session` with the code as the
+//! bearer token, for a session. A code:
+//!
+//! - is 128 random bits under its own prefix, kept here as a digest only;
+//! - opens one session, once: the first exchange spends it, whether or not it succeeds;
+//! - expires [`CODE_LIFETIME`] after it was issued, and with the management token it was
+//!   issued under (a rotated token ends it, as it ends sessions);
+//! - so the terminal that printed it, and whatever recorded that terminal, soon holds nothing
+//!   that still opens anything.
+//!
+//! The front door (`guard`) decides which routes take a session, a code or the management
+//! token; this module only keeps the sets. Every decision takes `now`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -44,10 +56,46 @@ pub const MAX_SESSIONS: usize = 16;
 /// management token and local API keys (`sy-` and 64 hex digits).
 const TOKEN_PREFIX: &str = "sy-ui-";
 
-/// The live sessions of this process. Cheap to clone; every clone is the same set.
+/// How long a printed sign-in code may be exchanged: long enough to open the link, short
+/// enough that a scrollback or a recorded terminal soon holds nothing that works.
+pub const CODE_LIFETIME: Duration = Duration::from_secs(5 * 60);
+
+/// The most sign-in codes waiting at once (each `serve` start and each `switchyard link`
+/// issues one); issuing one more ends the oldest.
+pub const MAX_CODES: usize = 8;
+
+/// How a sign-in code starts.
+pub(crate) const CODE_PREFIX: &str = "sy-code-";
+
+/// The live sessions of this process, and the sign-in codes not yet exchanged. Cheap to
+/// clone; every clone is the same set.
 #[derive(Clone, Debug, Default)]
 pub struct UiSessions {
     live: Arc<Mutex<HashMap<SessionId, Session>>>,
+    codes: Arc<Mutex<HashMap<Arc<str>, Code>>>,
+}
+
+/// A sign-in code waiting for its exchange, named by its digest.
+#[derive(Debug)]
+struct Code {
+    /// The digest of the management token it was issued under.
+    root: Arc<str>,
+    issued: UnixMillis,
+}
+
+/// A sign-in code, as issued: shown once (printed in the link), never kept.
+pub struct SignInCode(String);
+
+impl SignInCode {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SignInCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SignInCode(***)")
+    }
 }
 
 /// A session, named by its token's digest: the token itself is never kept.
@@ -143,6 +191,43 @@ impl UiSessions {
     pub(crate) fn close(&self, id: &SessionId) -> bool {
         self.live.lock().remove(id).is_some()
     }
+
+    /// Issues a sign-in code under the management token whose digest is `root`, ending codes
+    /// past [`CODE_LIFETIME`] and, at [`MAX_CODES`], the oldest.
+    pub(crate) fn issue_code(&self, root: &str, now: UnixMillis) -> Result<SignInCode, KeyError> {
+        let code = keys::random_token::<16>(CODE_PREFIX)?;
+        let digest: Arc<str> = Arc::from(keys::sha256_hex(code.expose()));
+        let mut codes = self.codes.lock();
+        codes.retain(|_, c| now.since(c.issued) <= CODE_LIFETIME);
+        while codes.len() >= MAX_CODES {
+            let Some(oldest) =
+                codes.iter().min_by_key(|(_, c)| c.issued).map(|(d, _)| Arc::clone(d))
+            else {
+                break;
+            };
+            codes.remove(&oldest);
+        }
+        codes.insert(digest, Code { root: Arc::from(root), issued: now });
+        Ok(SignInCode(code.expose().to_owned()))
+    }
+
+    /// Spends the code `presented`: the sign-in it opens, or `None` when it is no live code,
+    /// has expired, or was issued under another management token than `root` (the digest of
+    /// the one accepted now). Spent either way: a code is tried once.
+    pub(crate) fn redeem_code(
+        &self,
+        presented: &str,
+        root: Option<&str>,
+        now: UnixMillis,
+    ) -> Option<SignIn> {
+        if !presented.starts_with(CODE_PREFIX) {
+            return None;
+        }
+        let digest = keys::sha256_hex(presented);
+        let code = self.codes.lock().remove(digest.as_str())?;
+        let fresh = now.since(code.issued) <= CODE_LIFETIME;
+        (fresh && root == Some(&*code.root)).then_some(SignIn { root: code.root })
+    }
 }
 
 #[cfg(test)]
@@ -221,6 +306,61 @@ mod tests {
         let too_late = again_in_time.plus(IDLE_TIMEOUT).plus(Duration::from_millis(1));
         assert_eq!(sessions.admit(&session.token, Some(ROOT), too_late), None);
         assert_eq!(sessions.admit(&session.token, Some(ROOT), again_in_time), None, "ended");
+    }
+
+    #[test]
+    fn a_sign_in_code_opens_one_sign_in_once() {
+        let sessions = UiSessions::default();
+        let code = sessions.issue_code(ROOT, AT).unwrap();
+        let hex = code.expose().strip_prefix(CODE_PREFIX).unwrap();
+        assert_eq!(hex.len(), 32);
+        assert!(!format!("{sessions:?} {code:?}").contains(hex), "digests only, Debug masked");
+        let sign_in = sessions.redeem_code(code.expose(), Some(ROOT), AT).unwrap();
+        assert_eq!(&*sign_in.root, ROOT);
+        assert!(sessions.redeem_code(code.expose(), Some(ROOT), AT).is_none(), "spent");
+    }
+
+    #[test]
+    fn a_sign_in_code_expires_and_ends_with_its_management_token() {
+        let sessions = UiSessions::default();
+        let code = sessions.issue_code(ROOT, AT).unwrap();
+        let just_in_time = AT.plus(CODE_LIFETIME);
+        assert!(sessions.redeem_code(code.expose(), Some(ROOT), just_in_time).is_some());
+        let late = sessions.issue_code(ROOT, AT).unwrap();
+        let too_late = just_in_time.plus(Duration::from_millis(1));
+        assert!(sessions.redeem_code(late.expose(), Some(ROOT), too_late).is_none());
+        let rotated = sessions.issue_code(ROOT, AT).unwrap();
+        assert!(
+            sessions.redeem_code(rotated.expose(), Some("digest-of-the-new-token"), AT).is_none()
+        );
+        assert!(sessions.redeem_code(rotated.expose(), Some(ROOT), AT).is_none(), "tried once");
+        let emptied = sessions.issue_code(ROOT, AT).unwrap();
+        assert!(sessions.redeem_code(emptied.expose(), None, AT).is_none());
+    }
+
+    #[test]
+    fn a_wrong_code_spends_nothing_and_a_session_token_is_no_code() {
+        let sessions = UiSessions::default();
+        let code = sessions.issue_code(ROOT, AT).unwrap();
+        let session = sessions.open(&sign_in(), AT).unwrap();
+        let wrong = format!("{}0", &code.expose()[..code.expose().len() - 1]);
+        for guess in ["", CODE_PREFIX, ROOT, &session.token, &wrong] {
+            assert!(sessions.redeem_code(guess, Some(ROOT), AT).is_none(), "{guess:?}");
+        }
+        assert!(sessions.redeem_code(code.expose(), Some(ROOT), AT).is_some());
+    }
+
+    #[test]
+    fn issuing_one_more_code_than_the_most_ends_the_oldest() {
+        let sessions = UiSessions::default();
+        let codes: Vec<SignInCode> = (0..=MAX_CODES as u64)
+            .map(|i| sessions.issue_code(ROOT, AT.plus(Duration::from_secs(i))).unwrap())
+            .collect();
+        let later = AT.plus(Duration::from_secs(60));
+        assert!(sessions.redeem_code(codes[0].expose(), Some(ROOT), later).is_none());
+        for code in &codes[1..] {
+            assert!(sessions.redeem_code(code.expose(), Some(ROOT), later).is_some());
+        }
     }
 
     #[test]

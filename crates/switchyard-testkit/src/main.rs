@@ -32,6 +32,10 @@ struct Args {
     /// client against this process sees what reached the upstream.
     #[arg(long, value_name = "DIR")]
     record_dir: Option<PathBuf>,
+    /// Keep a prompt cache per credential: a prompt prefix a key was sent before is reported
+    /// read from the cache in the dialect's usage fields (the session benchmark).
+    #[arg(long)]
+    cache_prompts: bool,
 }
 
 #[tokio::main]
@@ -49,6 +53,9 @@ async fn main() -> anyhow::Result<()> {
         builder = builder.record_dir(dir);
     }
     let mock = builder.start().await.with_context(|| format!("bind 127.0.0.1:{}", args.port))?;
+    if args.cache_prompts {
+        mock.cache_prompts();
+    }
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}", mock.base_url())?;
     stdout.flush()?;

@@ -113,6 +113,8 @@ pub(crate) struct Plan {
     pub(crate) hedging: bool,
     /// The usage-tracking pairs (`usage.rs`), on two proxies of their own.
     pub(crate) usage: bool,
+    /// The session pairs and priced sessions (`sessions.rs`), on proxies of their own.
+    pub(crate) sessions: bool,
 }
 
 impl Plan {
@@ -133,6 +135,7 @@ impl Plan {
             agent: Rounds { warmup: 24, non_streamed: pairs / 2, streamed: pairs / 2 },
             hedging: true,
             usage: true,
+            sessions: true,
         }
     }
 
@@ -150,6 +153,7 @@ impl Plan {
             agent: Rounds { warmup: 4, non_streamed: pairs / 4, streamed: pairs / 4 },
             hedging: false,
             usage: false,
+            sessions: false,
         }
     }
 }
@@ -192,6 +196,8 @@ pub(crate) struct Results {
     pub(crate) hedging: Option<super::hedge::Hedging>,
     /// Filled in by the caller, on two proxies of their own (see `usage.rs`).
     pub(crate) usage: Option<super::usage::Tracking>,
+    /// Filled in by the caller, on proxies of their own (see `sessions.rs`).
+    pub(crate) sessions: Option<super::sessions::SessionFigures>,
     /// Filled in by the caller, on two proxies of their own, when a database was given (see
     /// `team.rs`): the pairs, and how many failures the team's database counted.
     pub(crate) team: Option<(super::team::TeamPairs, u64)>,
@@ -281,6 +287,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         cold_start: None,
         hedging: None,
         usage: None,
+        sessions: None,
         team: None,
     })
 }

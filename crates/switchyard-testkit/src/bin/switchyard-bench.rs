@@ -17,7 +17,9 @@
 //! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
 //! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
 //! Likewise usage tracking on against off (issue 18, `bench/usage.rs`) on two proxies of their
-//! own, its `## Usage tracking` section; `--usage` measures only that.
+//! own, its `## Usage tracking` section; `--usage` measures only that. And sessions on
+//! against off (issue 27, `bench/sessions.rs`), on two proxies and a caching mock of their own,
+//! its `## Sessions` section; `--sessions` measures only that.
 //! Every run, quick ones too, pairs a proxy in a team against one without (issue 20,
 //! `bench/team.rs`) when `SWITCHYARD_BENCH_PG` names a database (`scripts/bench` starts one),
 //! and writes its `## Team mode` section from a full run; without one it says it skipped them.
@@ -48,6 +50,8 @@ mod passthrough;
 mod report;
 #[path = "../bench/run.rs"]
 mod run;
+#[path = "../bench/sessions.rs"]
+mod sessions;
 #[path = "../bench/soak.rs"]
 mod soak;
 #[path = "../bench/stats.rs"]
@@ -125,6 +129,10 @@ struct Args {
     /// too); `--docs` then replaces the `## Usage tracking` section.
     #[arg(long)]
     usage: bool,
+    /// Run only the session pairs and the priced sessions (issue 27, `bench/sessions.rs`;
+    /// part of every full run too); `--docs` then replaces the `## Sessions` section.
+    #[arg(long)]
+    sessions: bool,
     /// Run only the team-mode pairs (issue 20, `bench/team.rs`; part of every run when
     /// `SWITCHYARD_BENCH_PG` is set); `--docs` then replaces the `## Team mode` section.
     #[arg(long)]
@@ -191,6 +199,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     }
     if args.usage {
         return usage_bench(args);
+    }
+    if args.sessions {
+        return sessions_bench(args);
     }
     if args.team {
         return team_bench(args);
@@ -293,6 +304,10 @@ fn write_side_sections(
     }
     if let Some(tracking) = &results.usage {
         let section = usage::section(&args.command, &source(machine), tracking);
+        write_section(args, &section, out)?;
+    }
+    if let Some(figures) = &results.sessions {
+        let section = sessions::section(&args.command, &source(machine), figures);
         write_section(args, &section, out)?;
     }
     match &results.team {
@@ -418,6 +433,59 @@ fn usage_bench(args: &Args) -> anyhow::Result<bool> {
     let section = usage::section(&args.command, &source(&machine), &tracking);
     write_section(args, &section, &mut std::io::stdout().lock())?;
     Ok(true)
+}
+
+/// Only the session pairs and the priced sessions (`--sessions`).
+fn sessions_bench(args: &Args) -> anyhow::Result<bool> {
+    let Placement { machine, mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
+    let pairs =
+        args.pairs.unwrap_or(if args.quick { sessions::QUICK_PAIRS } else { sessions::PAIRS });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let figures = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        measure_sessions(args, mock_cpu, proxy_cpu, work.path(), pairs).await
+    })?;
+    let section = sessions::section(&args.command, &source(&machine), &figures);
+    write_section(args, &section, &mut std::io::stdout().lock())?;
+    Ok(true)
+}
+
+/// Starts a mock that keeps a prompt cache per key and the two session proxies (sessions on,
+/// sessions off; see `bench/sessions.rs`), and measures them.
+async fn measure_sessions(
+    args: &Args,
+    mock_cpu: Option<usize>,
+    proxy_cpu: Option<usize>,
+    work: &std::path::Path,
+    pairs: usize,
+) -> anyhow::Result<sessions::SessionFigures> {
+    let work = work.join("sessions");
+    std::fs::create_dir_all(&work)?;
+    let script = work.join("mock.toml");
+    std::fs::write(&script, "")?;
+    let mock = start_mock_with(args, &script, mock_cpu, &work, &["--cache-prompts"]).await?;
+    let keys: Vec<(&str, String)> = sessions::KEY_ENVS
+        .iter()
+        .enumerate()
+        .map(|(i, env)| (*env, format!("sk-ant-bench-session-{i}")))
+        .collect();
+    let mut proxies = Vec::new();
+    for (side, on) in [("sessions-on", true), ("sessions-off", false)] {
+        let dir = work.join(side);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("switchyard.toml");
+        std::fs::write(&config, sessions::proxy_config(&mock.url, on))?;
+        proxies.push(start_proxy_with(args, &config, proxy_cpu, &dir, keys.clone()).await?);
+    }
+    let side = |proxy: &fleet::Server| sessions::Side {
+        url: format!("{}/messages", proxy.url),
+        key: LOCAL_KEY.to_owned(),
+    };
+    let (on, off) = (side(&proxies[0]), side(&proxies[1]));
+    let measured = sessions::measure(&http_client()?, &on, &off, pairs).await;
+    drop(proxies);
+    drop(mock);
+    measured.context("sessions on and off")
 }
 
 /// Starts the two usage proxies (tracking on, tracking off; see `bench/usage.rs`) and measures
@@ -587,22 +655,29 @@ async fn start_mock(
     cpu: Option<usize>,
     work: &std::path::Path,
 ) -> anyhow::Result<fleet::Server> {
-    Launch {
-        name: "mock",
-        program: &args.mock,
-        args: vec![
-            "--port".into(),
-            "0".into(),
-            "--forget-attempts".into(),
-            "--script".into(),
-            script.display().to_string(),
-        ],
-        env: Vec::new(),
-        cpu,
-    }
-    .start(work)
-    .await
-    .context("start the mock upstream")
+    start_mock_with(args, script, cpu, work, &[]).await
+}
+
+/// [`start_mock`] with `extra` arguments.
+async fn start_mock_with(
+    args: &Args,
+    script: &std::path::Path,
+    cpu: Option<usize>,
+    work: &std::path::Path,
+    extra: &[&str],
+) -> anyhow::Result<fleet::Server> {
+    let mut argv: Vec<String> = vec![
+        "--port".into(),
+        "0".into(),
+        "--forget-attempts".into(),
+        "--script".into(),
+        script.display().to_string(),
+    ];
+    argv.extend(extra.iter().map(|a| (*a).to_owned()));
+    Launch { name: "mock", program: &args.mock, args: argv, env: Vec::new(), cpu }
+        .start(work)
+        .await
+        .context("start the mock upstream")
 }
 
 async fn start_proxy(
@@ -692,6 +767,10 @@ async fn start_and_measure(
     }
     if plan.usage {
         results.usage = Some(measure_usage(args, &mock.url, proxy_cpu, work).await?);
+    }
+    if plan.sessions {
+        let figures = measure_sessions(args, mock_cpu, proxy_cpu, work, sessions::PAIRS).await?;
+        results.sessions = Some(figures);
     }
     if let Ok(database) = std::env::var(team::DATABASE_ENV) {
         let pairs = if args.quick { team::QUICK_PAIRS } else { team::PAIRS };

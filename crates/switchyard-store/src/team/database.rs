@@ -42,12 +42,16 @@ pub struct LeaseReply {
 
 /// See [`TeamDatabase::lease_half_open`]. `$1` provider, `$2` instance, `$3` how long the lease
 /// lasts, `$4` how long another's lease is honoured, `$5` the longest wait an open breaker's
-/// change may state. Mirrors `BreakerChange::Lease` and `trust` in the core.
+/// change may state. Mirrors `BreakerChange::Lease` and `trust` in the core: a breaker open past
+/// its wait is written half-open (as of when its wait ran out), as the core's lazy transition
+/// would record it.
 const LEASE_HALF_OPEN: &str = concat!(
     "WITH clock AS (SELECT ",
     db_now!(),
     " AS t), granted AS (UPDATE team_breakers b SET lease_holder = $2, lease_since = clock.t, \
-     lease_until = clock.t + $3, recorded_by = $2 FROM clock WHERE b.provider = $1 \
+     lease_until = clock.t + $3, recorded_by = $2, state = 'half_open', open_until = NULL, \
+     changed_at = CASE WHEN b.state = 'open' THEN LEAST(COALESCE(b.open_until, clock.t), clock.t) \
+       ELSE b.changed_at END FROM clock WHERE b.provider = $1 \
      AND (b.state = 'half_open' OR (b.state = 'open' AND (b.open_until IS NULL \
        OR b.changed_at > clock.t + 60000 OR LEAST(b.open_until, b.changed_at + $5) <= clock.t))) \
      AND (b.lease_holder IS NULL OR b.lease_until IS NULL OR b.lease_holder = $2 \
@@ -69,6 +73,15 @@ const LEASE_PROBE: &str = concat!(
      OR p.until <= EXCLUDED.since OR p.since > EXCLUDED.since + 60000 \
      OR LEAST(p.since, EXCLUDED.since) + $4 <= EXCLUDED.since RETURNING p.until"
 );
+
+/// A row of `T`, or `None` (with a warning) for one that cannot be read or is out of bounds.
+fn decoded<T: Table>(row: &str) -> Option<Entry<T::Name, T::Value>> {
+    T::decode(row)
+        .inspect_err(|error| {
+            tracing::warn!(table = T::NAME, %error, "skipped a team row that cannot be read");
+        })
+        .ok()
+}
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -222,7 +235,9 @@ impl TeamDatabase {
             .collect())
     }
 
-    /// The database's `now` and the entry `name` of table `T`, if it exists.
+    /// The database's `now` and the entry `name` of table `T`, if it exists. A row this
+    /// version cannot read (or one out of bounds: a forged one) counts as absent, with a
+    /// warning: it must not end the session, or one row could keep an instance out of the team.
     pub async fn read<T: Table>(
         &self,
         name: &T::Name,
@@ -232,7 +247,7 @@ impl TeamDatabase {
             .fetch_one(&self.pool)
             .await
             .map_err(StoreError::database)?;
-        Ok((db_instant(now), row.as_deref().map(T::decode).transpose()?))
+        Ok((db_instant(now), row.as_deref().and_then(decoded::<T>)))
     }
 
     /// Writes `value` as the entry `name`, recorded by `by`, if the entry is still at version
@@ -264,16 +279,7 @@ impl TeamDatabase {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::database)?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                T::decode(row)
-                    .inspect_err(|error| {
-                        tracing::warn!(table = T::NAME, %error, "skipped a team row that cannot be read");
-                    })
-                    .ok()
-            })
-            .collect())
+        Ok(rows.iter().filter_map(|row| decoded::<T>(row)).collect())
     }
 
     /// Asks for the half-open probe lease of breaker `name` for `me`, lasting `lasts`, in one
@@ -297,12 +303,8 @@ impl TeamDatabase {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(StoreError::database)?;
-        let decode = |row: Option<String>| row.as_deref().map(Breakers::decode).transpose();
-        Ok(LeaseReply {
-            now: db_instant(now),
-            granted: decode(granted)?,
-            current: decode(current)?,
-        })
+        let decode = |row: Option<String>| row.as_deref().and_then(decoded::<Breakers>);
+        Ok(LeaseReply { now: db_instant(now), granted: decode(granted), current: decode(current) })
     }
 
     /// Lets go of a half-open lease `me` holds on breaker `name` (one nobody waits for any
@@ -322,7 +324,7 @@ impl TeamDatabase {
         .fetch_optional(&self.pool)
         .await
         .map_err(StoreError::database)?;
-        row.as_deref().map(Breakers::decode).transpose()
+        Ok(row.as_deref().and_then(decoded::<Breakers>))
     }
 
     /// Asks for the probe slot of `scope` (a recovery probe's) for `me`, lasting `lasts`, in one

@@ -29,7 +29,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::resilience::recovery::ProbeScope;
@@ -42,6 +42,7 @@ use switchyard_core::resilience::team::{
 use switchyard_core::{CandidateKey, Clock, CredentialKey, InstanceId, ProviderId, UnixMillis};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::database::{Member, TeamDatabase, TeamUrl};
 use super::tables::{Breakers, Credentials, Entry, Hint, Lockouts, Table};

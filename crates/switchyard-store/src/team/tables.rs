@@ -361,6 +361,7 @@ pub(super) enum Hint {
 impl Hint {
     pub(super) fn parse(payload: &str) -> Result<Self, StoreError> {
         #[derive(Deserialize)]
+        #[expect(clippy::struct_field_names, reason = "the tables' own column names")]
         struct Key {
             provider: String,
             key_hash: Option<String>,

@@ -7,8 +7,8 @@
 //!   from when it was granted; a lease granted "in the future" is not honoured at all. One row
 //!   can no longer hold the team's probe slot for ever.
 //! - Only timed states are taken: a credential the team calls `invalid` (or any other status
-//!   without an end) becomes a cooldown here of at most [`REPORTED_REFUSED_FOR`] from when it
-//!   was reported, recorded as an auth failure so the health page says who reported it; the
+//!   without an end) becomes a cooldown here of at most [`REPORTED_REFUSED_FOR`] (and at most
+//!   the policy's `max_cooldown`) from when it was reported, recorded as an auth failure so the health page says who reported it; the
 //!   key's first success here afterwards clears the team's entry.
 //! - Every deadline is at most the policy's longest wait after the entry's change; a change
 //!   dated in the future (past [`SKEW`]) counts as made now.
@@ -98,7 +98,7 @@ pub fn credential(
                 Some(shared.cooling_until.unwrap_or(changed).min(changed.plus(policy.longest())));
         }
         CredentialStatus::Invalid | CredentialStatus::Expired | CredentialStatus::Refreshing => {
-            let until = changed.plus(REPORTED_REFUSED_FOR.min(policy.longest()));
+            let until = changed.plus(REPORTED_REFUSED_FOR.min(policy.max_cooldown));
             taken.status =
                 if until > now { CredentialStatus::Cooling } else { CredentialStatus::Active };
             taken.cooling_until = (until > now).then_some(until);
@@ -161,7 +161,7 @@ mod tests {
         };
         let taken = credential(&invalid, T0, &p);
         assert_eq!(taken.status, CredentialStatus::Cooling);
-        let bound = REPORTED_REFUSED_FOR.min(p.longest());
+        let bound = REPORTED_REFUSED_FOR.min(p.max_cooldown);
         assert_eq!(taken.cooling_until, Some(T0.plus(bound)));
         assert_eq!((taken.last_error, taken.backoff_level), (Some(CredentialFault::Auth), 1));
         // Read again later (another catch-up), the bound is still from the report, not renewed.

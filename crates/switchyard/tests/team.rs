@@ -336,7 +336,8 @@ fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
 async fn a_429_seen_by_one_instance_benches_the_key_on_the_other_two_within_a_second() {
     let plain = || Launcher::Plain;
     let fleet = Fleet::start("rate_limit", "", COOL_ON_429, [plain(), plain(), plain()]).await;
-    rate_limit_benches_the_key_everywhere(fleet, "on the same machine").await;
+    rate_limit_benches_the_key_everywhere(fleet, "on the same machine", Duration::from_secs(1))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +345,8 @@ async fn a_429_seen_by_one_instance_benches_the_key_on_the_other_two_within_a_se
 async fn a_429_benches_the_key_on_the_others_with_the_database_15_ms_away() {
     let one_way = Duration::from_millis(15);
     let fleet = Fleet::start_far("rate_limit_15", "", COOL_ON_429, one_way).await;
-    rate_limit_benches_the_key_everywhere(fleet, "15 ms away each way").await;
+    let bound = Duration::from_secs(2);
+    rate_limit_benches_the_key_everywhere(fleet, "15 ms away each way", bound).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,12 +354,16 @@ async fn a_429_benches_the_key_on_the_others_with_the_database_15_ms_away() {
 async fn a_429_benches_the_key_on_the_others_with_the_database_30_ms_away() {
     let one_way = Duration::from_millis(30);
     let fleet = Fleet::start_far("rate_limit_30", "", COOL_ON_429, one_way).await;
-    rate_limit_benches_the_key_everywhere(fleet, "30 ms away each way").await;
+    let bound = Duration::from_secs(2);
+    rate_limit_benches_the_key_everywhere(fleet, "30 ms away each way", bound).await;
 }
 
 /// A 429 on one instance, in turn, benches the shared key on all three; prints the p50 and p99
-/// of how long that took (the figures in docs/team.md).
-async fn rate_limit_benches_the_key_everywhere(fleet: Fleet, database: &str) {
+/// of how long that took (the figures in docs/team.md), which must stay under `p99_bound` (a
+/// change takes about seven one-way trips to reach another instance: read and write, the
+/// announcement, the other's read of the row; the slowest trial also waits behind that
+/// instance's heartbeat or catch-up).
+async fn rate_limit_benches_the_key_everywhere(fleet: Fleet, database: &str, p99_bound: Duration) {
     fleet.mock.set_default("rl", Status::new(429).retry_after(LONGER_THAN_A_REQUEST));
     let mut took = Vec::with_capacity(TRIALS);
     for trial in 0..TRIALS {
@@ -400,7 +406,7 @@ async fn rate_limit_benches_the_key_everywhere(fleet: Fleet, database: &str) {
             took.last().unwrap().as_secs_f64() * 1e3,
         );
     }
-    assert!(p99 < Duration::from_secs(1), "p99 {p99:?}: not within a second");
+    assert!(p99 < p99_bound, "p99 {p99:?}: not within {p99_bound:?}");
     fleet.stop().await;
 }
 

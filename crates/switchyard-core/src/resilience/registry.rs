@@ -1708,6 +1708,7 @@ impl HealthRegistry {
                     backoff_level: c.backoff_level(),
                     retry_in_ms: c.check(now).err().and_then(SkipReason::retry_in).map(millis),
                     recorded_by: credentials.origins.get(key).cloned(),
+                    last_error: c.record().last_error,
                 })
                 .collect(),
             lockouts: lockouts
@@ -2056,6 +2057,11 @@ pub struct CredentialView {
     /// In a team: the instance that recorded this cooldown; `null` when it was this instance
     /// (or there is no team).
     pub recorded_by: Option<InstanceId>,
+    /// What benched it last. `auth` on a cooling key another instance recorded: that instance
+    /// reported the key refused, and this one benches it for a bounded time only (issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub last_error: Option<crate::outcome::CredentialFault>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]

@@ -281,6 +281,7 @@ mod tests {
             backoff_level: 1,
             retry_in_ms: Some(5_000),
             recorded_by: None,
+            last_error: None,
         }
     }
 

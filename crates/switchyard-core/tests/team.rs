@@ -51,6 +51,8 @@ struct Member {
     inbox: TeamInbox,
     /// Database minus local.
     skew_ms: i64,
+    /// The last of its own changes the database has applied: what a delivered entry includes.
+    covered: std::cell::Cell<u64>,
 }
 
 impl Member {
@@ -96,7 +98,7 @@ impl Team {
                 registry.set_default_breaker_policy(policy.clone());
                 let (link, inbox) = TeamLink::new(name.clone(), 64);
                 registry.join_team(link).unwrap();
-                Member { name, registry, inbox, skew_ms }
+                Member { name, registry, inbox, skew_ms, covered: std::cell::Cell::new(0) }
             })
             .collect();
         Self { members, db: Database::default() }
@@ -118,6 +120,7 @@ impl Team {
 
     fn apply(&mut self, by: usize, op: &TeamOp, db_now: UnixMillis) {
         let member = &self.members[by];
+        member.covered.set(op.seq);
         let at = op.db_instant(db_now, member.local(db_now));
         match &op.target {
             TeamTarget::Breaker { provider, change } => {
@@ -147,6 +150,7 @@ impl Team {
                             std::slice::from_ref(key),
                             &local,
                             &by,
+                            m.covered.get(),
                             m.local(db_now),
                         );
                     }
@@ -168,6 +172,7 @@ impl Team {
                 std::slice::from_ref(provider),
                 &local,
                 by,
+                m.covered.get(),
                 m.local(db_now),
             );
         }
@@ -347,10 +352,46 @@ fn tokio_lease(
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     runtime.block_on(async {
         let granted = async {
-            let request = inbox.leases.recv().await.unwrap();
+            let Some(switchyard_core::resilience::team::LeaseMessage::Ask(request)) =
+                inbox.leases.recv().await
+            else {
+                panic!("a lease is asked for")
+            };
             request.answer.send(switchyard_core::resilience::team::LeaseAnswer::Granted).unwrap();
         };
         let (leased, ()) = tokio::join!(attempt.lease(at), granted);
         assert_eq!(leased, Ok(()));
     });
+}
+
+#[test]
+fn an_older_team_entry_does_not_replace_a_newer_local_state() {
+    let mut team = Team::new(&[0]);
+    let a = Arc::clone(team.registry(0));
+    let provider = ProviderId::new("openai");
+    // The team's entry as it stood before a's failures reached it: degraded.
+    let policy = a.breaker_policy(&provider);
+    let mut older = None;
+    for _ in 0..3 {
+        let fail = switchyard_core::resilience::team::BreakerChange::Failure(
+            switchyard_core::outcome::BreakerFault::Transient,
+        );
+        older = fail.apply(older.as_ref(), &InstanceId::new("b"), T0, &policy).or(older);
+    }
+    let older = older.unwrap();
+    assert_eq!(older.record.state, BreakerState::Degraded);
+    // a opens the breaker alone; its changes are queued, not yet in the database.
+    for _ in 0..5 {
+        a.admit(&key(), T0).unwrap().finish(&status(500), T0);
+    }
+    assert_eq!(a.breaker_state(&provider, T0), BreakerState::Open);
+    let queued = std::iter::from_fn(|| team.members[0].inbox.ops.try_recv().ok()).count();
+    assert_eq!(queued, 5);
+    // An announcement of the older entry (it includes none of a's changes) arrives first.
+    let b = InstanceId::new("b");
+    a.apply_shared_breaker(std::slice::from_ref(&provider), &older, &b, 0, T0);
+    assert_eq!(a.breaker_state(&provider, T0), BreakerState::Open, "not taken back to degraded");
+    // One that includes a's last change is taken; a resync replaces whatever is here.
+    a.apply_shared_breaker(std::slice::from_ref(&provider), &older, &b, 5, T0);
+    assert_eq!(a.breaker_state(&provider, T0), BreakerState::Degraded);
 }

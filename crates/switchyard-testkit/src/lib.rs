@@ -38,6 +38,7 @@ mod behavior;
 pub mod corpus;
 mod delivery;
 mod dialect;
+pub mod latency;
 mod oauth;
 mod record;
 mod script;
@@ -50,6 +51,7 @@ pub use self::behavior::{
     Tokens, ToolCall,
 };
 pub use self::dialect::Dialect;
+pub use self::latency::LatencyProxy;
 pub use self::oauth::{
     AuthorizeRequest, MOCK_CLIENT_ID, MockOAuth, MockOAuthBuilder, TokenFault, TokenRequest,
 };

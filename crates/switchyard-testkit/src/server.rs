@@ -17,7 +17,7 @@ mod exchange;
 mod route;
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,6 +97,8 @@ pub struct MockUpstream {
 #[must_use]
 pub struct MockBuilder {
     port: u16,
+    /// `None`: 127.0.0.1.
+    ip: Option<IpAddr>,
     script: Script,
     models: Vec<String>,
     forget_attempts: bool,
@@ -107,6 +109,13 @@ impl MockBuilder {
     /// A fixed port, for the binary; tests keep the default 0.
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
+        self
+    }
+
+    /// Another address than 127.0.0.1: for a test that needs the mock at an address that is not
+    /// loopback (team mode never shares a provider at a loopback address).
+    pub fn ip(mut self, ip: IpAddr) -> Self {
+        self.ip = Some(ip);
         self
     }
 
@@ -140,7 +149,9 @@ impl MockBuilder {
         if let Some(dir) = &self.record_dir {
             std::fs::create_dir_all(dir)?;
         }
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).await?;
+        let listener =
+            TcpListener::bind((self.ip.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)), self.port))
+                .await?;
         let addr = listener.local_addr()?;
         let scripts = Scripts::default();
         scripts.load(self.script);

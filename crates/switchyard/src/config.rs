@@ -183,6 +183,8 @@ pub struct ProviderConfig {
     /// How a model continues a partial answer unless its entry says otherwise: the preset's
     /// mechanism when it fits the provider's dialect, else the kind's default.
     pub continuation: Continuation,
+    /// Shared in a team although at a private address (see [`ProviderForm::share`]).
+    pub share: bool,
 }
 
 impl ProviderConfig {
@@ -564,6 +566,7 @@ impl ProviderForm {
             dialect,
             preset: preset_fits,
             continuation,
+            share: self.share,
         })
     }
 

@@ -2,7 +2,8 @@
 //! which names, what this instance is called, and starting the sync task.
 //!
 //! What is shared: a provider's breaker when the provider has a credential (a key or an OAuth
-//! token), named by its base URL; an API key's cooldown and its models' lockouts, named by the
+//! token) and its base URL names the same server on every machine (issue 31: never a loopback
+//! address; a private one only with `share = true`), named by its base URL; an API key's cooldown and its models' lockouts, named by the
 //! key's HMAC under the team's salt. What is not: a keyless provider (a local model server is
 //! this machine's own), OAuth tokens' cooldowns (each teammate signs in for themselves), the
 //! secrets (each machine keeps its own in its keychain or environment) and the config itself.
@@ -21,7 +22,12 @@ use crate::config::{Config, TeamConfig};
 /// salt is `salt`.
 pub fn identities(config: &Config, salt: &[u8]) -> TeamIdentities {
     let shared = |p: &crate::config::ProviderConfig| {
-        p.credentials.iter().any(|c| c.kind == CredentialKind::Oauth || c.secret.is_some())
+        let reach = match reach(&p.base_url) {
+            Reach::Public => true,
+            Reach::Private => p.share,
+            Reach::Loopback => false,
+        };
+        reach && p.credentials.iter().any(|c| c.kind == CredentialKind::Oauth || c.secret.is_some())
     };
     let providers = config
         .providers
@@ -36,6 +42,82 @@ pub fn identities(config: &Config, salt: &[u8]) -> TeamIdentities {
         })
     });
     TeamIdentities::new(providers, credentials)
+}
+
+/// Where a base URL's server is, as far as the team is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// This machine (`localhost`, `127.0.0.0/8`, `::1`, `0.0.0.0`): another server on every
+    /// teammate's machine, even at the same URL. Never shared.
+    Loopback,
+    /// A private or otherwise non-public address (RFC 1918, link-local, CGNAT, unique local,
+    /// documentation and benchmarking ranges) or a name that only a local network resolves
+    /// (one label, `.local`, `.internal`, `.lan`, `.home.arpa`): the same server for a team on
+    /// one network, another for a teammate at home. Shared only with `share = true`.
+    Private,
+    /// Anything else: one server for everyone.
+    Public,
+}
+
+/// Where the server of `base_url` is (see [`Reach`]). Decided from the URL alone, never by
+/// resolving a name: a name that resolves to a private address is the user's to mark.
+pub fn reach(base_url: &str) -> Reach {
+    let Ok(url) = url::Url::parse(base_url) else { return Reach::Loopback };
+    match url.host() {
+        None => Reach::Loopback,
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            if name == "localhost" || name.ends_with(".localhost") {
+                Reach::Loopback
+            } else if !name.contains('.')
+                || [".local", ".internal", ".lan", ".home.arpa", ".intranet", ".corp"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix))
+            {
+                Reach::Private
+            } else {
+                Reach::Public
+            }
+        }
+        Some(url::Host::Ipv4(ip)) => reach_v4(ip),
+        Some(url::Host::Ipv6(ip)) => {
+            if let Some(v4) = ip.to_ipv4_mapped() {
+                return reach_v4(v4);
+            }
+            let first = ip.segments()[0];
+            if ip.is_loopback() || ip.is_unspecified() {
+                Reach::Loopback
+            } else if (first & 0xfe00) == 0xfc00      // unique local, fc00::/7
+                || (first & 0xffc0) == 0xfe80         // link-local, fe80::/10
+                || (first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
+                || ip.is_multicast()
+            {
+                Reach::Private
+            } else {
+                Reach::Public
+            }
+        }
+    }
+}
+
+fn reach_v4(ip: std::net::Ipv4Addr) -> Reach {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() || ip.is_unspecified() {
+        Reach::Loopback
+    } else if ip.is_private()
+        || ip.is_link_local()
+        || ip.is_documentation()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+        || (a == 198 && (b == 18 || b == 19)) // benchmarking
+        || a >= 240
+        || a == 0
+    {
+        Reach::Private
+    } else {
+        Reach::Public
+    }
 }
 
 /// This instance's name: the configured one, else the host's name and a random suffix (new at
@@ -139,6 +221,94 @@ base_url = "http://127.0.0.1:11434/v1"
             ours.credential(&key("openai", "work")).unwrap().key_hash,
             theirs.credential(&key("openai", "work")).unwrap().key_hash
         );
+    }
+
+    #[test]
+    fn a_local_model_server_never_joins_the_team_even_with_a_key() {
+        let toml = r#"
+[[providers]]
+id = "ollama"
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+credentials = [{ id = "dummy", secret = "env:KEY_A" }]
+share = true
+
+[[providers]]
+id = "lmstudio"
+kind = "openai"
+base_url = "http://127.0.0.1:1234/v1"
+credentials = [{ id = "dummy", secret = "env:KEY_A" }]
+
+[[providers]]
+id = "v6"
+kind = "openai"
+base_url = "http://[::1]:8000/v1"
+credentials = [{ id = "dummy", secret = "env:KEY_A" }]
+
+[[providers]]
+id = "gateway"
+kind = "openai"
+base_url = "http://10.1.2.3:8080/v1"
+credentials = [{ id = "k", secret = "env:KEY_A" }]
+
+[[providers]]
+id = "shared-gateway"
+kind = "openai"
+base_url = "http://10.1.2.3:8080/openai"
+credentials = [{ id = "k", secret = "env:KEY_A" }]
+share = true
+
+[[providers]]
+id = "public"
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+credentials = [{ id = "k", secret = "env:KEY_A" }]
+"#;
+        let env = |var: &str| (var == "KEY_A").then(|| "sk-the-same-key-0000".to_owned());
+        let form = crate::config::ConfigForm::from_toml(toml).unwrap();
+        let config = form.validate(&Sources { env: &env, secrets: None }).unwrap();
+        let ids = identities(&config, b"salt");
+        for home in ["ollama", "lmstudio", "v6", "gateway"] {
+            assert!(ids.provider(&home.into()).is_none(), "{home} was shared");
+            assert!(
+                ids.credential(&key(home, "dummy")).is_none()
+                    && ids.credential(&key(home, "k")).is_none()
+            );
+        }
+        assert!(
+            ids.provider(&"shared-gateway".into()).is_some(),
+            "share = true on a private address"
+        );
+        assert!(ids.credential(&key("shared-gateway", "k")).is_some());
+        assert!(ids.provider(&"public".into()).is_some());
+    }
+
+    #[test]
+    fn addresses_are_told_apart_without_resolving_a_name() {
+        let cases = [
+            ("http://localhost:11434/v1", Reach::Loopback),
+            ("http://ollama.localhost/v1", Reach::Loopback),
+            ("http://127.8.9.10/v1", Reach::Loopback),
+            ("http://0.0.0.0:8000", Reach::Loopback),
+            ("http://[::1]:8000", Reach::Loopback),
+            ("http://[::ffff:127.0.0.1]:8000", Reach::Loopback),
+            ("http://192.168.1.20:8000", Reach::Private),
+            ("http://172.20.0.5", Reach::Private),
+            ("http://100.100.1.1", Reach::Private),
+            ("http://169.254.1.1", Reach::Private),
+            ("http://192.0.2.2:4000", Reach::Private),
+            ("http://[fd00::2]:4000", Reach::Private),
+            ("http://[fe80::1]:4000", Reach::Private),
+            ("http://gateway:4000", Reach::Private),
+            ("http://llm.corp.internal", Reach::Private),
+            ("http://box.local:4000", Reach::Private),
+            ("https://api.anthropic.com/v1", Reach::Public),
+            ("https://8.8.8.8/v1", Reach::Public),
+            ("https://[2606:4700::1111]/v1", Reach::Public),
+        ];
+        for (url, want) in cases {
+            assert_eq!(reach(url), want, "{url}");
+        }
     }
 
     #[test]

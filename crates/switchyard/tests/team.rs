@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_testkit::{Behavior, MockUpstream, Status};
+use switchyard_testkit::{Behavior, LatencyProxy, MockUpstream, Status};
 use tokio::time::Instant;
 
 use self::serve::{LOCAL_KEY, Launcher, Serve, TOKEN};
@@ -75,6 +75,24 @@ impl Postgres {
 const NAMES: [(&str, &str, &str); 3] =
     [("a", "oa", "k"), ("b", "openai", "work"), ("c", "oai", "main")];
 
+/// An address of this machine's that is not loopback: where the mock listens, so the team shares
+/// its provider (issue 31: a provider at a loopback address is never shared). The route to a
+/// documentation address picks the interface without sending anything.
+fn machine_address() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
+    socket
+        .connect("192.0.2.1:9")
+        .expect("a route out of this machine: the team tests need an address that is not loopback");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "{ip} is loopback");
+    ip
+}
+
+/// The mock upstream, at [`machine_address`].
+async fn mock_upstream() -> MockUpstream {
+    MockUpstream::builder().ip(machine_address()).start().await.expect("bind the mock")
+}
+
 /// Instance `i`'s config: one provider on the mock with one key, in a team at
 /// `env:SWITCHYARD_TEAM_DB`, and a keyless provider `local` on the same mock that the team
 /// does not share (traffic that must not touch the shared state). One attempt per request, so
@@ -90,6 +108,8 @@ kind = "openai"
 base_url = "{base}/v1"
 credentials = [{{ id = "{credential}", secret = "env:SY_TEST_UPSTREAM_KEY" }}]
 breaker = {{ {breaker} }}
+# The mock is at a private address (never loopback: a provider there is never shared).
+share = true
 
 [[providers]]
 id = "local"
@@ -124,13 +144,42 @@ struct Fleet {
     servers: Vec<Option<Serve>>,
     configs: Vec<String>,
     launchers: Vec<Launcher>,
+    /// In front of the database, when the test puts it at a distance.
+    _far: Option<LatencyProxy>,
 }
 
 impl Fleet {
     async fn start(test: &str, breaker: &str, extra: &str, launchers: [Launcher; 3]) -> Self {
+        Self::start_at(test, breaker, extra, launchers, None).await
+    }
+
+    /// Three plain instances whose database is `one_way` away (each way), behind the testkit's
+    /// latency proxy.
+    async fn start_far(test: &str, breaker: &str, extra: &str, one_way: Duration) -> Self {
+        let plain = || Launcher::Plain;
+        Self::start_at(test, breaker, extra, [plain(), plain(), plain()], Some(one_way)).await
+    }
+
+    async fn start_at(
+        test: &str,
+        breaker: &str,
+        extra: &str,
+        launchers: [Launcher; 3],
+        one_way: Option<Duration>,
+    ) -> Self {
         let postgres = Postgres::from_env();
-        let url = postgres.database(test);
-        let mock = Arc::new(MockUpstream::start().await);
+        let mut url = postgres.database(test);
+        let mut far = None;
+        if let Some(one_way) = one_way {
+            let (authority, rest) = url.rsplit_once(':').expect("postgres://u:p@host:port/db");
+            let (port, database) = rest.split_once('/').expect("a database");
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            let upstream = format!("{host}:{port}").parse().expect("the cluster is on an IP");
+            let proxy = LatencyProxy::start(upstream, one_way).await.unwrap();
+            url = format!("{authority}:{}/{database}", proxy.port());
+            far = Some(proxy);
+        }
+        let mock = Arc::new(mock_upstream().await);
         let dir = tempfile::tempdir().unwrap();
         let configs = (0..3).map(|i| config(&mock, i, breaker, extra)).collect();
         let mut fleet = Self {
@@ -141,6 +190,7 @@ impl Fleet {
             servers: Vec::new(),
             configs,
             launchers: launchers.to_vec(),
+            _far: far,
         };
         for i in 0..3 {
             let server = fleet.launch(i).await;
@@ -286,6 +336,34 @@ fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
 async fn a_429_seen_by_one_instance_benches_the_key_on_the_other_two_within_a_second() {
     let plain = || Launcher::Plain;
     let fleet = Fleet::start("rate_limit", "", COOL_ON_429, [plain(), plain(), plain()]).await;
+    rate_limit_benches_the_key_everywhere(fleet, "on the same machine", Duration::from_secs(1))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/team-test"]
+async fn a_429_benches_the_key_on_the_others_with_the_database_15_ms_away() {
+    let one_way = Duration::from_millis(15);
+    let fleet = Fleet::start_far("rate_limit_15", "", COOL_ON_429, one_way).await;
+    let bound = Duration::from_secs(2);
+    rate_limit_benches_the_key_everywhere(fleet, "15 ms away each way", bound).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/team-test"]
+async fn a_429_benches_the_key_on_the_others_with_the_database_30_ms_away() {
+    let one_way = Duration::from_millis(30);
+    let fleet = Fleet::start_far("rate_limit_30", "", COOL_ON_429, one_way).await;
+    let bound = Duration::from_secs(2);
+    rate_limit_benches_the_key_everywhere(fleet, "30 ms away each way", bound).await;
+}
+
+/// A 429 on one instance, in turn, benches the shared key on all three; prints the p50 and p99
+/// of how long that took (the figures in docs/team.md), which must stay under `p99_bound` (a
+/// change takes about seven one-way trips to reach another instance: read and write, the
+/// announcement, the other's read of the row; the slowest trial also waits behind that
+/// instance's heartbeat or catch-up).
+async fn rate_limit_benches_the_key_everywhere(fleet: Fleet, database: &str, p99_bound: Duration) {
     fleet.mock.set_default("rl", Status::new(429).retry_after(LONGER_THAN_A_REQUEST));
     let mut took = Vec::with_capacity(TRIALS);
     for trial in 0..TRIALS {
@@ -322,13 +400,13 @@ async fn a_429_seen_by_one_instance_benches_the_key_on_the_other_two_within_a_se
     #[expect(clippy::print_stdout, reason = "the figure docs/team.md quotes")]
     {
         println!(
-            "a 429 on one instance benched the key on all three: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {TRIALS} trials",
+            "a 429 on one instance benched the key on all three (database {database}): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {TRIALS} trials",
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
             took.last().unwrap().as_secs_f64() * 1e3,
         );
     }
-    assert!(p99 < Duration::from_secs(1), "p99 {p99:?}: not within a second");
+    assert!(p99 < p99_bound, "p99 {p99:?}: not within {p99_bound:?}");
     fleet.stop().await;
 }
 
@@ -556,4 +634,86 @@ async fn an_instance_minutes_off_locks_a_model_for_the_length_the_upstream_asked
         fleet.until("the lock is forgotten everywhere", |h| !h.iter().any(locked)).await;
     }
     fleet.stop().await;
+}
+
+/// How long after healing the requests are counted.
+const AFTER_HEALING: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/team-test"]
+async fn a_breaker_open_across_the_team_closes_soon_after_healing_with_the_database_15_ms_away() {
+    breaker_heals_across_the_team("heal_15", Duration::from_millis(15)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: scripts/team-test"]
+async fn a_breaker_open_across_the_team_closes_soon_after_healing_with_the_database_30_ms_away() {
+    breaker_heals_across_the_team("heal_30", Duration::from_millis(30)).await;
+}
+
+/// Issue 31's measurement: a single-target combo on three instances, a breaker opened by the
+/// team (two failures, one on each of two instances) with a 2 s `reset_timeout`; once its wait
+/// has run out everywhere the upstream heals, and every instance sends a request every 100 ms.
+/// The breaker closes on all three within 10 s of the healing, and at least 90 % of the
+/// requests sent in the 10 s after it are served (before issue 31, from about 12 ms away:
+/// none, every one `503 breaker_probing`).
+async fn breaker_heals_across_the_team(test: &str, one_way: Duration) {
+    let breaker = "failure_threshold = 2, degraded_threshold = 1, reset_timeout_ms = 2000, probe_timeout_ms = 5000";
+    let fleet = Fleet::start_far(test, breaker, COOL_ON_429, one_way).await;
+    fleet.mock.set_default("heal", Status::new(500));
+    assert_eq!(fleet.ask(0, "heal").await, 503);
+    fleet.until("the first failure everywhere", |h| h.iter().all(|h| failures(h) == 1)).await;
+    assert_eq!(fleet.ask(1, "heal").await, 503);
+    let pages = fleet
+        .until("open everywhere at the second failure", |h| {
+            h.iter().all(|h| matches!(state(h), "open" | "half_open"))
+        })
+        .await;
+    for page in &pages {
+        assert_eq!(failures(page), 2, "opened at the threshold of the team's count: {page}");
+    }
+    fleet.until("half-open everywhere", |h| h.iter().all(|h| state(h) == "half_open")).await;
+    fleet.mock.set_default("heal", Behavior::reply("healed"));
+    let healed = Instant::now();
+    let fleet = Arc::new(fleet);
+    let workers: Vec<_> = (0..3)
+        .map(|i| {
+            let fleet = Arc::clone(&fleet);
+            tokio::spawn(async move {
+                // Pacing the load, not waiting for anything: one request per tick.
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                let mut answers = Vec::new();
+                while healed.elapsed() < AFTER_HEALING {
+                    tick.tick().await;
+                    answers.push(fleet.ask(i, "heal").await);
+                }
+                answers
+            })
+        })
+        .collect();
+    fleet.until("closed everywhere", |h| h.iter().all(|h| state(h) == "closed")).await;
+    let closed = healed.elapsed();
+    let mut answers = Vec::new();
+    for worker in workers {
+        answers.extend(worker.await.unwrap());
+    }
+    let served = answers.iter().filter(|s| **s == 200).count();
+    #[expect(clippy::cast_precision_loss, reason = "a few hundred requests")]
+    let share = served as f64 / answers.len() as f64;
+    #[expect(clippy::print_stdout, reason = "the figure docs/team.md quotes")]
+    {
+        println!(
+            "healed with the database {} ms away each way: closed on all three after {:.0} ms, \
+             {served} of {} requests served in the {AFTER_HEALING:?} after healing ({:.1} %), \
+             the upstream asked {} times after healing",
+            one_way.as_millis(),
+            closed.as_secs_f64() * 1e3,
+            answers.len(),
+            share * 100.0,
+            fleet.mock.attempt_count("heal") - 2,
+        );
+    }
+    assert!(closed < Duration::from_secs(10), "closed everywhere only after {closed:?}");
+    assert!(share >= 0.9, "{served} of {} served: {answers:?}", answers.len());
+    Arc::into_inner(fleet).expect("the workers are done").stop().await;
 }

@@ -71,4 +71,10 @@ max_in_flight?: number,
  * `kind = "openai"` only: which API requests go to [default `chat`]; a model's own `api`
  * wins.
  */
-api?: OpenAiApi, };
+api?: OpenAiApi, 
+/**
+ * In team mode, share this provider's breaker (and its keys' cooldowns) although its base
+ * URL is a private address (a team's internal gateway) [default false]. A provider at a
+ * loopback address is never shared: `localhost` is another server on every machine.
+ */
+share?: boolean, };

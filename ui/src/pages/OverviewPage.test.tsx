@@ -182,6 +182,25 @@ describe('the team on the overview', () => {
     expect(screen.queryByTestId('team-offline')).toBeNull();
   });
 
+  it('says which instance reported a key refused, benched here for a bounded time only', async () => {
+    const page: Health = {
+      ...health,
+      team,
+      credentials: [
+        {
+          key: { provider: 'oa', credential: 'main' },
+          status: 'cooling',
+          backoff_level: 1,
+          retry_in_ms: 120_000,
+          recorded_by: 'a',
+          last_error: 'auth',
+        },
+      ],
+    };
+    renderWithServer(<OverviewPage />, routes(page));
+    expect(await screen.findByTestId('reported-refused')).toHaveTextContent('a reported this key refused; benched here for a bounded time only');
+  });
+
   it('says so when the team database cannot be reached', async () => {
     const page: Health = { ...health, team: { ...team, connected: false, reason: 'team database: connection refused', backlog: 3 } };
     renderWithServer(<OverviewPage />, routes(page));

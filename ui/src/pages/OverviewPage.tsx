@@ -267,7 +267,14 @@ export function OverviewPage() {
                   </strong>{' '}
                   <Badge tone={c.status === 'cooling' ? 'warn' : 'bad'}>{c.status.replace(/_/g, ' ')}</Badge>{' '}
                   {c.retry_in_ms !== null ? <span className="muted">back in {left(c.retry_in_ms)}</span> : <span className="muted">needs attention</span>}
-                  <RecordedBy by={c.recorded_by} team={h?.team ?? null} />
+                  {c.status === 'cooling' && c.last_error === 'auth' && c.recorded_by !== null && c.recorded_by !== h?.team?.instance ? (
+                    <span className="muted" data-testid="reported-refused">
+                      {' '}
+                      · <strong>{c.recorded_by}</strong> reported this key refused; benched here for a bounded time only
+                    </span>
+                  ) : (
+                    <RecordedBy by={c.recorded_by} team={h?.team ?? null} />
+                  )}
                 </span>
                 <button
                   type="button"

@@ -29,7 +29,7 @@ use super::lockout::LockReason;
 use super::recovery::{
     Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeTrack, ProbeView, SUSPECT_AFTER,
 };
-use super::team::link::LeaseAnswer;
+use super::team::link::{LeaseAnswer, LeaseScope};
 use super::team::{
     BreakerChange, CredentialChange, LockoutChange, SharedBreaker, SharedCredential, SharedLockout,
     TeamLink, TeamOp, TeamTarget,
@@ -137,6 +137,13 @@ trait Layer {
     fn part<'s>(st: &'s mut State, key: &Self::Key) -> (&'s mut Table<Self>, &'s Self::Policy)
     where
         Self: Sized;
+    /// A shared entry within this instance's bounds (see [`super::team::trust`]).
+    fn trust(
+        shared: &Self::Shared,
+        me: &InstanceId,
+        now: UnixMillis,
+        policy: &Self::Policy,
+    ) -> Self::Shared;
     /// The entry a shared one stands for here; `previous` is what was here (a breaker keeps
     /// its own probes while it holds the team's lease).
     fn adopt(
@@ -188,6 +195,14 @@ impl Layer for Breakers {
         let State { policies, breakers, .. } = st;
         (breakers, policies.breaker(key))
     }
+    fn trust(
+        s: &SharedBreaker,
+        me: &InstanceId,
+        now: UnixMillis,
+        p: &BreakerPolicy,
+    ) -> SharedBreaker {
+        super::team::trust::breaker(s, me, now, p)
+    }
     fn adopt(
         shared: &SharedBreaker,
         now: UnixMillis,
@@ -195,6 +210,12 @@ impl Layer for Breakers {
         previous: Option<&Breaker>,
         lease: LeaseHolder,
     ) -> Breaker {
+        // Another's lease as this instance honours it (`shared` went through `trust`).
+        let lease = match (lease, &shared.lease) {
+            (LeaseHolder::Other { .. }, Some(l)) => LeaseHolder::Other { until: l.until },
+            (LeaseHolder::Other { .. }, None) => LeaseHolder::Nobody,
+            (held, _) => held,
+        };
         Breaker::adopt(&shared.record, now, policy, lease, previous)
     }
 }
@@ -234,6 +255,14 @@ impl Layer for Credentials {
     type Shared = SharedCredential;
     fn part<'s>(st: &'s mut State, _: &CredentialKey) -> (&'s mut Table<Self>, &'s CooldownPolicy) {
         (&mut st.credentials, &st.policies.cooldown)
+    }
+    fn trust(
+        s: &SharedCredential,
+        _: &InstanceId,
+        now: UnixMillis,
+        p: &CooldownPolicy,
+    ) -> SharedCredential {
+        super::team::trust::credential(s, now, p)
     }
     fn adopt(
         shared: &SharedCredential,
@@ -280,6 +309,14 @@ impl Layer for Lockouts {
     fn part<'s>(st: &'s mut State, _: &CandidateKey) -> (&'s mut Table<Self>, &'s LockoutPolicy) {
         (&mut st.lockouts, &st.policies.lockout)
     }
+    fn trust(
+        s: &SharedLockout,
+        _: &InstanceId,
+        now: UnixMillis,
+        p: &LockoutPolicy,
+    ) -> SharedLockout {
+        super::team::trust::lockout(s, now, p)
+    }
     fn adopt(
         shared: &SharedLockout,
         now: UnixMillis,
@@ -311,11 +348,22 @@ struct Table<L: Layer> {
     /// In a team (issue 20): which instance recorded an entry that came from the team. An
     /// entry changed here since has none until the team's answer names the recorder again.
     origins: FxIndexMap<L::Key, InstanceId>,
+    /// In a team (issue 31): the sequence number of the last change of each entry sent to the
+    /// team and not yet seen in a team entry. A team entry that does not include it is older
+    /// than this instance's state, and does not replace it. Kept when the entry itself goes (a
+    /// reset's clear is such a change).
+    sent: FxIndexMap<L::Key, u64>,
 }
 
 impl<L: Layer> Table<L> {
     fn new(idle: Duration) -> Self {
-        Self { map: FxIndexMap::default(), cursor: 0, idle, origins: FxIndexMap::default() }
+        Self {
+            map: FxIndexMap::default(),
+            cursor: 0,
+            idle,
+            origins: FxIndexMap::default(),
+            sent: FxIndexMap::default(),
+        }
     }
 
     /// Removes the entry at `index`, and what is known of its origin.
@@ -899,11 +947,27 @@ impl HealthRegistry {
         self.team.get()
     }
 
-    /// Sends `changes` to the team, if there is one; never waits.
+    /// Sends `changes` to the team, if there is one; never waits. Each entry remembers its
+    /// last change's sequence number, until a team entry that includes it comes back.
     fn share(&self, changes: Vec<TeamTarget>, at: UnixMillis) {
-        if let Some(team) = self.team.get() {
-            for target in changes {
-                team.send(TeamOp { target, at });
+        let Some(team) = self.team.get() else { return };
+        if changes.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock();
+        for target in changes {
+            let key = target.clone();
+            let Some(seq) = team.send(TeamOp::new(target, at)) else { continue };
+            match key {
+                TeamTarget::Breaker { provider, .. } => {
+                    st.breakers.sent.insert(provider, seq);
+                }
+                TeamTarget::Credential { key, .. } => {
+                    st.credentials.sent.insert(key, seq);
+                }
+                TeamTarget::Lockout { key, .. } => {
+                    st.lockouts.sent.insert(key, seq);
+                }
             }
         }
     }
@@ -1058,6 +1122,7 @@ impl HealthRegistry {
             probe,
             leased: false,
             admitted: now,
+            deadline,
             answered: false,
             recovery: false,
             held: None,
@@ -1133,11 +1198,12 @@ impl HealthRegistry {
             probe,
             leased: false,
             admitted: now,
+            deadline,
             answered: false,
             recovery: true,
             held: None,
         };
-        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope, passage })
+        Ok(RecoveryProbe { attempt: Some(attempt), bench, scope, passage, scope_leased: false })
     }
 
     /// Judges a probe's verdict by its bench's layer: success clears the bench at once; a
@@ -1512,11 +1578,17 @@ impl HealthRegistry {
     /// provider it stands for. Published like any change (the state file and the UI follow
     /// it), never sent back to the team: it came from there. A half-open breaker whose lease
     /// another instance holds keeps its probe slot taken until the lease's deadline.
+    ///
+    /// `covers`: the last of this instance's own changes that the entry includes (see
+    /// [`TeamOp::seq`]; `u64::MAX` for a resync, which replaces whatever is here). An entry that
+    /// does not include this instance's last change of it is older than what is here, and is
+    /// not taken (issue 31): the team's answer to that change will be.
     pub fn apply_shared_breaker(
         &self,
         providers: &[ProviderId],
         shared: &SharedBreaker,
         recorded_by: &InstanceId,
+        covers: u64,
         now: UnixMillis,
     ) {
         let me = self.team.get().map(TeamLink::me);
@@ -1525,7 +1597,7 @@ impl HealthRegistry {
             Some(l) if Some(&l.holder) == me => LeaseHolder::Me,
             Some(l) => LeaseHolder::Other { until: l.until },
         };
-        self.apply_shared::<Breakers>(providers, shared, lease, recorded_by, now);
+        self.apply_shared::<Breakers>(providers, shared, lease, (recorded_by, covers), now);
     }
 
     /// Takes in a credential cooldown the team shares (see [`Self::apply_shared_breaker`]).
@@ -1534,9 +1606,11 @@ impl HealthRegistry {
         keys: &[CredentialKey],
         shared: &SharedCredential,
         recorded_by: &InstanceId,
+        covers: u64,
         now: UnixMillis,
     ) {
-        self.apply_shared::<Credentials>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
+        let origin = (recorded_by, covers);
+        self.apply_shared::<Credentials>(keys, shared, LeaseHolder::Nobody, origin, now);
     }
 
     /// Takes in a model lockout the team shares (see [`Self::apply_shared_breaker`]).
@@ -1545,9 +1619,11 @@ impl HealthRegistry {
         keys: &[CandidateKey],
         shared: &SharedLockout,
         recorded_by: &InstanceId,
+        covers: u64,
         now: UnixMillis,
     ) {
-        self.apply_shared::<Lockouts>(keys, shared, LeaseHolder::Nobody, recorded_by, now);
+        let origin = (recorded_by, covers);
+        self.apply_shared::<Lockouts>(keys, shared, LeaseHolder::Nobody, origin, now);
     }
 
     fn apply_shared<L: Layer>(
@@ -1555,20 +1631,30 @@ impl HealthRegistry {
         keys: &[L::Key],
         shared: &L::Shared,
         lease: LeaseHolder,
-        recorded_by: &InstanceId,
+        (recorded_by, covers): (&InstanceId, u64),
         now: UnixMillis,
     ) where
         L::Record: PartialEq,
     {
         let out = &self.events;
+        let me = self.team.get().map_or_else(|| InstanceId::new(""), |t| t.me().clone());
         let mut st = self.state.lock();
         for key in keys {
+            let sent = &mut L::part(&mut st, key).0.sent;
+            match sent.get(key) {
+                Some(&last) if last > covers => continue,
+                Some(_) => {
+                    sent.swap_remove(key);
+                }
+                None => {}
+            }
             let tracked = L::part(&mut st, key).0.map.contains_key(key);
             if !tracked && !st.make_room(now, &self.limits, out) {
                 continue;
             }
             let (table, policy) = L::part(&mut st, key);
-            let adopted = L::adopt(shared, now, policy, table.map.get(key), lease);
+            let trusted = L::trust(shared, &me, now, policy);
+            let adopted = L::adopt(&trusted, now, policy, table.map.get(key), lease);
             table.put(key, adopted, recorded_by, policy, now, out);
         }
     }
@@ -1622,6 +1708,7 @@ impl HealthRegistry {
                     backoff_level: c.backoff_level(),
                     retry_in_ms: c.check(now).err().and_then(SkipReason::retry_in).map(millis),
                     recorded_by: credentials.origins.get(key).cloned(),
+                    last_error: c.record().last_error,
                 })
                 .collect(),
             lockouts: lockouts
@@ -1739,6 +1826,8 @@ pub struct Attempt {
     leased: bool,
     /// When it was admitted: a lease it holds is released as of then if it is dropped.
     admitted: UnixMillis,
+    /// The latest it may settle by: a team lease it asks for lasts until then.
+    deadline: UnixMillis,
     /// Its success was recorded already, at the stream's first real event.
     answered: bool,
     /// A recovery probe of the proxy's own (see [`HealthRegistry::start_probe`]).
@@ -1776,23 +1865,28 @@ impl Attempt {
     }
 
     /// In a team (issue 20), a half-open probe goes out only under the team's lease, so one
-    /// probe is in flight across every instance. Waits for the lease at most
-    /// [`LEASE_WAIT`](super::team::link::LEASE_WAIT); `Err` (another instance probes, or no
-    /// answer in time) means: drop this attempt and try the next candidate. Any other attempt,
-    /// an instance without a team, or a team whose database is unreachable goes ahead at once.
+    /// probe is in flight across every instance. Waits for the lease at most the wait derived
+    /// from the measured round trip to the database ([`TeamLink::lease_wait`]); `Err` (another
+    /// instance probes, or no answer in time) means: drop this attempt and try the next
+    /// candidate. Any other attempt, an instance without a team, or a team whose database is
+    /// unreachable goes ahead at once. The lease lasts as long as the attempt may (its
+    /// deadline), and at most the breaker's `probe_timeout`, which is how long every other
+    /// instance honours it.
     pub async fn lease(&mut self, now: UnixMillis) -> Result<(), SkipReason> {
         let Some(team) = self.registry.team.get() else { return Ok(()) };
         if self.probe.is_none() || self.leased {
             return Ok(());
         }
-        match team.lease(&self.key.provider, now).await {
+        let policy = self.registry.breaker_policy(&self.key.provider);
+        let lasts = self.deadline.since(now).min(policy.probe_timeout);
+        let scope = LeaseScope::HalfOpen(self.key.provider.clone());
+        match team.lease(scope, now, lasts).await {
             LeaseAnswer::Granted => {
                 self.leased = true;
                 Ok(())
             }
             LeaseAnswer::Unavailable => Ok(()),
             LeaseAnswer::Refused => {
-                let policy = self.registry.breaker_policy(&self.key.provider);
                 Err(SkipReason::BreakerProbing { retry_in_ms: millis(policy.probe_timeout) })
             }
         }
@@ -1844,6 +1938,8 @@ pub struct RecoveryProbe {
     scope: ProbeScope,
     /// The waits of the proxy's own it goes through, if any.
     passage: Passage,
+    /// It holds the team's lease of its scope (issue 31), released when it is over.
+    scope_leased: bool,
 }
 
 /// The benches of the proxy's own a recovery probe goes through (see [`Bench::is_through`]).
@@ -1863,11 +1959,35 @@ impl RecoveryProbe {
         self.bench
     }
 
-    /// A recovery probe that is a half-open breaker's probe needs the team's lease like any
-    /// other (see [`Attempt::lease`]); `false`: drop it, another instance probes.
+    /// In a team, a recovery probe goes out only under the team's lease of its scope, so one
+    /// probe of each bench is in flight across every instance (issue 31); a probe that is a
+    /// half-open breaker's probe needs the breaker's lease like any other attempt (see
+    /// [`Attempt::lease`]). `false`: drop it, another instance probes. Without a team, or while
+    /// the team's database is unreachable, it goes ahead at once.
     pub async fn lease(&mut self, now: UnixMillis) -> bool {
         let attempt = self.attempt.as_mut().expect("unsettled until finished");
-        attempt.lease(now).await.is_ok()
+        if attempt.probe.is_some() {
+            return attempt.lease(now).await.is_ok();
+        }
+        let Some(team) = attempt.registry.team.get() else { return true };
+        let lasts = attempt.deadline.since(now);
+        match team.lease(LeaseScope::Probe(self.scope.clone()), now, lasts).await {
+            LeaseAnswer::Granted => {
+                self.scope_leased = true;
+                true
+            }
+            LeaseAnswer::Unavailable => true,
+            LeaseAnswer::Refused => false,
+        }
+    }
+
+    /// Frees the team's slot of this probe's scope, if it holds it.
+    fn release_scope(&mut self, registry: &HealthRegistry) {
+        if std::mem::take(&mut self.scope_leased)
+            && let Some(team) = registry.team.get()
+        {
+            team.release(self.scope.clone());
+        }
     }
 
     /// Records the probe's verdict on all three layers, as any attempt's, then judges it by its
@@ -1876,7 +1996,10 @@ impl RecoveryProbe {
         let attempt = self.attempt.take().expect("settled once");
         let (registry, key) = (Arc::clone(&attempt.registry), attempt.key.clone());
         attempt.finish(verdict, now);
-        registry.judge_probe(&key, (self.bench, &self.scope, self.passage), verdict, now)
+        let healed =
+            registry.judge_probe(&key, (self.bench, &self.scope, self.passage), verdict, now);
+        self.release_scope(&registry);
+        healed
     }
 }
 
@@ -1884,6 +2007,7 @@ impl Drop for RecoveryProbe {
     fn drop(&mut self) {
         if let Some(attempt) = self.attempt.take() {
             attempt.registry.release_probe(&self.scope);
+            self.release_scope(&attempt.registry);
         }
     }
 }
@@ -1933,6 +2057,11 @@ pub struct CredentialView {
     /// In a team: the instance that recorded this cooldown; `null` when it was this instance
     /// (or there is no team).
     pub recorded_by: Option<InstanceId>,
+    /// What benched it last. `auth` on a cooling key another instance recorded: that instance
+    /// reported the key refused, and this one benches it for a bounded time only (issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub last_error: Option<crate::outcome::CredentialFault>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]

@@ -15,7 +15,9 @@
 //!
 //! Invariants:
 //! - The request path never waits on the database, except for a half-open lease, and that at
-//!   most [`link::LEASE_WAIT`].
+//!   most the wait derived from the measured round trip ([`round_trip`]).
+//! - What comes from the team is bounded by this instance's own policy before it is taken in
+//!   ([`trust`]): a forged row or lease outlives its bound nowhere.
 //! - A change that came from the database is applied to the registry without becoming an
 //!   operation again (`HealthRegistry::apply_shared_*`), so nothing echoes.
 //! - Shared deadlines are instants of the database's clock; each instance converts them with its
@@ -24,11 +26,17 @@
 pub mod identity;
 pub mod link;
 pub mod offset;
+pub mod round_trip;
 pub mod shared;
+pub mod trust;
 
 pub use self::identity::{TeamCredential, TeamIdentities, TeamModel, TeamProvider};
-pub use self::link::{LeaseAnswer, LeaseRequest, TeamInbox, TeamLink, TeamOp, TeamTarget};
+pub use self::link::{
+    LeaseAnswer, LeaseMessage, LeaseRequest, LeaseScope, LinkControl, Overflow, TeamInbox,
+    TeamLink, TeamOp, TeamTarget,
+};
 pub use self::offset::ClockOffset;
+pub use self::round_trip::RoundTrips;
 pub use self::shared::{
     BreakerChange, CredentialChange, Lease, LockoutChange, SharedBreaker, SharedCredential,
     SharedLockout, Stamp,

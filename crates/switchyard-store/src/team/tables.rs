@@ -119,6 +119,9 @@ pub struct BreakerRow {
     lease_until: Option<i64>,
     recorded_by: String,
     version: i64,
+    /// Absent from a row an instance before issue 31 announced.
+    #[serde(default)]
+    lease_since: Option<i64>,
 }
 
 impl Table for Breakers {
@@ -128,9 +131,9 @@ impl Table for Breakers {
         SELECT * FROM json_populate_record(NULL::team_breakers, $1::json) \
         ON CONFLICT (provider) DO UPDATE SET \
         (state, failures, reopens, open_until, last_fault, changed_at, lease_holder, lease_until, \
-         recorded_by) = (EXCLUDED.state, EXCLUDED.failures, EXCLUDED.reopens, \
+         lease_since, recorded_by) = (EXCLUDED.state, EXCLUDED.failures, EXCLUDED.reopens, \
          EXCLUDED.open_until, EXCLUDED.last_fault, EXCLUDED.changed_at, EXCLUDED.lease_holder, \
-         EXCLUDED.lease_until, EXCLUDED.recorded_by) \
+         EXCLUDED.lease_until, EXCLUDED.lease_since, EXCLUDED.recorded_by) \
         WHERE team_breakers.version = $2 RETURNING version";
     const SINCE: &'static str = since_sql!("team_breakers");
 
@@ -154,6 +157,7 @@ impl Table for Breakers {
             changed_at: millis(r.changed_at),
             lease_holder: value.lease.as_ref().map(|l| l.holder.to_string()),
             lease_until: value.lease.as_ref().map(|l| millis(l.until)),
+            lease_since: value.lease.as_ref().and_then(|l| l.since).map(millis),
             recorded_by: by.to_string(),
             version: 0,
         }
@@ -170,15 +174,20 @@ impl Table for Breakers {
             row.changed_at,
         )?;
         let lease = match (row.lease_holder, row.lease_until) {
-            (Some(holder), Some(until)) => {
-                Some(Lease { holder: InstanceId::new(holder), until: instant(until) })
-            }
+            (Some(holder), Some(until)) => Some(Lease {
+                holder: member("team_breakers.lease_holder", holder)?,
+                since: row.lease_since.map(instant),
+                until: instant(until),
+            }),
             _ => None,
         };
         Ok(Entry {
-            name: TeamProvider::new(row.provider),
+            name: provider_name("team_breakers.provider", row.provider)?,
             value: SharedBreaker { record, lease },
-            stamp: Stamp { version: row.version, recorded_by: InstanceId::new(row.recorded_by) },
+            stamp: Stamp {
+                version: row.version,
+                recorded_by: member("team_breakers.recorded_by", row.recorded_by)?,
+            },
         })
     }
 }
@@ -242,11 +251,14 @@ impl Table for Credentials {
         )?;
         Ok(Entry {
             name: TeamCredential {
-                provider: TeamProvider::new(row.provider),
-                key_hash: row.key_hash.into(),
+                provider: provider_name("team_credentials.provider", row.provider)?,
+                key_hash: key_hash("team_credentials.key_hash", row.key_hash)?,
             },
             value,
-            stamp: Stamp { version: row.version, recorded_by: InstanceId::new(row.recorded_by) },
+            stamp: Stamp {
+                version: row.version,
+                recorded_by: member("team_credentials.recorded_by", row.recorded_by)?,
+            },
         })
     }
 }
@@ -321,47 +333,117 @@ impl Table for Lockouts {
             probe_through: false,
         };
         let credential = TeamCredential {
-            provider: TeamProvider::new(row.provider),
-            key_hash: row.key_hash.into(),
+            provider: provider_name("team_lockouts.provider", row.provider)?,
+            key_hash: key_hash("team_lockouts.key_hash", row.key_hash)?,
         };
         Ok(Entry {
-            name: TeamModel { credential, model: ModelId::new(row.model) },
+            name: TeamModel { credential, model: model_name("team_lockouts.model", row.model)? },
             value,
-            stamp: Stamp { version: row.version, recorded_by: InstanceId::new(row.recorded_by) },
+            stamp: Stamp {
+                version: row.version,
+                recorded_by: member("team_lockouts.recorded_by", row.recorded_by)?,
+            },
         })
     }
 }
 
-/// A change announced on the `switchyard_team` channel: `{"table": ..., "row": {...}}`.
-#[derive(Debug)]
-pub(super) enum Announced {
-    Breaker(Entry<TeamProvider, SharedBreaker>),
-    Credential(Entry<TeamCredential, SharedCredential>),
-    Lockout(Entry<TeamModel, SharedLockout>),
+/// A change announced on the `switchyard_team` channel: `{"table": ..., "row": {...}}`, taken
+/// as a hint that the row it names changed, never as the row itself (issue 31): any role that
+/// can connect may `NOTIFY` anything, so only the table and the key columns are read from it,
+/// bounded like any row, and the row is then read from the table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Hint {
+    Breaker(TeamProvider),
+    Credential(TeamCredential),
+    Lockout(TeamModel),
 }
 
-impl Announced {
+impl Hint {
     pub(super) fn parse(payload: &str) -> Result<Self, StoreError> {
+        #[derive(Deserialize)]
+        #[expect(clippy::struct_field_names, reason = "the tables' own column names")]
+        struct Key {
+            provider: String,
+            key_hash: Option<String>,
+            model: Option<String>,
+        }
         #[derive(Deserialize)]
         struct Envelope {
             table: String,
-            row: serde_json::Value,
+            row: Key,
         }
         let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("notification: {e}"));
-        let envelope: Envelope = serde_json::from_str(payload).map_err(corrupt)?;
-        let row = envelope.row;
-        match envelope.table.as_str() {
-            Breakers::NAME => {
-                Breakers::entry(serde_json::from_value(row).map_err(corrupt)?).map(Self::Breaker)
-            }
-            Credentials::NAME => Credentials::entry(serde_json::from_value(row).map_err(corrupt)?)
-                .map(Self::Credential),
+        let Envelope { table, row } = serde_json::from_str(payload).map_err(corrupt)?;
+        let missing = |column: &str| StoreError::Corrupt(format!("notification without {column}"));
+        let provider = || provider_name("notification.provider", row.provider.clone());
+        let credential = || -> Result<TeamCredential, StoreError> {
+            let hash = row.key_hash.clone().ok_or_else(|| missing("key_hash"))?;
+            Ok(TeamCredential {
+                provider: provider()?,
+                key_hash: key_hash("notification.key_hash", hash)?,
+            })
+        };
+        match table.as_str() {
+            Breakers::NAME => Ok(Self::Breaker(provider()?)),
+            Credentials::NAME => Ok(Self::Credential(credential()?)),
             Lockouts::NAME => {
-                Lockouts::entry(serde_json::from_value(row).map_err(corrupt)?).map(Self::Lockout)
+                let model = row.model.clone().ok_or_else(|| missing("model"))?;
+                let model = model_name("notification.model", model)?;
+                Ok(Self::Lockout(TeamModel { credential: credential()?, model }))
             }
-            other => Err(StoreError::Corrupt(format!("notification for table {other}"))),
+            other => Err(StoreError::Corrupt(format!(
+                "notification for table {}",
+                other.chars().take(64).collect::<String>()
+            ))),
         }
     }
+}
+
+/// Longest instance name: the config's own bound (`team.instance`).
+pub(super) const INSTANCE_NAME_MAX: usize = 64;
+/// Longest provider name (a normalised base URL).
+const PROVIDER_MAX: usize = 512;
+/// Longest key hash (HMAC-SHA256 in hex is 64).
+const KEY_HASH_MAX: usize = 128;
+/// Longest model id.
+const MODEL_MAX: usize = 256;
+
+fn bounded(
+    column: &str,
+    text: &str,
+    max: usize,
+    ok: impl Fn(char) -> bool,
+) -> Result<(), StoreError> {
+    if text.is_empty() || text.len() > max || !text.chars().all(ok) {
+        return Err(StoreError::Corrupt(format!(
+            "{column}: not 1 to {max} characters of the kind it holds"
+        )));
+    }
+    Ok(())
+}
+
+/// An instance's name as the team stores it: what the config accepts for `team.instance` (1 to
+/// 64 letters, digits, `-`, `_`, `.`), so nothing else reaches the health page or a log.
+pub(super) fn member(column: &str, text: String) -> Result<InstanceId, StoreError> {
+    bounded(column, &text, INSTANCE_NAME_MAX, |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+    })?;
+    Ok(InstanceId::new(text))
+}
+
+fn provider_name(column: &str, text: String) -> Result<TeamProvider, StoreError> {
+    bounded(column, &text, PROVIDER_MAX, |c| c.is_ascii_graphic())?;
+    Ok(TeamProvider::new(text))
+}
+
+fn key_hash(column: &str, text: String) -> Result<std::sync::Arc<str>, StoreError> {
+    bounded(column, &text, KEY_HASH_MAX, |c| c.is_ascii_alphanumeric() || c == '-')?;
+    Ok(text.into())
+}
+
+fn model_name(column: &str, text: String) -> Result<ModelId, StoreError> {
+    bounded(column, &text, MODEL_MAX, |c| !c.is_control())?;
+    Ok(ModelId::new(text))
 }
 
 /// Read back as a database instant.

@@ -166,6 +166,12 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub api: Option<OpenAiApi>,
+    /// In team mode, share this provider's breaker (and its keys' cooldowns) although its base
+    /// URL is a private address (a team's internal gateway) [default false]. A provider at a
+    /// loopback address is never shared: `localhost` is another server on every machine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[ts(as = "Option<bool>", optional)]
+    pub share: bool,
 }
 
 impl ProviderForm {
@@ -187,6 +193,7 @@ impl ProviderForm {
             trust_end_marker: false,
             max_in_flight: None,
             api: None,
+            share: false,
         }
     }
 

@@ -27,7 +27,7 @@ use crate::resilience::breaker::Admission;
 use crate::resilience::lockout::LockReason;
 use crate::resilience::{
     Breaker, BreakerRecord, BreakerState, Changed, CredentialCooldown, CredentialKind,
-    CredentialRecord, LockoutRecord, ModelLockout,
+    CredentialRecord, CredentialStatus, LockoutRecord, ModelLockout,
 };
 use crate::settings::{BreakerPolicy, CooldownPolicy, LockoutPolicy};
 
@@ -43,6 +43,9 @@ pub struct Stamp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
     pub holder: InstanceId,
+    /// When it was granted (`None` from an instance that did not say): another instance honours
+    /// it for its own `probe_timeout` from then at most (see [`super::trust`]).
+    pub since: Option<UnixMillis>,
     pub until: UnixMillis,
 }
 
@@ -110,11 +113,17 @@ impl BreakerChange {
         now: UnixMillis,
         policy: &BreakerPolicy,
     ) -> Option<SharedBreaker> {
+        // Within this instance's bounds, as it takes team entries in (see `trust`): a forged
+        // row's wait or lease ends here too, so a probe can heal it.
+        let current = current.map(|c| super::trust::breaker(c, me, now, policy));
+        let current = current.as_ref();
         let mut breaker =
             current.map_or_else(|| Breaker::new(now), |c| Breaker::restore(&c.record, now, policy));
         let _ = breaker.refresh(now, policy);
         let half_open = breaker.state(policy) == BreakerState::HalfOpen;
-        let live = current.and_then(|c| c.lease.clone()).filter(|l| half_open && l.until > now);
+        let live = current
+            .and_then(|c| c.lease.clone())
+            .filter(|l| half_open && super::trust::lease_live(l, now, policy.probe_timeout));
         let mine = live.as_ref().is_some_and(|l| l.holder == *me);
         let (changed, lease) = match self {
             Self::Failure(fault) => {
@@ -123,7 +132,8 @@ impl BreakerChange {
             Self::Success => (breaker.on_success(now, Admission::Normal), live),
             Self::Heal => (breaker.heal(now), live),
             Self::Lease if half_open && (live.is_none() || mine) => {
-                let lease = Lease { holder: me.clone(), until: now.plus(policy.probe_timeout) };
+                let until = now.plus(policy.probe_timeout);
+                let lease = Lease { holder: me.clone(), since: Some(now), until };
                 (Changed::Yes, Some(lease))
             }
             Self::ProbeSucceeded if mine => (breaker.close_after_probe(now), None),
@@ -168,6 +178,17 @@ impl CredentialChange {
         let _ = cooldown.refresh(now, policy);
         let changed = match self {
             Self::Failure { fault, hint } => cooldown.on_failure(now, policy, kind, fault, hint),
+            // A success with this very key shows it is not refused, whoever reported it.
+            Self::Success if cooldown.status() == CredentialStatus::Invalid => {
+                let record = cooldown.record();
+                let accepted = CredentialRecord {
+                    status: CredentialStatus::Active,
+                    cooling_until: None,
+                    changed_at: now,
+                    ..record
+                };
+                return Some(accepted);
+            }
             Self::Success => cooldown.on_success(now),
             Self::Heal => cooldown.heal(now),
             Self::Clear => {
@@ -220,10 +241,11 @@ impl InLocalTime for SharedBreaker {
                 changed_at: offset.to_local(record.changed_at),
                 ..record.clone()
             },
-            lease: self
-                .lease
-                .as_ref()
-                .map(|l| Lease { holder: l.holder.clone(), until: offset.to_local(l.until) }),
+            lease: self.lease.as_ref().map(|l| Lease {
+                holder: l.holder.clone(),
+                since: l.since.map(|t| offset.to_local(t)),
+                until: offset.to_local(l.until),
+            }),
         }
     }
 }
@@ -401,6 +423,19 @@ mod tests {
     }
 
     #[test]
+    fn a_success_with_a_key_the_team_calls_refused_clears_the_report() {
+        let p = CooldownPolicy::default();
+        let auth = CredentialChange::Failure { fault: CredentialFault::Auth, hint: None };
+        let invalid = auth.apply(None, T0, &p, CredentialKind::ApiKey).unwrap();
+        assert_eq!(invalid.status, CredentialStatus::Invalid);
+        let later = T0.plus(SEC);
+        let cleared =
+            CredentialChange::Success.apply(Some(&invalid), later, &p, CredentialKind::ApiKey);
+        let cleared = cleared.expect("a change the team hears of");
+        assert_eq!((cleared.status, cleared.cooling_until), (CredentialStatus::Active, None));
+    }
+
+    #[test]
     fn a_lockout_counts_failures_from_every_instance_toward_one_threshold() {
         let p = crate::settings::LockoutSettings { failure_threshold: 3, ..Default::default() }
             .validate()
@@ -428,7 +463,7 @@ mod tests {
         let local = table.breaker.as_ref().unwrap().in_local_time(&offset);
         assert_eq!(local.record.open_until, Some(T0.minus(five).plus(p.reset_timeout)));
         let cooling = CredentialRecord {
-            status: crate::resilience::CredentialStatus::Cooling,
+            status: CredentialStatus::Cooling,
             cooling_until: Some(T0.plus(10 * SEC)),
             backoff_level: 1,
             last_error: None,

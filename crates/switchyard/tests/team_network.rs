@@ -325,14 +325,17 @@ async fn changes_that_overflow_the_queue_are_resynced_and_the_counts_add_up() {
         s.resynced > 0 && s.backlog == 0 && breaker_failures(&b, now) == breaker_failures(&a, now)
     })
     .await;
-    // Let the last queued write's answer in: the team's count stops moving.
-    let team_count = loop {
-        let first: u32 = psql(&near, "SELECT failures FROM team_breakers").parse().unwrap();
-        if first == breaker_failures(&a, now) && first == breaker_failures(&b, now) {
-            break first;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    // The changes the queue kept are written after the resync: wait for the last of them to
+    // land and be read back everywhere (the team's count stops moving at what was not dropped).
+    let dropped_now = u32::try_from(dropped).unwrap();
+    until("every change the queue kept reached the team and both instances", || {
+        let team: u32 = psql(&near, "SELECT failures FROM team_breakers").parse().unwrap_or(0);
+        team + dropped_now == SENT
+            && team == breaker_failures(&a, now)
+            && team == breaker_failures(&b, now)
+    })
+    .await;
+    let team_count: u32 = psql(&near, "SELECT failures FROM team_breakers").parse().unwrap();
     assert_eq!(team_a.status().dropped, dropped, "the page counts what the queue dropped");
     let dropped = u32::try_from(dropped).unwrap();
     #[expect(clippy::print_stdout, reason = "the figure docs/team.md quotes")]

@@ -343,7 +343,10 @@ mod tests {
         let sessions = UiSessions::default();
         let code = sessions.issue_code(ROOT, AT).unwrap();
         let session = sessions.open(&sign_in(), AT).unwrap();
-        let wrong = format!("{}0", &code.expose()[..code.expose().len() - 1]);
+        // The code with its last character changed (to one it is not).
+        let (head, last) = code.expose().split_at(code.expose().len() - 1);
+        let wrong = format!("{head}{}", if last == "0" { '1' } else { '0' });
+        assert_ne!(wrong, code.expose());
         for guess in ["", CODE_PREFIX, ROOT, &session.token, &wrong] {
             assert!(sessions.redeem_code(guess, Some(ROOT), AT).is_none(), "{guess:?}");
         }

@@ -18,7 +18,9 @@ use std::time::Duration;
 use http::HeaderMap;
 use switchyard_core::outcome::{BodyHint, ClassifyPolicy, Outcome, Upstream, classify};
 use switchyard_core::resilience::recovery::ProbeScope;
-use switchyard_core::resilience::team::{LeaseAnswer, LeaseScope, TeamIdentities, TeamProvider};
+use switchyard_core::resilience::team::{
+    LeaseAnswer, LeaseScope, RoundTrips, TeamIdentities, TeamProvider,
+};
 use switchyard_core::resilience::{BreakerState, CredentialStatus, HealthEvent, HealthRegistry};
 use switchyard_core::settings::{BreakerSettings, CooldownSettings};
 use switchyard_core::{
@@ -231,9 +233,11 @@ async fn one_probe_of_each_kind_in_flight_across_the_team_with_the_database_30_m
     };
     let granted = answers.iter().filter(|a| **a == LeaseAnswer::Granted).count();
     assert_eq!(granted, 1, "one half-open probe for the team: {answers:?}");
+    // Derived from the measured round trips: above the one to this database, and within the
+    // ceiling (a loaded machine's p95 round trip may take it there; only the bound is promised).
     let wait = team[0].1.status().lease_wait;
     assert!(
-        wait > 2 * AWAY && wait < Duration::from_millis(500),
+        wait > 2 * AWAY && wait <= RoundTrips::CEILING,
         "the lease wait follows the round trip: {wait:?}"
     );
     for (_, t) in team {

@@ -348,7 +348,7 @@ fn tokio_lease(
     inbox: &mut TeamInbox,
     at: UnixMillis,
 ) {
-    inbox.set_online(true);
+    inbox.control().set_online(true);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     runtime.block_on(async {
         let granted = async {

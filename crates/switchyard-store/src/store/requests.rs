@@ -238,10 +238,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::database)?;
-        rows.iter()
-            .map(read_request)
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::database)
+        read_requests(&rows)
     }
 
     /// The requests that arrived in `[from, to)`, oldest first, without their traces (an empty
@@ -262,16 +259,17 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::database)?;
-        rows.iter()
-            .map(read_request)
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::database)
+        read_requests(&rows)
     }
 }
 
 /// A count as SQLite stores it; past `i64::MAX` it saturates (no request gets there).
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn read_requests(rows: &[SqliteRow]) -> Result<Vec<RequestRecord>, StoreError> {
+    rows.iter().map(read_request).collect::<Result<_, sqlx::Error>>().map_err(StoreError::database)
 }
 
 fn read_request(row: &SqliteRow) -> Result<RequestRecord, sqlx::Error> {

@@ -138,7 +138,7 @@ pub struct TeamLink {
 pub struct TeamInbox {
     pub ops: mpsc::Receiver<TeamOp>,
     pub leases: mpsc::Receiver<LeaseMessage>,
-    state: Arc<LinkState>,
+    control: LinkControl,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -160,7 +160,8 @@ impl TeamLink {
             overflow: Mutex::new(Overflow::default()),
             overflowed: AtomicBool::new(false),
         });
-        let inbox = TeamInbox { ops: op_queue, leases: lease_queue, state: Arc::clone(&state) };
+        let control = LinkControl { state: Arc::clone(&state) };
+        let inbox = TeamInbox { ops: op_queue, leases: lease_queue, control };
         (Self { ops, leases, state }, inbox)
     }
 
@@ -261,38 +262,6 @@ pub struct LinkControl {
 }
 
 impl LinkControl {
-    pub fn set_online(&self, online: bool) {
-        self.state.online.store(online, Ordering::Relaxed);
-    }
-
-    pub fn me(&self) -> &InstanceId {
-        &self.state.me
-    }
-
-    pub fn dropped(&self) -> u64 {
-        self.state.dropped.load(Ordering::Relaxed)
-    }
-
-    pub fn set_lease_wait(&self, wait: Duration) {
-        self.state.lease_wait_us.store(micros(wait), Ordering::Relaxed);
-    }
-
-    /// The entries whose changes overflowed the queue since the last call, if any.
-    pub fn take_overflow(&self) -> Option<Overflow> {
-        if !self.state.overflowed.swap(false, Ordering::Acquire) {
-            return None;
-        }
-        Some(std::mem::take(&mut *self.state.overflow.lock()))
-    }
-}
-
-impl TeamInbox {
-    /// The two queues and the controls, apart: the sync task serves leases concurrently with
-    /// its writes, so a lease never waits behind a batch of changes.
-    pub fn into_parts(self) -> (mpsc::Receiver<TeamOp>, mpsc::Receiver<LeaseMessage>, LinkControl) {
-        (self.ops, self.leases, LinkControl { state: self.state })
-    }
-
     /// Says whether the database is reachable; leases are only asked for while it is.
     pub fn set_online(&self, online: bool) {
         self.state.online.store(online, Ordering::Relaxed);
@@ -320,6 +289,19 @@ impl TeamInbox {
     }
 }
 
+impl TeamInbox {
+    /// The two queues and the controls, apart: the sync task serves leases concurrently with
+    /// its writes, so a lease never waits behind a batch of changes.
+    pub fn into_parts(self) -> (mpsc::Receiver<TeamOp>, mpsc::Receiver<LeaseMessage>, LinkControl) {
+        (self.ops, self.leases, self.control)
+    }
+
+    /// The link's controls (online, lease wait, overflow), before the inbox is taken apart.
+    pub fn control(&self) -> &LinkControl {
+        &self.control
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,15 +326,15 @@ mod tests {
     #[test]
     fn a_full_queue_counts_and_marks_the_entry_for_a_resync_instead_of_waiting() {
         let (link, mut inbox) = TeamLink::new(InstanceId::new("a"), 2);
-        assert!(inbox.take_overflow().is_none());
+        assert!(inbox.control().take_overflow().is_none());
         let seqs: Vec<Option<u64>> = (0..5).map(|at| link.send(op(at))).collect();
         assert_eq!(seqs, [Some(1), Some(2), None, None, None]);
         assert_eq!(link.dropped(), 3);
         assert_eq!(inbox.ops.try_recv().unwrap(), TeamOp { seq: 1, ..op(0) });
-        let overflow = inbox.take_overflow().expect("the overflow is told");
+        let overflow = inbox.control().take_overflow().expect("the overflow is told");
         assert_eq!(overflow.targets, [op(2).target], "one entry, marked once");
         assert!(!overflow.all);
-        assert!(inbox.take_overflow().is_none(), "told once");
+        assert!(inbox.control().take_overflow().is_none(), "told once");
     }
 
     #[tokio::test]
@@ -369,7 +351,7 @@ mod tests {
     /// A link whose sync task says the database answers, and a request for `p`'s lease on it.
     fn asking() -> (tokio::task::JoinHandle<LeaseAnswer>, TeamInbox) {
         let (link, inbox) = TeamLink::new(InstanceId::new("a"), 8);
-        inbox.set_online(true);
+        inbox.control().set_online(true);
         let asked = tokio::spawn(async move {
             link.lease(half_open(), UnixMillis(0), Duration::from_secs(1)).await
         });
@@ -387,7 +369,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_wait_is_the_one_the_sync_task_measured() {
         let (asked, mut inbox) = asking();
-        inbox.set_lease_wait(Duration::from_millis(300));
+        inbox.control().set_lease_wait(Duration::from_millis(300));
         let Some(LeaseMessage::Ask(request)) = inbox.leases.recv().await else { panic!() };
         // Four round trips of a database 30 ms away: longer than the old fixed 50 ms.
         tokio::time::sleep(Duration::from_millis(240)).await;

@@ -31,9 +31,15 @@ fn cli(data: &Path) -> Command {
     command
 }
 
-/// `switchyard serve` on `data` and port 0; resolves once it printed its sign-in link (the
-/// last line it prints at start), with the port and that link.
-async fn serve(data: &Path) -> (Child, u16, String) {
+/// The last line `serve` prints at start: the web UI's address with the sign-in link, or, in a
+/// build without the UI (a fresh clone where `ui/dist` was not built yet), how to get it.
+fn is_last_start_line(line: &str) -> bool {
+    line.starts_with("web UI at http://127.0.0.1:") || line.starts_with("this build has no web UI")
+}
+
+/// `switchyard serve` on `data` and port 0; resolves once it printed the last of its start
+/// lines, with the port. Where the build has the UI, that line carries a sign-in link.
+async fn serve(data: &Path) -> (Child, u16) {
     let mut child = cli(data)
         .args(["serve", "--port", "0"])
         .env("SWITCHYARD_API_KEY", LOCAL_KEY)
@@ -51,19 +57,20 @@ async fn serve(data: &Path) -> (Child, u16, String) {
             }
             first_run |=
                 line.starts_with("no provider yet: ") && line.contains("switchyard providers add");
-            if let Some(at) = line.rfind("http://127.0.0.1:")
-                && line[at..].contains("/#code=sy-code-")
-            {
-                return line[at..].to_owned();
+            if is_last_start_line(&line) {
+                return line;
             }
         }
-        panic!("serve stopped before it printed the sign-in link");
+        panic!("serve stopped before it printed its start lines");
     };
-    let link = tokio::time::timeout(DEADLINE, read).await.expect("serve printed its link");
+    let last = tokio::time::timeout(DEADLINE, read).await.expect("serve printed its start lines");
     assert!(first_run, "an empty data directory says how to add a provider");
     let port = port.expect("the listening line came first");
-    assert!(link.starts_with(&format!("http://127.0.0.1:{port}/#code=")), "{link}");
-    (child, port, link)
+    if let Some(at) = last.find("/#code=") {
+        let link = &last[last[..at].rfind("http://").expect("the link is a URL")..];
+        assert!(link.starts_with(&format!("http://127.0.0.1:{port}/#code=sy-code-")), "{link}");
+    }
+    (child, port)
 }
 
 async fn run(data: &Path, args: &[&str]) -> std::process::Output {
@@ -106,7 +113,7 @@ async fn providers_add_routes_at_once_and_status_is_red_while_the_upstream_fails
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let (mut server, port, _link) = serve(&data).await;
+    let (mut server, port) = serve(&data).await;
     let http = reqwest::Client::new();
 
     let added = run(
@@ -272,7 +279,7 @@ async fn a_server_on_a_config_file_refuses_cli_edits_saying_so_and_still_reports
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let wait = async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("/#code=") {
+            if is_last_start_line(&line) {
                 return;
             }
         }

@@ -195,7 +195,7 @@ credentials = [{{ id = "k1", secret = "env:{key_env}" }}]
 #[derive(Clone, Debug)]
 pub(crate) struct Ways {
     case: &'static Case,
-    /// The direct side first, then [`Case::paths`].
+    /// The direct side first, then [`Case::paths`], then the bare pass-through (the floor).
     sides: Vec<Side>,
     /// `{proxy}/api/requests` and the management token that reads it.
     requests: (String, String),
@@ -219,10 +219,11 @@ impl Side {
 }
 
 impl Ways {
-    /// `mock` and `proxy` are base URLs (no `/v1`).
+    /// `mock`, `floor` and `proxy` are base URLs (no `/v1`). The floor gets the direct
+    /// call's request, which it relays as it is.
     pub(crate) fn new(
         case: &'static Case,
-        mock: &str,
+        (mock, floor): (&str, &str),
         upstream_key: &str,
         proxy: &str,
         local_key: &str,
@@ -236,6 +237,7 @@ impl Ways {
                 Side::new(case, proxy, local_key, format!("{}/{}", p.provider, case.model))
             }),
         );
+        sides.push(Side::new(case, floor, upstream_key, case.model.to_owned()));
         Self {
             case,
             sides,
@@ -251,6 +253,10 @@ pub(crate) struct Series {
     pub(crate) direct: Summary,
     /// Proxied minus direct, per path of [`Case::paths`].
     pub(crate) added: Vec<Summary>,
+    /// The bare pass-through minus direct.
+    pub(crate) floor: Summary,
+    /// Proxied minus the bare pass-through, per path of [`Case::paths`].
+    pub(crate) over_floor: Vec<Summary>,
     /// Passthrough minus each translated path, same round.
     pub(crate) versus: Vec<Versus>,
 }
@@ -337,7 +343,7 @@ async fn round(
 }
 
 /// The `i`-th of the `n!` orders of `n` sides (factorial number system), cyclically.
-fn order(i: usize, n: usize) -> Vec<usize> {
+pub(crate) fn order(i: usize, n: usize) -> Vec<usize> {
     let mut left: Vec<usize> = (0..n).collect();
     let mut weight: usize = (1..n).product();
     let mut k = i % (weight * n);
@@ -442,12 +448,13 @@ fn series(rounds: &[Vec<Timing>], of: impl Fn(&Timing) -> Duration) -> anyhow::R
     let summary = |samples: Vec<i64>| {
         Summary::of(&samples).context("no rounds: every count in the plan must be at least 1")
     };
-    let sides = rounds.first().map_or(0, Vec::len);
+    // Direct, the paths, the floor.
+    let floor = rounds.first().map_or(0, Vec::len).saturating_sub(1);
     let direct = summary(rounds.iter().map(|r| at(r, 0)).collect())?;
-    let added = (1..sides)
-        .map(|p| summary(rounds.iter().map(|r| at(r, p) - at(r, 0)).collect()))
-        .collect::<anyhow::Result<_>>()?;
-    let versus = (2..sides)
+    let minus = |a: usize, b: usize| summary(rounds.iter().map(|r| at(r, a) - at(r, b)).collect());
+    let added = (1..floor).map(|p| minus(p, 0)).collect::<anyhow::Result<_>>()?;
+    let over_floor = (1..floor).map(|p| minus(p, floor)).collect::<anyhow::Result<_>>()?;
+    let versus = (2..floor)
         .map(|t| {
             let differences: Vec<i64> = rounds.iter().map(|r| at(r, 1) - at(r, t)).collect();
             let faster = differences.iter().filter(|&&d| d < 0).count();
@@ -456,7 +463,7 @@ fn series(rounds: &[Vec<Timing>], of: impl Fn(&Timing) -> Duration) -> anyhow::R
             Ok(Versus { difference: summary(differences)?, faster: share })
         })
         .collect::<anyhow::Result<_>>()?;
-    Ok(Series { direct, added, versus })
+    Ok(Series { direct, added, floor: minus(floor, 0)?, over_floor, versus })
 }
 
 #[cfg(test)]
@@ -522,21 +529,27 @@ mod tests {
         let round = |sides: &[u64]| {
             sides.iter().map(|&w| Timing { first_byte: ms(w) / 2, whole: ms(w) }).collect()
         };
-        let rounds = [round(&[10, 11, 13, 12]), round(&[10, 14, 13, 15])];
+        // Direct, three paths, the floor.
+        let rounds = [round(&[10, 11, 13, 12, 10]), round(&[10, 14, 13, 15, 11])];
         let s = series(&rounds, |t| t.whole).unwrap();
         assert_eq!(s.direct.p50, nanos(ms(10)));
         assert_eq!(
             s.added.iter().map(|a| a.max).collect::<Vec<_>>(),
             [4, 3, 5].map(|m| nanos(ms(m)))
         );
+        assert_eq!(s.floor.max, nanos(ms(1)));
+        assert_eq!(
+            s.over_floor.iter().map(|a| (a.p50, a.max)).collect::<Vec<_>>(),
+            [(1, 3), (2, 3), (2, 4)].map(|(lo, hi)| (nanos(ms(lo)), nanos(ms(hi))))
+        );
         assert_eq!(s.versus[0].difference.p50, -nanos(ms(2)));
         assert_eq!(s.versus[0].difference.max, nanos(ms(1)));
         assert!((s.versus[0].faster - 0.5).abs() < f64::EPSILON);
         assert!((s.versus[1].faster - 1.0).abs() < f64::EPSILON);
-        // Three sides (Codex's case): one translated path to compare with.
-        let rounds = [round(&[10, 11, 13]), round(&[10, 12, 11])];
+        // Two paths (Codex's case): one translated path to compare with.
+        let rounds = [round(&[10, 11, 13, 10]), round(&[10, 12, 11, 10])];
         let s = series(&rounds, |t| t.first_byte).unwrap();
-        assert_eq!((s.added.len(), s.versus.len()), (2, 1));
+        assert_eq!((s.added.len(), s.over_floor.len(), s.versus.len()), (2, 2, 1));
         assert_eq!(s.versus[0].difference.max, nanos(ms(1)) / 2);
         assert!((s.versus[0].faster - 0.5).abs() < f64::EPSILON);
     }

@@ -158,11 +158,13 @@ impl Plan {
     }
 }
 
-/// The two sides of every pair.
+/// The sides of every pair: the mock directly, the bare pass-through in front of it (the
+/// floor, `switchyard-floor`) and the proxy.
 #[derive(Clone, Debug)]
 pub(crate) struct Sides {
     pub(crate) http: reqwest::Client,
     pub(crate) direct: Endpoint,
+    pub(crate) floor: Endpoint,
     pub(crate) proxied: Endpoint,
     /// Each agent's turn (`passthrough::CASES`), to the mock's endpoint for its dialect and
     /// through the proxy to each of its providers.
@@ -181,6 +183,10 @@ pub(crate) struct Results {
     pub(crate) added: Summary,
     pub(crate) first_byte_direct: Summary,
     pub(crate) first_byte_added: Summary,
+    /// Proxied minus the bare pass-through, and the pass-through minus direct, of the same
+    /// rounds: non-streamed, then the first SSE byte.
+    pub(crate) floor: Floor,
+    pub(crate) first_byte_floor: Floor,
     pub(crate) paced: Paced,
     pub(crate) fallback: Fallback,
     /// Per case of `passthrough::CASES`, in that order.
@@ -201,6 +207,15 @@ pub(crate) struct Results {
     /// Filled in by the caller, on two proxies of their own, when a database was given (see
     /// `team.rs`): the pairs, and how many failures the team's database counted.
     pub(crate) team: Option<(super::team::TeamPairs, u64)>,
+}
+
+/// Switchyard against the bare pass-through (issue 33), paired within the same rounds.
+#[derive(Clone, Debug)]
+pub(crate) struct Floor {
+    /// The pass-through minus direct: what any relay costs.
+    pub(crate) floor: Summary,
+    /// Proxied minus the pass-through: what Switchyard costs beyond a relay.
+    pub(crate) over: Summary,
 }
 
 /// The paced stream's gaps.
@@ -230,9 +245,10 @@ pub(crate) struct Fallback {
 pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results> {
     let idle = Memory::of(sides.proxy_pid)?;
     warm_up(sides, plan.warmup).await.context("warm-up")?;
-    let (direct, added) = non_streamed(sides, plan.pairs).await.context("non-streamed pairs")?;
-    let (first_byte_direct, first_byte_added) =
-        first_bytes(sides, plan.stream_pairs).await.context("streamed pairs")?;
+    let (direct, added, floor) =
+        non_streamed_rounds(sides, plan.pairs).await.context("non-streamed rounds")?;
+    let (first_byte_direct, first_byte_added, first_byte_floor) =
+        first_bytes(sides, plan.stream_pairs).await.context("streamed rounds")?;
     let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
     let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
     // Before the agents' turns: the proxy keeps translated Responses answers for a later
@@ -277,6 +293,8 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         added,
         first_byte_direct,
         first_byte_added,
+        floor,
+        first_byte_floor,
         paced,
         fallback,
         passthrough,
@@ -296,10 +314,12 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
 async fn warm_up(sides: &Sides, rounds: usize) -> anyhow::Result<()> {
     for _ in 0..rounds {
         call(&sides.http, &sides.direct, PLAIN, 200).await?;
+        call(&sides.http, &sides.floor, PLAIN, 200).await?;
         call(&sides.http, &sides.proxied, PLAIN, 200).await?;
     }
     for _ in 0..rounds.div_ceil(4) {
         stream(&sides.http, &sides.direct, PLAIN).await?;
+        stream(&sides.http, &sides.floor, PLAIN).await?;
         stream(&sides.http, &sides.proxied, PLAIN).await?;
         call(&sides.http, &sides.proxied, FALLBACK_COMBO, 200).await?;
         call(&sides.http, &sides.direct, DOWN, 503).await?;
@@ -348,15 +368,46 @@ async fn non_streamed(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, S
     Ok((summary(&direct)?, summary(&added)?))
 }
 
-async fn first_bytes(sides: &Sides, pairs: usize) -> anyhow::Result<(Summary, Summary)> {
-    let mut direct = Vec::with_capacity(pairs);
-    let mut added = Vec::with_capacity(pairs);
-    for i in 0..pairs {
-        let (d, p) = stream_pair(sides, PLAIN, i).await?;
-        direct.push(nanos(d.first_byte));
-        added.push(nanos(p.first_byte) - nanos(d.first_byte));
+/// The small chat request, non-streamed, to the mock, the floor and the proxy in every round
+/// (the order runs through all six permutations): direct, proxied minus direct, and the floor.
+async fn non_streamed_rounds(
+    sides: &Sides,
+    rounds: usize,
+) -> anyhow::Result<(Summary, Summary, Floor)> {
+    let mut timings = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut round = [0; 3];
+        for side in passthrough::order(i, 3) {
+            round[side] = nanos(call(&sides.http, three(sides)[side], PLAIN, 200).await?);
+        }
+        timings.push(round);
     }
-    Ok((summary(&direct)?, summary(&added)?))
+    against_floor(&timings)
+}
+
+/// [`non_streamed_rounds`] for the first SSE byte.
+async fn first_bytes(sides: &Sides, rounds: usize) -> anyhow::Result<(Summary, Summary, Floor)> {
+    let mut timings = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut round = [0; 3];
+        for side in passthrough::order(i, 3) {
+            round[side] = nanos(stream(&sides.http, three(sides)[side], PLAIN).await?.first_byte);
+        }
+        timings.push(round);
+    }
+    against_floor(&timings)
+}
+
+/// Direct, floor, proxied: the index of each in a round of [`non_streamed_rounds`].
+fn three(sides: &Sides) -> [&Endpoint; 3] {
+    [&sides.direct, &sides.floor, &sides.proxied]
+}
+
+/// Direct, proxied minus direct, and the floor's figures, from rounds of [`three`].
+fn against_floor(rounds: &[[i64; 3]]) -> anyhow::Result<(Summary, Summary, Floor)> {
+    let of = |f: fn(&[i64; 3]) -> i64| summary(&rounds.iter().map(f).collect::<Vec<_>>());
+    let floor = Floor { floor: of(|r| r[1] - r[0])?, over: of(|r| r[2] - r[1])? };
+    Ok((of(|r| r[0])?, of(|r| r[2] - r[0])?, floor))
 }
 
 async fn paced(sides: &Sides, pairs: usize) -> anyhow::Result<Paced> {

@@ -99,6 +99,10 @@ struct Args {
     /// The `switchyard-mock` binary (a release build).
     #[arg(long)]
     mock: PathBuf,
+    /// The `switchyard-floor` binary (a release build): the bare pass-through every round
+    /// also measures, Switchyard's floor (issue 33).
+    #[arg(long)]
+    floor: PathBuf,
     /// A short run for CI: fewer pairs; no concurrent-stream memory, throughput, breaker-flap or
     /// cold-start figures.
     #[arg(long)]
@@ -736,17 +740,35 @@ async fn start_and_measure(
     let config = work.join("switchyard.toml");
     std::fs::write(&config, run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"))?;
     let proxy = start_proxy(args, &config, proxy_cpu, work).await?;
+    // On the proxy's CPU: it is the proxy's stand-in, and the two never serve at once.
+    let floor = Launch {
+        name: "floor",
+        program: &args.floor,
+        args: vec!["--upstream".into(), mock.url.clone()],
+        env: Vec::new(),
+        cpu: proxy_cpu,
+    }
+    .start(work)
+    .await
+    .context("start the bare pass-through")?;
 
-    let proxy_base = proxy.url.strip_suffix("/v1").unwrap_or(&proxy.url);
+    let base = |url: &str| url.strip_suffix("/v1").unwrap_or(url).to_owned();
+    let (proxy_base, floor_base) = (base(&proxy.url), base(&floor.url));
     let turns = CASES
         .map(|case| {
-            Ways::new(case, &mock.url, UPSTREAM_KEY, proxy_base, LOCAL_KEY, MANAGEMENT_TOKEN)
+            let (mock, floor) = (mock.url.as_str(), floor_base.as_str());
+            Ways::new(case, (mock, floor), UPSTREAM_KEY, &proxy_base, LOCAL_KEY, MANAGEMENT_TOKEN)
         })
         .to_vec();
     let sides = Sides {
         http: http_client()?,
         direct: Endpoint {
             url: format!("{}/v1/chat/completions", mock.url),
+            key: UPSTREAM_KEY.to_owned(),
+            model_prefix: String::new(),
+        },
+        floor: Endpoint {
+            url: format!("{}/chat/completions", floor.url),
             key: UPSTREAM_KEY.to_owned(),
             model_prefix: String::new(),
         },
@@ -762,6 +784,7 @@ async fn start_and_measure(
     // Both children live (and are killed on drop) until the measurements are done.
     let mut results = run::measure(&sides, plan).await?;
     drop(proxy);
+    drop(floor);
     if plan.hedging {
         results.hedging = Some(measure_hedging(args, &mock.url, proxy_cpu, work).await?);
     }

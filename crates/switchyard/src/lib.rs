@@ -9,6 +9,7 @@ pub mod config;
 pub mod connect;
 pub mod keys;
 pub mod oauth;
+pub mod phases;
 pub mod proxy;
 pub mod requests;
 pub mod running;
@@ -128,8 +129,13 @@ impl App {
     /// data directory and starts persisting it. A config that does not validate stops the start
     /// with an error naming the field; a bad state file never does: the app then runs in memory
     /// only and [`App::persistence_status`] says why.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one start, read top to bottom as its phases, each timed where it ends"
+    )]
     pub async fn start(launch: Launch) -> Result<Self, ConfigError> {
         let Launch { data_dir, config: source, clock, secrets, env } = launch;
+        let mut phases = phases::Phases::start();
         let state_file = data_dir.join(STATE_FILE);
         let registry = Arc::new(HealthRegistry::default());
         // The config first: its policies clamp restored deadlines. The stored config is read
@@ -148,22 +154,26 @@ impl App {
             .map_err(|p| p.in_file(&origin))?;
         let config = Arc::new(config);
         proxy::configure_registry(&registry, &config);
+        phases.done("config read and validated");
         // The HTTP client loads the system's root certificates (milliseconds of file reads):
         // on a blocking thread, while the state file is restored.
         let connect = config.timeouts.connect;
         let executor = tokio::task::spawn_blocking(move || Executor::new(connect));
         let persistence = Persistence::start(state_file, &registry, clock.now()).await;
+        phases.done("state file opened, health restored");
         let usage = Arc::new(UsageTracker::new(Arc::clone(&clock), Arc::clone(&registry)));
         usage.configure(&config);
         if let Some(store) = persistence.store() {
             load_usage(store, &usage).await;
         }
         let log = RequestLog::start(persistence.store().cloned(), usage);
+        phases.done("usage restored");
         // One HTTP client (one pool, one root store) for upstreams and identity providers.
         let executor = executor
             .await
             .expect("building the HTTP client does not panic")
             .expect("the HTTP client builds with static settings");
+        phases.done("HTTP client built");
         let oauth = OAuth::new(
             Arc::clone(&secrets),
             Arc::clone(&registry),
@@ -173,6 +183,7 @@ impl App {
         );
         let upkeep = tokio::spawn(oauth_upkeep(oauth.clone(), Arc::clone(&clock)));
         let confirmed = confirmed_bindings(persistence.store(), &config, clock.now()).await;
+        phases.done("destination bindings read");
         let proxy = Proxy::new(
             config,
             Arc::clone(&registry),
@@ -186,6 +197,7 @@ impl App {
             proxy.restore(store).await;
         }
         let proxy = Arc::new(proxy);
+        phases.done("sessions and quota headroom restored");
         let team = match &proxy.config().team {
             Some(team) => {
                 let live = Arc::clone(&proxy);
@@ -220,6 +232,7 @@ impl App {
         if let Some(team) = &team {
             services = services.with_team(team.watch_status());
         }
+        phases.done("services set up");
         Ok(Self {
             registry,
             persistence,

@@ -263,7 +263,9 @@ async fn serve(
     if let Some(file) = config_file {
         launch = launch.config_file(file);
     }
+    let mut phases = switchyard::phases::Phases::start();
     let app = App::start(launch).await?;
+    phases.done("app started");
     let port = port.unwrap_or(app.config().port);
     let listening = match app.listen(port).await {
         Ok(listening) => listening,
@@ -273,6 +275,7 @@ async fn serve(
         }
     };
     let port = listening.port();
+    phases.done("port bound, local keys and management token read");
     let mut state = listening.state;
     let has_ui = if let Some(dir) = ui {
         tracing::info!(ui = %dir.display(), "serving the web UI at http://127.0.0.1:{port}/");
@@ -313,6 +316,7 @@ async fn serve(
             ),
         }
     }
+    phases.done("running file written, start lines printed");
     tracing::info!(port, data_dir = %data_dir.display(), persistence = ?app.persistence_status(), "switchyard is serving");
     switchyard::server::serve(listening.listener, state, async {
         if let Err(error) = shutdown_signal().await {

@@ -69,9 +69,10 @@ pub(crate) fn section(setup: &Setup, r: &Results) -> String {
         "Written by `switchyard-bench` (`crates/switchyard-testkit/src/bin/switchyard-bench.rs`) from \
          the run described below; run the command again to replace it. Release builds of `switchyard` \
          and `switchyard-mock` run as separate processes. Every latency figure is a **paired \
-         difference**: the same request goes to the mock directly and through the proxy, back to \
-         back (the order alternates between pairs), and only the difference within each pair is kept, \
-         so both sides see the same machine noise. The throughput and cold-start sections are the \
+         difference**: the same request goes to the mock directly, through the bare pass-through \
+         (the floor, `switchyard-floor`) and through the proxy, back to back (the order runs \
+         through every permutation from one round to the next), and only differences within a \
+         round are kept, so every side sees the same machine noise. The throughput and cold-start sections are the \
          exceptions: they say what they time. Percentiles are nearest-rank values that were \
          actually measured; a negative value means the proxied side of that pair happened to be faster.\n"
     );
@@ -340,7 +341,9 @@ fn floor_table(out: &mut String, r: &Results) {
             Client::Codex => "Codex",
         };
         let bytes = thousands(turn.body_bytes);
-        for (label, series) in [("non-streamed", &turn.non_streamed), ("first SSE byte", &turn.first_byte)] {
+        for (label, series) in
+            [("non-streamed", &turn.non_streamed), ("first SSE byte", &turn.first_byte)]
+        {
             for (i, path) in turn.case.paths.iter().enumerate() {
                 let over = &series.over_floor[i];
                 // Issue 33 sets a number for Claude Code's turn passed through, non-streamed.

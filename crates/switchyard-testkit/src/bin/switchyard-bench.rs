@@ -10,8 +10,12 @@
 //! Exit status: 0 when the run completed and the added p50 latencies (non-streamed and first
 //! SSE byte, of the small chat request and of each agent's turn, Claude Code's and Codex's, on
 //! every path) are under the
-//! gross-regression ceiling (`--max-added-p50-ms`), 1 otherwise. That ceiling is far above the
-//! targets: it catches a broken build, not a slow one. Whether passthrough beats translation is
+//! gross-regression ceiling (`--max-added-p50-ms`) and Switchyard's p50 extras over the bare
+//! pass-through (`switchyard-floor`, a third side of every round: the small chat request
+//! non-streamed and to the first SSE byte, Claude Code's turn passed through) are within
+//! `--max-over-floor-p50-us` (issue 33), 1 otherwise. The ceiling catches a broken build; the
+//! floor's bound catches a slow one. A run over the floor's bound is measured once more before
+//! it fails, so one noisy run on a shared machine is not a verdict. Whether passthrough beats translation is
 //! reported, not enforced: on a shared machine one run's ordering is not a verdict.
 //!
 //! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
@@ -74,7 +78,7 @@ use clap::Parser;
 use self::client::{Endpoint, http_client};
 use self::fleet::{Launch, pin_self, taskset_available};
 use self::machine::Machine;
-use self::passthrough::{CASES, Ways};
+use self::passthrough::{CASES, Client, Ways};
 use self::report::Setup;
 use self::run::{Plan, Sides};
 use self::stats::Micros;
@@ -84,6 +88,13 @@ const UPSTREAM_KEY: &str = "sk-bench-upstream";
 const LOCAL_KEY: &str = "sy-bench-local";
 /// The proxy's management token, to read its request log (which path served the agent).
 const MANAGEMENT_TOKEN: &str = "sy-bench-management";
+/// The default bounds on the extra over the floor, in microseconds, set from `scripts/bench
+/// --quick` at the commit that added them (small chat request 118.1 µs non-streamed, 119.1 µs
+/// to the first SSE byte; Claude Code's turn passed through 496.8 µs): 80 µs of headroom for a
+/// noisy 2-core machine, so a regression of 100 µs per request fails; the agent's turn, with
+/// fewer rounds and more noise, only against twice its figure.
+const FLOOR_GUARD_US: f64 = 200.0;
+const AGENT_FLOOR_GUARD_US: f64 = 1000.0;
 
 /// Added latency of the Switchyard proxy over a direct call to the mock upstream.
 #[derive(Debug, Parser)]
@@ -119,6 +130,14 @@ struct Args {
     /// Fail (exit 1) when an added p50 exceeds this many milliseconds.
     #[arg(long, default_value_t = 5.0)]
     max_added_p50_ms: f64,
+    /// Fail (exit 1) when Switchyard's p50 extra over the bare pass-through exceeds this many
+    /// microseconds for the small chat request, non-streamed or to the first SSE byte (issue
+    /// 33). A run over a floor bound is made once more before failing.
+    #[arg(long, default_value_t = FLOOR_GUARD_US)]
+    max_over_floor_p50_us: f64,
+    /// The same for Claude Code's turn passed through, non-streamed.
+    #[arg(long, default_value_t = AGENT_FLOOR_GUARD_US)]
+    max_agent_over_floor_p50_us: f64,
     /// Describe the source this way instead of asking git (e.g. for a run from an export).
     #[arg(long)]
     commit: Option<String>,
@@ -215,26 +234,17 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
     // One thread: the client never competes with itself, and its timings are not migrations.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let results = runtime.block_on(async {
-        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
-        let outcome = start_and_measure(args, plan, mock_cpu, proxy_cpu, work.path()).await;
-        if outcome.is_err() {
-            for log in ["mock.log", "switchyard.log"] {
-                let text = std::fs::read_to_string(work.path().join(log)).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(30).collect();
-                let _ = writeln!(std::io::stderr(), "--- {log} (last lines)");
-                for line in tail.into_iter().rev() {
-                    let _ = writeln!(std::io::stderr(), "{line}");
-                }
-            }
-        }
-        outcome
-    })?;
+    let mut stdout = std::io::stdout().lock();
+    let mut results = measure_main(args, plan, (mock_cpu, proxy_cpu), &runtime)?;
+    if floor_guard(args, &results).iter().any(|&(_, p50, bound)| p50 > bound) {
+        // One noisy run on a shared 2-core machine is not a verdict; two in a row are.
+        writeln!(stdout, "guard: an extra over the floor is above its bound; measuring once more")?;
+        results = measure_main(args, plan, (mock_cpu, proxy_cpu), &runtime)?;
+    }
 
     let load_after = machine::load_average();
     let setup = Setup { machine, load_after, command: args.command.clone(), placement, plan };
     let section = report::section(&setup, &results);
-    let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{section}")?;
     if args.quick {
         writeln!(
@@ -250,10 +260,69 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
         writeln!(stdout, "wrote the `{}` section of {}", report::HEADING, path.display())?;
     }
     write_side_sections(args, &setup.machine, &results, &mut stdout)?;
+    guards(args, &results, &mut stdout)
+}
 
+/// The figures Switchyard's extra over the floor is guarded on, each with its p50 and bound.
+fn floor_guard(args: &Args, results: &run::Results) -> Vec<(String, i64, i64)> {
+    let micros = |us: f64| stats::nanos(Duration::from_secs_f64(us / 1e6));
+    let (chat, agent) =
+        (micros(args.max_over_floor_p50_us), micros(args.max_agent_over_floor_p50_us));
+    let mut guarded = vec![
+        ("chat request over the floor p50 (non-streamed)".to_owned(), results.floor.over.p50, chat),
+        (
+            "chat request over the floor p50 (first SSE byte)".to_owned(),
+            results.first_byte_floor.over.p50,
+            chat,
+        ),
+    ];
+    let claude = results.passthrough.iter().filter(|t| t.case.client == Client::ClaudeCode);
+    for turn in claude {
+        guarded.push((
+            format!(
+                "{} via `{}` over the floor p50 (non-streamed)",
+                turn.case.endpoint, turn.case.paths[0].provider
+            ),
+            turn.non_streamed.over_floor[0].p50,
+            agent,
+        ));
+    }
+    guarded
+}
+
+/// One run of the main measurements, on a mock, a floor and a proxy of its own.
+fn measure_main(
+    args: &Args,
+    plan: Plan,
+    (mock_cpu, proxy_cpu): (Option<usize>, Option<usize>),
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<run::Results> {
+    runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        let outcome = start_and_measure(args, plan, mock_cpu, proxy_cpu, work.path()).await;
+        if outcome.is_err() {
+            for log in ["mock.log", "floor.log", "switchyard.log"] {
+                let text = std::fs::read_to_string(work.path().join(log)).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(30).collect();
+                let _ = writeln!(std::io::stderr(), "--- {log} (last lines)");
+                for line in tail.into_iter().rev() {
+                    let _ = writeln!(std::io::stderr(), "{line}");
+                }
+            }
+        }
+        outcome
+    })
+}
+
+/// Every guard, printed: the gross-regression ceilings, then the floor's bound. Whether all
+/// hold.
+fn guards(
+    args: &Args,
+    results: &run::Results,
+    stdout: &mut impl std::io::Write,
+) -> anyhow::Result<bool> {
     let ceiling = Duration::from_secs_f64(args.max_added_p50_ms / 1000.0);
     let ceiling = stats::nanos(ceiling);
-    let mut passed = true;
     let mut guarded = vec![
         ("added latency p50 (non-streamed)".to_owned(), results.added.p50, ceiling),
         ("added first-SSE-byte p50".to_owned(), results.first_byte_added.p50, ceiling),
@@ -282,6 +351,7 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
             guarded.push((format!("{name}: added first-SSE-byte p50"), first, ceiling));
         }
     }
+    let mut passed = true;
     for (name, p50, ceiling) in guarded {
         let verdict = if p50 <= ceiling { "ok" } else { "GROSS REGRESSION" };
         passed &= p50 <= ceiling;
@@ -291,6 +361,11 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
             Micros(p50),
             Micros(ceiling)
         )?;
+    }
+    for (name, p50, bound) in floor_guard(args, results) {
+        let verdict = if p50 <= bound { "ok" } else { "REGRESSION OVER THE FLOOR" };
+        passed &= p50 <= bound;
+        writeln!(stdout, "guard: {name} = {} (bound {}): {verdict}", Micros(p50), Micros(bound))?;
     }
     Ok(passed)
 }

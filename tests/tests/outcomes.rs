@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use switchyard_core::ManualClock;
-use switchyard_core::outcome::{BreakerFault, OutcomeKind};
+use switchyard_core::outcome::{BreakerFault, CredentialFault, OutcomeKind};
 use switchyard_core::resilience::{BreakerState, CredentialStatus};
 use switchyard_e2e::harness::{
     FALLBACK, Harness, Setup, T0, WATCHDOG, anthropic_stream_text, ask, closed_port, header,
@@ -426,6 +426,67 @@ async fn running_out_of_credit_benches_the_key_for_an_hour_and_falls_back() {
         clock.advance(Duration::from_secs(1));
         assert_eq!(ask(&h, "credit").await.0, 200);
         assert_eq!(keys(&h, model).last().map(String::as_str), Some(key), "{behavior:?}");
+    }
+}
+
+/// Issue 28: a subscription's window that ran out (a Claude plan's 429 with the unified
+/// limiter rejecting; Codex's `usage_limit_reached`) benches that credential until exactly the
+/// window's reset, five hours or a week away (no one-hour cap on hints), the same request falls
+/// back, and the subscription serves again at the reset.
+#[tokio::test]
+async fn a_subscriptions_spent_window_benches_it_until_its_reset_however_far_and_falls_back() {
+    let at = |wait: Duration| (T0.0 / 1000 + wait.as_secs()).to_string();
+    let five_hours = Duration::from_secs(5 * 3600);
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let claude = Status::new(429)
+        .header("anthropic-ratelimit-unified-status", "rejected")
+        .header("anthropic-ratelimit-unified-5h-utilization", "1.0")
+        .header("anthropic-ratelimit-unified-reset", at(five_hours));
+    let codex = Status::new(429).body_json(serde_json::json!({"error": {
+        "type": "usage_limit_reached",
+        "message": "The usage limit has been reached",
+        "plan_type": "plus",
+        "resets_in_seconds": week.as_secs(),
+    }}));
+    let cases = [
+        ("an", "an-1", "claude-x", "oa/gpt-4o", claude, five_hours),
+        ("oa", "oa-1", "gpt-4o", "an/claude-x", codex, week),
+    ];
+    for (provider, key, model, fallback, behavior, reset) in cases {
+        let clock = ManualClock::new(T0);
+        let combo = format!(
+            "[[combos]]\nname = \"plan\"\ntargets = [{{ target = \"{provider}/{model}\" }}, {{ target = \"{fallback}\" }}]\n"
+        );
+        let h = Harness::start_with_clock(&combo, &clock).await;
+        h.mock.enqueue(model, behavior);
+        let (status, _, body) = ask(&h, "plan").await;
+        assert_eq!(status, 200, "{key}: the same request falls back: {body}");
+        let benched = h.app.credential(provider, key).expect("benched");
+        let until_reset = u64::try_from(reset.as_millis()).unwrap();
+        assert_eq!(
+            (benched.status, benched.retry_in_ms, benched.last_error),
+            (
+                CredentialStatus::QuotaExhausted,
+                Some(until_reset),
+                Some(CredentialFault::Subscription)
+            ),
+            "{key}"
+        );
+        assert_eq!(h.app.breaker(provider), None, "{key}: the provider is fine");
+        assert_eq!(h.app.locked(), Vec::<String>::new(), "{key}: the credential, not a model");
+
+        // A second before the reset it is still out; at the reset it serves again.
+        clock.advance(reset.saturating_sub(Duration::from_secs(1)));
+        h.mock.clear();
+        assert_eq!(ask(&h, "plan").await.0, 200);
+        assert!(!keys(&h, model).iter().any(|k| k == key), "{key}: still benched");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(ask(&h, "plan").await.0, 200);
+        assert_eq!(
+            keys(&h, model).last().map(String::as_str),
+            Some(key),
+            "{key}: back at the reset"
+        );
     }
 }
 

@@ -7,6 +7,7 @@
 //! 429 body and setting [`BodyHint::InsufficientQuota`]) but never the mapping itself.
 
 mod hint;
+mod subscription;
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use self::hint::Resets;
 pub(crate) use self::hint::reset_value;
 pub use self::hint::{MAX_RETRY_AFTER, retry_after};
+pub use self::subscription::MAX_SUBSCRIPTION_WAIT;
 use crate::clock::UnixMillis;
 
 /// The longest `Retry-After` on a transient answer (408, 5xx, 529) that still allows the one
@@ -117,6 +119,12 @@ pub enum BodyHint {
     /// Nothing special, but the body asked for a wait, as a `Retry-After` header would (Gemini's
     /// `google.rpc.RetryInfo.retryDelay`). Applies only where `Retry-After` does.
     RetryDelay(Duration),
+    /// A subscription's window ran out (Codex's `usage_limit_reached`), refilling in
+    /// `resets_in` or at `resets_at` when the body says (issue 28).
+    SubscriptionLimit {
+        resets_in: Option<Duration>,
+        resets_at: Option<UnixMillis>,
+    },
 }
 
 impl BodyHint {
@@ -215,6 +223,9 @@ pub enum CredentialFault {
     Auth,
     /// The account is out of credit: a long cooldown.
     Quota,
+    /// A subscription's window ran out (a Claude or `ChatGPT` plan's five-hour or weekly limit):
+    /// benched until exactly the window's reset, however far (issue 28).
+    Subscription,
 }
 
 /// Which layers an outcome charges. A success charges none and is recorded as success on all.
@@ -274,7 +285,8 @@ pub struct Verdict {
     pub charges: Charges,
     pub retry_same: RetrySame,
     pub fallback: Fallback,
-    /// How long the upstream asked us to wait, already clamped to [`MAX_RETRY_AFTER`].
+    /// How long the upstream asked us to wait, already clamped to [`MAX_RETRY_AFTER`] (to
+    /// [`MAX_SUBSCRIPTION_WAIT`] for a subscription's window, which lasts until its reset).
     pub retry_after: Option<Duration>,
 }
 
@@ -399,6 +411,17 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
             v(OutcomeKind::Transport, provider(BreakerFault::Reset), R::No, F::Yes)
         }
         Upstream::Response { status, headers, body } => {
+            // A subscription's window that ran out outranks what its status says: the
+            // subscription is out until the reset, the request goes on to the next target.
+            if let Some(spent) = subscription::limit(status, headers, body, now) {
+                let charges =
+                    Charges { credential: Some(CredentialFault::Subscription), ..Charges::NOTHING };
+                return Verdict {
+                    status: Some(status),
+                    retry_after: spent.wait,
+                    ..v(OutcomeKind::QuotaExhausted, charges, R::No, F::Yes)
+                };
+            }
             let mut verdict = classify_response(status, body, policy);
             verdict.status = Some(status);
             // Hints apply to their own kind (RESILIENCE.md §2 notes): reset headers describe a

@@ -163,6 +163,7 @@ const TRANSIENT_AND_MODEL: Charges =
     Charges { provider: Some(BreakerFault::Transient), credential: None, model: true };
 const RATE_LIMITED_KEY: Charges = credential(CredentialFault::RateLimit);
 const QUOTA: Charges = credential(CredentialFault::Quota);
+const SUBSCRIPTION: Charges = credential(CredentialFault::Subscription);
 
 const fn success(status: u16) -> Verdict {
     v(K::Success, Some(status), NOTHING, R::No, F::No)
@@ -571,6 +572,32 @@ static TABLE: &[Row] = &[
         v(K::QuotaExhausted, Some(429), QUOTA, R::No, F::Yes),
     )
     .waiting(MAX_RETRY_AFTER),
+    // A subscription's window ran out (issue 28) → quota_exhausted on the credential, until the
+    // window's reset however far (no one-hour cap), whatever the lockout codes say of a 429.
+    row(
+        "a Claude plan's 429 with the unified limiter rejecting benches the subscription until its reset five hours away",
+        status_with(
+            429,
+            &[
+                ("anthropic-ratelimit-unified-status", "rejected"),
+                ("anthropic-ratelimit-unified-reset", "1795994400"),
+            ],
+        ),
+        v(K::QuotaExhausted, Some(429), SUBSCRIPTION, R::No, F::Yes),
+    )
+    .waiting(Duration::from_secs(5 * 3600)),
+    row(
+        "Codex's usage_limit_reached benches the plan for the week its body says",
+        status_saying(
+            429,
+            BodyHint::SubscriptionLimit {
+                resets_in: Some(Duration::from_secs(7 * 24 * 3600)),
+                resets_at: None,
+            },
+        ),
+        v(K::QuotaExhausted, Some(429), SUBSCRIPTION, R::No, F::Yes),
+    )
+    .waiting(Duration::from_secs(7 * 24 * 3600)),
     // 403 otherwise (model, region, organisation not permitted) → model_forbidden: the
     // (credential, model) is locked, the key keeps serving its other models.
     row(
@@ -850,6 +877,7 @@ fn credential_index(f: CredentialFault) -> usize {
         CredentialFault::RateLimit => 0,
         CredentialFault::Auth => 1,
         CredentialFault::Quota => 2,
+        CredentialFault::Subscription => 3,
     }
 }
 
@@ -880,7 +908,7 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
     let mut phases = [false; 3];
     let mut streams = [false; 8];
     let mut breaker_faults = [false; BreakerFault::ALL.len()];
-    let mut credentials = [false; 3];
+    let mut credentials = [false; 4];
     let mut retries = [false; 4];
     let mut fallbacks = [false; 4];
     let mut model_charged = false;

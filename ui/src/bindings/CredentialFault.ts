@@ -3,4 +3,4 @@
 /**
  * The credential-level fault a failure charges to the credential cooldown.
  */
-export type CredentialFault = "rate_limit" | "auth" | "quota";
+export type CredentialFault = "rate_limit" | "auth" | "quota" | "subscription";

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Changed, SkipReason};
 use crate::clock::{UnixMillis, millis};
-use crate::outcome::CredentialFault;
+use crate::outcome::{CredentialFault, MAX_SUBSCRIPTION_WAIT};
 use crate::settings::CooldownPolicy;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -93,6 +93,7 @@ impl CredentialCooldown {
 
     /// Ends an expired timed status and clamps `until` against clock jumps.
     pub fn refresh(&mut self, now: UnixMillis, policy: &CooldownPolicy) -> Changed {
+        let longest = self.longest(policy);
         let Some(until) = self.until.as_mut() else {
             return Changed::No;
         };
@@ -104,7 +105,7 @@ impl CredentialCooldown {
             self.probe_through = false;
             return Changed::Yes;
         }
-        let clamped = until.clamp_from(now, policy.longest());
+        let clamped = until.clamp_from(now, longest);
         if clamped == *until {
             return Changed::No;
         }
@@ -209,6 +210,12 @@ impl CredentialCooldown {
                 self.status = S::QuotaExhausted;
                 self.until = Some(now.plus(wait));
             }
+            // A subscription's window: out until exactly its reset, however far, and back then.
+            CredentialFault::Subscription if self.is_dead() => return Changed::No,
+            CredentialFault::Subscription => {
+                self.status = S::QuotaExhausted;
+                self.until = Some(now.plus(hint.unwrap_or(policy.quota_cooldown)));
+            }
             CredentialFault::RateLimit if self.status != S::Active => return Changed::No,
             CredentialFault::RateLimit => {
                 let wait = hint.unwrap_or_else(|| formula(policy, kind, self.backoff_level));
@@ -234,6 +241,12 @@ impl CredentialCooldown {
         self.probe_through = false;
         self.changed_at = now;
         Changed::Yes
+    }
+
+    /// The longest its timed status may last from now: a subscription's window until its
+    /// reset (up to [`MAX_SUBSCRIPTION_WAIT`]), anything else the policy's longest.
+    fn longest(&self, policy: &CooldownPolicy) -> Duration {
+        longest(policy, self.last_error)
     }
 
     /// Benched until a person or the OAuth refresher acts.
@@ -262,13 +275,24 @@ impl CredentialCooldown {
         let timed = matches!(status, CredentialStatus::Cooling | CredentialStatus::QuotaExhausted);
         Self {
             status,
-            until: timed
-                .then(|| record.cooling_until.unwrap_or(now).min(now.plus(policy.longest()))),
+            until: timed.then(|| {
+                let longest = longest(policy, record.last_error);
+                record.cooling_until.unwrap_or(now).min(now.plus(longest))
+            }),
             backoff_level: record.backoff_level.min(policy.max_backoff_level),
             last_error: record.last_error,
             changed_at: record.changed_at,
             probe_through: false,
         }
+    }
+}
+
+/// How long a timed status charged with `fault` may last at most (see
+/// [`CredentialCooldown::refresh`], [`CredentialCooldown::restore`]).
+fn longest(policy: &CooldownPolicy, fault: Option<CredentialFault>) -> Duration {
+    match fault {
+        Some(CredentialFault::Subscription) => MAX_SUBSCRIPTION_WAIT,
+        _ => policy.longest(),
     }
 }
 
@@ -410,6 +434,35 @@ mod tests {
             check_at(&mut c, T0),
             Err(SkipReason::CredentialQuotaExhausted { retry_in_ms: millis(p.quota_cooldown) })
         );
+    }
+
+    #[test]
+    fn a_subscriptions_window_benches_it_until_exactly_its_reset_and_survives_a_restore() {
+        let p = CooldownPolicy::default();
+        let five_hours = Duration::from_secs(5 * 3600);
+        assert!(five_hours > p.longest(), "the test needs a reset past every other cap");
+        let mut c = CredentialCooldown::new(T0);
+        let fault = CredentialFault::Subscription;
+        let benched = c.on_failure(T0, &p, CredentialKind::ApiKey, fault, Some(five_hours));
+        assert_eq!(benched, Changed::Yes);
+        let just_before = T0.plus(five_hours.saturating_sub(SEC));
+        assert!(matches!(
+            check_at(&mut c, just_before),
+            Err(SkipReason::CredentialQuotaExhausted { .. })
+        ));
+        // Saved and read back at start: the reset stands, not the one-hour cap of hints.
+        let restored = CredentialCooldown::restore(&c.record(), T0.plus(SEC), &p);
+        assert_eq!(restored.record().cooling_until, Some(T0.plus(five_hours)));
+        assert_eq!(check_at(&mut c, T0.plus(five_hours)), Ok(()), "it serves again at the reset");
+        // Without a reset said, the long quota cooldown.
+        let mut c = CredentialCooldown::new(T0);
+        assert_eq!(c.on_failure(T0, &p, CredentialKind::ApiKey, fault, None), Changed::Yes);
+        assert_eq!(c.record().cooling_until, Some(T0.plus(p.quota_cooldown)));
+        // A corrupt record cannot bench it past the longest window.
+        let mut far = c.record();
+        far.cooling_until = Some(T0.plus(MAX_SUBSCRIPTION_WAIT * 3));
+        let restored = CredentialCooldown::restore(&far, T0, &p);
+        assert_eq!(restored.record().cooling_until, Some(T0.plus(MAX_SUBSCRIPTION_WAIT)));
     }
 
     #[test]

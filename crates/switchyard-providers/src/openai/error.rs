@@ -74,6 +74,7 @@ pub fn error_report(body: &[u8]) -> UpstreamError {
     let hint = code
         .and_then(known)
         .or_else(|| kind.and_then(known))
+        .or_else(|| usage_limit(error))
         .or_else(|| moderated(error))
         .unwrap_or_else(|| message_hint(&message.to_ascii_lowercase()));
     // OpenRouter's `code` is the number of the HTTP status the error stands for; inside a 200
@@ -107,6 +108,23 @@ fn known(name: &str) -> Option<BodyHint> {
         "invalid_api_key" | "account_deactivated" => BodyHint::InvalidCredential,
         "rate_limit_exceeded" => BodyHint::None,
         _ => return None,
+    })
+}
+
+/// Codex's backend (a `ChatGPT` plan) answers a spent five-hour or weekly window with a 429 of
+/// type `usage_limit_reached`, saying when it refills as `resets_in_seconds` or, in later
+/// versions, `resets_at` (Unix seconds): a subscription's limit, not a rate limit (issue 28).
+fn usage_limit(error: &Value) -> Option<BodyHint> {
+    let named =
+        |field: &str| error.get(field).and_then(Value::as_str) == Some("usage_limit_reached");
+    if !(named("type") || named("code")) {
+        return None;
+    }
+    let seconds = |field: &str| error.get(field).and_then(Value::as_u64);
+    Some(BodyHint::SubscriptionLimit {
+        resets_in: seconds("resets_in_seconds").map(std::time::Duration::from_secs),
+        resets_at: seconds("resets_at")
+            .map(|at| switchyard_core::UnixMillis(at.saturating_mul(1000))),
     })
 }
 
@@ -144,6 +162,21 @@ mod tests {
 
     fn hint(body: &str) -> BodyHint {
         error_report(body.as_bytes()).hint
+    }
+
+    #[test]
+    fn codexs_usage_limit_is_a_subscriptions_limit_with_its_reset() {
+        let limit = r#"{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","plan_type":"plus","resets_in_seconds":18000}}"#;
+        let in_five_hours = Some(std::time::Duration::from_secs(18_000));
+        assert_eq!(
+            hint(limit),
+            BodyHint::SubscriptionLimit { resets_in: in_five_hours, resets_at: None }
+        );
+        let at = r#"{"error":{"type":"usage_limit_reached","message":"m","resets_at":1800000000}}"#;
+        let resets_at = Some(switchyard_core::UnixMillis(1_800_000_000_000));
+        assert_eq!(hint(at), BodyHint::SubscriptionLimit { resets_in: None, resets_at });
+        let plain = r#"{"error":{"type":"rate_limit_exceeded","message":"slow down","resets_in_seconds":5}}"#;
+        assert_eq!(hint(plain), BodyHint::None, "only the named limit is a subscription's");
     }
 
     #[test]

@@ -112,6 +112,38 @@ async fn a_missing_or_wrong_local_key_is_refused_in_the_routes_dialect() {
     assert_eq!(h.mock.total_attempts(), 0);
 }
 
+/// Issue 28 point 1: a client whose `Authorization` / `x-api-key` is its own upstream login
+/// (a subscriber's Claude Code or Codex) sends the local key in `x-switchyard-key`; then that
+/// header alone is the local key, and neither it nor the client's login goes upstream.
+#[tokio::test]
+async fn the_local_key_may_come_beside_the_clients_own_login_and_then_that_alone_counts() {
+    let h = Harness::start("").await;
+    let body = json!({"model": "oa/gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let login = "sk-ant-oat01-a-subscribers-own-token";
+    for (path, anthropic) in [("/v1/chat/completions", false), ("/v1/messages", true)] {
+        let url = h.url(path);
+        let served = h.http.post(&url).bearer_auth(login).header("x-switchyard-key", LOCAL_KEY);
+        let (status, _, answer) = json_parts(served.json(&body).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+        let by_api_key = h.http.post(&url).header("x-api-key", login);
+        let by_api_key = by_api_key.header("x-switchyard-key", LOCAL_KEY).json(&body);
+        assert_eq!(by_api_key.send().await.unwrap().status(), 200, "{path}: beside x-api-key");
+        // The side header decides: a wrong one is refused even beside a valid local key.
+        let wrong = h.http.post(&url).bearer_auth(LOCAL_KEY).header("x-switchyard-key", "sy-wrong");
+        assert_refused(wrong.json(&body), anthropic, 401, "a wrong side key").await;
+        let empty = h.http.post(&url).bearer_auth(LOCAL_KEY).header("x-switchyard-key", "");
+        assert_refused(empty.json(&body), anthropic, 401, "an empty side key").await;
+    }
+    let attempts = h.mock.attempts();
+    assert_eq!(attempts.len(), 4, "only the four admitted requests went upstream");
+    for attempt in attempts {
+        assert_eq!(attempt.api_key(), Some("oa-1"), "the provider's own key went upstream");
+        assert_eq!(attempt.header("x-switchyard-key"), None, "the local key stays here");
+        let sent = attempt.to_json().to_string();
+        assert!(!sent.contains(login), "the client's login went nowhere: {sent}");
+    }
+}
+
 /// A stand-in for `ui/dist`.
 fn built_ui() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

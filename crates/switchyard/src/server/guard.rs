@@ -200,6 +200,9 @@ enum Caller {
     Session(SessionId),
 }
 
+/// Where a client whose `Authorization` is its own upstream credential sends the local key.
+pub(crate) const SIDE_KEY_HEADER: &str = "x-switchyard-key";
+
 /// The other places a `/v1beta` request may carry its local key, as Google's clients send
 /// it: `x-goog-api-key`, or `?key=` (this, percent-decoded), the one place a key may come in
 /// the URL.
@@ -249,8 +252,13 @@ fn check(
     let presented = bearer(headers)
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim);
+    // A client that keeps its own upstream login in `Authorization` / `x-api-key` (a
+    // subscriber's Claude Code or Codex, issue 28) sends the local key beside it: then only
+    // that header is the local key, and the others are not checked as one.
+    let side = headers.get(SIDE_KEY_HEADER).map(|v| v.to_str().map_or("", str::trim));
     match (takes, google) {
         (Some(takes), _) => manager(state, takes, presented),
+        (None, _) if side.is_some() => client(state, side),
         (None, Some(GoogleKey(in_query))) => {
             let header = headers.get("x-goog-api-key").and_then(|v| v.to_str().ok());
             client(state, presented.or(header.map(str::trim)).or(in_query.as_deref()))
@@ -265,7 +273,7 @@ fn client(state: &ServerState, presented: Option<&str>) -> Result<Caller, ApiErr
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
-            "missing local API key: send `Authorization: Bearer <key>` (Gemini clients: `x-goog-api-key: <key>`; create one with `switchyard keys create`)",
+            "missing local API key: send `Authorization: Bearer <key>` (Gemini clients: `x-goog-api-key: <key>`; a client whose `Authorization` is its own login: `x-switchyard-key: <key>`; create one with `switchyard keys create`)",
         ));
     };
     state.keys.identify(presented).map(Caller::Client).ok_or_else(|| {

@@ -127,7 +127,8 @@ describe('App over HTTP', () => {
 
     await signIn();
     expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
-    expect(await screen.findByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1');
+    // The page shows where it was loaded from until the server says its endpoint: wait for that.
+    await vi.waitFor(() => expect(screen.getByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1'), { timeout: 5000 });
     expect(await screen.findByText('1 of 2 ready')).toBeInTheDocument();
     await vi.waitFor(() => expect(seen.some((r) => r.path === '/api/events')).toBe(true));
 
@@ -244,7 +245,8 @@ describe('App in the desktop shell', () => {
     vi.stubGlobal('fetch', fetch);
     render(<App />);
     expect(await screen.findByRole('heading', { name: 'Overview', level: 1 })).toBeInTheDocument();
-    expect(await screen.findByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1');
+    // The page shows where it was loaded from until the server says its endpoint: wait for that.
+    await vi.waitFor(() => expect(screen.getByTestId('endpoint')).toHaveTextContent('http://127.0.0.1:4141/v1'), { timeout: 5000 });
     expect(screen.queryByLabelText('Management token')).not.toBeInTheDocument();
     expect(screen.queryByRole('button', { name: 'Sign out' })).not.toBeInTheDocument();
     expect(calls).toContain('GET /api/monitoring/health');

@@ -184,6 +184,16 @@ impl Behavior {
         Reply::default().fault(Fault::ErrorAfterFinish).into()
     }
 
+    /// The behaviour as sent at `now`: a status's `{epoch+N}` header placeholders filled in
+    /// (see [`Status::at`]); every other behaviour is the same at any time.
+    #[must_use]
+    pub fn at(self, now: switchyard_core::UnixMillis) -> Self {
+        match self {
+            Self::Status(status) => Self::Status(status.at(now)),
+            other => other,
+        }
+    }
+
     /// The JSON form, for the [`BEHAVIOR_HEADER`] request header.
     pub fn header_value(&self) -> String {
         serde_json::to_string(self).expect("a behavior always serialises")

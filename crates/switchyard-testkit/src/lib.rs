@@ -32,7 +32,9 @@
 //!
 //! Invariants: the mock never binds a fixed port in tests, never reads the system clock for
 //! anything a test asserts on (ids and timestamps in answers are derived from the attempt's
-//! sequence number or are constants), and never outlives its [`MockUpstream`] handle.
+//! sequence number or are constants; the one instant it computes, a status header's
+//! `{epoch+N}`, reads the clock [`MockBuilder::clock`] gives it), and never outlives its
+//! [`MockUpstream`] handle.
 
 mod behavior;
 pub mod corpus;

@@ -70,12 +70,38 @@ impl Attempt {
             })
     }
 
+    /// Every credential the request carried, each by where it was and its digest (as `key`):
+    /// a header of [`REDACTED_HEADERS`] (`authorization` without its `Bearer ` prefix), or
+    /// `?key` for Gemini's query key. [`Attempt::api_key`] names one credential; this names all
+    /// of them, so a test can tell a subscriber's own login (`Authorization: Bearer <token>`)
+    /// from an API key (`x-api-key`) even when a request carries both.
+    pub fn credentials(&self) -> Map<String, Value> {
+        let mut found = Map::new();
+        for &name in REDACTED_HEADERS {
+            if let Some(value) = self.header(name) {
+                let secret = value.strip_prefix("Bearer ").unwrap_or(value);
+                found.insert(name.to_owned(), Value::String(key_digest(secret)));
+            }
+        }
+        let query_key = self
+            .query
+            .as_deref()
+            .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("key=")));
+        if let Some(key) = query_key {
+            found.insert("?key".to_owned(), Value::String(key_digest(key)));
+        }
+        found
+    }
+
     /// The attempt as a record file holds it: `seq`, `dialect`, `model`, `path`, `query`,
     /// `stream`, `headers` (name → value, repeated headers joined with `, `, credentials
     /// replaced by `[redacted]`), `body` (parsed, `null` when not JSON), `raw_body` (the exact
     /// bytes as UTF-8 text, or `raw_body_base64` when they are not UTF-8), `behavior`,
-    /// `elapsed_ms` and `key` (the first 12 hex digits of the presented credential's SHA-256,
-    /// `null` without one: which key served, without the key).
+    /// `elapsed_ms`, `key` (the first 12 hex digits of the presented credential's SHA-256,
+    /// `null` without one: which key served, without the key) and `credentials` (the same
+    /// digest of every credential the request carried, by header name, `?key` for Gemini's
+    /// query key: see [`Attempt::credentials`]). Headers that only name an account, such as
+    /// Codex's `chatgpt-account-id`, are kept as sent.
     pub fn to_json(&self) -> Value {
         let mut headers = Map::new();
         for name in self.headers.keys() {
@@ -104,6 +130,7 @@ impl Attempt {
             "behavior": self.behavior,
             "elapsed_ms": u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX),
             "key": self.api_key().map(key_digest),
+            "credentials": self.credentials(),
         });
         if let Ok(text) = std::str::from_utf8(&self.raw_body) {
             record["raw_body"] = Value::String(text.to_owned());
@@ -128,9 +155,17 @@ fn key_digest(key: &str) -> String {
 }
 
 /// Headers that carry credentials: a record file names them but never holds their value, so
-/// record directories can be kept as CI artefacts.
-const REDACTED_HEADERS: &[&str] =
-    &["authorization", "x-api-key", "x-goog-api-key", "proxy-authorization", "cookie"];
+/// record directories can be kept as CI artefacts. `x-switchyard-key` is Switchyard's own key,
+/// which a client sends beside its login and which must never reach an upstream: a record
+/// names it when it did.
+const REDACTED_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "x-switchyard-key",
+    "proxy-authorization",
+    "cookie",
+];
 
 /// The attempt log.
 #[derive(Debug)]

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use switchyard_core::{Clock, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) prompt_cache: cache::PromptCache,
     /// The quota each credential's answers report (`x-ratelimit-*-requests`).
     pub(crate) quota: std::sync::Mutex<std::collections::HashMap<String, Quota>>,
+    /// The time a status's `{epoch+N}` placeholders are counted from (see [`crate::Status::at`]).
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// What a credential's answers say is left of its request quota.
@@ -103,6 +106,8 @@ pub struct MockBuilder {
     models: Vec<String>,
     forget_attempts: bool,
     record_dir: Option<PathBuf>,
+    /// `None`: the system clock.
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl MockBuilder {
@@ -144,6 +149,14 @@ impl MockBuilder {
         self
     }
 
+    /// The clock a status's `{epoch+N}` header placeholders read (see [`crate::Status::at`]); the
+    /// system clock by default, which is what a proxy in another process reads too. A test
+    /// whose proxy runs on a [`crate::ManualClock`] passes the same clock here.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     pub async fn start(self) -> io::Result<MockUpstream> {
         if let Some(dir) = &self.record_dir {
@@ -166,6 +179,7 @@ impl MockBuilder {
             quota: std::sync::Mutex::default(),
             listed_models: self.models,
             listing_flood: std::sync::Mutex::default(),
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         });
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));

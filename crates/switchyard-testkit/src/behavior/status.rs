@@ -27,7 +27,11 @@ pub struct Status {
     pub error: Option<ErrorKind>,
     /// Replaces the realistic message inside the dialect's error shape.
     pub message: Option<String>,
-    /// Extra response headers, sent as given.
+    /// Extra response headers, sent as given but for one placeholder: `{epoch+N}` (or
+    /// `{epoch}`) becomes the Unix time in whole seconds N seconds after the answer is made,
+    /// rounded up, so never sooner. A subscription's limit names its reset as an instant
+    /// (`anthropic-ratelimit-unified-reset: 1767225603`), and a script file is static: this is
+    /// how one says "the reset is 3 s after this answer" (see [`Status::at`]).
     pub headers: BTreeMap<String, String>,
     /// Replaces the whole body: a JSON string is sent as plain text, anything else as JSON.
     pub body: Option<Value>,
@@ -116,10 +120,55 @@ impl Status {
         )
     }
 
+    /// The status as sent at `now`: every `{epoch+N}` placeholder of a header value (see
+    /// [`Status::headers`]) filled in. The mock calls this before recording the attempt, so a
+    /// record holds the instant that was sent; text that is not exactly such a placeholder is
+    /// left as it is.
+    #[must_use]
+    pub fn at(mut self, now: UnixMillis) -> Self {
+        for value in self.headers.values_mut() {
+            if value.contains(EPOCH_PLACEHOLDER) {
+                *value = fill_epochs(value, now);
+            }
+        }
+        self
+    }
+
     /// The kind the body describes: the one asked for, or the one the code implies.
     pub(crate) fn kind(&self) -> ErrorKind {
         self.error.unwrap_or_else(|| self.code.map_or(ErrorKind::ServerError, ErrorKind::for_code))
     }
+}
+
+/// How every placeholder of [`Status::headers`] starts.
+const EPOCH_PLACEHOLDER: &str = "{epoch";
+
+/// `value` with each `{epoch}` and `{epoch+N}` replaced by the Unix seconds N seconds after
+/// `now`, rounded up.
+fn fill_epochs(value: &str, now: UnixMillis) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find(EPOCH_PLACEHOLDER) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + EPOCH_PLACEHOLDER.len()..];
+        let filled = after.find('}').and_then(|end| {
+            let offset = match &after[..end] {
+                "" => 0,
+                plus => plus.strip_prefix('+')?.parse::<u64>().ok()?,
+            };
+            let seconds = now.0.div_ceil(1000).saturating_add(offset);
+            Some((seconds.to_string(), &after[end + 1..]))
+        });
+        if let Some((seconds, tail)) = filled {
+            out.push_str(&seconds);
+            rest = tail;
+        } else {
+            out.push_str(EPOCH_PLACEHOLDER);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Which Anthropic limit a reset header is about.
@@ -183,5 +232,38 @@ impl ErrorKind {
             400..=499 => Self::BadRequest,
             _ => Self::ServerError,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
+
+    fn sent(value: &str, now: UnixMillis) -> String {
+        let status = Status::new(429).header("anthropic-ratelimit-unified-reset", value).at(now);
+        status.headers["anthropic-ratelimit-unified-reset"].clone()
+    }
+
+    #[test]
+    fn an_epoch_placeholder_is_the_unix_seconds_that_many_seconds_after_the_answer() {
+        assert_eq!(sent("{epoch+3}", NOW), "1800000003");
+        assert_eq!(sent("{epoch}", NOW), "1800000000");
+        assert_eq!(sent("reset at {epoch+60}, not before", NOW), "reset at 1800000060, not before");
+    }
+
+    #[test]
+    fn a_reset_between_two_seconds_is_rounded_up_so_it_is_never_sooner_than_asked() {
+        assert_eq!(sent("{epoch+3}", NOW.plus(Duration::from_millis(1))), "1800000004");
+        assert_eq!(sent("{epoch}", NOW.plus(Duration::from_millis(999))), "1800000001");
+    }
+
+    #[test]
+    fn text_that_is_not_exactly_a_placeholder_is_sent_as_written() {
+        for value in ["{epoch + 3}", "{epoch-3}", "{epoch+x}", "{epoch+3", "{other}", "rejected"] {
+            assert_eq!(sent(value, NOW), value);
+        }
+        assert_eq!(sent("{epoch+x} {epoch+1}", NOW), "{epoch+x} 1800000001");
     }
 }

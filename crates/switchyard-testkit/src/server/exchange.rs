@@ -138,7 +138,8 @@ async fn generate(
         .stream
         .unwrap_or_else(|| request.get("stream").and_then(Value::as_bool) == Some(true));
     let subject = Subject { wire: target.dialect.wire(), body: &request, stream };
-    let behavior = choose(shared, &parts, subject, &model, target.problem);
+    // Placeholders filled in before the attempt is recorded: its record holds what was sent.
+    let behavior = choose(shared, &parts, subject, &model, target.problem).at(shared.clock.now());
     let seq = shared.journal.next_seq();
     let arrived = tokio::time::Instant::now();
     let quota = shared.quota.lock().expect("never poisoned").get(credential_of(&parts)).cloned();

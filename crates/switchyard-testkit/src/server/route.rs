@@ -7,6 +7,11 @@ use http::{HeaderMap, Method, Uri};
 
 use crate::dialect::Dialect;
 
+/// Where chatgpt.com's Codex backend serves the Responses API to a subscriber's Codex CLI
+/// (`https://chatgpt.com/backend-api/codex/responses`): a provider whose base URL is the mock's
+/// `/backend-api/codex` reaches the mock at the same path as the real one.
+const CHATGPT_RESPONSES: &str = "/backend-api/codex/responses";
+
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
     Generate(Target),
@@ -39,7 +44,9 @@ impl Route {
         match *method {
             Method::POST if path == "/v1/chat/completions" => Self::body_named(Dialect::OpenAi),
             Method::POST if path == "/v1/messages" => Self::body_named(Dialect::Anthropic),
-            Method::POST if path == "/v1/responses" => Self::body_named(Dialect::Responses),
+            Method::POST if path == "/v1/responses" || path == CHATGPT_RESPONSES => {
+                Self::body_named(Dialect::Responses)
+            }
             Method::POST if path == "/v1/messages/count_tokens" => Self::CountTokens,
             Method::POST => path
                 .strip_prefix("/v1beta/models/")
@@ -125,6 +132,11 @@ mod tests {
         assert_eq!(
             route(&Method::POST, "/v1/responses", false),
             Route::body_named(Dialect::Responses)
+        );
+        assert_eq!(
+            route(&Method::POST, "/backend-api/codex/responses", false),
+            Route::body_named(Dialect::Responses),
+            "where ChatGPT serves a subscriber's Codex"
         );
         assert_eq!(route(&Method::POST, "/v1/messages/count_tokens", true), Route::CountTokens);
         assert_eq!(route(&Method::POST, "/v1/completions", false), Route::Unknown);

@@ -101,6 +101,11 @@ impl Call {
         self
     }
 
+    /// The request body, for a test that sends it somewhere else than the dialect's usual path.
+    pub(crate) fn body(&self) -> &Value {
+        &self.body
+    }
+
     pub(crate) fn with_body(mut self, edit: impl FnOnce(&mut Value)) -> Self {
         edit(&mut self.body);
         self

@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 use switchyard_core::UnixMillis;
 use switchyard_core::outcome::retry_after;
-use switchyard_testkit::{AnthropicLimit, Behavior, Dialect, ErrorKind, MockUpstream, Status};
+use switchyard_testkit::{
+    AnthropicLimit, Behavior, Dialect, ErrorKind, ManualClock, MockUpstream, Script, Status,
+};
 
 use crate::call::Call;
 
@@ -166,4 +168,32 @@ async fn a_header_that_is_not_http_is_a_loud_500() {
     let response = Call::new(Dialect::OpenAi, "m").send(&mock).await;
     assert_eq!(response.status(), 500);
     assert!(response.text().await.unwrap().contains("misscripted"));
+}
+
+#[tokio::test]
+async fn a_scripted_subscription_limit_resets_seconds_after_the_answer_on_the_mocks_clock() {
+    // A static script file says "the reset is 3 s after this answer"; the mock sends the
+    // instant, by its clock, and records what it sent.
+    let script = Script::from_toml(
+        r#"
+"sub" = [{ status = { code = 429, headers = { anthropic-ratelimit-unified-status = "rejected", anthropic-ratelimit-unified-reset = "{epoch+3}" } } }]
+"#,
+    )
+    .unwrap();
+    let clock = ManualClock::new(UnixMillis(1_767_225_600_000)); // 2026-01-01T00:00:00Z
+    let mock = MockUpstream::builder().script(script).clock(clock.clone()).start().await.unwrap();
+    clock.advance(Duration::from_millis(10_250));
+
+    let response = Call::new(Dialect::Anthropic, "sub").send(&mock).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["anthropic-ratelimit-unified-status"], "rejected");
+    assert_eq!(
+        response.headers()["anthropic-ratelimit-unified-reset"],
+        "1767225614",
+        "10.25 s in, rounded up to 11, and 3 more"
+    );
+    let Behavior::Status(sent) = &mock.attempts()[0].behavior else {
+        panic!("not a status: {:?}", mock.attempts()[0].behavior);
+    };
+    assert_eq!(sent.headers["anthropic-ratelimit-unified-reset"], "1767225614");
 }

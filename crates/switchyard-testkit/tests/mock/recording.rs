@@ -256,3 +256,55 @@ async fn a_record_that_cannot_be_written_is_a_500_that_says_why() {
     assert!(text.contains("record file") && text.contains("000000.json"), "{text}");
     assert_eq!(mock.total_attempts(), 1, "the attempt is still kept in memory");
 }
+
+#[tokio::test]
+async fn a_record_names_every_credential_a_request_carried_by_its_digest() {
+    // A subscriber's client sends its own login in Authorization and Switchyard's key beside
+    // it; a proxy that also added an API key would leave all three on the request.
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockUpstream::builder().record_dir(dir.path()).start().await.unwrap();
+    let login = "sk-ant-oat01-subscriber-login";
+    Call::new(Dialect::Anthropic, "claude")
+        .header("authorization", &format!("Bearer {login}"))
+        .header("x-switchyard-key", "sy-local-key")
+        .header("chatgpt-account-id", "acct-1234")
+        .send(&mock)
+        .await;
+
+    let text = std::fs::read_to_string(dir.path().join("000000.json")).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let digest = |secret: &str| {
+        use sha2::Digest as _;
+        use std::fmt::Write as _;
+        sha2::Sha256::digest(secret.as_bytes())[..6].iter().fold(String::new(), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+    };
+    assert_eq!(
+        record["credentials"],
+        json!({
+            "authorization": digest(login),
+            "x-api-key": digest(ANTHROPIC_KEY),
+            "x-switchyard-key": digest("sy-local-key"),
+        })
+    );
+    assert_eq!(record["key"], digest(login), "`key` names the Authorization one first");
+    assert_eq!(record["headers"]["x-switchyard-key"], "[redacted]");
+    assert_eq!(record["headers"]["chatgpt-account-id"], "acct-1234", "an account id is no secret");
+    for secret in [login, ANTHROPIC_KEY, "sy-local-key"] {
+        assert!(!text.contains(secret), "the record holds {secret}");
+    }
+
+    client()
+        .post(mock.url("/v1beta/models/g:generateContent?key=AIza-query"))
+        .json(&json!({ "contents": [] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        mock.attempts()[1].credentials()["?key"],
+        digest("AIza-query"),
+        "Gemini's query key"
+    );
+}

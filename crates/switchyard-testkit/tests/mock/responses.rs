@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use switchyard_testkit::{Behavior, Dialect, Finish, MockUpstream, Reply, Rule, Script, When};
 
-use crate::call::Call;
+use crate::call::{Call, client};
 use crate::transcript::{Frame, Transcript, event_names, frames};
 
 const PATCH: &str =
@@ -48,6 +48,31 @@ async fn a_responses_reply_is_a_completed_response_with_one_message_and_usage() 
     );
     assert_eq!(mock.attempts()[0].dialect, Dialect::Responses);
     assert_eq!(mock.attempts()[0].path, "/v1/responses");
+}
+
+#[tokio::test]
+async fn responses_are_served_where_chatgpt_serves_a_subscribers_codex_too() {
+    let mock = MockUpstream::start().await;
+    mock.enqueue("gpt-5", Behavior::reply("Bonjour"));
+    let call = responses("gpt-5");
+    let response = client()
+        .post(mock.url("/backend-api/codex/responses"))
+        .header("authorization", "Bearer chatgpt-access-token")
+        .header("chatgpt-account-id", "acct-1234")
+        .json(&call.body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["output"][0]["content"][0]["text"], "Bonjour");
+    let attempt = &mock.attempts()[0];
+    assert_eq!(
+        (attempt.dialect, attempt.path.as_str()),
+        (Dialect::Responses, "/backend-api/codex/responses")
+    );
+    assert_eq!(attempt.api_key(), Some("chatgpt-access-token"));
+    assert_eq!(attempt.header("chatgpt-account-id"), Some("acct-1234"));
 }
 
 #[tokio::test]

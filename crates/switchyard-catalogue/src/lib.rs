@@ -79,6 +79,9 @@ pub enum AuthStyle {
     XGoogApiKey,
     /// No key: a server on this machine.
     None,
+    /// The caller's own login, passed through as the client sent it (a subscription: Claude
+    /// Code's or Codex's sign-in, issue 28); Switchyard keeps no key for it.
+    Client,
 }
 
 /// One preset.

@@ -56,7 +56,9 @@ fn every_preset_base_url_is_https_or_http_on_loopback_for_local_servers() {
         } else {
             assert_eq!(scheme, "https", "{}: keys never cross the network in clear", p.id);
             assert!(host.contains('.'), "{}: a public host", p.id);
-            assert!(p.keys.as_deref().is_some_and(|k| k.starts_with("https://")), "{}", p.id);
+            // A subscription passes its caller's login through: there is no key to create.
+            let keys = p.keys.as_deref().is_some_and(|k| k.starts_with("https://"));
+            assert!(keys != (p.auth == AuthStyle::Client), "{}: {:?}", p.id, p.keys);
         }
         assert!(p.docs.starts_with("https://"), "{}", p.id);
     }
@@ -70,7 +72,8 @@ fn each_preset_authenticates_and_continues_as_its_kind_does() {
             ProviderKind::Anthropic => AuthStyle::XApiKey,
             ProviderKind::Gemini => AuthStyle::XGoogApiKey,
         };
-        assert!(p.auth == auth || p.auth == AuthStyle::None, "{}: {:?}", p.id, p.auth);
+        let other = matches!(p.auth, AuthStyle::None | AuthStyle::Client);
+        assert!(p.auth == auth || other, "{}: {:?}", p.id, p.auth);
         let fits = match p.continuation {
             Continuation::Off => true,
             Continuation::Anthropic => p.kind == ProviderKind::Anthropic,

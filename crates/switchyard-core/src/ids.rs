@@ -79,6 +79,29 @@ id!(
     InstanceId
 );
 
+/// Between a configured credential's id and the account it serves: a `client` credential (the
+/// caller's own login, issue 28) is benched per account, as `login~3f2a…`. Never in a
+/// configured name, so a scoped id cannot clash with one.
+pub const ACCOUNT_SEPARATOR: char = '~';
+
+impl CredentialId {
+    /// This credential as it serves one account (see [`ACCOUNT_SEPARATOR`]).
+    #[must_use]
+    pub fn for_account(&self, account: &str) -> Self {
+        Self::new(format!("{}{ACCOUNT_SEPARATOR}{account}", self.configured()))
+    }
+
+    /// The id as configured: without the account a `client` credential serves.
+    pub fn configured(&self) -> &str {
+        self.0.split_once(ACCOUNT_SEPARATOR).map_or(&self.0, |(configured, _)| configured)
+    }
+
+    /// The account this id is scoped to, if it is.
+    pub fn account(&self) -> Option<&str> {
+        self.0.split_once(ACCOUNT_SEPARATOR).map(|(_, account)| account)
+    }
+}
+
 /// One credential of one provider: the scope of a credential cooldown.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]

@@ -6,6 +6,7 @@
 //! Everything here is pure and synchronous: the planner reads the health registry without
 //! awaiting, and the attempt loop that does the I/O lives in the app.
 
+pub mod accounts;
 pub mod alias;
 pub mod attempts;
 pub mod budget;
@@ -16,6 +17,7 @@ pub mod planner;
 pub mod session;
 pub mod strategy;
 
+pub use self::accounts::Accounts;
 pub use self::alias::{Alias, AliasTable, Pattern};
 pub use self::budget::RetryBudget;
 pub use self::combo::{Combo, Price, RouteStrategy, Target};

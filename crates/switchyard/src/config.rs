@@ -252,8 +252,11 @@ impl ProviderConfig {
         self.models.iter().map(|m| m.id.as_str()).collect()
     }
 
+    /// The credential `id` names; a `client` credential's id scoped to an account
+    /// (`login~3f2a…`) names the credential it was scoped from.
     pub fn credential(&self, id: &CredentialId) -> Option<&CredentialConfig> {
-        self.credentials.iter().find(|c| &c.id == id)
+        let configured = id.configured();
+        self.credentials.iter().find(|c| c.id.as_str() == configured)
     }
 
     /// The credentials that may serve, in priority order (ties keep the order written).
@@ -533,7 +536,8 @@ impl ProviderForm {
         let breaker =
             breaker.validate().map_err(|e| Problem::new(format!("{at}.{}", e.field), e.problem))?;
         let headers = self.validate_headers(at, preset_fits, sources)?;
-        let (mut credentials, references) = self.validate_credentials(at, sources)?;
+        let client = preset_fits.is_some_and(|p| p.auth == switchyard_catalogue::AuthStyle::Client);
+        let (mut credentials, references) = self.validate_credentials(at, sources, client)?;
         self.bind(at, base_url, &mut credentials, &references)?;
         let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at, kind, preset_fits)?;
@@ -572,11 +576,13 @@ impl ProviderForm {
 
     /// The credentials, checked, with what each one's secret is as a reference (bound to
     /// destinations by [`ProviderForm::bind`]); a provider without any gets one `default`
-    /// credential with no secret.
+    /// credential with no secret, or (a subscription preset, `client`) one `login` credential
+    /// that passes the caller's own login through.
     fn validate_credentials(
         &self,
         at: &str,
         sources: &Sources<'_>,
+        client: bool,
     ) -> Result<(Vec<CredentialConfig>, Vec<Option<String>>), Problem> {
         let mut credentials = Vec::new();
         // What each credential's secret is, as a reference: bound to destinations below.
@@ -598,6 +604,12 @@ impl ProviderForm {
                     "an oauth credential keeps its tokens in the keychain after signing in; remove secret",
                 ));
             }
+            if c.kind == CredentialKind::Client && c.secret.is_some() {
+                return Err(Problem::new(
+                    format!("{cat}.secret"),
+                    "a client credential passes the caller's own login through and keeps no secret; remove secret (or write kind = \"api_key\" to use this key)",
+                ));
+            }
             let reference = c
                 .secret
                 .as_deref()
@@ -616,6 +628,9 @@ impl ProviderForm {
             references.push(match c.kind {
                 CredentialKind::Oauth => Some(format!("keychain:{}/{}", self.id, c.id)),
                 CredentialKind::ApiKey => c.secret.clone(),
+                // Nothing of Switchyard's goes with it: the caller's login goes to the
+                // destination alone, which its destination binding covers.
+                CredentialKind::Client => None,
             });
             credentials.push(CredentialConfig {
                 id: c.id.as_str().into(),
@@ -642,8 +657,8 @@ impl ProviderForm {
         }
         if credentials.is_empty() {
             credentials.push(CredentialConfig {
-                id: "default".into(),
-                kind: CredentialKind::ApiKey,
+                id: if client { "login" } else { "default" }.into(),
+                kind: if client { CredentialKind::Client } else { CredentialKind::ApiKey },
                 secret: None,
                 enabled: true,
                 priority: 0,

@@ -14,6 +14,7 @@ mod counters;
 pub mod exhausted;
 mod forward;
 mod hedge;
+mod login;
 pub mod refusal;
 mod routes;
 mod sessions;
@@ -45,9 +46,10 @@ use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipRe
 use switchyard_core::routing::attempts::AttemptState;
 use switchyard_core::routing::session::{self, Pin, SessionKey};
 use switchyard_core::routing::{
-    Candidate, Combo, Plan, Target, TargetOrderer, plan_for, prefer_within_targets,
+    Accounts, Candidate, Combo, Plan, Target, TargetOrderer, plan_for, prefer_within_targets,
 };
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
+use switchyard_core::usage::Prices;
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::chat::ChatRequest;
@@ -56,7 +58,6 @@ use switchyard_providers::error::UpstreamError;
 use switchyard_providers::executor::{self, Executor, SendFailure};
 use switchyard_providers::passthrough;
 use switchyard_providers::stream::StreamTranslator;
-use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -67,10 +68,11 @@ use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
 use self::forward::StreamOutcome;
+use self::login::ClientLogin;
 use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
 use self::sessions::SessionTable;
-use self::upstream::ClientRequest;
+use self::upstream::{ClientRequest, Presented};
 use crate::config::Config;
 use crate::keys::LocalKey;
 use crate::oauth::{OAuth, OAuthError};
@@ -130,6 +132,8 @@ pub struct Proxy {
     state: std::sync::OnceLock<switchyard_store::Store>,
     /// Those writes under way, finished by [`Self::close`].
     headroom_writes: Mutex<tokio::task::JoinSet<()>>,
+    /// The accounts each `client` credential has served (issue 28).
+    accounts: Mutex<Accounts>,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
@@ -169,6 +173,7 @@ impl Proxy {
             headroom: Mutex::default(),
             state: std::sync::OnceLock::new(),
             headroom_writes: Mutex::default(),
+            accounts: Mutex::default(),
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
             confirmed: ArcSwap::from_pointee(confirmed),
@@ -299,6 +304,43 @@ impl Proxy {
         tracing::debug!(sessions = self.sessions.len(), "session pins restored");
     }
 
+    /// The caller's own login, when the request carries one, with every `client` candidate of
+    /// `plan` scoped to its account (issue 28): one subscriber's spent window benches that
+    /// subscription only. Without a login the candidates stay as they are, and are skipped.
+    fn client_login(
+        &self,
+        routes: &Routes,
+        inbound: &ClientRequest<'_>,
+        request: &ChatRequest<'_>,
+        plan: &mut Plan,
+    ) -> Option<Arc<ClientLogin>> {
+        let client = |c: &Candidate| {
+            let provider = routes.provider(&c.key.provider);
+            let credential = provider.and_then(|p| p.credential(&c.key.credential));
+            credential.is_some_and(|c| c.kind == CredentialKind::Client)
+        };
+        if !plan.candidates.iter().any(client) {
+            return None;
+        }
+        let metadata = sessions::vendor_field(request, "metadata");
+        let account = metadata.as_deref().and_then(login::claude_code_account);
+        let login =
+            ClientLogin::of(inbound.headers, inbound.dialect.dialect(), account.as_deref())?;
+        let mut accounts = self.accounts.lock();
+        for candidate in plan.candidates.iter_mut().filter(|c| client(c)) {
+            let (scoped, new) = accounts.scope(&candidate.key.credential_key(), login.account());
+            if new {
+                let key = CredentialKey {
+                    provider: candidate.key.provider.clone(),
+                    credential: scoped.clone(),
+                };
+                self.registry.set_credential_kind(key, CredentialKind::Client);
+            }
+            candidate.key.credential = scoped;
+        }
+        Some(login)
+    }
+
     /// Pauses or resumes routing. While paused, client requests get a 503 naming the pause and
     /// no upstream is called; requests already in flight finish. Not saved: a restart resumes.
     pub fn set_paused(&self, paused: bool) {
@@ -396,6 +438,20 @@ fn cost_header(response: &mut Response, tally: &tally::Tally) {
     {
         response.headers_mut().insert("x-switchyard-cost", value);
     }
+}
+
+/// The quota headers of the answer that served, which go back to the client with it (issue
+/// 28): a subscription's `anthropic-ratelimit-unified-*` and Codex's `x-codex-*` windows, so a
+/// CLI still shows its user their limits, and an API key's `anthropic-ratelimit-*` /
+/// `x-ratelimit-*`. Only the target that served speaks here; one passed over shows in the
+/// trace.
+fn quota_headers(upstream: &HeaderMap) -> Vec<(header::HeaderName, HeaderValue)> {
+    const RELAYED: [&str; 3] = ["anthropic-ratelimit-", "x-ratelimit-", "x-codex-"];
+    upstream
+        .iter()
+        .filter(|(name, _)| RELAYED.iter().any(|prefix| name.as_str().starts_with(prefix)))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
 }
 
 /// The routing headers naming what really served.
@@ -588,6 +644,7 @@ impl Proxy {
         let session = session.map(|s| s.key);
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
+        let login = self.client_login(&routes, inbound, &request, &mut plan);
         session::steer(&mut plan, pin.as_ref());
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
             session::prefer_credential(&mut plan, sticky);
@@ -628,6 +685,7 @@ impl Proxy {
             client: inbound,
             turn: turn.as_ref(),
             session_credential: session_credential.as_ref(),
+            login: login.as_ref(),
             untranslatable: untranslatable.as_deref(),
             routed_body: &routed_body,
             combo: &combo,
@@ -678,7 +736,8 @@ impl Proxy {
             } else {
                 None
             };
-            let (mut attempt, secret) = match self.ready(&routes, candidate, permit).await {
+            let ready = self.ready(&routes, candidate, permit, login.as_ref()).await;
+            let (mut attempt, secret) = match ready {
                 Ok(ready) => ready,
                 Err(reason) => {
                     // A retry refused here (the failure just locked the model) simply moves on.
@@ -828,6 +887,7 @@ impl Proxy {
             client: routed.dialect,
             body: sending.routed_body.clone(),
             headers: routed.headers.clone(),
+            login: sending.login.cloned(),
             query: routed.query.map(str::to_owned),
             combo: sending.combo.clone(),
             rest: rest.to_vec(),
@@ -879,13 +939,19 @@ impl Proxy {
         routes: &Routes,
         candidate: &Candidate,
         permit: Duration,
-    ) -> Result<(Attempt, Option<Secret>), &'static str> {
+        login: Option<&Arc<ClientLogin>>,
+    ) -> Result<(Attempt, Option<Presented>), &'static str> {
         let key = &candidate.key;
         let now = self.clock.now();
         let mut attempt =
             self.registry.admit_until(key, now, now.plus(permit)).map_err(SkipReason::code)?;
         attempt.lease(now).await.map_err(SkipReason::code)?;
-        match self.secret_for(routes, &key.provider, &key.credential).await {
+        // A login goes only to a target of the API it is for (see `login`).
+        let login = login.filter(|l| {
+            let provider = routes.provider(&key.provider);
+            provider.is_some_and(|p| l.fits(p.dialect_for(key.model.as_str())))
+        });
+        match self.secret_for(routes, &key.provider, &key.credential, login).await {
             Ok(secret) => Ok((attempt, secret)),
             Err(error) => {
                 tracing::info!(credential = %key, %error, "no secret to send");
@@ -898,13 +964,15 @@ impl Proxy {
     /// The secret an attempt with `key` presents: the configured key, or for an OAuth
     /// credential a current access token (refreshed first when it is due). `Err` names why
     /// there is none.
-    pub async fn secret_for(
+    /// `login` is the caller's own, for a `client` credential.
+    pub(crate) async fn secret_for(
         &self,
         routes: &Routes,
         provider: &ProviderId,
         credential: &CredentialId,
-    ) -> Result<Option<Secret>, NoSecret> {
-        secret(&self.oauth, routes, provider, credential, self.clock.now()).await
+        login: Option<&Arc<ClientLogin>>,
+    ) -> Result<Option<Presented>, NoSecret> {
+        secret(&self.oauth, routes, provider, credential, self.clock.now(), login).await
     }
 
     /// After a 401 to an OAuth token: refresh it once, so the same target may be tried once
@@ -913,9 +981,9 @@ impl Proxy {
     async fn refreshed_after_unauthorized(
         &self,
         key: &CandidateKey,
-        rejected: Option<&Secret>,
+        rejected: Option<&Presented>,
     ) -> bool {
-        let Some(rejected) = rejected else { return false };
+        let Some(Presented::Secret(rejected)) = rejected else { return false };
         let refreshed = self
             .oauth
             .refresh_after_unauthorized(&key.provider, &key.credential, rejected, self.clock.now())
@@ -934,7 +1002,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         verdict: &Verdict,
-        (key, secret): (&CandidateKey, Option<&Secret>),
+        (key, secret): (&CandidateKey, Option<&Presented>),
         others_left: bool,
         deadline: Instant,
     ) -> bool {
@@ -972,7 +1040,7 @@ impl Proxy {
         routes: &Routes,
         sending: &Sending<'_, '_>,
         (index, candidate, target): (usize, &Candidate, &Target),
-        secret: Option<&Secret>,
+        secret: Option<&Presented>,
         attempt: Attempt,
         first_event: Instant,
     ) -> Tried {
@@ -1036,7 +1104,11 @@ impl Proxy {
         // continued, with the request's live state read when it breaks.
         let rescue =
             self.rescuer(sending, (index, &candidate.key.provider)).map(|r| (r.rescue, r.keep));
-        let meter = sending.tally.meter(&candidate.key, tally::prices(target));
+        // A subscription's tokens are counted, not priced: they are covered by the caller's
+        // plan, not API spend, and no enforced budget counts them (issue 28).
+        let covered = matches!(secret, Some(Presented::Client(_)));
+        let prices = if covered { Prices::default() } else { tally::prices(target) };
+        let meter = sending.tally.meter(&candidate.key, prices);
         // On the heap: the exchange is most of an attempt's future, and a hedged request
         // holds two attempts inside every client handler's future.
         let mut result = Box::pin(self.exchange(
@@ -1053,7 +1125,7 @@ impl Proxy {
         if let TriedResult::Failed { upstream: Some((_, report)), .. } = &mut result {
             // The message goes on to the client and the trace; an upstream may echo any secret
             // it was sent ("Incorrect API key provided: sk-…", a secret header's value).
-            report.message = provider.scrub(secret, &report.message);
+            report.message = provider.scrub(secret.map(Presented::secret), &report.message);
         }
         Tried { result, carried }
     }
@@ -1107,13 +1179,18 @@ impl Proxy {
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
-        if request.stream {
+        let limits = quota_headers(&response.headers);
+        let mut result = if request.stream {
             let held = (attempt, pending, rescue, meter);
             self.relay(routes, how, request, response, held, &meta, first_event).await
         } else {
             let held = (attempt, pending, meter);
             self.complete(routes, how, request, response, held, &meta, first_event).await
+        };
+        if let TriedResult::Served(served, _) = &mut result {
+            served.headers_mut().extend(limits);
         }
+        result
     }
 
     /// A non-streamed answer: read it whole, translate it, return it.
@@ -1370,6 +1447,14 @@ pub enum NoSecret {
     Unconfirmed(Unconfirmed),
     #[error(transparent)]
     OAuth(#[from] OAuthError),
+    /// A `client` credential (the caller's own login, issue 28) on a request that carries no
+    /// login it may present: no local key in `x-switchyard-key`, no `Authorization` beside it,
+    /// or the login of another API than this target's.
+    #[error(
+        "credential \"{}/{}\" is the caller's own login and this request carries none for it: send your own sign-in in `Authorization` (Claude Code's or Codex's, as they send it) and the local key in `x-switchyard-key` (see docs/clients.md, \"Keep your subscription\")",
+        .0.provider, .0.credential.configured()
+    )]
+    NoClientCredential(CredentialKey),
 }
 
 impl NoSecret {
@@ -1378,6 +1463,7 @@ impl NoSecret {
         match self {
             Self::Unconfirmed(unconfirmed) => unconfirmed.reason().code(),
             Self::OAuth(error) => error.code(),
+            Self::NoClientCredential(_) => exhausted::NO_CLIENT_CREDENTIAL,
         }
     }
 }
@@ -1423,17 +1509,26 @@ async fn secret(
     provider: &ProviderId,
     credential: &CredentialId,
     now: switchyard_core::UnixMillis,
-) -> Result<Option<Secret>, NoSecret> {
+    login: Option<&Arc<ClientLogin>>,
+) -> Result<Option<Presented>, NoSecret> {
     let config = routes.provider(provider).and_then(|p| p.credential(credential));
     let Some(config) = config else { return Ok(None) };
     let key = CredentialKey { provider: provider.clone(), credential: credential.clone() };
     if let Some(unconfirmed) = routes.unconfirmed_for(&key) {
         return Err(NoSecret::Unconfirmed(unconfirmed.clone()));
     }
-    if config.kind != CredentialKind::Oauth {
-        return Ok(config.secret.clone());
+    match config.kind {
+        CredentialKind::ApiKey => Ok(config.secret.clone().map(Presented::Secret)),
+        // The caller's own login, or nothing: no token of anyone else's stands in for it.
+        CredentialKind::Client => match login {
+            Some(login) => Ok(Some(Presented::Client(Arc::clone(login)))),
+            None => Err(NoSecret::NoClientCredential(key)),
+        },
+        CredentialKind::Oauth => {
+            let token = oauth.access_token(provider, credential, now).await?;
+            Ok(Some(Presented::Secret(token)))
+        }
     }
-    Ok(oauth.access_token(provider, credential, now).await.map(Some)?)
 }
 
 /// What a recovery probe's task needs, owned: it outlives the request that started it.
@@ -1454,14 +1549,23 @@ impl Prober {
             tracing::debug!(target = %key, "another instance of the team probes this provider");
             return;
         }
-        let secret =
-            match secret(&self.oauth, &self.routes, &key.provider, &key.credential, now).await {
-                Ok(secret) => secret,
-                Err(error) => {
-                    tracing::info!(target = %key, %error, "no token for a recovery probe");
-                    return;
-                }
-            };
+        // A probe carries no caller, so never a `client` credential's login: it is skipped.
+        let secret = match secret(
+            &self.oauth,
+            &self.routes,
+            &key.provider,
+            &key.credential,
+            now,
+            None,
+        )
+        .await
+        {
+            Ok(secret) => secret,
+            Err(error) => {
+                tracing::info!(target = %key, %error, "no token for a recovery probe");
+                return;
+            }
+        };
         let request = match upstream::probe(provider, secret.as_ref(), key.model.as_str()) {
             Ok(request) => request,
             Err(error) => {
@@ -1551,6 +1655,8 @@ struct Sending<'s, 'b> {
     turn: Option<&'s Turn>,
     /// The credential the request's session is pinned to, if it is.
     session_credential: Option<&'s CredentialKey>,
+    /// The caller's own login, for `client` credentials (issue 28).
+    login: Option<&'s Arc<ClientLogin>>,
     untranslatable: Option<&'s str>,
     /// `inbound`'s body, shared: what a continuation sends on.
     routed_body: &'s Bytes,

@@ -33,6 +33,7 @@ use tracing::Level;
 use self::api::catalog;
 pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
+pub(crate) use self::guard::SIDE_KEY_HEADER;
 pub use self::ui_sessions::{
     CODE_LIFETIME, IDLE_TIMEOUT, MAX_CODES, MAX_SESSIONS, SignInCode, UiSessions,
 };

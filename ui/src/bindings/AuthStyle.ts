@@ -3,4 +3,4 @@
 /**
  * How a provider expects its key.
  */
-export type AuthStyle = "bearer" | "x_api_key" | "x_goog_api_key" | "none";
+export type AuthStyle = "bearer" | "x_api_key" | "x_goog_api_key" | "none" | "client";

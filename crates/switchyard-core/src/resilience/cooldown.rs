@@ -33,7 +33,8 @@ pub enum CredentialStatus {
     Refreshing,
 }
 
-/// Whether a credential is an API key or an OAuth token: they start from different bases.
+/// Whether a credential is an API key, an OAuth token Switchyard keeps, or the caller's own
+/// login (a subscription passed through, issue 28): they start from different bases.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(rename_all = "snake_case")]
@@ -41,6 +42,9 @@ pub enum CredentialKind {
     #[default]
     ApiKey,
     Oauth,
+    /// The client's own `Authorization`, sent as the client sent it to this provider alone;
+    /// never stored. Its health is kept per account (see `CredentialId::for_account`).
+    Client,
 }
 
 /// One credential's cooldown state.
@@ -300,7 +304,8 @@ fn longest(policy: &CooldownPolicy, fault: Option<CredentialFault>) -> Duration 
 pub fn formula(policy: &CooldownPolicy, kind: CredentialKind, level: u32) -> Duration {
     let base = match kind {
         CredentialKind::ApiKey => policy.api_key_base,
-        CredentialKind::Oauth => policy.oauth_base,
+        // A login passed through is an OAuth token too, refreshed by its client.
+        CredentialKind::Oauth | CredentialKind::Client => policy.oauth_base,
     };
     base.saturating_mul(1u32.checked_shl(level).unwrap_or(u32::MAX)).min(policy.max_cooldown)
 }

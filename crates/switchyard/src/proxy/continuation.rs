@@ -37,6 +37,7 @@ use tokio::time::Instant;
 use super::counters::Counters;
 use super::exhausted::{TraceEntry, TraceEvent};
 use super::forward::Chunks;
+use super::login::ClientLogin;
 use super::routes::Routes;
 use super::tally::{self, Meter, Tally};
 use super::upstream::{self, ClientRequest};
@@ -175,6 +176,8 @@ pub(super) struct Rescuer {
     /// The request as routed (a Responses conversation already expanded).
     pub body: Bytes,
     pub headers: HeaderMap,
+    /// The caller's own login, for a `client` credential's continuation.
+    pub login: Option<Arc<ClientLogin>>,
     pub query: Option<String>,
     pub combo: Combo,
     /// The candidates after the one serving, in plan order.
@@ -268,12 +271,16 @@ impl Rescuer {
         let key = &candidate.key;
         let target = &self.combo.targets[candidate.target];
         let Some(provider) = self.routes.provider(&key.provider) else { return Sent::Failed };
+        // A subscription continues with its caller's login, on a target of the caller's API.
+        let login =
+            self.login.as_ref().filter(|l| l.fits(provider.dialect_for(key.model.as_str())));
         let Ok(secret) = super::secret(
             &self.oauth,
             &self.routes,
             &key.provider,
             &key.credential,
             self.clock.now(),
+            login,
         )
         .await
         else {

@@ -20,6 +20,7 @@ use switchyard_providers::dialect::{ClientDialect, Dialect};
 use switchyard_providers::executor;
 use switchyard_providers::gemini::Method;
 
+use super::login::ClientLogin;
 use super::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 use super::upstream::{self, ClientRequest};
 use super::{ERROR_BODY_DEADLINE, Proxy, refused_model};
@@ -100,6 +101,7 @@ impl Proxy {
         let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
         let now = self.clock.now();
         let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
+        let login = ClientLogin::of(headers, counting.dialect(), None);
         for candidate in &plan.candidates {
             let key = &candidate.key;
             let Some(provider) = routes.provider(&key.provider) else { continue };
@@ -107,7 +109,10 @@ impl Proxy {
             if provider.dialect_for(model) != counting.dialect() {
                 continue;
             }
-            let Ok(secret) = self.secret_for(&routes, &key.provider, &key.credential).await else {
+            // A subscription counts with its caller's own login, as it answers (issue 28).
+            let login = login.as_ref();
+            let Ok(secret) = self.secret_for(&routes, &key.provider, &key.credential, login).await
+            else {
                 continue;
             };
             let Ok(counting) = upstream::count_tokens(provider, secret.as_ref(), model, &inbound)

@@ -149,6 +149,9 @@ fn loggable(mut dropped: Vec<String>) -> Vec<String> {
     dropped
 }
 
+/// The skip reason of a `client` credential on a request without the caller's login.
+pub(super) const NO_CLIENT_CREDENTIAL: &str = "no_client_credential";
+
 /// What happened to every candidate of one request.
 #[derive(Debug)]
 pub(super) struct Trace {
@@ -279,8 +282,35 @@ impl Trace {
         })
     }
 
+    /// The first `client` credential passed over for want of the caller's login, when no
+    /// upstream was asked at all: then what is missing is the caller's, and the answer is a
+    /// 401 that says so rather than a 503 (issue 28).
+    fn wanting_a_login(&self) -> Option<&TraceEntry> {
+        let attempted = self.entries.iter().any(|e| matches!(e.what, TraceEvent::Attempted { .. }));
+        if attempted {
+            return None;
+        }
+        self.entries.iter().find(|entry| {
+            matches!(&entry.what, TraceEvent::Skipped { reason } if reason == NO_CLIENT_CREDENTIAL)
+        })
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
+        if let Some(entry) = self.wanting_a_login() {
+            let message = format!(
+                "nothing of \"{}\" could serve without your own login: {} (credential \"{}\") \
+                 passes through the caller's sign-in, and this request carries none for it. Send \
+                 the local key in `x-switchyard-key` and your own sign-in in `Authorization`, as \
+                 Claude Code and Codex do when logged in (docs/clients.md, \"Keep your \
+                 subscription\"); nothing was sent upstream",
+                self.combo, entry.target, entry.credential,
+            );
+            let mut error =
+                ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", message);
+            error.detail = Some(serde_json::json!({ "candidates": self.entries }));
+            return error;
+        }
         let rate_limited = self.all_rate_limited && !self.entries.is_empty();
         let retry_after = self
             .keys

@@ -28,10 +28,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use switchyard_core::routing::{Candidate, Combo, HedgeAfter, Target};
-use switchyard_secrets::Secret;
 use tokio::time::Instant;
 
 use super::exhausted::Trace;
+use super::upstream::Presented;
 use super::{
     Live, Proxy, Routes, ScreenTarget as _, Sending, Tried, TriedResult, anyone_else,
     first_event_wait, rule_out_provider,
@@ -79,7 +79,7 @@ struct Picked<'a> {
     candidate: &'a Candidate,
     target: &'a Target,
     attempt: Attempt,
-    secret: Option<Secret>,
+    secret: Option<Presented>,
     /// How long it may take to its first real event.
     wait: Duration,
 }
@@ -236,7 +236,9 @@ impl Proxy {
             } else {
                 None
             };
-            let Ok((mut attempt, secret)) = self.ready(h.routes, candidate, permit).await else {
+            let Ok((mut attempt, secret)) =
+                self.ready(h.routes, candidate, permit, h.sending.login).await
+            else {
                 continue;
             };
             if let Some(slot) = slot {

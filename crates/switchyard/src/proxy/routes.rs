@@ -95,8 +95,12 @@ impl Routes {
 
     /// The bindings `key` still needs confirmed; `None` when it may send its requests (and
     /// its secret).
+    /// A `client` credential scoped to an account answers for the credential configured.
     pub fn unconfirmed_for(&self, key: &CredentialKey) -> Option<&Unconfirmed> {
-        self.unconfirmed.iter().find(|u| &u.key == key)
+        let configured = key.credential.configured();
+        self.unconfirmed
+            .iter()
+            .find(|u| u.key.provider == key.provider && u.key.credential.as_str() == configured)
     }
 
     /// Every binding `provider`'s credentials still need confirmed, the keyless `default` one

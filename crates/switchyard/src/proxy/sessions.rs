@@ -74,7 +74,7 @@ fn session_key(
 }
 
 /// A vendor field the parser kept as it was written, by name.
-fn vendor_field(request: &ChatRequest<'_>, name: &str) -> Option<String> {
+pub(crate) fn vendor_field(request: &ChatRequest<'_>, name: &str) -> Option<String> {
     request.vendor.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.get().to_owned())
 }
 

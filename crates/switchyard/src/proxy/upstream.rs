@@ -8,8 +8,11 @@ use switchyard_providers::error::ProviderError;
 use switchyard_providers::executor::{UpstreamRequest, Url};
 use switchyard_providers::passthrough;
 
+use std::sync::Arc;
+
 use switchyard_secrets::Secret;
 
+use super::login::ClientLogin;
 use crate::config::ProviderConfig;
 use switchyard_core::text::bounded;
 
@@ -20,6 +23,26 @@ const ANTHROPIC_BETA_HEADER: &str = "anthropic-beta";
 
 /// Output limit for upstreams that require one (Anthropic) when the client gave none.
 const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// What an attempt presents upstream as its credential.
+#[derive(Clone, Debug)]
+pub(crate) enum Presented {
+    /// A key or OAuth token of Switchyard's, sent the way the dialect wants it.
+    Secret(Secret),
+    /// The caller's own login (a `client` credential), sent as the caller sent it.
+    Client(Arc<ClientLogin>),
+}
+
+impl Presented {
+    /// The secret value itself: what an upstream's echo is scrubbed of, what a refresh after a
+    /// 401 replaces.
+    pub(crate) fn secret(&self) -> &Secret {
+        match self {
+            Self::Secret(secret) => secret,
+            Self::Client(login) => login.token(),
+        }
+    }
+}
 
 /// What the client sent, as it sent it: a same-dialect upstream gets these bytes.
 #[derive(Clone, Copy, Debug)]
@@ -59,7 +82,7 @@ pub(crate) fn passes_through(
 /// when it has none: then only passthrough is possible.
 pub(crate) fn build(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     model: &str,
     request: &ChatRequest<'_>,
     client: &ClientRequest<'_>,
@@ -75,7 +98,7 @@ pub(crate) fn build(
 /// client's bytes do not hold the prefill, then marked for `mechanism`.
 pub(crate) fn build_continuation(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     model: &str,
     request: &ChatRequest<'_>,
     client: &ClientRequest<'_>,
@@ -89,7 +112,7 @@ pub(crate) fn build_continuation(
 
 fn build_as(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     model: &str,
     request: &ChatRequest<'_>,
     client: &ClientRequest<'_>,
@@ -171,7 +194,7 @@ pub(crate) const PROBE_HEADER: &str = "x-switchyard-probe";
 /// a fixed one-word prompt (never a user's), not streamed.
 pub(crate) fn probe(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     model: &str,
 ) -> Result<UpstreamRequest, ProviderError> {
     const PROMPT: &str = "ping";
@@ -284,7 +307,7 @@ fn is_openai_itself(base_url: &str) -> bool {
 /// headers), or Gemini's `models/{model}:countTokens` (the body as it is).
 pub(crate) fn count_tokens(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     model: &str,
     client: &ClientRequest<'_>,
 ) -> Result<UpstreamRequest, ProviderError> {
@@ -312,7 +335,7 @@ const COUNT_TOKENS_PATH: &str = "v1/messages/count_tokens";
 /// The URL and headers of `provider`'s model list, as the holder of `secret` sees it.
 pub(crate) fn models_request(
     provider: &ProviderConfig,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
 ) -> Result<(String, Vec<(HeaderName, HeaderValue)>), ProviderError> {
     let dialect = provider.dialect();
     let url = format!("{}/{}", provider.base_url, dialect.models_path());
@@ -331,10 +354,13 @@ fn identify(
     headers: &mut Vec<(HeaderName, HeaderValue)>,
     provider: &ProviderConfig,
     dialect: Dialect,
-    secret: Option<&Secret>,
+    secret: Option<&Presented>,
     client: Option<&HeaderMap>,
 ) -> Result<(), ProviderError> {
-    if let Some(secret) = secret {
+    if let Some(Presented::Client(login)) = secret {
+        headers.extend(login.headers());
+    }
+    if let Some(Presented::Secret(secret)) = secret {
         let mut value = match dialect {
             Dialect::OpenAi | Dialect::Responses => {
                 HeaderValue::from_str(&format!("Bearer {}", secret.expose()))

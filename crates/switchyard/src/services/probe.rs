@@ -11,7 +11,7 @@ use ts_rs::TS;
 
 use super::Services;
 use crate::config::{EditError, Problem, ProviderConfig};
-use crate::proxy::upstream;
+use crate::proxy::upstream::{self, Presented};
 
 /// How long a probe may take, end to end.
 const PROBE_DEADLINE: Duration = Duration::from_secs(15);
@@ -101,7 +101,7 @@ impl Services {
         let routes = self.proxy.routes();
         let secret = self
             .proxy
-            .secret_for(&routes, &provider.id, &credential.into())
+            .secret_for(&routes, &provider.id, &credential.into(), None)
             .await
             .map_err(|e| Failure { status: None, message: e.to_string() })?;
         let (url, headers) = upstream::models_request(provider, secret.as_ref())
@@ -120,7 +120,7 @@ impl Services {
         if !(200..300).contains(&status) {
             let report = dialect.error_report(&body);
             // Shown in the UI: an upstream may echo the key it was sent.
-            let message = provider.scrub(secret.as_ref(), &report.message);
+            let message = provider.scrub(secret.as_ref().map(Presented::secret), &report.message);
             return Err(Failure {
                 status: Some(status),
                 message: format!("HTTP {status}: {message}"),

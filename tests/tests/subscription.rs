@@ -1,0 +1,233 @@
+//! Keep your subscription (issue 28, RESILIENCE.md §11): a subscriber's Claude Code or Codex
+//! keeps its own login in `Authorization` and sends the local key in `x-switchyard-key`. A
+//! provider credential of kind `client` passes that login through, to its own provider only;
+//! when the subscription's window is spent, the same request falls back to an API key, and the
+//! subscription serves again at its reset.
+
+use std::time::Duration;
+
+use reqwest::RequestBuilder;
+use serde_json::{Value, json};
+use switchyard_core::{Clock as _, ManualClock};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, T0, header, json_parts};
+use switchyard_testkit::Status;
+
+/// A Claude subscription (the preset, at the mock) in front of the standard `an` API key, and
+/// a ChatGPT subscription in front of the standard `oa` one.
+const PLANS: &str = r#"
+[[providers]]
+id = "claude-sub"
+preset = "claude-subscription"
+base_url = "{mock}"
+models = ["claude-plan"]
+
+[[providers]]
+id = "chatgpt-sub"
+preset = "chatgpt-subscription"
+base_url = "{mock}/backend-api/codex"
+models = ["gpt-plan"]
+
+[[combos]]
+name = "claude"
+targets = [{ target = "claude-sub/claude-plan" }, { target = "an/claude-x" }]
+
+[[combos]]
+name = "codex"
+targets = [{ target = "chatgpt-sub/gpt-plan" }, { target = "oa/gpt-4o" }]
+
+[[combos]]
+name = "plan-only"
+targets = [{ target = "claude-sub/claude-plan" }]
+"#;
+
+const CLAUDE_TOKEN: &str = "sk-ant-oat01-a-subscribers-own-token-0123456789";
+const CHATGPT_TOKEN: &str = "eyJhbGciOiJub25lIn0.a-chatgpt-access-token.sig";
+const ACCOUNT: &str = "7f6e5d4c-0000-4000-8000-00000000c0de";
+
+/// Claude Code's turn as a logged-in subscriber sends it: its own token, the local key beside.
+fn claude_code(h: &Harness, model: &str) -> (RequestBuilder, String) {
+    let body = format!(
+        r#"{{"model":"{model}","max_tokens":100,"messages":[{{"role":"user","content":"hi"}}],"metadata":{{"user_id":"{{\"device_id\":\"d\",\"account_uuid\":\"{ACCOUNT}\",\"session_id\":\"s-1\"}}"}}}}"#
+    );
+    let request = h
+        .http
+        .post(h.url("/v1/messages?beta=true"))
+        .bearer_auth(CLAUDE_TOKEN)
+        .header("anthropic-beta", "claude-code-20250219,oauth-2025-04-20")
+        .header("anthropic-version", "2023-06-01")
+        .header("x-switchyard-key", LOCAL_KEY)
+        .header("content-type", "application/json")
+        .body(body.clone());
+    (request, body)
+}
+
+/// Codex logged in with ChatGPT: its access token, its account and the local key beside.
+fn codex(h: &Harness, model: &str) -> RequestBuilder {
+    h.http
+        .post(h.url("/v1/responses"))
+        .bearer_auth(CHATGPT_TOKEN)
+        .header("chatgpt-account-id", ACCOUNT)
+        .header("x-switchyard-key", LOCAL_KEY)
+        .json(&json!({"model": model, "input": "hi", "stream": false}))
+}
+
+async fn send(request: RequestBuilder) -> (u16, reqwest::header::HeaderMap, Value) {
+    json_parts(request.send().await.unwrap()).await
+}
+
+/// Anthropic's answer when a Claude plan's window is spent, resetting `wait` after `now`.
+fn claude_spent(now: u64, wait: Duration) -> Status {
+    Status::new(429)
+        .header("anthropic-ratelimit-unified-status", "rejected")
+        .header("anthropic-ratelimit-unified-5h-utilization", "1.0")
+        .header("anthropic-ratelimit-unified-reset", (now / 1000 + wait.as_secs()).to_string())
+}
+
+/// No attempt but the subscription's carried the client's login, anywhere.
+fn assert_login_only_at(h: &Harness, model: &str, token: &str) {
+    for attempt in h.mock.attempts() {
+        let sent = format!("{:?} {}", attempt.headers, String::from_utf8_lossy(&attempt.raw_body));
+        if attempt.model != model {
+            assert!(!sent.contains(token), "the login reached {}: {sent}", attempt.model);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_subscribers_login_goes_to_its_subscription_byte_for_byte_and_falls_back_until_the_reset()
+{
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(PLANS, &clock).await;
+
+    // Served by the subscription, with the client's own token and body (but for `model`).
+    let (request, body) = claude_code(&h, "claude");
+    let (status, headers, answer) = send(request).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "claude-sub/claude-plan");
+    let seen = h.mock.attempts_for("claude-plan");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("authorization"), Some(&*format!("Bearer {CLAUDE_TOKEN}")));
+    assert_eq!(seen[0].header("x-api-key"), None, "no key of Switchyard's beside it");
+    assert_eq!(seen[0].header("x-switchyard-key"), None, "the local key stays here");
+    assert!(seen[0].header("anthropic-beta").unwrap().contains("oauth-2025-04-20"));
+    assert_eq!(
+        String::from_utf8_lossy(&seen[0].raw_body),
+        body.replace("\"model\":\"claude\"", "\"model\":\"claude-plan\""),
+        "the client's bytes but for the model"
+    );
+
+    // Its window is spent: the same request is answered by the API key, which sees its own key.
+    let five_hours = Duration::from_secs(5 * 3600);
+    h.mock.enqueue("claude-plan", claude_spent(clock.now().0, five_hours));
+    let (status, headers, answer) = send(claude_code(&h, "claude").0).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "an/claude-x");
+    assert!(
+        headers.get("anthropic-ratelimit-unified-status").is_none(),
+        "a plan passed over is in the trace, not the headers"
+    );
+    let fallback = h.mock.attempts_for("claude-x");
+    assert_eq!(fallback.last().unwrap().api_key(), Some("an-1"));
+    assert_login_only_at(&h, "claude-plan", CLAUDE_TOKEN);
+    let benched: Vec<_> = h.app.snapshot().credentials;
+    let scoped = benched.iter().find(|c| c.key.provider.as_str() == "claude-sub").expect("benched");
+    assert!(
+        scoped.key.credential.as_str().starts_with("login~"),
+        "benched per account: {scoped:?}"
+    );
+    assert_eq!(scoped.retry_in_ms, Some(five_hours.as_millis() as u64));
+
+    // A second before the reset it is still passed over; at the reset it serves again.
+    clock.advance(five_hours - Duration::from_secs(1));
+    let before = h.mock.attempts_for("claude-plan").len();
+    assert_eq!(send(claude_code(&h, "claude").0).await.0, 200);
+    assert_eq!(h.mock.attempts_for("claude-plan").len(), before, "still benched");
+    clock.advance(Duration::from_secs(1));
+    let (status, headers, _) = send(claude_code(&h, "claude").0).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "claude-sub/claude-plan"));
+}
+
+#[tokio::test]
+async fn the_subscriptions_own_quota_headers_go_back_to_the_client_when_it_served() {
+    let h = Harness::start(PLANS).await;
+    h.mock.report_quota(CLAUDE_TOKEN, 4, 10, "60s");
+    h.mock.report_quota("an-1", 9, 10, "60s");
+    let (status, headers, answer) = send(claude_code(&h, "claude").0).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "claude-sub/claude-plan");
+    assert_eq!(header(&headers, "x-ratelimit-remaining-requests"), "4");
+    // The API key's own, when it serves.
+    let (status, headers, answer) =
+        json_parts(h.anthropic("an/claude-x", false).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-ratelimit-remaining-requests"), "9");
+}
+
+#[tokio::test]
+async fn codexs_chatgpt_login_and_account_go_to_the_chatgpt_backend_only() {
+    let h = Harness::start(PLANS).await;
+    let (status, headers, answer) = send(codex(&h, "codex")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "chatgpt-sub/gpt-plan");
+    let seen = h.mock.attempts_for("gpt-plan");
+    assert_eq!(seen[0].path, "/backend-api/codex/responses");
+    assert_eq!(seen[0].header("authorization"), Some(&*format!("Bearer {CHATGPT_TOKEN}")));
+    assert_eq!(seen[0].header("chatgpt-account-id"), Some(ACCOUNT));
+
+    // Codex's spent window: the OpenAI API key answers, and never sees the ChatGPT token.
+    h.mock.enqueue(
+        "gpt-plan",
+        Status::new(429).body_json(json!({"error": {
+            "type": "usage_limit_reached", "message": "The usage limit has been reached",
+            "plan_type": "plus", "resets_in_seconds": 3600 * 24 * 7,
+        }})),
+    );
+    let (status, headers, answer) = send(codex(&h, "codex")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o");
+    assert_eq!(h.mock.attempts_for("gpt-4o").last().unwrap().api_key(), Some("oa-1"));
+    assert_login_only_at(&h, "gpt-plan", CHATGPT_TOKEN);
+    assert_login_only_at(&h, "gpt-plan", ACCOUNT);
+}
+
+#[tokio::test]
+async fn without_a_login_the_subscription_is_skipped_and_alone_it_is_a_401_that_names_what_is_missing()
+ {
+    let h = Harness::start(PLANS).await;
+    // The local key as usual, in Authorization: nothing of the client's to pass through.
+    let (status, headers, answer) =
+        json_parts(h.anthropic("claude", false).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "an/claude-x");
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    let trace = log[0]["trace"].to_string();
+    assert!(trace.contains("no_client_credential"), "{trace}");
+
+    // A side key with no login beside it, on a combo of the subscription alone.
+    let alone = h
+        .http
+        .post(h.url("/v1/messages"))
+        .header("x-switchyard-key", LOCAL_KEY)
+        .json(&json!({"model": "plan-only", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}));
+    let (status, _, answer) = send(alone).await;
+    assert_eq!(status, 401, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("x-switchyard-key") && message.contains("Authorization"), "{message}");
+    assert!(h.mock.attempts_for("claude-plan").is_empty(), "nothing was sent upstream");
+
+    // No local key at all: the front door's 401, as ever.
+    let none = h.http.post(h.url("/v1/messages")).bearer_auth(CLAUDE_TOKEN);
+    let none = none.json(&json!({"model": "plan-only", "max_tokens": 10, "messages": []}));
+    assert_eq!(none.send().await.unwrap().status(), 401);
+    assert!(h.mock.attempts().iter().all(|a| a.model != "claude-plan"));
+}
+
+#[tokio::test]
+async fn a_claude_login_never_goes_to_a_chatgpt_subscription() {
+    let h = Harness::start(PLANS).await;
+    // Claude Code asking for the Codex combo: its token is for Anthropic, not ChatGPT.
+    let (status, headers, answer) = send(claude_code(&h, "codex").0).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o");
+    assert_login_only_at(&h, "no model may see it", CLAUDE_TOKEN);
+}

@@ -4,10 +4,24 @@
 // json` with a throwaway HOME and checks what it printed and what reached the mock.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
-import { assertOneKeyPerSession, freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
+import {
+  assertOneKeyPerSession,
+  digest,
+  freshDirs,
+  mainTurns,
+  records,
+  required,
+  runCli,
+  since,
+  summary,
+  untilPast,
+  watermark,
+} from './common.mjs';
 
 const CLAUDE = required('CLIENTS_CLAUDE');
 const MOCK_URL = required('CLIENTS_MOCK_URL');
@@ -15,28 +29,36 @@ const PROXY_URL = required('CLIENTS_PROXY_URL');
 const ALIAS_URL = process.env.CLIENTS_ALIAS_URL ?? '';
 const ALIAS_LOG = process.env.CLIENTS_ALIAS_LOG ?? '';
 const PROXY_KEY = required('SWITCHYARD_API_KEY');
+/** The instance with the subscription combos (tests/clients/run); empty when it did not start. */
+const SUB_URL = process.env.CLIENTS_SUB_URL ?? '';
+const SUB_LOG = process.env.CLIENTS_SUB_LOG ?? '';
+/** The subscription combo's API key (its second target). */
+const SUB_KEY = required('CLIENTS_SUB_KEY');
 
 /**
  * Runs `claude -p PROMPT --output-format json` and resolves with its exit code, output and the
  * parsed JSON (null when stdout is not one JSON document), in `dirs` (a HOME and working
  * directory from freshDirs, to go on with a conversation) or fresh ones of the case `name`. Nothing of the caller's environment
  * that could change Claude Code's behaviour is passed on: a fresh HOME, no ANTHROPIC_* or
- * CLAUDE_* variables but ours, retries off so a fault shows instead of being retried.
+ * CLAUDE_* variables but ours, retries off so a fault shows instead of being retried. With
+ * `apiKey: null` no ANTHROPIC_API_KEY is set (a subscriber's own login is used); `env` adds
+ * variables.
  */
-function claude({ name, dirs, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [] }) {
+function claude({ name, dirs, baseUrl, apiKey = PROXY_KEY, model, prompt, args = [], env: extra = {} }) {
   const { home, project } = dirs ?? freshDirs(name);
   const env = {
     PATH: process.env.PATH,
     LANG: 'C.UTF-8',
     HOME: home,
     ANTHROPIC_BASE_URL: baseUrl,
-    ANTHROPIC_API_KEY: apiKey,
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
     DISABLE_TELEMETRY: '1',
     DISABLE_AUTOUPDATER: '1',
     DISABLE_ERROR_REPORTING: '1',
     CLAUDE_CODE_MAX_RETRIES: '0',
+    ...extra,
   };
+  if (apiKey !== null) env.ANTHROPIC_API_KEY = apiKey;
   if (model !== undefined) {
     env.ANTHROPIC_MODEL = model;
     env.ANTHROPIC_SMALL_FAST_MODEL = model;
@@ -189,16 +211,24 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
   );
   assert.ok(sent.headers['anthropic-beta'], 'Claude Code sent no anthropic-beta header');
 
-  // Every key but model, compared as JSON after the per-run ids are blanked.
+  assertForwardedUnchanged(sent, received, 'cc-pass');
+});
+
+/**
+ * `received` (a main turn through Switchyard, upstream model `model`) is `sent` (the same turn
+ * straight to the mock) but for `model`: as JSON after the per-run ids are blanked, then byte for
+ * byte (the proxy rewrote `model` in place and touched nothing else), with the same
+ * anthropic-beta, anthropic-version and query string.
+ */
+function assertForwardedUnchanged(sent, received, model) {
   const strip = (record) => {
     const { model: _, ...rest } = JSON.parse(normalise(record.raw_body));
     return rest;
   };
   assert.deepEqual(strip(received), strip(sent));
-  assert.equal(received.body.model, 'cc-pass');
+  assert.equal(received.body.model, model);
 
-  // And byte for byte: the proxy rewrote `model` in place and touched nothing else.
-  const rewritten = normalise(received.raw_body).replace('"model":"cc-pass"', '"model":"claude-passthrough"');
+  const rewritten = normalise(received.raw_body).replace(`"model":"${model}"`, `"model":"${sent.body.model}"`);
   const original = normalise(sent.raw_body);
   assert.ok(rewritten === original, `the upstream body differs ${firstDifference(original, rewritten)}`);
 
@@ -206,7 +236,7 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
     assert.equal(received.headers[header], sent.headers[header], `header ${header}`);
   }
   assert.equal(received.query, sent.query, 'the query string (?beta=true)');
-});
+}
 
 test('two conversations of three turns each (--continue) keep to one key each of a two-key round robin', async () => {
   // Interleaved, as two agents in two terminals run: three turns of each conversation,
@@ -231,4 +261,132 @@ test('two conversations of three turns each (--continue) keep to one key each of
     assert.ok(named.every((id) => id === c.session), `${c.name} named its session ${c.session} (X-Claude-Code-Session-Id or metadata.user_id): ${JSON.stringify(named)}`);
   }
   assertOneKeyPerSession(turns, conversations.map((c) => c.marker), 3);
+});
+
+// g. Keep your subscription (issue 28). Claude Code logged in as a Max subscriber: its OAuth
+// login in the throwaway HOME, no API key, Switchyard's key beside the login in
+// `x-switchyard-key`. The combo `claude-subscription` (tests/clients/run) tries the subscription
+// (a `client` credential: the CLI's own login, passed through) and then an API key. The three
+// cases run in order: the third waits for the reset the second one's limit named.
+
+/** The subscriber's login, made up for this run: Claude Code sends its access token. */
+const LOGIN = {
+  accessToken: `sk-ant-oat01-${randomBytes(32).toString('base64url')}`,
+  refreshToken: `sk-ant-ort01-${randomBytes(32).toString('base64url')}`,
+};
+
+const SUBSCRIPTION_TEXT = 'Answered by the Claude subscription.';
+const API_KEY_TEXT = "Answered by the API key after the subscription's limit.";
+
+/**
+ * A fresh HOME and working directory of the case `name`, logged in as `claude /login` leaves a
+ * Max subscriber: `.claude/.credentials.json` with the OAuth tokens (expiring in a year, so
+ * Claude Code never tries to refresh them) and `.claude.json` past onboarding.
+ */
+function subscriberDirs(name) {
+  const dirs = freshDirs(name);
+  mkdirSync(path.join(dirs.home, '.claude'));
+  const claudeAiOauth = {
+    ...LOGIN,
+    expiresAt: Date.now() + 365 * 24 * 3600 * 1000,
+    scopes: ['user:inference', 'user:profile'],
+    subscriptionType: 'max',
+  };
+  writeFileSync(path.join(dirs.home, '.claude', '.credentials.json'), JSON.stringify({ claudeAiOauth }));
+  writeFileSync(path.join(dirs.home, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
+  return dirs;
+}
+
+/** Claude Code as a subscriber, on the combo `claude-subscription` at `baseUrl`. */
+function subscriber({ dirs, baseUrl, prompt }) {
+  return claude({
+    dirs,
+    baseUrl,
+    apiKey: null,
+    model: 'claude-subscription',
+    prompt,
+    env: { ANTHROPIC_CUSTOM_HEADERS: `x-switchyard-key: ${PROXY_KEY}` },
+  });
+}
+
+/** The subscription instance is up, or the case fails with why it is not. */
+function assertSubscriptionsServe() {
+  assert.ok(
+    SUB_URL,
+    `switchyard with the subscription config did not start:\n${SUB_LOG ? readFileSync(SUB_LOG, 'utf8') : ''}`,
+  );
+}
+
+/** The login, as a record names it (see common.mjs digest). */
+const LOGIN_DIGEST = digest(LOGIN.accessToken);
+
+/** When the limit of case g2 resets, in Unix milliseconds, from the header the mock sent. */
+let subscriptionResetsAt = null;
+
+test("a subscriber's Claude Code reaches its subscription with its own login and the body it sends straight", async () => {
+  assertSubscriptionsServe();
+  const prompt = 'Say hello for the subscription check.';
+  const beforeDirect = watermark();
+  const direct = await subscriber({ dirs: subscriberDirs('g-subscriber'), baseUrl: MOCK_URL, prompt });
+  assertAnswered(direct, SUBSCRIPTION_TEXT);
+  const beforeProxied = watermark();
+  const proxied = await subscriber({ dirs: subscriberDirs('g-subscriber'), baseUrl: SUB_URL, prompt });
+  assertAnswered(proxied, SUBSCRIPTION_TEXT);
+
+  const [sent] = mainTurns(beforeDirect, 'claude-subscription');
+  const [received] = mainTurns(beforeProxied, 'cc-sub');
+  assert.ok(sent && received, summary(since(beforeDirect)));
+  // What makes this a subscriber's request: Claude Code's login and its OAuth beta.
+  assert.equal(sent.credentials.authorization, LOGIN_DIGEST, 'Claude Code sent its own login, straight');
+  assert.match(sent.headers['anthropic-beta'] ?? '', /oauth-/, 'Claude Code sent no oauth beta');
+
+  // The subscription's upstream got the CLI's own login and no other credential: not
+  // Switchyard's key, not an API key.
+  assert.deepEqual(received.credentials, { authorization: LOGIN_DIGEST }, `credentials ${JSON.stringify(received.headers)}`);
+  assertForwardedUnchanged(sent, received, 'cc-sub');
+});
+
+test("a subscriber's Claude Code is answered by the API key when the subscription answers its limit, and the key never sees the login", async () => {
+  assertSubscriptionsServe();
+  const before = watermark();
+  const run = await subscriber({ dirs: subscriberDirs('g-limit'), baseUrl: SUB_URL, prompt: 'Spend the subscription.' });
+  assertAnswered(run, API_KEY_TEXT);
+
+  const limited = mainTurns(before, 'cc-sub');
+  const served = mainTurns(before, 'cc-sub-key');
+  assert.equal(limited.length, 1, `the subscription: ${summary(limited)}`);
+  assert.equal(limited[0].behavior.status?.code, 429, `the subscription answered its limit: ${summary(limited)}`);
+  assert.equal(limited[0].credentials.authorization, LOGIN_DIGEST, 'with the login');
+  assert.equal(served.length, 1, `the API key: ${summary(served)}`);
+  assert.ok(limited[0].seq < served[0].seq, 'the subscription was tried first');
+
+  // Every request the API key's model ever got (side requests included): its own key only,
+  // and the login nowhere, neither in a header nor in the body.
+  const keyed = records().filter((r) => r.model === 'cc-sub-key');
+  for (const r of keyed) {
+    assert.deepEqual(r.credentials, { 'x-api-key': digest(SUB_KEY) }, `attempt ${r.seq}: credentials`);
+    const seen = JSON.stringify(r.headers) + (r.raw_body ?? r.raw_body_base64);
+    for (const secret of [LOGIN.accessToken, LOGIN.refreshToken]) {
+      assert.ok(!seen.includes(secret), `attempt ${r.seq} to the API key carries the login`);
+    }
+  }
+
+  const reset = limited[0].behavior.status.headers['anthropic-ratelimit-unified-reset'];
+  assert.match(reset, /^\d+$/, 'the mock sent the reset as Unix seconds');
+  subscriptionResetsAt = Number(reset) * 1000;
+  const ahead = subscriptionResetsAt - Date.now();
+  assert.ok(ahead < 10_000, `the reset is ${ahead} ms ahead, not about 3 s`);
+});
+
+test("a subscriber's Claude Code is served by the subscription again once its reset has passed", async () => {
+  assertSubscriptionsServe();
+  assert.ok(subscriptionResetsAt, 'the limit case before this one did not get as far as the reset');
+  await untilPast(subscriptionResetsAt);
+  const before = watermark();
+  const run = await subscriber({ dirs: subscriberDirs('g-reset'), baseUrl: SUB_URL, prompt: 'Say hello after the reset.' });
+  assertAnswered(run, SUBSCRIPTION_TEXT);
+  const turns = mainTurns(before, 'cc-sub');
+  assert.equal(turns.length, 1, summary(since(before)));
+  assert.deepEqual(turns[0].credentials, { authorization: LOGIN_DIGEST }, 'with the login');
+  assert.equal(mainTurns(before, 'cc-sub-key').length, 0, `the API key was not needed: ${summary(since(before))}`);
 });

@@ -10,20 +10,47 @@
 // does not warn about missing model metadata.
 
 import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { assertOneKeyPerSession, freshDirs, mainTurns, required, runCli, since, summary, watermark } from './common.mjs';
+import {
+  assertOneKeyPerSession,
+  digest,
+  freshDirs,
+  mainTurns,
+  records,
+  required,
+  runCli,
+  since,
+  summary,
+  untilPast,
+  watermark,
+} from './common.mjs';
 
 const CODEX = required('CLIENTS_CODEX');
 /** Switchyard's OpenAI-style base, …/v1: Codex appends /responses. */
 const PROXY_URL = required('CLIENTS_PROXY_URL');
 const PROXY_KEY = required('SWITCHYARD_API_KEY');
 const SWITCHYARD_LOG = process.env.CLIENTS_SWITCHYARD_LOG ?? '';
+const MOCK_URL = required('CLIENTS_MOCK_URL');
+/** The instance with the subscription combos (tests/clients/run); empty when it did not start. */
+const SUB_URL = process.env.CLIENTS_SUB_URL ?? '';
+const SUB_LOG = process.env.CLIENTS_SUB_LOG ?? '';
+/** The subscription combo's API key (its second target). */
+const SUB_KEY = required('CLIENTS_SUB_KEY');
 
 /** The combos Codex is pointed at (tests/clients/run's config). */
-const MODELS = ['codex-chat', 'codex-anthropic', 'codex-tool', 'codex-patch', 'codex-fallback', 'codex-session'];
+const MODELS = [
+  'codex-chat',
+  'codex-anthropic',
+  'codex-tool',
+  'codex-patch',
+  'codex-fallback',
+  'codex-session',
+  'codex-subscription',
+];
 
 const PATCHED_FILE = 'hello.txt';
 const PATCHED_TEXT = 'hello from switchyard\n';
@@ -53,10 +80,17 @@ function catalogueEntry(slug) {
   };
 }
 
-/** `$HOME/.codex/config.toml`: Switchyard as the only provider, no retries of Codex's own. */
-function codexConfig(home, model) {
+/**
+ * `$HOME/.codex/config.toml`: Switchyard (or whatever `baseUrl` is) as the only provider, no
+ * retries of Codex's own. Its key is SWITCHYARD_KEY, or for a `subscriber` Codex's own ChatGPT
+ * login (`requires_openai_auth`) with Switchyard's key beside it in `x-switchyard-key`.
+ */
+function codexConfig(home, model, { baseUrl = PROXY_URL, subscriber = false } = {}) {
   const catalogue = path.join(home, '.codex', 'models.json');
   writeFileSync(catalogue, JSON.stringify({ models: MODELS.map(catalogueEntry) }, null, 2));
+  const auth = subscriber
+    ? ['requires_openai_auth = true', `http_headers = { "x-switchyard-key" = ${JSON.stringify(PROXY_KEY)} }`]
+    : ['env_key = "SWITCHYARD_KEY"'];
   return [
     `model = ${JSON.stringify(model)}`,
     'model_provider = "switchyard"',
@@ -64,8 +98,8 @@ function codexConfig(home, model) {
     '',
     '[model_providers.switchyard]',
     'name = "Switchyard"',
-    `base_url = ${JSON.stringify(PROXY_URL)}`,
-    'env_key = "SWITCHYARD_KEY"',
+    `base_url = ${JSON.stringify(baseUrl)}`,
+    ...auth,
     'wire_api = "responses"',
     'request_max_retries = 0',
     'stream_max_retries = 0',
@@ -86,18 +120,19 @@ function isFailure(event) {
  * failure event ends the run: with its retries off Codex has nothing left to try, but it keeps
  * "reconnecting" after a connection error, which would otherwise last until the timeout.
  */
-function codex({ name, dirs, model, prompt, resume = false }) {
+function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber = false }) {
   const { home, project } = dirs ?? freshDirs(name);
   if (!resume) {
     mkdirSync(path.join(home, '.codex'));
-    writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model));
+    writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model, { baseUrl, subscriber }));
+    if (subscriber) writeFileSync(path.join(home, '.codex', 'auth.json'), JSON.stringify(chatgptLogin()));
   }
   const env = {
     PATH: process.env.PATH,
     LANG: 'C.UTF-8',
     HOME: home,
-    SWITCHYARD_KEY: PROXY_KEY,
   };
+  if (!subscriber) env.SWITCHYARD_KEY = PROXY_KEY;
   // The sandbox may not start in a CI container (and CI runs as root): no sandbox, no approvals.
   // No stdin (runCli's): `codex exec` would wait for more prompt on an open one.
   const flags = ['--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--json'];
@@ -120,13 +155,14 @@ function codex({ name, dirs, model, prompt, resume = false }) {
       if (isFailure(event)) child.kill('SIGTERM');
     }
   };
-  return runCli(CODEX, argv, { cwd: project, env, onStdout }).then((run) => ({ ...run, events, project, home }));
+  const log = subscriber ? SUB_LOG : SWITCHYARD_LOG;
+  return runCli(CODEX, argv, { cwd: project, env, onStdout }).then((run) => ({ ...run, events, project, home, log }));
 }
 
-/** The last lines of Switchyard's log, for a failing case. */
-function switchyardLog() {
-  if (!SWITCHYARD_LOG || !existsSync(SWITCHYARD_LOG)) return '';
-  const lines = readFileSync(SWITCHYARD_LOG, 'utf8').trimEnd().split('\n');
+/** The last lines of Switchyard's log (`file`), for a failing case. */
+function switchyardLog(file) {
+  if (!file || !existsSync(file)) return '';
+  const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
   return `\n--- switchyard log (last ${Math.min(lines.length, 40)} lines)\n${lines.slice(-40).join('\n')}`;
 }
 
@@ -135,7 +171,7 @@ function explain(run) {
   const how = run.signal ? `killed by ${run.signal}` : `exit ${run.code}`;
   const command = [CODEX, ...run.argv].map((a) => JSON.stringify(a)).join(' ');
   return `HOME=${run.home} (cd ${run.project} && ${command}): ${how}\n` +
-    `--- stdout\n${run.stdout}\n--- stderr\n${run.stderr.slice(-4000)}${switchyardLog()}`;
+    `--- stdout\n${run.stdout}\n--- stderr\n${run.stderr.slice(-4000)}${switchyardLog(run.log)}`;
 }
 
 /** The items Codex reported done, by type. */
@@ -253,4 +289,168 @@ test('two sessions of three turns each (exec resume) keep to one key each of a t
     assert.equal(thread, s.thread, `resume went on with the session\n${explain(run)}`);
   }
   assertOneKeyPerSession(mainTurns(before, 'cx-session'), sessions.map((s) => s.marker), 3);
+});
+
+// f. Keep your subscription (issue 28). Codex logged in with ChatGPT (a Plus plan): its login in
+// the throwaway HOME's auth.json, a provider with `requires_openai_auth` and Switchyard's key in
+// `http_headers`. The combo `codex-subscription` (tests/clients/run) tries the subscription (a
+// `client` credential: Codex's own token and `chatgpt-account-id`, passed through to the mock's
+// /backend-api/codex/responses) and then an API key. The three cases run in order: the third
+// waits for the reset the second one's limit named.
+
+/** An unsigned JWT with these claims: Codex reads the claims and never checks a signature. */
+function jwt(claims) {
+  const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.unsigned`;
+}
+
+/** The ChatGPT account of this run, made up: Codex sends its access token and account id. */
+const ACCOUNT_ID = randomUUID();
+const IN_A_YEAR = Math.floor(Date.now() / 1000) + 365 * 24 * 3600;
+const AUTH_CLAIMS = { chatgpt_plan_type: 'plus', chatgpt_account_id: ACCOUNT_ID, chatgpt_user_id: `user-${ACCOUNT_ID}` };
+const TOKENS = {
+  id_token: jwt({ email: 'subscriber@example.com', exp: IN_A_YEAR, 'https://api.openai.com/auth': AUTH_CLAIMS }),
+  // A JWT too, expiring in a year, so Codex never tries to refresh it.
+  access_token: jwt({ exp: IN_A_YEAR, nonce: randomBytes(16).toString('hex'), 'https://api.openai.com/auth': AUTH_CLAIMS }),
+  refresh_token: `rt_${randomBytes(32).toString('base64url')}`,
+  account_id: ACCOUNT_ID,
+};
+
+/** `$HOME/.codex/auth.json` as `codex login` leaves it for a ChatGPT subscriber, refreshed now. */
+function chatgptLogin() {
+  return { OPENAI_API_KEY: null, tokens: TOKENS, last_refresh: new Date().toISOString() };
+}
+
+const SUBSCRIPTION_TEXT = 'Codex answered by the ChatGPT subscription.';
+const API_KEY_TEXT = "Codex answered by the API key after the subscription's limit.";
+const LOGIN_DIGEST = digest(TOKENS.access_token);
+
+/** The subscription instance is up, or the case fails with why it is not. */
+function assertSubscriptionsServe() {
+  assert.ok(
+    SUB_URL,
+    `switchyard with the subscription config did not start:\n${SUB_LOG ? readFileSync(SUB_LOG, 'utf8') : ''}`,
+  );
+}
+
+/** Codex as a ChatGPT subscriber on the combo `codex-subscription` at `baseUrl`. */
+function subscriber({ name, baseUrl, prompt }) {
+  return codex({ name, model: 'codex-subscription', prompt, baseUrl, subscriber: true });
+}
+
+/**
+ * A raw request body with what differs between two runs of the same prompt blanked: ids, the
+ * turn's start time, and the order of `client_metadata`'s keys (a hash map in Codex, written
+ * in a new order each run; put in one order here, in place, leaving every other byte as sent).
+ */
+function normalise(raw) {
+  let text = raw
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<uuid>')
+    .replace(/(turn_started_at_unix_ms\\?":)\d+/g, '$1<ms>');
+  const metadata = JSON.parse(text).client_metadata;
+  if (metadata !== undefined) {
+    const written = `"client_metadata":${JSON.stringify(metadata)}`;
+    assert.ok(text.includes(written), `client_metadata is not written compactly; revisit normalise:\n${text}`);
+    const sorted = Object.fromEntries(Object.entries(metadata).sort(([a], [b]) => (a < b ? -1 : 1)));
+    text = text.replace(written, `"client_metadata":${JSON.stringify(sorted)}`);
+  }
+  return text;
+}
+
+/** The first place two strings differ, with some context, for a readable failure. */
+function firstDifference(a, b) {
+  let i = 0;
+  while (i < a.length && a[i] === b[i]) i++;
+  const at = Math.max(0, i - 80);
+  return `at byte ${i}:\n  direct:  …${a.slice(at, i + 80)}…\n  proxied: …${b.slice(at, i + 80)}…`;
+}
+
+/** When the limit of case f2 resets at the latest, in Unix milliseconds. */
+let subscriptionResetsBy = null;
+
+test("a subscriber's Codex reaches its ChatGPT subscription with its own login and the body it sends straight", async () => {
+  assertSubscriptionsServe();
+  const prompt = 'Say hello for the subscription check.';
+  const beforeDirect = watermark();
+  // Straight to the mock where chatgpt.com serves Codex: Codex appends /responses.
+  const direct = await subscriber({ name: 'f-subscriber', baseUrl: `${MOCK_URL}/backend-api/codex`, prompt });
+  assertAnswered(direct, SUBSCRIPTION_TEXT);
+  const beforeProxied = watermark();
+  const proxied = await subscriber({ name: 'f-subscriber', baseUrl: `${SUB_URL}/v1`, prompt });
+  assertAnswered(proxied, SUBSCRIPTION_TEXT);
+
+  const [sent] = mainTurns(beforeDirect, 'codex-subscription');
+  const [received] = mainTurns(beforeProxied, 'cx-sub');
+  assert.ok(sent && received, summary(since(beforeDirect)));
+  assert.equal(sent.path, '/backend-api/codex/responses');
+  // What makes this a subscriber's request: Codex's ChatGPT token and account.
+  assert.equal(sent.credentials.authorization, LOGIN_DIGEST, 'Codex sent its own ChatGPT token, straight');
+  assert.equal(sent.headers['chatgpt-account-id'], ACCOUNT_ID, 'Codex sent its account, straight');
+
+  // The subscription's upstream, at the path chatgpt.com serves: Codex's own token and account
+  // and no other credential (not Switchyard's key).
+  assert.equal(received.path, '/backend-api/codex/responses');
+  assert.deepEqual(received.credentials, { authorization: LOGIN_DIGEST }, `credentials ${JSON.stringify(received.headers)}`);
+  assert.equal(received.headers['chatgpt-account-id'], ACCOUNT_ID);
+
+  // The body as Codex sent it but for `model`: as JSON after the per-run ids are blanked, then
+  // byte for byte.
+  const strip = (record) => {
+    const { model: _, ...rest } = JSON.parse(normalise(record.raw_body));
+    return rest;
+  };
+  assert.deepEqual(strip(received), strip(sent));
+  assert.equal(received.body.model, 'cx-sub');
+  const rewritten = normalise(received.raw_body).replace('"model":"cx-sub"', '"model":"codex-subscription"');
+  const original = normalise(sent.raw_body);
+  assert.ok(rewritten === original, `the upstream body differs ${firstDifference(original, rewritten)}`);
+});
+
+test("a subscriber's Codex is answered by the API key when ChatGPT answers its usage limit, and the key never sees the login", async () => {
+  assertSubscriptionsServe();
+  const before = watermark();
+  const run = await subscriber({ name: 'f-limit', baseUrl: `${SUB_URL}/v1`, prompt: 'Spend the subscription.' });
+  const ended = Date.now();
+  assertAnswered(run, API_KEY_TEXT);
+
+  const limited = mainTurns(before, 'cx-sub');
+  const served = mainTurns(before, 'cx-sub-key');
+  assert.equal(limited.length, 1, `the subscription: ${summary(limited)}`);
+  const answer = limited[0].behavior.status;
+  assert.equal(answer?.code, 429, `the subscription answered its limit: ${summary(limited)}`);
+  assert.equal(limited[0].credentials.authorization, LOGIN_DIGEST, 'with the login');
+  assert.equal(served.length, 1, `the API key: ${summary(served)}`);
+  assert.ok(limited[0].seq < served[0].seq, 'the subscription was tried first');
+
+  // Every request the API key's model ever got: its own key only, and neither the login nor the
+  // account anywhere.
+  const keyed = records().filter((r) => r.model === 'cx-sub-key');
+  for (const r of keyed) {
+    assert.deepEqual(r.credentials, { 'x-api-key': digest(SUB_KEY) }, `attempt ${r.seq}: credentials`);
+    assert.ok(!('chatgpt-account-id' in r.headers), `attempt ${r.seq} to the API key carries chatgpt-account-id`);
+    const seen = JSON.stringify(r.headers) + (r.raw_body ?? r.raw_body_base64);
+    for (const secret of [TOKENS.access_token, TOKENS.refresh_token, TOKENS.id_token, ACCOUNT_ID]) {
+      assert.ok(!seen.includes(secret), `attempt ${r.seq} to the API key carries the login`);
+    }
+  }
+
+  // Switchyard read the limit before the run ended, so its reset is at the latest then plus the
+  // seconds the body said.
+  const seconds = answer.body?.error?.resets_in_seconds;
+  assert.equal(typeof seconds, 'number', JSON.stringify(answer));
+  subscriptionResetsBy = ended + seconds * 1000;
+});
+
+test("a subscriber's Codex is served by the ChatGPT subscription again once its reset has passed", async () => {
+  assertSubscriptionsServe();
+  assert.ok(subscriptionResetsBy, 'the limit case before this one did not get as far as the reset');
+  await untilPast(subscriptionResetsBy);
+  const before = watermark();
+  const run = await subscriber({ name: 'f-reset', baseUrl: `${SUB_URL}/v1`, prompt: 'Say hello after the reset.' });
+  assertAnswered(run, SUBSCRIPTION_TEXT);
+  const turns = mainTurns(before, 'cx-sub');
+  assert.equal(turns.length, 1, summary(since(before)));
+  assert.deepEqual(turns[0].credentials, { authorization: LOGIN_DIGEST }, 'with the login');
+  assert.equal(turns[0].headers['chatgpt-account-id'], ACCOUNT_ID);
+  assert.equal(mainTurns(before, 'cx-sub-key').length, 0, `the API key was not needed: ${summary(since(before))}`);
 });

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 
@@ -115,4 +116,25 @@ export function assertOneKeyPerSession(turns, markers, count) {
 /** Attempts, for an assertion message. */
 export function summary(list) {
   return JSON.stringify(list.map((r) => ({ seq: r.seq, model: r.model, path: r.path, behavior: r.behavior })));
+}
+
+/**
+ * A credential as a record names it (`key`, and each of `credentials`): the first 12 hex digits
+ * of its SHA-256 (crates/switchyard-testkit/src/record.rs).
+ */
+export function digest(secret) {
+  return createHash('sha256').update(secret).digest('hex').slice(0, 12);
+}
+
+/**
+ * Resolves once the clock is past `instant` (Unix milliseconds), such as the reset an upstream
+ * named: polls the clock, the condition itself. An instant more than a minute ahead fails at
+ * once: no case waits that long, so it can only be a wrong reset.
+ */
+export async function untilPast(instant) {
+  const ahead = instant - Date.now();
+  assert.ok(ahead < 60_000, `${new Date(instant).toISOString()} is ${ahead} ms ahead`);
+  while (Date.now() <= instant) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(100, instant - Date.now() + 1)));
+  }
 }

@@ -320,7 +320,7 @@ function assertSubscriptionsServe() {
 /** The login, as a record names it (see common.mjs digest). */
 const LOGIN_DIGEST = digest(LOGIN.accessToken);
 
-/** When the limit of case g2 resets, in Unix milliseconds, from the header the mock sent. */
+/** When the limit of the second case (g 2) resets, in Unix milliseconds, from the header the mock sent. */
 let subscriptionResetsAt = null;
 
 test("a subscriber's Claude Code reaches its subscription with its own login and the body it sends straight", async () => {

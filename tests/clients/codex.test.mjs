@@ -365,7 +365,7 @@ function firstDifference(a, b) {
   return `at byte ${i}:\n  direct:  …${a.slice(at, i + 80)}…\n  proxied: …${b.slice(at, i + 80)}…`;
 }
 
-/** When the limit of case f2 resets at the latest, in Unix milliseconds. */
+/** When the limit of the second case (f 2) resets at the latest, in Unix milliseconds. */
 let subscriptionResetsBy = null;
 
 test("a subscriber's Codex reaches its ChatGPT subscription with its own login and the body it sends straight", async () => {

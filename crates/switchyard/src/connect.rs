@@ -5,11 +5,19 @@
 //! [`merge_codex`] to the one config file it edits), and the UI's Connect page can serve the
 //! same [`Guide`]s through the management API. Keys never go into a file: where a tool reads
 //! its key from a file, the file names an environment variable and the key is exported.
+//!
+//! "Keep your subscription" (issue 28): Claude Code and Codex also get a [`Subscription`]
+//! variant, in which the tool keeps its own login in `Authorization` (passed through by a
+//! provider credential of kind `client`) and sends the local key beside it in
+//! `x-switchyard-key`. Its lines never set the tool's own key variables, which would replace
+//! the login.
 
 use std::path::Path;
 
 use serde::Serialize;
 use ts_rs::TS;
+
+use crate::server::SIDE_KEY_HEADER;
 
 /// The environment variable the snippets export the local key in, for tools that read it from
 /// one of their choosing.
@@ -125,6 +133,30 @@ pub struct Guide {
     /// and the edit is safe to make by program.
     pub writes: Option<String>,
     pub note: Option<String>,
+    /// "Keep your subscription": the lines that keep the tool's own login, for the tools that
+    /// have one a `client` credential can pass through (Claude Code, Codex).
+    pub subscription: Option<Subscription>,
+}
+
+/// The "Keep your subscription" lines of one tool: the tool keeps its own login and sends the
+/// local key in `x-switchyard-key`; the last snippet is the suggested combo (the subscription,
+/// then an API key, then another provider).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
+#[ts(export, rename = "ConnectSubscription")]
+pub struct Subscription {
+    pub snippets: Vec<Snippet>,
+    /// The config file `switchyard connect TOOL --subscription --write` edits, if any.
+    pub writes: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Who signs a tool's requests: what a guide's lines, and the file `--write` edits, set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Login {
+    /// The local key is the tool's key; upstream, the providers' own keys sign.
+    LocalKey,
+    /// The tool keeps its own login ("Keep your subscription"); the local key rides beside it.
+    Subscription,
 }
 
 fn snippet(label: &str, language: &str, text: String) -> Snippet {
@@ -157,7 +189,7 @@ pub fn guide(tool: Tool, endpoint: &Endpoint) -> Guide {
         Tool::Codex => (
             vec![
                 snippet("shell", "sh", format!("{export_key}\n")),
-                snippet("~/.codex/config.toml", "toml", codex_block(endpoint)),
+                snippet("~/.codex/config.toml", "toml", codex_block(endpoint, Login::LocalKey)),
             ],
             Some("~/.codex/config.toml".to_owned()),
             Some(
@@ -331,15 +363,168 @@ pub fn guide(tool: Tool, endpoint: &Endpoint) -> Guide {
                      Switchyard does not offer lines that cannot work, and exposing the endpoint \
                      to the internet (a tunnel) would hand your provider keys to anyone who finds it."
                 )),
+                subscription: None,
             };
         }
     };
-    Guide { tool, title: tool.title().to_owned(), reachable: true, snippets, writes, note }
+    let subscription = subscription(tool, endpoint);
+    Guide {
+        tool,
+        title: tool.title().to_owned(),
+        reachable: true,
+        snippets,
+        writes,
+        note,
+        subscription,
+    }
+}
+
+/// The "Keep your subscription" lines of `tool`, for the tools whose own login a `client`
+/// credential passes through: Claude Code (a Claude Pro/Max login, to the
+/// `claude-subscription` preset) and Codex (a Plus/Pro login, to `chatgpt-subscription`).
+pub fn subscription(tool: Tool, endpoint: &Endpoint) -> Option<Subscription> {
+    let origin = endpoint.origin();
+    match tool {
+        Tool::ClaudeCode => {
+            let endpoint = &subscription_endpoint(endpoint, "claude");
+            let Endpoint { key, model, .. } = endpoint;
+            Some(Subscription {
+            snippets: vec![
+                snippet(
+                    "shell",
+                    "sh",
+                    format!(
+                        "# Claude Code keeps its own login (claude, then /login with your Claude account)\nunset ANTHROPIC_AUTH_TOKEN ANTHROPIC_API_KEY\nexport ANTHROPIC_BASE_URL={origin}\nexport ANTHROPIC_CUSTOM_HEADERS=\"{SIDE_KEY_HEADER}: {key}\"\nexport ANTHROPIC_MODEL={model}\nexport ANTHROPIC_DEFAULT_HAIKU_MODEL={model}\nclaude\n"
+                    ),
+                ),
+                snippet(
+                    "Switchyard config (the suggested combo)",
+                    "toml",
+                    suggested_combo(
+                        &combo_name(model, "claude"),
+                        Plan {
+                            id: "claude-sub",
+                            source: "claude-subscription",
+                            model: "claude-sonnet-4-20250514",
+                        },
+                        Plan {
+                            id: "anthropic",
+                            source: "ANTHROPIC_API_KEY",
+                            model: "claude-sonnet-4-20250514",
+                        },
+                        "openrouter/anthropic/claude-sonnet-4",
+                    ),
+                ),
+            ],
+            writes: None,
+            note: Some(
+                "No ANTHROPIC_AUTH_TOKEN or ANTHROPIC_API_KEY: either would replace Claude Code's \
+                 own login, which goes to the subscription's provider alone. When the \
+                 subscription's window runs out the combo's next target answers until the reset."
+                    .to_owned(),
+            ),
+        })
+        }
+        Tool::Codex => {
+            let endpoint = &subscription_endpoint(endpoint, "codex");
+            let Endpoint { key, model, .. } = endpoint;
+            Some(Subscription {
+                snippets: vec![
+                    snippet(
+                        "shell",
+                        "sh",
+                        format!(
+                            "# Codex keeps its own login (codex login: Sign in with ChatGPT)\nexport {KEY_VARIABLE}={key}\n"
+                        ),
+                    ),
+                    snippet("~/.codex/config.toml", "toml", codex_subscription_block(endpoint)),
+                    snippet(
+                        "Switchyard config (the suggested combo)",
+                        "toml",
+                        suggested_combo(
+                            &combo_name(model, "codex"),
+                            Plan {
+                                id: "chatgpt-sub",
+                                source: "chatgpt-subscription",
+                                model: "gpt-5",
+                            },
+                            Plan { id: "openai", source: "OPENAI_API_KEY", model: "gpt-5" },
+                            "openrouter/openai/gpt-5",
+                        ),
+                    ),
+                ],
+                writes: Some("~/.codex/config.toml".to_owned()),
+                note: Some(format!(
+                    "No env_key: Codex sends its ChatGPT login (and account) in Authorization, and \
+                 {SIDE_KEY_HEADER} from {KEY_VARIABLE} (an unset variable sends no header, and \
+                 Switchyard answers 401). When the subscription's window runs out the combo's \
+                 next target answers until the reset."
+                )),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `endpoint` with the suggested combo's name (`claude`, `codex`) in place of the placeholder
+/// model, so the lines ask for the combo they suggest.
+fn subscription_endpoint(endpoint: &Endpoint, combo: &str) -> Endpoint {
+    let model =
+        if endpoint.model == PLACEHOLDER_MODEL { combo.to_owned() } else { endpoint.model.clone() };
+    Endpoint { model, ..endpoint.clone() }
+}
+
+/// The combo the subscription lines ask for: the endpoint's model when it names a combo,
+/// `fallback` when it names `provider/model` (a combo name has no `/`).
+fn combo_name(model: &str, fallback: &str) -> String {
+    if model.contains('/') { fallback.to_owned() } else { model.to_owned() }
+}
+
+/// A Switchyard config with the subscription's provider, an API key's, and the combo that
+/// tries them in that order, then another provider: the subscription serves while its window
+/// lasts, the key when it runs out, the third when the key cannot either.
+fn suggested_combo(name: &str, subscription: Plan<'_>, key: Plan<'_>, other: &str) -> String {
+    let Plan { id: sub_id, source: preset, model: sub_model } = subscription;
+    let Plan { id: key_id, source: key_variable, model: key_model } = key;
+    format!(
+        r#"# Your subscription: the tool's own login, passed through
+[[providers]]
+id = "{sub_id}"
+preset = "{preset}"
+
+# An API key, for when the subscription's window runs out
+[[providers]]
+id = "{key_id}"
+preset = "{key_id}"
+credentials = [{{ id = "key-1", secret = "env:{key_variable}" }}]
+
+# The subscription first, then the key, then another provider you have
+[[combos]]
+name = "{name}"
+targets = [
+  {{ target = "{sub_id}/{sub_model}" }},
+  {{ target = "{key_id}/{key_model}" }},
+  {{ target = "{other}" }},
+]
+"#
+    )
+}
+
+/// One provider of the suggested combo: its id, what it comes from (the subscription's preset,
+/// the API key's variable) and the model the combo asks it for.
+#[derive(Clone, Copy)]
+struct Plan<'a> {
+    id: &'a str,
+    source: &'a str,
+    model: &'a str,
 }
 
 /// The `~/.codex/config.toml` lines: a `switchyard` model provider on the Responses API
 /// (Codex refuses `"chat"`), its key read from [`KEY_VARIABLE`].
-fn codex_block(endpoint: &Endpoint) -> String {
+fn codex_block(endpoint: &Endpoint, login: Login) -> String {
+    if login == Login::Subscription {
+        return codex_subscription_block(&subscription_endpoint(endpoint, "codex"));
+    }
     let base = endpoint.openai_base();
     let model = &endpoint.model;
     format!(
@@ -347,14 +532,29 @@ fn codex_block(endpoint: &Endpoint) -> String {
     )
 }
 
+/// The subscription's `~/.codex/config.toml` lines: the same provider without `env_key`, so
+/// Codex signs its requests with its own login (`requires_openai_auth`), and sends the local
+/// key in `x-switchyard-key` from [`KEY_VARIABLE`] (`env_http_headers`: a header whose value
+/// Codex reads from a variable, so the key stays out of the file).
+fn codex_subscription_block(endpoint: &Endpoint) -> String {
+    let base = endpoint.openai_base();
+    let model = &endpoint.model;
+    format!(
+        "model = \"{model}\"\nmodel_provider = \"switchyard\"\n\n[model_providers.switchyard]\nname = \"Switchyard\"\nbase_url = \"{base}\"\nwire_api = \"responses\"\nrequires_openai_auth = true\nenv_http_headers = {{ \"{SIDE_KEY_HEADER}\" = \"{KEY_VARIABLE}\" }}\n"
+    )
+}
+
 /// `existing` (the text of `~/.codex/config.toml`, empty when there is none) with `model`,
-/// `model_provider` and `[model_providers.switchyard]` set to this endpoint; every other
-/// setting kept. Refuses a file that is not valid TOML rather than guess; comments are not
-/// kept (the caller saves a backup first).
-pub fn merge_codex(existing: &str, endpoint: &Endpoint) -> Result<String, String> {
+/// `model_provider` and `[model_providers.switchyard]` set to this endpoint and `login`; every
+/// other setting kept. Our provider's table is replaced whole, so switching between a local
+/// key and a subscription leaves nothing of the other behind (a stale `env_key` would send the
+/// local key in place of the login). Refuses a file that is not valid TOML rather than guess;
+/// comments are not kept (the caller saves a backup first).
+pub fn merge_codex(existing: &str, endpoint: &Endpoint, login: Login) -> Result<String, String> {
     let mut config: toml::Table = toml::from_str(existing)
         .map_err(|e| format!("not valid TOML, left unchanged: {}", e.message().trim()))?;
-    let ours: toml::Table = toml::from_str(&codex_block(endpoint)).expect("our block is TOML");
+    let ours: toml::Table =
+        toml::from_str(&codex_block(endpoint, login)).expect("our block is TOML");
     for (key, value) in ours {
         match (config.get_mut(&key), value) {
             (Some(toml::Value::Table(theirs)), toml::Value::Table(mine)) => theirs.extend(mine),
@@ -422,7 +622,7 @@ mod tests {
     #[test]
     fn the_codex_file_gets_our_provider_and_keeps_everything_else_without_the_key() {
         let existing = "approval_policy = \"never\"\nmodel = \"gpt-5\"\n\n[model_providers.other]\nname = \"Other\"\nbase_url = \"https://x.example/v1\"\n";
-        let merged = merge_codex(existing, &endpoint()).unwrap();
+        let merged = merge_codex(existing, &endpoint(), Login::LocalKey).unwrap();
         let table: toml::Table = toml::from_str(&merged).unwrap();
         assert_eq!(table["approval_policy"].as_str(), Some("never"));
         assert_eq!(table["model"].as_str(), Some("smart"));
@@ -434,8 +634,126 @@ mod tests {
         assert_eq!(ours["wire_api"].as_str(), Some("responses"));
         assert_eq!(ours["env_key"].as_str(), Some(KEY_VARIABLE));
         assert!(!merged.contains("sy-test-key"), "no key in the file: {merged}");
-        assert_eq!(merge_codex(&merged, &endpoint()).unwrap(), merged, "idempotent");
-        assert!(merge_codex("model = ", &endpoint()).unwrap_err().contains("left unchanged"));
+        assert_eq!(
+            merge_codex(&merged, &endpoint(), Login::LocalKey).unwrap(),
+            merged,
+            "idempotent"
+        );
+        let broken = merge_codex("model = ", &endpoint(), Login::LocalKey).unwrap_err();
+        assert!(broken.contains("left unchanged"), "{broken}");
+    }
+
+    fn subscription_text(tool: Tool) -> String {
+        let lines = subscription(tool, &endpoint()).expect("a subscription variant");
+        lines.snippets.iter().map(|s| s.text.as_str()).collect()
+    }
+
+    #[test]
+    fn only_claude_code_and_codex_have_a_subscription_variant_and_every_guide_carries_it() {
+        for tool in Tool::ALL {
+            let has = matches!(tool, Tool::ClaudeCode | Tool::Codex);
+            assert_eq!(subscription(tool, &endpoint()).is_some(), has, "{tool:?}");
+            assert_eq!(guide(tool, &endpoint()).subscription, subscription(tool, &endpoint()));
+        }
+    }
+
+    #[test]
+    fn claude_codes_subscription_keeps_its_login_and_sends_the_local_key_beside_it() {
+        let text = subscription_text(Tool::ClaudeCode);
+        for line in [
+            "unset ANTHROPIC_AUTH_TOKEN ANTHROPIC_API_KEY\n",
+            "export ANTHROPIC_BASE_URL=http://127.0.0.1:4242\n",
+            "export ANTHROPIC_CUSTOM_HEADERS=\"x-switchyard-key: sy-test-key\"\n",
+            "export ANTHROPIC_MODEL=smart\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
+        for replaces_the_login in ["export ANTHROPIC_AUTH_TOKEN", "export ANTHROPIC_API_KEY"] {
+            assert!(!text.contains(replaces_the_login), "{text}");
+        }
+        let note = subscription(Tool::ClaudeCode, &endpoint()).unwrap().note.unwrap();
+        assert!(note.contains("ANTHROPIC_AUTH_TOKEN"), "says why they are unset: {note}");
+    }
+
+    #[test]
+    fn codexs_subscription_signs_with_its_chatgpt_login_and_reads_the_local_key_from_the_environment()
+     {
+        let lines = subscription(Tool::Codex, &endpoint()).unwrap();
+        assert_eq!(lines.writes.as_deref(), Some("~/.codex/config.toml"));
+        assert!(lines.snippets[0].text.contains("export SWITCHYARD_KEY=sy-test-key\n"));
+        let file = &lines.snippets[1];
+        assert_eq!(file.label, "~/.codex/config.toml");
+        assert!(!file.text.contains("sy-test-key"), "no key in the file: {}", file.text);
+        let table: toml::Table = toml::from_str(&file.text).unwrap();
+        assert_eq!(table["model"].as_str(), Some("smart"));
+        assert_eq!(table["model_provider"].as_str(), Some("switchyard"));
+        let ours = table["model_providers"]["switchyard"].as_table().unwrap();
+        assert_eq!(ours["base_url"].as_str(), Some("http://127.0.0.1:4242/v1"));
+        assert_eq!(ours["wire_api"].as_str(), Some("responses"));
+        assert_eq!(ours["requires_openai_auth"].as_bool(), Some(true));
+        let headers = ours["env_http_headers"].as_table().unwrap();
+        assert_eq!(headers["x-switchyard-key"].as_str(), Some(KEY_VARIABLE));
+        for key_source in ["env_key", "http_headers", "experimental_bearer_token"] {
+            assert!(!ours.contains_key(key_source), "{key_source}: Codex's login must sign");
+        }
+    }
+
+    #[test]
+    fn the_suggested_combos_are_configs_switchyard_accepts_with_the_subscription_first() {
+        let another = "\n[[providers]]\nid = \"openrouter\"\npreset = \"openrouter\"\ncredentials = [{ id = \"k\", secret = \"env:OPENROUTER_API_KEY\" }]\n";
+        for (tool, first, second) in [
+            (Tool::ClaudeCode, "claude-sub/", "anthropic/"),
+            (Tool::Codex, "chatgpt-sub/", "openai/"),
+        ] {
+            let lines = subscription(tool, &endpoint()).unwrap();
+            let suggested = lines.snippets.last().unwrap();
+            assert_eq!(suggested.label, "Switchyard config (the suggested combo)");
+            let text = format!("{}{another}", suggested.text);
+            let env = |_: &str| Some("a-key".to_owned());
+            let config = crate::config::Config::parse(&text, Path::new("suggested.toml"), &env)
+                .unwrap_or_else(|e| panic!("{tool:?}: {e}\n{text}"));
+            let combo = config.combo("smart").expect("named after the lines' model");
+            let targets: Vec<String> =
+                combo.targets.iter().map(|t| format!("{}/{}", t.provider, t.model)).collect();
+            assert_eq!(targets.len(), 3, "{targets:?}");
+            assert!(targets[0].starts_with(first) && targets[1].starts_with(second), "{targets:?}");
+            assert!(targets[2].starts_with("openrouter/"), "{targets:?}");
+        }
+        let none = Endpoint { model: PLACEHOLDER_MODEL.into(), ..endpoint() };
+        let lines = subscription(Tool::Codex, &none).unwrap();
+        let text: String = lines.snippets.iter().map(|s| s.text.as_str()).collect();
+        assert!(!text.contains(PLACEHOLDER_MODEL), "without a combo, the suggested one: {text}");
+        assert!(text.contains("model = \"codex\"\n") && text.contains("name = \"codex\"\n"));
+        let written = merge_codex("", &none, Login::Subscription).unwrap();
+        assert!(written.contains("model = \"codex\"\n"), "{written}");
+        let direct = Endpoint { model: "anthropic/claude-x".into(), ..endpoint() };
+        let text = subscription(Tool::ClaudeCode, &direct).unwrap().snippets[1].text.clone();
+        assert!(text.contains("name = \"claude\"\n"), "a combo name has no slash: {text}");
+    }
+
+    #[test]
+    fn writing_codexs_subscription_over_the_local_key_leaves_no_env_key_and_back_again() {
+        let keyed =
+            merge_codex("approval_policy = \"never\"\n", &endpoint(), Login::LocalKey).unwrap();
+        let subscribed = merge_codex(&keyed, &endpoint(), Login::Subscription).unwrap();
+        let table: toml::Table = toml::from_str(&subscribed).unwrap();
+        assert_eq!(table["approval_policy"].as_str(), Some("never"));
+        let ours = table["model_providers"]["switchyard"].as_table().unwrap();
+        assert!(
+            !ours.contains_key("env_key"),
+            "a stale env_key would replace the login: {subscribed}"
+        );
+        assert_eq!(ours["requires_openai_auth"].as_bool(), Some(true));
+        assert!(!subscribed.contains("sy-test-key"), "no key in the file: {subscribed}");
+        let again = merge_codex(&subscribed, &endpoint(), Login::Subscription).unwrap();
+        assert_eq!(again, subscribed, "idempotent");
+        let back = merge_codex(&subscribed, &endpoint(), Login::LocalKey).unwrap();
+        let ours =
+            toml::from_str::<toml::Table>(&back).unwrap()["model_providers"]["switchyard"].clone();
+        assert_eq!(ours.get("env_key").and_then(|v| v.as_str()), Some(KEY_VARIABLE));
+        assert!(
+            ours.get("requires_openai_auth").is_none() && ours.get("env_http_headers").is_none()
+        );
     }
 }
 

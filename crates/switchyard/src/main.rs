@@ -106,6 +106,11 @@ struct ConnectArgs {
     /// ~/.codex/config.toml; the old file is kept as config.toml.bak).
     #[arg(long)]
     write: bool,
+    /// Keep your subscription (claude-code, codex): the tool keeps its own login, which a
+    /// provider with `preset = "claude-subscription"` or `"chatgpt-subscription"` passes
+    /// through, and sends the local key in `x-switchyard-key`.
+    #[arg(long)]
+    subscription: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -461,7 +466,7 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
 /// config and key are read, and with `--write` the one file a tool documents is edited.
 #[expect(clippy::print_stdout, reason = "printing the lines to paste is what this command does")]
 async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
-    use switchyard::connect::{Endpoint, Tool, guide, merge_codex};
+    use switchyard::connect::{Endpoint, Login, Tool, guide, merge_codex};
 
     let path = data_dir.join(STATE_FILE);
     let store =
@@ -486,11 +491,24 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| switchyard::connect::PLACEHOLDER_MODEL.to_owned());
     let endpoint = Endpoint { port, key, model };
     let guide = guide(args.tool, &endpoint);
-    println!("# {}", guide.title);
-    for s in &guide.snippets {
+    let (title, snippets, note, login) = if args.subscription {
+        let Some(lines) = guide.subscription else {
+            anyhow::bail!(
+                "--subscription: {} has no login of its own that Switchyard passes through \
+                 (claude-code and codex have); leave --subscription out",
+                guide.title
+            );
+        };
+        let title = format!("{}: keep your subscription", guide.title);
+        (title, lines.snippets, lines.note, Login::Subscription)
+    } else {
+        (guide.title.clone(), guide.snippets, guide.note, Login::LocalKey)
+    };
+    println!("# {title}");
+    for s in &snippets {
         println!("\n# {}\n{}", s.label, s.text.trim_end());
     }
-    if let Some(note) = &guide.note {
+    if let Some(note) = &note {
         println!("\n# {note}");
     }
     if !args.write {
@@ -508,7 +526,7 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    let merged = merge_codex(&existing, &endpoint)
+    let merged = merge_codex(&existing, &endpoint, login)
         .map_err(|problem| anyhow::anyhow!("{}: {problem}", file.display()))?;
     switchyard::connect::write_tool_config(&file, &existing, &merged)
         .map_err(|problem| anyhow::anyhow!("--write: {problem}"))?;

@@ -320,12 +320,14 @@ mod tests {
                 credential: "work".into(),
                 windows: vec![window.clone()],
                 below_reserve: true,
+                subscription: false,
             },
             HeadroomView {
                 provider: "openai".into(),
                 credential: "main".into(),
                 windows: vec![Window { remaining: 0.5, ..window }],
                 below_reserve: false,
+                subscription: false,
             },
         ];
         let view = tray_view(&h, &providers());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::RequestBuilder;
 use serde_json::{Value, json};
 use switchyard_core::{Clock as _, ManualClock};
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, T0, header, json_parts};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, Setup, T0, header, json_parts};
 use switchyard_testkit::Status;
 
 /// A Claude subscription (the preset, at the mock) in front of the standard `an` API key, and
@@ -230,4 +230,48 @@ async fn a_claude_login_never_goes_to_a_chatgpt_subscription() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(header(&headers, "x-switchyard-target"), "oa/gpt-4o");
     assert_login_only_at(&h, "no model may see it", CLAUDE_TOKEN);
+}
+
+#[tokio::test]
+async fn a_spent_window_outlives_a_restart_until_its_reset_and_the_plans_use_is_shown_not_priced() {
+    let clock = ManualClock::new(T0);
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let setup = || Setup::new(PLANS).clock(&clock);
+    let h = Harness::start_in_with(mock, data.path(), setup()).await;
+    h.mock.report_quota(CLAUDE_TOKEN, 3, 10, "5h0m0s");
+    assert_eq!(send(claude_code(&h, "claude").0).await.0, 200);
+    // The plan's window is on the health page, by its account, marked as a subscription.
+    let health = h.api_get("/api/monitoring/health").await.1;
+    let views = health["headroom"].as_array().cloned().unwrap_or_default();
+    let plan = views.iter().find(|v| v["provider"] == "claude-sub").expect("the plan's window");
+    assert!(plan["credential"].as_str().unwrap().starts_with("login~"), "{plan}");
+    assert_eq!(plan["subscription"], true, "{plan}");
+    // Its tokens are counted, at no price: covered by the plan, not API spend.
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    assert_eq!(log[0]["served_by"], "claude-sub/claude-plan", "{log}");
+    assert!(log[0]["usage"].is_object(), "{log}");
+    assert_eq!(log[0]["cost"], "0", "{log}");
+
+    let week = Duration::from_secs(7 * 24 * 3600);
+    h.mock.enqueue("claude-plan", claude_spent(clock.now().0, week));
+    assert_eq!(send(claude_code(&h, "claude").0).await.0, 200);
+    let mock = h.stop().await;
+
+    // A week-long bench survives the restart (no one-hour cap on restore) and ends at the reset.
+    let h = Harness::start_in_with(mock, data.path(), setup().reuse_config()).await;
+    clock.advance(week - Duration::from_secs(60));
+    let before = h.mock.attempts_for("claude-plan").len();
+    let (status, headers, _) = send(claude_code(&h, "claude").0).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "an/claude-x"));
+    assert_eq!(h.mock.attempts_for("claude-plan").len(), before, "still benched after the restart");
+    clock.advance(Duration::from_secs(60));
+    let (status, headers, _) = send(claude_code(&h, "claude").0).await;
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    let health = h.api_get("/api/monitoring/health").await.1;
+    assert_eq!(
+        (status, header(&headers, "x-switchyard-target")),
+        (200, "claude-sub/claude-plan"),
+        "{log} {health}"
+    );
 }

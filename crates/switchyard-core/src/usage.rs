@@ -141,6 +141,9 @@ impl From<Usage> for TokenCounts {
 pub struct TokenPrice(pub u64);
 
 impl TokenPrice {
+    /// Nothing per token.
+    pub const FREE: Self = Self(0);
+
     /// From a config's USD per million tokens. `None` for a negative, infinite or NaN price,
     /// which validation refuses first; finer than a micro-dollar per million is rounded.
     pub fn per_mtok(usd: f64) -> Option<Self> {
@@ -166,6 +169,16 @@ pub struct Prices {
 }
 
 impl Prices {
+    /// What a subscription's requests cost beyond its plan (issue 28): every bucket priced, at
+    /// nothing. Their tokens are counted; their spend is none, known, and outside every
+    /// enforced budget, rather than a price not known.
+    pub const COVERED: Self = Self {
+        input: Some(TokenPrice::FREE),
+        output: Some(TokenPrice::FREE),
+        cache_read: Some(TokenPrice::FREE),
+        cache_write: Some(TokenPrice::FREE),
+    };
+
     /// From USD per million tokens, as configs write them.
     pub fn per_mtok(
         input: Option<f64>,

@@ -363,6 +363,9 @@ pub struct HeadroomView {
     /// Under `[settings.routing] reserve_percent` in some window: it takes no new session
     /// while another credential of its target has more.
     pub below_reserve: bool,
+    /// A subscription's window (a `client` credential, by the account it served: issue 28):
+    /// its requests are covered by the plan, not priced.
+    pub subscription: bool,
 }
 
 /// What the request log keeps of a request besides its status and timing.
@@ -800,7 +803,9 @@ impl Proxy {
                     trace.served(candidate, response.status().as_u16(), took, carried);
                     if let Some(session) = session {
                         let now = self.clock.now();
-                        let (repin, home) = self.sessions.served(session, &candidate.key, now);
+                        let first = &plan.candidates[0].key;
+                        let (repin, home) =
+                            self.sessions.served(session, &candidate.key, now, first);
                         trace.session(&candidate.key, session, &repin);
                         summary.session_home = home.map(|(p, m)| format!("{p}/{m}"));
                     }
@@ -1107,7 +1112,7 @@ impl Proxy {
         // A subscription's tokens are counted, not priced: they are covered by the caller's
         // plan, not API spend, and no enforced budget counts them (issue 28).
         let covered = matches!(secret, Some(Presented::Client(_)));
-        let prices = if covered { Prices::default() } else { tally::prices(target) };
+        let prices = if covered { Prices::COVERED } else { tally::prices(target) };
         let meter = sending.tally.meter(&candidate.key, prices);
         // On the heap: the exchange is most of an attempt's future, and a hedged request
         // holds two attempts inside every client handler's future.
@@ -1404,26 +1409,29 @@ impl Proxy {
         let reserve = f64::from(config.routing.reserve_percent) / 100.0;
         let now = self.clock.now();
         let headroom = self.headroom.lock();
-        let mut views = Vec::new();
-        for provider in &config.providers {
-            for credential in &provider.credentials {
-                let key = CredentialKey {
-                    provider: provider.id.clone(),
-                    credential: credential.id.clone(),
+        let mut views: Vec<((usize, usize), HeadroomView)> = headroom
+            .keys()
+            .filter_map(|key| {
+                // Only what is configured now; a subscription by each account it served.
+                let p = config.providers.iter().position(|p| p.id == key.provider)?;
+                let provider = &config.providers[p];
+                let c = provider
+                    .credentials
+                    .iter()
+                    .position(|c| c.id.as_str() == key.credential.configured())?;
+                let windows = headroom.windows(key, now);
+                let view = HeadroomView {
+                    provider: key.provider.clone(),
+                    credential: key.credential.clone(),
+                    below_reserve: headroom.below(key, reserve, now),
+                    subscription: provider.credentials[c].kind == CredentialKind::Client,
+                    windows,
                 };
-                let windows = headroom.windows(&key, now);
-                if !windows.is_empty() {
-                    let below_reserve = headroom.below(&key, reserve, now);
-                    views.push(HeadroomView {
-                        provider: key.provider,
-                        credential: key.credential,
-                        windows,
-                        below_reserve,
-                    });
-                }
-            }
-        }
-        views
+                (!view.windows.is_empty()).then_some(((p, c), view))
+            })
+            .collect();
+        views.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.credential.cmp(&y.credential)));
+        views.into_iter().map(|(_, view)| view).collect()
     }
 
     fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {

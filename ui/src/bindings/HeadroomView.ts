@@ -11,4 +11,9 @@ export type HeadroomView = { provider: ProviderId, credential: CredentialId, win
  * Under `[settings.routing] reserve_percent` in some window: it takes no new session
  * while another credential of its target has more.
  */
-below_reserve: boolean, };
+below_reserve: boolean, 
+/**
+ * A subscription's window (a `client` credential, by the account it served: issue 28):
+ * its requests are covered by the plan, not priced.
+ */
+subscription: boolean, };

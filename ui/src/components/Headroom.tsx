@@ -15,6 +15,15 @@ const windowName: Record<string, string> = {
 };
 
 /**
+ * What a credential's windows are shown as: its id, or for a subscription (a `client`
+ * credential, kept per account: `login~3f2a…`) its id and the account's digest.
+ */
+export function headroomLabel(view: HeadroomView): string {
+  const at = view.credential.indexOf('~');
+  return at < 0 ? view.credential : `${view.credential.slice(0, at)} · account ${view.credential.slice(at + 1)}`;
+}
+
+/**
  * One credential's quota windows (RESILIENCE.md §11): a bar per window with what is left and
  * when it refills, and a note when the credential is under its reserve (it then takes no new
  * session while another credential has more). `now` is the page's clock.

@@ -99,7 +99,7 @@ describe('quota on the overview', () => {
   it("shows each measured key's windows on its provider's card", async () => {
     const measured: Health = {
       ...health,
-      headroom: [{ provider: 'oa', credential: 'k1', below_reserve: false, windows: [{ name: '5h', remaining: 0.4, resets_at: null }] }],
+      headroom: [{ provider: 'oa', credential: 'k1', below_reserve: false, subscription: false, windows: [{ name: '5h', remaining: 0.4, resets_at: null }] }],
     };
     renderWithServer(<OverviewPage />, (call: ApiCall): ApiReply => {
       const path = call.path.split('?')[0];

@@ -11,7 +11,7 @@ import type { HeadroomView } from '../bindings/HeadroomView';
 import { useAction, useApi, useLiveVersion, useNow, useResource } from '../app/context';
 import { Badge, BusyButton, CheckField, ErrorNote, SaveActions, SelectField, TextField } from '../components/controls';
 import { CredentialEditor } from '../components/CredentialEditor';
-import { HeadroomBars } from '../components/Headroom';
+import { HeadroomBars, headroomLabel } from '../components/Headroom';
 import { lastTests } from '../forms/catalogue';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
@@ -283,9 +283,9 @@ function ProviderCard({
               </span>
             </div>
             {headroom
-              .filter((v) => v.credential === c.id)
+              .filter((v) => v.credential === c.id || v.credential.startsWith(`${c.id}~`))
               .map((v) => (
-                <HeadroomBars key={v.credential} view={v} now={now} label={c.id} />
+                <HeadroomBars key={v.credential} view={v} now={now} label={headroomLabel(v)} />
               ))}
             {c.unconfirmed.length > 0 ? (
               <p className="muted" data-testid={`unconfirmed-${c.id}`}>

@@ -242,6 +242,19 @@ describe('the Usage page', () => {
     expect(chartsShown().size).toBe(0);
   });
 
+  it('shows each subscription`s windows by account, as covered by the plan, and no API key`s', async () => {
+    const window = { name: '5h', remaining: 0.25, resets_at: NOW + 2 * HOUR };
+    const headroom = [
+      { provider: 'claude-sub', credential: 'login~3f2a1b9c0d1e', below_reserve: false, subscription: true, windows: [window] },
+      { provider: 'anthropic', credential: 'key-1', below_reserve: false, subscription: false, windows: [window] },
+    ];
+    renderWithServer(<UsagePage />, (call) => (call.path.startsWith('/api/monitoring/health') ? ok({ headroom }) : answer(call)));
+    const section = await screen.findByTestId('usage-subscriptions');
+    expect(within(section).getByText(/covered by the plan/)).toBeInTheDocument();
+    expect(within(section).getByLabelText('Quota of claude-sub: login · account 3f2a1b9c0d1e')).toBeInTheDocument();
+    expect(within(section).queryByLabelText(/anthropic/)).toBeNull();
+  });
+
   it('says when nothing served had a price, and when no request was streamed', async () => {
     const unpriced = report({ from: FEB_1, group_by: 'model', groups: [series('local/llama', [point({ requests: 2, uncached_input: 50, output: 5, cost_unknown: 2 }), ...Array.from({ length: 6 }, () => point())])] });
     const providers = report({ from: FEB_1, group_by: 'provider', groups: [series('local', unpriced.totals)] });

@@ -1,11 +1,13 @@
 import { useMemo, useState, type ReactNode } from 'react';
 import type { GroupBy } from '../bindings/GroupBy';
+import type { HeadroomView } from '../bindings/HeadroomView';
 import type { UsageQuery } from '../bindings/UsageQuery';
 import type { UsageReport } from '../bindings/UsageReport';
 import { download } from '../app/download';
 import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
 import { BudgetAlerts, BudgetMeters } from '../components/BudgetNotes';
 import { BusyButton, CopyButton, ErrorNote, Figures, TextField } from '../components/controls';
+import { HeadroomBars, headroomLabel } from '../components/Headroom';
 import { UsageChart } from '../components/UsageChart';
 import { placeError } from '../forms/fieldErrors';
 import { formatLatency } from '../format/duration';
@@ -35,12 +37,35 @@ function queryOf(range: DayRange, stackBy: StackBy): UsageQuery {
   return { from: range.from, to: range.to, bucket: range.bucket, group_by: stackBy };
 }
 
+/**
+ * Each subscription's windows (issue 28): a subscriber's own login passed through is counted in
+ * tokens here and covered by the plan, so what matters is how much of each window is used and
+ * when it refills, as the plan's own answers say.
+ */
+function Subscriptions({ views, now }: { views: HeadroomView[]; now: number }) {
+  if (views.length === 0) return null;
+  return (
+    <section className="card" aria-labelledby="subscriptions-title" data-testid="usage-subscriptions">
+      <h2 id="subscriptions-title">Subscriptions</h2>
+      <p className="muted">
+        Requests served by a subscription (a client&apos;s own Claude or ChatGPT login passed through) are counted in tokens and
+        covered by the plan: no spend, outside every budget. When a window runs out, its requests fall back to the combo&apos;s next
+        targets until the reset.
+      </p>
+      {views.map((v) => (
+        <HeadroomBars key={`${v.provider}/${v.credential}`} view={v} now={now} label={`${v.provider}: ${headroomLabel(v)}`} />
+      ))}
+    </section>
+  );
+}
+
 export function UsagePage() {
   const api = useApi();
   const live = useLiveVersion();
   const completed = useRequestsVersion();
   // Only the UTC day matters: a page left open past midnight moves "today" along.
   const now = useNow(60_000);
+  const health = useResource(() => api.health(), [api, live]);
   const [choice, setChoice] = useState<RangeChoice>({ kind: '7d', from: '', to: '' });
   const [stackBy, setStackBy] = useState<StackBy>('model');
   const [saved, setSaved] = useState<{ name: string; text: string } | null>(null);
@@ -202,6 +227,8 @@ export function UsagePage() {
           ) : null}
         </section>
       ) : null}
+
+      <Subscriptions views={(health.data?.headroom ?? []).filter((v) => v.subscription)} now={now} />
 
       {total && total.requests === 0 ? (
         <section className="card empty-state" aria-labelledby="usage-empty-title">

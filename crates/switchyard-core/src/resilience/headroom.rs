@@ -139,6 +139,12 @@ impl Headroom {
         self.credentials.is_empty()
     }
 
+    /// Every credential measured: those configured, and each account a `client` credential
+    /// served (`login~3f2a…`).
+    pub fn keys(&self) -> impl Iterator<Item = &CredentialKey> {
+        self.credentials.keys()
+    }
+
     /// `key`'s windows still in force at `now`.
     pub fn windows(&self, key: &CredentialKey, now: UnixMillis) -> Vec<Window> {
         self.credentials

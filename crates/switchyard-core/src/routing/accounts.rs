@@ -9,7 +9,8 @@
 //!   recorded for an account stays that account's (no eviction can hand it to another), and the
 //!   registry holds at most that many entries per credential.
 //! - An account is named by a digest the caller made (never a token): the scoped id goes to the
-//!   trace, the UI and the state file.
+//!   trace, the UI and the state file. The digest of an account id is the same across
+//!   restarts, so a bench restored from the state file is found again by the same account.
 
 use rustc_hash::FxHashMap;
 
@@ -50,20 +51,6 @@ impl Accounts {
             seen.push(OVERFLOW.into());
         }
         (key.credential.for_account(OVERFLOW), new)
-    }
-
-    /// Takes back accounts scoped before a restart (from the state file), in the order given,
-    /// so they keep their own scope rather than overflow.
-    pub fn restore(&mut self, scoped: &CredentialKey) {
-        let Some(account) = scoped.credential.account() else { return };
-        if account == OVERFLOW {
-            return;
-        }
-        let key = CredentialKey {
-            provider: scoped.provider.clone(),
-            credential: scoped.credential.configured().into(),
-        };
-        let _ = self.scope(&key, account);
     }
 }
 
@@ -110,24 +97,5 @@ mod tests {
         // Another credential has a bound of its own.
         let other = CredentialKey { provider: "codex".into(), credential: "login".into() };
         assert_eq!(scoped(&mut accounts, &other, "late"), "login~late");
-    }
-
-    #[test]
-    fn restored_scopes_are_taken_back_before_new_accounts() {
-        let mut accounts = Accounts::default();
-        let restored = |credential: &str| CredentialKey {
-            provider: "claude".into(),
-            credential: credential.into(),
-        };
-        accounts.restore(&restored("login~a1b2c3"));
-        accounts.restore(&restored("login~other"));
-        for i in 0..ACCOUNTS_PER_CREDENTIAL - 1 {
-            let _ = accounts.scope(&login(), &format!("acct{i}"));
-        }
-        assert_eq!(
-            accounts.scope(&login(), "a1b2c3"),
-            (restored("login~a1b2c3").credential, false)
-        );
-        assert_eq!(scoped(&mut accounts, &login(), "new"), "login~other");
     }
 }

@@ -268,6 +268,30 @@ impl Sessions {
         repin
     }
 
+    /// [`Self::served`] for a session that was not pinned before and whose plan put `first`
+    /// first: bound elsewhere because `first` was benched or failed, it takes `first`'s target
+    /// as its home, to return to once that is eligible, as a session moved off it does (the
+    /// plan's order says it is better). A session started while its subscription's window was
+    /// spent goes back to the subscription at the reset, not on paying for an API key (issue
+    /// 28).
+    pub fn served_after(
+        &mut self,
+        session: SessionKey,
+        served: &CandidateKey,
+        now: UnixMillis,
+        first: &CandidateKey,
+    ) -> Repin {
+        let repin = self.served(session, served, now);
+        let elsewhere = (&first.provider, &first.model) != (&served.provider, &served.model);
+        if repin == Repin::Bound
+            && elsewhere
+            && let Some(entry) = self.entries.get_mut(&session)
+        {
+            entry.pin.home = Some((first.provider.clone(), first.model.clone()));
+        }
+        repin
+    }
+
     /// The target `session` moved off and returns to once it is eligible, if any.
     pub fn home(&self, session: SessionKey) -> Option<(ProviderId, ModelId)> {
         self.entries.get(&session)?.pin.home.clone()
@@ -389,6 +413,14 @@ mod tests {
         assert_eq!(steer(&mut p, Some(&pin)), Steer::Returned);
         assert_eq!(order(&p), ["a/m@1", "b/n@1"]);
         assert_eq!(sessions.served(s, &a1, T0), Repin::Home);
+
+        // A session bound away from its plan's first target returns to it as its home.
+        let late = SessionKey::named("k", "born while a was benched");
+        assert_eq!(sessions.served_after(late, &b1, T0, &a1), Repin::Bound);
+        assert_eq!(sessions.home(late), Some(("a".into(), "m".into())));
+        let first_served = SessionKey::named("k", "a served at once");
+        assert_eq!(sessions.served_after(first_served, &a2, T0, &a1), Repin::Bound);
+        assert_eq!(sessions.home(first_served), None, "another key of the first target is no move");
         assert_eq!(sessions.pin(s, T0).unwrap().home, None);
     }
 

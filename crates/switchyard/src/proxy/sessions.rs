@@ -117,14 +117,16 @@ impl SessionTable {
     }
 
     /// Binds, keeps or moves `session`'s pin to `key`: how, and the home it returns to.
+    /// `first` is the candidate the request's plan put first (see `Sessions::served_after`).
     pub(crate) fn served(
         &self,
         session: SessionKey,
         key: &CandidateKey,
         now: UnixMillis,
+        first: &CandidateKey,
     ) -> (Repin, Option<(ProviderId, ModelId)>) {
         let mut sessions = self.inner.lock();
-        let repin = sessions.served(session, key, now);
+        let repin = sessions.served_after(session, key, now, first);
         (repin, sessions.home(session))
     }
 

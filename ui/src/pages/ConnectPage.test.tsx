@@ -19,6 +19,18 @@ function guides(request: ConnectRequest): ConnectGuide[] {
       snippets: [{ label: 'shell', language: 'sh', text: `export ANTHROPIC_AUTH_TOKEN=${key}\nexport ANTHROPIC_MODEL=${model}\n` }],
       writes: null,
       note: null,
+      subscription: {
+        snippets: [
+          {
+            label: 'shell',
+            language: 'sh',
+            text: `unset ANTHROPIC_AUTH_TOKEN ANTHROPIC_API_KEY\nexport ANTHROPIC_CUSTOM_HEADERS="x-switchyard-key: ${key}"\nexport ANTHROPIC_MODEL=${model}\n`,
+          },
+          { label: 'Switchyard config (the suggested combo)', language: 'toml', text: `[[combos]]\nname = "${model}"\n` },
+        ],
+        writes: null,
+        note: 'No ANTHROPIC_AUTH_TOKEN or ANTHROPIC_API_KEY: either would replace Claude Code\'s own login.',
+      },
     },
     {
       tool: 'codex',
@@ -27,6 +39,18 @@ function guides(request: ConnectRequest): ConnectGuide[] {
       snippets: [{ label: '~/.codex/config.toml', language: 'toml', text: `model = "${model}"\n` }],
       writes: '~/.codex/config.toml',
       note: null,
+      subscription: {
+        snippets: [
+          { label: 'shell', language: 'sh', text: `export SWITCHYARD_KEY=${key}\n` },
+          {
+            label: '~/.codex/config.toml',
+            language: 'toml',
+            text: `model = "${model}"\nrequires_openai_auth = true\nenv_http_headers = { "x-switchyard-key" = "SWITCHYARD_KEY" }\n`,
+          },
+        ],
+        writes: '~/.codex/config.toml',
+        note: null,
+      },
     },
     {
       tool: 'cursor',
@@ -35,6 +59,7 @@ function guides(request: ConnectRequest): ConnectGuide[] {
       snippets: [],
       writes: null,
       note: "Cursor's servers call the base URL, and they cannot reach 127.0.0.1.",
+      subscription: null,
     },
   ];
 }
@@ -75,6 +100,31 @@ describe('ConnectPage', () => {
     // The other tools keep the placeholder: each gets its own key.
     expect(screen.getByRole('region', { name: 'Codex CLI' })).toHaveTextContent('model = "cheap"');
     expect(transport.callsTo('POST', '/api/connect').at(-1)?.body).toEqual({ model: 'cheap', key: 'sk-sy-claude-1234' });
+  });
+
+  it('offers Claude Code and Codex the lines that keep their subscription, with the key and combo filled in', async () => {
+    renderWithServer(<ConnectPage />, server);
+    const claude = await screen.findByRole('region', { name: 'Claude Code' });
+    expect(screen.getAllByRole('checkbox', { name: 'Keep your subscription' })).toHaveLength(2);
+    expect(within(screen.getByRole('region', { name: 'Cursor' })).queryByRole('checkbox')).toBeNull();
+
+    await userEvent.click(within(claude).getByRole('checkbox', { name: 'Keep your subscription' }));
+    expect(within(claude).getByText(/ANTHROPIC_CUSTOM_HEADERS="x-switchyard-key: sk-switchyard-PLACEHOLDER"/)).toBeInTheDocument();
+    expect(within(claude).queryByText(/export ANTHROPIC_AUTH_TOKEN/)).toBeNull();
+    expect(within(claude).getByText(/either would replace Claude Code's own login/)).toBeInTheDocument();
+    expect(within(claude).getByRole('button', { name: /^Copy Claude Code lines \(Switchyard config \(the suggested combo\)\)/ })).toBeInTheDocument();
+    // Codex keeps its local-key lines until its own box is ticked.
+    const codex = screen.getByRole('region', { name: 'Codex CLI' });
+    expect(within(codex).queryByText(/requires_openai_auth/)).toBeNull();
+    await userEvent.click(within(codex).getByRole('checkbox', { name: 'Keep your subscription' }));
+    expect(within(codex).getByText(/env_http_headers = \{ "x-switchyard-key" = "SWITCHYARD_KEY" \}/)).toBeInTheDocument();
+    expect(within(codex).getByText('switchyard connect codex --subscription --write')).toBeInTheDocument();
+
+    // A key made for Claude Code lands in its subscription lines too; the choice stays.
+    await userEvent.click(within(claude).getByRole('button', { name: 'Create a key for Claude Code' }));
+    await within(claude).findByText(/x-switchyard-key: sk-sy-claude-1234/);
+    await userEvent.click(within(claude).getByRole('checkbox', { name: 'Keep your subscription' }));
+    expect(within(claude).getByText(/ANTHROPIC_AUTH_TOKEN=sk-sy-claude-1234/)).toBeInTheDocument();
   });
 
   it('names a second key for the same tool apart', () => {

@@ -2,7 +2,7 @@ import { useState } from 'react';
 import type { ConnectGuide } from '../bindings/ConnectGuide';
 import type { ConnectTool } from '../bindings/ConnectTool';
 import { useAction, useApi, useResource } from '../app/context';
-import { BusyButton, CopyButton, ErrorNote, SelectField } from '../components/controls';
+import { BusyButton, CheckField, CopyButton, ErrorNote, SelectField } from '../components/controls';
 
 /**
  * The guides to show: each tool's lines with its own key where one was created here, else
@@ -43,6 +43,11 @@ function Guide({
   creating: boolean;
 }) {
   const titleId = `connect-${guide.tool}`;
+  // "Keep your subscription" (Claude Code, Codex): the tool keeps its own login and sends the
+  // local key beside it; the server gives those lines with the guide.
+  const [subscribed, setSubscribed] = useState(false);
+  const lines = subscribed && guide.subscription ? guide.subscription : guide;
+  const flag = subscribed ? ' --subscription' : '';
   return (
     <section className="card" aria-labelledby={titleId} data-testid={`guide-${guide.tool}`}>
       <div className="section-head">
@@ -62,8 +67,16 @@ function Guide({
           {guide.note}
         </div>
       )}
-      {guide.snippets.map((snippet, index) => (
-        <div key={index}>
+      {guide.subscription ? (
+        <CheckField
+          label="Keep your subscription"
+          checked={subscribed}
+          onChange={(e) => setSubscribed(e.target.checked)}
+          hint={`${guide.title} keeps its own login (your plan), which Switchyard passes only to the subscription's provider; the local key goes beside it in x-switchyard-key. When the plan's window runs out, the combo's next target answers until the reset.`}
+        />
+      ) : null}
+      {lines.snippets.map((snippet, index) => (
+        <div key={`${subscribed ? 'subscription' : 'key'}-${index}`}>
           <div className="row">
             <span className="muted">{snippet.label}</span>
             <CopyButton text={snippet.text} label={`Copy ${guide.title} lines (${snippet.label})`} />
@@ -73,10 +86,10 @@ function Guide({
           </pre>
         </div>
       ))}
-      {guide.reachable && guide.note ? <p className="muted">{guide.note}</p> : null}
-      {guide.writes ? (
+      {guide.reachable && lines.note ? <p className="muted">{lines.note}</p> : null}
+      {lines.writes ? (
         <p className="muted">
-          Or let the CLI edit <code>{guide.writes}</code>: <code>switchyard connect {guide.tool} --write</code>
+          Or let the CLI edit <code>{lines.writes}</code>: <code>{`switchyard connect ${guide.tool}${flag} --write`}</code>
         </p>
       ) : null}
     </section>

@@ -19,7 +19,21 @@ id = "canary"
 kind = "openai"
 base_url = "{mock}/v1"
 credentials = [{ id = "c-1", secret = "env:CANARY" }]
+
+[[providers]]
+id = "sub"
+preset = "claude-subscription"
+base_url = "{mock}"
+models = ["sub-plan"]
+
+[[combos]]
+name = "subplan"
+targets = [{ target = "sub/sub-plan" }, { target = "an/claude-x" }]
 "#;
+
+/// A subscriber's own login (issue 28): passed through to its subscription alone, and no
+/// more kept than the canary key.
+const CLIENT_LOGIN: &str = "sk-ant-oat01-client-canary-5f2e9b7c1d3a";
 
 /// `POST /api/config/import{query}` of `text` with the management token.
 async fn import(h: &Harness, query: &str, text: &str) -> serde_json::Value {
@@ -89,6 +103,7 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
     }
     h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::Unauthorized));
     seen.push(h.openai("canary/gpt-4o", false).send().await.unwrap().text().await.unwrap());
+    seen.extend(a_subscribers_login(&h).await);
 
     for path in [
         "/api/monitoring/health",
@@ -113,11 +128,18 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
         "the canary did reach the upstream, so the test exercises it"
     );
     let mock = h.stop().await;
+    for attempt in mock.attempts() {
+        let sent = format!("{:?} {}", attempt.headers, String::from_utf8_lossy(&attempt.raw_body));
+        let own = attempt.model == "sub-plan";
+        assert!(own || !sent.contains(CLIENT_LOGIN), "the login reached {}", attempt.model);
+    }
     drop(mock);
 
     for (i, body) in seen.iter().enumerate() {
         assert!(!body.contains(CANARY), "response {i} carries the canary: {body}");
+        assert!(!body.contains(CLIENT_LOGIN), "response {i} carries the client's login: {body}");
     }
+    assert!(!logs_text(&logs).contains(CLIENT_LOGIN), "the logs carry the client's login");
     let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     assert!(!logs.is_empty(), "TRACE logging was captured");
     assert!(!logs.contains(CANARY), "the logs carry the canary");
@@ -131,8 +153,10 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
     for entry in std::fs::read_dir(data.path()).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
-        let found = bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes());
-        assert!(!found, "{} carries the canary", path.display());
+        for secret in [CANARY, CLIENT_LOGIN] {
+            let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!found, "{} carries {secret}", path.display());
+        }
     }
 }
 
@@ -174,6 +198,41 @@ async fn through_ipc(h: &Harness) -> Vec<String> {
     assert_eq!(refused.status, 422, "{}", refused.body);
     seen.push(refused.body.to_string());
 
+    seen
+}
+
+fn logs_text(logs: &Captured) -> String {
+    String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned()
+}
+
+/// A subscriber's Claude Code through the subscription: served, refused with an error that
+/// echoes the login, and spent (each falls back to the API key): the bodies.
+async fn a_subscribers_login(h: &Harness) -> Vec<String> {
+    let send = || {
+        h.http
+            .post(h.url("/v1/messages"))
+            .bearer_auth(CLIENT_LOGIN)
+            .header("x-switchyard-key", LOCAL_KEY)
+            .json(&json!({"model": "subplan", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
+    };
+    let echoed = format!("invalid x-api-key or token {CLIENT_LOGIN}");
+    let spent = Status::new(429)
+        .header("anthropic-ratelimit-unified-status", "rejected")
+        .header("anthropic-ratelimit-unified-reset", "{epoch+3600}");
+    let cases: [Behavior; 3] =
+        [Behavior::reply("fine"), Status::new(401).message(echoed).into(), spent.into()];
+    let mut seen = Vec::new();
+    for behavior in cases {
+        h.mock.enqueue("sub-plan", behavior);
+        let answer = send().send().await.unwrap();
+        assert_eq!(answer.status(), 200, "served by the plan or the API key after it");
+        seen.push(format!("{:?}", answer.headers()));
+        seen.push(answer.text().await.unwrap());
+        // A refused login benches that account: each case starts from a clean slate.
+        let reset = json!({"scope": "all"});
+        assert_eq!(h.api(reqwest::Method::POST, "/api/resilience/reset", &reset).await.0, 200);
+    }
+    assert_eq!(h.mock.attempts_for("sub-plan").len(), 3, "the login reached its subscription");
     seen
 }
 

@@ -107,12 +107,14 @@ impl ServerState {
 }
 
 /// Request headers that carry credentials: marked sensitive before anything can log them.
-const SENSITIVE_HEADERS: [header::HeaderName; 5] = [
+/// `x-switchyard-key` is the local key beside a client's own login (issue 28).
+const SENSITIVE_HEADERS: [header::HeaderName; 6] = [
     header::AUTHORIZATION,
     header::PROXY_AUTHORIZATION,
     header::COOKIE,
     header::HeaderName::from_static("x-api-key"),
     header::HeaderName::from_static("x-goog-api-key"),
+    header::HeaderName::from_static(SIDE_KEY_HEADER),
 ];
 
 /// The router with every route and the front door.

@@ -13,7 +13,7 @@ use switchyard_e2e::harness::{Harness, LOCAL_KEY, Setup, T0, header, json_parts}
 use switchyard_testkit::Status;
 
 /// A Claude subscription (the preset, at the mock) in front of the standard `an` API key, and
-/// a ChatGPT subscription in front of the standard `oa` one.
+/// a `ChatGPT` subscription in front of the standard `oa` one.
 const PLANS: &str = r#"
 [[providers]]
 id = "claude-sub"
@@ -61,7 +61,7 @@ fn claude_code(h: &Harness, model: &str) -> (RequestBuilder, String) {
     (request, body)
 }
 
-/// Codex logged in with ChatGPT: its access token, its account and the local key beside.
+/// Codex logged in with `ChatGPT`: its access token, its account and the local key beside.
 fn codex(h: &Harness, model: &str) -> RequestBuilder {
     h.http
         .post(h.url("/v1/responses"))
@@ -135,10 +135,10 @@ async fn a_subscribers_login_goes_to_its_subscription_byte_for_byte_and_falls_ba
         scoped.key.credential.as_str().starts_with("login~"),
         "benched per account: {scoped:?}"
     );
-    assert_eq!(scoped.retry_in_ms, Some(five_hours.as_millis() as u64));
+    assert_eq!(scoped.retry_in_ms, Some(u64::try_from(five_hours.as_millis()).unwrap()));
 
     // A second before the reset it is still passed over; at the reset it serves again.
-    clock.advance(five_hours - Duration::from_secs(1));
+    clock.advance(five_hours.saturating_sub(Duration::from_secs(1)));
     let before = h.mock.attempts_for("claude-plan").len();
     assert_eq!(send(claude_code(&h, "claude").0).await.0, 200);
     assert_eq!(h.mock.attempts_for("claude-plan").len(), before, "still benched");
@@ -260,7 +260,7 @@ async fn a_spent_window_outlives_a_restart_until_its_reset_and_the_plans_use_is_
 
     // A week-long bench survives the restart (no one-hour cap on restore) and ends at the reset.
     let h = Harness::start_in_with(mock, data.path(), setup().reuse_config()).await;
-    clock.advance(week - Duration::from_secs(60));
+    clock.advance(week.saturating_sub(Duration::from_secs(60)));
     let before = h.mock.attempts_for("claude-plan").len();
     let (status, headers, _) = send(claude_code(&h, "claude").0).await;
     assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "an/claude-x"));

@@ -22,7 +22,7 @@ use switchyard_secrets::Secret;
 use crate::server::SIDE_KEY_HEADER;
 
 /// Headers that carry a client's login, in the order they are looked for. Codex sends its
-/// ChatGPT account beside the token; the backend needs both.
+/// `ChatGPT` account beside the token; the backend needs both.
 const LOGIN_HEADERS: [&str; 3] = ["authorization", "x-api-key", "chatgpt-account-id"];
 
 /// Keys the digest of a token with no account, so a digest in a trace cannot be checked

@@ -389,41 +389,42 @@ pub fn subscription(tool: Tool, endpoint: &Endpoint) -> Option<Subscription> {
             let endpoint = &subscription_endpoint(endpoint, "claude");
             let Endpoint { key, model, .. } = endpoint;
             Some(Subscription {
-            snippets: vec![
-                snippet(
-                    "shell",
-                    "sh",
-                    format!(
-                        "# Claude Code keeps its own login (claude, then /login with your Claude account)\nunset ANTHROPIC_AUTH_TOKEN ANTHROPIC_API_KEY\nexport ANTHROPIC_BASE_URL={origin}\nexport ANTHROPIC_CUSTOM_HEADERS=\"{SIDE_KEY_HEADER}: {key}\"\nexport ANTHROPIC_MODEL={model}\nexport ANTHROPIC_DEFAULT_HAIKU_MODEL={model}\nclaude\n"
+                snippets: vec![
+                    snippet(
+                        "shell",
+                        "sh",
+                        format!(
+                            "# Claude Code keeps its own login (claude, then /login with your Claude account)\nunset ANTHROPIC_AUTH_TOKEN ANTHROPIC_API_KEY\nexport ANTHROPIC_BASE_URL={origin}\nexport ANTHROPIC_CUSTOM_HEADERS=\"{SIDE_KEY_HEADER}: {key}\"\nexport ANTHROPIC_MODEL={model}\nexport ANTHROPIC_DEFAULT_HAIKU_MODEL={model}\nclaude\n"
+                        ),
                     ),
-                ),
-                snippet(
-                    "Switchyard config (the suggested combo)",
-                    "toml",
-                    suggested_combo(
-                        &combo_name(model, "claude"),
-                        Plan {
-                            id: "claude-sub",
-                            source: "claude-subscription",
-                            model: "claude-sonnet-4-20250514",
-                        },
-                        Plan {
-                            id: "anthropic",
-                            source: "ANTHROPIC_API_KEY",
-                            model: "claude-sonnet-4-20250514",
-                        },
-                        "openrouter/anthropic/claude-sonnet-4",
+                    snippet(
+                        "Switchyard config (the suggested combo)",
+                        "toml",
+                        suggested_combo(
+                            &combo_name(model, "claude"),
+                            Plan {
+                                id: "claude-sub",
+                                source: "claude-subscription",
+                                model: "claude-sonnet-4-20250514",
+                            },
+                            Plan {
+                                id: "anthropic",
+                                source: "ANTHROPIC_API_KEY",
+                                model: "claude-sonnet-4-20250514",
+                            },
+                            "openrouter/anthropic/claude-sonnet-4",
+                        ),
                     ),
+                ],
+                writes: None,
+                note: Some(
+                    "No ANTHROPIC_AUTH_TOKEN or ANTHROPIC_API_KEY: either would replace Claude \
+                     Code's own login, which goes to the subscription's provider alone. When the \
+                     subscription's window runs out the combo's next target answers until the \
+                     reset."
+                        .to_owned(),
                 ),
-            ],
-            writes: None,
-            note: Some(
-                "No ANTHROPIC_AUTH_TOKEN or ANTHROPIC_API_KEY: either would replace Claude Code's \
-                 own login, which goes to the subscription's provider alone. When the \
-                 subscription's window runs out the combo's next target answers until the reset."
-                    .to_owned(),
-            ),
-        })
+            })
         }
         Tool::Codex => {
             let endpoint = &subscription_endpoint(endpoint, "codex");
@@ -455,10 +456,10 @@ pub fn subscription(tool: Tool, endpoint: &Endpoint) -> Option<Subscription> {
                 ],
                 writes: Some("~/.codex/config.toml".to_owned()),
                 note: Some(format!(
-                    "No env_key: Codex sends its ChatGPT login (and account) in Authorization, and \
-                 {SIDE_KEY_HEADER} from {KEY_VARIABLE} (an unset variable sends no header, and \
-                 Switchyard answers 401). When the subscription's window runs out the combo's \
-                 next target answers until the reset."
+                    "No env_key: Codex sends its ChatGPT login (and account) in Authorization, \
+                     and {SIDE_KEY_HEADER} from {KEY_VARIABLE} (an unset variable sends no header, \
+                     and Switchyard answers 401). When the subscription's window runs out the \
+                     combo's next target answers until the reset."
                 )),
             })
         }

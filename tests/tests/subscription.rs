@@ -275,3 +275,67 @@ async fn a_spent_window_outlives_a_restart_until_its_reset_and_the_plans_use_is_
         "{log} {health}"
     );
 }
+
+#[tokio::test]
+async fn one_subscribers_spent_window_benches_that_account_only() {
+    let h = Harness::start(PLANS).await;
+    let as_account = |account: &str| {
+        h.http
+            .post(h.url("/v1/responses"))
+            .bearer_auth(format!("{CHATGPT_TOKEN}-{account}"))
+            .header("chatgpt-account-id", account)
+            .header("x-switchyard-key", LOCAL_KEY)
+            .json(&json!({"model": "codex", "input": "hi", "stream": false}))
+    };
+    h.mock.enqueue(
+        "gpt-plan",
+        Status::new(429).body_json(json!({"error": {
+            "type": "usage_limit_reached", "message": "The usage limit has been reached",
+            "resets_in_seconds": 3600,
+        }})),
+    );
+    let (status, headers, _) = send(as_account("alice")).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "oa/gpt-4o"));
+    // Another subscriber through the same Switchyard keeps their plan; Alice stays benched.
+    let (status, headers, _) = send(as_account("bob")).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "chatgpt-sub/gpt-plan"));
+    let (status, headers, _) = send(as_account("alice")).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "oa/gpt-4o"));
+    let benched = h.app.snapshot().credentials;
+    assert_eq!(benched.len(), 1, "one account benched: {benched:?}");
+}
+
+/// The subscription's destination is a binding like any other: confirmed with the config that
+/// named it first, and not trusted once the file moves it (issue 26's rule, issue 28).
+#[tokio::test]
+async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_confirmed() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(PLANS)).await;
+    let mock = h.stop().await;
+
+    let thief = switchyard_testkit::MockUpstream::start().await;
+    let file = data.path().join(switchyard_e2e::harness::CONFIG_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let from = format!("id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"", mock.base_url());
+    let to = format!("id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"", thief.base_url());
+    assert!(text.contains(&from), "{text}");
+    std::fs::write(&file, text.replacen(&from, &to, 1)).unwrap();
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(PLANS).reuse_config()).await;
+
+    let (status, headers, answer) = send(claude_code(&h, "claude").0).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "an/claude-x"), "{answer}");
+    assert!(thief.attempts().is_empty(), "the moved destination got the login unconfirmed");
+    let (_, log) = h.api_get("/api/requests?limit=1").await;
+    assert!(log[0]["trace"].to_string().contains("destination_unconfirmed"), "{log}");
+
+    let (status, body) = h
+        .api(reqwest::Method::POST, "/api/providers/claude-sub/confirm", &Value::Null)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, headers, _) = send(claude_code(&h, "claude").0).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "claude-sub/claude-plan"));
+    let seen = thief.attempts();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("authorization"), Some(&*format!("Bearer {CLAUDE_TOKEN}")));
+}

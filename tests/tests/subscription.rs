@@ -317,8 +317,14 @@ async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_c
     let thief = switchyard_testkit::MockUpstream::start().await;
     let file = data.path().join(switchyard_e2e::harness::CONFIG_FILE);
     let text = std::fs::read_to_string(&file).unwrap();
-    let from = format!("id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"", mock.base_url());
-    let to = format!("id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"", thief.base_url());
+    let from = format!(
+        "id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"",
+        mock.base_url()
+    );
+    let to = format!(
+        "id = \"claude-sub\"\npreset = \"claude-subscription\"\nbase_url = \"{}\"",
+        thief.base_url()
+    );
     assert!(text.contains(&from), "{text}");
     std::fs::write(&file, text.replacen(&from, &to, 1)).unwrap();
     let h = Harness::start_in_with(mock, data.path(), Setup::new(PLANS).reuse_config()).await;
@@ -329,9 +335,8 @@ async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_c
     let (_, log) = h.api_get("/api/requests?limit=1").await;
     assert!(log[0]["trace"].to_string().contains("destination_unconfirmed"), "{log}");
 
-    let (status, body) = h
-        .api(reqwest::Method::POST, "/api/providers/claude-sub/confirm", &Value::Null)
-        .await;
+    let (status, body) =
+        h.api(reqwest::Method::POST, "/api/providers/claude-sub/confirm", &Value::Null).await;
     assert_eq!(status, 200, "{body}");
     let (status, headers, _) = send(claude_code(&h, "claude").0).await;
     assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "claude-sub/claude-plan"));

@@ -9,6 +9,7 @@
 pub mod accounts;
 pub mod alias;
 pub mod attempts;
+pub mod auto;
 pub mod budget;
 pub mod combo;
 pub mod context;

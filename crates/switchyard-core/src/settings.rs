@@ -13,6 +13,7 @@ use ts_rs::TS;
 
 use crate::clock::millis;
 use crate::outcome::{BreakerFault, ClassifyPolicy, MAX_RETRY_AFTER, StatusSet};
+use crate::routing::auto::Weights;
 
 /// A settings value that breaks a rule, with the field path and what would be accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -578,6 +579,170 @@ impl RoutingSettings {
             max: self.session_limit as usize,
             idle_ms: u64::from(self.session_idle_minutes) * 60_000,
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `auto` (issue 30)
+
+/// One preset's weights as written: a weight left out keeps the preset's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoWeightsForm {
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<f64>,
+    #[ts(optional)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability: Option<f64>,
+}
+
+impl AutoWeightsForm {
+    /// `preset` with what this form writes in place of its weights.
+    fn over(self, preset: Weights) -> Weights {
+        Weights {
+            health: self.health.unwrap_or(preset.health),
+            headroom: self.headroom.unwrap_or(preset.headroom),
+            affinity: self.affinity.unwrap_or(preset.affinity),
+            latency: self.latency.unwrap_or(preset.latency),
+            price: self.price.unwrap_or(preset.price),
+            fit: self.fit.unwrap_or(preset.fit),
+            capability: self.capability.unwrap_or(preset.capability),
+        }
+    }
+}
+
+/// The named weight presets of `auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoPreset {
+    /// `auto`, and a combo with `strategy = "auto"`.
+    #[default]
+    Balanced,
+    /// `auto:fast`.
+    Fast,
+    /// `auto:cheap`.
+    Cheap,
+    /// `auto:smart`.
+    Smart,
+}
+
+impl AutoPreset {
+    pub const ALL: [Self; 4] = [Self::Balanced, Self::Fast, Self::Cheap, Self::Smart];
+
+    /// The model name a client asks for it by.
+    pub fn model(self) -> &'static str {
+        match self {
+            Self::Balanced => "auto",
+            Self::Fast => "auto:fast",
+            Self::Cheap => "auto:cheap",
+            Self::Smart => "auto:smart",
+        }
+    }
+
+    /// The preset a requested model names, if it names one.
+    pub fn of_model(model: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.model() == model)
+    }
+
+    fn defaults(self) -> Weights {
+        match self {
+            Self::Balanced => Weights::BALANCED,
+            Self::Fast => Weights::FAST,
+            Self::Cheap => Weights::CHEAP,
+            Self::Smart => Weights::SMART,
+        }
+    }
+}
+
+/// `[settings.auto]`: how `model = "auto"` (and `auto:fast`, `auto:cheap`, `auto:smart`, and
+/// a combo's `strategy = "auto"`) chooses (see `routing::auto`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoSettings {
+    /// `auto`'s weights [default: health 3, headroom 1, affinity 2, latency 1, price 1, fit 2,
+    /// capability 1].
+    pub balanced: AutoWeightsForm,
+    /// `auto:fast`'s [default: latency 5, price 0.5, capability 0.5, the rest as `auto`].
+    pub fast: AutoWeightsForm,
+    /// `auto:cheap`'s [default: price 6, latency 0.5, capability 0.5, the rest as `auto`].
+    pub cheap: AutoWeightsForm,
+    /// `auto:smart`'s [default: capability 6, price 0.25, latency 0.5, the rest as `auto`].
+    pub smart: AutoWeightsForm,
+    /// Only these `provider/model`s (or every model of a provider: `provider/*`) are
+    /// candidates of `auto`; empty: every configured one [default empty].
+    pub allow: Vec<String>,
+}
+
+impl AutoSettings {
+    pub fn validate(&self) -> Result<Self, SettingsError> {
+        for preset in AutoPreset::ALL {
+            if let Some(field) = self.weights(preset).problem() {
+                let name = match preset {
+                    AutoPreset::Balanced => "balanced",
+                    AutoPreset::Fast => "fast",
+                    AutoPreset::Cheap => "cheap",
+                    AutoPreset::Smart => "smart",
+                };
+                let problem = if field == "all" {
+                    "every weight is 0: give at least one factor a weight above 0".to_owned()
+                } else {
+                    "must be a number of 0 or more".to_owned()
+                };
+                let field =
+                    if field == "all" { name.to_owned() } else { format!("{name}.{field}") };
+                return Err(SettingsError { field: format!("auto.{field}"), problem });
+            }
+        }
+        for (i, pattern) in self.allow.iter().enumerate() {
+            let ok = pattern.split_once('/').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty());
+            if !ok {
+                return Err(SettingsError {
+                    field: format!("auto.allow[{i}]"),
+                    problem: format!("\"{pattern}\" is not provider/model or provider/*"),
+                });
+            }
+        }
+        Ok(self.clone())
+    }
+
+    /// The weights `preset` ranks by.
+    pub fn weights(&self, preset: AutoPreset) -> Weights {
+        let form = match preset {
+            AutoPreset::Balanced => self.balanced,
+            AutoPreset::Fast => self.fast,
+            AutoPreset::Cheap => self.cheap,
+            AutoPreset::Smart => self.smart,
+        };
+        form.over(preset.defaults())
+    }
+
+    /// Whether `provider/model` may be a candidate of `auto`.
+    pub fn allows(&self, provider: &str, model: &str) -> bool {
+        self.allow.is_empty()
+            || self.allow.iter().any(|pattern| match pattern.split_once('/') {
+                Some((p, "*")) => p == provider,
+                Some((p, m)) => p == provider && m == model,
+                None => false,
+            })
     }
 }
 

@@ -21,8 +21,8 @@ use switchyard_core::ending::Trust;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::{AliasTable, Combo, HedgeAfter, Pattern, Price, Target};
 use switchyard_core::settings::{
-    BreakerPolicy, BreakerProfile, BudgetPolicy, CooldownPolicy, LockoutPolicy, RoutingSettings,
-    SettingsError, Timeouts, UsageSettings,
+    AutoSettings, BreakerPolicy, BreakerProfile, BudgetPolicy, CooldownPolicy, LockoutPolicy,
+    RoutingSettings, SettingsError, Timeouts, UsageSettings,
 };
 use switchyard_core::{CredentialId, CredentialKey, InstanceId, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
@@ -288,6 +288,8 @@ pub struct Config {
     pub cooldown: CooldownPolicy,
     pub timeouts: Timeouts,
     pub routing: RoutingSettings,
+    /// How `auto` chooses (issue 30).
+    pub auto: AutoSettings,
     pub usage: UsageSettings,
     pub budgets: BudgetPolicy,
     /// Team mode (issue 20): `None` without a `[team]` database. Read at start only.
@@ -471,6 +473,7 @@ impl ConfigForm {
             cooldown: settings.credential_cooldown.validate().map_err(in_settings)?,
             timeouts: settings.timeouts.validate().map_err(in_settings)?,
             routing: settings.routing.validate().map_err(in_settings)?,
+            auto: settings.auto.validate().map_err(in_settings)?,
             usage,
             budgets,
             team: self.team.validate(sources)?,

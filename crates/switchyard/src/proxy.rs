@@ -7,6 +7,7 @@
 //! whether to retry the same target, fall back, or stop. The first success is returned with the
 //! target that really served named in `model` and in the routing headers.
 
+mod auto;
 mod continuation;
 mod conversations;
 mod count;
@@ -46,7 +47,8 @@ use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipRe
 use switchyard_core::routing::attempts::AttemptState;
 use switchyard_core::routing::session::{self, Pin, SessionKey};
 use switchyard_core::routing::{
-    Accounts, Candidate, Combo, Plan, Target, TargetOrderer, plan_for, prefer_within_targets,
+    Accounts, Candidate, Combo, Plan, RouteStrategy, Target, TargetOrderer, plan_for,
+    prefer_within_targets,
 };
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::Prices;
@@ -647,6 +649,9 @@ impl Proxy {
         let session = session.map(|s| s.key);
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
+        // `auto` ranks for a new session; a session keeps its pin (issue 30).
+        let decision = (combo.strategy == RouteStrategy::Auto && pin.is_none())
+            .then(|| self.rank_auto(&routes, &combo, &request, &mut plan, now));
         let login = self.client_login(&routes, inbound, &request, &mut plan);
         session::steer(&mut plan, pin.as_ref());
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
@@ -671,6 +676,9 @@ impl Proxy {
         summary.session = session;
         let session_credential = pin.as_ref().map(|p| p.key.credential_key());
         let mut trace = Trace::new(&plan, &combo);
+        if let Some(decision) = &decision {
+            trace.ranked(decision);
+        }
         self.send_probes(&routes, &plan, &mut trace);
         // The live state of this request's attempts, shared with its race and its rescues.
         let live: Live =
@@ -811,6 +819,9 @@ impl Proxy {
                     }
                     summary.credential = Some(candidate.key.credential.to_string());
                     routing_headers(&mut response, target, attempts);
+                    if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
+                        response.headers_mut().insert(auto::DECISION_HEADER, value);
+                    }
                     if !request.stream {
                         cost_header(&mut response, &summary.tally);
                     }

@@ -1081,6 +1081,28 @@ impl HealthRegistry {
         self.state.lock().ranks_last(provider, now, &self.events)
     }
 
+    /// What `auto` scores a provider's health on (issue 30): its breaker's state at `now`, as
+    /// `routing::auto` reads it (an open breaker's targets are benched before scoring).
+    pub fn auto_health(
+        &self,
+        provider: &ProviderId,
+        now: UnixMillis,
+    ) -> crate::routing::auto::Health {
+        use crate::routing::auto::Health;
+        let mut st = self.state.lock();
+        let State { policies, breakers, .. } = &mut *st;
+        let policy = policies.breaker(provider);
+        let threshold = policy.failure_threshold;
+        match breakers.get(provider, now, policy, &self.events) {
+            None => Health::Closed { failures: 0, threshold },
+            Some(b) => match b.state(policy) {
+                BreakerState::Closed => Health::Closed { failures: b.failures(), threshold },
+                BreakerState::Degraded => Health::Degraded,
+                BreakerState::HalfOpen | BreakerState::Open => Health::HalfOpen,
+            },
+        }
+    }
+
     /// The provider's breaker state at `now`.
     pub fn breaker_state(&self, provider: &ProviderId, now: UnixMillis) -> BreakerState {
         let mut st = self.state.lock();

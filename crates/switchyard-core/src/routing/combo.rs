@@ -24,6 +24,9 @@ pub enum RouteStrategy {
     Cost,
     /// A uniformly random order.
     Random,
+    /// Ranked for each request by `routing::auto`'s score (issue 30): health, quota headroom,
+    /// session affinity, time to first token, this request's price and what it needs.
+    Auto,
 }
 
 impl RouteStrategy {
@@ -35,6 +38,7 @@ impl RouteStrategy {
             Self::LeastLatency => "least_latency",
             Self::Cost => "cost",
             Self::Random => "random",
+            Self::Auto => "auto",
         }
     }
 }

@@ -50,6 +50,17 @@ struct State {
     latency_us: FxHashMap<(ProviderId, ModelId), Latency>,
 }
 
+/// What the orderer knows that `auto` scores on (see [`TargetOrderer::for_auto`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoInputs {
+    /// Per target of the combo, its measured time to first event.
+    pub ttft: Vec<Option<Duration>>,
+    /// The median of every measured target's.
+    pub unmeasured: Option<Duration>,
+    /// Spreads candidates tied for first.
+    pub spread: u64,
+}
+
 /// Orders targets by a combo's strategy, remembering what strategies need across requests.
 #[derive(Debug)]
 pub struct TargetOrderer {
@@ -77,7 +88,8 @@ impl TargetOrderer {
         let mut st = self.state.lock();
         let targets = &combo.targets;
         match combo.strategy {
-            RouteStrategy::Priority => {}
+            // `auto` ranks per request, after planning (the proxy asks `routing::auto`).
+            RouteStrategy::Priority | RouteStrategy::Auto => {}
             RouteStrategy::RoundRobin => {
                 let turn = st.turns.entry(combo.name.clone()).or_default();
                 let lead = *turn % order.len();
@@ -126,10 +138,33 @@ impl TargetOrderer {
                 order.clear();
                 order.extend(0..combo.targets.len());
             }
-            RouteStrategy::Priority | RouteStrategy::LeastLatency | RouteStrategy::Cost => {
+            RouteStrategy::Priority
+            | RouteStrategy::LeastLatency
+            | RouteStrategy::Cost
+            | RouteStrategy::Auto => {
                 self.order(combo, now, order);
             }
         }
+    }
+
+    /// What `auto` reads for `combo` (issue 30): each target's time-to-first-event average
+    /// (`None`: never measured), the median over every target measured so far (what an
+    /// unmeasured one is scored at: taken from all targets, not this request's pool, so adding
+    /// a candidate never moves it), and a turn of the combo's counter, which spreads tied
+    /// candidates.
+    pub fn for_auto(&self, combo: &Combo) -> AutoInputs {
+        let mut st = self.state.lock();
+        let micros = |l: &Latency| Duration::from_micros(l.avg_us.max(0.0).round() as u64);
+        let ttft = combo
+            .targets
+            .iter()
+            .map(|t| st.latency_us.get(&(t.provider.clone(), t.model.clone())).map(micros))
+            .collect();
+        let unmeasured = super::auto::median(st.latency_us.values().map(micros).collect());
+        let turn = st.turns.entry(combo.name.clone()).or_default();
+        let spread = *turn as u64;
+        *turn = turn.wrapping_add(1);
+        AutoInputs { ttft, unmeasured, spread }
     }
 
     /// Feeds one time-to-first-event sample, taken at `now`, for `least_latency`. An average

@@ -13,8 +13,8 @@ use switchyard_core::continuation::Continuation;
 use switchyard_core::resilience::{CredentialKind, SelectionStrategy};
 use switchyard_core::routing::RouteStrategy;
 use switchyard_core::settings::{
-    BreakerProfile, BreakerSettings, BudgetSettings, CooldownSettings, LockoutSettings,
-    RoutingSettings, TimeoutSettings, UsageSettings,
+    AutoSettings, BreakerProfile, BreakerSettings, BudgetSettings, CooldownSettings,
+    LockoutSettings, RoutingSettings, TimeoutSettings, UsageSettings,
 };
 use ts_rs::TS;
 
@@ -550,6 +550,8 @@ pub struct SettingsForm {
     pub timeouts: TimeoutSettings,
     #[serde(default)]
     pub routing: RoutingSettings,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub auto: AutoSettings,
     #[serde(default)]
     pub notifications: NotificationSettings,
     #[serde(default)]

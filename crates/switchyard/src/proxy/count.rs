@@ -168,9 +168,15 @@ fn estimate_gemini(body: &[u8]) -> usize {
 /// Tokens in a request body of `client`'s dialect by the characters of its text, tool
 /// definitions and tool calls; the raw body's size when it has no canonical form.
 fn estimate(client: ClientDialect, body: &[u8]) -> usize {
-    let Ok(request) = client.parse_request(body) else {
-        return body.len().div_ceil(CHARS_PER_TOKEN);
-    };
+    match client.parse_request(body) {
+        Ok(request) => tokens_in(&request),
+        Err(_) => body.len().div_ceil(CHARS_PER_TOKEN),
+    }
+}
+
+/// Tokens in `request` by the characters of its text, tool definitions and tool calls: what
+/// a count answers without an upstream, and what `auto` holds against a window (issue 30).
+pub(super) fn tokens_in(request: &ChatRequest<'_>) -> usize {
     let part_chars = |part: &Part<'_>| match part {
         Part::Text(text) => text.text.len(),
         Part::ToolUse(call) => call.name.len() + call.arguments.len(),

@@ -101,6 +101,22 @@ pub enum TraceEvent {
         #[ts(optional)]
         from: Option<String>,
     },
+    /// `auto`'s ranking (issue 30), on the line of each of its top candidates: its place, its
+    /// score and every factor's value and weight (values in `[0, 1]`, three decimals); the
+    /// winner's line also gives its margin over the next and the `x-switchyard-decision`
+    /// header sent with the answer.
+    Ranked {
+        rank: u32,
+        preset: Cow<'static, str>,
+        score: String,
+        factors: Vec<RankedFactor>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        margin: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        decision: Option<String>,
+    },
     /// The tokens this attempt used, in buckets that do not overlap (issue 18): `output`
     /// includes `reasoning`. `estimated` when the upstream never gave its final count (a cut
     /// stream, a hedge cancelled mid-way): what it reported so far. `cost` in USD, as a
@@ -121,6 +137,16 @@ pub enum TraceEvent {
         #[ts(optional)]
         cost: Option<String>,
     },
+}
+
+/// One factor of an `auto` candidate's score, as the trace shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+pub struct RankedFactor {
+    pub name: Cow<'static, str>,
+    /// In `[0, 1]`, higher is better.
+    pub value: String,
+    pub weight: String,
 }
 
 /// How an attempt's request was made, for its trace line.
@@ -227,6 +253,33 @@ impl Trace {
     ) {
         let what = TraceEvent::Probe { bench: bench.into(), not_sent: not_sent.map(Cow::Borrowed) };
         self.push(key, what);
+    }
+
+    /// `auto`'s decision: the candidates it left out, then its top candidates' lines.
+    pub(super) fn ranked(&mut self, decision: &super::auto::Decision) {
+        for (candidate, why) in &decision.unfit {
+            self.skip(candidate, why.code());
+        }
+        let header = decision.header().and_then(|h| h.to_str().ok().map(str::to_owned));
+        for (rank, (key, score, factors)) in decision.top.iter().enumerate() {
+            let first = rank == 0;
+            let what = TraceEvent::Ranked {
+                rank: u32::try_from(rank + 1).unwrap_or(u32::MAX),
+                preset: decision.preset.model().into(),
+                score: format!("{score:.3}"),
+                factors: factors
+                    .iter()
+                    .map(|f| RankedFactor {
+                        name: f.name.as_str().into(),
+                        value: format!("{:.3}", f.value),
+                        weight: format!("{}", f.weight),
+                    })
+                    .collect(),
+                margin: decision.margin.filter(|_| first).map(|m| format!("{m:.3}")),
+                decision: header.clone().filter(|_| first),
+            };
+            self.push(key, what);
+        }
     }
 
     /// A hedged first token's step for `candidate`: `started`, `won` or `lost`.

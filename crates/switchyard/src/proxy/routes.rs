@@ -11,7 +11,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use switchyard_core::binding::{self, Binding, Confirmed, Unconfirmed};
 use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
-use switchyard_core::routing::{Combo, ProviderRoster, RetryBudget, Target, TargetOrderer, plan};
+use switchyard_core::routing::{
+    Combo, ProviderRoster, RetryBudget, RouteStrategy, Target, TargetOrderer, plan,
+};
+use switchyard_core::settings::AutoPreset;
 use switchyard_core::{CredentialKey, ProviderId, UnixMillis};
 use switchyard_providers::executor::Executor;
 use ts_rs::TS;
@@ -42,6 +45,9 @@ pub struct Routes {
     unconfirmed: Vec<Unconfirmed>,
     /// The `max_in_flight` caps (see `slots`).
     pub(super) slots: Slots,
+    /// `auto`, `auto:fast`, `auto:cheap` and `auto:smart` (issue 30): every model configured
+    /// that `[settings.auto] allow` lets in, ranked per request.
+    auto: Vec<(AutoPreset, Combo)>,
 }
 
 impl Routes {
@@ -85,7 +91,21 @@ impl Routes {
         };
         let unconfirmed = binding::unconfirmed(&config.exposures(), confirmed);
         let slots = Slots::of(&config);
-        Self { config, rosters, budget, executor, unconfirmed, slots }
+        let pool = auto_pool(&config);
+        let auto = AutoPreset::ALL
+            .into_iter()
+            .map(|preset| {
+                let name = preset.model().to_owned();
+                let combo = Combo {
+                    name,
+                    strategy: RouteStrategy::Auto,
+                    targets: pool.clone(),
+                    hedge: None,
+                };
+                (preset, combo)
+            })
+            .collect();
+        Self { config, rosters, budget, executor, unconfirmed, slots, auto }
     }
 
     /// Every credential benched as unconfirmed, with the bindings the user has to confirm.
@@ -144,9 +164,13 @@ impl Routes {
         self.exact(to)
     }
 
-    /// A combo by name, or `provider/model` as a combo of one.
+    /// A combo by name, `auto` (or one of its presets, unless a combo has its name), or
+    /// `provider/model` as a combo of one.
     fn exact(&self, model: &str) -> Option<Cow<'_, Combo>> {
         if let Some(combo) = self.config.combo(model) {
+            return Some(Cow::Borrowed(combo));
+        }
+        if let Some((_, combo)) = self.auto.iter().find(|(preset, _)| preset.model() == model) {
             return Some(Cow::Borrowed(combo));
         }
         let (provider, model) = parse_target(model)?;
@@ -156,12 +180,7 @@ impl Routes {
         if !config.serves(model) {
             return None;
         }
-        let mut target = Target::new(provider, model);
-        // A combo of one still has a provider's other keys to serve while one key is probed.
-        target.probe = config.model(model).is_none_or(|m| m.probe);
-        // Its usage is charged at the model's price, as a combo's target of it would be.
-        target.price = config.price_for(model);
-        Some(Cow::Owned(Combo::single(target)))
+        Some(Cow::Owned(Combo::single(direct(config, model))))
     }
 
     /// Why `model` routes nowhere, with everything that would: the 404's message.
@@ -230,4 +249,51 @@ impl Routes {
     pub(super) fn roster(&self, id: &ProviderId) -> Option<&ProviderRoster> {
         self.rosters.iter().find(|r| &r.provider == id)
     }
+}
+
+/// `provider/model` asked for directly, or as a candidate of `auto`: a target of its own.
+fn direct(provider: &ProviderConfig, model: &str) -> Target {
+    let mut target = Target::new(provider.id.clone(), model);
+    // A combo of one still has a provider's other keys to serve while one key is probed.
+    target.probe = provider.model(model).is_none_or(|m| m.probe);
+    // Its usage is charged at the model's price, as a combo's target of it would be.
+    target.price = provider.price_for(model);
+    target.context_window = provider.facts(model).context_window;
+    target
+}
+
+/// Every model `auto` may choose from (issue 30): each provider's listed models, or for a
+/// provider that lists none, the models its combos, aliases and default route name; then only
+/// what `[settings.auto] allow` lets in. In the config's order, each once.
+fn auto_pool(config: &Config) -> Vec<Target> {
+    let named = config
+        .combos
+        .iter()
+        .flat_map(|c| c.targets.iter().map(|t| (t.provider.as_str(), t.model.as_str())))
+        .chain(
+            config
+                .aliases
+                .iter()
+                .map(|a| a.to.as_str())
+                .chain(config.default_route.as_deref())
+                .filter_map(parse_target),
+        );
+    let named: Vec<(&str, &str)> = named.collect();
+    let mut pool: Vec<Target> = Vec::new();
+    for provider in &config.providers {
+        let id = provider.id.as_str();
+        let models: Vec<&str> = if provider.models.is_empty() {
+            named.iter().filter(|(p, _)| *p == id).map(|(_, m)| *m).collect()
+        } else {
+            provider.models.iter().map(|m| m.id.as_str()).collect()
+        };
+        for model in models {
+            let fresh =
+                !pool.iter().any(|t| t.provider.as_str() == id && t.model.as_str() == model);
+            if fresh && config.auto.allows(id, model) {
+                pool.push(direct(provider, model));
+            }
+        }
+    }
+    pool
 }

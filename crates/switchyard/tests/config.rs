@@ -652,3 +652,24 @@ fn the_connection_cap_defaults_to_1100_and_out_of_range_names_the_field_and_the_
         assert!(message.contains("8 to 65536"), "{message}");
     }
 }
+
+#[test]
+fn auto_weights_and_allow_entries_are_checked_naming_the_field() {
+    const P: &str = "[[providers]]\nid = \"p\"\nkind = \"openai\"\nmodels = [\"m\"]\n";
+    let negative = error(&format!("{P}[settings.auto]\ncheap = {{ price = -1 }}\n"));
+    assert!(negative.contains("settings.auto.cheap.price"), "{negative}");
+    let zero = "{ health = 0, headroom = 0, affinity = 0, latency = 0, price = 0, fit = 0, capability = 0 }";
+    let all_zero = error(&format!("{P}[settings.auto]\nfast = {zero}\n"));
+    assert!(
+        all_zero.contains("settings.auto.fast") && all_zero.contains("every weight is 0"),
+        "{all_zero}"
+    );
+    let bad = error(&format!("{P}[settings.auto]\nallow = [\"p\"]\n"));
+    assert!(bad.contains("settings.auto.allow[0]") && bad.contains("provider/model"), "{bad}");
+    let typo = error(&format!("{P}[settings.auto]\nbalanced = {{ prize = 1 }}\n"));
+    assert!(typo.contains("prize"), "{typo}");
+    // A weight written replaces that weight only; the rest keep the preset's.
+    let config = parse(&format!("{P}[settings.auto]\ncheap = {{ price = 8 }}\n")).unwrap();
+    let cheap = config.auto.weights(switchyard_core::settings::AutoPreset::Cheap);
+    assert_eq!((cheap.price, cheap.latency), (8.0, 0.5));
+}

@@ -3,4 +3,4 @@
 /**
  * How a combo orders its targets for one request.
  */
-export type RouteStrategy = "priority" | "weighted" | "round_robin" | "least_latency" | "cost" | "random";
+export type RouteStrategy = "priority" | "weighted" | "round_robin" | "least_latency" | "cost" | "random" | "auto";

@@ -86,6 +86,22 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                 <td />
                 <td />
               </>
+            ) : entry.event === 'ranked' ? (
+              <>
+                <td data-testid={`ranked-${entry.rank}`}>
+                  <Badge tone={entry.rank === 1 ? 'ok' : 'muted'}>
+                    {entry.preset} #{entry.rank}
+                  </Badge>{' '}
+                  score {entry.score}
+                  {entry.margin !== undefined ? <span className="muted"> · ahead of the next by {entry.margin}</span> : null}
+                  <span className="muted">
+                    {' · '}
+                    {entry.factors.map((f) => `${f.name} ${f.value} × ${f.weight}`).join(', ')}
+                  </span>
+                </td>
+                <td />
+                <td />
+              </>
             ) : entry.event === 'queued' ? (
               <>
                 <td>

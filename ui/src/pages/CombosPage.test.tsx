@@ -148,3 +148,34 @@ describe('the combo cards', () => {
     expect(rows[2]).toHaveTextContent('continues by prefix: true');
   });
 });
+
+describe('Try it with auto', () => {
+  it('offers auto and its presets and shows why the winner won', async () => {
+    const ranked = {
+      target: 'oa/gpt-4o-mini',
+      credential: 'k1',
+      event: 'ranked' as const,
+      rank: 1,
+      preset: 'auto:cheap',
+      score: '0.812',
+      factors: [{ name: 'price', value: '0.950', weight: '6' }],
+      margin: '0.120',
+      decision: 'auto:cheap oa/gpt-4o-mini score=0.812 margin=0.120 next=oa/gpt-4o',
+    };
+    const tried: ApiCall[] = [];
+    renderWithServer(<CombosPage />, (call) => {
+      if (call.method === 'POST' && call.path === '/api/try') {
+        tried.push(call);
+        return ok({ status: 200, answer: 'Hello.', served_by: 'oa/gpt-4o-mini', attempts: 1, latency_ms: 3, trace: [ranked], error: null });
+      }
+      return server(() => ok(saved))(call);
+    });
+    const select = await screen.findByLabelText('Model');
+    expect(within(select).getByRole('option', { name: 'auto:cheap' })).toBeInTheDocument();
+    await userEvent.selectOptions(select, 'auto:cheap');
+    await userEvent.click(screen.getByRole('button', { name: 'Send' }));
+    expect(await screen.findByTestId('try-decision')).toHaveTextContent('Why this one: auto:cheap oa/gpt-4o-mini score=0.812');
+    expect(screen.getByTestId('ranked-1')).toHaveTextContent('price 0.950 × 6');
+    expect(tried[0]?.body).toMatchObject({ model: 'auto:cheap' });
+  });
+});

@@ -17,7 +17,11 @@ const STRATEGIES: Array<[RouteStrategy, string]> = [
   ['least_latency', 'Least latency'],
   ['cost', 'Cheapest first'],
   ['random', 'Random'],
+  ['auto', 'Auto (ranked per request: health, quota, latency, price, fit)'],
 ];
+
+/** `auto` and its presets: always there to try, whatever combos exist (issue 30). */
+const AUTO_MODELS = ['auto', 'auto:fast', 'auto:cheap', 'auto:smart'];
 
 export function CombosPage() {
   const api = useApi();
@@ -272,6 +276,7 @@ function TryPanel({ models }: { models: string[] }) {
     setResult(await api.tryModel({ model: model || models[0] || '', prompt }));
   });
   const chosen = model || models[0] || '';
+  const decision = result?.trace.find((e) => e.event === 'ranked' && e.decision !== undefined);
   return (
     <section className="card" aria-labelledby="try-title">
       <h2 id="try-title">Try it</h2>
@@ -283,7 +288,7 @@ function TryPanel({ models }: { models: string[] }) {
         }}
       >
         <SelectField id="try-model" label="Model" value={chosen} onChange={(e) => setModel(e.target.value)} disabled={models.length === 0}>
-          {models.map((m) => (
+          {[...models, ...AUTO_MODELS.filter((m) => !models.includes(m))].map((m) => (
             <option key={m} value={m}>
               {m}
             </option>
@@ -309,6 +314,11 @@ function TryPanel({ models }: { models: string[] }) {
             </span>
           </div>
           {result.answer !== null ? <blockquote className="answer">{result.answer}</blockquote> : null}
+          {decision && decision.event === 'ranked' ? (
+            <p data-testid="try-decision">
+              Why this one: <code>{decision.decision}</code>
+            </p>
+          ) : null}
           {result.error ? (
             <div className="note note-error" role="alert">
               {result.error.message}

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::combo::Price;
 
@@ -108,9 +108,7 @@ impl Unfit {
 }
 
 /// How much each factor counts. Any non-negative finite numbers; they need not sum to one.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[ts(export, rename = "AutoWeights")]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Weights {
     pub health: f64,
     pub headroom: f64,
@@ -119,12 +117,6 @@ pub struct Weights {
     pub price: f64,
     pub fit: f64,
     pub capability: f64,
-}
-
-impl Default for Weights {
-    fn default() -> Self {
-        Self::BALANCED
-    }
 }
 
 impl Weights {

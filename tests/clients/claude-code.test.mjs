@@ -10,6 +10,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
+  AUTO,
+  AUTO_URL,
+  assertAutoChose,
+  assertAutoServes,
   assertOneKeyPerSession,
   digest,
   freshDirs,
@@ -389,4 +393,28 @@ test("a subscriber's Claude Code is served by the subscription again once its re
   assert.equal(turns.length, 1, summary(since(before)));
   assert.deepEqual(turns[0].credentials, { authorization: LOGIN_DIGEST }, 'with the login');
   assert.equal(mainTurns(before, 'cc-sub-key').length, 0, `the API key was not needed: ${summary(since(before))}`);
+});
+
+// h. `auto` (issue 30): Claude Code with ANTHROPIC_MODEL=auto and ANTHROPIC_SMALL_FAST_MODEL=auto
+// on the instance whose pool is three models at the mock (tests/clients/run). Its main turn
+// carries tools, so the model known to have none is skipped and the Anthropic one with tools
+// wins; its side requests (no tools) may go to any of the three.
+
+test('model = auto: Claude Code is answered by the best model with tools, and the request log says why', async () => {
+  assertAutoServes();
+  const startedAt = Date.now();
+  const before = watermark();
+  const run = await claude({ name: 'h-auto', baseUrl: AUTO_URL, model: 'auto', prompt: 'Say hello for the auto check.' });
+  assertAnswered(run, AUTO.text);
+  const [, winnerModel] = AUTO.winner.split('/');
+  const turns = mainTurns(before, winnerModel);
+  assert.equal(turns.length, 1, `one main turn at ${AUTO.winner}\n${summary(since(before))}`);
+  assert.equal(turns[0].dialect, 'anthropic');
+  for (const other of [AUTO.withoutTools, AUTO.second]) {
+    const model = other.split('/')[1];
+    assert.equal(mainTurns(before, model).length, 0, `no main turn reached ${other}\n${summary(since(before))}`);
+  }
+  const outside = since(before).filter((r) => r.model === AUTO.outside.split('/')[1]);
+  assert.equal(outside.length, 0, `nothing reached ${AUTO.outside}, outside the allow list\n${summary(outside)}`);
+  await assertAutoChose(startedAt, 'anthropic');
 });

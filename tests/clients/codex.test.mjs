@@ -16,6 +16,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
+  AUTO,
+  AUTO_LOG,
+  AUTO_URL,
+  assertAutoChose,
+  assertAutoServes,
   assertOneKeyPerSession,
   digest,
   freshDirs,
@@ -50,6 +55,7 @@ const MODELS = [
   'codex-fallback',
   'codex-session',
   'codex-subscription',
+  'auto',
 ];
 
 const PATCHED_FILE = 'hello.txt';
@@ -119,8 +125,9 @@ function isFailure(event) {
  * of the caller's environment that could change Codex's behaviour is passed on. The first
  * failure event ends the run: with its retries off Codex has nothing left to try, but it keeps
  * "reconnecting" after a connection error, which would otherwise last until the timeout.
+ * `log` is the Switchyard log a failing case shows (the instance's at `baseUrl`).
  */
-function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber = false }) {
+function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber = false, log: logFile }) {
   const { home, project } = dirs ?? freshDirs(name);
   if (!resume) {
     mkdirSync(path.join(home, '.codex'));
@@ -155,7 +162,7 @@ function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber 
       if (isFailure(event)) child.kill('SIGTERM');
     }
   };
-  const log = subscriber ? SUB_LOG : SWITCHYARD_LOG;
+  const log = logFile ?? (subscriber ? SUB_LOG : SWITCHYARD_LOG);
   return runCli(CODEX, argv, { cwd: project, env, onStdout }).then((run) => ({ ...run, events, project, home, log }));
 }
 
@@ -453,4 +460,28 @@ test("a subscriber's Codex is served by the ChatGPT subscription again once its 
   assert.deepEqual(turns[0].credentials, { authorization: LOGIN_DIGEST }, 'with the login');
   assert.equal(turns[0].headers['chatgpt-account-id'], ACCOUNT_ID);
   assert.equal(mainTurns(before, 'cx-sub-key').length, 0, `the API key was not needed: ${summary(since(before))}`);
+});
+
+// g. `auto` (issue 30): Codex with `model = "auto"` on the instance whose pool is three models at
+// the mock (tests/clients/run). Its turn carries tools, so the model known to have none is
+// skipped and the Anthropic one with tools wins (Switchyard translates the Responses turn).
+
+test('model = auto: Codex is answered by the best model with tools, and the request log says why', async () => {
+  assertAutoServes();
+  const startedAt = Date.now();
+  const before = watermark();
+  const run = await codex({ name: 'g-auto', model: 'auto', prompt: 'Say hello for the auto check.', baseUrl: `${AUTO_URL}/v1`, log: AUTO_LOG });
+  assertAnswered(run, AUTO.text);
+  const [, winnerModel] = AUTO.winner.split('/');
+  const turns = mainTurns(before, winnerModel);
+  assert.equal(turns.length, 1, `one main turn at ${AUTO.winner}\n${summary(since(before))}\n${explain(run)}`);
+  assert.equal(turns[0].dialect, 'anthropic');
+  assert.equal(turns[0].path, '/v1/messages');
+  for (const other of [AUTO.withoutTools, AUTO.second]) {
+    const model = other.split('/')[1];
+    assert.equal(mainTurns(before, model).length, 0, `no main turn reached ${other}\n${summary(since(before))}`);
+  }
+  const outside = since(before).filter((r) => r.model === AUTO.outside.split('/')[1]);
+  assert.equal(outside.length, 0, `nothing reached ${AUTO.outside}, outside the allow list\n${summary(outside)}`);
+  await assertAutoChose(startedAt, 'responses');
 });

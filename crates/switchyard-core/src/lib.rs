@@ -9,6 +9,7 @@ pub mod binding;
 pub mod calendar;
 pub mod clock;
 pub mod continuation;
+pub mod doctor;
 pub mod ending;
 pub mod ids;
 pub mod oauth;

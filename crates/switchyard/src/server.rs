@@ -135,6 +135,8 @@ pub fn router(state: ServerState) -> Router {
         .route("/api/routing", get(api::routing).put(api::set_routing))
         .route("/api/try", post(api::try_model))
         .route("/api/monitoring/health", get(api::health))
+        .route("/api/doctor", get(api::doctor))
+        .route("/api/doctor/{id}/apply", post(api::apply_finding))
         .route("/api/resilience/reset", post(api::reset))
         .route("/api/resilience/lockouts", get(api::lockouts).delete(api::clear_lockouts))
         .route("/api/settings", get(api::settings))

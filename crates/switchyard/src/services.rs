@@ -4,6 +4,7 @@
 //! Every change validates first and changes nothing when validation fails.
 
 mod catalog;
+mod doctor;
 mod metrics;
 mod probe;
 mod requests;
@@ -27,6 +28,7 @@ pub use self::catalog::{
     AliasesForm, CredentialInput, CredentialPatch, ImportSummary, ImportedPair, ImportedTeam,
     PairState, ProviderCredential, ProviderView, SecretView, imported_pairs, imported_team,
 };
+pub use self::doctor::{Applied, ApplyRequest};
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};

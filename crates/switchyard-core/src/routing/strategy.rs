@@ -154,6 +154,11 @@ impl TargetOrderer {
     /// candidates.
     pub fn for_auto(&self, combo: &Combo) -> AutoInputs {
         let mut st = self.state.lock();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a non-negative average of microseconds, far below 2^64"
+        )]
         let micros = |l: &Latency| Duration::from_micros(l.avg_us.max(0.0).round() as u64);
         let ttft = combo
             .targets

@@ -107,6 +107,24 @@ pub(super) async fn health(State(state): State<ServerState>) -> Response {
     Json(state.services.health()).into_response()
 }
 
+/// `GET /api/doctor`: every finding, with its evidence, digest and suggested action.
+pub(super) async fn doctor(State(state): State<ServerState>) -> Response {
+    Json(state.services.doctor()).into_response()
+}
+
+/// `POST /api/doctor/{id}/apply` with `{ "digest": ..., "dry_run": false }`: applies one finding
+/// if its evidence is still the one shown (409 otherwise, nothing changed).
+pub(super) async fn apply_finding(
+    State(state): State<ServerState>,
+    Path(id): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Response {
+    match body::<crate::services::ApplyRequest>(&bytes) {
+        Ok(request) => answer(state.services.apply_finding(&id, &request).await),
+        Err(problem) => malformed(&problem),
+    }
+}
+
 /// Any other `/api/...`: a typed 404 (rather than an empty one), naming the path.
 pub(super) async fn no_such_route(uri: http::Uri) -> Response {
     refusal(

@@ -316,6 +316,11 @@ impl Proxy {
         request: &ChatRequest<'_>,
         plan: &mut Plan,
     ) -> Option<Arc<ClientLogin>> {
+        // Most configs have no `client` credential: one flag, read once, keeps the request path
+        // from looking each candidate up.
+        if !routes.has_client_credentials() {
+            return None;
+        }
         let client = |c: &Candidate| {
             let provider = routes.provider(&c.key.provider);
             let credential = provider.and_then(|p| p.credential(&c.key.credential));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use switchyard_core::binding::{self, Binding, Confirmed, Unconfirmed};
-use switchyard_core::resilience::{CredentialSelector, HealthRegistry};
+use switchyard_core::resilience::{CredentialKind, CredentialSelector, HealthRegistry};
 use switchyard_core::routing::{
     Combo, ProviderRoster, RetryBudget, RouteStrategy, Target, TargetOrderer, plan,
 };
@@ -48,6 +48,8 @@ pub struct Routes {
     /// `auto`, `auto:fast`, `auto:cheap` and `auto:smart` (issue 30): every model configured
     /// that `[settings.auto] allow` lets in, ranked per request.
     auto: Vec<(AutoPreset, Combo)>,
+    /// Some credential is of kind `client` (issue 28).
+    client_credentials: bool,
 }
 
 impl Routes {
@@ -105,7 +107,12 @@ impl Routes {
                 (preset, combo)
             })
             .collect();
-        Self { config, rosters, budget, executor, unconfirmed, slots, auto }
+        let client_credentials = config
+            .providers
+            .iter()
+            .flat_map(|p| &p.credentials)
+            .any(|c| c.kind == CredentialKind::Client);
+        Self { config, rosters, budget, executor, unconfirmed, slots, auto, client_credentials }
     }
 
     /// Every credential benched as unconfirmed, with the bindings the user has to confirm.
@@ -135,6 +142,11 @@ impl Routes {
             }
         }
         missing
+    }
+
+    /// Whether any credential passes its caller's own login through.
+    pub(super) fn has_client_credentials(&self) -> bool {
+        self.client_credentials
     }
 
     pub fn config(&self) -> &Arc<Config> {

@@ -58,6 +58,16 @@ describe('HTTP transport', () => {
     await expect(csv.usageCsv()).resolves.toBe('bucket_start,group\n');
   });
 
+  it('applies a finding with its id as one encoded path segment and the digest in the body', async () => {
+    const fetch = fakeFetch(200, '{"id":"model_retired:oa/gpt-4o-mini","dry_run":true}');
+    const client = new ApiClient(new HttpTransport('t', { fetch }));
+    await client.applyFinding('model_retired:oa/gpt-4o-mini', { digest: 'd1', dry_run: true });
+    const [url, init] = fetch.mock.calls[0]!;
+    expect(url).toBe('/api/doctor/model_retired%3Aoa%2Fgpt-4o-mini/apply');
+    expect(init?.method).toBe('POST');
+    expect(init?.body).toBe('{"digest":"d1","dry_run":true}');
+  });
+
   it('tells the app when the session is refused, and sends nothing after', async () => {
     const onEnded = vi.fn();
     const fetch = fakeFetch(401, '{}');

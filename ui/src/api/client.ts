@@ -14,6 +14,9 @@ import type { CredentialInput } from '../bindings/CredentialInput';
 import type { CredentialPatch } from '../bindings/CredentialPatch';
 import type { Deleted } from '../bindings/Deleted';
 import type { DiscoveredModels } from '../bindings/DiscoveredModels';
+import type { DoctorApplied } from '../bindings/DoctorApplied';
+import type { DoctorApply } from '../bindings/DoctorApply';
+import type { DoctorFinding } from '../bindings/DoctorFinding';
 import type { Health } from '../bindings/Health';
 import type { ImportSummary } from '../bindings/ImportSummary';
 import type { LocalKeyView } from '../bindings/LocalKeyView';
@@ -124,6 +127,16 @@ export class ApiClient {
   clearAllLockouts = () => this.call<Cleared>('DELETE', '/api/resilience/lockouts');
   requests = (query: RequestQuery = {}) =>
     this.call<RequestEntry[]>('GET', `/api/requests${queryString(query)}`);
+
+  // The doctor
+  /** What is wrong now, each with its evidence, the digest of that evidence and what to do. */
+  doctor = () => this.call<DoctorFinding[]>('GET', '/api/doctor');
+  /**
+   * Applies finding `id` only if its evidence still has the digest the user was shown (a 409
+   * otherwise, and nothing changes). Ids hold `/` and `:`, so the id is one encoded segment.
+   */
+  applyFinding = (id: string, request: DoctorApply) =>
+    this.call<DoctorApplied>('POST', `/api/doctor/${seg(id)}/apply`, request);
 
   // Usage and budgets
   /** Usage as chart series: every bucket of the range, a series per group, totals. */

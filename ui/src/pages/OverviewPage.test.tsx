@@ -3,6 +3,7 @@ import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ApiCall } from '../bindings/ApiCall';
 import type { ApiReply } from '../bindings/ApiReply';
+import type { DoctorFinding } from '../bindings/DoctorFinding';
 import type { Health } from '../bindings/Health';
 import { ok, renderWithServer } from '../test/fakeServer';
 import { chartsShown } from '../test/fakePlot';
@@ -213,5 +214,93 @@ describe('the team on the overview', () => {
     renderWithServer(<OverviewPage />, server);
     await screen.findByText('1 of 2 ready');
     expect(screen.queryByTestId('team-card')).toBeNull();
+  });
+});
+
+describe('the doctor on the overview', () => {
+  const retired: DoctorFinding = {
+    id: 'model_retired:oa/gpt-4o-mini',
+    kind: 'model_retired',
+    title: 'oa/gpt-4o-mini looks retired',
+    evidence: ['not found on oa-1 (404)', 'not found on oa-2 (404)'],
+    digest: 'seen-1',
+    action: {
+      kind: 'apply',
+      says: 'remove gpt-4o-mini from oa and from combo "mini"',
+      change: { change: 'retire', provider: 'oa', model: 'gpt-4o-mini', combos: ['mini'] },
+    },
+  };
+  const refused: DoctorFinding = {
+    id: 'key_refused:oa/oa-1',
+    kind: 'key_refused',
+    title: 'oa/oa-1 was refused',
+    evidence: ['401 on the last 2 requests'],
+    digest: 'seen-2',
+    action: { kind: 'advice', says: 'replace the key of oa/oa-1', link: '#/providers' },
+  };
+
+  /** The server's doctor: `answers` in turn for GET /api/doctor, `applyReply` for each apply. */
+  function doctorServer(answers: DoctorFinding[][], applyReply: (call: ApiCall) => ApiReply) {
+    let looks = 0;
+    return (call: ApiCall): ApiReply => {
+      if (call.method === 'GET' && call.path === '/api/doctor') return ok(answers[Math.min(looks++, answers.length - 1)]);
+      if (call.method === 'POST' && call.path.startsWith('/api/doctor/')) return applyReply(call);
+      return server(call);
+    };
+  }
+
+  it('lists each finding with its evidence and action, and Apply sends the digest shown, says what changed and reads the list again', async () => {
+    const { transport } = renderWithServer(
+      <OverviewPage />,
+      doctorServer([[retired, refused], [refused]], () =>
+        ok({ id: retired.id, dry_run: false, says: retired.action.says, change: (retired.action as { change: unknown }).change }),
+      ),
+    );
+    const finding = await screen.findByRole('listitem', { name: 'oa/gpt-4o-mini looks retired' });
+    expect(within(finding).getByText('not found on oa-1 (404)')).toBeInTheDocument();
+    expect(within(finding).getByText('not found on oa-2 (404)')).toBeInTheDocument();
+    expect(within(finding).getByText('remove gpt-4o-mini from oa and from combo "mini"')).toBeInTheDocument();
+    expect(screen.getByTestId('doctor')).toHaveTextContent('2 findings');
+
+    await userEvent.click(within(finding).getByRole('button', { name: /^Apply/ }));
+    expect(await screen.findByTestId('doctor-applied')).toHaveTextContent('Applied: remove gpt-4o-mini from oa and from combo "mini".');
+    const posted = transport.callsTo('POST', '/api/doctor/');
+    expect(posted).toHaveLength(1);
+    expect(posted[0]!.path).toBe('/api/doctor/model_retired%3Aoa%2Fgpt-4o-mini/apply');
+    expect(posted[0]!.body).toEqual({ digest: 'seen-1' });
+    await vi.waitFor(() => expect(screen.queryByRole('listitem', { name: 'oa/gpt-4o-mini looks retired' })).toBeNull());
+    expect(screen.getByTestId('doctor')).toHaveTextContent('1 finding');
+  });
+
+  it('says the state changed and shows the list as it is now when the server refuses a stale digest', async () => {
+    const changed: DoctorFinding = { ...retired, evidence: [...retired.evidence, 'not found on oa-3 (404)'], digest: 'seen-again' };
+    const conflict = {
+      error: { message: 'digest: the evidence changed since it was shown', type: 'invalid_request_error', code: 409, switchyard: { field: 'digest' } },
+    };
+    const { transport } = renderWithServer(<OverviewPage />, doctorServer([[retired], [changed]], () => ({ status: 409, body: conflict })));
+    const finding = await screen.findByRole('listitem', { name: 'oa/gpt-4o-mini looks retired' });
+    await userEvent.click(within(finding).getByRole('button', { name: /^Apply/ }));
+    expect(await screen.findByTestId('doctor-stale')).toHaveTextContent('“oa/gpt-4o-mini looks retired” changed since it was shown: nothing was applied.');
+    expect(await screen.findByText('not found on oa-3 (404)')).toBeInTheDocument();
+    expect(screen.queryByTestId('doctor-applied')).toBeNull();
+    expect(screen.queryByRole('alert')).toBeNull();
+
+    // Applying again sends the digest of what is shown now.
+    await userEvent.click(within(screen.getByRole('listitem', { name: 'oa/gpt-4o-mini looks retired' })).getByRole('button', { name: /^Apply/ }));
+    await vi.waitFor(() => expect(transport.callsTo('POST', '/api/doctor/')).toHaveLength(2));
+    expect(transport.callsTo('POST', '/api/doctor/')[1]!.body).toEqual({ digest: 'seen-again' });
+  });
+
+  it('gives advice a link to where the fix is made, and no Apply button', async () => {
+    renderWithServer(<OverviewPage />, doctorServer([[refused]], () => ok(null)));
+    const finding = await screen.findByRole('listitem', { name: 'oa/oa-1 was refused' });
+    expect(within(finding).getByText('replace the key of oa/oa-1')).toBeInTheDocument();
+    expect(within(finding).getByRole('link', { name: 'Fix it there' })).toHaveAttribute('href', '#/providers');
+    expect(within(finding).queryByRole('button')).toBeNull();
+  });
+
+  it('says nothing was found when the doctor finds nothing', async () => {
+    renderWithServer(<OverviewPage />, server);
+    expect(await screen.findByText('nothing found')).toBeInTheDocument();
   });
 });

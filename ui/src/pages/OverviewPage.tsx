@@ -1,7 +1,10 @@
 import { useMemo, useState } from 'react';
 import type { BreakerState } from '../bindings/BreakerState';
+import type { DoctorApplied } from '../bindings/DoctorApplied';
+import type { DoctorFinding } from '../bindings/DoctorFinding';
 import type { ResetScope } from '../bindings/ResetScope';
 import type { TeamView } from '../bindings/TeamView';
+import { ApiFailure } from '../api/failure';
 import { insideDesktop } from '../api/ipc';
 import { useAction, useApi, useLiveVersion, useNow, useRequestsVersion, useResource } from '../app/context';
 import { BudgetAlerts } from '../components/BudgetNotes';
@@ -102,6 +105,8 @@ export function OverviewPage() {
           Config edits are not saved to disk: they last until the server stops.
         </div>
       ) : null}
+
+      <DoctorCard />
 
       <div className="cards two">
         <section className="card" aria-labelledby="endpoint-title">
@@ -389,6 +394,97 @@ export function OverviewPage() {
         <a href="#/requests">All requests</a>
       </section>
     </div>
+  );
+}
+
+/**
+ * The doctor (issue 30): what is wrong, what was seen, and the one-step fix or where a person
+ * makes it. Apply sends the digest of the evidence on screen, so a state that changed since it
+ * was shown is refused by the server (409, nothing changed) and the list is read again instead.
+ */
+function DoctorCard() {
+  const api = useApi();
+  const live = useLiveVersion();
+  const completed = useRequestsVersion();
+  const findings = useResource(() => api.doctor(), [api, live, completed]);
+  const [applied, setApplied] = useState<DoctorApplied | null>(null);
+  const [stale, setStale] = useState<string | null>(null);
+  const [applying, setApplying] = useState('');
+  const apply = useAction(async (finding: DoctorFinding) => {
+    setApplied(null);
+    setStale(null);
+    setApplying(finding.id);
+    try {
+      setApplied(await api.applyFinding(finding.id, { digest: finding.digest }));
+    } catch (error) {
+      // The two answers that mean "not what you saw": say so and show what there is now.
+      if (error instanceof ApiFailure && error.status === 409) {
+        setStale(`“${finding.title}” changed since it was shown: nothing was applied. Here is what the doctor sees now.`);
+      } else if (error instanceof ApiFailure && error.status === 404) {
+        setStale(`“${finding.title}” is gone already: nothing was applied.`);
+      } else {
+        throw error;
+      }
+    } finally {
+      await findings.reload();
+    }
+  });
+  const list = findings.data ?? [];
+  return (
+    <section className="card" aria-labelledby="doctor-title" data-testid="doctor">
+      <div className="section-head">
+        <h2 id="doctor-title">Doctor</h2>
+        {findings.data ? (
+          <Badge tone={list.length === 0 ? 'ok' : 'warn'}>
+            {list.length === 0 ? 'nothing found' : `${list.length} ${list.length === 1 ? 'finding' : 'findings'}`}
+          </Badge>
+        ) : null}
+      </div>
+      <ErrorNote error={findings.error} />
+      {applied ? (
+        <div className="note note-ok" role="status" data-testid="doctor-applied">
+          Applied: {applied.says}.
+        </div>
+      ) : null}
+      {stale ? (
+        <div className="note note-warn" role="status" data-testid="doctor-stale">
+          {stale}
+        </div>
+      ) : null}
+      <ErrorNote error={apply.error} title="Apply failed" />
+      {findings.data && list.length === 0 ? <p className="muted">Nothing looks wrong: no flapping breaker, retired model, stale bench or unconfirmed destination.</p> : null}
+      <ul className="plain">
+        {list.map((f) => (
+          <li key={f.id} aria-label={f.title} data-testid="doctor-finding">
+            <strong>{f.title}</strong>
+            <ul>
+              {f.evidence.map((line, i) => (
+                <li key={i} className="muted">
+                  {line}
+                </li>
+              ))}
+            </ul>
+            <div className="row">
+              <span>{f.action.says}</span>
+              {f.action.kind === 'apply' ? (
+                <BusyButton
+                  className="secondary small"
+                  busy={apply.busy && applying === f.id}
+                  disabled={apply.busy}
+                  busyLabel="Applying…"
+                  aria-label={`Apply: ${f.action.says}`}
+                  onClick={() => void apply.run(f)}
+                >
+                  Apply
+                </BusyButton>
+              ) : (
+                <a href={f.action.link}>Fix it there</a>
+              )}
+            </div>
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }
 

@@ -13,6 +13,8 @@ use switchyard::server::{CODE_LIFETIME, WebUi};
 use switchyard::services::{ImportedPair, ImportedTeam, PairState, imported_pairs, imported_team};
 use switchyard::{App, Launch, STATE_FILE, default_data_dir, mark_first_use};
 
+#[path = "cli/doctor.rs"]
+mod doctor;
 #[path = "cli/providers.rs"]
 mod providers;
 use switchyard_core::binding::{self, Binding, Confirmed};
@@ -67,6 +69,18 @@ enum Command {
     /// whether each combo could serve. Asks the server running on the data directory, else
     /// reads the state file. Exits with 1 when something is red (nothing could serve).
     Status,
+    /// What the doctor finds wrong (a breaker that keeps re-opening, a retired model, a stale
+    /// bench, a destination never confirmed, ...): each finding's id, evidence and what to do.
+    /// Asks the server running on the data directory, else reads the state file. Exits with 1
+    /// when there are findings.
+    Doctor {
+        /// Apply finding ID (as listed), only if its evidence is still what was just read.
+        #[arg(long, value_name = "ID")]
+        apply: Option<String>,
+        /// With --apply: say what would change, change nothing.
+        #[arg(long, requires = "apply")]
+        dry_run: bool,
+    },
     /// Print a new sign-in link for the web UI of the server running on the data directory
     /// (it opens one session, once, within 5 minutes).
     Link,
@@ -196,7 +210,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // These commands start an app of their own when no server runs: its start-up lines are
     // not theirs to print (their output is the answer); only what went wrong is.
-    let quiet = matches!(cli.command, Command::Providers { .. } | Command::Status | Command::Link);
+    let quiet = matches!(
+        cli.command,
+        Command::Providers { .. } | Command::Status | Command::Doctor { .. } | Command::Link
+    );
     let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -246,6 +263,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Connect(args) => connect(&data_dir, args).await,
         Command::Providers { command } => return providers::manage(&data_dir, command).await,
         Command::Status => return providers::status(&data_dir).await,
+        Command::Doctor { apply, dry_run } => {
+            return doctor::doctor(&data_dir, apply, dry_run).await;
+        }
         Command::Link => providers::link(&data_dir).await,
     }
     .map(|()| ExitCode::SUCCESS)
@@ -290,7 +310,7 @@ async fn serve(
         state = state.with_embedded_ui();
         WebUi::is_built_in()
     };
-    // Where the CLI finds this server (`switchyard providers`, `status`, `link`).
+    // Where the CLI finds this server (`switchyard providers`, `status`, `doctor`, `link`).
     let running = Running::this_process(port, config_file).write(data_dir);
     if let Err(error) = &running {
         tracing::warn!(%error, "cannot write {}: `switchyard status` and `providers` will not find this server", switchyard::running::RUNNING_FILE);

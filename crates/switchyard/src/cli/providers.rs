@@ -1,4 +1,5 @@
-//! `switchyard providers`, `status` and `link` (issue 32): management API calls, made on the
+//! `switchyard providers`, `status` and `link` (issue 32), and the [`Api`] `doctor` uses too:
+//! management API calls, made on the
 //! server running on the data directory when there is one (over loopback, with the data
 //! directory's management token: the server applies them as it applies the UI's), else on an
 //! app started in this process on the same data directory (the same router, in process, as
@@ -23,7 +24,7 @@ use switchyard_secrets::Secret;
 use super::ProvidersCommand;
 
 /// Where the calls go.
-enum Api {
+pub(super) enum Api {
     /// The server running on the data directory.
     Running { server: Running, token: Secret },
     /// An app started here on the data directory, stopped after the command.
@@ -33,7 +34,7 @@ enum Api {
 impl Api {
     /// The running server when it answers, else an app of our own. `edit`: the command
     /// changes the config, which is refused on a server that runs on a `--config` file.
-    async fn open(data_dir: &Path, edit: bool) -> anyhow::Result<Self> {
+    pub(super) async fn open(data_dir: &Path, edit: bool) -> anyhow::Result<Self> {
         if let Some(server) = Running::find(data_dir) {
             let token = management_token(data_dir)?;
             let ping = ApiCall { method: "GET".into(), path: "/api/server".into(), body: None };
@@ -79,7 +80,7 @@ impl Api {
         Ok(Self::Here { app: Box::new(app), api })
     }
 
-    async fn call(
+    pub(super) async fn call(
         &self,
         method: &str,
         path: &str,
@@ -94,14 +95,14 @@ impl Api {
         }
     }
 
-    fn running(&self) -> Option<&Running> {
+    pub(super) fn running(&self) -> Option<&Running> {
         match self {
             Self::Running { server, .. } => Some(server),
             Self::Here { .. } => None,
         }
     }
 
-    async fn close(self) {
+    pub(super) async fn close(self) {
         if let Self::Here { app, .. } = self {
             app.shutdown().await;
         }
@@ -120,7 +121,7 @@ fn management_token(data_dir: &Path) -> anyhow::Result<Secret> {
 }
 
 /// The message of an error answer, which starts with the field it is about.
-fn message(reply: &ApiReply) -> String {
+pub(super) fn message(reply: &ApiReply) -> String {
     reply.body["error"]["message"].as_str().map_or_else(|| reply.body.to_string(), str::to_owned)
 }
 

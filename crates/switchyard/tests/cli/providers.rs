@@ -39,7 +39,7 @@ fn is_last_start_line(line: &str) -> bool {
 
 /// `switchyard serve` on `data` and port 0; resolves once it printed the last of its start
 /// lines, with the port. Where the build has the UI, that line carries a sign-in link.
-async fn serve(data: &Path) -> (Child, u16) {
+pub(super) async fn serve(data: &Path) -> (Child, u16) {
     let mut child = cli(data)
         .args(["serve", "--port", "0"])
         .env("SWITCHYARD_API_KEY", LOCAL_KEY)
@@ -73,11 +73,11 @@ async fn serve(data: &Path) -> (Child, u16) {
     (child, port)
 }
 
-async fn run(data: &Path, args: &[&str]) -> std::process::Output {
+pub(super) async fn run(data: &Path, args: &[&str]) -> std::process::Output {
     cli(data).args(args).output().await.expect("run switchyard")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 

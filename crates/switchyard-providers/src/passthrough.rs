@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::dialect::Dialect;
@@ -95,7 +96,7 @@ pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> 
     };
     // Cheap test first: most events (text deltas) never mention a model.
     let last = path.last().expect("a path has a key");
-    if !data.contains(&format!("\"{last}\"")) {
+    if !data.contains(last) {
         return Cow::Borrowed(data);
     }
     match string_span(data, path) {
@@ -194,14 +195,48 @@ fn splice(text: &str, span: Range<usize>, value: &str) -> String {
 fn string_span(json: &str, path: &[&str]) -> Option<Range<usize>> {
     let mut span = 0..json.len();
     for key in path {
-        // Keys are small and unescaped in practice; `Cow` keeps escaped ones correct too.
-        let object: HashMap<Cow<'_, str>, &RawValue> =
-            serde_json::from_str(&json[span.clone()]).ok()?;
-        let value = object.get(*key)?.get();
+        let mut de = serde_json::Deserializer::from_str(&json[span.clone()]);
+        let value = Field(key).deserialize(&mut de).ok()??.get();
         let start = offset_in(json, value)?;
         span = start..start + value.len();
     }
     json[span.clone()].starts_with('"').then_some(span)
+}
+
+/// One field of a JSON object, read without building the object: every other member is
+/// skipped in place (no map, no allocation for keys written without escapes). The last of
+/// repeated keys wins, as in a map.
+struct Field<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for Field<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Field<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        /// A key, borrowed from the input unless it holds escapes.
+        #[derive(serde::Deserialize)]
+        struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
+        let mut found = None;
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if key == self.0 {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// Where `part`, a slice borrowed from `whole`, starts in it.

@@ -241,10 +241,12 @@ pub(crate) fn random_token<const N: usize>(prefix: &str) -> Result<Secret, KeyEr
 
 /// The digest keys are kept and looked up by: a presented key is hashed, never compared.
 pub(crate) fn sha256_hex(text: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
     let mut hex = String::with_capacity(64);
     for b in digest {
-        let _ = write!(hex, "{b:02x}");
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     hex
 }

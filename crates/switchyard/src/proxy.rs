@@ -386,8 +386,8 @@ struct Summary {
     /// Served by an attempt other than the request's first: a fallback, or a hedge that won
     /// (a hedge that lost does not make its request a fallback).
     fell_back: bool,
-    /// The routing trace as JSON.
-    trace: String,
+    /// The routing trace, written as JSON once, when the request is logged.
+    trace: Vec<exhausted::TraceEntry>,
     /// For a stream being relayed: told how it ended, when it has.
     ended: Option<oneshot::Receiver<StreamOutcome>>,
     /// Trace lines a continuation adds once the stream has broken (RESILIENCE.md §10).
@@ -404,7 +404,7 @@ struct Summary {
 
 impl Summary {
     fn settle(&mut self, trace: &Trace, attempts: u32, served_by: Option<String>) {
-        self.trace = trace.to_json();
+        self.trace = trace.entries().to_vec();
         self.attempts = attempts;
         self.served_by = served_by;
     }
@@ -429,15 +429,11 @@ impl From<TriedResult> for Tried {
     }
 }
 
-/// `trace` with a `used` line per attempt that reported usage.
-fn used(trace: String, tally: &tally::Tally) -> String {
-    let lines = tally.trace_entries();
-    if lines.is_empty() {
-        return trace;
-    }
-    let mut entries: Vec<exhausted::TraceEntry> = serde_json::from_str(&trace).unwrap_or_default();
-    entries.extend(lines);
-    serde_json::to_string(&entries).unwrap_or(trace)
+/// The trace as the request log keeps it: written once, with a `used` line per attempt that
+/// reported usage (never parsed back to add lines).
+fn trace_json(mut entries: Vec<exhausted::TraceEntry>, tally: &tally::Tally) -> String {
+    entries.extend(tally.trace_entries());
+    serde_json::to_string(&entries).unwrap_or_default()
 }
 
 /// The cost header of a non-streamed answer, when its cost is known: every attempt has
@@ -456,10 +452,10 @@ fn cost_header(response: &mut Response, tally: &tally::Tally) {
 /// `x-ratelimit-*`. Only the target that served speaks here; one passed over shows in the
 /// trace.
 fn quota_headers(upstream: &HeaderMap) -> Vec<(header::HeaderName, HeaderValue)> {
-    const RELAYED: [&str; 3] = ["anthropic-ratelimit-", "x-ratelimit-", "x-codex-"];
+    let relayed = |name: &str| headroom::QUOTA_HEADER_PREFIXES.iter().any(|p| name.starts_with(p));
     upstream
         .iter()
-        .filter(|(name, _)| RELAYED.iter().any(|prefix| name.as_str().starts_with(prefix)))
+        .filter(|(name, _)| relayed(name.as_str()))
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect()
 }
@@ -551,7 +547,7 @@ impl Proxy {
             .as_u16(),
             attempts: summary.attempts,
             duration_ms: millis(elapsed),
-            trace: summary.trace,
+            trace: String::new(),
             outcome: None,
             first_byte_ms: Some(millis(elapsed)),
             usage: spent.map(|s| s.usage),
@@ -565,22 +561,24 @@ impl Proxy {
         };
         let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
-            let trace = used(record.trace.clone(), &tally);
+            let trace = trace_json(summary.trace, &tally);
             return (response, self.log.record(RequestRecord { trace, ..record }, key.as_deref()));
         };
         // A stream is logged when it is over, with how it ended and how long it really took
         // (RESILIENCE.md §7); until then the caller gets the record as it stands.
-        let provisional = Arc::new(record.clone());
+        let mut entries = summary.trace;
+        let trace = serde_json::to_string(&entries).unwrap_or_default();
+        let provisional = Arc::new(RequestRecord { trace, ..record.clone() });
         let (log, counters) = (Arc::clone(&self.log), Arc::clone(&self.counters));
         tokio::spawn(async move {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
             counters.stream_ended(outcome);
-            let (trace, continued) = continuation::noted(record.trace.clone(), notes.as_ref());
+            let continued = continuation::noted(&mut entries, notes.as_ref());
             // Every attempt has reported by now: the stream's relay settles its meter before
             // it says how the stream ended, and a cancelled hedge was dropped long before.
             let spent = tally.spent();
             let record = RequestRecord {
-                trace: used(trace, &tally),
+                trace: trace_json(entries, &tally),
                 usage: spent.map(|s| s.usage),
                 cost: spent.and_then(|s| s.cost),
                 attempts: record.attempts + continued,

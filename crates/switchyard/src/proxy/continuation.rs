@@ -436,17 +436,12 @@ impl Rescuer {
     }
 }
 
-/// The request log's trace (JSON) with a continuation's lines appended, and how many
-/// continuation attempts those lines add to the request's count.
-pub(super) fn noted(trace: String, notes: Option<&Notes>) -> (String, u32) {
-    let Some(notes) = notes else { return (trace, 0) };
+/// Appends a continuation's lines to the request log's trace; how many continuation attempts
+/// those lines add to the request's count.
+pub(super) fn noted(trace: &mut Vec<TraceEntry>, notes: Option<&Notes>) -> u32 {
+    let Some(notes) = notes else { return 0 };
     let notes = notes.lock().expect("never poisoned");
-    if notes.is_empty() {
-        return (trace, 0);
-    }
     let added = notes.iter().filter(|e| matches!(e.what, TraceEvent::Attempted { .. })).count();
-    let mut entries: Vec<TraceEntry> = serde_json::from_str(&trace).unwrap_or_default();
-    entries.extend(notes.iter().cloned());
-    let trace = serde_json::to_string(&entries).unwrap_or(trace);
-    (trace, u32::try_from(added).unwrap_or(u32::MAX))
+    trace.extend(notes.iter().cloned());
+    u32::try_from(added).unwrap_or(u32::MAX)
 }

@@ -318,9 +318,9 @@ impl Trace {
         self.keys.push(key.clone());
     }
 
-    /// The trace as JSON, for the request log.
-    pub(super) fn to_json(&self) -> String {
-        serde_json::to_string(&self.entries).unwrap_or_default()
+    /// The lines so far, for the request log (written as JSON once, when it is logged).
+    pub(super) fn entries(&self) -> &[TraceEntry] {
+        &self.entries
     }
 
     /// The unconfirmed skip reason of the first candidate benched for one, if any.

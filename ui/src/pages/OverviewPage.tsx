@@ -452,7 +452,7 @@ function DoctorCard() {
         </div>
       ) : null}
       <ErrorNote error={apply.error} title="Apply failed" />
-      {findings.data && list.length === 0 ? <p className="muted">Nothing looks wrong: no flapping breaker, retired model, stale bench or unconfirmed destination.</p> : null}
+      {findings.data && list.length === 0 ? <p className="muted">Nothing looks wrong now.</p> : null}
       <ul className="plain">
         {list.map((f) => (
           <li key={f.id} aria-label={f.title} data-testid="doctor-finding">
@@ -465,6 +465,7 @@ function DoctorCard() {
               ))}
             </ul>
             <div className="row">
+              <span className="muted">{f.action.kind === 'apply' ? 'Fix:' : 'Advice:'}</span>
               <span>{f.action.says}</span>
               {f.action.kind === 'apply' ? (
                 <BusyButton

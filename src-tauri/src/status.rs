@@ -9,6 +9,10 @@
 //! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
 //!   nothing that could serve, or the overall budget is enforced and spent (nothing is served).
 //!
+//! What the doctor found (issue 30, point 3) is counted in the tooltip and on a menu line of
+//! its own, and changes no colour: a finding suggests a fix for what the colour already shows,
+//! or for what will matter later (a destination waiting for confirmation).
+//!
 //! The tooltip names the keys under their quota reserve (they take no new session while
 //! another key has more; the colour stays), and the budget nearest its limit, if any is set; a key's enforced budget that
 //! is spent turns it amber (that tool is refused, the others are served).
@@ -19,6 +23,7 @@ use switchyard::services::Health;
 
 use crate::notices::Notice;
 use switchyard_core::calendar::rfc3339;
+use switchyard_core::doctor::Finding;
 use switchyard_core::resilience::{BreakerState, ProbeScope, ProbeView};
 use switchyard_core::usage::budget::{BudgetState, BudgetView};
 
@@ -52,6 +57,9 @@ pub struct TrayView {
     /// One line per provider, in config order.
     pub lines: Vec<String>,
     pub paused: bool,
+    /// `Doctor: 2 findings`, the menu line that opens the window where they are applied; none
+    /// while the doctor finds nothing.
+    pub doctor: Option<String>,
 }
 
 /// The tray for `health`; `providers` are the configured provider ids, in config order (a
@@ -118,7 +126,27 @@ pub fn tray_view(health: &Health, providers: &[String]) -> TrayView {
     }
 
     let lines = providers.iter().map(|p| provider_line(health, p)).collect();
-    TrayView { level, tooltip, lines, paused: health.paused }
+    TrayView { level, tooltip, lines, paused: health.paused, doctor: None }
+}
+
+/// The tray with what the doctor found (`Services::doctor()`): the count on a menu line and in
+/// the tooltip, and the finding itself in the tooltip when there is only one.
+pub fn with_findings(mut view: TrayView, findings: &[Finding]) -> TrayView {
+    let count = findings.len();
+    if count == 0 {
+        return view;
+    }
+    let counted = format!("{count} {}", plural(count, "finding", "findings"));
+    match findings {
+        [only] => {
+            let _ = write!(view.tooltip, " · doctor: {counted} ({})", only.title);
+        }
+        _ => {
+            let _ = write!(view.tooltip, " · doctor: {counted}");
+        }
+    }
+    view.doctor = Some(format!("Doctor: {counted}"));
+    view
 }
 
 /// The tray when the port was taken at start: red, and the tooltip says so first. Whoever holds
@@ -229,6 +257,7 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 mod tests {
     use switchyard::proxy::{ComboHealth, HeadroomView};
     use switchyard::services::{ConfigSaving, Persistence, TeamView};
+    use switchyard_core::doctor::{Action, Kind};
     use switchyard_core::outcome::OutcomeKind;
     use switchyard_core::resilience::registry::{BreakerView, CredentialView, LockoutView};
     use switchyard_core::resilience::{Bench, CredentialStatus, HealthSnapshot, ProbeResult};
@@ -518,6 +547,46 @@ mod tests {
         assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, true)]).level, Level::Down);
         assert_eq!(with_budgets(calm.clone(), &[budget(None, 120, false)]).level, Level::Healthy);
         assert_eq!(with_budgets(calm.clone(), &[]), calm);
+    }
+
+    fn finding(kind: Kind, subject: &str, title: &str) -> Finding {
+        Finding {
+            id: format!("{}:{subject}", kind.as_str()),
+            kind,
+            title: title.into(),
+            evidence: vec!["seen".into()],
+            digest: "d".into(),
+            action: Action::Advice { says: "look".into(), link: "#/providers".into() },
+        }
+    }
+
+    #[test]
+    fn the_doctor_s_findings_are_counted_on_a_menu_line_and_in_the_tooltip_without_changing_the_colour()
+     {
+        let calm = tray_view(&health(), &providers());
+        assert_eq!(with_findings(calm.clone(), &[]), calm, "nothing found: nothing said");
+
+        let confirm = finding(
+            Kind::DestinationUnconfirmed,
+            "newp",
+            "newp waits for you to confirm where its requests go",
+        );
+        let one = with_findings(calm.clone(), std::slice::from_ref(&confirm));
+        assert_eq!(one.doctor.as_deref(), Some("Doctor: 1 finding"));
+        assert!(
+            one.tooltip.ends_with(
+                " · doctor: 1 finding (newp waits for you to confirm where its requests go)"
+            ),
+            "{}",
+            one.tooltip
+        );
+        assert_eq!(one.level, Level::Healthy, "a finding is a suggestion, not a fault");
+
+        let refused = finding(Kind::KeyRefused, "openai/main", "openai/main was refused");
+        let two = with_findings(calm, &[confirm, refused]);
+        assert_eq!(two.doctor.as_deref(), Some("Doctor: 2 findings"));
+        assert!(two.tooltip.ends_with(" · doctor: 2 findings"), "{}", two.tooltip);
+        assert_eq!(two.lines, ["openai: healthy", "anthropic: healthy"]);
     }
 
     #[test]

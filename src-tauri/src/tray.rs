@@ -1,5 +1,6 @@
 //! The tray icon: a coloured dot for aggregate health, a tooltip with counts, and a menu with
-//! one status line per provider and the everyday actions. It is redrawn from the event stream
+//! one status line per provider, the doctor's count when it found something, and the everyday
+//! actions. It is redrawn from the event stream
 //! (see `lib.rs`), never on a timer, and at once after the window changes something.
 
 use switchyard_core::resilience::registry::ResetScope;
@@ -10,7 +11,7 @@ use tauri::{AppHandle, Manager as _, Wry};
 use tauri_plugin_clipboard_manager::ClipboardExt as _;
 
 use crate::engine::Engine;
-use crate::status::{Level, TrayView, port_taken, tray_view, with_budgets};
+use crate::status::{Level, TrayView, port_taken, tray_view, with_budgets, with_findings};
 
 const TRAY: &str = "switchyard";
 const ICON_SIZE: u32 = 32;
@@ -48,6 +49,7 @@ fn current(app: &AppHandle) -> TrayView {
         engine.proxy.config().providers.iter().map(|p| p.id.to_string()).collect();
     let view =
         with_budgets(tray_view(&engine.services.health(), &providers), &engine.services.budgets());
+    let view = with_findings(view, &engine.services.doctor());
     if engine.port_taken.is_some() { port_taken(view, engine.port) } else { view }
 }
 
@@ -67,6 +69,10 @@ fn menu(app: &AppHandle, view: &TrayView) -> tauri::Result<Menu<Wry>> {
     for (i, line) in view.lines.iter().enumerate() {
         menu.append(&MenuItem::with_id(app, format!("status-{i}"), line, false, None::<&str>)?)?;
     }
+    // Enabled: it opens the window, whose Overview lists the findings and applies them.
+    if let Some(doctor) = &view.doctor {
+        menu.append(&MenuItem::with_id(app, "doctor", doctor, true, None::<&str>)?)?;
+    }
     menu.append(&PredefinedMenuItem::separator(app)?)?;
     menu.append(&MenuItem::with_id(app, "open", "Open Switchyard", true, None::<&str>)?)?;
     menu.append(&MenuItem::with_id(app, "copy", "Copy endpoint URL", true, None::<&str>)?)?;
@@ -81,7 +87,7 @@ fn menu(app: &AppHandle, view: &TrayView) -> tauri::Result<Menu<Wry>> {
 fn on_menu(app: &AppHandle, id: &str) {
     let engine = app.state::<Engine>();
     match id {
-        "open" => crate::show_window(app),
+        "open" | "doctor" => crate::show_window(app),
         "copy" => {
             if let Err(error) = app.clipboard().write_text(engine.endpoint()) {
                 tracing::warn!(%error, "cannot copy the endpoint URL");

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use switchyard_core::ManualClock;
-use switchyard_e2e::harness::{Harness, Setup, T0};
+use switchyard_core::{ManualClock, doctor};
+use switchyard_e2e::harness::{Harness, Setup, T0, WATCHDOG};
 use switchyard_testkit::{Behavior, ErrorKind, Status};
 
 /// `oa/gpt-4o` first, `an/claude-x` after it; `solo` drives `oa` alone. No same-target retries,
@@ -207,4 +207,96 @@ async fn a_refused_key_and_a_combo_with_nothing_ready_are_advice_with_a_link_and
     assert_eq!(nothing["action"]["link"], "#/combos");
     let (status, _) = apply(&h, "no_such:finding", &json!("0"), false).await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_lock_the_lockout_settings_no_longer_set_has_lost_its_cause_and_is_cleared() {
+    let h = start(&ManualClock::new(T0)).await;
+    // A rate limit that says an hour: the model is locked for an hour, the combo falls back.
+    h.mock.enqueue("gpt-4o", Status::new(429).header("retry-after", "3600"));
+    assert_eq!(h.openai("smart", false).send().await.unwrap().status(), 200);
+    assert_eq!(h.app.locked(), ["oa/gpt-4o@oa-1"]);
+    assert!(findings(&h).await.is_empty(), "a lock the settings still set is not stale");
+
+    // The user stops locking on 429: the hour-long lock has lost its cause.
+    let (status, body) = h
+        .api(Method::PATCH, "/api/settings/model_lockouts", &json!({"error_codes": [404, 503]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let id = "stale_bench:oa/gpt-4o@oa-1";
+    let seen = finding(&h, id).await;
+    assert_eq!(
+        seen["title"],
+        "a lockout of oa/gpt-4o@oa-1, and Settings → Model Lockouts no longer locks on 429"
+    );
+    let (status, applied) = apply(&h, id, &seen["digest"], false).await;
+    assert_eq!(status, 200, "{applied}");
+    assert!(h.app.locked().is_empty());
+    assert!(findings(&h).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_key_entered_again_is_no_longer_benched() {
+    let h = start(&ManualClock::new(T0)).await;
+    h.mock.enqueue("gpt-4o", Behavior::error(ErrorKind::Unauthorized));
+    let _ = h.openai("oa/gpt-4o", false).send().await.unwrap();
+    assert!(findings(&h).await.iter().any(|f| f["id"] == "key_refused:oa/oa-1"));
+    // As the advice says: the key entered again. Its cause (that key) is gone, so is its bench.
+    let (status, body) = h
+        .api(
+            Method::PATCH,
+            "/api/providers/oa/credentials/oa-1",
+            &json!({"secret_ref": "env:OA_1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(h.app.credential("oa", "oa-1"), None);
+    assert!(findings(&h).await.iter().all(|f| f["id"] != "key_refused:oa/oa-1"));
+}
+
+#[tokio::test]
+async fn a_provider_far_slower_than_usual_to_its_first_token_is_advice() {
+    let clock = ManualClock::new(T0);
+    let h = start(&clock).await;
+    let stream = |h: &Harness| {
+        let request = h.openai("solo", true);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let _ = response.bytes().await.unwrap();
+        }
+    };
+    // Yesterday: 20 streams, each quick to its first token.
+    for _ in 0..doctor::SLOW_MIN_USUAL {
+        stream(&h).await;
+    }
+    // Today: 5 streams, each 600 ms to its first token. Yesterday's are no longer recent.
+    clock.advance(Duration::from_secs(24 * 3600));
+    for _ in 0..doctor::SLOW_MIN_RECENT {
+        h.mock.enqueue("gpt-4o", Behavior::slow_first_event(Duration::from_millis(600)));
+    }
+    futures_util::future::join_all((0..doctor::SLOW_MIN_RECENT).map(|_| stream(&h))).await;
+    logged(&h, 25).await;
+
+    let slow = finding(&h, "slow_first_token:oa").await;
+    assert_eq!(slow["action"]["kind"], "advice", "{slow}");
+    let evidence = slow["evidence"].as_array().unwrap();
+    assert!(evidence[0].as_str().unwrap().contains("over 5 streams"), "{slow}");
+    assert!(evidence[1].as_str().unwrap().contains("over 25 streams in the last 7 days"), "{slow}");
+}
+
+/// Waits until the request log holds `n` requests: a stream is logged when it ends, a moment
+/// after its client read the last byte.
+async fn logged(h: &Harness, n: usize) {
+    tokio::time::timeout(WATCHDOG, async {
+        loop {
+            let (_, log) = h.api_get("/api/requests").await;
+            if log.as_array().map_or(0, Vec::len) >= n {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("every request is logged");
 }

@@ -4,9 +4,10 @@
 // its evidence, Apply confirms it with the digest shown, the finding is gone, and the provider
 // that was benched now routes.
 import assert from 'node:assert/strict';
+import { copyFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { artifactsDir, eventually, launchBrowser, startStack } from './harness.mjs';
+import { artifactsDir, eventually, launchBrowser, repoDir, startStack } from './harness.mjs';
 
 let stack;
 let browser;
@@ -74,7 +75,11 @@ test('Apply on the Overview confirms a destination the doctor found unconfirmed:
     await finding.waitFor();
     for (const line of seen.evidence) await finding.getByText(line, { exact: true }).waitFor();
     await finding.getByText(seen.action.says, { exact: true }).waitFor();
-    await page.screenshot({ path: path.join(artifactsDir, 'doctor-finding.png'), fullPage: true });
+    const shot = path.join(artifactsDir, 'doctor-finding.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    if (process.env.SWITCHYARD_UPDATE_SCREENSHOTS === '1') {
+      await copyFile(shot, path.join(repoDir, 'docs', 'screenshots', 'doctor.png'));
+    }
 
     await finding.getByRole('button', { name: /^Apply/ }).click();
     await doctor.getByTestId('doctor-applied').waitFor();

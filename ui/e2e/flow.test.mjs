@@ -21,6 +21,7 @@ const DOC_SHOTS = new Set([
   'overview-dark',
   'providers',
   'combos-try',
+  'combos-try-auto',
   'requests-trace',
   'lockouts',
   'resilience-server-error',
@@ -271,6 +272,14 @@ test('the whole flow, in a real browser against the real server', async (t) => {
     await result.waitFor();
     assert.match(await text(result), /served by mock\/gpt-ok/);
     await shot('combos-try');
+
+    // `auto` ranks every configured model and says why the winner won (issue 30, point 2).
+    await panel.getByLabel('Model').selectOption('auto:cheap');
+    await panel.getByRole('button', { name: 'Send' }).click();
+    const why = panel.getByTestId('try-decision');
+    await why.waitFor();
+    assert.match(await text(why), /^Why this one: auto:cheap mock\/\S+ score=/);
+    await shot('combos-try-auto');
   });
 
   await t.test('overview: health, lockouts, fallbacks, pause and resume', async () => {

@@ -16,8 +16,10 @@ use ts_rs::TS;
 use crate::binding::Binding;
 use crate::ids::{CredentialKey, ModelId, ProviderId};
 use crate::outcome::OutcomeKind;
+use crate::resilience::lockout::LockReason;
 use crate::resilience::registry::{BreakerView, CredentialView, LockoutView, ResetScope};
 use crate::resilience::{BreakerState, CredentialStatus};
+use crate::settings::LockoutPolicy;
 
 /// A breaker that re-opened this many times in a row, without closing in between, keeps
 /// failing: "again and again".
@@ -26,6 +28,18 @@ pub const FLAPPING_REOPENS: u32 = 2;
 /// A model locked as not found this many times (in a row on one key, or on several keys at
 /// once) is taken as retired.
 pub const RETIRED_AFTER: u32 = 2;
+
+/// A provider's recent median time to first token is "far above its usual" at this many times
+/// its usual median...
+pub const SLOW_FACTOR: u64 = 3;
+
+/// ...and at least this much above it, in milliseconds: 30 ms against 10 ms is three times,
+/// and nothing a person would notice.
+pub const SLOW_MIN_EXTRA_MS: u64 = 500;
+
+/// Samples either median needs before it is compared: a few slow answers are not a trend.
+pub const SLOW_MIN_RECENT: u64 = 5;
+pub const SLOW_MIN_USUAL: u64 = 20;
 
 /// One combo as the doctor reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +62,18 @@ pub struct ProviderInput {
     pub unconfirmed: Vec<Binding>,
 }
 
+/// One provider's time to first token, recent and usual, as the doctor reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LatencyInput {
+    pub provider: ProviderId,
+    /// The median of the last 10 to 20 minutes' streams (the hedge's first-event sketches).
+    pub recent_p50_ms: u64,
+    pub recent_samples: u64,
+    /// The median of the last 7 days' streams (the usage aggregates).
+    pub usual_p50_ms: u64,
+    pub usual_samples: u64,
+}
+
 /// What the doctor reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inputs {
@@ -60,6 +86,10 @@ pub struct Inputs {
     pub budgets_spent: Vec<String>,
     /// Credentials under their quota reserve.
     pub under_reserve: Vec<CredentialKey>,
+    /// The model-lockout settings in force: a lock they would no longer set has lost its cause.
+    pub lockout_policy: LockoutPolicy,
+    /// Providers' times to first token.
+    pub latencies: Vec<LatencyInput>,
 }
 
 /// What kind of trouble a finding is.
@@ -71,7 +101,8 @@ pub enum Kind {
     BreakerFlapping,
     /// A model locked as not found again and again: retired.
     ModelRetired,
-    /// A lockout, cooldown or breaker of something no longer configured.
+    /// A lockout, cooldown or breaker whose cause is gone: of something no longer configured,
+    /// or a lock the model-lockout settings no longer set.
     StaleBench,
     /// A destination waiting for confirmation.
     DestinationUnconfirmed,
@@ -85,6 +116,8 @@ pub enum Kind {
     BudgetSpent,
     /// A key under its quota reserve.
     UnderReserve,
+    /// A provider whose recent time to first token is far above its usual.
+    SlowFirstToken,
 }
 
 impl Kind {
@@ -99,6 +132,7 @@ impl Kind {
             Self::ComboNothingReady => "combo_nothing_ready",
             Self::BudgetSpent => "budget_spent",
             Self::UnderReserve => "under_reserve",
+            Self::SlowFirstToken => "slow_first_token",
         }
     }
 }
@@ -332,20 +366,43 @@ fn stale(inputs: &Inputs, findings: &mut Vec<Finding>) {
             },
         ));
     }
-    for lock in inputs.lockouts.iter().filter(|l| {
-        !has_credential(&l.key.credential_key()) || !serves(&l.key.provider, &l.key.model)
-    }) {
+    for lock in &inputs.lockouts {
         let key = &lock.key;
+        let gone = if !has_credential(&key.credential_key()) || !serves(&key.provider, &key.model) {
+            "which is no longer configured".to_owned()
+        } else if let Some(why) = lock.reason.and_then(|r| unset_by(&inputs.lockout_policy, r)) {
+            why
+        } else {
+            continue;
+        };
+        let status =
+            lock.reason.and_then(|r| r.status).map_or_else(String::new, |s| format!(" on {s}"));
         findings.push(Finding::new(
             Kind::StaleBench,
             &key.to_string(),
-            format!("a lockout of {key}, which is no longer configured"),
-            vec![format!("{key} locked, {} failures in a row", lock.consecutive_failures)],
+            format!("a lockout of {key}, {gone}"),
+            vec![format!("{key} locked{status}, {} failures in a row", lock.consecutive_failures)],
             Action::Apply {
                 says: format!("clear the lockout of {key}"),
                 change: Change::Clear { scope: ResetScope::Lockout { key: key.clone() } },
             },
         ));
+    }
+}
+
+/// Why the lockout settings in force would not set a lock for `reason`, if they would not:
+/// lockouts turned off, or a 429 or 5xx no longer listed in `error_codes`. A model not found
+/// or refused locks whatever the codes (see `outcome::classify`).
+fn unset_by(policy: &LockoutPolicy, reason: LockReason) -> Option<String> {
+    if !policy.enabled {
+        return Some("and model lockouts are now off".to_owned());
+    }
+    let listed = matches!(reason.kind, OutcomeKind::RateLimit | OutcomeKind::Transient);
+    match reason.status {
+        Some(status) if listed && !policy.error_codes.contains(status) => {
+            Some(format!("and Settings → Model Lockouts no longer locks on {status}"))
+        }
+        _ => None,
     }
 }
 
@@ -427,6 +484,31 @@ fn advice(inputs: &Inputs, findings: &mut Vec<Finding>) {
             },
         ));
     }
+    for slow in inputs.latencies.iter().filter(|l| is_slow(l)) {
+        let provider = &slow.provider;
+        let evidence = vec![
+            format!(
+                "recent median time to first token {} ms, over {} streams in the last 10 to 20 minutes",
+                slow.recent_p50_ms, slow.recent_samples
+            ),
+            format!(
+                "usual median {} ms, over {} streams in the last 7 days",
+                slow.usual_p50_ms, slow.usual_samples
+            ),
+        ];
+        findings.push(Finding::new(
+            Kind::SlowFirstToken,
+            provider.as_str(),
+            format!("{provider} is answering far slower than usual"),
+            evidence,
+            Action::Advice {
+                says: format!(
+                    "check {provider}'s status page; meanwhile put a faster target first in the combos that use it, or turn on hedging"
+                ),
+                link: "#/combos".to_owned(),
+            },
+        ));
+    }
     for key in &inputs.under_reserve {
         let subject = format!("{}/{}", key.provider, key.credential);
         findings.push(Finding::new(
@@ -443,12 +525,19 @@ fn advice(inputs: &Inputs, findings: &mut Vec<Finding>) {
     }
 }
 
+/// Far above its usual: see [`SLOW_FACTOR`], [`SLOW_MIN_EXTRA_MS`] and the sample minimums.
+fn is_slow(l: &LatencyInput) -> bool {
+    l.recent_samples >= SLOW_MIN_RECENT
+        && l.usual_samples >= SLOW_MIN_USUAL
+        && l.recent_p50_ms >= l.usual_p50_ms.saturating_mul(SLOW_FACTOR)
+        && l.recent_p50_ms >= l.usual_p50_ms.saturating_add(SLOW_MIN_EXTRA_MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::UnixMillis;
     use crate::ids::{CandidateKey, CredentialId};
-    use crate::resilience::lockout::LockReason;
 
     fn breaker(provider: &str, state: BreakerState, reopens: u32) -> BreakerView {
         BreakerView {
@@ -572,5 +661,63 @@ mod tests {
         let found = examine(&i);
         assert!(found.iter().all(|f| matches!(f.action, Action::Advice { .. })), "{found:?}");
         assert_eq!(found.len(), 2);
+    }
+
+    fn lock(model: &str, kind: OutcomeKind, status: u16) -> LockoutView {
+        LockoutView {
+            key: CandidateKey::new("oa", "k1", model),
+            reason: Some(LockReason { kind, status: Some(status) }),
+            consecutive_failures: 1,
+            locked_until: UnixMillis(1),
+            remaining_ms: 3_600_000,
+            recorded_by: None,
+        }
+    }
+
+    #[test]
+    fn a_lock_the_lockout_settings_no_longer_set_has_lost_its_cause() {
+        let mut i = inputs();
+        i.lockouts.push(lock("gpt-4o", OutcomeKind::RateLimit, 429));
+        assert_eq!(examine(&i), [], "429 still locks");
+        i.lockout_policy.error_codes = [404, 503].into_iter().collect();
+        let found = examine(&i);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, "stale_bench:oa/gpt-4o@k1");
+        assert_eq!(
+            found[0].title,
+            "a lockout of oa/gpt-4o@k1, and Settings → Model Lockouts no longer locks on 429"
+        );
+        // Not found locks whatever the codes; with lockouts off, nothing does.
+        i.lockouts = vec![lock("gpt-4o", OutcomeKind::ModelUnavailable, 404)];
+        i.lockout_policy.error_codes = crate::outcome::StatusSet::default();
+        assert_eq!(examine(&i), []);
+        i.lockout_policy.enabled = false;
+        assert_eq!(examine(&i)[0].kind, Kind::StaleBench);
+    }
+
+    #[test]
+    fn a_provider_far_slower_than_usual_is_advice() {
+        let slow = |recent_p50_ms, recent_samples, usual_p50_ms, usual_samples| LatencyInput {
+            provider: "oa".into(),
+            recent_p50_ms,
+            recent_samples,
+            usual_p50_ms,
+            usual_samples,
+        };
+        let mut i = inputs();
+        i.latencies.push(slow(1_200, 5, 300, 20));
+        let found = examine(&i);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, "slow_first_token:oa");
+        assert!(matches!(found[0].action, Action::Advice { .. }));
+        for not_far in [
+            slow(800, 5, 300, 20),   // under 3 times
+            slow(45, 50, 10, 500),   // 4.5 times, 35 ms: nobody notices
+            slow(1_200, 4, 300, 20), // too few recent streams
+            slow(1_200, 5, 300, 19), // too little history
+        ] {
+            i.latencies = vec![not_far.clone()];
+            assert_eq!(examine(&i), [], "{not_far:?}");
+        }
     }
 }

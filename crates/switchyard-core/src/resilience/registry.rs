@@ -1067,6 +1067,22 @@ impl HealthRegistry {
         self.first_events.lock().get(&(provider.clone(), model.clone())).cloned()
     }
 
+    /// `provider`'s recent times to first real event, every model's together, as of `now`;
+    /// `None` when none were seen.
+    pub fn first_events_of(
+        &self,
+        provider: &ProviderId,
+        now: UnixMillis,
+    ) -> Option<FirstEventSketch> {
+        let sketches = self.first_events.lock();
+        let mut of = sketches.iter().filter(|((p, _), _)| p == provider).map(|(_, s)| s);
+        let mut merged = of.next()?.clone();
+        for sketch in of {
+            merged.merge(sketch, now);
+        }
+        Some(merged)
+    }
+
     // -- the request path -----------------------------------------------------------------
 
     /// May `key` be tried at `now`? Checks the layers outermost first and names the first one

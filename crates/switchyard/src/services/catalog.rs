@@ -390,7 +390,8 @@ impl Services {
         self.credential(provider, &id)
     }
 
-    /// Changes a credential's fields; a new `secret` replaces the one in the keychain.
+    /// Changes a credential's fields; a new `secret` replaces the one in the keychain, and with
+    /// it goes the old key's cooldown and lockouts.
     pub async fn update_credential(
         &self,
         provider: &str,
@@ -408,6 +409,7 @@ impl Services {
         let confirm = patch.confirm.unwrap_or(false);
         let staged = self.stage_secret(provider, id, patch.secret, patch.secret_ref).await?;
         let confirms = own_pairs(provider, id, typed(&staged), confirm);
+        let replaced = staged.reference.is_some();
         let edited = self
             .editor
             .edit_confirming(&confirms, |config| {
@@ -436,6 +438,13 @@ impl Services {
             .map_err(|e| relative(e, &at));
         self.settle_secret(staged, edited.is_ok()).await;
         edited?;
+        if replaced {
+            // What benched the old key (refused, spent, rate-limited) says nothing of the new.
+            self.registry.reset(
+                &ResetScope::Credential { provider: provider.into(), credential: id.into() },
+                self.clock.now(),
+            );
+        }
         self.credential(provider, id)
     }
 

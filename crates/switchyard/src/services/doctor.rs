@@ -5,8 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 use switchyard_core::CredentialKey;
-use switchyard_core::doctor::{self, Action, Change, ComboInput, Finding, Inputs, ProviderInput};
+use switchyard_core::calendar::DAY_MS;
+use switchyard_core::doctor::{
+    self, Action, Change, ComboInput, Finding, Inputs, LatencyInput, ProviderInput,
+};
 use switchyard_core::usage::budget::BudgetState;
+use switchyard_core::usage::report::{Bucket, Filter, GroupBy, ReportSpec};
+use switchyard_core::{ProviderId, UnixMillis};
 use ts_rs::TS;
 
 use super::Services;
@@ -185,6 +190,37 @@ impl Services {
             providers,
             budgets_spent,
             under_reserve,
+            lockout_policy: self.registry.lockout_policy(),
+            latencies: self.latencies(now),
         }
+    }
+
+    /// Each provider's time to first token: recent from the hedge's first-event sketches,
+    /// usual from the last 7 days of usage.
+    fn latencies(&self, now: UnixMillis) -> Vec<LatencyInput> {
+        let usual = self.proxy.request_log().usage().report(&ReportSpec {
+            from: UnixMillis(now.0.saturating_sub(7 * DAY_MS)),
+            to: UnixMillis(now.0 + 1),
+            bucket: Bucket::Day,
+            group_by: Some(GroupBy::Provider),
+            filter: Filter::default(),
+        });
+        usual
+            .series
+            .iter()
+            .filter_map(|series| {
+                let provider = ProviderId::from(series.key.as_deref()?);
+                let usual_p50_ms = series.total.ttft_p50_ms?;
+                let recent = self.registry.first_events_of(&provider, now)?;
+                let recent_p50_ms = u64::try_from(recent.percentile(50, now)?.as_millis()).ok()?;
+                Some(LatencyInput {
+                    provider,
+                    recent_p50_ms,
+                    recent_samples: u64::from(recent.samples(now)),
+                    usual_p50_ms,
+                    usual_samples: series.total.ttft_samples,
+                })
+            })
+            .collect()
     }
 }

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use switchyard_core::UnixMillis;
-use switchyard_core::resilience::HealthRegistry;
-use tokio::sync::watch;
+use switchyard_core::resilience::{HealthEvent, HealthRegistry};
+use tokio::sync::{broadcast, watch};
 
 pub use self::writer::WriteRetry;
 use self::writer::Writer;
@@ -44,6 +44,17 @@ pub struct Persistence {
     store: Option<Store>,
     status: watch::Receiver<PersistenceStatus>,
     writer: Option<Writer>,
+    /// Restored, the writer not started yet: see [`Self::restore`].
+    pending: Option<Pending>,
+}
+
+/// What the writer will start with.
+#[derive(Debug)]
+struct Pending {
+    registry: Arc<HealthRegistry>,
+    events: broadcast::Receiver<HealthEvent>,
+    status: watch::Sender<PersistenceStatus>,
+    retry: WriteRetry,
 }
 
 impl Persistence {
@@ -60,6 +71,31 @@ impl Persistence {
 
     /// [`Self::start`], with the writer retrying failed writes as `retry` says.
     pub async fn start_with(
+        path: impl AsRef<Path>,
+        registry: &Arc<HealthRegistry>,
+        now: UnixMillis,
+        retry: WriteRetry,
+    ) -> Self {
+        let mut persistence = Self::restore_with(path, registry, now, retry).await;
+        persistence.write_behind();
+        persistence
+    }
+
+    /// [`Self::start`] without starting the writer yet: transitions from now on are kept for
+    /// it, and [`Self::write_behind`] starts it. The writer begins by making the file mirror
+    /// memory (clamped deadlines), one write of every entry; a start that writes the file
+    /// itself (the first start's bindings) does that first instead of waiting for it, and the
+    /// app starts the writer once it is ready to serve (issue 33: a 10,000-row state file's
+    /// start).
+    pub async fn restore(
+        path: impl AsRef<Path>,
+        registry: &Arc<HealthRegistry>,
+        now: UnixMillis,
+    ) -> Self {
+        Self::restore_with(path, registry, now, WriteRetry::default()).await
+    }
+
+    async fn restore_with(
         path: impl AsRef<Path>,
         registry: &Arc<HealthRegistry>,
         now: UnixMillis,
@@ -87,8 +123,16 @@ impl Persistence {
             return Self::without_writer(Some(store), reason.to_owned());
         }
         let (status_tx, status) = watch::channel(PersistenceStatus::Durable);
-        let writer = Writer::spawn(store.clone(), Arc::clone(registry), events, status_tx, retry);
-        Self { store: Some(store), status, writer: Some(writer) }
+        let pending = Pending { registry: Arc::clone(registry), events, status: status_tx, retry };
+        Self { store: Some(store), status, writer: None, pending: Some(pending) }
+    }
+
+    /// Starts the writer of a [`Self::restore`]d state file; nothing when it runs already or
+    /// there is nothing to write to.
+    pub fn write_behind(&mut self) {
+        let (Some(store), Some(pending)) = (&self.store, self.pending.take()) else { return };
+        let Pending { registry, events, status, retry } = pending;
+        self.writer = Some(Writer::spawn(store.clone(), registry, events, status, retry));
     }
 
     fn memory_only(path: &Path, reason: String) -> Self {
@@ -105,6 +149,7 @@ impl Persistence {
             store,
             status: watch::channel(PersistenceStatus::MemoryOnly { reason }).1,
             writer: None,
+            pending: None,
         }
     }
 
@@ -143,7 +188,9 @@ impl Persistence {
     }
 
     /// Writes what is still queued, stops the writer and closes the file.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
+        // A writer never started still owes the file what changed since the restore.
+        self.write_behind();
         if let Some(writer) = self.writer {
             writer.shutdown().await;
         }

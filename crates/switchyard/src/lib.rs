@@ -159,7 +159,9 @@ impl App {
         // on a blocking thread, while the state file is restored.
         let connect = config.timeouts.connect;
         let executor = tokio::task::spawn_blocking(move || Executor::new(connect));
-        let persistence = Persistence::start(state_file, &registry, clock.now()).await;
+        // The writer starts once the app is ready (below): its first write of every entry would
+        // otherwise hold the file while this start writes it too.
+        let mut persistence = Persistence::restore(state_file, &registry, clock.now()).await;
         phases.done("state file opened, health restored");
         let usage = Arc::new(UsageTracker::new(Arc::clone(&clock), Arc::clone(&registry)));
         usage.configure(&config);
@@ -232,6 +234,7 @@ impl App {
         if let Some(team) = &team {
             services = services.with_team(team.watch_status());
         }
+        persistence.write_behind();
         phases.done("services set up");
         Ok(Self {
             registry,

@@ -61,25 +61,43 @@ impl Store {
                 .await
                 .map_err(StoreError::database)?;
         }
-        for binding in added {
-            let insert = match &binding.reference {
-                Some(reference) => sqlx::query(
-                    "INSERT OR IGNORE INTO secret_bindings (reference, destination, confirmed_at)
-                     VALUES (?, ?, ?)",
-                )
-                .bind(reference),
-                None => sqlx::query(
-                    "INSERT OR IGNORE INTO destination_bindings (destination, confirmed_at)
-                     VALUES (?, ?)",
-                ),
-            };
-            insert
-                .bind(&binding.destination)
-                .bind(millis(now))
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::database)?;
+        // Each kind in one statement over a JSON array: a fleet's first start confirms
+        // thousands of bindings, and a statement each cost a round trip to the database
+        // thread each (about 140 ms for 2,000 credentials, most of that cold start).
+        let (secrets, destinations): (Vec<&Binding>, Vec<&Binding>) =
+            added.iter().partition(|b| b.reference.is_some());
+        if !secrets.is_empty() {
+            let rows: Vec<(&str, &str)> = secrets
+                .iter()
+                .filter_map(|b| Some((b.reference.as_deref()?, b.destination.as_str())))
+                .collect();
+            sqlx::query(
+                "INSERT OR IGNORE INTO secret_bindings (reference, destination, confirmed_at)
+                 SELECT value ->> 0, value ->> 1, ?
+                 FROM json_each(?)",
+            )
+            .bind(millis(now))
+            .bind(json_array(&rows))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::database)?;
+        }
+        if !destinations.is_empty() {
+            let rows: Vec<&str> = destinations.iter().map(|b| b.destination.as_str()).collect();
+            sqlx::query(
+                "INSERT OR IGNORE INTO destination_bindings (destination, confirmed_at)
+                 SELECT value, ? FROM json_each(?)",
+            )
+            .bind(millis(now))
+            .bind(json_array(&rows))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::database)?;
         }
         tx.commit().await.map_err(StoreError::database)
     }
+}
+
+fn json_array(rows: &impl serde::Serialize) -> String {
+    serde_json::to_string(rows).expect("strings serialize")
 }

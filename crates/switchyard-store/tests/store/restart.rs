@@ -212,3 +212,78 @@ async fn the_state_file_and_its_directory_are_private_to_the_owner() {
     assert_eq!(mode(&path.with_extension("db-shm")), 0o600);
     persistence.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_field_of_every_row_reads_back_as_written_by_a_resync() {
+    use switchyard_core::outcome::{CredentialFault, OutcomeKind};
+    use switchyard_core::resilience::LockReason;
+
+    let (_dir, path) = state_file();
+    let store = Store::open(&path).await.unwrap();
+    let at = |s: u64| UnixMillis(T0.0 + s * 1_000);
+    let records = HealthRecords {
+        breakers: vec![
+            (
+                "a".into(),
+                BreakerRecord {
+                    state: BreakerState::Open,
+                    failures: 7,
+                    reopens: 3,
+                    open_until: Some(at(30)),
+                    last_fault: Some(BreakerFault::Transient),
+                    changed_at: at(1),
+                },
+            ),
+            (
+                "b \"quoted\" é".into(),
+                BreakerRecord {
+                    state: BreakerState::Degraded,
+                    failures: 2,
+                    reopens: 0,
+                    open_until: None,
+                    last_fault: None,
+                    changed_at: at(2),
+                },
+            ),
+        ],
+        credentials: vec![(
+            key("a", "k", "m").credential_key(),
+            CredentialRecord {
+                status: CredentialStatus::QuotaExhausted,
+                cooling_until: Some(at(40)),
+                backoff_level: 4,
+                last_error: Some(CredentialFault::Quota),
+                changed_at: at(3),
+            },
+        )],
+        lockouts: vec![
+            (
+                key("a", "k", "m"),
+                ModelLockout {
+                    locked_until: Some(at(50)),
+                    consecutive_failures: 5,
+                    reason: Some(LockReason { kind: OutcomeKind::RateLimit, status: Some(429) }),
+                    changed_at: at(4),
+                    probe_through: false,
+                },
+            ),
+            (
+                key("a", "k", "n"),
+                ModelLockout {
+                    locked_until: None,
+                    consecutive_failures: 1,
+                    reason: Some(LockReason { kind: OutcomeKind::ModelForbidden, status: None }),
+                    changed_at: at(5),
+                    probe_through: false,
+                },
+            ),
+        ],
+    };
+    store.replace_all(&records).await.unwrap();
+    assert_eq!(sorted(store.load_health().await.unwrap()), sorted(records.clone()));
+    // A second resync replaces, not adds.
+    let fewer = HealthRecords { lockouts: Vec::new(), ..records };
+    store.replace_all(&fewer).await.unwrap();
+    assert_eq!(sorted(store.load_health().await.unwrap()), sorted(fewer));
+    store.close().await;
+}

@@ -105,7 +105,8 @@ pub(crate) async fn measure(
                 std::fs::copy(entry.path(), data.join(entry.file_name()))?;
             }
         }
-        let (took, early, last_refusal) = start_once(target, config, &data, work)
+        let log = work.join(format!("cold-start-{i}.log"));
+        let (took, early, last_refusal) = start_once(target, config, &data, &log)
             .await
             .with_context(|| format!("cold start {i}"))?;
         early_answers += early;
@@ -126,12 +127,12 @@ pub(crate) async fn measure(
     })
 }
 
-/// Spawn to first 200; the server is killed afterwards.
+/// Spawn to first 200; the server is killed afterwards. Its stderr goes to `log`.
 async fn start_once(
     target: &Target<'_>,
     config: &Path,
     data: &Path,
-    work: &Path,
+    log: &Path,
 ) -> anyhow::Result<(Duration, usize, Duration)> {
     let port = free_port()?;
     let endpoint = Endpoint {
@@ -140,7 +141,7 @@ async fn start_once(
         model_prefix: "oa/".to_owned(),
     };
     let http = http_client()?;
-    let log = std::fs::File::create(work.join("cold-start.log"))?;
+    let log = std::fs::File::create(log)?;
     let args: Vec<String> = vec![
         "serve".into(),
         "--config".into(),

@@ -689,7 +689,7 @@ fn flapping_details(out: &mut String, f: &BreakerFlap) {
     );
 }
 
-fn cold_start_details(out: &mut String, c: &ColdStart) {
+pub(crate) fn cold_start_details(out: &mut String, c: &ColdStart) {
     let _ = writeln!(out, "\n### Cold start\n");
     let _ = writeln!(
         out,

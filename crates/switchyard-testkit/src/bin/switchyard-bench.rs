@@ -165,6 +165,11 @@ struct Args {
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
     soak: bool,
+    /// Run only the cold starts (issue 33, `bench/cold_start.rs`; part of every full run too)
+    /// and print them; the docs are not touched. With `SWITCHYARD_LOG=switchyard=debug` the
+    /// last start's phases (`start phase done`) are printed after the figures.
+    #[arg(long)]
+    cold_start: bool,
     /// How long the soak runs: `600`, `600s`, `10m`, `1h`.
     #[arg(long, default_value = "10m", value_parser = soak::parse_duration)]
     duration: Duration,
@@ -230,6 +235,9 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     if args.team {
         return team_bench(args);
     }
+    if args.cold_start {
+        return cold_start_bench(args);
+    }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });
     let plan = if args.quick { Plan::quick(pairs) } else { Plan::full(pairs) };
@@ -262,6 +270,47 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     }
     write_side_sections(args, &setup.machine, &results, &mut stdout)?;
     guards(args, &results, &mut stdout)
+}
+
+/// `--cold-start`: only the cold starts, printed.
+fn cold_start_bench(args: &Args) -> anyhow::Result<bool> {
+    let Placement { mock_cpu, proxy_cpu, .. } = Placement::decide(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (cold, phases) = runtime.block_on(async {
+        let work = tempfile::Builder::new().prefix("switchyard-bench.").tempdir()?;
+        let script = work.path().join("mock.toml");
+        std::fs::write(&script, run::mock_script())?;
+        let mock = start_mock(args, &script, mock_cpu, work.path()).await?;
+        let mut env = vec![
+            ("SWITCHYARD_API_KEY", LOCAL_KEY.to_owned()),
+            ("BENCH_UPSTREAM_KEY", UPSTREAM_KEY.to_owned()),
+        ];
+        if let Ok(filter) = std::env::var("SWITCHYARD_LOG") {
+            env.push(("SWITCHYARD_LOG", filter));
+        }
+        let target = cold_start::Target {
+            switchyard: &args.switchyard,
+            env,
+            local_key: LOCAL_KEY,
+            base_config: run::proxy_config(&mock.url, "BENCH_UPSTREAM_KEY"),
+            mock_url: &mock.url,
+            key_env: "BENCH_UPSTREAM_KEY",
+            cpu: proxy_cpu,
+        };
+        let cold = cold_start::measure(&target, 10, work.path()).await.context("cold start")?;
+        // The last start with the seeded state file (starts rotate seeded, empty, bare).
+        let last = work.path().join(format!("cold-start-{}.log", 3 * 9));
+        let log = std::fs::read_to_string(last).unwrap_or_default();
+        anyhow::Ok((cold, log))
+    })?;
+    let mut out = String::new();
+    report::cold_start_details(&mut out, &cold);
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{out}")?;
+    for line in phases.lines().filter(|l| l.contains("start phase done")) {
+        writeln!(stdout, "{line}")?;
+    }
+    Ok(true)
 }
 
 /// The figures Switchyard's extra over the floor is guarded on, each with its p50 and bound.

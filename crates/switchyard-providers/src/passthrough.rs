@@ -26,20 +26,47 @@ use crate::error::ProviderError;
 
 /// The body a same-dialect upstream gets for `model`: [`rewrite_model`]'s, except for
 /// Gemini, which names the model in the path and gets the client's bytes untouched.
-pub fn request_body(dialect: Dialect, body: &[u8], model: &str) -> Result<Vec<u8>, ProviderError> {
-    if dialect == Dialect::Gemini { Ok(body.to_vec()) } else { rewrite_model(body, model) }
+/// `parsed` is the `model` the client parser read from `body`, see [`rewrite_model`].
+pub fn request_body(
+    dialect: Dialect,
+    body: &[u8],
+    model: &str,
+    parsed: Option<&str>,
+) -> Result<Vec<u8>, ProviderError> {
+    if dialect == Dialect::Gemini { Ok(body.to_vec()) } else { rewrite_model(body, model, parsed) }
 }
 
 /// `body` with its top-level `model` replaced by `model`. Errors when the body is not a JSON
 /// object with a string `model` (the client parser refuses such a body first).
-pub fn rewrite_model(body: &[u8], model: &str) -> Result<Vec<u8>, ProviderError> {
+///
+/// `parsed`: the top-level `model` as the client parser read it from `body`. When it is a slice
+/// of `body` itself (the parser borrows a string without escapes) between quotes, that is
+/// where the value is, and the body is not scanned again: an 86 KB agent turn's second scan
+/// cost as much as the rest of the relay (issue 33). Anything else is looked for.
+pub fn rewrite_model(
+    body: &[u8],
+    model: &str,
+    parsed: Option<&str>,
+) -> Result<Vec<u8>, ProviderError> {
     let invalid = |message: &str| ProviderError::InvalidRequest {
         path: "model".into(),
         message: message.to_owned(),
     };
     let text = std::str::from_utf8(body).map_err(|_| invalid("the body is not UTF-8"))?;
-    let span = string_span(text, &["model"]).ok_or_else(|| invalid("missing or not a string"))?;
+    let span = match parsed.and_then(|p| quoted_in(text, p)) {
+        Some(span) => span,
+        None => string_span(text, &["model"]).ok_or_else(|| invalid("missing or not a string"))?,
+    };
     Ok(splice(text, span, model).into_bytes())
+}
+
+/// The byte range, quotes included, of `part` in `whole` when `part` is a slice of `whole`
+/// with a quote on each side.
+fn quoted_in(whole: &str, part: &str) -> Option<Range<usize>> {
+    let start = offset_in(whole, part)?.checked_sub(1)?;
+    let end = start + part.len() + 2;
+    let bytes = whole.as_bytes();
+    (bytes[start] == b'"' && bytes.get(end - 1) == Some(&b'"')).then_some(start..end)
 }
 
 /// A Chat request `body` that asks for usage at the end of its stream: `stream_options` gains
@@ -253,7 +280,7 @@ mod tests {
     fn only_the_model_value_changes_and_every_other_byte_is_kept() {
         let body =
             br#"{ "stream":true,"model" : "claude-x",  "metadata":{"model":"keep"},"z":1.50 }"#;
-        let out = rewrite_model(body, "upstream-1").unwrap();
+        let out = rewrite_model(body, "upstream-1", None).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{ "stream":true,"model" : "upstream-1",  "metadata":{"model":"keep"},"z":1.50 }"#
@@ -261,8 +288,26 @@ mod tests {
     }
 
     #[test]
+    fn the_model_the_parser_read_is_rewritten_where_it_was_read_without_a_second_scan() {
+        for body in [
+            &br#"{ "stream":true,"model" : "claude-x",  "metadata":{"model":"keep"}, "messages":[] }"#[..],
+            br#"{"metadata":{"model":"claude-x"},"messages":[],"model":"claude-x"}"#,
+            br#"{"model":"claude-x","messages":[{"role":"user","content":"model"}]}"#,
+        ] {
+            let text = std::str::from_utf8(body).unwrap();
+            let parsed = crate::anthropic::parse_request(body).unwrap().model;
+            let Cow::Borrowed(read) = parsed else { panic!("borrowed from the body: {text}") };
+            let fast = rewrite_model(body, "up", Some(read)).unwrap();
+            assert_eq!(fast, rewrite_model(body, "up", None).unwrap(), "{text}");
+        }
+        // A name not taken from the body (an alias, a path's) is looked for as before.
+        let body = br#"{"model":"claude-x"}"#;
+        assert_eq!(rewrite_model(body, "up", Some("claude-x")).unwrap(), br#"{"model":"up"}"#);
+    }
+
+    #[test]
     fn a_model_with_characters_json_must_escape_is_encoded() {
-        let out = rewrite_model(br#"{"model":"a"}"#, "we\"ird\\name").unwrap();
+        let out = rewrite_model(br#"{"model":"a"}"#, "we\"ird\\name", None).unwrap();
         let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(value["model"], "we\"ird\\name");
     }
@@ -270,7 +315,7 @@ mod tests {
     #[test]
     fn a_body_without_a_string_model_is_refused_naming_the_field() {
         for body in [&br#"{"model":3}"#[..], br#"{"messages":[]}"#, b"[1]", b"\xff"] {
-            let error = rewrite_model(body, "m").unwrap_err();
+            let error = rewrite_model(body, "m", None).unwrap_err();
             assert!(error.to_string().starts_with("model:"), "{error}");
         }
     }
@@ -324,7 +369,7 @@ mod tests {
         let answer = rewrite_answer_model(Dialect::Gemini, chunk.as_bytes(), "ge/x");
         assert!(String::from_utf8(answer).unwrap().contains(r#""modelVersion":"ge/x""#));
         let body = br#"{"contents":[]}"#;
-        assert_eq!(request_body(Dialect::Gemini, body, "m").unwrap(), body);
+        assert_eq!(request_body(Dialect::Gemini, body, "m", None).unwrap(), body);
     }
 
     #[test]

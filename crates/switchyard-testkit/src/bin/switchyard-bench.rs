@@ -170,6 +170,10 @@ struct Args {
     /// last start's phases (`start phase done`) are printed after the figures.
     #[arg(long)]
     cold_start: bool,
+    /// Write Claude Code's turn (the bench's 86 KB `/v1/messages` body, non-streamed, model
+    /// `MODEL`) to `FILE` and exit: `scripts/profile --agent` sends it.
+    #[arg(long, num_args = 2, value_names = ["MODEL", "FILE"])]
+    write_agent_turn: Option<Vec<String>>,
     /// How long the soak runs: `600`, `600s`, `10m`, `1h`.
     #[arg(long, default_value = "10m", value_parser = soak::parse_duration)]
     duration: Duration,
@@ -237,6 +241,10 @@ fn bench(args: &Args) -> anyhow::Result<bool> {
     }
     if args.cold_start {
         return cold_start_bench(args);
+    }
+    if let Some([model, file]) = args.write_agent_turn.as_deref() {
+        std::fs::write(file, agent_turn::body(model, false))?;
+        return Ok(true);
     }
     let Placement { machine, mock_cpu, proxy_cpu, text: placement } = Placement::decide(args)?;
     let pairs = args.pairs.unwrap_or(if args.quick { 200 } else { 2000 });

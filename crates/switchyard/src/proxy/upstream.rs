@@ -122,7 +122,7 @@ fn build_as(
     let dialect = provider.dialect_for(model);
     let mut dropped = Dropped::default();
     let body = if passthrough {
-        let body = passthrough::request_body(dialect, client.body, model)?;
+        let body = passthrough::request_body(dialect, client.body, model, Some(&request.model))?;
         if asks_stream_usage(provider, dialect, request) {
             passthrough::ask_stream_usage(body)
         } else {
@@ -312,7 +312,7 @@ pub(crate) fn count_tokens(
     client: &ClientRequest<'_>,
 ) -> Result<UpstreamRequest, ProviderError> {
     let dialect = client.dialect.dialect();
-    let body = passthrough::request_body(dialect, client.body, model)?;
+    let body = passthrough::request_body(dialect, client.body, model, None)?;
     let url = if dialect == Dialect::Gemini {
         let mut url = endpoint_url(provider, dialect, model, false)?;
         let stem = url.path().strip_suffix(":generateContent").map(str::to_owned);

@@ -100,11 +100,18 @@ pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
 }
 
 /// A whole (non-streamed) answer with its top-level `model` (Gemini: `modelVersion`)
-/// replaced; unchanged when it names none.
-pub fn rewrite_answer_model(dialect: Dialect, body: &[u8], model: &str) -> Vec<u8> {
+/// replaced; unchanged when it names none. `parsed`: that field as the answer's decoder read
+/// it from `body`, which spares a second scan as in [`rewrite_model`].
+pub fn rewrite_answer_model(
+    dialect: Dialect,
+    body: &[u8],
+    model: &str,
+    parsed: Option<&str>,
+) -> Vec<u8> {
     let key = if dialect == Dialect::Gemini { "modelVersion" } else { "model" };
-    match std::str::from_utf8(body).ok().and_then(|text| Some((text, string_span(text, &[key])?))) {
-        Some((text, span)) => splice(text, span, model).into_bytes(),
+    let Ok(text) = std::str::from_utf8(body) else { return body.to_vec() };
+    match parsed.and_then(|p| quoted_in(text, p)).or_else(|| string_span(text, &[key])) {
+        Some(span) => splice(text, span, model).into_bytes(),
         None => body.to_vec(),
     }
 }
@@ -306,6 +313,16 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_rewritten_where_its_decoder_read_the_model() {
+        let body = br#"{"id":"c1","object":"chat.completion","model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"model"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+        let answer = crate::openai::decode_response(body).unwrap();
+        assert!(matches!(answer.model, Cow::Borrowed(_)));
+        let fast = rewrite_answer_model(Dialect::OpenAi, body, "oa/gpt-x", Some(&answer.model));
+        assert_eq!(fast, rewrite_answer_model(Dialect::OpenAi, body, "oa/gpt-x", None));
+        assert!(String::from_utf8(fast).unwrap().contains(r#""model":"oa/gpt-x""#));
+    }
+
+    #[test]
     fn a_model_with_characters_json_must_escape_is_encoded() {
         let out = rewrite_model(br#"{"model":"a"}"#, "we\"ird\\name", None).unwrap();
         let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -366,7 +383,7 @@ mod tests {
                 r#""modelVersion":"ge/gemini-2.5-flash""#
             )
         );
-        let answer = rewrite_answer_model(Dialect::Gemini, chunk.as_bytes(), "ge/x");
+        let answer = rewrite_answer_model(Dialect::Gemini, chunk.as_bytes(), "ge/x", None);
         assert!(String::from_utf8(answer).unwrap().contains(r#""modelVersion":"ge/x""#));
         let body = br#"{"contents":[]}"#;
         assert_eq!(request_body(Dialect::Gemini, body, "m", None).unwrap(), body);

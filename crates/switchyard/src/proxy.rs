@@ -1270,7 +1270,7 @@ impl Proxy {
         meter.settle(Some(answer.usage).filter(|u| !u.is_zero()));
         let encoded = if passthrough {
             // The upstream's own body, every field it wrote, with the model that served.
-            passthrough::rewrite_answer_model(dialect, &body, meta.model)
+            passthrough::rewrite_answer_model(dialect, &body, meta.model, Some(&answer.model))
         } else {
             client.encode_response_for(request, &answer, meta)
         };

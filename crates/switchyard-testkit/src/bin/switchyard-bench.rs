@@ -88,14 +88,14 @@ const UPSTREAM_KEY: &str = "sk-bench-upstream";
 const LOCAL_KEY: &str = "sy-bench-local";
 /// The proxy's management token, to read its request log (which path served the agent).
 const MANAGEMENT_TOKEN: &str = "sy-bench-management";
-/// The default bounds on the extra over the floor, in microseconds, set from `scripts/bench
-/// --quick` at the commit that added them (small chat request 118.1 µs non-streamed, 119.1 µs
-/// to the first SSE byte; Claude Code's turn passed through 496.8 µs): 80 µs of headroom for a
-/// noisy 2-core machine was the plan, but `.ci/run` at `4bcb42d` measured the chat request at
-/// 397.3 µs (299.2 µs to the first byte) over the floor, twice in a row, so until the spread
-/// between runs is understood both bounds are 1 ms: they catch a gross regression, not 100 µs.
-const FLOOR_GUARD_US: f64 = 1000.0;
-const AGENT_FLOOR_GUARD_US: f64 = 1000.0;
+/// The default bounds on the extra over the floor, in microseconds (issue 33): about twice the
+/// p50 extra `.ci/run` measures on its 2-core machine, with one rerun before failing. At
+/// `080a1fd`, `scripts/bench --quick` on an idle machine measured the small chat request 30.0 µs
+/// over the floor non-streamed (41.4 µs to the first SSE byte) and Claude Code's turn passed
+/// through 145.5 µs; `.ci/run` has measured the chat request at 44 to 54 µs. A busy-wait of
+/// about 100 µs on the request path crosses both (docs/benchmarks.md, "The timed guard").
+const FLOOR_GUARD_US: f64 = 100.0;
+const AGENT_FLOOR_GUARD_US: f64 = 300.0;
 
 /// Added latency of the Switchyard proxy over a direct call to the mock upstream.
 #[derive(Debug, Parser)]

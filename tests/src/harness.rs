@@ -450,6 +450,22 @@ impl Harness {
 
     /// The newest entry of the request log, once there is one: a streamed request is logged
     /// when its stream ends, which may be a moment after the client read its last byte.
+    /// Waits until the request log holds `n` requests: a stream is logged when it ends, a
+    /// moment after its client read the last byte.
+    pub async fn logged(&self, n: usize) {
+        tokio::time::timeout(WATCHDOG, async {
+            loop {
+                let (_, log) = self.api_get("/api/requests").await;
+                if log.as_array().map_or(0, Vec::len) >= n {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("every request is logged");
+    }
+
     pub async fn newest_logged(&self) -> Value {
         tokio::time::timeout(WATCHDOG, async {
             loop {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use switchyard_core::{ManualClock, doctor};
-use switchyard_e2e::harness::{Harness, Setup, T0, WATCHDOG};
+use switchyard_e2e::harness::{Harness, Setup, T0};
 use switchyard_testkit::{Behavior, ErrorKind, Status};
 
 /// `oa/gpt-4o` first, `an/claude-x` after it; `solo` drives `oa` alone. No same-target retries,
@@ -276,27 +276,11 @@ async fn a_provider_far_slower_than_usual_to_its_first_token_is_advice() {
         h.mock.enqueue("gpt-4o", Behavior::slow_first_event(Duration::from_millis(600)));
     }
     futures_util::future::join_all((0..doctor::SLOW_MIN_RECENT).map(|_| stream(&h))).await;
-    logged(&h, 25).await;
+    h.logged(25).await;
 
     let slow = finding(&h, "slow_first_token:oa").await;
     assert_eq!(slow["action"]["kind"], "advice", "{slow}");
     let evidence = slow["evidence"].as_array().unwrap();
     assert!(evidence[0].as_str().unwrap().contains("over 5 streams"), "{slow}");
     assert!(evidence[1].as_str().unwrap().contains("over 25 streams in the last 7 days"), "{slow}");
-}
-
-/// Waits until the request log holds `n` requests: a stream is logged when it ends, a moment
-/// after its client read the last byte.
-async fn logged(h: &Harness, n: usize) {
-    tokio::time::timeout(WATCHDOG, async {
-        loop {
-            let (_, log) = h.api_get("/api/requests").await;
-            if log.as_array().map_or(0, Vec::len) >= n {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("every request is logged");
 }

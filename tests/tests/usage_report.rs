@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use switchyard_core::calendar::{HOUR_MS, rfc3339};
 use switchyard_core::usage::{Prices, Usage};
 use switchyard_core::{ManualClock, UnixMillis};
-use switchyard_e2e::harness::{Harness, Setup, T0, WATCHDOG};
+use switchyard_e2e::harness::{Harness, Setup, T0};
 use switchyard_testkit::{Behavior, Reply, Tokens};
 
 const CONFIG: &str = r#"
@@ -63,22 +63,6 @@ async fn ask(h: &Harness, key: &str, model: &str, stream: bool) {
         .unwrap();
     assert_eq!(response.status(), 200);
     let _ = response.bytes().await.unwrap();
-}
-
-/// Waits until the request log holds `n` requests: a stream is logged when it ends, a moment
-/// after its client read the last byte.
-async fn logged(h: &Harness, n: usize) {
-    tokio::time::timeout(WATCHDOG, async {
-        loop {
-            let (_, log) = h.api_get("/api/requests").await;
-            if log.as_array().map_or(0, Vec::len) >= n {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("every request is logged");
 }
 
 async fn usage(h: &Harness, query: &str) -> Value {
@@ -135,7 +119,7 @@ impl Scene {
         clock.advance(std::time::Duration::from_millis(24 * HOUR_MS));
         h.mock.script("gpt-4o", [Behavior::status(404), Behavior::status(404)]);
         ask(&h, &agent, "chat", false).await;
-        logged(&h, 4).await;
+        h.logged(4).await;
         let (gpt, mini, claude) =
             (cost(2.5, 10.0, Some(1.25)), cost(0.15, 0.6, None), cost(3.0, 15.0, None));
         Self { h, editor_id, agent_id, gpt, mini, claude }
@@ -298,7 +282,7 @@ async fn metrics_count_by_provider_and_model_with_labels_bounded_to_the_config()
     h.mock.set_default("gpt-4o", Behavior::status(400));
     let refused = h.openai("oa/gpt-4o", false).send().await.unwrap();
     assert_eq!(refused.status(), 400);
-    logged(&h, 23).await;
+    h.logged(23).await;
 
     let text = h.api_text("/metrics").await;
     let served = |labels: &str| format!("switchyard_served_requests_total{{{labels}}} ");
@@ -351,7 +335,7 @@ async fn unlisted_models_count_as_other_in_the_ledger_in_memory_and_in_the_file(
         ask(&h, switchyard_e2e::harness::LOCAL_KEY, &format!("an/made-up-{i}"), false).await;
     }
     ask(&h, switchyard_e2e::harness::LOCAL_KEY, "an/claude-backup", false).await;
-    logged(&h, 6).await;
+    h.logged(6).await;
     let check = |report: &Value| {
         let mut keys: Vec<(String, u64)> = report["series"]
             .as_array()

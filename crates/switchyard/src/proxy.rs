@@ -481,7 +481,7 @@ impl Proxy {
         query: Option<&str>,
         body: Bytes,
     ) -> Result<Response, Refused> {
-        self.handle_logged(client, caller, headers, query, body).await.0
+        self.logged(client, None, caller, headers, query, body, Provisional::No).await.0
     }
 
     /// [`Proxy::handle`] for a client that names its model in the path rather than the body
@@ -494,7 +494,7 @@ impl Proxy {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Response, Refused> {
-        self.logged(client, Some(model), caller, headers, None, body).await.0
+        self.logged(client, Some(model), caller, headers, None, body, Provisional::No).await.0
     }
 
     /// [`Proxy::handle`], with the request log's record of it.
@@ -506,9 +506,16 @@ impl Proxy {
         query: Option<&str>,
         body: Bytes,
     ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
-        self.logged(client, None, caller, headers, query, body).await
+        let (response, record) =
+            self.logged(client, None, caller, headers, query, body, Provisional::Yes).await;
+        (response, record.expect("a provisional record was asked for"))
     }
 
+    /// Serves and logs one request. The record comes back when it is logged at once (a
+    /// non-streamed answer, a refusal), or for a stream when `provisional` asks for the record
+    /// as it stands (the UI's "try it" shows it); otherwise a stream's record is only built
+    /// when the stream is over, so its first byte does not wait for a copy nobody reads.
+    #[expect(clippy::too_many_arguments, reason = "the request's parts, as the handlers have them")]
     async fn logged(
         &self,
         client: ClientDialect,
@@ -517,7 +524,8 @@ impl Proxy {
         headers: &HeaderMap,
         query: Option<&str>,
         body: Bytes,
-    ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
+        provisional: Provisional,
+    ) -> (Result<Response, Refused>, Option<Arc<RequestRecord>>) {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
@@ -562,13 +570,16 @@ impl Proxy {
         let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
             let trace = trace_json(summary.trace, &tally);
-            return (response, self.log.record(RequestRecord { trace, ..record }, key.as_deref()));
+            let logged = self.log.record(RequestRecord { trace, ..record }, key.as_deref());
+            return (response, Some(logged));
         };
         // A stream is logged when it is over, with how it ended and how long it really took
-        // (RESILIENCE.md §7); until then the caller gets the record as it stands.
+        // (RESILIENCE.md §7); until then a caller that asks gets the record as it stands.
         let mut entries = summary.trace;
-        let trace = serde_json::to_string(&entries).unwrap_or_default();
-        let provisional = Arc::new(RequestRecord { trace, ..record.clone() });
+        let provisional = (provisional == Provisional::Yes).then(|| {
+            let trace = serde_json::to_string(&entries).unwrap_or_default();
+            Arc::new(RequestRecord { trace, ..record.clone() })
+        });
         let (log, counters) = (Arc::clone(&self.log), Arc::clone(&self.counters));
         tokio::spawn(async move {
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
@@ -1716,6 +1727,13 @@ struct Answer {
 /// Parses the client's body and finds the combo its model names. The log learns the model as
 /// soon as it is known, so a request for an unknown one is logged with it.
 ///
+/// Whether [`Proxy::logged`] returns a stream's record as it stands before the stream ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Provisional {
+    Yes,
+    No,
+}
+
 /// A body the tolerant parser cannot read into the canonical model (a shape newer than this
 /// router) is not refused when a target of the client's own dialect could take it as it is:
 /// only what routing needs (`model`, `stream`) is read, and translation is ruled out.

@@ -92,9 +92,10 @@ const MANAGEMENT_TOKEN: &str = "sy-bench-management";
 /// p50 extra `.ci/run` measures on its 2-core machine, with one rerun before failing. At
 /// `080a1fd`, `scripts/bench --quick` on an idle machine measured the small chat request 30.0 µs
 /// over the floor non-streamed (41.4 µs to the first SSE byte) and Claude Code's turn passed
-/// through 145.5 µs; `.ci/run` has measured the chat request at 44 to 54 µs. A busy-wait of
-/// about 100 µs on the request path crosses both (docs/benchmarks.md, "The timed guard").
-const FLOOR_GUARD_US: f64 = 100.0;
+/// through 145.5 µs; `.ci/run` measured 29.8 and 52.1 µs, and a run on a busier machine (the
+/// floor itself 60 % slower) 51.8 and 73.8 µs. A busy-wait of about 100 µs on the request path
+/// gave 135.7 and 140.1 µs (docs/benchmarks.md, "The timed guard").
+const FLOOR_GUARD_US: f64 = 120.0;
 const AGENT_FLOOR_GUARD_US: f64 = 300.0;
 
 /// Added latency of the Switchyard proxy over a direct call to the mock upstream.

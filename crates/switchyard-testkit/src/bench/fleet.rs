@@ -74,11 +74,15 @@ impl Launch<'_> {
     }
 }
 
-/// Resident and peak resident memory of a process, from `/proc/PID/status`, in bytes.
+/// Resident and peak resident memory of a process, from `/proc/PID/status`, in bytes; the
+/// resident part split into anonymous memory (heap, stacks) and file-backed pages (mostly the
+/// binary's code).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Memory {
     pub(crate) rss: u64,
     pub(crate) peak: u64,
+    pub(crate) anon: u64,
+    pub(crate) file: u64,
 }
 
 impl Memory {
@@ -93,7 +97,12 @@ impl Memory {
             let kib: u64 = line.trim().trim_end_matches("kB").trim().parse()?;
             Ok(kib * 1024)
         };
-        Ok(Self { rss: field("VmRSS:")?, peak: field("VmHWM:")? })
+        Ok(Self {
+            rss: field("VmRSS:")?,
+            peak: field("VmHWM:")?,
+            anon: field("RssAnon:")?,
+            file: field("RssFile:")?,
+        })
     }
 }
 

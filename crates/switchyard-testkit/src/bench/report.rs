@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::cold_start::{ColdStart, ROWS};
 use super::flap::{BreakerFlap, DRIVER_EVERY, FLAP};
+use super::fleet::Memory;
 use super::machine::Machine;
 use super::passthrough::{CASES, Client, Passthrough, Series};
 use super::run::{FALLBACK_COMBO, PACED_CHUNKS, PACED_GAP, Plan, Results};
@@ -543,27 +544,25 @@ fn details(out: &mut String, r: &Results) {
         Micros(r.paced.proxied_worst_gap)
     );
     let _ = writeln!(out, "### Memory of the proxy process (`/proc/PID/status`)\n");
-    let _ = writeln!(out, "| When | VmRSS | VmHWM (peak so far) |\n|---|---:|---:|");
     let _ = writeln!(
         out,
-        "| Idle, after start, before any request | {} | {} |",
-        Megabytes(r.idle.rss),
-        Megabytes(r.idle.peak)
+        "| When | VmRSS | of it `RssAnon` (heap, stacks) | of it `RssFile` (code) | VmHWM (peak so far) |\n|---|---:|---:|---:|---:|"
     );
-    if let Some((count, memory)) = r.streams {
+    let mut memory_row = |when: &str, m: &Memory| {
         let _ = writeln!(
             out,
-            "| {count} streams open at once | {} | {} |",
-            Megabytes(memory.rss),
-            Megabytes(memory.peak)
+            "| {when} | {} | {} | {} | {} |",
+            Megabytes(m.rss),
+            Megabytes(m.anon),
+            Megabytes(m.file),
+            Megabytes(m.peak)
         );
+    };
+    memory_row("Idle, after start, before any request", &r.idle);
+    if let Some((count, memory)) = &r.streams {
+        memory_row(&format!("{count} streams open at once"), memory);
     }
-    let _ = writeln!(
-        out,
-        "| After all of the load above | {} | {} |",
-        Megabytes(r.after.rss),
-        Megabytes(r.after.peak)
-    );
+    memory_row("After all of the load above", &r.after);
     if let Some(steps) = &r.throughput {
         throughput_details(out, steps);
     }

@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
+pub use crate::json::Depth;
 use crate::stream::{StreamDecoder, StreamEncoder};
 use crate::{anthropic, gemini, openai, responses};
 
@@ -137,11 +138,21 @@ impl ClientDialect {
 
     /// Parses a client's body; the request borrows from it. Errors name the field.
     pub fn parse_request(self, body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
+        self.parse_request_to(body, Depth::Whole)
+    }
+
+    /// Parses a client's body to `depth`: at [`Depth::Routing`], the request has every
+    /// top-level setting and no conversation, system prompt or tools.
+    pub fn parse_request_to(
+        self,
+        body: &[u8],
+        depth: Depth,
+    ) -> Result<ChatRequest<'_>, ProviderError> {
         match self {
-            Self::OpenAi => openai::parse_request(body),
-            Self::Anthropic => anthropic::parse_request(body),
-            Self::Responses => responses::parse_request(body),
-            Self::Gemini(method) => gemini::parse_request(body, method),
+            Self::OpenAi => openai::parse_request_to(body, depth),
+            Self::Anthropic => anthropic::parse_request_to(body, depth),
+            Self::Responses => responses::parse_request_to(body, depth),
+            Self::Gemini(method) => gemini::parse_request_to(body, method, depth),
         }
     }
 

@@ -127,33 +127,58 @@ pub(crate) trait RequestFields {
     /// What the object is, for "invalid type: expected ..." errors.
     const EXPECTING: &'static str;
 
-    fn read<'de, A: de::MapAccess<'de>>(map: A) -> Result<ChatRequest<'de>, A::Error>;
+    /// Reads the object's fields; at [`Depth::Routing`], the conversation, the system prompt
+    /// and the tools are skipped (see [`skip`]) and not required.
+    fn read<'de, A: de::MapAccess<'de>>(map: A, depth: Depth)
+    -> Result<ChatRequest<'de>, A::Error>;
+}
+
+/// How much of a client's request a parse reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// All of it: the canonical request, which a target of another dialect is sent.
+    Whole,
+    /// Every top-level setting (model, stream, tool choice, output format, reasoning, the
+    /// fields kept verbatim) but not the conversation, the system prompt or the tools, which
+    /// are checked to be JSON and not read: what routing and a passthrough need (issue 33).
+    /// An 86 KB agent turn is mostly those three.
+    Routing,
 }
 
 /// A client's request body read by `R`, with errors that name the field.
 pub(crate) fn parse_request<R: RequestFields>(
     body: &[u8],
+    depth: Depth,
 ) -> Result<ChatRequest<'_>, ProviderError> {
-    parse::<RequestIn<'_, R>>(body)
-        .map(|request| request.0)
-        .map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
+    let parsed = match depth {
+        Depth::Whole => parse::<RequestIn<'_, R, false>>(body).map(|request| request.0),
+        Depth::Routing => parse::<RequestIn<'_, R, true>>(body).map(|request| request.0),
+    };
+    parsed.map_err(|e| ProviderError::InvalidRequest { path: e.path, message: e.message })
 }
 
-struct RequestIn<'a, R>(ChatRequest<'a>, PhantomData<R>);
+/// A value the routing parse does not read: checked to be JSON, nothing kept.
+pub(crate) fn skip<'de, A: de::MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<de::IgnoredAny>().map(drop)
+}
 
-impl<'de: 'a, 'a, R: RequestFields> Deserialize<'de> for RequestIn<'a, R> {
+struct RequestIn<'a, R, const ROUTING: bool>(ChatRequest<'a>, PhantomData<R>);
+
+impl<'de: 'a, 'a, R: RequestFields, const ROUTING: bool> Deserialize<'de>
+    for RequestIn<'a, R, ROUTING>
+{
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct RequestVisitor<R>(PhantomData<R>);
-        impl<'de, R: RequestFields> Visitor<'de> for RequestVisitor<R> {
+        struct RequestVisitor<R, const ROUTING: bool>(PhantomData<R>);
+        impl<'de, R: RequestFields, const ROUTING: bool> Visitor<'de> for RequestVisitor<R, ROUTING> {
             type Value = ChatRequest<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(R::EXPECTING)
             }
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                R::read(map)
+                R::read(map, if ROUTING { Depth::Routing } else { Depth::Whole })
             }
         }
-        let request = deserializer.deserialize_map(RequestVisitor::<R>(PhantomData))?;
+        let request = deserializer.deserialize_map(RequestVisitor::<R, ROUTING>(PhantomData))?;
         Ok(Self(request, PhantomData))
     }
 }

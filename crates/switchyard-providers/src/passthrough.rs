@@ -52,21 +52,21 @@ pub fn rewrite_model(
         path: "model".into(),
         message: message.to_owned(),
     };
-    let text = std::str::from_utf8(body).map_err(|_| invalid("the body is not UTF-8"))?;
-    let span = match parsed.and_then(|p| quoted_in(text, p)) {
-        Some(span) => span,
-        None => string_span(text, &["model"]).ok_or_else(|| invalid("missing or not a string"))?,
+    let span = if let Some(span) = parsed.and_then(|p| quoted_in(body, p)) {
+        span
+    } else {
+        let text = std::str::from_utf8(body).map_err(|_| invalid("the body is not UTF-8"))?;
+        string_span(text, &["model"]).ok_or_else(|| invalid("missing or not a string"))?
     };
-    Ok(splice(text, span, model).into_bytes())
+    Ok(splice(body, span, model))
 }
 
 /// The byte range, quotes included, of `part` in `whole` when `part` is a slice of `whole`
 /// with a quote on each side.
-fn quoted_in(whole: &str, part: &str) -> Option<Range<usize>> {
-    let start = offset_in(whole, part)?.checked_sub(1)?;
+fn quoted_in(whole: &[u8], part: &str) -> Option<Range<usize>> {
+    let start = offset_in(whole, part.as_bytes())?.checked_sub(1)?;
     let end = start + part.len() + 2;
-    let bytes = whole.as_bytes();
-    (bytes[start] == b'"' && bytes.get(end - 1) == Some(&b'"')).then_some(start..end)
+    (whole[start] == b'"' && whole.get(end - 1) == Some(&b'"')).then_some(start..end)
 }
 
 /// A Chat request `body` that asks for usage at the end of its stream: `stream_options` gains
@@ -87,7 +87,7 @@ pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
             return body;
         }
         object.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
-        let Some(start) = offset_in(text, options.get()) else { return body };
+        let Some(start) = offset_in(text.as_bytes(), options.get().as_bytes()) else { return body };
         let encoded = serde_json::to_string(&object).expect("a map serialises");
         format!("{}{encoded}{}", &text[..start], &text[start + options.get().len()..])
     } else {
@@ -109,9 +109,9 @@ pub fn rewrite_answer_model(
     parsed: Option<&str>,
 ) -> Vec<u8> {
     let key = if dialect == Dialect::Gemini { "modelVersion" } else { "model" };
-    let Ok(text) = std::str::from_utf8(body) else { return body.to_vec() };
-    match parsed.and_then(|p| quoted_in(text, p)).or_else(|| string_span(text, &[key])) {
-        Some(span) => splice(text, span, model).into_bytes(),
+    let found = || std::str::from_utf8(body).ok().and_then(|text| string_span(text, &[key]));
+    match parsed.and_then(|p| quoted_in(body, p)).or_else(found) {
+        Some(span) => splice(body, span, model),
         None => body.to_vec(),
     }
 }
@@ -134,7 +134,10 @@ pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> 
         return Cow::Borrowed(data);
     }
     match string_span(data, path) {
-        Some(span) => Cow::Owned(splice(data, span, model)),
+        Some(span) => Cow::Owned(
+            String::from_utf8(splice(data.as_bytes(), span, model))
+                .expect("a string replaced between its quotes leaves UTF-8 whole"),
+        ),
         None => Cow::Borrowed(data),
     }
 }
@@ -180,7 +183,7 @@ pub fn without_credential_bound_items(body: &[u8]) -> Option<(Vec<u8>, Unbound)>
     }
     // Cheap test first: most turns carry neither.
     const MARKS: [&[u8]; 2] = [b"encrypted_content", b"compaction"];
-    if !MARKS.iter().any(|mark| body.windows(mark.len()).any(|w| w == *mark)) {
+    if !MARKS.iter().any(|mark| memchr::memmem::find(body, mark).is_some()) {
         return None;
     }
     let text = std::str::from_utf8(body).ok()?;
@@ -204,7 +207,7 @@ pub fn without_credential_bound_items(body: &[u8]) -> Option<(Vec<u8>, Unbound)>
     if unbound == Unbound::default() {
         return None;
     }
-    let start = offset_in(text, input)?;
+    let start = offset_in(text.as_bytes(), input.as_bytes())?;
     let mut out = String::with_capacity(text.len());
     out.push_str(&text[..start]);
     out.push('[');
@@ -214,13 +217,14 @@ pub fn without_credential_bound_items(body: &[u8]) -> Option<(Vec<u8>, Unbound)>
     Some((out.into_bytes(), unbound))
 }
 
-/// `text` with the JSON string at `span` (quotes included) replaced by `value`, encoded.
-fn splice(text: &str, span: Range<usize>, value: &str) -> String {
+/// `body` with the JSON string at `span` (quotes included) replaced by `value`, encoded. The
+/// rest is copied as bytes: a body is not checked to be UTF-8 to have one string replaced.
+fn splice(body: &[u8], span: Range<usize>, value: &str) -> Vec<u8> {
     let encoded = serde_json::to_string(value).expect("a string serialises");
-    let mut out = String::with_capacity(text.len() + encoded.len());
-    out.push_str(&text[..span.start]);
-    out.push_str(&encoded);
-    out.push_str(&text[span.end..]);
+    let mut out = Vec::with_capacity(body.len() - span.len() + encoded.len());
+    out.extend_from_slice(&body[..span.start]);
+    out.extend_from_slice(encoded.as_bytes());
+    out.extend_from_slice(&body[span.end..]);
     out
 }
 
@@ -231,7 +235,7 @@ fn string_span(json: &str, path: &[&str]) -> Option<Range<usize>> {
     for key in path {
         let mut de = serde_json::Deserializer::from_str(&json[span.clone()]);
         let value = Field(key).deserialize(&mut de).ok()??.get();
-        let start = offset_in(json, value)?;
+        let start = offset_in(json.as_bytes(), value.as_bytes())?;
         span = start..start + value.len();
     }
     json[span.clone()].starts_with('"').then_some(span)
@@ -274,7 +278,7 @@ impl<'de> Visitor<'de> for Field<'_> {
 }
 
 /// Where `part`, a slice borrowed from `whole`, starts in it.
-fn offset_in(whole: &str, part: &str) -> Option<usize> {
+fn offset_in(whole: &[u8], part: &[u8]) -> Option<usize> {
     let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
     (start + part.len() <= whole.len()).then_some(start)
 }

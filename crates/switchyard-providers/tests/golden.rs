@@ -27,7 +27,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use switchyard_providers::chat::{ChatRequest, Tool, ToolFormat};
-use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions, ResponseMeta};
+use switchyard_providers::dialect::{
+    ClientDialect, Depth, Dialect, Dropped, EncodeOptions, ResponseMeta,
+};
 use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::gemini::Method;
 use switchyard_providers::sse::{SseDecoder, SseItem};
@@ -159,6 +161,34 @@ fn finish(failures: &[String]) {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// What routing reads without the whole parse (issue 33) is what the whole parse reads, but
+/// for the conversation, the system prompt and the tools: a setting the routing parse missed
+/// would be a passthrough that routes, or refuses to continue, on the wrong facts.
+#[test]
+fn the_routing_parse_reads_every_top_level_setting_the_whole_parse_reads() {
+    let mut checked = 0;
+    for case in fixtures("request") {
+        let (client, body) = input(&case, "json");
+        let client = client_dialect(&client);
+        let Ok(mut whole) = client.parse_request(&body) else { continue };
+        let routing = client.parse_request_to(&body, Depth::Routing).unwrap_or_else(|error| {
+            panic!(
+                "{}: the routing parse refused what the whole parse read: {error}",
+                case.display()
+            )
+        });
+        assert!(
+            routing.messages.is_empty() && routing.system.is_empty() && routing.tools.is_empty()
+        );
+        whole.messages.clear();
+        whole.system.clear();
+        whole.tools.clear();
+        assert_eq!(format!("{routing:?}"), format!("{whole:?}"), "{}", case.display());
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} request fixtures parsed");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
-use switchyard_providers::dialect::{ClientDialect, Dialect, EncodeOptions, ResponseMeta};
+use switchyard_providers::dialect::{ClientDialect, Depth, Dialect, EncodeOptions, ResponseMeta};
 use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::sse::{SseDecoder, SseItem, write_event};
 use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
@@ -215,6 +215,10 @@ fn bounded(output: usize, input: usize) -> bool {
 /// request that encodes to the very same bytes.
 fn check_request(client: ClientDialect, body: &[u8]) -> Result<(), TestCaseError> {
     let Ok(request) = client.parse_request(body) else { return Ok(()) };
+    // A passthrough reads only to `Depth::Routing`: it must take whatever the whole parse takes.
+    if let Err(error) = client.parse_request_to(body, Depth::Routing) {
+        return Err(TestCaseError::fail(format!("the routing parse refused it: {error}")));
+    }
     for upstream in UPSTREAMS {
         let Ok(encoded) = upstream.encode_request(&request, &OPTIONS) else { continue };
         prop_assert!(bounded(encoded.len(), body.len()), "{upstream}: {} bytes", encoded.len());

@@ -16,6 +16,7 @@ pub mod exhausted;
 mod forward;
 mod hedge;
 mod login;
+mod parsed;
 pub mod refusal;
 mod routes;
 mod sessions;
@@ -71,6 +72,7 @@ pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
 use self::exhausted::{Carried, Trace};
 use self::forward::StreamOutcome;
 use self::login::ClientLogin;
+use self::parsed::Parsed;
 use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
 use self::sessions::SessionTable;
@@ -313,7 +315,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         inbound: &ClientRequest<'_>,
-        request: &ChatRequest<'_>,
+        request: &Parsed<'_>,
         plan: &mut Plan,
     ) -> Option<Arc<ClientLogin>> {
         // Most configs have no `client` credential: one flag, read once, keeps the request path
@@ -329,7 +331,7 @@ impl Proxy {
         if !plan.candidates.iter().any(client) {
             return None;
         }
-        let metadata = sessions::vendor_field(request, "metadata");
+        let metadata = sessions::vendor_field(request.settings(), "metadata");
         let account = metadata.as_deref().and_then(login::claude_code_account);
         let login =
             ClientLogin::of(inbound.headers, inbound.dialect.dialect(), account.as_deref())?;
@@ -640,11 +642,11 @@ impl Proxy {
         };
         let routed =
             turn.as_ref().map_or(*inbound, |t| ClientRequest { body: &t.body, ..*inbound });
-        let Prepared { request, combo, untranslatable } =
-            match prepare(&routes, &routed, summary, self.is_paused()) {
-                Ok(prepared) => prepared,
-                Err(refusal) => return Err(refusal.refused_in(dialect)),
-            };
+        let Prepared { request, combo } = match prepare(&routes, &routed, summary, self.is_paused())
+        {
+            Ok(prepared) => prepared,
+            Err(refusal) => return Err(refusal.refused_in(dialect)),
+        };
         // An enforced budget that is spent refuses before anyone is asked (issue 18).
         if let Err(budget) = self.log.usage().check(caller) {
             return Err(budget_refusal(dialect, &budget));
@@ -664,8 +666,12 @@ impl Proxy {
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
         // `auto` ranks for a new session; a session keeps its pin (issue 30).
-        let decision = (combo.strategy == RouteStrategy::Auto && pin.is_none())
-            .then(|| self.rank_auto(&routes, &combo, &request, &mut plan, now));
+        let decision = (combo.strategy == RouteStrategy::Auto && pin.is_none()).then(|| {
+            // Ranked on the whole request; on its settings alone when it has no canonical
+            // form (only its own dialect's targets can take it then).
+            let ranked = request.whole().unwrap_or(request.settings());
+            self.rank_auto(&routes, &combo, ranked, &mut plan, now)
+        });
         let login = self.client_login(&routes, inbound, &request, &mut plan);
         session::steer(&mut plan, pin.as_ref());
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
@@ -700,7 +706,7 @@ impl Proxy {
         // The bytes routed, shared rather than copied: the client's, or its turn's.
         let routed_body = turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone());
         let notes = continuation::Notes::default();
-        if request.stream {
+        if request.stream() {
             summary.notes = Some(Arc::clone(&notes));
         }
         let sending = Sending {
@@ -711,7 +717,6 @@ impl Proxy {
             turn: turn.as_ref(),
             session_credential: session_credential.as_ref(),
             login: login.as_ref(),
-            untranslatable: untranslatable.as_deref(),
             routed_body: &routed_body,
             combo: &combo,
             candidates: &plan.candidates,
@@ -746,7 +751,7 @@ impl Proxy {
                 let state = live.lock();
                 state.left() > 1 && anyone_else(rest, &combo, &state)
             };
-            let wait = first_event_wait(&routes.config, request.stream, others_left);
+            let wait = first_event_wait(&routes.config, request.stream(), others_left);
             // A half-open probe's slot lasts as long as this attempt may (RESILIENCE.md §3).
             let permit = wait.min(deadline.saturating_duration_since(Instant::now()));
             // Over a `max_in_flight` cap: wait in line for a slot, then the next candidate.
@@ -789,7 +794,7 @@ impl Proxy {
                 first_event.min(deadline),
             );
             let hedging = self
-                .hedge_delay(&routes, &combo, candidate, request.stream, others_left)
+                .hedge_delay(&routes, &combo, candidate, request.stream(), others_left)
                 .map(|delay| hedge::Hedging {
                     routes: &routes,
                     sending: &sending,
@@ -818,7 +823,7 @@ impl Proxy {
                         _ => (candidate, target, started),
                     };
                     let took = started.elapsed();
-                    if request.stream {
+                    if request.stream() {
                         self.observe_first_event(candidate, took);
                     }
                     self.observe_latency(&routes, candidate, took);
@@ -836,7 +841,7 @@ impl Proxy {
                     if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
                         response.headers_mut().insert(auto::DECISION_HEADER, value);
                     }
-                    if !request.stream {
+                    if !request.stream() {
                         cost_header(&mut response, &summary.tally);
                     }
                     summary.settle(&trace, attempts, Some(target.label()));
@@ -888,14 +893,17 @@ impl Proxy {
         (index, serving): (usize, &ProviderId),
     ) -> Option<continuation::Continuing> {
         let request = sending.request;
-        if !request.stream {
+        if !request.stream() {
             return None;
         }
         let rest = &sending.candidates[index + 1..];
-        let shape = continuation::shape(request);
-        let ruled_out = match sending.untranslatable {
-            Some(_) => Some("not_translatable"),
-            None => continuation::ruled_out(sending.combo, rest, shape, sending.live.lock().left()),
+        // What rules a continuation out is in the settings. A body not read whole yet is read
+        // when the stream breaks, if it does (`Rescuer::rescue`).
+        let shape = continuation::shape(request.settings());
+        let ruled_out = if request.known_unreadable() {
+            Some("not_translatable")
+        } else {
+            continuation::ruled_out(sending.combo, rest, shape, sending.live.lock().left())
         };
         let notes = Arc::clone(sending.notes);
         if let Some(reason) = ruled_out {
@@ -1090,7 +1098,6 @@ impl Proxy {
             target.model.as_str(),
             request,
             if sticky { sending.client } else { sending.inbound },
-            sending.untranslatable,
         ) {
             Ok(built) => built,
             Err(error) => {
@@ -1169,7 +1176,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         client: ClientDialect,
-        request: &ChatRequest<'_>,
+        request: &Parsed<'_>,
         upstream_request: executor::UpstreamRequest,
         (passthrough, pending, rescue, meter): (
             bool,
@@ -1188,7 +1195,8 @@ impl Proxy {
             provider.dialect_for(target.model.as_str())
         };
         // The proxy asked a forwarded Chat stream for usage the client did not want to see.
-        let strip_usage = passthrough && upstream::asks_stream_usage(provider, dialect, request);
+        let strip_usage =
+            passthrough && upstream::asks_stream_usage(provider, dialect, request.settings());
         let headers_wait = first_event.saturating_duration_since(Instant::now());
         let response = match routes.executor.send(upstream_request, headers_wait).await {
             Ok(response) => response,
@@ -1210,7 +1218,7 @@ impl Proxy {
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
         let limits = quota_headers(&response.headers);
-        let mut result = if request.stream {
+        let mut result = if request.stream() {
             let held = (attempt, pending, rescue, meter);
             self.relay(routes, how, request, response, held, &meta, first_event).await
         } else {
@@ -1232,7 +1240,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         how: Answer,
-        request: &ChatRequest<'_>,
+        request: &Parsed<'_>,
         response: executor::Response,
         (attempt, pending, mut meter): (Attempt, Option<Pending>, tally::Meter),
         meta: &ResponseMeta<'_>,
@@ -1283,7 +1291,7 @@ impl Proxy {
             // The upstream's own body, every field it wrote, with the model that served.
             passthrough::rewrite_answer_model(dialect, &body, meta.model, Some(&answer.model))
         } else {
-            client.encode_response_for(request, &answer, meta)
+            client.encode_response_for(request.translated(), &answer, meta)
         };
         if let Some(pending) = pending {
             pending.answered(&encoded);
@@ -1307,7 +1315,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         how: Answer,
-        request: &ChatRequest<'_>,
+        request: &Parsed<'_>,
         response: executor::Response,
         (attempt, pending, rescue, meter): (
             Attempt,
@@ -1324,7 +1332,7 @@ impl Proxy {
         } else if passthrough {
             StreamTranslator::relay(client, meta)
         } else {
-            StreamTranslator::for_request(dialect, client, meta, request)
+            StreamTranslator::for_request(dialect, client, meta, request.translated())
         };
         let mut translator = translator.trusting(how.trust);
         let rescue = rescue.map(|(rescue, keep)| {
@@ -1669,17 +1677,14 @@ fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duratio
 
 /// A client request ready to route.
 struct Prepared<'r, 'b> {
-    request: ChatRequest<'b>,
+    request: Parsed<'b>,
     combo: Cow<'r, Combo>,
-    /// Why the body has no canonical form, when it has none: only targets that take the
-    /// client's bytes as they are (passthrough) can serve it.
-    untranslatable: Option<String>,
 }
 
 /// One attempt's view of the client request.
 struct Sending<'s, 'b> {
     routes: &'s Arc<Routes>,
-    request: &'s ChatRequest<'b>,
+    request: &'s Parsed<'b>,
     /// The body routed: the client's, or its conversation expanded (see [`Turn`]).
     inbound: &'s ClientRequest<'s>,
     /// The client's own bytes, for the credential that keeps the previous response.
@@ -1690,7 +1695,6 @@ struct Sending<'s, 'b> {
     session_credential: Option<&'s CredentialKey>,
     /// The caller's own login, for `client` credentials (issue 28).
     login: Option<&'s Arc<ClientLogin>>,
-    untranslatable: Option<&'s str>,
     /// `inbound`'s body, shared: what a continuation sends on.
     routed_body: &'s Bytes,
     combo: &'s Combo,
@@ -1734,9 +1738,11 @@ enum Provisional {
     No,
 }
 
-/// A body the tolerant parser cannot read into the canonical model (a shape newer than this
-/// router) is not refused when a target of the client's own dialect could take it as it is:
-/// only what routing needs (`model`, `stream`) is read, and translation is ruled out.
+/// Only what routing needs is read here ([`Parsed`]). A body that a target must be sent
+/// translated, or that `auto` ranks, is read whole too, so that one nobody can serve is
+/// refused before anyone is asked. A body the tolerant parser cannot read into the canonical
+/// model (a shape newer than this router) is not refused when a target of the client's own
+/// dialect could take it as it is: translation is then ruled out.
 fn prepare<'r, 'b>(
     routes: &'r Routes,
     inbound: &ClientRequest<'b>,
@@ -1744,27 +1750,16 @@ fn prepare<'r, 'b>(
     paused: bool,
 ) -> Result<Prepared<'r, 'b>, ApiError> {
     let client = inbound.dialect;
-    let (mut request, untranslatable) = match client.parse_request(inbound.body) {
-        Ok(request) => (request, None),
-        Err(error) => match ChatRequest::minimal(client.dialect(), inbound.body) {
-            Some(request) => (request, Some(error.to_string())),
-            None => return Err(ApiError::bad_request(error.to_string())),
-        },
-    };
-    // Gemini names the model and whether to stream in the path.
-    if let Some(model) = inbound.model {
-        request.model = Cow::Borrowed(model);
-    }
-    if let ClientDialect::Gemini(method) = client {
-        request.stream = method.streams();
-    }
+    let request = Parsed::read(client, inbound.body, inbound.model)
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let model = request.model();
     // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
     // that could change the meaning of an upstream's URL, is refused here (issue 19).
-    if let Err(problem) = check_model_name(&request.model) {
-        summary.model = bounded(&request.model).into_owned();
+    if let Err(problem) = check_model_name(model) {
+        summary.model = bounded(model).into_owned();
         return Err(refused_model(&problem));
     }
-    summary.model = request.model.to_string();
+    model.clone_into(&mut summary.model);
     if paused {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -1772,22 +1767,25 @@ fn prepare<'r, 'b>(
             "routing is paused in Switchyard: resume it from the tray or with `PUT /api/routing`",
         ));
     }
-    let Some(combo) = routes.resolve(&request.model) else {
-        let message = routes.unknown_model(&request.model);
+    let Some(combo) = routes.resolve(model) else {
+        let message = routes.unknown_model(model);
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
     summary.combo = Some(combo.name.clone());
-    if let Some(problem) = &untranslatable {
-        let forwardable = combo.targets.iter().any(|t| {
-            routes
-                .provider(&t.provider)
-                .is_some_and(|p| upstream::passes_through(p, t.model.as_str(), client))
-        });
-        if !forwardable {
-            return Err(ApiError::bad_request(problem.clone()));
-        }
+    let forwardable = |t: &Target| {
+        routes
+            .provider(&t.provider)
+            .is_some_and(|p| upstream::passes_through(p, t.model.as_str(), client))
+    };
+    let read_whole =
+        combo.strategy == RouteStrategy::Auto || !combo.targets.iter().all(forwardable);
+    if read_whole
+        && let Err(problem) = request.whole()
+        && !combo.targets.iter().any(forwardable)
+    {
+        return Err(ApiError::bad_request(problem.to_owned()));
     }
-    Ok(Prepared { request, combo, untranslatable })
+    Ok(Prepared { request, combo })
 }
 
 /// The refusal of a request an enforced budget stops: `429` in the client's dialect with

@@ -13,12 +13,17 @@ use crate::chat::{
 };
 use crate::dialect::{Dialect, Dropped, EncodeOptions, foreign_native};
 use crate::error::ProviderError;
-use crate::json::{self, Str, TextOr};
+use crate::json::{self, Depth, Str, TextOr};
 
 /// Parses a client's Messages body. Unknown top-level fields (`thinking`, `metadata`,
 /// `top_k`, ...) are kept for Anthropic upstreams.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse_request::<Fields>(body)
+    parse_request_to(body, Depth::Whole)
+}
+
+/// [`parse_request`] to `depth`.
+pub fn parse_request_to(body: &[u8], depth: Depth) -> Result<ChatRequest<'_>, ProviderError> {
+    json::parse_request::<Fields>(body, depth)
 }
 
 struct Fields;
@@ -26,7 +31,10 @@ struct Fields;
 impl json::RequestFields for Fields {
     const EXPECTING: &'static str = "a messages request object";
 
-    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        mut map: A,
+        depth: Depth,
+    ) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::Anthropic);
         // Anthropic always reports usage at the end of a stream.
@@ -38,6 +46,7 @@ impl json::RequestFields for Fields {
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.0.as_ref() {
                 "model" => model = Some(map.next_value::<Str<'de>>()?.into_cow()),
+                "messages" | "system" | "tools" if depth == Depth::Routing => json::skip(&mut map)?,
                 "messages" => messages = Some(map.next_value()?),
                 "system" => {
                     request.system = match map
@@ -99,6 +108,9 @@ impl json::RequestFields for Fields {
         }
         request.reasoning = reasoning(thinking, effort);
         request.model = model.ok_or_else(|| de::Error::missing_field("model"))?;
+        if depth == Depth::Routing {
+            return Ok(request);
+        }
         let messages = messages.ok_or_else(|| de::Error::missing_field("messages"))?;
         request.messages = messages.into_iter().flat_map(|m| m.0).collect();
         Ok(request)

@@ -14,7 +14,7 @@ use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
 use crate::json::object_or_empty;
 
-pub use self::parse::parse_request;
+pub use self::parse::{parse_request, parse_request_to};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -13,12 +13,17 @@ use crate::chat::{
 };
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
-use crate::json::{self, Str, TextOr};
+use crate::json::{self, Depth, Str, TextOr};
 
 /// Parses a client's Chat Completions body. Unknown top-level fields are kept for OpenAI
 /// upstreams; `n` other than 1 is refused because only one answer is ever translated back.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse_request::<Fields>(body)
+    parse_request_to(body, Depth::Whole)
+}
+
+/// [`parse_request`] to `depth`.
+pub fn parse_request_to(body: &[u8], depth: Depth) -> Result<ChatRequest<'_>, ProviderError> {
+    json::parse_request::<Fields>(body, depth)
 }
 
 struct Fields;
@@ -26,7 +31,10 @@ struct Fields;
 impl json::RequestFields for Fields {
     const EXPECTING: &'static str = "a chat completion request object";
 
-    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        mut map: A,
+        depth: Depth,
+    ) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::OpenAi);
         let mut model = None;
@@ -36,6 +44,7 @@ impl json::RequestFields for Fields {
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.0.as_ref() {
                 "model" => model = Some(map.next_value::<Str<'de>>()?.into_cow()),
+                "messages" | "tools" if depth == Depth::Routing => json::skip(&mut map)?,
                 "messages" => messages = Some(map.next_value()?),
                 "tools" => {
                     let tools: Option<Vec<ToolIn<'de>>> = map.next_value()?;
@@ -91,6 +100,9 @@ impl json::RequestFields for Fields {
             request.sampling.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         } else {
             request.sampling.max_tokens = max_tokens;
+        }
+        if depth == Depth::Routing {
+            return Ok(request);
         }
         for message in messages.ok_or_else(|| de::Error::missing_field("messages"))? {
             match message {

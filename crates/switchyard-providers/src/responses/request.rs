@@ -14,14 +14,19 @@ use crate::chat::{
 };
 use crate::dialect::{Dialect, Dropped, EncodeOptions};
 use crate::error::ProviderError;
-use crate::json::{self, Str, TextOr};
+use crate::json::{self, Depth, Str, TextOr};
 
 /// Parses a client's Responses body. Unknown top-level fields (`store`, `include`,
 /// `prompt_cache_key`, `metadata`, `truncation`, ...) are kept for Responses upstreams;
 /// `tool_choice`, `reasoning` and `text` are kept verbatim for them too, and read for everyone
 /// else's.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest<'_>, ProviderError> {
-    json::parse_request::<Fields>(body)
+    parse_request_to(body, Depth::Whole)
+}
+
+/// [`parse_request`] to `depth`.
+pub fn parse_request_to(body: &[u8], depth: Depth) -> Result<ChatRequest<'_>, ProviderError> {
+    json::parse_request::<Fields>(body, depth)
 }
 
 struct Fields;
@@ -29,7 +34,10 @@ struct Fields;
 impl json::RequestFields for Fields {
     const EXPECTING: &'static str = "a responses request object";
 
-    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        mut map: A,
+        depth: Depth,
+    ) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::Responses);
         // `response.completed` always carries usage.
@@ -40,6 +48,9 @@ impl json::RequestFields for Fields {
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.0.as_ref() {
                 "model" => model = Some(map.next_value::<Str<'de>>()?.into_cow()),
+                "instructions" | "input" | "tools" if depth == Depth::Routing => {
+                    json::skip(&mut map)?;
+                }
                 "instructions" => instructions = map.next_value::<Option<Str<'de>>>()?,
                 "input" => input = map.next_value()?,
                 "tools" => {
@@ -87,6 +98,9 @@ impl json::RequestFields for Fields {
             }
         }
         request.model = model.ok_or_else(|| de::Error::missing_field("model"))?;
+        if depth == Depth::Routing {
+            return Ok(request);
+        }
         if let Some(instructions) = instructions.filter(|i| !i.0.is_empty()) {
             request.system.push(Text::new(instructions.into_cow()));
         }

@@ -47,9 +47,15 @@ pub(crate) fn body(model: &str, stream: bool) -> Vec<u8> {
         ("messages", messages(&mut words)),
         ("system", system(&mut words)),
         ("tools", tools(&mut words)),
+        // As Claude Code 2.1.197 writes it (the real fixture in switchyard-providers): a JSON
+        // string naming the session, which routing reads as the request's session.
         (
             "metadata",
-            json!({ "user_id": "user_3f2a9c_account_7d41e0b2_session_9b8c7a6e-5d4c-4b3a-9f8e-7d6c5b4a3f2e" }),
+            json!({ "user_id": json!({
+                "device_id": "3f2a9c7d41e0b2a1c4e8f0d2b6a9c3e7f1d5b8a2c6e0f4d8b2a6c0e4f8d2b6a0",
+                "account_uuid": "",
+                "session_id": "9b8c7a6e-5d4c-4b3a-9f8e-7d6c5b4a3f2e",
+            }).to_string() }),
         ),
         ("max_tokens", json!(32_000)),
         ("thinking", json!({ "type": "adaptive" })),

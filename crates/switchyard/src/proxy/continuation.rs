@@ -203,7 +203,12 @@ impl Rescuer {
     /// next is asked, as for any attempt (RESILIENCE.md §10: it takes over at its first real
     /// event, not at its headers).
     async fn rescue(self, relayed: Relayed) -> Option<Takeover> {
-        let request = self.client.parse_request(&self.body).ok()?;
+        let Ok(request) = self.client.parse_request(&self.body) else {
+            // A body with no canonical form cannot be continued. A passthrough reads only the
+            // request's settings (`Parsed`), so this can be the first time it is read whole.
+            self.refused(None, "not_translatable", &relayed);
+            return None;
+        };
         let shape = shape(&request);
         let mut refusal = None;
         let mut last_failed = None;
@@ -299,7 +304,7 @@ impl Rescuer {
             provider,
             secret.as_ref(),
             target.model.as_str(),
-            &continued,
+            continued,
             &client,
             plan.mechanism,
         );

@@ -17,6 +17,8 @@ use switchyard_core::ids::{CandidateKey, ModelId, ProviderId};
 use switchyard_core::routing::session::{Pin, Repin, SessionKey, SessionLimits, Sessions};
 use switchyard_providers::chat::{ChatRequest, Part, Role};
 
+use super::parsed::Parsed;
+
 /// A request's session, and whether the request continues it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Session {
@@ -31,33 +33,34 @@ pub(crate) struct Session {
 /// it"); `None` when nothing names or shapes one (no user message at all).
 pub(crate) fn session_of(
     headers: &HeaderMap,
-    request: &ChatRequest<'_>,
+    request: &Parsed<'_>,
     caller: Option<&str>,
 ) -> Option<Session> {
-    let key = session_key(headers, request, caller)?;
-    let named = key.1;
-    let continuing = named || request.messages.iter().any(|m| m.role == Role::Assistant);
-    Some(Session { key: key.0, continuing })
+    let caller = caller.unwrap_or("");
+    if let Some(id) = named(headers, request.settings()) {
+        return Some(Session { key: SessionKey::named(caller, &id), continuing: true });
+    }
+    // Only a session derived from the conversation reads it whole.
+    let request = request.whole().ok()?;
+    let key = derived(request, caller)?;
+    let continuing = request.messages.iter().any(|m| m.role == Role::Assistant);
+    Some(Session { key, continuing })
 }
 
-/// The session's key, and whether the client named it.
-fn session_key(
-    headers: &HeaderMap,
-    request: &ChatRequest<'_>,
-    caller: Option<&str>,
-) -> Option<(SessionKey, bool)> {
-    let caller = caller.unwrap_or("");
+/// The session the client named, in a header or a top-level field.
+fn named(headers: &HeaderMap, settings: &ChatRequest<'_>) -> Option<String> {
     let header = |name: &str| {
         headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
     };
-    if let Some(id) = header("x-claude-code-session-id")
+    header("x-claude-code-session-id")
         .map(str::to_owned)
-        .or_else(|| vendor_field(request, "metadata").and_then(|m| claude_code_session(&m)))
+        .or_else(|| vendor_field(settings, "metadata").and_then(|m| claude_code_session(&m)))
         .or_else(|| header("session-id").map(str::to_owned))
-        .or_else(|| vendor_field(request, "prompt_cache_key").and_then(|k| string(&k)))
-    {
-        return Some((SessionKey::named(caller, &id), true));
-    }
+        .or_else(|| vendor_field(settings, "prompt_cache_key").and_then(|k| string(&k)))
+}
+
+/// The session of a client that names none, from its system prompt and first user message.
+fn derived(request: &ChatRequest<'_>, caller: &str) -> Option<SessionKey> {
     let first_user = request.messages.iter().find(|m| m.role == Role::User)?;
     let mut system = String::new();
     for text in &request.system {
@@ -70,7 +73,7 @@ fn session_key(
             said.push_str(&text.text);
         }
     }
-    Some((SessionKey::derived(caller, &system, &said), false))
+    Some(SessionKey::derived(caller, &system, &said))
 }
 
 /// A vendor field the parser kept as it was written, by name.
@@ -153,8 +156,8 @@ mod tests {
 
     use super::*;
 
-    fn parsed(dialect: Dialect, body: &'static str) -> ChatRequest<'static> {
-        dialect.parse_request(body.as_bytes()).unwrap()
+    fn parsed(dialect: Dialect, body: &'static str) -> Parsed<'static> {
+        Parsed::read(dialect, body.as_bytes(), None).unwrap()
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use switchyard_secrets::Secret;
 
 use super::login::ClientLogin;
+use super::parsed::Parsed;
 use crate::config::ProviderConfig;
 use switchyard_core::text::bounded;
 
@@ -77,20 +78,19 @@ pub(crate) fn passes_through(
 }
 
 /// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
-/// rewritten when the dialects match (and the provider allows it), else `request` encoded for
-/// the provider's dialect. `untranslatable` is why the client's body has no canonical form,
-/// when it has none: then only passthrough is possible.
+/// rewritten when the dialects match (and the provider allows it), else `request` read whole
+/// and encoded for the provider's dialect. A body with no canonical form can only pass
+/// through.
 pub(crate) fn build(
     provider: &ProviderConfig,
     secret: Option<&Presented>,
     model: &str,
-    request: &ChatRequest<'_>,
+    request: &Parsed<'_>,
     client: &ClientRequest<'_>,
-    untranslatable: Option<&str>,
 ) -> Result<Built, ProviderError> {
     let passthrough =
         passes_through(provider, model, client.dialect) && !carries_foreign_reasoning(client);
-    build_as(provider, secret, model, request, client, untranslatable, passthrough)
+    build_as(provider, secret, model, request, client, passthrough)
 }
 
 /// A continuation request (RESILIENCE.md §10): `request` (the client's plus the answer so far
@@ -100,11 +100,12 @@ pub(crate) fn build_continuation(
     provider: &ProviderConfig,
     secret: Option<&Presented>,
     model: &str,
-    request: &ChatRequest<'_>,
+    request: ChatRequest<'_>,
     client: &ClientRequest<'_>,
     mechanism: switchyard_core::continuation::Continuation,
 ) -> Result<UpstreamRequest, ProviderError> {
-    let mut built = build_as(provider, secret, model, request, client, None, false)?;
+    let request = Parsed::whole_from(request);
+    let mut built = build_as(provider, secret, model, &request, client, false)?;
     let marked = switchyard_providers::continuation::mark(&built.request.body, mechanism)?;
     built.request.body = Bytes::from(marked);
     Ok(built.request)
@@ -114,33 +115,32 @@ fn build_as(
     provider: &ProviderConfig,
     secret: Option<&Presented>,
     model: &str,
-    request: &ChatRequest<'_>,
+    request: &Parsed<'_>,
     client: &ClientRequest<'_>,
-    untranslatable: Option<&str>,
     passthrough: bool,
 ) -> Result<Built, ProviderError> {
     let dialect = provider.dialect_for(model);
+    let settings = request.settings();
     let mut dropped = Dropped::default();
     let body = if passthrough {
-        let body = passthrough::request_body(dialect, client.body, model, Some(&request.model))?;
-        if asks_stream_usage(provider, dialect, request) {
+        let body = passthrough::request_body(dialect, client.body, model, Some(&settings.model))?;
+        if asks_stream_usage(provider, dialect, settings) {
             passthrough::ask_stream_usage(body)
         } else {
             body
         }
-    } else if request.previous_response_id.is_some() {
+    } else if settings.previous_response_id.is_some() {
         // The proxy's conversation store expands `previous_response_id` into `input` before a
         // request gets here; one that still names it can only go to the upstream keeping it.
         return Err(ProviderError::Untranslatable {
             dialect,
             message: "`previous_response_id` names a conversation only the upstream that answered it keeps; send the whole conversation in `input`".into(),
         });
-    } else if let Some(problem) = untranslatable {
-        return Err(ProviderError::Untranslatable {
+    } else {
+        let whole = request.whole().map_err(|problem| ProviderError::Untranslatable {
             dialect,
             message: format!("the request could only be forwarded as it is: {problem}"),
-        });
-    } else {
+        })?;
         let options = EncodeOptions {
             model,
             default_max_tokens: DEFAULT_MAX_TOKENS,
@@ -148,7 +148,7 @@ fn build_as(
             reasoning: reasons(dialect, model),
             stream_usage: provider.stream_usage,
         };
-        dialect.encode_request_noting(request, &options, &mut dropped)?
+        dialect.encode_request_noting(whole, &options, &mut dropped)?
     };
     let url = if let Some(url) = provider.chat_url_for(model) {
         let mut url = url.clone();
@@ -157,12 +157,12 @@ fn build_as(
         }
         url
     } else {
-        endpoint_url(provider, dialect, model, request.stream)?
+        endpoint_url(provider, dialect, model, settings.stream)?
     };
 
     let mut headers = Vec::with_capacity(5 + provider.headers.len());
     headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
-    if request.stream {
+    if settings.stream {
         headers.push((header::ACCEPT, HeaderValue::from_static("text/event-stream")));
     }
     let client_headers = (client.dialect.dialect() == dialect).then_some(client.headers);
@@ -273,8 +273,7 @@ fn endpoint_url(
 /// passed through.
 fn carries_foreign_reasoning(client: &ClientRequest<'_>) -> bool {
     const MARK: &[u8] = b"switchyard.anthropic.";
-    client.dialect == ClientDialect::Responses
-        && client.body.windows(MARK.len()).any(|window| window == MARK)
+    client.dialect == ClientDialect::Responses && memchr::memmem::find(client.body, MARK).is_some()
 }
 
 /// Whether `model` takes reasoning parameters, guessed from its name until models carry it as

@@ -21,7 +21,7 @@ use crate::chat::{
 };
 use crate::dialect::Dialect;
 use crate::error::ProviderError;
-use crate::json::{self, Str};
+use crate::json::{self, Depth, Str};
 
 /// Parses a client's `generateContent` body. The model and whether to stream are in the path
 /// (`models/{model}:streamGenerateContent`), so `method` says the one and the router sets the
@@ -29,7 +29,16 @@ use crate::json::{self, Str};
 /// other dialect has (`topK`, `seed`, `responseModalities`, ...) are kept for Gemini upstreams
 /// and named as dropped for the others.
 pub fn parse_request(body: &[u8], method: Method) -> Result<ChatRequest<'_>, ProviderError> {
-    let mut request = json::parse_request::<Fields>(body)?;
+    parse_request_to(body, method, Depth::Whole)
+}
+
+/// [`parse_request`] to `depth`.
+pub fn parse_request_to(
+    body: &[u8],
+    method: Method,
+    depth: Depth,
+) -> Result<ChatRequest<'_>, ProviderError> {
+    let mut request = json::parse_request::<Fields>(body, depth)?;
     request.stream = method.streams();
     Ok(request)
 }
@@ -39,7 +48,10 @@ struct Fields;
 impl json::RequestFields for Fields {
     const EXPECTING: &'static str = "a generateContent request object";
 
-    fn read<'de, A: MapAccess<'de>>(mut map: A) -> Result<ChatRequest<'de>, A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        mut map: A,
+        depth: Depth,
+    ) -> Result<ChatRequest<'de>, A::Error> {
         let mut request = ChatRequest::default();
         request.vendor.origin = Some(Dialect::Gemini);
         // Every Gemini chunk carries `usageMetadata`.
@@ -47,6 +59,9 @@ impl json::RequestFields for Fields {
         let mut contents: Option<Vec<ContentIn<'de>>> = None;
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.0.as_ref() {
+                "contents" | "systemInstruction" | "tools" if depth == Depth::Routing => {
+                    json::skip(&mut map)?;
+                }
                 "contents" => contents = map.next_value()?,
                 "systemInstruction" => {
                     if let Some(system) = map.next_value::<Option<SystemIn<'de>>>()? {
@@ -74,6 +89,9 @@ impl json::RequestFields for Fields {
                 }
                 _ => request.vendor.fields.push((key.0, map.next_value::<&'de RawValue>()?)),
             }
+        }
+        if depth == Depth::Routing {
+            return Ok(request);
         }
         let contents = contents.ok_or_else(|| de::Error::missing_field("contents"))?;
         request.messages = messages(contents).map_err(de::Error::custom)?;

@@ -17,7 +17,7 @@ mod stream;
 
 pub use self::error::{error_body, error_report};
 pub use self::request::{encode_request, parse_request, parse_request_to};
-pub use self::response::{decode_response, encode_response};
+pub use self::response::{decode_ending, decode_response, encode_response};
 pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::StopReason;
 

@@ -550,6 +550,17 @@ pub enum StopReason {
 /// them, each encoder folds them back (see the module invariants).
 pub use switchyard_core::usage::Usage;
 
+/// What a non-streamed answer relayed as it is needs read of it (issue 33): whether it ended
+/// (it names a finish reason, as [`ChatResponse::stop_reason`] is set), what it used and the
+/// model it names. Its content is not read: it goes to the client as the upstream wrote it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ending<'a> {
+    pub finished: bool,
+    pub usage: Usage,
+    /// The top-level model (Gemini: `modelVersion`), `None` when it names none.
+    pub model: Option<Cow<'a, str>>,
+}
+
 /// One step of a streamed answer, in the order a client needs them.
 ///
 /// Decoders emit [`StreamEvent::Start`] before anything else. [`StreamEvent::Usage`] carries

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::{ChatRequest, ChatResponse, Ending};
 use crate::error::{ErrorKind, ProviderError, UpstreamError};
 pub use crate::json::Depth;
 use crate::stream::{StreamDecoder, StreamEncoder};
@@ -81,6 +81,17 @@ impl Dialect {
             Self::Anthropic => anthropic::decode_response(body),
             Self::Gemini => gemini::decode_response(body),
             Self::Responses => responses::decode_response(body),
+        }
+    }
+
+    /// What a 2xx non-streamed upstream body relayed as it is needs read of it: the same
+    /// finish, usage and model [`Dialect::decode_response`] reads, its content skipped.
+    pub fn decode_ending(self, body: &[u8]) -> Result<Ending<'_>, ProviderError> {
+        match self {
+            Self::OpenAi => openai::decode_ending(body),
+            Self::Anthropic => anthropic::decode_ending(body),
+            Self::Gemini => gemini::decode_ending(body),
+            Self::Responses => responses::decode_ending(body),
         }
     }
 

@@ -25,7 +25,7 @@ use std::borrow::Cow;
 
 pub use self::error::{error_body, error_report, status_name};
 pub use self::request::{encode_request, parse_request, parse_request_to};
-pub use self::response::{decode_response, encode_response};
+pub use self::response::{decode_ending, decode_response, encode_response};
 pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::StopReason;
 use crate::dialect::Endpoint;

@@ -45,7 +45,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 pub use self::error::{error_body, error_report};
 pub use self::request::{encode_request, parse_request, parse_request_to};
-pub use self::response::{decode_response, encode_response};
+pub use self::response::{decode_ending, decode_response, encode_response};
 pub use self::stream::{StreamDecoder, StreamEncoder};
 use crate::chat::{Part, StopReason, Thinking};
 

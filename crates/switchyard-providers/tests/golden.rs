@@ -233,9 +233,14 @@ fn upstream_responses_translate_to_every_client_dialect() {
     let mut failures = Vec::new();
     for case in fixtures("response") {
         let (upstream, body) = input(&case, "json");
-        let response = upstream_dialect(&upstream)
-            .decode_response(&body)
-            .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        let upstream = upstream_dialect(&upstream);
+        let response =
+            upstream.decode_response(&body).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+        // What a relayed answer is read for (issue 33) is what the whole decode reads.
+        let ending = upstream.decode_ending(&body).unwrap();
+        assert_eq!(ending.finished, response.stop_reason.is_some(), "{}", case.display());
+        assert_eq!(ending.usage, response.usage, "{}", case.display());
+        assert_eq!(ending.model.unwrap_or_default(), response.model.clone(), "{}", case.display());
         for client in CLIENTS {
             let body = client.encode_response_for(&client_request(), &response, &META);
             let name = client.dialect().as_str();

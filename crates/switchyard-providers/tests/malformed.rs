@@ -243,6 +243,18 @@ fn check_request(client: ClientDialect, body: &[u8]) -> Result<(), TestCaseError
 fn check_response(upstream: Dialect, body: &[u8]) -> Result<(), TestCaseError> {
     let _ = upstream.error_report(body);
     let Ok(response) = upstream.decode_response(body) else { return Ok(()) };
+    // A relayed answer is read only for its ending: it must be the ending the whole decode reads.
+    let ending = upstream.decode_ending(body).map_err(|e| {
+        TestCaseError::fail(format!("{upstream}: decoded whole, but not its ending: {e}"))
+    })?;
+    prop_assert_eq!(ending.finished, response.stop_reason.is_some(), "{}: finished", upstream);
+    prop_assert_eq!(ending.usage, response.usage, "{}: usage", upstream);
+    prop_assert_eq!(
+        ending.model.unwrap_or_default(),
+        response.model.clone(),
+        "{}: model",
+        upstream
+    );
     for client in CLIENTS {
         let encoded = client.encode_response(&response, &META);
         prop_assert!(bounded(encoded.len(), body.len()), "{client:?}: {} bytes", encoded.len());

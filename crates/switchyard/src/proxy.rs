@@ -405,11 +405,78 @@ struct Summary {
 }
 
 impl Summary {
-    fn settle(&mut self, trace: &Trace, attempts: u32, served_by: Option<String>) {
-        self.trace = trace.entries().to_vec();
+    fn settle(
+        &mut self,
+        trace: Vec<exhausted::TraceEntry>,
+        attempts: u32,
+        served_by: Option<String>,
+    ) {
+        self.trace = trace;
         self.attempts = attempts;
         self.served_by = served_by;
     }
+}
+
+/// A request served or refused, with what the request log keeps of it.
+struct Done {
+    at: switchyard_core::UnixMillis,
+    elapsed: Duration,
+    client: ClientDialect,
+    status: u16,
+    fallback: bool,
+    /// The local key that made it: its id and name.
+    caller: Option<(Arc<str>, Arc<str>)>,
+    summary: Summary,
+}
+
+impl Done {
+    /// Its record, whole: the trace and usage of every attempt.
+    fn log(self, log: &RequestLog) -> Arc<RequestRecord> {
+        let Unlogged { record, key, entries, tally, .. } = self.unlogged();
+        let trace = trace_json(entries, &tally);
+        log.record(RequestRecord { trace, ..record }, key.as_deref())
+    }
+
+    fn unlogged(self) -> Unlogged {
+        let Self { at, elapsed, client, status, fallback, caller, summary } = self;
+        let spent = summary.tally.spent();
+        let (local_key, key) = caller.map_or((None, None), |(id, name)| (Some(id), Some(name)));
+        let record = RequestRecord {
+            at,
+            dialect: client.dialect().as_str().to_owned(),
+            model: summary.model,
+            served_by: summary.served_by,
+            status,
+            attempts: summary.attempts,
+            duration_ms: millis(elapsed),
+            trace: String::new(),
+            outcome: None,
+            first_byte_ms: Some(millis(elapsed)),
+            usage: spent.map(|s| s.usage),
+            cost: spent.and_then(|s| s.cost),
+            local_key: local_key.map(|id| id.to_string()),
+            combo: summary.combo,
+            fallback,
+            session: summary.session.map(SessionKey::to_hex),
+            credential: summary.credential,
+            session_home: summary.session_home,
+        };
+        Unlogged { record, key, entries: summary.trace, tally: summary.tally, notes: summary.notes }
+    }
+}
+
+/// A request's record before its trace is written: what a stream's record waits with.
+struct Unlogged {
+    /// Without its trace.
+    record: RequestRecord,
+    /// The local key's name.
+    key: Option<Arc<str>>,
+    /// The trace's lines so far.
+    entries: Vec<exhausted::TraceEntry>,
+    /// The attempts' meters.
+    tally: Arc<tally::Tally>,
+    /// The lines a continuation adds.
+    notes: Option<continuation::Notes>,
 }
 
 /// What one attempt came to, and how its request was made.
@@ -444,7 +511,7 @@ fn cost_header(response: &mut Response, tally: &tally::Tally) {
     if let Some(cost) = tally.spent().and_then(|s| s.cost)
         && let Ok(value) = HeaderValue::from_str(&cost.to_string())
     {
-        response.headers_mut().insert("x-switchyard-cost", value);
+        response.headers_mut().insert(COST_HEADER, value);
     }
 }
 
@@ -462,12 +529,19 @@ fn quota_headers(upstream: &HeaderMap) -> Vec<(header::HeaderName, HeaderValue)>
         .collect()
 }
 
+/// What served a request, how many attempts it took and what it cost: made at compile time, so
+/// no request checks their bytes.
+const TARGET_HEADER: header::HeaderName = header::HeaderName::from_static("x-switchyard-target");
+const ATTEMPTS_HEADER: header::HeaderName =
+    header::HeaderName::from_static("x-switchyard-attempts");
+const COST_HEADER: header::HeaderName = header::HeaderName::from_static("x-switchyard-cost");
+
 /// The routing headers naming what really served.
 fn routing_headers(response: &mut Response, target: &Target, attempts: u32) {
     if let Ok(v) = HeaderValue::from_str(&target.label()) {
-        response.headers_mut().insert("x-switchyard-target", v);
+        response.headers_mut().insert(TARGET_HEADER, v);
     }
-    response.headers_mut().insert("x-switchyard-attempts", HeaderValue::from(attempts));
+    response.headers_mut().insert(ATTEMPTS_HEADER, HeaderValue::from(attempts));
 }
 
 impl Proxy {
@@ -541,43 +615,36 @@ impl Proxy {
         if fallback {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
+        let status = match &response {
+            Ok(response) => response.status(),
+            Err(refused) => refused.error.status,
+        }
+        .as_u16();
         let ended = summary.ended.take();
-        let notes = summary.notes.take();
-        let tally = Arc::clone(&summary.tally);
-        let spent = tally.spent();
-        let record = RequestRecord {
+        let done = Done {
             at,
-            dialect: client.dialect().as_str().to_owned(),
-            model: summary.model,
-            served_by: summary.served_by,
-            status: match &response {
-                Ok(response) => response.status(),
-                Err(refused) => refused.error.status,
-            }
-            .as_u16(),
-            attempts: summary.attempts,
-            duration_ms: millis(elapsed),
-            trace: String::new(),
-            outcome: None,
-            first_byte_ms: Some(millis(elapsed)),
-            usage: spent.map(|s| s.usage),
-            cost: spent.and_then(|s| s.cost),
-            local_key: caller.map(|k| k.id.to_string()),
-            combo: summary.combo,
+            elapsed,
+            client,
+            status,
             fallback,
-            session: summary.session.map(SessionKey::to_hex),
-            credential: summary.credential,
-            session_home: summary.session_home,
+            caller: caller.map(|k| (Arc::clone(&k.id), Arc::clone(&k.name))),
+            summary,
         };
-        let key = caller.map(|k| Arc::clone(&k.name));
         let Some(ended) = ended else {
-            let trace = trace_json(summary.trace, &tally);
-            let logged = self.log.record(RequestRecord { trace, ..record }, key.as_deref());
-            return (response, Some(logged));
+            // A non-streamed answer or a refusal: logged once the answer is on its way. The
+            // task runs after this one has handed the response to its connection, so the log's
+            // work (the trace's JSON, usage, the ring) is not on the answer's path (issue 33).
+            // A caller that reads the record (the UI's "try it") waits for it.
+            if provisional == Provisional::Yes {
+                return (response, Some(done.log(&self.log)));
+            }
+            let log = Arc::clone(&self.log);
+            tokio::spawn(async move { done.log(&log) });
+            return (response, None);
         };
         // A stream is logged when it is over, with how it ended and how long it really took
         // (RESILIENCE.md §7); until then a caller that asks gets the record as it stands.
-        let mut entries = summary.trace;
+        let Unlogged { record, key, mut entries, tally, notes } = done.unlogged();
         let provisional = (provisional == Provisional::Yes).then(|| {
             let trace = serde_json::to_string(&entries).unwrap_or_default();
             Arc::new(RequestRecord { trace, ..record.clone() })
@@ -844,7 +911,7 @@ impl Proxy {
                     if !request.stream() {
                         cost_header(&mut response, &summary.tally);
                     }
-                    summary.settle(&trace, attempts, Some(target.label()));
+                    summary.settle(trace.into_entries(), attempts, Some(target.label()));
                     summary.ended = ended;
                     return Ok(response);
                 }
@@ -859,7 +926,7 @@ impl Proxy {
                 refuse_fallback(dialect, &verdict, upstream, target, &combo, &mut rest)
             };
             if let Some(refused) = refused {
-                summary.settle(&trace, attempts, None);
+                summary.settle(trace.into_entries(), attempts, None);
                 return Err(refused);
             }
             rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
@@ -879,7 +946,7 @@ impl Proxy {
             index += 1;
         }
         let attempts = live.lock().attempts();
-        summary.settle(&trace, attempts, None);
+        summary.settle(trace.entries().to_vec(), attempts, None);
         Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect))
     }
 
@@ -1273,26 +1340,32 @@ impl Proxy {
                 );
             }
         };
-        // An answer without a finish reason was cut short, however well-formed its JSON.
-        let answer = match dialect.decode_response(&body) {
-            Ok(answer) if answer.stop_reason.is_some() => answer,
-            _ => {
-                return self.failed(
-                    routes,
-                    attempt,
-                    Upstream::Stream(StreamFault::Truncated),
-                    None,
-                );
+        // An answer without a finish reason was cut short, however well-formed its JSON. One
+        // relayed as it is is read only for that, its usage and its model (issue 33).
+        let answered = if passthrough {
+            match dialect.decode_ending(&body) {
+                // The upstream's own body, every field it wrote, with the model that served.
+                Ok(ending) if ending.finished => {
+                    let model = ending.model.as_deref();
+                    let body = passthrough::rewrite_answer_model(dialect, &body, meta.model, model);
+                    Some((ending.usage, body))
+                }
+                _ => None,
+            }
+        } else {
+            match dialect.decode_response(&body) {
+                Ok(answer) if answer.stop_reason.is_some() => {
+                    let body = client.encode_response_for(request.translated(), &answer, meta);
+                    Some((answer.usage, body))
+                }
+                _ => None,
             }
         };
-        // An answer without usage (some local hosts) reported none, rather than zero tokens.
-        meter.settle(Some(answer.usage).filter(|u| !u.is_zero()));
-        let encoded = if passthrough {
-            // The upstream's own body, every field it wrote, with the model that served.
-            passthrough::rewrite_answer_model(dialect, &body, meta.model, Some(&answer.model))
-        } else {
-            client.encode_response_for(request.translated(), &answer, meta)
+        let Some((usage, encoded)) = answered else {
+            return self.failed(routes, attempt, Upstream::Stream(StreamFault::Truncated), None);
         };
+        // An answer without usage (some local hosts) reported none, rather than zero tokens.
+        meter.settle(Some(usage).filter(|u| !u.is_zero()));
         if let Some(pending) = pending {
             pending.answered(&encoded);
         }

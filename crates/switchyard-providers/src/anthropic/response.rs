@@ -2,11 +2,11 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de};
 
 use super::block::{BlockIn, BlockOut, KnownBlock, block_out};
 use super::{stop_reason, stop_reason_str};
-use crate::chat::{ChatResponse, Part, StopReason, Usage};
+use crate::chat::{ChatResponse, Ending, Part, StopReason, Usage};
 use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::ProviderError;
 use crate::json::{self, Str};
@@ -70,7 +70,37 @@ impl UsageWire {
     }
 }
 
-/// Decodes a 2xx Messages body.
+/// What a relayed Messages body needs read of it (see [`crate::chat::Ending`]).
+pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
+    #[derive(Deserialize)]
+    struct EndingWire<'a> {
+        // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
+        // not read skipped.
+        #[serde(rename = "id", default)]
+        _id: de::IgnoredAny,
+        #[serde(borrow, default)]
+        model: Option<Str<'a>>,
+        #[serde(rename = "content", default)]
+        _content: de::IgnoredAny,
+        #[serde(borrow, default)]
+        stop_reason: Option<Str<'a>>,
+        #[serde(rename = "stop_sequence", default)]
+        _stop_sequence: de::IgnoredAny,
+        #[serde(default)]
+        usage: Option<UsageWire>,
+    }
+    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
+        dialect: Dialect::Anthropic,
+        message: e.describe(),
+    })?;
+    Ok(Ending {
+        finished: wire.stop_reason.is_some(),
+        usage: wire.usage.unwrap_or_default().usage(),
+        model: wire.model.map(Str::into_cow),
+    })
+}
+
+/// Decodes a 2xx Messages body. See [`decode_ending`] for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
     let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
         dialect: Dialect::Anthropic,

@@ -3,11 +3,11 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de};
 use serde_json::value::RawValue;
 
 use super::{call_id, finish_reason, stop_reason};
-use crate::chat::{ChatResponse, Part, StopReason, Text, Thinking, ToolUse, Usage};
+use crate::chat::{ChatResponse, Ending, Part, StopReason, Text, Thinking, ToolUse, Usage};
 use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::ProviderError;
 use crate::json::{self, Str};
@@ -122,8 +122,54 @@ impl<'a> ResponseWire<'a> {
     }
 }
 
+/// What a relayed `generateContent` body needs read of it (see [`crate::chat::Ending`]).
+pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct EndingWire<'a> {
+        // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
+        // not read skipped.
+        #[serde(borrow, default)]
+        candidates: Vec<CandidateEnding<'a>>,
+        #[serde(default)]
+        usage_metadata: Option<UsageWire>,
+        #[serde(borrow, default)]
+        model_version: Option<Str<'a>>,
+        #[serde(rename = "responseId", default)]
+        _response_id: de::IgnoredAny,
+        #[serde(borrow, default)]
+        prompt_feedback: Option<PromptFeedbackWire<'a>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct CandidateEnding<'a> {
+        #[serde(rename = "content", default)]
+        _content: de::IgnoredAny,
+        #[serde(borrow, default)]
+        finish_reason: Option<Str<'a>>,
+        #[serde(default)]
+        index: u32,
+    }
+    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
+        dialect: Dialect::Gemini,
+        message: e.describe(),
+    })?;
+    // The candidate `decode_response` reads: index 0, else the first.
+    let first = wire.candidates.iter().find(|c| c.index == 0).or(wire.candidates.first());
+    let finished = match first {
+        Some(candidate) => candidate.finish_reason.is_some(),
+        None => wire.prompt_feedback.as_ref().is_some_and(|f| f.block_reason.is_some()),
+    };
+    Ok(Ending {
+        finished,
+        usage: wire.usage_metadata.map(UsageWire::usage).unwrap_or_default(),
+        model: wire.model_version.map(Str::into_cow),
+    })
+}
+
 /// Decodes a 2xx `generateContent` body. A prompt Gemini blocked comes back as an empty
-/// answer stopped for [`StopReason::ContentFilter`].
+/// answer stopped for [`StopReason::ContentFilter`]. See [`decode_ending`] for what a relayed
+/// one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
     let mut wire: ResponseWire<'_> = json::parse(body).map_err(|e| {
         ProviderError::InvalidResponse { dialect: Dialect::Gemini, message: e.describe() }

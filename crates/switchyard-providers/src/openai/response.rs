@@ -2,11 +2,11 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de};
 
 use super::request::ToolCallOut;
 use super::{finish_reason, stop_reason};
-use crate::chat::{ChatResponse, Part, StopReason, Text, Thinking, ToolUse, Usage};
+use crate::chat::{ChatResponse, Ending, Part, StopReason, Text, Thinking, ToolUse, Usage};
 use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::ProviderError;
 use crate::json::{self, Str, TextOr};
@@ -114,7 +114,50 @@ impl UsageWire {
     }
 }
 
-/// Decodes a 2xx Chat Completions body. Only the first choice is read.
+/// What a relayed Chat Completions body needs read of it (see [`crate::chat::Ending`]).
+pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
+    #[derive(Deserialize)]
+    struct EndingWire<'a> {
+        // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
+        // not read skipped.
+        #[serde(rename = "id", default)]
+        _id: de::IgnoredAny,
+        #[serde(borrow, default)]
+        model: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        choices: Vec<ChoiceEnding<'a>>,
+        #[serde(default)]
+        usage: Option<UsageWire>,
+    }
+    #[derive(Deserialize)]
+    struct ChoiceEnding<'a> {
+        #[serde(default)]
+        index: u32,
+        /// Required, as the whole decode requires it; not read.
+        #[serde(rename = "message")]
+        _message: de::IgnoredAny,
+        #[serde(borrow, default)]
+        finish_reason: Option<Str<'a>>,
+    }
+    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
+        dialect: Dialect::OpenAi,
+        message: e.describe(),
+    })?;
+    let Some(choice) = wire.choices.into_iter().min_by_key(|c| c.index) else {
+        return Err(ProviderError::InvalidResponse {
+            dialect: Dialect::OpenAi,
+            message: "no choices".to_owned(),
+        });
+    };
+    Ok(Ending {
+        finished: choice.finish_reason.is_some(),
+        usage: wire.usage.map(|u| u.usage()).unwrap_or_default(),
+        model: wire.model.map(Str::into_cow),
+    })
+}
+
+/// Decodes a 2xx Chat Completions body. Only the first choice is read. See [`decode_ending`]
+/// for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
     let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
         dialect: Dialect::OpenAi,

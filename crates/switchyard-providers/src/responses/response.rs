@@ -4,11 +4,11 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de};
 
 use super::{item_id, response_id, status_of, stop_reason, wrap_thinking};
 use crate::chat::{
-    ChatResponse, Part, Text, Thinking, ToolUse, Usage, freeform_arguments, freeform_input,
+    ChatResponse, Ending, Part, Text, Thinking, ToolUse, Usage, freeform_arguments, freeform_input,
 };
 use crate::dialect::{ClientContext, Dialect, ResponseMeta};
 use crate::error::ProviderError;
@@ -155,8 +155,43 @@ pub(super) fn item_parts<'a>(item: OutputItemWire<'a>, parts: &mut Vec<Part<'a>>
     }
 }
 
+/// What a relayed Responses body needs read of it (see [`crate::chat::Ending`]).
+pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
+    #[derive(Deserialize)]
+    struct EndingWire<'a> {
+        // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
+        // not read skipped.
+        #[serde(rename = "id", default)]
+        _id: de::IgnoredAny,
+        #[serde(borrow, default)]
+        model: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        status: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        incomplete_details: Option<IncompleteWire<'a>>,
+        #[serde(rename = "output", default)]
+        _output: de::IgnoredAny,
+        #[serde(default)]
+        usage: Option<UsageWire>,
+    }
+    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
+        dialect: Dialect::Responses,
+        message: e.describe(),
+    })?;
+    let status = wire.status.as_ref().map_or("completed", |s| &s.0);
+    let incomplete = wire.incomplete_details.as_ref().and_then(|d| d.reason.as_ref());
+    // Whether the answer ended does not depend on its tool calls, only which way it did.
+    let finished = stop_reason(status, incomplete.map(|r| r.0.as_ref()), false).is_some();
+    Ok(Ending {
+        finished,
+        usage: wire.usage.map(UsageWire::usage).unwrap_or_default(),
+        model: wire.model.map(Str::into_cow),
+    })
+}
+
 /// Decodes a 2xx Responses body. A response that is not `completed` or `incomplete` (failed,
-/// cancelled, still in progress) has no stop reason: the router treats it as cut short.
+/// cancelled, still in progress) has no stop reason: the router treats it as cut short. See
+/// [`decode_ending`] for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
     let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
         dialect: Dialect::Responses,

@@ -323,6 +323,10 @@ impl Trace {
         &self.entries
     }
 
+    pub(super) fn into_entries(self) -> Vec<TraceEntry> {
+        self.entries
+    }
+
     /// The unconfirmed skip reason of the first candidate benched for one, if any.
     fn waiting_for_confirmation(&self) -> Option<&str> {
         let unconfirmed = [SkipReason::DestinationUnconfirmed, SkipReason::CredentialUnconfirmed]

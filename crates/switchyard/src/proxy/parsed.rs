@@ -15,6 +15,11 @@ use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Depth};
 use switchyard_providers::error::ProviderError;
 
+/// A body smaller than this is read whole at once: reading it twice (its settings, then all of
+/// it for a session derived from its conversation, as most SDK scripts' requests need) would
+/// cost more than the skipped part saves. An agent's turn is 20 times larger.
+const READ_WHOLE_BELOW: usize = 4 * 1024;
+
 /// A client request, read to [`Depth::Routing`] and whole on demand.
 #[derive(Debug)]
 pub(crate) struct Parsed<'b> {
@@ -50,8 +55,18 @@ impl<'b> Parsed<'b> {
         body: &'b [u8],
         path_model: Option<&'b str>,
     ) -> Result<Self, ProviderError> {
+        let whole = OnceLock::new();
+        if body.len() < READ_WHOLE_BELOW {
+            match client.parse_request(body) {
+                Ok(mut request) => {
+                    name_path_model(&mut request, client, path_model);
+                    return Ok(Self { read: Read::Whole(request) });
+                }
+                Err(error) => whole.set(Err(error.to_string())).expect("a new cell is empty"),
+            }
+        }
         let (mut settings, whole) = match client.parse_request_to(body, Depth::Routing) {
-            Ok(settings) => (settings, OnceLock::new()),
+            Ok(settings) => (settings, whole),
             Err(error) => match ChatRequest::minimal(client.dialect(), body) {
                 Some(minimal) => (minimal, OnceLock::from(Err(error.to_string()))),
                 None => return Err(error),
@@ -134,10 +149,17 @@ mod tests {
 
     use super::*;
 
+    /// A body past [`READ_WHOLE_BELOW`]: `text` padded with spaces, which JSON ignores.
+    fn large(text: &[u8]) -> Vec<u8> {
+        let mut body = text.to_vec();
+        body.resize(READ_WHOLE_BELOW, b' ');
+        body
+    }
+
     #[test]
     fn the_conversation_is_read_only_when_asked_for_and_then_once() {
-        let body = br#"{"model":"m","stream":true,"tool_choice":"required","messages":[{"role":"user","content":"hi"}]}"#;
-        let parsed = Parsed::read(ClientDialect::OpenAi, body, None).unwrap();
+        let body = large(br#"{"model":"m","stream":true,"tool_choice":"required","messages":[{"role":"user","content":"hi"}]}"#);
+        let parsed = Parsed::read(ClientDialect::OpenAi, &body, None).unwrap();
         let settings = parsed.settings();
         assert_eq!((settings.model.as_ref(), settings.stream), ("m", true));
         assert!(settings.tool_choice.is_some(), "settings are read");
@@ -163,11 +185,21 @@ mod tests {
 
     #[test]
     fn a_conversation_the_parser_cannot_read_is_found_out_when_asked_for() {
-        let body = br#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#;
-        let parsed = Parsed::read(ClientDialect::OpenAi, body, None).unwrap();
+        let body = large(br#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#);
+        let parsed = Parsed::read(ClientDialect::OpenAi, &body, None).unwrap();
         assert!(!parsed.known_unreadable(), "not read yet");
         assert!(parsed.whole().is_err());
         assert!(parsed.known_unreadable());
+    }
+
+    #[test]
+    fn a_small_body_is_read_whole_at_once() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let parsed = Parsed::read(ClientDialect::OpenAi, body, None).unwrap();
+        assert_eq!(parsed.settings().messages.len(), 1);
+        let robot = br#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#;
+        let parsed = Parsed::read(ClientDialect::OpenAi, robot, None).unwrap();
+        assert!(parsed.known_unreadable(), "its settings are read, and the whole refused");
     }
 
     #[test]

@@ -43,10 +43,25 @@ async fn usage_and_cost_are_read_back_as_written_and_absent_stays_absent() {
         reasoning: 5,
         estimated: true,
     };
+    // Every other field set too, with text that JSON escapes: a batch is written as one JSON
+    // array of rows.
+    let every = RequestRecord {
+        outcome: Some("complete".into()),
+        model: "m \"quoted\" \u{e9}\u{1f600}\n".into(),
+        trace: r#"[{"target":"p/m","what":{"served":200}}]"#.into(),
+        served_by: None,
+        fallback: false,
+        session: Some("0123456789abcdef0123456789abcdef".into()),
+        credential: Some("k1".into()),
+        session_home: Some("p/home".into()),
+        cost: Some(Nanodollars(9_000_000_000_000_000_000)),
+        ..record(Some(Usage { estimated: false, ..used }), None)
+    };
     let written = [
         record(Some(used), Some(Nanodollars(123_456))),
         record(Some(used), None),
         record(None, None),
+        every,
     ];
     let store = Store::open(&path).await.unwrap();
     store.append_requests(&written, 10, None).await.unwrap();

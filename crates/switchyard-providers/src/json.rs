@@ -10,6 +10,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::chat::ChatRequest;
+use crate::dialect::Dialect;
 use crate::error::ProviderError;
 
 /// A string that borrows from the input unless it had escapes. Serde borrows a bare
@@ -120,6 +121,14 @@ pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, FieldEr
         // Only trailing garbage fails the fast parse and not this one.
         Ok(_) => FieldError { path: String::new(), message: message(&fast) },
     })
+}
+
+/// An upstream's 2xx answer in `dialect`, read into `T`; errors name the field.
+pub(crate) fn parse_answer<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    dialect: Dialect,
+) -> Result<T, ProviderError> {
+    parse(body).map_err(|e| ProviderError::InvalidResponse { dialect, message: e.describe() })
 }
 
 /// One client dialect's request object, read field by field into the canonical request.

@@ -89,10 +89,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
         #[serde(default)]
         usage: Option<UsageWire>,
     }
-    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::Anthropic,
-        message: e.describe(),
-    })?;
+    let wire: EndingWire<'_> = json::parse_answer(body, Dialect::Anthropic)?;
     Ok(Ending {
         finished: wire.stop_reason.is_some(),
         usage: wire.usage.unwrap_or_default().usage(),
@@ -102,10 +99,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
 
 /// Decodes a 2xx Messages body. See [`decode_ending`] for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
-    let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::Anthropic,
-        message: e.describe(),
-    })?;
+    let wire: ResponseWire<'_> = json::parse_answer(body, Dialect::Anthropic)?;
     Ok(ChatResponse {
         id: wire.id.map(Str::into_cow).unwrap_or_default(),
         model: wire.model.map(Str::into_cow).unwrap_or_default(),

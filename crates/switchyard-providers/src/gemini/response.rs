@@ -150,10 +150,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
         #[serde(default)]
         index: u32,
     }
-    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::Gemini,
-        message: e.describe(),
-    })?;
+    let wire: EndingWire<'_> = json::parse_answer(body, Dialect::Gemini)?;
     // The candidate `decode_response` reads: index 0, else the first.
     let first = wire.candidates.iter().find(|c| c.index == 0).or(wire.candidates.first());
     let finished = match first {
@@ -171,9 +168,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
 /// answer stopped for [`StopReason::ContentFilter`]. See [`decode_ending`] for what a relayed
 /// one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
-    let mut wire: ResponseWire<'_> = json::parse(body).map_err(|e| {
-        ProviderError::InvalidResponse { dialect: Dialect::Gemini, message: e.describe() }
-    })?;
+    let mut wire: ResponseWire<'_> = json::parse_answer(body, Dialect::Gemini)?;
     let id = wire.response_id.take().map(Str::into_cow).unwrap_or_default();
     let mut content = Vec::new();
     let mut stop = None;

@@ -139,10 +139,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
         #[serde(borrow, default)]
         finish_reason: Option<Str<'a>>,
     }
-    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::OpenAi,
-        message: e.describe(),
-    })?;
+    let wire: EndingWire<'_> = json::parse_answer(body, Dialect::OpenAi)?;
     let Some(choice) = wire.choices.into_iter().min_by_key(|c| c.index) else {
         return Err(ProviderError::InvalidResponse {
             dialect: Dialect::OpenAi,
@@ -159,10 +156,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
 /// Decodes a 2xx Chat Completions body. Only the first choice is read. See [`decode_ending`]
 /// for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
-    let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::OpenAi,
-        message: e.describe(),
-    })?;
+    let wire: ResponseWire<'_> = json::parse_answer(body, Dialect::OpenAi)?;
     let Some(choice) = wire.choices.into_iter().min_by_key(|c| c.index) else {
         return Err(ProviderError::InvalidResponse {
             dialect: Dialect::OpenAi,

@@ -174,10 +174,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
         #[serde(default)]
         usage: Option<UsageWire>,
     }
-    let wire: EndingWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::Responses,
-        message: e.describe(),
-    })?;
+    let wire: EndingWire<'_> = json::parse_answer(body, Dialect::Responses)?;
     let status = wire.status.as_ref().map_or("completed", |s| &s.0);
     let incomplete = wire.incomplete_details.as_ref().and_then(|d| d.reason.as_ref());
     // Whether the answer ended does not depend on its tool calls, only which way it did.
@@ -193,10 +190,7 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
 /// cancelled, still in progress) has no stop reason: the router treats it as cut short. See
 /// [`decode_ending`] for what a relayed one needs.
 pub fn decode_response(body: &[u8]) -> Result<ChatResponse<'_>, ProviderError> {
-    let wire: ResponseWire<'_> = json::parse(body).map_err(|e| ProviderError::InvalidResponse {
-        dialect: Dialect::Responses,
-        message: e.describe(),
-    })?;
+    let wire: ResponseWire<'_> = json::parse_answer(body, Dialect::Responses)?;
     let mut content = Vec::new();
     for item in wire.output {
         item_parts(item, &mut content);

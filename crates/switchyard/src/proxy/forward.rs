@@ -118,12 +118,20 @@ pub(crate) async fn open(
     let empty = http::HeaderMap::new();
     let answered = Upstream::Response { status: 200, headers: &empty, body: BodyHint::None };
     settle.attempt.answered(&classify(&Outcome::new(answered), &settle.policy, now), now);
+    // The events read so far open the body itself, so the connection writes them with the
+    // answer's head, in one write, without waiting for the relay's task to run and hand them
+    // over (issue 33: the first SSE byte). The relay sends the rest.
+    let first = Bytes::from(std::mem::take(&mut out));
+    if let Some(tap) = &mut settle.tap {
+        tap.observe(&first);
+    }
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     tokio::spawn(relay(Relay { chunks, sse, translator, out, stop, idle, tx }, settle));
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+    let rest = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|chunk| (Ok::<_, Infallible>(chunk), rx))
     });
-    Opened::Relaying(Box::pin(body))
+    let first = (!first.is_empty()).then_some(Ok(first));
+    Opened::Relaying(Box::pin(futures_util::stream::iter(first).chain(rest)))
 }
 
 /// Reads a continuation's stream (RESILIENCE.md §10) up to its first real event, so that it

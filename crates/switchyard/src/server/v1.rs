@@ -66,11 +66,14 @@ async fn proxied(
 ) -> Response {
     let caller = caller.map(|Extension(key)| key);
     match read(body, client).await {
-        Ok(body) => state
-            .proxy
-            .handle(client, caller.as_ref(), headers, uri.query(), body)
-            .await
-            .into_response(),
+        // Boxed: the proxy's future is large, and axum's and hyper's layers move the
+        // handler's future several times before and while it runs; a box moves as a pointer
+        // (issue 33).
+        Ok(body) => {
+            Box::pin(state.proxy.handle(client, caller.as_ref(), headers, uri.query(), body))
+                .await
+                .into_response()
+        }
         Err(refusal) => refusal,
     }
 }

@@ -75,11 +75,16 @@ pub(super) async fn post_model(
     };
     let caller = caller.map(|Extension(key)| key);
     match call {
-        Call::Generate(model, method) => state
-            .proxy
-            .handle_named(ClientDialect::Gemini(method), model, caller.as_ref(), &headers, body)
-            .await
-            .into_response(),
+        // Boxed, as `/v1`'s are (`v1::proxied`): the handler's future stays small.
+        Call::Generate(model, method) => Box::pin(state.proxy.handle_named(
+            ClientDialect::Gemini(method),
+            model,
+            caller.as_ref(),
+            &headers,
+            body,
+        ))
+        .await
+        .into_response(),
         Call::CountTokens(model) => state
             .proxy
             .count_tokens(Counting::Gemini { model }, &headers, None, body)

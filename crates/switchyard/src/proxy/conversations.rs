@@ -16,6 +16,10 @@
 //!   local server's `chatcmpl-7` repeats); a passthrough answer keeps its upstream's id.
 //! - Bounded by count and by bytes; the oldest entry goes first. An entry larger than the whole
 //!   byte budget is not kept. Nothing survives a restart.
+//! - Each distinct item is kept once, however many entries hold it: a conversation's every turn
+//!   repeats all of its earlier items (Codex sends the whole conversation each time), so its
+//!   entries share them, and the bytes counted are each entry's id and each distinct item once.
+//!   A session of N turns holds its conversation once, not N times (issue 33: memory).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -25,6 +29,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -56,7 +61,44 @@ struct Inner {
     entries: HashMap<Id, Arc<Entry>>,
     /// Ids in the order they were kept, oldest first.
     order: VecDeque<Id>,
+    /// Every item the entries hold, once, with how many times they hold it.
+    items: FxHashMap<Arc<str>, usize>,
+    /// The entries' ids and the distinct items' bytes.
     bytes: usize,
+}
+
+impl Inner {
+    /// `item` as the entries share it: the one already kept, or a new one.
+    fn hold(&mut self, item: &str) -> Arc<str> {
+        if let Some(held) = self.items.get_mut(item) {
+            *held += 1;
+            let (kept, _) = self.items.get_key_value(item).expect("just found");
+            return Arc::clone(kept);
+        }
+        let kept: Arc<str> = Arc::from(item);
+        self.bytes += kept.len();
+        self.items.insert(Arc::clone(&kept), 1);
+        kept
+    }
+
+    /// Lets go of one hold on `item`; the last one takes it out of the count.
+    fn release(&mut self, item: &str) {
+        let Some(held) = self.items.get_mut(item) else { return };
+        *held -= 1;
+        if *held == 0 {
+            self.items.remove(item);
+            self.bytes -= item.len();
+        }
+    }
+
+    /// Takes entry `id` out (a request still reading it keeps its copy until it is done).
+    fn remove(&mut self, id: &Id) {
+        let Some(old) = self.entries.remove(id) else { return };
+        self.bytes -= id.response.len();
+        for item in &old.items {
+            self.release(item);
+        }
+    }
 }
 
 /// Whose response, and which: the local key that was answered (none when the server asks for
@@ -69,17 +111,12 @@ struct Id {
 
 #[derive(Debug)]
 struct Entry {
-    /// The conversation's input items as the members of a JSON array, without the brackets:
-    /// continuing it splices them in front of the new input without parsing them again.
-    items: String,
+    /// The conversation's input items, each a JSON value as written (shared with the other
+    /// entries that hold it): continuing it splices them in front of the new input without
+    /// parsing them again.
+    items: Vec<Arc<str>>,
     /// The passthrough upstream that answered, when one did.
     served: Option<Served>,
-}
-
-impl Entry {
-    fn size(&self, id: &Id) -> usize {
-        id.response.len() + self.items.len()
-    }
 }
 
 /// The upstream that answered a response from the client's own bytes.
@@ -112,8 +149,10 @@ impl Conversations {
         self.inner.lock().entries.get(id).cloned()
     }
 
-    fn keep(&self, id: Id, entry: Entry) {
-        let size = entry.size(&id);
+    /// Keeps response `id`'s conversation, `items`, evicting the oldest entries while the store
+    /// is over its bounds. One that could not fit alone is not kept, and evicts nothing.
+    fn keep(&self, id: Id, items: &[Cow<'_, str>], served: Option<Served>) {
+        let size = id.response.len() + items.iter().map(|i| i.len()).sum::<usize>();
         if size > self.max_bytes || self.max_responses == 0 {
             tracing::debug!(
                 id = id.response,
@@ -123,19 +162,19 @@ impl Conversations {
             return;
         }
         let mut inner = self.inner.lock();
-        if let Some(old) = inner.entries.remove(&id) {
-            inner.bytes -= old.size(&id);
+        if inner.entries.contains_key(&id) {
+            inner.remove(&id);
             inner.order.retain(|kept| kept != &id);
         }
-        while inner.entries.len() >= self.max_responses || inner.bytes + size > self.max_bytes {
-            let Some(oldest) = inner.order.pop_front() else { break };
-            if let Some(old) = inner.entries.remove(&oldest) {
-                inner.bytes -= old.size(&oldest);
-            }
-        }
-        inner.bytes += size;
+        let items = items.iter().map(|item| inner.hold(item)).collect();
+        inner.bytes += id.response.len();
         inner.order.push_back(id.clone());
-        inner.entries.insert(id, Arc::new(entry));
+        inner.entries.insert(id, Arc::new(Entry { items, served }));
+        // The newest entry fits alone (checked above), so it is never the one evicted.
+        while inner.entries.len() > self.max_responses || inner.bytes > self.max_bytes {
+            let Some(oldest) = inner.order.pop_front() else { break };
+            inner.remove(&oldest);
+        }
     }
 
     /// A Responses request's place in its conversation, for the local key `owner`. `Err` is
@@ -266,13 +305,10 @@ impl Pending {
         let Ok(head) = serde_json::from_slice::<Head<'_>>(&self.body) else { return };
         let Ok(mut items) = input_items(head.input) else { return };
         for item in output {
-            if !items.is_empty() {
-                items.push(',');
-            }
-            items.push_str(&without_id(item));
+            items.push(without_id(item));
         }
         let id = Id { owner: self.owner, response: id.to_owned() };
-        self.store.keep(id, Entry { items, served: self.served });
+        self.store.keep(id, &items, self.served);
     }
 }
 
@@ -387,16 +423,18 @@ impl Tap {
     }
 }
 
-/// `input` as array members without the brackets: a string is one user message.
-fn input_items(input: Option<&RawValue>) -> Result<String, String> {
-    let Some(input) = input.filter(|i| i.get() != "null") else { return Ok(String::new()) };
+/// `input`'s items, each as written: a string is one user message.
+fn input_items(input: Option<&RawValue>) -> Result<Vec<Cow<'_, str>>, String> {
+    let Some(input) = input.filter(|i| i.get() != "null") else { return Ok(Vec::new()) };
     let text = input.get();
     if text.starts_with('"') {
-        return Ok(format!(r#"{{"type":"message","role":"user","content":{text}}}"#));
+        return Ok(vec![Cow::Owned(format!(
+            r#"{{"type":"message","role":"user","content":{text}}}"#
+        ))]);
     }
     let items: Vec<&RawValue> = serde_json::from_str(text)
         .map_err(|_| "expected a string or an array of input items".to_owned())?;
-    Ok(items.iter().map(|i| i.get()).collect::<Vec<_>>().join(","))
+    Ok(items.into_iter().map(|i| Cow::Borrowed(i.get())).collect())
 }
 
 /// An output item as an input item: without its `id`. An upstream told `store: false` refuses
@@ -413,18 +451,22 @@ fn without_id(item: &str) -> Cow<'_, str> {
 
 /// `body` with `history` before the items of its `input`, and without `previous_response_id`.
 /// Every other member is written as the client wrote it.
-fn expand(body: &[u8], history: &str, input: Option<&RawValue>) -> Result<Vec<u8>, String> {
+fn expand(body: &[u8], history: &[Arc<str>], input: Option<&RawValue>) -> Result<Vec<u8>, String> {
     let members: Members<'_> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let new = input_items(input)?;
-    let mut conversation = String::with_capacity(history.len() + new.len() + 3);
+    let items = history.iter().map(|i| &**i).chain(new.iter().map(|i| &**i));
+    let size = history.iter().map(|i| i.len() + 1).sum::<usize>()
+        + new.iter().map(|i| i.len() + 1).sum::<usize>();
+    let mut conversation = String::with_capacity(size + 2);
     conversation.push('[');
-    conversation.push_str(history);
-    if !history.is_empty() && !new.is_empty() {
-        conversation.push(',');
+    for (n, item) in items.enumerate() {
+        if n > 0 {
+            conversation.push(',');
+        }
+        conversation.push_str(item);
     }
-    conversation.push_str(&new);
     conversation.push(']');
-    let mut out = Vec::with_capacity(body.len() + history.len() + 2);
+    let mut out = Vec::with_capacity(body.len() + conversation.len());
     out.push(b'{');
     let mut first = true;
     let mut member = |out: &mut Vec<u8>, key: &str, value: &str| {
@@ -594,20 +636,65 @@ mod tests {
     #[test]
     fn the_oldest_responses_leave_first_when_the_bytes_are_reached_and_a_huge_one_is_not_kept() {
         let store = Arc::new(Conversations::new(100, 400));
-        let text = "x".repeat(100);
-        for n in 1..=3 {
-            answered(&store, &json!({"model": "m", "input": text}), &format!("resp_{n}"), "a");
+        for (n, letter) in ["x", "y", "z"].into_iter().enumerate() {
+            let (text, id) = (letter.repeat(100), format!("resp_{}", n + 1));
+            answered(&store, &json!({"model": "m", "input": text}), &id, letter);
         }
         let (count, bytes) = store.usage();
         assert!(bytes <= 400, "{bytes}");
         assert_eq!(count, 1, "each entry is over 200 bytes");
         assert!(store.get(&unowned("resp_3")).is_some(), "the newest stays");
-        answered(&store, &json!({"model": "m", "input": "y".repeat(500)}), "resp_big", "a");
+        answered(&store, &json!({"model": "m", "input": "w".repeat(500)}), "resp_big", "a");
         assert!(store.get(&unowned("resp_big")).is_none());
         assert!(
             store.get(&unowned("resp_3")).is_some(),
             "nothing is evicted for an entry that cannot fit"
         );
+    }
+
+    #[test]
+    fn a_conversation_resent_whole_each_turn_is_kept_once() {
+        // As Codex sends it with `store: false`: every turn is the whole conversation so far.
+        let store = Arc::new(Conversations::default());
+        let said = |n: usize| json!({"type": "message", "role": "user", "content": format!("{n} {}", "x".repeat(1000))});
+        let answer = |n: usize| {
+            json!({"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": format!("answer {n}")}]})
+        };
+        let mut conversation = Vec::new();
+        for n in 1..=20 {
+            conversation.push(said(n));
+            let request = json!({"model": "m", "store": false, "input": conversation});
+            answered(&store, &request, &format!("resp_{n}"), &format!("answer {n}"));
+            conversation.push(answer(n));
+        }
+        let (count, bytes) = store.usage();
+        assert_eq!(count, 20, "every turn is kept");
+        let once: usize = conversation.iter().map(|item| item.to_string().len()).sum::<usize>()
+            + (1..=20).map(|n| format!("resp_{n}").len()).sum::<usize>();
+        assert_eq!(bytes, once, "each item counted once, not once per turn that repeats it");
+        let first_turn_items = store.get(&unowned("resp_1")).unwrap().items.clone();
+        let last_turn_items = store.get(&unowned("resp_20")).unwrap().items.clone();
+        assert!(Arc::ptr_eq(&first_turn_items[0], &last_turn_items[0]), "held once in memory");
+
+        // Each turn still expands to its own conversation, and evicting old turns frees
+        // only what no newer turn holds.
+        let next = store
+            .turn(
+                &body(&json!({"model": "m", "previous_response_id": "resp_20", "input": "more"})),
+                None,
+            )
+            .unwrap();
+        let mut expected = conversation.clone();
+        expected.push(json!({"type": "message", "role": "user", "content": "more"}));
+        assert_eq!(input_of(&next), Value::Array(expected));
+        let small = Conversations::new(1, MAX_BYTES);
+        let small = Arc::new(small);
+        answered(&small, &json!({"model": "m", "input": [said(1)]}), "resp_a", "a");
+        answered(&small, &json!({"model": "m", "input": [said(1), said(2)]}), "resp_b", "b");
+        let kept = small.get(&unowned("resp_b")).unwrap();
+        let held: usize = kept.items.iter().map(|i| i.len()).sum();
+        assert_eq!(small.usage(), (1, held + "resp_b".len()), "resp_a's own answer left with it");
     }
 
     #[test]

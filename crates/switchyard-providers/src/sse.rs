@@ -194,7 +194,7 @@ impl SseDecoder {
             }
         }
         let rest = &self.buf[self.scan..];
-        let at = rest.iter().position(|&b| b == b'\n' || b == b'\r')?;
+        let at = memchr::memchr2(b'\n', b'\r', rest)?;
         let end = self.scan + at;
         if rest[at] == b'\n' {
             return Some((end, end + 1));
@@ -230,7 +230,7 @@ impl SseDecoder {
         while pos < text.len() {
             let (end, next) = line_bounds(text, pos);
             let line = &text[pos..end];
-            let (name, value) = match line.iter().position(|&b| b == b':') {
+            let (name, value) = match memchr::memchr(b':', line) {
                 Some(0) => {
                     pos = next;
                     continue;
@@ -288,7 +288,7 @@ impl SseDecoder {
 
 /// The line starting at `pos` inside a complete block: (end of content, start of next line).
 fn line_bounds(text: &[u8], pos: usize) -> (usize, usize) {
-    match text[pos..].iter().position(|&b| b == b'\n' || b == b'\r') {
+    match memchr::memchr2(b'\n', b'\r', &text[pos..]) {
         None => (text.len(), text.len()),
         Some(at) => {
             let end = pos + at;

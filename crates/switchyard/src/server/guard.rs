@@ -77,6 +77,7 @@ pub(crate) async fn front_door(
 ) -> Response {
     let mut response = admit(&state, request, next).await;
     let headers = response.headers_mut();
+    headers.reserve(PAGE_HEADERS.len());
     // Names and values made once, at compile time: an `&str` name is checked byte by byte
     // on every insert.
     for (name, value) in PAGE_HEADERS {
@@ -207,6 +208,13 @@ enum Caller {
 /// Where a client whose `Authorization` is its own upstream credential sends the local key.
 pub(crate) const SIDE_KEY_HEADER: &str = "x-switchyard-key";
 
+// The request headers the front door reads, made at compile time: a name given as `&str` is
+// parsed on every lookup.
+const SIDE_KEY: HeaderName = HeaderName::from_static(SIDE_KEY_HEADER);
+const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
+
 /// The other places a `/v1beta` request may carry its local key, as Google's clients send
 /// it: `x-goog-api-key`, or `?key=` (this, percent-decoded), the one place a key may come in
 /// the URL.
@@ -241,7 +249,7 @@ fn check(
         Door::Client => None,
         Door::Management(takes) => Some(takes),
     };
-    if let Some(site) = headers.get("sec-fetch-site") {
+    if let Some(site) = headers.get(&SEC_FETCH_SITE) {
         // `none`: the user typed the address or opened a bookmark; `same-origin`: our own UI.
         if !matches!(site.as_bytes(), b"none" | b"same-origin") {
             return Err(ApiError::new(
@@ -254,17 +262,17 @@ fn check(
         }
     }
     let presented = bearer(headers)
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get(&X_API_KEY).and_then(|v| v.to_str().ok()))
         .map(str::trim);
     // A client that keeps its own upstream login in `Authorization` / `x-api-key` (a
     // subscriber's Claude Code or Codex, issue 28) sends the local key beside it: then only
     // that header is the local key, and the others are not checked as one.
-    let side = headers.get(SIDE_KEY_HEADER).map(|v| v.to_str().map_or("", str::trim));
+    let side = headers.get(&SIDE_KEY).map(|v| v.to_str().map_or("", str::trim));
     match (takes, google) {
         (Some(takes), _) => manager(state, takes, presented),
         (None, _) if side.is_some() => client(state, side),
         (None, Some(GoogleKey(in_query))) => {
-            let header = headers.get("x-goog-api-key").and_then(|v| v.to_str().ok());
+            let header = headers.get(&X_GOOG_API_KEY).and_then(|v| v.to_str().ok());
             client(state, presented.or(header.map(str::trim)).or(in_query.as_deref()))
         }
         (None, None) => client(state, presented),

@@ -111,6 +111,11 @@ pub(crate) async fn call_any(
 pub(crate) struct StreamTiming {
     /// Send to the first body byte.
     pub(crate) first_byte: Duration,
+    /// Send to the piece that completed the first event with content in it (a Chat chunk with
+    /// text or a tool call): what a client shows first. A router that holds a stream until its
+    /// first real event (RESILIENCE.md §7) sends nothing before it; a bare relay sends the
+    /// role-only chunk before it.
+    pub(crate) first_content: Option<Duration>,
     /// Between consecutive body pieces.
     pub(crate) gaps: Vec<Duration>,
 }
@@ -138,6 +143,7 @@ pub(crate) async fn stream(
         );
     }
     let mut first_byte = None;
+    let mut first_content = None;
     let mut last = started;
     let mut gaps = Vec::new();
     let mut body = Vec::new();
@@ -152,16 +158,49 @@ pub(crate) async fn stream(
         }
         last = at;
         body.extend_from_slice(&piece);
+        if first_content.is_none() && has_content_event(&body) {
+            first_content = Some(at - started);
+        }
     }
     let first_byte = first_byte.context("a stream without a single byte")?;
     if !body.windows(6).any(|w| w == b"[DONE]") {
         bail!("{} {model}: the stream did not end with [DONE]", endpoint.url);
     }
-    Ok(StreamTiming { first_byte, gaps })
+    Ok(StreamTiming { first_byte, first_content, gaps })
+}
+
+/// Whether a whole event of `body` (Chat chunks) carries text or a tool call.
+fn has_content_event(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let mut events: Vec<&str> = text.split("\n\n").collect();
+    events.pop(); // the part after the last blank line is not a whole event yet
+    events.iter().filter_map(|event| event.strip_prefix("data: ")).any(|data| {
+        let Ok(chunk) = serde_json::from_str::<serde_json::Value>(data) else { return false };
+        let delta = &chunk["choices"][0]["delta"];
+        delta["content"].as_str().is_some_and(|t| !t.is_empty())
+            || delta["tool_calls"].as_array().is_some_and(|calls| !calls.is_empty())
+    })
 }
 
 /// The one place the harness reads the clock: wall time is what a benchmark measures (tokio's
 /// clock, unpaused here, so it is the monotonic system clock).
 pub(crate) fn now() -> Instant {
     Instant::now()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_content_event;
+
+    #[test]
+    fn only_a_whole_event_with_text_or_a_tool_call_is_content() {
+        let role = r#"data: {"choices":[{"delta":{"role":"assistant","content":""}}]}"#;
+        let text = r#"data: {"choices":[{"delta":{"content":"Hello"}}]}"#;
+        let call = r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#;
+        assert!(!has_content_event(format!("{role}\n\n").as_bytes()), "a role-only chunk");
+        assert!(!has_content_event(format!("{role}\n\n{text}").as_bytes()), "not whole yet");
+        assert!(has_content_event(format!("{role}\n\n{text}\n\n").as_bytes()));
+        assert!(has_content_event(format!("{call}\n\n").as_bytes()));
+        assert!(!has_content_event(b"data: [DONE]\n\n"));
+    }
 }

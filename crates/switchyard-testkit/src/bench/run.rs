@@ -187,6 +187,8 @@ pub(crate) struct Results {
     /// rounds: non-streamed, then the first SSE byte.
     pub(crate) floor: Floor,
     pub(crate) first_byte_floor: Floor,
+    /// The same streamed rounds to the first event with content (`StreamTiming::first_content`).
+    pub(crate) first_content_floor: Floor,
     pub(crate) paced: Paced,
     pub(crate) fallback: Fallback,
     /// Per case of `passthrough::CASES`, in that order.
@@ -247,7 +249,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
     warm_up(sides, plan.warmup).await.context("warm-up")?;
     let (direct, added, floor) =
         non_streamed_rounds(sides, plan.pairs).await.context("non-streamed rounds")?;
-    let (first_byte_direct, first_byte_added, first_byte_floor) =
+    let (first_byte_direct, first_byte_added, first_byte_floor, first_content_floor) =
         first_bytes(sides, plan.stream_pairs).await.context("streamed rounds")?;
     let paced = paced(sides, plan.paced_pairs).await.context("paced streams")?;
     let fallback = fallback(sides, plan.fallback_triples).await.context("fallback hop")?;
@@ -295,6 +297,7 @@ pub(crate) async fn measure(sides: &Sides, plan: Plan) -> anyhow::Result<Results
         first_byte_added,
         floor,
         first_byte_floor,
+        first_content_floor,
         paced,
         fallback,
         passthrough,
@@ -385,17 +388,28 @@ async fn non_streamed_rounds(
     against_floor(&timings)
 }
 
-/// [`non_streamed_rounds`] for the first SSE byte.
-async fn first_bytes(sides: &Sides, rounds: usize) -> anyhow::Result<(Summary, Summary, Floor)> {
+/// [`non_streamed_rounds`] for the first SSE byte, and the floor's figures for the first
+/// event with content in the same rounds.
+async fn first_bytes(
+    sides: &Sides,
+    rounds: usize,
+) -> anyhow::Result<(Summary, Summary, Floor, Floor)> {
     let mut timings = Vec::with_capacity(rounds);
+    let mut content = Vec::with_capacity(rounds);
     for i in 0..rounds {
-        let mut round = [0; 3];
+        let (mut round, mut round_content) = ([0; 3], [0; 3]);
         for side in passthrough::order(i, 3) {
-            round[side] = nanos(stream(&sides.http, three(sides)[side], PLAIN).await?.first_byte);
+            let timing = stream(&sides.http, three(sides)[side], PLAIN).await?;
+            round[side] = nanos(timing.first_byte);
+            let first_content = timing.first_content.context("a stream without content")?;
+            round_content[side] = nanos(first_content);
         }
         timings.push(round);
+        content.push(round_content);
     }
-    against_floor(&timings)
+    let (direct, added, floor) = against_floor(&timings)?;
+    let (_, _, content_floor) = against_floor(&content)?;
+    Ok((direct, added, floor, content_floor))
 }
 
 /// Direct, floor, proxied: the index of each in a round of [`non_streamed_rounds`].

@@ -63,7 +63,7 @@ pub fn rewrite_model(
 
 /// The byte range, quotes included, of `part` in `whole` when `part` is a slice of `whole`
 /// with a quote on each side.
-fn quoted_in(whole: &[u8], part: &str) -> Option<Range<usize>> {
+pub(crate) fn quoted_in(whole: &[u8], part: &str) -> Option<Range<usize>> {
     let start = offset_in(whole, part.as_bytes())?.checked_sub(1)?;
     let end = start + part.len() + 2;
     (whole[start] == b'"' && whole.get(end - 1) == Some(&b'"')).then_some(start..end)
@@ -119,7 +119,21 @@ pub fn rewrite_answer_model(
 /// A stream event's data with the `model` it names replaced, or `None` when this event names
 /// none: Anthropic names it once, in `message_start`; OpenAI in every chunk; Responses in each
 /// event that carries the whole `response`.
-pub fn rewrite_event_model<'d>(dialect: Dialect, data: &'d str, model: &str) -> Cow<'d, str> {
+///
+/// `read` is where the stream's decoder read the event's `model`, quotes included, when it
+/// did (OpenAI chunks): it is rewritten there, without parsing the event again.
+pub fn rewrite_event_model<'d>(
+    dialect: Dialect,
+    data: &'d str,
+    model: &str,
+    read: Option<Range<usize>>,
+) -> Cow<'d, str> {
+    if let Some(span) = read {
+        return Cow::Owned(
+            String::from_utf8(splice(data.as_bytes(), span, model))
+                .expect("a string replaced between its quotes leaves UTF-8 whole"),
+        );
+    }
     let path: &[&str] = match dialect {
         Dialect::Anthropic => &["message", "model"],
         Dialect::OpenAi => &["model"],
@@ -346,12 +360,12 @@ mod tests {
         let start =
             r#"{"type":"message_start","message":{"id":"msg_1","model":"claude-x","content":[]}}"#;
         assert_eq!(
-            rewrite_event_model(Dialect::Anthropic, start, "an/claude-x"),
+            rewrite_event_model(Dialect::Anthropic, start, "an/claude-x", None),
             r#"{"type":"message_start","message":{"id":"msg_1","model":"an/claude-x","content":[]}}"#
         );
         let delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"model\""}}"#;
         assert!(matches!(
-            rewrite_event_model(Dialect::Anthropic, delta, "x"),
+            rewrite_event_model(Dialect::Anthropic, delta, "x", None),
             Cow::Borrowed(same) if same == delta
         ));
     }
@@ -381,7 +395,7 @@ mod tests {
     fn gemini_names_the_model_as_model_version_in_answers_and_every_chunk() {
         let chunk = r#"{"candidates":[{"content":{"parts":[{"text":"\"model\""}]}}],"modelVersion":"gemini-2.5-flash","responseId":"r"}"#;
         assert_eq!(
-            rewrite_event_model(Dialect::Gemini, chunk, "ge/gemini-2.5-flash"),
+            rewrite_event_model(Dialect::Gemini, chunk, "ge/gemini-2.5-flash", None),
             chunk.replace(
                 r#""modelVersion":"gemini-2.5-flash""#,
                 r#""modelVersion":"ge/gemini-2.5-flash""#
@@ -397,7 +411,7 @@ mod tests {
     fn every_openai_chunk_names_the_model() {
         let chunk = r#"{"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[]}"#;
         assert_eq!(
-            rewrite_event_model(Dialect::OpenAi, chunk, "oa/gpt-x"),
+            rewrite_event_model(Dialect::OpenAi, chunk, "oa/gpt-x", None),
             r#"{"id":"c","object":"chat.completion.chunk","model":"oa/gpt-x","choices":[]}"#
         );
     }

@@ -83,6 +83,15 @@ impl StreamDecoder {
         }
     }
 
+    /// Where the event just decoded wrote its `model`, quotes included, in its data, when the
+    /// decoder read it there (OpenAI chunks, which all name it): a relay rewrites it in place.
+    pub fn model_at(&self) -> Option<std::ops::Range<usize>> {
+        match self {
+            Self::OpenAi(decoder) => decoder.model_at(),
+            Self::Anthropic(_) | Self::Gemini(_) | Self::Responses(_) => None,
+        }
+    }
+
     pub fn status(&self) -> StreamStatus {
         match self {
             Self::OpenAi(decoder) => decoder.status(),
@@ -507,11 +516,11 @@ impl StreamTranslator {
                 let accepted =
                     ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
                 if accepted {
-                    relay.write(&mut self.encoder, event, out);
+                    relay.write(&mut self.encoder, event, self.decoder.model_at(), out);
                     relay.end_relayed = true;
                 }
             } else if !(relay.strip_usage && events > 0 && events == usage_events) {
-                relay.write(&mut self.encoder, event, out);
+                relay.write(&mut self.encoder, event, self.decoder.model_at(), out);
             }
             return Ok(Translated { events, real, progress });
         }
@@ -578,12 +587,23 @@ fn seen_of(decoder: &StreamDecoder, content: bool) -> Seen {
 }
 
 impl Relay {
-    /// The event as SSE, its model replaced. Multi-line data stays multi-line. A Gemini
-    /// client's encoder frames it (SSE or one element of the array).
-    fn write(&self, encoder: &mut StreamEncoder, event: &SseEvent<'_>, out: &mut Vec<u8>) {
+    /// The event as SSE, its model replaced (where the decoder read it, `model_at`, when it
+    /// says). Multi-line data stays multi-line. A Gemini client's encoder frames it (SSE or
+    /// one element of the array).
+    fn write(
+        &self,
+        encoder: &mut StreamEncoder,
+        event: &SseEvent<'_>,
+        model_at: Option<std::ops::Range<usize>>,
+        out: &mut Vec<u8>,
+    ) {
+        let data = crate::passthrough::rewrite_event_model(
+            self.dialect,
+            event.data,
+            &self.model,
+            model_at,
+        );
         if let StreamEncoder::Gemini(encoder) = encoder {
-            let data =
-                crate::passthrough::rewrite_event_model(self.dialect, event.data, &self.model);
             encoder.relay(&data, out);
             return;
         }
@@ -592,7 +612,6 @@ impl Relay {
             out.extend_from_slice(name.as_bytes());
             out.push(b'\n');
         }
-        let data = crate::passthrough::rewrite_event_model(self.dialect, event.data, &self.model);
         for line in data.split('\n') {
             out.extend_from_slice(b"data: ");
             out.extend_from_slice(line.as_bytes());
@@ -715,6 +734,39 @@ mod relay_tests {
                 start.replace(r#""model":"claude-x""#, r#""model":"an/claude-x""#)
             )
         );
+    }
+
+    #[test]
+    fn a_relayed_chat_chunk_has_its_model_rewritten_where_the_decoder_read_it() {
+        // The oracle is the rewrite that parses the event itself (`model_at` = None); the relay
+        // now rewrites where its decoder read `model`, and must write the very same bytes.
+        let chunks = [
+            r#"{"id":"c1","model":"gpt-x","choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"say \"model\":\"gpt-x\""}}],"model":"gpt-x"}"#,
+            r#"{"model":"gpt\u002dx","choices":[{"index":0,"delta":{"content":"escaped"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"model":"gpt-x","model":"gpt-y"}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"b"}}]}"#,
+            r#" {"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]} "#,
+            "[DONE]",
+        ];
+        let mut relay = StreamTranslator::relay(ClientDialect::OpenAi, &META);
+        for data in chunks {
+            let mut out = Vec::new();
+            let event = SseEvent { event: None, data, id: None };
+            let _ = relay.translate(&event, &mut out);
+            let oracle =
+                crate::passthrough::rewrite_event_model(Dialect::OpenAi, data, META.model, None);
+            let expected =
+                if out.is_empty() { String::new() } else { format!("data: {oracle}\n\n") };
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{data}");
+        }
+        let first = chunks[0];
+        let span = {
+            let mut decoder = Dialect::OpenAi.stream_decoder();
+            decoder.decode(&SseEvent { event: None, data: first, id: None }, &mut |_| {}).unwrap();
+            decoder.model_at().expect("read where it is written")
+        };
+        assert_eq!(&first[span], r#""gpt-x""#);
     }
 
     #[test]

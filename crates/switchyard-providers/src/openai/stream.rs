@@ -2,6 +2,7 @@
 //! clients.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -77,6 +78,10 @@ pub struct StreamDecoder {
     started: bool,
     tools: Vec<ToolSlot>,
     status: StreamStatus,
+    /// Where the chunk just decoded wrote its `model`, quotes included, in the event's data:
+    /// a relay rewrites it there instead of parsing the chunk again (issue 33). `None` when the
+    /// chunk named none, wrote it with escapes, or could not be read.
+    model_at: Option<Range<usize>>,
 }
 
 impl StreamDecoder {
@@ -87,6 +92,7 @@ impl StreamDecoder {
         event: &SseEvent<'e>,
         emit: &mut impl FnMut(StreamEvent<'e>),
     ) -> Result<Progress, ProviderError> {
+        self.model_at = None;
         let data = event.data.trim_ascii();
         if data == "[DONE]" {
             self.status.end_seen = true;
@@ -95,6 +101,12 @@ impl StreamDecoder {
         let chunk: ChunkWire<'e> = json::parse(data.as_bytes()).map_err(|e| {
             ProviderError::MalformedEvent { dialect: Dialect::OpenAi, message: e.describe() }
         })?;
+        self.model_at = match chunk.model.as_ref().map(|m| &m.0) {
+            Some(Cow::Borrowed(model)) => {
+                crate::passthrough::quoted_in(event.data.as_bytes(), model)
+            }
+            _ => None,
+        };
         if let Some(error) = chunk.error {
             return Err(ProviderError::UpstreamStream {
                 dialect: Dialect::OpenAi,
@@ -192,6 +204,11 @@ impl StreamDecoder {
                 });
             }
         }
+    }
+
+    /// See [`StreamDecoder::model_at`](crate::stream::StreamDecoder::model_at).
+    pub(crate) fn model_at(&self) -> Option<Range<usize>> {
+        self.model_at.clone()
     }
 
     pub fn status(&self) -> StreamStatus {

@@ -40,9 +40,10 @@ use super::refusal::ApiError;
 
 /// How many responses are kept at most.
 pub(crate) const MAX_RESPONSES: usize = 1_000;
-/// How many bytes of conversation are kept at most, over all responses. Every Codex turn is
-/// kept (a Responses client may continue any of them) and carries the whole conversation, so
-/// the bound is what a tray app may hold for it: 16 MiB is a few dozen agent turns.
+/// How many bytes of conversation are kept at most, over all responses, each distinct item
+/// counted once. Every Codex turn is kept (a Responses client may continue any of them) and
+/// carries the whole conversation, whose earlier items its entries share: 16 MiB is what a tray
+/// app may hold for it, a long session's conversation or several.
 pub(crate) const MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// The field a continuing request names its predecessor in.

@@ -128,26 +128,20 @@ pub fn rewrite_event_model<'d>(
     model: &str,
     read: Option<Range<usize>>,
 ) -> Cow<'d, str> {
-    if let Some(span) = read {
-        return Cow::Owned(
-            String::from_utf8(splice(data.as_bytes(), span, model))
-                .expect("a string replaced between its quotes leaves UTF-8 whole"),
-        );
-    }
-    let path: &[&str] = match dialect {
-        Dialect::Anthropic => &["message", "model"],
-        Dialect::OpenAi => &["model"],
-        // Every chunk names it.
-        Dialect::Gemini => &["modelVersion"],
-        // `response.created`, `response.in_progress`, `response.completed`, ...
-        Dialect::Responses => &["response", "model"],
+    let found = || {
+        let path: &[&str] = match dialect {
+            Dialect::Anthropic => &["message", "model"],
+            Dialect::OpenAi => &["model"],
+            // Every chunk names it.
+            Dialect::Gemini => &["modelVersion"],
+            // `response.created`, `response.in_progress`, `response.completed`, ...
+            Dialect::Responses => &["response", "model"],
+        };
+        // Cheap test first: most events (text deltas) never mention a model.
+        let last = path.last().expect("a path has a key");
+        data.contains(last).then(|| string_span(data, path)).flatten()
     };
-    // Cheap test first: most events (text deltas) never mention a model.
-    let last = path.last().expect("a path has a key");
-    if !data.contains(last) {
-        return Cow::Borrowed(data);
-    }
-    match string_span(data, path) {
+    match read.or_else(found) {
         Some(span) => Cow::Owned(
             String::from_utf8(splice(data.as_bytes(), span, model))
                 .expect("a string replaced between its quotes leaves UTF-8 whole"),

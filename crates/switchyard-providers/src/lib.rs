@@ -20,5 +20,6 @@ pub mod oauth;
 pub mod openai;
 pub mod passthrough;
 pub mod responses;
+mod skim;
 pub mod sse;
 pub mod stream;

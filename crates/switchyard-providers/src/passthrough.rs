@@ -72,7 +72,24 @@ pub(crate) fn quoted_in(whole: &[u8], part: &str) -> Option<Range<usize>> {
 /// A Chat request `body` that asks for usage at the end of its stream: `stream_options` gains
 /// `"include_usage": true` (the rest of it kept), or is added after the last member. A body
 /// that already asks, or is not an object, comes back as it was.
-pub fn ask_stream_usage(body: Vec<u8>) -> Vec<u8> {
+///
+/// `body` is one the client parser accepted: most name no `stream_options` anywhere, and the
+/// member is added before their closing brace without parsing them again (issue 33). A key can
+/// be spelled with escapes, so a body with any `\u` is parsed too.
+pub fn ask_stream_usage(mut body: Vec<u8>) -> Vec<u8> {
+    const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;
+    let unnamed = |needle: &[u8]| memchr::memmem::find(&body, needle).is_none();
+    if unnamed(b"stream_options") && unnamed(b"\\u") {
+        let first = body.iter().position(|b| !b.is_ascii_whitespace());
+        let last = body.iter().rposition(|b| !b.is_ascii_whitespace());
+        if let (Some(first), Some(last)) = (first, last)
+            && body[first] == b'{'
+            && body[last] == b'}'
+        {
+            body.splice(last..last, MEMBER.iter().copied());
+            return body;
+        }
+    }
     let Ok(text) = std::str::from_utf8(&body) else { return body };
     let Ok(top) = serde_json::from_str::<HashMap<Cow<'_, str>, &RawValue>>(text) else {
         return body;
@@ -383,6 +400,14 @@ mod tests {
         // A client that asked already is left byte for byte.
         let asked = r#"{"model":"m","stream_options": {"include_usage": true}}"#;
         assert_eq!(ask(asked), asked);
+        // Spelled with escapes, it is still the same key: found, not added twice.
+        let escaped = r#"{"model":"m","stream\u005foptions":{"include_usage":true}}"#;
+        assert_eq!(ask(escaped), escaped);
+        // Named only inside a message, it is added.
+        assert_eq!(
+            ask("{\"model\":\"m\",\"messages\":[\"stream_options\"]}\n"),
+            "{\"model\":\"m\",\"messages\":[\"stream_options\"],\"stream_options\":{\"include_usage\":true}}\n"
+        );
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub(super) struct ToolCallWire<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 pub(super) struct FunctionCallWire<'a> {
     #[serde(borrow, default)]
     pub(super) name: Option<Str<'a>>,
@@ -71,6 +72,7 @@ pub(super) struct FunctionCallWire<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 pub(super) struct UsageWire {
     #[serde(default)]
     prompt_tokens: Option<u64>,
@@ -83,12 +85,14 @@ pub(super) struct UsageWire {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct PromptDetailsWire {
     #[serde(default)]
     cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct CompletionDetailsWire {
     #[serde(default)]
     reasoning_tokens: Option<u64>,

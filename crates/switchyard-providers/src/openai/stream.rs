@@ -14,10 +14,12 @@ use crate::chat::{StopReason, StreamEvent, Usage};
 use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::{ErrorKind, ProviderError};
 use crate::json::{self, Str};
+use crate::skim::{Seen, Skim};
 use crate::sse::{SseEvent, write_comment, write_json_event};
 use crate::stream::{Progress, StreamStatus};
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct ChunkWire<'a> {
     #[serde(borrow, default)]
     id: Option<Str<'a>>,
@@ -32,6 +34,7 @@ struct ChunkWire<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct ChoiceWire<'a> {
     #[serde(default)]
     index: u32,
@@ -42,6 +45,7 @@ struct ChoiceWire<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct DeltaWire<'a> {
     #[serde(borrow, default)]
     content: Option<Str<'a>>,
@@ -56,6 +60,7 @@ struct DeltaWire<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct ToolCallDeltaWire<'a> {
     #[serde(default)]
     index: Option<u32>,
@@ -63,6 +68,115 @@ struct ToolCallDeltaWire<'a> {
     id: Option<Str<'a>>,
     #[serde(borrow, default)]
     function: Option<FunctionCallWire<'a>>,
+}
+
+/// A chunk as [`ChunkWire`]'s serde reading would give it, read by [`Skim`] (issue 33);
+/// `None` for anything it leaves to serde. Tool calls, usage and errors, rare and nested, are
+/// read by serde from their own text.
+fn skim_chunk(data: &str) -> Option<ChunkWire<'_>> {
+    let mut chunk =
+        ChunkWire { id: None, model: None, choices: Vec::new(), usage: None, error: None };
+    let mut seen = Seen::default();
+    let mut s = Skim::new(data);
+    s.object(|s, key| {
+        match key {
+            "id" => {
+                seen.first(0)?;
+                s.optional_string(&mut chunk.id)?;
+            }
+            "model" => {
+                seen.first(1)?;
+                s.optional_string(&mut chunk.model)?;
+            }
+            "choices" => {
+                seen.first(2)?;
+                s.array(|s| {
+                    chunk.choices.push(skim_choice(s)?);
+                    Some(())
+                })?;
+            }
+            "usage" => {
+                seen.first(3)?;
+                chunk.usage = serde_json::from_str(s.raw()?).ok()?;
+            }
+            "error" => {
+                seen.first(4)?;
+                chunk.error = serde_json::from_str(s.raw()?).ok()?;
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    s.end()?;
+    Some(chunk)
+}
+
+fn skim_choice<'e>(s: &mut Skim<'e>) -> Option<ChoiceWire<'e>> {
+    let mut choice = ChoiceWire { index: 0, delta: None, finish_reason: None };
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        match key {
+            "index" => {
+                seen.first(0)?;
+                choice.index = s.u32()?;
+            }
+            "delta" => {
+                seen.first(1)?;
+                skim_delta(s, &mut choice.delta)?;
+            }
+            "finish_reason" => {
+                seen.first(2)?;
+                s.optional_string(&mut choice.finish_reason)?;
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    Some(choice)
+}
+
+/// Reads `null` (as `None`) or a delta into `field`.
+fn skim_delta<'e>(s: &mut Skim<'e>, field: &mut Option<DeltaWire<'e>>) -> Option<()> {
+    if s.null() {
+        *field = None;
+        return Some(());
+    }
+    let mut delta = DeltaWire {
+        content: None,
+        reasoning_content: None,
+        reasoning: None,
+        refusal: None,
+        tool_calls: None,
+    };
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        match key {
+            "content" => {
+                seen.first(0)?;
+                s.optional_string(&mut delta.content)?;
+            }
+            "reasoning_content" => {
+                seen.first(1)?;
+                s.optional_string(&mut delta.reasoning_content)?;
+            }
+            "reasoning" => {
+                seen.first(2)?;
+                s.optional_string(&mut delta.reasoning)?;
+            }
+            "refusal" => {
+                seen.first(3)?;
+                s.optional_string(&mut delta.refusal)?;
+            }
+            "tool_calls" => {
+                seen.first(4)?;
+                delta.tool_calls = serde_json::from_str(s.raw()?).ok()?;
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    *field = Some(delta);
+    Some(())
 }
 
 /// A tool call seen in this stream: the upstream's index and id, in order of appearance.
@@ -98,9 +212,13 @@ impl StreamDecoder {
             self.status.end_seen = true;
             return Ok(Progress::End);
         }
-        let chunk: ChunkWire<'e> = json::parse(data.as_bytes()).map_err(|e| {
-            ProviderError::MalformedEvent { dialect: Dialect::OpenAi, message: e.describe() }
-        })?;
+        let chunk = match skim_chunk(data) {
+            Some(chunk) => chunk,
+            None => json::parse(data.as_bytes()).map_err(|e| ProviderError::MalformedEvent {
+                dialect: Dialect::OpenAi,
+                message: e.describe(),
+            })?,
+        };
         self.model_at = match chunk.model.as_ref().map(|m| &m.0) {
             Some(Cow::Borrowed(model)) => {
                 crate::passthrough::quoted_in(event.data.as_bytes(), model)
@@ -402,5 +520,99 @@ impl StreamEncoder {
 
     pub fn keep_alive(out: &mut Vec<u8>) {
         write_comment(out, "keep-alive");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunks as OpenAI, OpenRouter, DeepSeek, Azure and the mock write them.
+    const CHUNKS: &[&str] = &[
+        r#"{"choices":[{"delta":{"content":"","refusal":null,"role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],"created":1700000000,"id":"chatcmpl-mock-0","model":"gpt-4o-mini","object":"chat.completion.chunk","system_fingerprint":"fp_mock"}"#,
+        r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"line\nbreak \"quoted\" \u00e9"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"c1","model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"id":"c1","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":1}}}"#,
+        r#"{"id":"c2","model":"deepseek-reasoner","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Let me think"},"finish_reason":null}]}"#,
+        r#"{"id":"gen-1","provider":"OpenAI","model":"openai/gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"hm","reasoning_details":[{"type":"reasoning.text","text":"hm"}]},"finish_reason":null,"native_finish_reason":null}]}"#,
+        r#"{"id":"c3","model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
+        r#"{"id":"c3","model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+        r#"{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}"#,
+        r#"{"error":{"message":"overloaded","type":"server_error","code":529}}"#,
+        r#"{"id":"c4","model":"gpt-4o","choices":[{"index":1,"delta":{"content":"second"},"finish_reason":null},{"index":0,"delta":{"refusal":"no"},"finish_reason":"error"}]}"#,
+        "{ \"id\" : \"c5\" ,\n \"choices\" : [ { \"index\" : 0 , \"delta\" : { \"content\" : \"spaced\" } } ] , \"x\" : [ 1.5e-3 , -0 , true , false , { } ] }",
+    ];
+
+    /// What serde reads, or why it refuses.
+    fn serde_reading(text: &str) -> Result<String, String> {
+        serde_json::from_str::<ChunkWire<'_>>(text)
+            .map(|c| format!("{c:?}"))
+            .map_err(|e| e.to_string())
+    }
+
+    fn check(text: &str) {
+        if let Some(skimmed) = skim_chunk(text) {
+            let serde = serde_reading(text).unwrap_or_else(|error| {
+                panic!("the skim read what serde refuses ({error}): {text}")
+            });
+            assert_eq!(format!("{skimmed:?}"), serde, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_skim_reads_every_usual_chunk_and_reads_it_as_serde_does() {
+        for chunk in CHUNKS {
+            assert!(skim_chunk(chunk).is_some(), "left to serde: {chunk}");
+            check(chunk);
+        }
+    }
+
+    /// Mutated chunks (bytes deleted, inserted, replaced): wherever the skim answers, serde
+    /// reads the same; where serde refuses, the skim does too, so the error stays serde's.
+    #[test]
+    fn on_mutated_chunks_the_skim_agrees_with_serde_or_leaves_them_to_it() {
+        const BYTES: &[u8] = b"{}[],:\" \\0123456789.eE-+ntrufalsxcid_\t\n";
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            usize::try_from(state % u64::try_from(below).unwrap()).unwrap()
+        };
+        let mut answered = 0;
+        for chunk in CHUNKS {
+            for _ in 0..3000 {
+                let mut bytes = chunk.as_bytes().to_vec();
+                for _ in 0..=next(3) {
+                    let at = next(bytes.len());
+                    match next(3) {
+                        0 => {
+                            bytes.remove(at);
+                        }
+                        1 => bytes.insert(at, BYTES[next(BYTES.len())]),
+                        _ => bytes[at] = BYTES[next(BYTES.len())],
+                    }
+                }
+                let Ok(text) = String::from_utf8(bytes) else { continue };
+                answered += usize::from(skim_chunk(&text).is_some());
+                check(&text);
+            }
+        }
+        // The mutations leave many chunks readable: the agreement above is not vacuous.
+        assert!(answered > 3000, "only {answered} mutated chunks were read by the skim");
+    }
+
+    #[test]
+    fn duplicate_fields_and_odd_forms_are_left_to_serde_which_refuses_or_reads_them() {
+        let duplicate = r#"{"model":"a","model":"b","choices":[]}"#;
+        assert!(skim_chunk(duplicate).is_none());
+        assert!(serde_reading(duplicate).is_err());
+        // serde reads a struct from an array too.
+        let array = r#"["id","m",[],null,null]"#;
+        assert!(skim_chunk(array).is_none());
+        assert!(serde_reading(array).is_ok());
+        let escaped_key = r#"{"mod\u0065l":"m","choices":[]}"#;
+        assert!(skim_chunk(escaped_key).is_none());
+        assert!(serde_reading(escaped_key).unwrap().contains("\"m\""));
     }
 }

@@ -26,9 +26,6 @@ use axum::body::Body;
 use axum::http::header;
 use axum::routing::{get, patch, post};
 use tokio::net::TcpListener;
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
 
 use self::api::catalog;
 pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
@@ -206,22 +203,25 @@ pub fn router(state: ServerState) -> Router {
     };
     routes
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::front_door))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                .on_request(())
-                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
-        )
-        .layer(SetSensitiveRequestHeadersLayer::new(SENSITIVE_HEADERS))
         .with_state(state)
 }
 
-/// One span per request, at DEBUG, with its method, path and headers (values of the
-/// [`SENSITIVE_HEADERS`] print as `Sensitive`). At the default level it is not made: the
-/// formatting subscriber writes a span's fields out when the span is made, which cost every
-/// request a few microseconds for a prefix on the few lines a request logs (issue 33); those
-/// lines name their target and model themselves.
-fn request_span(request: &http::Request<Body>) -> tracing::Span {
+/// Marks the [`SENSITIVE_HEADERS`] so that nothing prints their values (`Sensitive`), then
+/// makes the request's span: at DEBUG, with its method, path and headers. At the default level
+/// it is not made: the formatting subscriber writes a span's fields out when the span is made,
+/// which cost every request a few microseconds for a prefix on the few lines a request logs
+/// (issue 33); those lines name their target and model themselves.
+///
+/// The front door does this itself, where `tower_http`'s trace and sensitive-header layers did:
+/// two layers, and a wrapper around every response body, for what is a no-op at the default
+/// level (issue 33).
+fn request_span(request: &mut http::Request<Body>) -> tracing::Span {
+    let headers = request.headers_mut();
+    for name in &SENSITIVE_HEADERS {
+        if let header::Entry::Occupied(mut entry) = headers.entry(name) {
+            entry.iter_mut().for_each(|value| value.set_sensitive(true));
+        }
+    }
     let span = tracing::debug_span!(
         "request",
         method = %request.method(),
@@ -232,6 +232,16 @@ fn request_span(request: &http::Request<Body>) -> tracing::Span {
         span.record("headers", tracing::field::debug(request.headers()));
     }
     span
+}
+
+/// What the trace layer said of an answer: every one at DEBUG, and a server error at ERROR.
+fn log_response(status: http::StatusCode, started: tokio::time::Instant) {
+    let latency = started.elapsed();
+    if status.is_server_error() {
+        tracing::error!(%status, ?latency, "response failed");
+    } else {
+        tracing::debug!(%status, ?latency, "finished processing request");
+    }
 }
 
 /// Binds `127.0.0.1:port` (0 picks a free port). Loopback only, always.

@@ -46,6 +46,8 @@ use axum::response::{IntoResponse as _, Response};
 
 use std::sync::Arc;
 
+use tracing::Instrument as _;
+
 use super::connections::{self, Connection};
 use super::error::{ApiError, Dialect};
 use super::ui_sessions::{CODE_LIFETIME, CODE_PREFIX, IDLE_TIMEOUT, SessionId, SignIn};
@@ -72,10 +74,13 @@ pub(super) const PAGE_HEADERS: [(HeaderName, HeaderValue); 4] = [
 
 pub(crate) async fn front_door(
     State(state): State<ServerState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let mut response = admit(&state, request, next).await;
+    let started = tokio::time::Instant::now();
+    let span = super::request_span(&mut request);
+    let mut response = admit(&state, request, next).instrument(span.clone()).await;
+    span.in_scope(|| super::log_response(response.status(), started));
     let headers = response.headers_mut();
     headers.reserve(PAGE_HEADERS.len());
     // Names and values made once, at compile time: an `&str` name is checked byte by byte

@@ -7,6 +7,7 @@
 //! only when the request set `stream_options.include_usage`, then `[DONE]`.
 
 use bytes::Bytes;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{Failure, Turn, Wire, content_text, last_role, last_with_role, pieces, sse};
@@ -58,20 +59,20 @@ impl Wire for OpenAi {
 
     fn events(&self, turn: &Turn<'_>) -> Vec<Bytes> {
         let reply = turn.reply;
+        let id = completion_id(turn);
         let chunk = |delta: Value, finish: Option<Finish>| {
-            sse::data(&json!({
-                "id": completion_id(turn),
-                "object": "chat.completion.chunk",
-                "created": CREATED,
-                "model": turn.model,
-                "system_fingerprint": "fp_mock",
-                "choices": [{
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": null,
-                    "finish_reason": finish.map(finish_reason),
+            sse::data(&Chunk {
+                choices: &[ChunkChoice {
+                    delta,
+                    finish_reason: finish.map(finish_reason),
+                    index: 0,
+                    logprobs: None,
                 }],
-            }))
+                id: &id,
+                model: turn.model,
+                usage: None,
+                ..Chunk::default()
+            })
         };
         let mut events =
             vec![chunk(json!({ "role": "assistant", "content": "", "refusal": null }), None)];
@@ -98,15 +99,13 @@ impl Wire for OpenAi {
         if let Some(finish) = turn.finish {
             events.push(chunk(json!({}), Some(finish)));
             if include_usage(turn.request) {
-                events.push(sse::data(&json!({
-                    "id": completion_id(turn),
-                    "object": "chat.completion.chunk",
-                    "created": CREATED,
-                    "model": turn.model,
-                    "system_fingerprint": "fp_mock",
-                    "choices": [],
-                    "usage": usage(turn),
-                })));
+                let usage = Some(StreamUsage::of(turn));
+                events.push(sse::data(&Chunk {
+                    id: &id,
+                    model: turn.model,
+                    usage,
+                    ..Chunk::default()
+                }));
             }
         }
         events
@@ -294,6 +293,143 @@ fn usage(turn: &Turn<'_>) -> Value {
     })
 }
 
+/// A `chat.completion.chunk`, its keys in the order `serde_json::Value` writes them
+/// (alphabetical), so the bytes are those the `json!` it replaced wrote: typed, because the
+/// mock builds a whole stream before its first byte, and a `json!` tree per chunk made the
+/// usage chunk a proxy asks for cost it microseconds there (issue 33).
+#[derive(Serialize)]
+struct Chunk<'a> {
+    choices: &'a [ChunkChoice],
+    created: u64,
+    id: &'a str,
+    model: &'a str,
+    object: &'static str,
+    system_fingerprint: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<StreamUsage>,
+}
+
+impl Default for Chunk<'_> {
+    fn default() -> Self {
+        Self {
+            choices: &[],
+            created: CREATED,
+            id: "",
+            model: "",
+            object: "chat.completion.chunk",
+            system_fingerprint: "fp_mock",
+            usage: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ChunkChoice {
+    delta: Value,
+    finish_reason: Option<&'static str>,
+    index: u32,
+    logprobs: Option<()>,
+}
+
+/// [`usage`]'s object, typed for the stream (keys in the same order).
+#[derive(Serialize)]
+struct StreamUsage {
+    completion_tokens: u64,
+    completion_tokens_details: CompletionDetails,
+    prompt_tokens: u64,
+    prompt_tokens_details: PromptDetails,
+    total_tokens: u64,
+}
+
+#[derive(Serialize)]
+#[expect(clippy::struct_field_names, reason = "the API's own names")]
+struct CompletionDetails {
+    accepted_prediction_tokens: u64,
+    audio_tokens: u64,
+    reasoning_tokens: u64,
+    rejected_prediction_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct PromptDetails {
+    audio_tokens: u64,
+    cached_tokens: u64,
+}
+
+impl StreamUsage {
+    fn of(turn: &Turn<'_>) -> Self {
+        let usage = turn.usage;
+        Self {
+            completion_tokens: usage.output,
+            completion_tokens_details: CompletionDetails {
+                accepted_prediction_tokens: 0,
+                audio_tokens: 0,
+                reasoning_tokens: usage.reasoning,
+                rejected_prediction_tokens: 0,
+            },
+            prompt_tokens: usage.prompt(),
+            prompt_tokens_details: PromptDetails {
+                audio_tokens: 0,
+                cached_tokens: usage.cache_read,
+            },
+            total_tokens: usage.total(),
+        }
+    }
+}
+
 fn include_usage(request: &Value) -> bool {
     request.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behavior::Reply;
+    use crate::dialect::Usage as Tokens;
+
+    /// The typed chunks write the bytes the `json!` trees they replaced wrote: tests elsewhere
+    /// hold relayed streams to the mock's exact bytes.
+    #[test]
+    fn typed_chunks_write_what_json_trees_wrote() {
+        let request = json!({"stream_options": {"include_usage": true}});
+        let reply = Reply::text("x");
+        let counts =
+            Tokens { input: 7, cache_read: 3, output: 2, reasoning: 1, ..Tokens::default() };
+        let turn = Turn {
+            seq: 4,
+            model: "gpt-x",
+            request: &request,
+            reply: &reply,
+            finish: Some(Finish::Stop),
+            usage: counts,
+        };
+        let events = OpenAi.events(&turn);
+        let wrote = |value: Value| sse::data(&value);
+        let chunk = |delta: Value, finish: Option<&str>| {
+            wrote(json!({
+                "id": "chatcmpl-mock-4",
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": "gpt-x",
+                "system_fingerprint": "fp_mock",
+                "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
+            }))
+        };
+        assert_eq!(
+            events[0],
+            chunk(json!({ "role": "assistant", "content": "", "refusal": null }), None)
+        );
+        assert_eq!(events[1], chunk(json!({ "content": "x" }), None));
+        assert_eq!(events[events.len() - 2], chunk(json!({}), Some("stop")));
+        let usage_chunk = wrote(json!({
+            "id": "chatcmpl-mock-4",
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": "gpt-x",
+            "system_fingerprint": "fp_mock",
+            "choices": [],
+            "usage": usage(&turn),
+        }));
+        assert_eq!(events.last(), Some(&usage_chunk));
+    }
 }

@@ -2,10 +2,11 @@
 //! buffer that goes on the wire.
 
 use bytes::Bytes;
+use serde::Serialize;
 use serde_json::Value;
 
 /// `data: {json}` and the blank line that ends the event (OpenAI).
-pub(super) fn data(json: &Value) -> Bytes {
+pub(super) fn data(json: &impl Serialize) -> Bytes {
     frame(b"data: ", json, b"\n\n")
 }
 
@@ -28,7 +29,7 @@ pub(super) fn comment(text: &str) -> Bytes {
     Bytes::from(format!(": {text}\n\n"))
 }
 
-fn frame(head: &[u8], json: &Value, tail: &[u8]) -> Bytes {
+fn frame(head: &[u8], json: &impl Serialize, tail: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(head.len() + 128 + tail.len());
     out.extend_from_slice(head);
     serde_json::to_writer(&mut out, json).expect("a JSON value always serialises");

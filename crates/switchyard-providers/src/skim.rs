@@ -156,14 +156,24 @@ impl<'a> Skim<'a> {
         Some(())
     }
 
-    /// A non-negative integer that fits a `u32`, written as one (no fraction or exponent).
-    pub(crate) fn u32(&mut self) -> Option<u32> {
+    /// A non-negative integer that fits `T` (`u32`, `u64`), written as one (no fraction or
+    /// exponent).
+    pub(crate) fn unsigned<T: std::str::FromStr>(&mut self) -> Option<T> {
         self.peek()?;
         let digits = self.digits()?;
         if matches!(self.bytes().get(self.pos), Some(b'.' | b'e' | b'E')) {
             return None;
         }
         digits.parse().ok()
+    }
+
+    /// Reads `null` (as `None`) or an unsigned integer into `field`.
+    pub(crate) fn optional_unsigned<T: std::str::FromStr>(
+        &mut self,
+        field: &mut Option<T>,
+    ) -> Option<()> {
+        *field = if self.null() { None } else { Some(self.unsigned()?) };
+        Some(())
     }
 
     /// Skips a value and gives its text, for serde to read.
@@ -266,6 +276,39 @@ impl<'a> Skim<'a> {
     }
 }
 
+/// `rounds` mutations of each text of `corpus` (one to three bytes deleted, inserted or
+/// replaced, from JSON's own alphabet), the same every run: for the tests that hold a skim
+/// reading to serde's.
+#[cfg(test)]
+pub(crate) fn mutations(corpus: &[&str], rounds: usize, mut each: impl FnMut(&str)) {
+    const BYTES: &[u8] = b"{}[],:\" \\0123456789.eE-+ntrufalsxcid_\t\n";
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        usize::try_from(state % u64::try_from(below).unwrap()).unwrap()
+    };
+    for text in corpus {
+        for _ in 0..rounds {
+            let mut bytes = text.as_bytes().to_vec();
+            for _ in 0..=next(3) {
+                let at = next(bytes.len());
+                match next(3) {
+                    0 => {
+                        bytes.remove(at);
+                    }
+                    1 => bytes.insert(at, BYTES[next(BYTES.len())]),
+                    _ => bytes[at] = BYTES[next(BYTES.len())],
+                }
+            }
+            if let Ok(text) = String::from_utf8(bytes) {
+                each(&text);
+            }
+        }
+    }
+}
+
 /// Fields already read, so a duplicate is left to serde (which refuses it).
 #[derive(Default)]
 pub(crate) struct Seen(u32);
@@ -277,6 +320,11 @@ impl Seen {
         let first = self.0 & bit == 0;
         self.0 |= bit;
         first.then_some(())
+    }
+
+    /// Whether `field` was read.
+    pub(crate) fn has(&self, field: u32) -> bool {
+        self.0 & (1 << field) != 0
     }
 }
 
@@ -348,7 +396,7 @@ mod tests {
 
     #[test]
     fn integers_fit_a_u32_or_are_left_to_serde() {
-        let read = |text: &str| Skim::new(text).u32();
+        let read = |text: &str| Skim::new(text).unsigned::<u32>();
         assert_eq!(read("0"), Some(0));
         assert_eq!(read(" 4294967295"), Some(u32::MAX));
         for odd in ["4294967296", "-1", "1.0", "1e2", "01", "null", "\"1\""] {

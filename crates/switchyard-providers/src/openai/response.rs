@@ -10,6 +10,7 @@ use crate::chat::{ChatResponse, Ending, Part, StopReason, Text, Thinking, ToolUs
 use crate::dialect::{Dialect, ResponseMeta};
 use crate::error::ProviderError;
 use crate::json::{self, Str, TextOr};
+use crate::skim::{Seen, Skim};
 
 #[derive(Deserialize)]
 struct ResponseWire<'a> {
@@ -98,6 +99,71 @@ struct CompletionDetailsWire {
     reasoning_tokens: Option<u64>,
 }
 
+/// Reads `null` (as `None`) or a `usage` object into `field`, as serde would (see
+/// [`Skim`]).
+pub(super) fn skim_usage(s: &mut Skim<'_>, field: &mut Option<UsageWire>) -> Option<()> {
+    if s.null() {
+        *field = None;
+        return Some(());
+    }
+    let mut usage = UsageWire {
+        prompt_tokens: None,
+        completion_tokens: None,
+        prompt_tokens_details: None,
+        completion_tokens_details: None,
+    };
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        match key {
+            "prompt_tokens" => {
+                seen.first(0)?;
+                s.optional_unsigned(&mut usage.prompt_tokens)?;
+            }
+            "completion_tokens" => {
+                seen.first(1)?;
+                s.optional_unsigned(&mut usage.completion_tokens)?;
+            }
+            "prompt_tokens_details" => {
+                seen.first(2)?;
+                usage.prompt_tokens_details = if s.null() {
+                    None
+                } else {
+                    let mut cached_tokens = None;
+                    details(s, "cached_tokens", &mut cached_tokens)?;
+                    Some(PromptDetailsWire { cached_tokens })
+                };
+            }
+            "completion_tokens_details" => {
+                seen.first(3)?;
+                usage.completion_tokens_details = if s.null() {
+                    None
+                } else {
+                    let mut reasoning_tokens = None;
+                    details(s, "reasoning_tokens", &mut reasoning_tokens)?;
+                    Some(CompletionDetailsWire { reasoning_tokens })
+                };
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    *field = Some(usage);
+    Some(())
+}
+
+/// A `*_tokens_details` object, its one count of interest read into `count`.
+fn details(s: &mut Skim<'_>, name: &str, count: &mut Option<u64>) -> Option<()> {
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        if key == name {
+            seen.first(0)?;
+            s.optional_unsigned(count)
+        } else {
+            s.skip()
+        }
+    })
+}
+
 impl UsageWire {
     /// `cached_tokens` are inside `prompt_tokens` and `reasoning_tokens` inside
     /// `completion_tokens`: the cached ones are taken out of the uncached bucket.
@@ -120,30 +186,11 @@ impl UsageWire {
 
 /// What a relayed Chat Completions body needs read of it (see [`crate::chat::Ending`]).
 pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
-    #[derive(Deserialize)]
-    struct EndingWire<'a> {
-        // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
-        // not read skipped.
-        #[serde(rename = "id", default)]
-        _id: de::IgnoredAny,
-        #[serde(borrow, default)]
-        model: Option<Str<'a>>,
-        #[serde(borrow, default)]
-        choices: Vec<ChoiceEnding<'a>>,
-        #[serde(default)]
-        usage: Option<UsageWire>,
-    }
-    #[derive(Deserialize)]
-    struct ChoiceEnding<'a> {
-        #[serde(default)]
-        index: u32,
-        /// Required, as the whole decode requires it; not read.
-        #[serde(rename = "message")]
-        _message: de::IgnoredAny,
-        #[serde(borrow, default)]
-        finish_reason: Option<Str<'a>>,
-    }
-    let wire: EndingWire<'_> = json::parse_answer(body, Dialect::OpenAi)?;
+    let skimmed = std::str::from_utf8(body).ok().and_then(skim_ending);
+    let wire = match skimmed {
+        Some(wire) => wire,
+        None => json::parse_answer(body, Dialect::OpenAi)?,
+    };
     let Some(choice) = wire.choices.into_iter().min_by_key(|c| c.index) else {
         return Err(ProviderError::InvalidResponse {
             dialect: Dialect::OpenAi,
@@ -155,6 +202,94 @@ pub fn decode_ending(body: &[u8]) -> Result<Ending<'_>, ProviderError> {
         usage: wire.usage.map(|u| u.usage()).unwrap_or_default(),
         model: wire.model.map(Str::into_cow),
     })
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
+struct EndingWire<'a> {
+    // The whole decode's fields, in its order (a JSON array fills them in turn), the ones
+    // not read skipped.
+    #[serde(rename = "id", default)]
+    _id: de::IgnoredAny,
+    #[serde(borrow, default)]
+    model: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    choices: Vec<ChoiceEnding<'a>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
+struct ChoiceEnding<'a> {
+    #[serde(default)]
+    index: u32,
+    /// Required, as the whole decode requires it; not read.
+    #[serde(rename = "message")]
+    _message: de::IgnoredAny,
+    #[serde(borrow, default)]
+    finish_reason: Option<Str<'a>>,
+}
+
+/// [`EndingWire`] as serde would read it, read by [`Skim`] (issue 33: the whole answer went
+/// through serde's visitors for three fields); `None` for anything it leaves to serde.
+fn skim_ending(body: &str) -> Option<EndingWire<'_>> {
+    let mut wire =
+        EndingWire { _id: de::IgnoredAny, model: None, choices: Vec::new(), usage: None };
+    let mut seen = Seen::default();
+    let mut s = Skim::new(body);
+    s.object(|s, key| {
+        match key {
+            "id" => {
+                seen.first(0)?;
+                s.skip()?;
+            }
+            "model" => {
+                seen.first(1)?;
+                s.optional_string(&mut wire.model)?;
+            }
+            "choices" => {
+                seen.first(2)?;
+                s.array(|s| {
+                    wire.choices.push(skim_choice_ending(s)?);
+                    Some(())
+                })?;
+            }
+            "usage" => {
+                seen.first(3)?;
+                skim_usage(s, &mut wire.usage)?;
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    s.end()?;
+    Some(wire)
+}
+
+fn skim_choice_ending<'a>(s: &mut Skim<'a>) -> Option<ChoiceEnding<'a>> {
+    let mut choice = ChoiceEnding { index: 0, _message: de::IgnoredAny, finish_reason: None };
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        match key {
+            "index" => {
+                seen.first(0)?;
+                choice.index = s.unsigned()?;
+            }
+            "message" => {
+                seen.first(1)?;
+                s.skip()?;
+            }
+            "finish_reason" => {
+                seen.first(2)?;
+                s.optional_string(&mut choice.finish_reason)?;
+            }
+            _ => s.skip()?,
+        }
+        Some(())
+    })?;
+    // serde requires `message`.
+    seen.has(1).then_some(choice)
 }
 
 /// Decodes a 2xx Chat Completions body. Only the first choice is read. See [`decode_ending`]
@@ -312,4 +447,65 @@ pub fn encode_response(response: &ChatResponse<'_>, meta: &ResponseMeta<'_>) -> 
         usage: UsageOut::new(&response.usage),
     };
     serde_json::to_vec(&body).expect("serialising to memory cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers as OpenAI, OpenRouter, Azure and the mock write them.
+    const ANSWERS: &[&str] = &[
+        r#"{"choices":[{"finish_reason":"stop","index":0,"logprobs":null,"message":{"annotations":[],"content":"Hello from the mock upstream.","refusal":null,"role":"assistant"}}],"created":1700000000,"id":"chatcmpl-mock-0","model":"gpt-4o-mini","object":"chat.completion","service_tier":"default","system_fingerprint":"fp_mock","usage":{"completion_tokens":8,"completion_tokens_details":{"accepted_prediction_tokens":0,"audio_tokens":0,"reasoning_tokens":0,"rejected_prediction_tokens":0},"prompt_tokens":31,"prompt_tokens_details":{"audio_tokens":0,"cached_tokens":0},"total_tokens":39}}"#,
+        r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":80,"completion_tokens":20,"total_tokens":100,"prompt_tokens_details":{"cached_tokens":64}}}"#,
+        r#"{"id":"gen-1","provider":"OpenAI","model":"openai/gpt-4o","object":"chat.completion","created":1,"choices":[{"logprobs":null,"finish_reason":"stop","native_finish_reason":"stop","index":0,"message":{"role":"assistant","content":"line\nbreak \u00e9","refusal":null,"reasoning":null}}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}"#,
+        r#"{"choices":[{"content_filter_results":{},"finish_reason":null,"index":0,"message":{"content":"cut","role":"assistant"}}],"created":1,"id":"c","model":"gpt-4o","object":"chat.completion","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}],"usage":null}"#,
+        r#"{"id":"c","model":"m","choices":[{"index":1,"message":{},"finish_reason":"length"},{"index":0,"message":null,"finish_reason":"stop"}]}"#,
+        "{ \"id\" : 7 , \"choices\" : [ { \"message\" : { } } ] }\n",
+    ];
+
+    fn serde_reading(text: &str) -> Result<String, String> {
+        serde_json::from_str::<EndingWire<'_>>(text)
+            .map(|w| format!("{w:?}"))
+            .map_err(|e| e.to_string())
+    }
+
+    fn check(text: &str) {
+        if let Some(skimmed) = skim_ending(text) {
+            let serde = serde_reading(text).unwrap_or_else(|error| {
+                panic!("the skim read what serde refuses ({error}): {text}")
+            });
+            assert_eq!(format!("{skimmed:?}"), serde, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_skim_reads_every_usual_answer_as_serde_does() {
+        for answer in ANSWERS {
+            assert!(skim_ending(answer).is_some(), "left to serde: {answer}");
+            check(answer);
+        }
+        let ending = decode_ending(ANSWERS[1].as_bytes()).unwrap();
+        assert!(ending.finished);
+        assert_eq!(ending.usage.cache_read, 64);
+        assert_eq!(ending.model.as_deref(), Some("gpt-4o"));
+    }
+
+    /// Wherever the skim answers, serde reads the same; where serde refuses, so does the skim.
+    #[test]
+    fn on_mutated_answers_the_skim_agrees_with_serde_or_leaves_them_to_it() {
+        let mut answered = 0;
+        crate::skim::mutations(ANSWERS, 3000, |text| {
+            answered += usize::from(skim_ending(text).is_some());
+            check(text);
+        });
+        assert!(answered > 3000, "only {answered} mutated answers were read by the skim");
+    }
+
+    #[test]
+    fn a_choice_without_its_message_is_left_to_serde_which_refuses_it() {
+        let missing = r#"{"choices":[{"index":0,"finish_reason":"stop"}]}"#;
+        assert!(skim_ending(missing).is_none());
+        assert!(serde_reading(missing).unwrap_err().contains("message"));
+        assert!(decode_ending(missing.as_bytes()).is_err());
+    }
 }

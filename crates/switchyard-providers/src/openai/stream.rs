@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::error::{ErrorOut, error_report};
-use super::response::{FunctionCallWire, UsageOut, UsageWire};
+use super::response::{FunctionCallWire, UsageOut, UsageWire, skim_usage};
 use super::{finish_reason, stop_reason};
 use crate::chat::{StopReason, StreamEvent, Usage};
 use crate::dialect::{Dialect, ResponseMeta};
@@ -97,7 +97,7 @@ fn skim_chunk(data: &str) -> Option<ChunkWire<'_>> {
             }
             "usage" => {
                 seen.first(3)?;
-                chunk.usage = serde_json::from_str(s.raw()?).ok()?;
+                skim_usage(s, &mut chunk.usage)?;
             }
             "error" => {
                 seen.first(4)?;
@@ -118,7 +118,7 @@ fn skim_choice<'e>(s: &mut Skim<'e>) -> Option<ChoiceWire<'e>> {
         match key {
             "index" => {
                 seen.first(0)?;
-                choice.index = s.u32()?;
+                choice.index = s.unsigned()?;
             }
             "delta" => {
                 seen.first(1)?;
@@ -571,33 +571,11 @@ mod tests {
     /// reads the same; where serde refuses, the skim does too, so the error stays serde's.
     #[test]
     fn on_mutated_chunks_the_skim_agrees_with_serde_or_leaves_them_to_it() {
-        const BYTES: &[u8] = b"{}[],:\" \\0123456789.eE-+ntrufalsxcid_\t\n";
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            usize::try_from(state % u64::try_from(below).unwrap()).unwrap()
-        };
         let mut answered = 0;
-        for chunk in CHUNKS {
-            for _ in 0..3000 {
-                let mut bytes = chunk.as_bytes().to_vec();
-                for _ in 0..=next(3) {
-                    let at = next(bytes.len());
-                    match next(3) {
-                        0 => {
-                            bytes.remove(at);
-                        }
-                        1 => bytes.insert(at, BYTES[next(BYTES.len())]),
-                        _ => bytes[at] = BYTES[next(BYTES.len())],
-                    }
-                }
-                let Ok(text) = String::from_utf8(bytes) else { continue };
-                answered += usize::from(skim_chunk(&text).is_some());
-                check(&text);
-            }
-        }
+        crate::skim::mutations(CHUNKS, 3000, |text| {
+            answered += usize::from(skim_chunk(text).is_some());
+            check(text);
+        });
         // The mutations leave many chunks readable: the agreement above is not vacuous.
         assert!(answered > 3000, "only {answered} mutated chunks were read by the skim");
     }

@@ -152,7 +152,16 @@ impl<'a> Skim<'a> {
 
     /// Reads `null` (as `None`) or a string into `field`.
     pub(crate) fn optional_string(&mut self, field: &mut Option<Str<'a>>) -> Option<()> {
-        *field = if self.null() { None } else { Some(self.string()?) };
+        self.nullable(field, Self::string)
+    }
+
+    /// Reads `null` (as `None`) or what `read` reads into `field`, as serde reads an `Option`.
+    pub(crate) fn nullable<T>(
+        &mut self,
+        field: &mut Option<T>,
+        read: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<()> {
+        *field = if self.null() { None } else { Some(read(self)?) };
         Some(())
     }
 
@@ -172,8 +181,7 @@ impl<'a> Skim<'a> {
         &mut self,
         field: &mut Option<T>,
     ) -> Option<()> {
-        *field = if self.null() { None } else { Some(self.unsigned()?) };
-        Some(())
+        self.nullable(field, Self::unsigned)
     }
 
     /// Skips a value and gives its text, for serde to read.
@@ -309,6 +317,20 @@ pub(crate) fn mutations(corpus: &[&str], rounds: usize, mut each: impl FnMut(&st
     }
 }
 
+/// Holds a skim reading of `text` to serde's (their `Debug` forms): equal where the skim
+/// answered, which it must not do where serde refuses. Whether it answered.
+#[cfg(test)]
+pub(crate) fn agrees_with_serde<'a, T>(text: &'a str, skimmed: Option<T>) -> bool
+where
+    T: serde::Deserialize<'a> + std::fmt::Debug,
+{
+    let Some(skimmed) = skimmed else { return false };
+    let serde = serde_json::from_str::<T>(text)
+        .unwrap_or_else(|error| panic!("the skim read what serde refuses ({error}): {text}"));
+    assert_eq!(format!("{skimmed:?}"), format!("{serde:?}"), "{text}");
+    true
+}
+
 /// Fields already read, so a duplicate is left to serde (which refuses it).
 #[derive(Default)]
 pub(crate) struct Seen(u32);
@@ -320,6 +342,12 @@ impl Seen {
         let first = self.0 & bit == 0;
         self.0 |= bit;
         first.then_some(())
+    }
+
+    /// `read`s `field` the first time; `None` the second time, or when `read` gives up.
+    pub(crate) fn once(&mut self, field: u32, read: impl FnOnce() -> Option<()>) -> Option<()> {
+        self.first(field)?;
+        read()
     }
 
     /// Whether `field` was read.

@@ -454,7 +454,7 @@ impl Done {
             first_byte_ms: Some(millis(elapsed)),
             usage: spent.map(|s| s.usage),
             cost: spent.and_then(|s| s.cost),
-            local_key: local_key.map(|id| id.to_string()),
+            local_key: local_key.map(|id| String::from(&*id)),
             combo: summary.combo,
             fallback,
             session: summary.session.map(SessionKey::to_hex),
@@ -901,9 +901,10 @@ impl Proxy {
                         let (repin, home) =
                             self.sessions.served(session, &candidate.key, now, first);
                         trace.session(&candidate.key, session, &repin);
-                        summary.session_home = home.map(|(p, m)| format!("{p}/{m}"));
+                        summary.session_home =
+                            home.map(|(p, m)| switchyard_core::ids::target_label(&p, &m));
                     }
-                    summary.credential = Some(candidate.key.credential.to_string());
+                    summary.credential = Some(candidate.key.credential.as_str().to_owned());
                     routing_headers(&mut response, target, attempts);
                     if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
                         response.headers_mut().insert(auto::DECISION_HEADER, value);

@@ -105,7 +105,7 @@ impl Target {
 
     /// `provider/model`, as shown in routing headers and traces.
     pub fn label(&self) -> String {
-        format!("{}/{}", self.provider, self.model)
+        crate::ids::target_label(&self.provider, &self.model)
     }
 }
 

@@ -12,9 +12,26 @@ use super::Store;
 use super::columns::millis;
 use crate::StoreError;
 
-/// Rows one `INSERT` of the request log takes: 23 values each, within SQLite's 32,766
-/// parameters.
-const ROWS_PER_INSERT: usize = 1_000;
+/// The row counts the request log's `INSERT` is written for, largest first: a batch goes in
+/// the largest that fit, so each statement's text is one of a few and stays prepared. One
+/// text per batch size made SQLite parse 23 placeholders a row anew for every batch, more
+/// work than the rest of the write (issue 33: 28,000 instructions a request, `scripts/profile`).
+const INSERT_ROWS: [usize; 4] = [64, 16, 4, 1];
+
+/// The `INSERT` of each of [`INSERT_ROWS`]'s row counts, in the same order.
+static INSERTS: std::sync::LazyLock<[String; INSERT_ROWS.len()]> = std::sync::LazyLock::new(|| {
+    let row = format!("({})", ["?"; 23].join(", "));
+    INSERT_ROWS.map(|rows| {
+        format!(
+            "INSERT INTO requests (at, dialect, model, served_by, status, attempts,
+                    duration_ms, trace, outcome, first_byte_ms, uncached_input_tokens,
+                    cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+                    usage_estimated, cost_nanodollars, local_key, combo, fallback, session,
+                    credential, session_home) VALUES {}",
+            vec![row.as_str(); rows].join(", ")
+        )
+    })
+});
 
 /// The usage table's columns, in the order every statement names them (a macro: sqlx takes
 /// only literal SQL).
@@ -142,49 +159,42 @@ impl Store {
         usage: Option<UsageBatch<'_>>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
-        // The whole batch in one statement (of at most `ROWS_PER_INSERT` rows): a statement
-        // per record cost a round trip to the database thread each, and each woke the proxy's
-        // thread that serves requests (issue 33). Its text depends on the row count, so it is
-        // not kept prepared.
-        for chunk in records.chunks(ROWS_PER_INSERT) {
-            let mut insert = sqlx::QueryBuilder::new(
-                "INSERT INTO requests (at, dialect, model, served_by, status, attempts,
-                    duration_ms, trace, outcome, first_byte_ms, uncached_input_tokens,
-                    cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
-                    usage_estimated, cost_nanodollars, local_key, combo, fallback, session,
-                    credential, session_home) ",
-            );
-            insert.push_values(chunk, |mut row, r| {
-                row.push_bind(millis(r.at))
-                    .push_bind(&r.dialect)
-                    .push_bind(&r.model)
-                    .push_bind(&r.served_by)
-                    .push_bind(i64::from(r.status))
-                    .push_bind(i64::from(r.attempts))
-                    .push_bind(count(r.duration_ms))
-                    .push_bind(&r.trace)
-                    .push_bind(&r.outcome)
-                    .push_bind(r.first_byte_ms.map(count))
-                    .push_bind(r.usage.map(|u| count(u.uncached_input)))
-                    .push_bind(r.usage.map(|u| count(u.cache_read)))
-                    .push_bind(r.usage.map(|u| count(u.cache_write)))
-                    .push_bind(r.usage.map(|u| count(u.output)))
-                    .push_bind(r.usage.map(|u| count(u.reasoning)))
-                    .push_bind(r.usage.map(|u| u.estimated))
-                    .push_bind(r.cost.map(|c| count(c.0)))
-                    .push_bind(&r.local_key)
-                    .push_bind(&r.combo)
-                    .push_bind(r.fallback)
-                    .push_bind(&r.session)
-                    .push_bind(&r.credential)
-                    .push_bind(&r.session_home);
-            });
-            insert
-                .build()
-                .persistent(false)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::database)?;
+        // A few statements per batch, not one per record: each costs a round trip to the
+        // database thread, and each woke the proxy's thread that serves requests (issue 33).
+        let mut rest = records;
+        while !rest.is_empty() {
+            let size =
+                INSERT_ROWS.iter().position(|&rows| rows <= rest.len()).expect("one row fits");
+            let (chunk, tail) = rest.split_at(INSERT_ROWS[size]);
+            rest = tail;
+            let mut insert = sqlx::query(INSERTS[size].as_str());
+            for r in chunk {
+                insert = insert
+                    .bind(millis(r.at))
+                    .bind(&r.dialect)
+                    .bind(&r.model)
+                    .bind(&r.served_by)
+                    .bind(i64::from(r.status))
+                    .bind(i64::from(r.attempts))
+                    .bind(count(r.duration_ms))
+                    .bind(&r.trace)
+                    .bind(&r.outcome)
+                    .bind(r.first_byte_ms.map(count))
+                    .bind(r.usage.map(|u| count(u.uncached_input)))
+                    .bind(r.usage.map(|u| count(u.cache_read)))
+                    .bind(r.usage.map(|u| count(u.cache_write)))
+                    .bind(r.usage.map(|u| count(u.output)))
+                    .bind(r.usage.map(|u| count(u.reasoning)))
+                    .bind(r.usage.map(|u| u.estimated))
+                    .bind(r.cost.map(|c| count(c.0)))
+                    .bind(&r.local_key)
+                    .bind(&r.combo)
+                    .bind(r.fallback)
+                    .bind(&r.session)
+                    .bind(&r.credential)
+                    .bind(&r.session_home);
+            }
+            insert.execute(&mut *tx).await.map_err(StoreError::database)?;
         }
         sqlx::query("DELETE FROM requests WHERE id <= (SELECT MAX(id) FROM requests) - ?")
             .bind(i64::from(keep))

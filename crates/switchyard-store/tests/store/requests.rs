@@ -72,6 +72,31 @@ async fn usage_and_cost_are_read_back_as_written_and_absent_stays_absent() {
     assert_eq!(read, written);
 }
 
+#[tokio::test]
+async fn a_batch_of_any_size_is_written_whole_and_in_order() {
+    // 0 to 90 rows: every mix of the INSERT's prepared sizes (64, 16, 4, 1), each size
+    // reused across batches, the order kept across the statements of one batch.
+    let (_dir, path) = state_file();
+    let store = Store::open(&path).await.unwrap();
+    let mut all = Vec::new();
+    for size in [0_u64, 1, 3, 4, 5, 21, 64, 90, 2] {
+        let before = u64::try_from(all.len()).unwrap();
+        let batch: Vec<RequestRecord> = (0..size)
+            .map(|i| RequestRecord {
+                at: UnixMillis(1_000 + before + i),
+                duration_ms: i,
+                ..record(None, None)
+            })
+            .collect();
+        store.append_requests(&batch, 1_000, None).await.unwrap();
+        all.extend(batch);
+    }
+    let mut read = store.recent_requests(1_000).await.unwrap();
+    read.reverse();
+    assert_eq!(read.len(), 190);
+    assert_eq!(read, all);
+}
+
 /// The aggregates of `records`, row by row, sorted.
 fn sums(ledger: &Ledger) -> Vec<String> {
     let mut rows: Vec<String> =

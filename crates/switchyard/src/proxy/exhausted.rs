@@ -311,8 +311,8 @@ impl Trace {
         // Targets come from the config, whose names are checked, and from a client's
         // `provider/model` only after `check_model_name`: bounded already.
         self.entries.push(TraceEntry {
-            target: format!("{}/{}", key.provider, key.model),
-            credential: key.credential.to_string(),
+            target: key.target_label(),
+            credential: key.credential.as_str().to_owned(),
             what,
         });
         self.keys.push(key.clone());

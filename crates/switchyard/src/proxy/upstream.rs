@@ -362,7 +362,11 @@ fn identify(
     if let Some(Presented::Secret(secret)) = secret {
         let mut value = match dialect {
             Dialect::OpenAi | Dialect::Responses => {
-                HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
+                let secret = secret.expose();
+                let mut bearer = String::with_capacity(7 + secret.len());
+                bearer.push_str("Bearer ");
+                bearer.push_str(secret);
+                HeaderValue::from_str(&bearer)
             }
             Dialect::Anthropic | Dialect::Gemini => HeaderValue::from_str(secret.expose()),
         }

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -42,7 +42,8 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// How long a client may take to send a request head; see the module docs.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -72,12 +73,22 @@ impl Default for Limits {
 
 /// One open connection, as the front door and the table see it. The front door finds it in
 /// each request's extensions.
+///
+/// A request marks itself in flight with two atomic writes and wakes nothing: the idle watch
+/// reads the marks when its timer fires, and sets the timer again if the connection was busy
+/// since. (It used to be woken at each request's start and end, and to arm a new timer each
+/// time; that was two extra polls of the connection's task per request, issue 33.) An
+/// HTTP/2 connection's requests run in tasks of their own, so a request that ends writes its
+/// time before it releases its count, and the watch reads them in the other order.
 #[derive(Debug)]
 pub(crate) struct Connection {
     /// It made an authenticated request once: it is not the one closed to make room.
     authenticated: AtomicBool,
     /// Authenticated requests in flight, from their head to the end of their answer.
-    in_flight: watch::Sender<usize>,
+    in_flight: AtomicUsize,
+    /// When the last of them ended, in nanoseconds after `opened` (0: none has).
+    quiet_since: AtomicU64,
+    opened: Instant,
     /// Told to close: the table needed its place.
     evicted: Notify,
 }
@@ -86,7 +97,9 @@ impl Connection {
     fn new() -> Self {
         Self {
             authenticated: AtomicBool::new(false),
-            in_flight: watch::Sender::new(0),
+            in_flight: AtomicUsize::new(0),
+            quiet_since: AtomicU64::new(0),
+            opened: Instant::now(),
             evicted: Notify::new(),
         }
     }
@@ -95,21 +108,24 @@ impl Connection {
     /// and stays open while the returned guard (held by the answer's body) lives.
     pub(crate) fn admitted(self: &Arc<Self>) -> InFlight {
         self.authenticated.store(true, Ordering::Relaxed);
-        self.in_flight.send_modify(|n| *n += 1);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(Arc::clone(self))
     }
 
     /// Resolves once the connection has had no authenticated request in flight for `idle`.
     async fn idle_for(&self, idle: Duration) {
-        let mut count = self.in_flight.subscribe();
+        let mut due = self.opened + idle;
         loop {
-            if *count.borrow_and_update() == 0 {
-                match tokio::time::timeout(idle, count.changed()).await {
-                    Err(_) => return,
-                    Ok(changed) => changed.expect("the sender lives in self"),
-                }
-            } else {
-                count.changed().await.expect("the sender lives in self");
+            tokio::time::sleep_until(due).await;
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                // Busy: asked again one `idle` from now, or sooner once it ends.
+                due = Instant::now() + idle;
+                continue;
+            }
+            let quiet = Duration::from_nanos(self.quiet_since.load(Ordering::Relaxed));
+            due = self.opened + quiet + idle;
+            if due <= Instant::now() {
+                return;
             }
         }
     }
@@ -121,7 +137,10 @@ pub(crate) struct InFlight(Arc<Connection>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.send_modify(|n| *n -= 1);
+        let connection = &self.0;
+        let since = u64::try_from(connection.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        connection.quiet_since.store(since, Ordering::Relaxed);
+        connection.in_flight.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -306,8 +325,30 @@ mod tests {
         let waiting = tokio::time::timeout(idle * 10, connection.idle_for(idle));
         assert!(waiting.await.is_err(), "not idle with a request in flight");
         drop(in_flight);
-        let started = tokio::time::Instant::now();
+        let started = Instant::now();
         connection.idle_for(idle).await;
         assert_eq!(started.elapsed(), idle);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_time_runs_from_the_end_of_the_last_request() {
+        let connection = Arc::new(Connection::new());
+        let idle = Duration::from_secs(30);
+        let opened = Instant::now();
+        let watch = tokio::spawn({
+            let connection = Arc::clone(&connection);
+            async move {
+                connection.idle_for(idle).await;
+                opened.elapsed()
+            }
+        });
+        let at = |secs| tokio::time::sleep_until(opened + Duration::from_secs(secs));
+        at(10).await;
+        let first = connection.admitted();
+        at(45).await; // the watch looked at 30 and found it busy
+        drop(first);
+        at(50).await;
+        drop(connection.admitted());
+        assert_eq!(watch.await.unwrap(), Duration::from_secs(80), "30 s after the last one ended");
     }
 }

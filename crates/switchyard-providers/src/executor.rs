@@ -134,8 +134,10 @@ impl Executor {
         match tokio::time::timeout(headers_deadline, builder.send()).await {
             Err(_) => Err(SendFailure::Timeout(TimeoutPhase::Headers)),
             Ok(Err(error)) => Err(classify_error(&error)),
-            Ok(Ok(body)) => {
-                Ok(Response { status: body.status(), headers: body.headers().clone(), body })
+            // The headers are taken, not copied: the body does not need them.
+            Ok(Ok(mut body)) => {
+                let headers = std::mem::take(body.headers_mut());
+                Ok(Response { status: body.status(), headers, body })
             }
         }
     }
@@ -160,18 +162,32 @@ impl Response {
         let limit = if success { cap } else { MAX_ERROR_BODY };
         let read = async {
             let mut stream = self.into_stream();
+            // A body that comes in one piece (most answers) is that piece, not a copy of it.
+            let mut first = None;
             let mut body = Vec::new();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk?;
-                if success && body.len() + chunk.len() > limit {
+                let held = first.as_ref().map_or(body.len(), Bytes::len);
+                if success && held + chunk.len() > limit {
                     return Err(SendFailure::TooLarge(cap));
+                }
+                match first.take() {
+                    None if body.is_empty() && chunk.len() < limit => {
+                        first = Some(chunk);
+                        continue;
+                    }
+                    Some(piece) => body.extend_from_slice(&piece),
+                    None => {}
                 }
                 body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]);
                 if !success && body.len() >= limit {
                     break;
                 }
             }
-            Ok(Bytes::from(body))
+            Ok(match first {
+                Some(first) => first,
+                None => Bytes::from(body),
+            })
         };
         tokio::time::timeout(deadline, read)
             .await

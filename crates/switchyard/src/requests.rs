@@ -182,8 +182,8 @@ async fn write(store: Store, mut rx: mpsc::Receiver<Queued>, usage: Arc<UsageTra
         }
         let first_kept = usage.first_kept_hour();
         let first_kept_hour = (compacted != Some(first_kept)).then_some(first_kept);
-        let batch: Vec<RequestRecord> =
-            batch.into_iter().map(|(record, _)| Arc::unwrap_or_clone(record)).collect();
+        // Shared with the ring, not copied.
+        let batch: Vec<Shared> = batch.into_iter().map(|(record, _)| record).collect();
         let usage = UsageBatch { sums: &sums, first_kept_hour };
         if let Err(error) = store.append_requests(&batch, KEEP_IN_FILE, Some(usage)).await {
             tracing::warn!(%error, "cannot write the request log; it stays in memory only");

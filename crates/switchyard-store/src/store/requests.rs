@@ -150,11 +150,12 @@ pub struct UsageBatch<'a> {
 }
 
 impl Store {
-    /// Appends `records` and adds `usage` to the aggregates, in one transaction, and keeps
-    /// only the newest `keep` rows of the log (the aggregates keep their own period).
-    pub async fn append_requests(
+    /// Appends `records` (owned, or shared with a ring as `Arc`s) and adds `usage` to the
+    /// aggregates, in one transaction, and keeps only the newest `keep` rows of the log (the
+    /// aggregates keep their own period).
+    pub async fn append_requests<R: std::borrow::Borrow<RequestRecord>>(
         &self,
-        records: &[RequestRecord],
+        records: &[R],
         keep: u32,
         usage: Option<UsageBatch<'_>>,
     ) -> Result<(), StoreError> {
@@ -168,7 +169,7 @@ impl Store {
             let (chunk, tail) = rest.split_at(INSERT_ROWS[size]);
             rest = tail;
             let mut insert = sqlx::query(INSERTS[size].as_str());
-            for r in chunk {
+            for r in chunk.iter().map(std::borrow::Borrow::borrow) {
                 insert = insert
                     .bind(millis(r.at))
                     .bind(&r.dialect)

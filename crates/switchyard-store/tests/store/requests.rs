@@ -142,7 +142,7 @@ async fn aggregates_written_batch_by_batch_equal_the_logged_requests_summed_and_
     // Retention: a batch that keeps hours from 101 on deletes hour 100's rows, not the log's.
     let empty = Ledger::default();
     let usage = UsageBatch { sums: &empty, first_kept_hour: Some(101) };
-    store.append_requests(&[], 1_000, Some(usage)).await.unwrap();
+    store.append_requests::<RequestRecord>(&[], 1_000, Some(usage)).await.unwrap();
     let kept = store.usage(0).await.unwrap();
     assert_eq!(kept.rows().map(|r| r.hour).min(), Some(101));
     assert_eq!(store.recent_requests(1_000).await.unwrap().len(), 20);

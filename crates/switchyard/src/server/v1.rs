@@ -2,7 +2,7 @@
 //! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse as _, Response};
 use axum::{Extension, Json};
@@ -24,11 +24,9 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 pub(super) async fn chat_completions(
     state: State<ServerState>,
     caller: Option<Extension<LocalKey>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
-    proxied(ClientDialect::OpenAi, state, caller, &uri, &headers, body).await
+    proxied(ClientDialect::OpenAi, state, caller, request).await
 }
 
 /// `POST /v1/messages` (Anthropic). Claude Code adds `?beta=true`; the query goes upstream
@@ -36,22 +34,18 @@ pub(super) async fn chat_completions(
 pub(super) async fn messages(
     state: State<ServerState>,
     caller: Option<Extension<LocalKey>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
-    proxied(ClientDialect::Anthropic, state, caller, &uri, &headers, body).await
+    proxied(ClientDialect::Anthropic, state, caller, request).await
 }
 
 /// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
 pub(super) async fn responses(
     state: State<ServerState>,
     caller: Option<Extension<LocalKey>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
-    proxied(ClientDialect::Responses, state, caller, &uri, &headers, body).await
+    proxied(ClientDialect::Responses, state, caller, request).await
 }
 
 /// One client request in `client`'s dialect, read and handed to the proxy with the local key
@@ -60,10 +54,11 @@ async fn proxied(
     client: ClientDialect,
     State(state): State<ServerState>,
     caller: Option<Extension<LocalKey>>,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
+    // The request whole, not its `Uri` and `HeaderMap` extracted: those extractors copy them.
+    let (parts, body) = request.into_parts();
+    let (uri, headers) = (&parts.uri, &parts.headers);
     let caller = caller.map(|Extension(key)| key);
     match read(body, client).await {
         // Boxed: the proxy's future is large, and axum's and hyper's layers move the

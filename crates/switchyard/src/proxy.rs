@@ -402,6 +402,25 @@ struct Summary {
     credential: Option<String>,
     /// The target its session returns to once it heals, after this request.
     session_home: Option<String>,
+    /// The attempt that served, until the routing state and the trace are told.
+    served: Option<Served>,
+}
+
+/// What the attempt that served tells the routing state (its latency, its session's pin) and
+/// the trace. Told by the task that logs the request, once the answer is on its way, not on
+/// the answer's path (issue 33); a request of the same session that arrives before then is
+/// routed as if it had come a moment earlier, as concurrent requests of a session are.
+#[derive(Debug)]
+struct Served {
+    key: CandidateKey,
+    /// The request's first candidate, where its session was steered.
+    first: CandidateKey,
+    took: Duration,
+    stream: bool,
+    status: u16,
+    carried: Carried,
+    session: Option<SessionKey>,
+    routes: Arc<Routes>,
 }
 
 impl Summary {
@@ -550,7 +569,7 @@ impl Proxy {
     /// same-dialect upstream.
     /// `caller` is the local key that made it (`None` for the UI's "try it").
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         client: ClientDialect,
         caller: Option<&LocalKey>,
         headers: &HeaderMap,
@@ -563,7 +582,7 @@ impl Proxy {
     /// [`Proxy::handle`] for a client that names its model in the path rather than the body
     /// (Gemini's `models/{model}:generateContent`); nothing of its query goes upstream.
     pub async fn handle_named(
-        &self,
+        self: &Arc<Self>,
         client: ClientDialect,
         model: &str,
         caller: Option<&LocalKey>,
@@ -575,7 +594,7 @@ impl Proxy {
 
     /// [`Proxy::handle`], with the request log's record of it.
     pub async fn handle_logged(
-        &self,
+        self: &Arc<Self>,
         client: ClientDialect,
         caller: Option<&LocalKey>,
         headers: &HeaderMap,
@@ -593,7 +612,7 @@ impl Proxy {
     /// when the stream is over, so its first byte does not wait for a copy nobody reads.
     #[expect(clippy::too_many_arguments, reason = "the request's parts, as the handlers have them")]
     async fn logged(
-        &self,
+        self: &Arc<Self>,
         client: ClientDialect,
         model: Option<&str>,
         caller: Option<&LocalKey>,
@@ -621,7 +640,7 @@ impl Proxy {
         }
         .as_u16();
         let ended = summary.ended.take();
-        let done = Done {
+        let mut done = Done {
             at,
             elapsed,
             client,
@@ -636,23 +655,39 @@ impl Proxy {
             // work (the trace's JSON, usage, the ring) is not on the answer's path (issue 33).
             // A caller that reads the record (the UI's "try it") waits for it.
             if provisional == Provisional::Yes {
+                self.settle_served(&mut done.summary);
                 return (response, Some(done.log(&self.log)));
             }
-            let log = Arc::clone(&self.log);
-            tokio::spawn(async move { done.log(&log) });
+            let proxy = Arc::clone(self);
+            tokio::spawn(async move {
+                proxy.settle_served(&mut done.summary);
+                done.log(&proxy.log)
+            });
             return (response, None);
         };
         // A stream is logged when it is over, with how it ended and how long it really took
         // (RESILIENCE.md §7); until then a caller that asks gets the record as it stands.
-        let Unlogged { record, key, mut entries, tally, notes } = done.unlogged();
-        let provisional = (provisional == Provisional::Yes).then(|| {
-            let trace = serde_json::to_string(&entries).unwrap_or_default();
+        // The record is made in the task, off the first byte's path, unless it is asked for.
+        let made = match provisional {
+            Provisional::Yes => {
+                self.settle_served(&mut done.summary);
+                Ok(done.unlogged())
+            }
+            Provisional::No => Err(done),
+        };
+        let provisional = made.as_ref().ok().map(|Unlogged { record, entries, .. }| {
+            let trace = serde_json::to_string(entries).unwrap_or_default();
             Arc::new(RequestRecord { trace, ..record.clone() })
         });
-        let (log, counters) = (Arc::clone(&self.log), Arc::clone(&self.counters));
+        let proxy = Arc::clone(self);
         tokio::spawn(async move {
+            let Unlogged { record, key, mut entries, tally, notes } =
+                made.unwrap_or_else(|mut done| {
+                    proxy.settle_served(&mut done.summary);
+                    done.unlogged()
+                });
             let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
-            counters.stream_ended(outcome);
+            proxy.counters.stream_ended(outcome);
             let continued = continuation::noted(&mut entries, notes.as_ref());
             // Every attempt has reported by now: the stream's relay settles its meter before
             // it says how the stream ended, and a cancelled hedge was dropped long before.
@@ -666,7 +701,7 @@ impl Proxy {
                 duration_ms: millis(started.elapsed()),
                 ..record
             };
-            log.record(record, key.as_deref());
+            proxy.log.record(record, key.as_deref());
         });
         (response, provisional)
     }
@@ -889,21 +924,16 @@ impl Proxy {
                         }
                         _ => (candidate, target, started),
                     };
-                    let took = started.elapsed();
-                    if request.stream() {
-                        self.observe_first_event(candidate, took);
-                    }
-                    self.observe_latency(&routes, candidate, took);
-                    trace.served(candidate, response.status().as_u16(), took, carried);
-                    if let Some(session) = session {
-                        let now = self.clock.now();
-                        let first = &plan.candidates[0].key;
-                        let (repin, home) =
-                            self.sessions.served(session, &candidate.key, now, first);
-                        trace.session(&candidate.key, session, &repin);
-                        summary.session_home =
-                            home.map(|(p, m)| switchyard_core::ids::target_label(&p, &m));
-                    }
+                    summary.served = Some(Served {
+                        key: candidate.key.clone(),
+                        first: plan.candidates[0].key.clone(),
+                        took: started.elapsed(),
+                        stream: request.stream(),
+                        status: response.status().as_u16(),
+                        carried,
+                        session,
+                        routes: Arc::clone(&routes),
+                    });
                     summary.credential = Some(candidate.key.credential.as_str().to_owned());
                     routing_headers(&mut response, target, attempts);
                     if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
@@ -1541,14 +1571,32 @@ impl Proxy {
         views.into_iter().map(|(_, view)| view).collect()
     }
 
-    fn observe_latency(&self, routes: &Routes, candidate: &Candidate, latency: Duration) {
+    fn observe_latency(&self, routes: &Routes, key: &CandidateKey, latency: Duration) {
         self.counters.upstream_latency.observe(latency);
-        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
-        self.orderer.observe_latency(provider, model, latency, self.clock.now());
-        if let Some(roster) = routes.roster(&candidate.key.provider)
-            && let Some(i) = roster.credentials.iter().position(|c| *c == candidate.key.credential)
+        self.orderer.observe_latency(&key.provider, &key.model, latency, self.clock.now());
+        if let Some(roster) = routes.roster(&key.provider)
+            && let Some(i) = roster.credentials.iter().position(|c| *c == key.credential)
         {
             roster.selector.observe_latency(i, latency);
+        }
+    }
+
+    /// Tells the routing state and the trace what served `summary`'s request (see [`Served`]).
+    fn settle_served(&self, summary: &mut Summary) {
+        let Some(Served { key, first, took, stream, status, carried, session, routes }) =
+            summary.served.take()
+        else {
+            return;
+        };
+        if stream {
+            self.observe_first_event(&key, took);
+        }
+        self.observe_latency(&routes, &key, took);
+        summary.trace.push(exhausted::TraceEntry::served(&key, status, took, carried));
+        if let Some(session) = session {
+            let (repin, home) = self.sessions.served(session, &key, self.clock.now(), &first);
+            summary.trace.push(exhausted::TraceEntry::session(&key, session, &repin));
+            summary.session_home = home.map(|(p, m)| switchyard_core::ids::target_label(&p, &m));
         }
     }
 }

@@ -149,6 +149,46 @@ pub struct RankedFactor {
     pub weight: String,
 }
 
+impl TraceEntry {
+    fn new(key: &CandidateKey, what: TraceEvent) -> Self {
+        // Targets come from the config, whose names are checked, and from a client's
+        // `provider/model` only after `check_model_name`: bounded already.
+        Self { target: key.target_label(), credential: key.credential.as_str().to_owned(), what }
+    }
+
+    /// The attempt that served: the last line of a served request's trace (but for its
+    /// session's), so the log says which credential answered and how long it took to start
+    /// (a stream's first event).
+    pub(super) fn served(
+        key: &CandidateKey,
+        status: u16,
+        took: Duration,
+        carried: Carried,
+    ) -> Self {
+        let what = TraceEvent::Attempted {
+            outcome: OutcomeKind::Success.as_str().into(),
+            status: Some(status),
+            millis: millis(took),
+            path: carried.path.map(Cow::Borrowed),
+            dropped: loggable(carried.dropped),
+        };
+        Self::new(key, what)
+    }
+
+    /// How the request's session pinned on `key`, the candidate that served it.
+    pub(super) fn session(key: &CandidateKey, session: SessionKey, repin: &Repin) -> Self {
+        let (pin, from) = match repin {
+            Repin::Bound => ("new", None),
+            Repin::Kept => ("kept", None),
+            Repin::Credential { from } | Repin::Target { from } => {
+                ("moved", Some(from.to_string()))
+            }
+            Repin::Home => ("returned", None),
+        };
+        Self::new(key, TraceEvent::Session { session: session.to_string(), pin: pin.into(), from })
+    }
+}
+
 /// How an attempt's request was made, for its trace line.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Carried {
@@ -225,25 +265,6 @@ impl Trace {
         self.push(&candidate.key, what);
     }
 
-    /// The attempt that served: the last line of a served request's trace, so the log says
-    /// which credential answered and how long it took to start (a stream's first event).
-    pub(super) fn served(
-        &mut self,
-        candidate: &Candidate,
-        status: u16,
-        took: Duration,
-        carried: Carried,
-    ) {
-        let what = TraceEvent::Attempted {
-            outcome: OutcomeKind::Success.as_str().into(),
-            status: Some(status),
-            millis: millis(took),
-            path: carried.path.map(Cow::Borrowed),
-            dropped: loggable(carried.dropped),
-        };
-        self.push(&candidate.key, what);
-    }
-
     /// A recovery probe for `key`, sent alongside this request, or why none was.
     pub(super) fn probe(
         &mut self,
@@ -293,28 +314,8 @@ impl Trace {
         self.push(&candidate.key, TraceEvent::Queued { millis: millis(waited) });
     }
 
-    /// How the request's session pinned on `key`, the candidate that served it.
-    pub(super) fn session(&mut self, key: &CandidateKey, session: SessionKey, repin: &Repin) {
-        let (pin, from) = match repin {
-            Repin::Bound => ("new", None),
-            Repin::Kept => ("kept", None),
-            Repin::Credential { from } | Repin::Target { from } => {
-                ("moved", Some(from.to_string()))
-            }
-            Repin::Home => ("returned", None),
-        };
-        let what = TraceEvent::Session { session: session.to_string(), pin: pin.into(), from };
-        self.push(key, what);
-    }
-
     fn push(&mut self, key: &CandidateKey, what: TraceEvent) {
-        // Targets come from the config, whose names are checked, and from a client's
-        // `provider/model` only after `check_model_name`: bounded already.
-        self.entries.push(TraceEntry {
-            target: key.target_label(),
-            credential: key.credential.as_str().to_owned(),
-            what,
-        });
+        self.entries.push(TraceEntry::new(key, what));
         self.keys.push(key.clone());
     }
 

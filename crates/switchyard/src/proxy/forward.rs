@@ -86,17 +86,24 @@ pub(crate) async fn open(
     let mut sse = SseDecoder::default();
     let mut out = Vec::new();
     let mut settle = settle;
+    // One timer for the whole wait, not one per chunk read.
+    let deadline = tokio::time::sleep_until(first_event);
+    let mut deadline = std::pin::pin!(deadline);
     let stop = loop {
         match drain(&mut sse, &mut translator, &mut out, &mut settle.meter) {
             Drained::Events => break None,
             Drained::Nothing => {}
             Drained::Stop(stop) => break Some(stop),
         }
-        match timeout_at(first_event, chunks.next()).await {
-            Err(_) => break Some(Stop::Stalled),
-            Ok(Some(Ok(chunk))) => sse.push(&chunk),
-            Ok(Some(Err(_))) => break Some(Stop::Cut),
-            Ok(None) => break Some(end_of_body(&mut sse, &mut translator, &mut out, &mut settle)),
+        let next = tokio::select! {
+            biased;
+            next = chunks.next() => next,
+            () = &mut deadline => break Some(Stop::Stalled),
+        };
+        match next {
+            Some(Ok(chunk)) => sse.push(&chunk),
+            Some(Err(_)) => break Some(Stop::Cut),
+            None => break Some(end_of_body(&mut sse, &mut translator, &mut out, &mut settle)),
         }
     };
     if let Some(stop) = &stop

@@ -109,9 +109,8 @@ impl Proxy {
     }
 
     /// Feeds the time to a stream's first real event to its target's sketch.
-    pub(super) fn observe_first_event(&self, candidate: &Candidate, took: Duration) {
-        let (provider, model) = (&candidate.key.provider, &candidate.key.model);
-        self.registry.observe_first_event(provider, model, took, self.clock.now());
+    pub(super) fn observe_first_event(&self, key: &switchyard_core::CandidateKey, took: Duration) {
+        self.registry.observe_first_event(&key.provider, &key.model, took, self.clock.now());
     }
 
     /// Runs `primary`, hedging it as `hedging` allows (see the module documentation).
@@ -162,7 +161,7 @@ impl Proxy {
                             let took = hedge_started.elapsed();
                             trace.hedge(p.candidate, "lost", took);
                             // Cancelled before its first event: it takes longer than this.
-                            self.observe_first_event(p.candidate, took);
+                            self.observe_first_event(&p.candidate.key, took);
                         }
                         return Raced { tried, hedge: run(false) };
                     }
@@ -188,7 +187,7 @@ impl Proxy {
                             // target that loses every race is still measured, so a sustained
                             // slowdown does not drain its sketch below the samples a
                             // percentile needs and switch hedging off.
-                            self.observe_first_event(h.primary, took);
+                            self.observe_first_event(&h.primary.key, took);
                         }
                         self.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
                         trace.hedge(p.candidate, "won", h.started.elapsed());

@@ -424,15 +424,9 @@ struct Served {
 }
 
 impl Summary {
-    fn settle(
-        &mut self,
-        trace: Vec<exhausted::TraceEntry>,
-        attempts: u32,
-        served_by: Option<String>,
-    ) {
+    fn settle(&mut self, trace: Vec<exhausted::TraceEntry>, attempts: u32) {
         self.trace = trace;
         self.attempts = attempts;
-        self.served_by = served_by;
     }
 }
 
@@ -630,7 +624,7 @@ impl Proxy {
         self.counters.request_latency.observe(elapsed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         self.counters.attempts.fetch_add(u64::from(summary.attempts), Ordering::Relaxed);
-        let fallback = summary.served_by.is_some() && summary.fell_back;
+        let fallback = summary.served.is_some() && summary.fell_back;
         if fallback {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
         }
@@ -934,7 +928,6 @@ impl Proxy {
                         session,
                         routes: Arc::clone(&routes),
                     });
-                    summary.credential = Some(candidate.key.credential.as_str().to_owned());
                     routing_headers(&mut response, target, attempts);
                     if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
                         response.headers_mut().insert(auto::DECISION_HEADER, value);
@@ -942,7 +935,8 @@ impl Proxy {
                     if !request.stream() {
                         cost_header(&mut response, &summary.tally);
                     }
-                    summary.settle(trace.into_entries(), attempts, Some(target.label()));
+                    // What served is named once the answer is on its way (`settle_served`).
+                    summary.settle(trace.into_entries(), attempts);
                     summary.ended = ended;
                     return Ok(response);
                 }
@@ -957,7 +951,7 @@ impl Proxy {
                 refuse_fallback(dialect, &verdict, upstream, target, &combo, &mut rest)
             };
             if let Some(refused) = refused {
-                summary.settle(trace.into_entries(), attempts, None);
+                summary.settle(trace.into_entries(), attempts);
                 return Err(refused);
             }
             rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
@@ -977,7 +971,7 @@ impl Proxy {
             index += 1;
         }
         let attempts = live.lock().attempts();
-        summary.settle(trace.entries().to_vec(), attempts, None);
+        summary.settle(trace.entries().to_vec(), attempts);
         Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect))
     }
 
@@ -1588,6 +1582,8 @@ impl Proxy {
         else {
             return;
         };
+        summary.served_by = Some(key.target_label());
+        summary.credential = Some(key.credential.as_str().to_owned());
         if stream {
             self.observe_first_event(&key, took);
         }

@@ -31,6 +31,32 @@ static STOPS: [bool; 256] = {
     stops
 };
 
+/// Where the first of [`STOPS`] is in `bytes`. Eight bytes at a time, as `serde_json` scans a
+/// string (issue 33: a byte at a time, a relayed answer's keys and short values cost the decoder
+/// of its ending most of its 9.6k instructions, `scripts/profile`); keys and values are too
+/// short for `memchr`'s set-up to pay.
+fn first_stop(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte's high bit is set where it is below `n` (`n` at most 0x80). A set bit can be
+    // wrong only above a right one, so the lowest is always right.
+    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let stops = below(word, 0x20)
+            | below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1);
+        if stops != 0 {
+            return Some(at + (stops.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let tail = chunks.remainder().iter().position(|&b| STOPS[usize::from(b)])?;
+    Some(at + tail)
+}
+
 /// A cursor over one JSON text.
 pub(crate) struct Skim<'a> {
     text: &'a str,
@@ -219,8 +245,7 @@ impl<'a> Skim<'a> {
     fn plain_string(&mut self) -> Option<&'a str> {
         let start = self.pos + 1;
         let rest = self.bytes().get(start..)?;
-        // Keys and values are short: a table beats `memchr`'s set-up.
-        let len = rest.iter().position(|&b| STOPS[usize::from(b)])?;
+        let len = first_stop(rest)?;
         if rest[len] != b'"' {
             return None;
         }
@@ -439,6 +464,32 @@ mod tests {
         assert!(!skipped(&deep));
         let fits = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(skipped(&fits));
+    }
+
+    #[test]
+    fn a_string_stops_at_its_first_quote_escape_or_control_character_at_any_offset() {
+        // Every stop, and bytes either side of each class (space, DEL, 0x80, 0xff), at every
+        // offset of a word and past it, behind a run that is not a stop: a byte above a stop
+        // is where a word-at-a-time scan can be wrong.
+        let stops = (0..0x20).chain([b'"', b'\\']);
+        let others = [b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xc3, 0xff, b'a'];
+        for stop in stops {
+            for len in 0..20 {
+                for after in [b'"', 0x00, b'a', 0xff] {
+                    let mut bytes: Vec<u8> = (0..len).map(|i| others[i % others.len()]).collect();
+                    bytes.push(stop);
+                    bytes.push(after);
+                    bytes.extend_from_slice(b"tail-of-the-text");
+                    let expected = bytes.iter().position(|&b| STOPS[usize::from(b)]);
+                    assert_eq!(first_stop(&bytes), expected, "{bytes:?}");
+                    assert_eq!(first_stop(&bytes), Some(len));
+                }
+            }
+        }
+        for len in 0..20 {
+            let plain: Vec<u8> = (0..len).map(|i| others[i % others.len()]).collect();
+            assert_eq!(first_stop(&plain), None, "{plain:?}");
+        }
     }
 
     #[test]

@@ -297,7 +297,7 @@ impl App {
                 }
             });
         }
-        ServerState {
+        ServerState::from(server::Shared {
             port,
             ipv6: false,
             keys,
@@ -306,7 +306,7 @@ impl App {
             proxy: Arc::clone(&self.proxy),
             services: Arc::clone(&self.services),
             ui: None,
-        }
+        })
     }
 
     /// Binds `127.0.0.1:port` (0 picks a free port; `[::1]` on the same port too where the
@@ -344,7 +344,9 @@ impl App {
             );
         }
         let management = keys::management_keys(&self.data_dir).map_err(ListenError::Token)?;
-        Ok(ServerState { management, ..self.server_state(port, local_keys) })
+        let mut state = self.server_state(port, local_keys);
+        state.management = management;
+        Ok(state)
     }
 
     /// Whether the team's database answers, and who is in the team; `None` without a team.

@@ -246,8 +246,9 @@ impl Proxy {
         let waited = Instant::now();
         let queue = Duration::from_millis(u64::from(routes.config.routing.queue_ms));
         let slot = routes.slots.take(&candidate.key, deadline.min(waited + queue)).await;
-        self.counters.queued(waited.elapsed(), slot.is_some());
-        trace.queued(candidate, waited.elapsed());
+        let waited = waited.elapsed();
+        self.counters.queued(waited, slot.is_some());
+        trace.queued(candidate, waited);
         slot
     }
 
@@ -879,8 +880,8 @@ impl Proxy {
             if !live.lock().start() {
                 break;
             }
-            let first_event = Instant::now() + wait;
             let started = Instant::now();
+            let first_event = started + wait;
             let primary = self.attempt(
                 &routes,
                 &sending,

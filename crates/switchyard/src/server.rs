@@ -1,8 +1,7 @@
 //! The localhost server: `/v1` for editors and agents, `/v1beta` for Gemini's clients.
 //!
-//! Middleware order (outermost first): credential headers are marked sensitive, so nothing
-//! below can print them; a request span (method, path, status, latency; headers at DEBUG,
-//! sensitive ones redacted); the front door (`guard`: Host, Origin, local API key,
+//! Middleware order (outermost first): a request span (method, path, status, latency; at
+//! DEBUG, the headers, the credential ones marked sensitive and so redacted); the front door (`guard`: Host, Origin, local API key,
 //! management token or UI session); then the handlers, which are thin: parse, hand over, render.
 //! Connections are accepted and timed by [`connections`] (`TCP_NODELAY`, header read timeout).
 
@@ -41,9 +40,38 @@ use crate::proxy::Proxy;
 use crate::services::Services;
 use switchyard_secrets::Secret;
 
-/// What every handler can reach. Cheap to clone.
+/// What every handler can reach: [`Shared`] behind one `Arc`. axum clones the state for
+/// every route and layer a request passes (eight times for a `/v1` request), and a clone of
+/// the fields themselves was a dozen atomic counts each way (issue 33).
+///
+/// It reads as [`Shared`]; a change through it (set-up: the builders below, `ipv6` once
+/// bound) copies the fields if a clone shares them, so clones made before it do not see it.
 #[derive(Clone, Debug)]
-pub struct ServerState {
+pub struct ServerState(Arc<Shared>);
+
+impl From<Shared> for ServerState {
+    fn from(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for ServerState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ServerState {
+    fn deref_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+/// The fields of a [`ServerState`].
+#[derive(Clone, Debug)]
+pub struct Shared {
     /// The port we are bound to: the only one `Host` may name.
     pub port: u16,
     /// Whether `[::1]:port` is ours too. When it is not, `Host: [::1]:port` is refused: it
@@ -206,22 +234,18 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Marks the [`SENSITIVE_HEADERS`] so that nothing prints their values (`Sensitive`), then
-/// makes the request's span: at DEBUG, with its method, path and headers. At the default level
-/// it is not made: the formatting subscriber writes a span's fields out when the span is made,
-/// which cost every request a few microseconds for a prefix on the few lines a request logs
-/// (issue 33); those lines name their target and model themselves.
+/// The request's span: at DEBUG, with its method, path and headers, the
+/// [`SENSITIVE_HEADERS`] marked first so that it does not print their values (`Sensitive`).
+/// The span is the only place request headers are logged, so they are marked only when it
+/// records them. At the default level it is not made: the formatting subscriber writes a
+/// span's fields out when the span is made, which cost every request a few microseconds for a
+/// prefix on the few lines a request logs (issue 33); those lines name their target and model
+/// themselves.
 ///
 /// The front door does this itself, where `tower_http`'s trace and sensitive-header layers did:
 /// two layers, and a wrapper around every response body, for what is a no-op at the default
 /// level (issue 33).
 fn request_span(request: &mut http::Request<Body>) -> tracing::Span {
-    let headers = request.headers_mut();
-    for name in &SENSITIVE_HEADERS {
-        if let header::Entry::Occupied(mut entry) = headers.entry(name) {
-            entry.iter_mut().for_each(|value| value.set_sensitive(true));
-        }
-    }
     let span = tracing::debug_span!(
         "request",
         method = %request.method(),
@@ -229,6 +253,12 @@ fn request_span(request: &mut http::Request<Body>) -> tracing::Span {
         headers = tracing::field::Empty,
     );
     if !span.is_disabled() {
+        let headers = request.headers_mut();
+        for name in &SENSITIVE_HEADERS {
+            if let header::Entry::Occupied(mut entry) = headers.entry(name) {
+                entry.iter_mut().for_each(|value| value.set_sensitive(true));
+            }
+        }
         span.record("headers", tracing::field::debug(request.headers()));
     }
     span

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use switchyard::keys;
 use switchyard::running::Running;
 use switchyard::server::ipc::{ApiCall, ApiReply, InProcess};
-use switchyard::server::{ServerState, UiSessions};
+use switchyard::server::{ServerState, Shared, UiSessions};
 use switchyard::status::{HealthLook, Level, ProviderLook, report};
 use switchyard::{App, Launch};
 use switchyard_secrets::Secret;
@@ -66,7 +66,7 @@ impl Api {
         let app = App::start(Launch::new(data_dir)).await?;
         // The front door of no socket: no local key is accepted (no `/v1` call is made), and
         // `InProcess` brings a management token of its own.
-        let state = ServerState {
+        let state = ServerState::from(Shared {
             port: 0,
             ipv6: false,
             keys: keys::LocalKeys::new(None),
@@ -75,7 +75,7 @@ impl Api {
             proxy: std::sync::Arc::clone(app.proxy()),
             services: std::sync::Arc::clone(app.services()),
             ui: None,
-        };
+        });
         let api = InProcess::new(state)?;
         Ok(Self::Here { app: Box::new(app), api })
     }

@@ -160,8 +160,21 @@ async fn the_web_ui_is_served_with_a_csp_no_framing_no_sniffing_and_no_referrer(
     let api = h.http.get(h.url("/api/monitoring/health")).bearer_auth(MANAGEMENT_TOKEN);
     let api = api.send().await.unwrap();
     let refused = h.http.get(h.url("/api/monitoring/health")).send().await.unwrap();
-    for (what, response) in [("the page", &page), ("an API answer", &api), ("a refusal", &refused)]
-    {
+    // A client's `POST` to `/v1` is answered by the connection without the router (issue 33):
+    // the same front door, the same headers, answered or refused.
+    let chat = json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
+    let url = h.url("/v1/chat/completions");
+    let client = h.http.post(&url).bearer_auth(LOCAL_KEY).json(&chat).send().await.unwrap();
+    assert_eq!(client.status(), 404, "an unknown model, answered by the proxy");
+    let keyless = h.http.post(&url).json(&chat).send().await.unwrap();
+    assert_eq!(keyless.status(), 401);
+    for (what, response) in [
+        ("the page", &page),
+        ("an API answer", &api),
+        ("a refusal", &refused),
+        ("a /v1 answer", &client),
+        ("a /v1 refusal", &keyless),
+    ] {
         let headers = response.headers();
         let csp = header(headers, "content-security-policy");
         for directive in [

@@ -552,11 +552,24 @@ const COST_HEADER: header::HeaderName = header::HeaderName::from_static("x-switc
 
 /// The routing headers naming what really served.
 fn routing_headers(response: &mut Response, target: &Target, attempts: u32) {
-    if let Ok(v) = HeaderValue::from_str(&target.label()) {
+    // The label's bytes become the value as they are: `from_str` would copy them.
+    if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(target.label())) {
         response.headers_mut().insert(TARGET_HEADER, v);
     }
-    response.headers_mut().insert(ATTEMPTS_HEADER, HeaderValue::from(attempts));
+    let attempts = usize::try_from(attempts)
+        .ok()
+        .and_then(|n| FEW.get(n))
+        .map_or_else(|| HeaderValue::from(attempts), HeaderValue::clone);
+    response.headers_mut().insert(ATTEMPTS_HEADER, attempts);
 }
+
+/// The usual attempt counts as header values made once: `HeaderValue::from(u32)` allocates.
+static FEW: [HeaderValue; 4] = [
+    HeaderValue::from_static("0"),
+    HeaderValue::from_static("1"),
+    HeaderValue::from_static("2"),
+    HeaderValue::from_static("3"),
+];
 
 impl Proxy {
     /// Serves one client request end to end, and logs it with its routing trace.

@@ -376,7 +376,7 @@ pub async fn serve_with(
         shutdown.await;
         let _ = draining_tx.send(());
     };
-    let server = connections::run(listener.into(), router(state), signal, limits);
+    let server = connections::run(listener.into(), (router(state.clone()), state), signal, limits);
     let deadline = async {
         // Only a shutdown that began starts the clock; a dropped sender means the server ended.
         if draining.await.is_ok() {

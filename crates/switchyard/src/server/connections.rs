@@ -23,6 +23,7 @@
 //!   request it is serving and close; [`run`] returns when the last one has.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::serve::Listener;
 use bytes::Bytes;
+use futures_util::future::Either;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -44,6 +46,8 @@ use parking_lot::Mutex;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use super::ServerState;
 
 /// How long a client may take to send a request head; see the module docs.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -207,9 +211,10 @@ impl Table {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains the connections.
+/// `state` is the router's: the `/v1` routes a connection answers itself need it.
 pub(super) async fn run(
     mut listener: super::Loopback,
-    router: Router,
+    (router, state): (Router, ServerState),
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: Limits,
 ) {
@@ -233,7 +238,12 @@ pub(super) async fn run(
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
         let table = Arc::clone(&table);
-        let served = serve_connection(tcp, router.clone(), limits, graceful.watcher(), connection);
+        let service = Marked {
+            router: TowerToHyperService::new(router.clone()),
+            state: state.clone(),
+            connection,
+        };
+        let served = serve_connection(tcp, service, limits, graceful.watcher());
         tokio::spawn(async move {
             served.await;
             table.lock().open.remove(&id);
@@ -243,15 +253,8 @@ pub(super) async fn run(
     graceful.shutdown().await;
 }
 
-async fn serve_connection(
-    tcp: TcpStream,
-    router: Router,
-    limits: Limits,
-    watcher: Watcher,
-    connection: Arc<Connection>,
-) {
-    let service =
-        Marked { router: TowerToHyperService::new(router), connection: Arc::clone(&connection) };
+async fn serve_connection(tcp: TcpStream, service: Marked, limits: Limits, watcher: Watcher) {
+    let connection = Arc::clone(&service.connection);
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
@@ -272,24 +275,37 @@ async fn serve_connection(
     }
 }
 
-/// The router as a hyper service that puts the connection in each request's extensions.
+/// The router as a hyper service that puts the connection in each request's extensions, and
+/// answers a client's `POST` to `/v1` itself: the front door and the handler, without the
+/// router's dispatch (the route's boxed service cloned, its future boxed again, extensions
+/// added) in between (issue 33).
 #[derive(Clone, Debug)]
 struct Marked {
     router: TowerToHyperService<Router>,
+    state: ServerState,
     connection: Arc<Connection>,
 }
 
 type Inner = TowerToHyperService<Router>;
 type HyperRequest = http::Request<hyper::body::Incoming>;
+type Answered = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
 impl hyper::service::Service<HyperRequest> for Marked {
     type Response = <Inner as hyper::service::Service<HyperRequest>>::Response;
-    type Error = <Inner as hyper::service::Service<HyperRequest>>::Error;
-    type Future = <Inner as hyper::service::Service<HyperRequest>>::Future;
+    type Error = Infallible;
+    type Future = Either<<Inner as hyper::service::Service<HyperRequest>>::Future, Answered>;
 
     fn call(&self, mut request: HyperRequest) -> Self::Future {
         request.extensions_mut().insert(Arc::clone(&self.connection));
-        self.router.call(request)
+        match super::v1::direct(request.method(), request.uri().path()) {
+            Some(client) => {
+                let (state, request) = (self.state.clone(), request.map(Body::new));
+                Either::Right(Box::pin(async move {
+                    Ok(super::guard::direct(state, request, client).await)
+                }))
+            }
+            None => Either::Left(self.router.call(request)),
+        }
     }
 }
 

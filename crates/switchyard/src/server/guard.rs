@@ -44,6 +44,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tracing::Instrument as _;
@@ -74,12 +75,34 @@ pub(super) const PAGE_HEADERS: [(HeaderName, HeaderValue); 4] = [
 
 pub(crate) async fn front_door(
     State(state): State<ServerState>,
-    mut request: Request,
+    request: Request,
     next: Next,
+) -> Response {
+    answer(&state, request, |request| next.run(request)).await
+}
+
+/// The front door of a `/v1` route the connection dispatches itself ([`super::v1::direct`]):
+/// the same checks and headers as [`front_door`], then the handler, without the router's
+/// dispatch and layers in between (issue 33).
+pub(crate) async fn direct(
+    state: ServerState,
+    request: Request,
+    client: switchyard_providers::dialect::ClientDialect,
+) -> Response {
+    answer(&state, request, |request| super::v1::proxied(client, State(state.clone()), request))
+        .await
+}
+
+/// Everything the front door does to a request and its answer; `run` makes the answer of a
+/// request it admits.
+async fn answer<F: Future<Output = Response>>(
+    state: &ServerState,
+    mut request: Request,
+    run: impl FnOnce(Request) -> F,
 ) -> Response {
     let started = tokio::time::Instant::now();
     let span = super::request_span(&mut request);
-    let mut response = admit(&state, request, next).instrument(span.clone()).await;
+    let mut response = admit(state, request, run).instrument(span.clone()).await;
     span.in_scope(|| super::log_response(response.status(), started));
     let headers = response.headers_mut();
     headers.reserve(PAGE_HEADERS.len());
@@ -91,7 +114,11 @@ pub(crate) async fn front_door(
     response
 }
 
-async fn admit(state: &ServerState, mut request: Request, next: Next) -> Response {
+async fn admit<F: Future<Output = Response>>(
+    state: &ServerState,
+    mut request: Request,
+    run: impl FnOnce(Request) -> F,
+) -> Response {
     let path = request.uri().path();
     let dialect = Dialect::of_path(path);
     let gemini = dialect == Dialect::Gemini;
@@ -140,7 +167,7 @@ async fn admit(state: &ServerState, mut request: Request, next: Next) -> Respons
                     request.extensions_mut().insert(session);
                 }
             }
-            let response = next.run(request).await;
+            let response = run(request).await;
             match in_flight {
                 Some(in_flight) => connections::hold(response, in_flight),
                 None => response,

@@ -1,11 +1,11 @@
 //! `/v1`: the client API, in the OpenAI (Chat, Responses) and Anthropic dialects. Handlers only pick the dialect,
 //! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse as _, Response};
-use axum::{Extension, Json};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
@@ -21,45 +21,47 @@ use crate::proxy::Counting;
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// `POST /v1/chat/completions` (OpenAI).
-pub(super) async fn chat_completions(
-    state: State<ServerState>,
-    caller: Option<Extension<LocalKey>>,
-    request: Request,
-) -> Response {
-    proxied(ClientDialect::OpenAi, state, caller, request).await
+pub(super) async fn chat_completions(state: State<ServerState>, request: Request) -> Response {
+    proxied(ClientDialect::OpenAi, state, request).await
 }
 
 /// `POST /v1/messages` (Anthropic). Claude Code adds `?beta=true`; the query goes upstream
 /// with the body when the target speaks Anthropic.
-pub(super) async fn messages(
-    state: State<ServerState>,
-    caller: Option<Extension<LocalKey>>,
-    request: Request,
-) -> Response {
-    proxied(ClientDialect::Anthropic, state, caller, request).await
+pub(super) async fn messages(state: State<ServerState>, request: Request) -> Response {
+    proxied(ClientDialect::Anthropic, state, request).await
 }
 
 /// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
-pub(super) async fn responses(
-    state: State<ServerState>,
-    caller: Option<Extension<LocalKey>>,
-    request: Request,
-) -> Response {
-    proxied(ClientDialect::Responses, state, caller, request).await
+pub(super) async fn responses(state: State<ServerState>, request: Request) -> Response {
+    proxied(ClientDialect::Responses, state, request).await
+}
+
+/// The `/v1` route a connection answers itself, past the front door but not through the
+/// router (`connections`): `POST` to one of the three paths above. Their handlers take nothing
+/// but the state and the request, so calling them directly answers as the router would.
+pub(super) fn direct(method: &http::Method, path: &str) -> Option<ClientDialect> {
+    if method != http::Method::POST {
+        return None;
+    }
+    match path {
+        "/v1/chat/completions" => Some(ClientDialect::OpenAi),
+        "/v1/messages" => Some(ClientDialect::Anthropic),
+        "/v1/responses" => Some(ClientDialect::Responses),
+        _ => None,
+    }
 }
 
 /// One client request in `client`'s dialect, read and handed to the proxy with the local key
-/// that made it (the front door put it there).
-async fn proxied(
+/// that made it (the front door put it in the request's extensions).
+pub(super) async fn proxied(
     client: ClientDialect,
     State(state): State<ServerState>,
-    caller: Option<Extension<LocalKey>>,
     request: Request,
 ) -> Response {
     // The request whole, not its `Uri` and `HeaderMap` extracted: those extractors copy them.
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let caller = parts.extensions.remove::<LocalKey>();
     let (uri, headers) = (&parts.uri, &parts.headers);
-    let caller = caller.map(|Extension(key)| key);
     match read(body, client).await {
         // Boxed: the proxy's future is large, and axum's and hyper's layers move the
         // handler's future several times before and while it runs; a box moves as a pointer

@@ -1157,8 +1157,9 @@ impl Proxy {
                     .provider(&key.provider)
                     .and_then(|p| p.credential(&key.credential))
                     .map(|c| c.kind);
+                // Boxed, as in `secret`: every request's future would hold the refresh.
                 kind == Some(CredentialKind::Oauth)
-                    && self.refreshed_after_unauthorized(key, secret).await
+                    && Box::pin(self.refreshed_after_unauthorized(key, secret)).await
             }
             RetrySame::OnceWithinBudget => routes.budget.try_retry(self.clock.now()),
             // Waiting in place is only right when nobody else could serve, the upstream said how
@@ -1326,7 +1327,9 @@ impl Proxy {
         let limits = quota_headers(&response.headers);
         let mut result = if request.stream() {
             let held = (attempt, pending, rescue, meter);
-            self.relay(routes, how, request, response, held, &meta, first_event).await
+            // Boxed: a stream's relay is the larger of the two, and a non-streamed answer's
+            // exchange would carry its size (issue 33).
+            Box::pin(self.relay(routes, how, request, response, held, &meta, first_event)).await
         } else {
             let held = (attempt, pending, meter);
             self.complete(routes, how, request, response, held, &meta, first_event).await
@@ -1698,7 +1701,9 @@ async fn secret(
             None => Err(NoSecret::NoClientCredential(key)),
         },
         CredentialKind::Oauth => {
-            let token = oauth.access_token(provider, credential, now).await?;
+            // Boxed: a refresh (an HTTP exchange) is most of this future's size, and every
+            // attempt's future holds this one, copied each time it moves (issue 33).
+            let token = Box::pin(oauth.access_token(provider, credential, now)).await?;
             Ok(Some(Presented::Secret(token)))
         }
     }

@@ -120,10 +120,23 @@ impl Proxy {
         hedging: Option<Hedging<'_, '_, '_>>,
         trace: &mut Trace,
     ) -> Raced {
+        match hedging {
+            None => Raced { tried: primary.await, hedge: None },
+            // Boxed: a hedge's machinery (admitting a second candidate, two attempts in a
+            // select) is most of a race's size, and every request's future holds its race,
+            // copied each time that future moves: 4.8 KB of the 7.5 KB it took (issue 33).
+            Some(h) => Box::pin(self.hedged(primary, h, trace)).await,
+        }
+    }
+
+    /// [`Proxy::race`] with a hedge to start once `h.delay` has passed.
+    async fn hedged(
+        &self,
+        primary: impl Future<Output = Tried>,
+        h: Hedging<'_, '_, '_>,
+        trace: &mut Trace,
+    ) -> Raced {
         let mut primary = pin!(primary);
-        let Some(h) = hedging else {
-            return Raced { tried: primary.await, hedge: None };
-        };
         tokio::select! {
             tried = &mut primary => return Raced { tried, hedge: None },
             () = tokio::time::sleep_until(h.started + h.delay) => {}

@@ -529,6 +529,39 @@ def _() -> None:
     expect_eq(text, AN_TEXT, "streamed text")
 
 
+def retried_stream(messages: list[dict[str, str]], tries: int) -> tuple[str, int]:
+    """What a client that retries does (aider does; the SDKs never retry an error that arrives
+    after a 200): read the stream, and when it breaks mid-answer, send the same conversation
+    again, up to `tries` times. The whole answer's text, and how many tries it took."""
+    for attempt in range(1, tries + 1):
+        deltas: list[str] = []
+        try:
+            stream = OA.chat.completions.create(model="sdk-cutting", messages=messages, stream=True)
+            finished = False
+            for chunk in stream:
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        deltas.append(choice.delta.content)
+                    finished |= choice.finish_reason == "stop"
+            expect(finished, f"try {attempt}: a stream that ends without a finish reason")
+            return "".join(deltas), attempt
+        except openai.APIError as error:
+            # The terminal error event of a stream that broke after its first text.
+            expect(deltas != [], f"try {attempt}: an error before any text: {describe(error)}")
+    raise CheckFailed(f"no whole answer in {tries} tries")
+
+
+@case("openai sdk: a client that retries a broken stream gets the whole answer on its first retry, and its next turn too")
+def _() -> None:
+    conversation = [{"role": "user", "content": "Tell me something worth retrying for."}]
+    text, tries = retried_stream(conversation, 3)
+    expect_eq(text, OA_TEXT, "the whole answer")
+    expect_eq(tries, 2, "tries: the retry goes where the stream did not break")
+    conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": "And then?"}]
+    text, tries = retried_stream(conversation, 3)
+    expect_eq((text, tries), (OA_TEXT, 1), "the next turn, where the session went")
+
+
 @case("openai sdk: models.list")
 def _() -> None:
     ids = {m.id for m in OA.models.list()}

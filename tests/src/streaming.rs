@@ -41,6 +41,16 @@ impl Client {
         }
     }
 
+    /// `extra` for [`Self::send`] that makes the request a conversation of its own, whose first
+    /// (and only) user message says `said`: the same messages again are the same session, and a
+    /// retry of a session that just broke goes elsewhere (RESILIENCE.md §11).
+    pub fn conversation(self, said: &str) -> Value {
+        match self {
+            Self::Chat | Self::Anthropic => json!({"messages": [{"role": "user", "content": said}]}),
+            Self::Responses => json!({"input": said}),
+        }
+    }
+
     /// The answer's text, as the client reads it.
     pub fn text(self, body: &str) -> String {
         match self {

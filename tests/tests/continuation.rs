@@ -5,6 +5,7 @@
 //! Where continuing is not safe (no mechanism, inside a tool call, JSON output, a target that
 //! refuses the continuation) the client gets the terminal error and never repeated text.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -101,9 +102,17 @@ fn fallback_asked(reason: &str) -> bool {
     reason == "continuation_rejected"
 }
 
-/// Sends one streamed request and reads it whole.
+/// Sends one streamed request, a conversation of its own, and reads it whole. Each case is a
+/// new conversation: the same messages again would be a retry of a session that just broke,
+/// which starts where it did not break (RESILIENCE.md §11), not on the primary under test.
 async fn run(h: &Harness, client: Client, combo: &str, extra: &Value) -> String {
-    let response = client.send(h, combo, extra).send().await.unwrap();
+    static CONVERSATIONS: AtomicUsize = AtomicUsize::new(0);
+    let n = CONVERSATIONS.fetch_add(1, Ordering::Relaxed);
+    let mut body = client.conversation(&format!("conversation {n}"));
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        body[key] = value.clone();
+    }
+    let response = client.send(h, combo, &body).send().await.unwrap();
     assert_eq!(response.status(), 200, "{combo}");
     tokio::time::timeout(Duration::from_secs(10), response.text())
         .await

@@ -46,7 +46,7 @@ use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::headroom::{self, Headroom, Window};
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::attempts::AttemptState;
-use switchyard_core::routing::session::{self, Pin, SessionKey};
+use switchyard_core::routing::session::{self, Home, Pin, SessionKey, Shown, Steer};
 use switchyard_core::routing::{
     Accounts, Candidate, Combo, Plan, RouteStrategy, Target, TargetOrderer, plan_for,
     prefer_within_targets,
@@ -75,7 +75,7 @@ use self::login::ClientLogin;
 use self::parsed::Parsed;
 use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
-use self::sessions::SessionTable;
+use self::sessions::{Serve, SessionTable};
 use self::upstream::{ClientRequest, Presented};
 use crate::config::Config;
 use crate::keys::LocalKey;
@@ -129,7 +129,7 @@ pub struct Proxy {
     /// Recent Responses conversations, for `previous_response_id`.
     conversations: Arc<Conversations>,
     /// Where each agent session is pinned (RESILIENCE.md §11).
-    sessions: SessionTable,
+    sessions: Arc<SessionTable>,
     /// What each credential has left of its quota windows, from its answers' headers.
     headroom: Mutex<Headroom>,
     /// The state file, once restored from: where headroom transitions are kept.
@@ -160,7 +160,7 @@ impl Proxy {
     ) -> Self {
         let seed = clock.now().0;
         log.usage().configure(&config);
-        let sessions = SessionTable::new(config.routing.session_limits());
+        let sessions = Arc::new(SessionTable::new(config.routing.session_limits()));
         let routes = Routes::build(config, seed, executor, &confirmed);
         register_oauth_clients(&oauth, &routes);
         Self {
@@ -299,11 +299,12 @@ impl Proxy {
             let home = row.home.as_deref().and_then(|home| home.split_once('/')).and_then(
                 |(provider, model)| {
                     let provider = ProviderId::from(provider);
-                    routes.roster(&provider).is_some().then(|| (provider, ModelId::from(model)))
+                    let target = (provider, ModelId::from(model));
+                    routes.roster(&target.0).is_some().then(|| Home::restored(target))
                 },
             );
             let key = CandidateKey::new(provider, credential, model);
-            configured.then_some((session, Pin { key, home }, row.at))
+            configured.then_some((session, Pin::new(key, home), row.at))
         });
         self.sessions.restore(pins, now);
         tracing::debug!(sessions = self.sessions.len(), "session pins restored");
@@ -421,6 +422,8 @@ struct Served {
     status: u16,
     carried: Carried,
     session: Option<SessionKey>,
+    /// Where the request's session was steered, and why.
+    steered: Steer,
     routes: Arc<Routes>,
 }
 
@@ -771,7 +774,10 @@ impl Proxy {
             .sessions
             .then(|| sessions::session_of(inbound.headers, &request, caller.map(|k| &*k.id)))
             .flatten();
-        let pin = session.filter(|s| s.continuing).and_then(|s| self.sessions.pin(s.key, now));
+        // A first turn is planned as new, unless its session broke and has not healed since.
+        let found = session.and_then(|s| self.sessions.pin(s.key, now));
+        let continuing = session.is_some_and(|s| s.continuing);
+        let pin = found.as_ref().filter(|pin| pin.holds(continuing));
         let session = session.map(|s| s.key);
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
@@ -783,7 +789,9 @@ impl Proxy {
             self.rank_auto(&routes, &combo, ranked, &mut plan, now)
         });
         let login = self.client_login(&routes, inbound, &request, &mut plan);
-        session::steer(&mut plan, pin.as_ref());
+        let ordered = combo.strategy == RouteStrategy::Priority;
+        let degraded = |p: &ProviderId| self.registry.ranks_last(p, now);
+        let steered = self.sessions.steer(&mut plan, pin, ordered, degraded);
         if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
             session::prefer_credential(&mut plan, sticky);
         }
@@ -800,11 +808,11 @@ impl Proxy {
         if routes.slots.any() {
             // A pinned session waits for its own credential's slot; anyone else goes to a
             // credential of the same target with a free one first.
-            let keep = usize::from(pin.is_some()).min(plan.candidates.len());
+            let keep = usize::from(steered == Steer::Kept).min(plan.candidates.len());
             slots::free_first(&mut plan.candidates[keep..], &routes.slots);
         }
         summary.session = session;
-        let session_credential = pin.as_ref().map(|p| p.key.credential_key());
+        let session_credential = pin.map(|p| p.key.credential_key());
         let mut trace = Trace::new(&plan, &combo);
         if let Some(decision) = &decision {
             trace.ranked(decision);
@@ -826,6 +834,7 @@ impl Proxy {
             client: inbound,
             turn: turn.as_ref(),
             session_credential: session_credential.as_ref(),
+            session,
             login: login.as_ref(),
             routed_body: &routed_body,
             combo: &combo,
@@ -940,6 +949,7 @@ impl Proxy {
                         status: response.status().as_u16(),
                         carried,
                         session,
+                        steered,
                         routes: Arc::clone(&routes),
                     });
                     routing_headers(&mut response, target, attempts);
@@ -957,6 +967,9 @@ impl Proxy {
                 TriedResult::Failed { verdict, upstream } => (verdict, upstream),
             };
             trace.attempt(candidate, &verdict, started.elapsed(), carried);
+            if verdict.charges.provider.is_some() || verdict.charges.model {
+                self.sessions.shown(&candidate.key, Shown::Failure);
+            }
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
             let refused = {
@@ -1062,6 +1075,7 @@ impl Proxy {
                         oauth: self.oauth.clone(),
                         clock: Arc::clone(&self.clock),
                         policy: self.classify_policy(&routes.config),
+                        sessions: Arc::clone(&self.sessions),
                     };
                     tokio::spawn(prober.run(probe));
                     None
@@ -1248,6 +1262,9 @@ impl Proxy {
         // continued, with the request's live state read when it breaks.
         let rescue =
             self.rescuer(sending, (index, &candidate.key.provider)).map(|r| (r.rescue, r.keep));
+        let watch = request.stream().then(|| {
+            sessions::Watch::new(&self.sessions, sending.session, sending.notes, &candidate.key)
+        });
         // A subscription's tokens are counted, not priced: they are covered by the caller's
         // plan, not API spend, and no enforced budget counts them (issue 28).
         let covered = matches!(secret, Some(Presented::Client(_)));
@@ -1260,7 +1277,7 @@ impl Proxy {
             client,
             request,
             built.request,
-            (passthrough, pending, rescue, meter),
+            (passthrough, pending, rescue, watch, meter),
             attempt,
             target,
             first_event,
@@ -1285,10 +1302,11 @@ impl Proxy {
         client: ClientDialect,
         request: &Parsed<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending, rescue, meter): (
+        (passthrough, pending, rescue, watch, meter): (
             bool,
             Option<Pending>,
             Option<(continuation::Rescue, bool)>,
+            Option<sessions::Watch>,
             tally::Meter,
         ),
         attempt: Attempt,
@@ -1326,7 +1344,7 @@ impl Proxy {
         let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
         let limits = quota_headers(&response.headers);
         let mut result = if request.stream() {
-            let held = (attempt, pending, rescue, meter);
+            let held = (attempt, pending, rescue, watch, meter);
             // Boxed: a stream's relay is the larger of the two, and a non-streamed answer's
             // exchange would carry its size (issue 33).
             Box::pin(self.relay(routes, how, request, response, held, &meta, first_event)).await
@@ -1432,10 +1450,11 @@ impl Proxy {
         how: Answer,
         request: &Parsed<'_>,
         response: executor::Response,
-        (attempt, pending, rescue, meter): (
+        (attempt, pending, rescue, watch, meter): (
             Attempt,
             Option<Pending>,
             Option<(continuation::Rescue, bool)>,
+            Option<sessions::Watch>,
             tally::Meter,
         ),
         meta: &ResponseMeta<'_>,
@@ -1464,6 +1483,7 @@ impl Proxy {
             ended: Some(ended),
             tap: pending.map(Pending::tap),
             rescue,
+            watch,
             meter,
         };
         let chunks = Box::pin(response.into_stream());
@@ -1594,7 +1614,7 @@ impl Proxy {
 
     /// Tells the routing state and the trace what served `summary`'s request (see [`Served`]).
     fn settle_served(&self, summary: &mut Summary) {
-        let Some(Served { key, first, took, stream, status, carried, session, routes }) =
+        let Some(Served { key, first, took, stream, status, carried, session, steered, routes }) =
             summary.served.take()
         else {
             return;
@@ -1606,9 +1626,20 @@ impl Proxy {
         }
         self.observe_latency(&routes, &key, took);
         summary.trace.push(exhausted::TraceEntry::served(&key, status, took, carried));
-        if let Some(session) = session {
-            let (repin, home) = self.sessions.served(session, &key, self.clock.now(), &first);
-            summary.trace.push(exhausted::TraceEntry::session(&key, session, &repin));
+        // A stream's relay tells the table when the answer is whole; this one is whole now.
+        let whole = (!stream).then_some(Shown::Whole);
+        let Some(session) = session else {
+            if let Some(whole) = whole {
+                self.sessions.shown(&key, whole);
+            }
+            return;
+        };
+        let serve = Serve { session, key: &key, first: &first, steered: &steered };
+        // `None`: the stream already broke, and the relay moved the session off `key`.
+        let at = self.clock.now();
+        if let Some((repin, home)) = self.sessions.served(serve, at, whole, summary.notes.as_ref()) {
+            let entry = exhausted::TraceEntry::session(&key, session, &repin, &steered);
+            summary.trace.push(entry);
             summary.session_home = home.map(|(p, m)| switchyard_core::ids::target_label(&p, &m));
         }
     }
@@ -1715,6 +1746,8 @@ struct Prober {
     oauth: OAuth,
     clock: Arc<dyn Clock>,
     policy: switchyard_core::outcome::ClassifyPolicy,
+    /// Told what the probe showed of its target: a success may bring sessions home.
+    sessions: Arc<SessionTable>,
 }
 
 impl Prober {
@@ -1780,6 +1813,11 @@ impl Prober {
             Err(failure) => (self.classify(unsent(failure)), None),
         };
         let bench = probe.bench().code();
+        if verdict.kind == OutcomeKind::Success {
+            self.sessions.shown(&key, Shown::Whole);
+        } else if verdict.charges.provider.is_some() || verdict.charges.model {
+            self.sessions.shown(&key, Shown::Failure);
+        }
         let healed = probe.finish(&verdict, self.clock.now());
         tracing::info!(target = %key, bench, kind = verdict.kind.as_str(), ?status, healed, "recovery probe");
     }
@@ -1830,6 +1868,8 @@ struct Sending<'s, 'b> {
     turn: Option<&'s Turn>,
     /// The credential the request's session is pinned to, if it is.
     session_credential: Option<&'s CredentialKey>,
+    /// The request's session, told when a stream of it breaks or ends whole.
+    session: Option<SessionKey>,
     /// The caller's own login, for `client` credentials (issue 28).
     login: Option<&'s Arc<ClientLogin>>,
     /// `inbound`'s body, shared: what a continuation sends on.

@@ -11,4 +11,12 @@ path?: string,
 /**
  * What translation could not carry to this target (fields, kinds of content).
  */
-dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "queued", millis: number, } | { "event": "session", session: string, pin: string, from?: string, } | { "event": "ranked", rank: number, preset: string, score: string, factors: Array<RankedFactor>, margin?: string, decision?: string, } | { "event": "used", uncached_input: number, cache_read: number, cache_write: number, output: number, reasoning: number, estimated: boolean, cost?: string, };
+dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "queued", millis: number, } | { "event": "session", session: string, pin: string, from?: string, 
+/**
+ * Why: `moved` because the pin `broke` (a cut, a stall, an error event after content)
+ * or was `benched` (or failed before the answer began); `returned` because the target
+ * `served_whole_stream` or `served` (a whole answer or a recovery probe) since the
+ * session left it, or stands `higher_in_order` in a combo whose strategy is an order
+ * and its latest outcome was a success.
+ */
+because?: string, } | { "event": "ranked", rank: number, preset: string, score: string, factors: Array<RankedFactor>, margin?: string, decision?: string, } | { "event": "used", uncached_input: number, cache_read: number, cache_write: number, output: number, reasoning: number, estimated: boolean, cost?: string, };

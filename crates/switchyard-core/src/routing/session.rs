@@ -5,27 +5,42 @@
 //! a `prompt_cache_key`), else a digest of (local key, system prompt, first user message):
 //! [`SessionKey`]. Its [`Pin`] is the candidate that last served it.
 //!
-//! Rules, in the order [`steer`] applies them to a request's plan:
+//! Rules, in the order [`Sessions::steer`] applies them to a request's plan:
 //! - A session without a pin is new: the combo's strategy and the provider's credential
 //!   selection choose for it (the caller plans it as `fresh`), and the candidate that serves
 //!   binds it.
-//! - A pinned session goes to its pin while that candidate is in the plan (eligible). When it
-//!   is not (benched), the session moves: to another credential of the same target if one is
-//!   eligible, else wherever the plan goes; whatever serves re-pins it, and the trace says so.
-//!   Never blocked.
-//! - A session that moved off a benched *target* remembers it as `home` and returns when home
-//!   is eligible again (the user's order put it there; RESILIENCE.md §3 decides when a healed
-//!   target is trusted). One that moved between *credentials* of a target stays where it went:
-//!   a move back would pay for its prompt a second time.
-//! - Only the candidate that served pins: a hedge loser or a probe never does.
+//! - A retry never lands where it just broke. A request of the session whose stream broke
+//!   after content on a candidate (a cut, a stall, an error event) marks the session "broke
+//!   there" before the client reads the end of that stream ([`Sessions::broke`]); its next
+//!   request, first turn or not, starts on another provider, else another credential of the
+//!   same target, and only then where it broke (a combo of one goes where it can).
+//! - A session that moved off a *target* remembers it as `home` and returns once home has
+//!   healed, never merely because it is eligible again: left after a break, home must have
+//!   served a whole streamed answer since (any session's; a one-token recovery probe restores
+//!   a breaker, not a home); left for a bench or a failure before content, any whole answer or
+//!   a probe's success will do. A degraded provider has not healed. One that moved between
+//!   *credentials* of a target stays where it went: a move back would pay for its prompt a
+//!   second time.
+//! - In a combo whose strategy is an order, a session pinned below a healthy target (pinned
+//!   there by another combo, or while the better one failed) returns to the better one: the
+//!   user's order wins over a pin the session never chose. Healthy: its latest outcome was a
+//!   success, and its provider is not degraded.
+//! - A pinned session otherwise goes to its pin while that candidate is in the plan (eligible).
+//!   When it is not (benched), the session moves: to another credential of the same target if
+//!   one is eligible, else wherever the plan goes; whatever serves re-pins it, and the trace
+//!   says so. Never blocked.
+//! - Only the candidate that served pins: a hedge loser or a probe never does. A continuation
+//!   that finished an answer pins its session where it finished (that cache holds the prefix).
+//!
+//! What each target has shown lately (a whole answer, a whole streamed answer, a failure) is
+//! kept beside the pins as marks on the table's own counter, so "since the session left" is
+//! an order of events, not of clock readings that may tie.
 //!
 //! The table is bounded by count (the least recently seen session leaves first) and by idle
 //! time, both settings; everything here is pure and takes `now` from the caller's clock.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-
-use serde::Serialize;
 
 use super::planner::Plan;
 use crate::clock::UnixMillis;
@@ -100,26 +115,118 @@ impl Fnv128 {
     }
 }
 
-/// Where a session is pinned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Pin {
-    pub key: CandidateKey,
-    /// The target it moved off while that was benched, to return to once it is eligible.
-    pub home: Option<(ProviderId, ModelId)>,
+/// A target, as a session's home names it.
+pub type Target = (ProviderId, ModelId);
+
+/// A point in the table's order of events: a counter, not a clock, so two events in one
+/// millisecond are still ordered. 0 is "never".
+type Tick = u64;
+
+/// Why a session left a target, which decides what brings it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// A request of the session broke there after content: back only once the target served
+    /// a whole streamed answer since.
+    Broke,
+    /// The target was benched, or failed before the answer began: back once it served
+    /// anything since, a recovery probe included.
+    Benched,
 }
 
-/// What [`steer`] did to a request's plan, for the trace.
+impl Left {
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Broke => "broke",
+            Self::Benched => "benched",
+        }
+    }
+}
+
+/// The target a session moved off, to return to once it has healed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home {
+    pub target: Target,
+    pub left: Left,
+    /// When it left; what the target showed before does not count.
+    since: Tick,
+}
+
+impl Home {
+    /// A home read back at start: what the target showed before the restart is not known, so
+    /// anything it serves from now on counts.
+    pub fn restored(target: Target) -> Self {
+        Self { target, left: Left::Benched, since: 0 }
+    }
+}
+
+/// Where a session is pinned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    pub key: CandidateKey,
+    /// The target it moved off, to return to once it has healed.
+    pub home: Option<Home>,
+    /// Candidates a request of the session broke on after content since it was last served:
+    /// its next request starts anywhere else. At most [`MAX_BROKE`].
+    pub broke: Vec<CandidateKey>,
+}
+
+/// Breaks a session remembers at once; an older one is forgotten first.
+const MAX_BROKE: usize = 4;
+
+impl Pin {
+    pub fn new(key: CandidateKey, home: Option<Home>) -> Self {
+        Self { key, home, broke: Vec::new() }
+    }
+
+    /// Whether a request of the session is steered by this pin: one that continues the
+    /// conversation is; a first turn (sent again as a client retries it, or a new conversation
+    /// that starts the same way) is planned as new, unless the session broke and has not
+    /// healed since: then it goes where the session went.
+    pub fn holds(&self, continuing: bool) -> bool {
+        continuing
+            || !self.broke.is_empty()
+            || self.home.as_ref().is_some_and(|home| home.left == Left::Broke)
+    }
+
+    fn broke_on(&self, (provider, model): (&ProviderId, &ModelId)) -> bool {
+        self.broke.iter().any(|b| b.provider == *provider && b.model == *model)
+    }
+}
+
+/// What a target showed since a session left it, that brings the session back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Healed {
+    /// It served a whole streamed answer (the session left it after a break).
+    WholeStream,
+    /// It served a whole answer or a recovery probe (the session left it for a bench).
+    Served,
+    /// It stands above the pin in the combo's order and its latest outcome was a success.
+    Order,
+}
+
+impl Healed {
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::WholeStream => "served_whole_stream",
+            Self::Served => "served",
+            Self::Order => "higher_in_order",
+        }
+    }
+}
+
+/// What [`Sessions::steer`] did to a request's plan, for the trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Steer {
     /// No pin: the plan is the strategy's.
     New,
     /// The pinned candidate goes first.
     Kept,
-    /// Home is eligible again: its candidates go first.
-    Returned,
-    /// The pin is not in the plan (benched): the session goes elsewhere, another credential
-    /// of its target first.
-    Moved { from: CandidateKey },
+    /// A better target has healed: its candidates go first.
+    Returned { to: Target, healed: Healed },
+    /// The session leaves its pin: it broke there (every candidate it broke on goes last,
+    /// another provider's first), or the pin is not in the plan (benched: another credential
+    /// of its target first).
+    Moved { from: CandidateKey, left: Left },
 }
 
 impl Steer {
@@ -128,28 +235,10 @@ impl Steer {
         match self {
             Self::New => "new",
             Self::Kept => "kept",
-            Self::Returned => "returned",
+            Self::Returned { .. } => "returned",
             Self::Moved { .. } => "moved",
         }
     }
-}
-
-/// Puts the candidates `pin` asks for first in `plan` (see the module docs).
-pub fn steer(plan: &mut Plan, pin: Option<&Pin>) -> Steer {
-    let Some(pin) = pin else { return Steer::New };
-    let same_target = |c: &CandidateKey, (provider, model): (&ProviderId, &ModelId)| {
-        c.provider == *provider && c.model == *model
-    };
-    if let Some((provider, model)) = &pin.home
-        && bring_forward(plan, |c| same_target(c, (provider, model)))
-    {
-        return Steer::Returned;
-    }
-    if bring_forward(plan, |c| *c == pin.key) {
-        return Steer::Kept;
-    }
-    bring_forward(plan, |c| same_target(c, (&pin.key.provider, &pin.key.model)));
-    Steer::Moved { from: pin.key.clone() }
 }
 
 /// Puts `credential`'s candidates first: a conversation the upstream behind it keeps (a
@@ -172,6 +261,14 @@ fn bring_forward(plan: &mut Plan, wanted: impl Fn(&CandidateKey) -> bool) -> boo
     true
 }
 
+fn target_of(key: &CandidateKey) -> (&ProviderId, &ModelId) {
+    (&key.provider, &key.model)
+}
+
+fn in_target(key: &CandidateKey, (provider, model): &Target) -> bool {
+    key.provider == *provider && key.model == *model
+}
+
 /// How a served request changed its session's pin.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Repin {
@@ -181,13 +278,53 @@ pub enum Repin {
     Credential {
         from: CandidateKey,
     },
-    /// Another target: the old one (or the home it already had) is home now.
+    /// Another target: the old one (or the home it already had) is home now, left as `left`.
     Target {
         from: CandidateKey,
+        left: Left,
     },
-    /// Back on its home target.
+    /// Back on its home target, or on a better one the steer returned it to.
     Home,
 }
+
+/// What a target showed, as [`Sessions::shown`] is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// A whole answer (non-streamed), or a recovery probe's success.
+    Whole,
+    /// A whole streamed answer, to its finish.
+    WholeStream,
+    /// A failure that charged it (before content, or a break after).
+    Failure,
+}
+
+/// What a target showed lately, in ticks.
+#[derive(Clone, Copy, Debug, Default)]
+struct Marks {
+    served: Tick,
+    streamed: Tick,
+    failed: Tick,
+}
+
+impl Marks {
+    fn healthy(self) -> bool {
+        self.served > self.failed
+    }
+
+    fn healed(self, home: &Home) -> Option<Healed> {
+        if !self.healthy() {
+            return None;
+        }
+        match home.left {
+            Left::Broke => (self.streamed > home.since).then_some(Healed::WholeStream),
+            Left::Benched => (self.served > home.since).then_some(Healed::Served),
+        }
+    }
+}
+
+/// Targets whose marks are kept at most; past it the least recently marked half is forgotten
+/// (a target a client names itself counts, so the set is not only the config's).
+const MAX_MARKED: usize = 4096;
 
 /// Bounds of the session table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,7 +343,7 @@ struct Entry {
     tick: u64,
 }
 
-/// Every session's pin, bounded (see the module docs).
+/// Every session's pin, bounded, and what each target showed lately (see the module docs).
 #[derive(Debug)]
 pub struct Sessions {
     limits: SessionLimits,
@@ -214,11 +351,21 @@ pub struct Sessions {
     /// Sessions by when they were last seen, oldest first.
     by_age: BTreeMap<u64, SessionKey>,
     next_tick: u64,
+    marks: HashMap<Target, Marks>,
+    /// The order of marks and moves.
+    events: Tick,
 }
 
 impl Sessions {
     pub fn new(limits: SessionLimits) -> Self {
-        Self { limits, entries: HashMap::new(), by_age: BTreeMap::new(), next_tick: 0 }
+        Self {
+            limits,
+            entries: HashMap::new(),
+            by_age: BTreeMap::new(),
+            next_tick: 0,
+            marks: HashMap::new(),
+            events: 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -245,23 +392,154 @@ impl Sessions {
         Some(entry.pin.clone())
     }
 
-    /// `served` answered a request of `session` at `now`: binds, keeps or moves its pin.
-    pub fn served(&mut self, session: SessionKey, served: &CandidateKey, now: UnixMillis) -> Repin {
+    /// Puts the candidates `pin` asks for first in `plan` (see the module docs); `pin` is
+    /// one that [`Pin::holds`] the request. `ordered`: the combo's strategy is an order, so a
+    /// healthy target above the pin takes the session back. `degraded` says whether a
+    /// provider's breaker is degraded (it has not healed).
+    pub fn steer(
+        &self,
+        plan: &mut Plan,
+        pin: Option<&Pin>,
+        ordered: bool,
+        degraded: impl Fn(&ProviderId) -> bool,
+    ) -> Steer {
+        let Some(pin) = pin else { return Steer::New };
+        if let Some(home) = &pin.home
+            && !pin.broke_on((&home.target.0, &home.target.1))
+            && !degraded(&home.target.0)
+            && let Some(healed) = self.marks_of(&home.target).healed(home)
+            && bring_forward(plan, |c| in_target(c, &home.target))
+        {
+            return Steer::Returned { to: home.target.clone(), healed };
+        }
+        if ordered && let Some(better) = self.better_in_order(plan, pin, &degraded) {
+            bring_forward(plan, |c| in_target(c, &better));
+            return Steer::Returned { to: better, healed: Healed::Order };
+        }
+        if let Some(moved) = away_from_breaks(plan, pin) {
+            return moved;
+        }
+        if bring_forward(plan, |c| *c == pin.key) {
+            return Steer::Kept;
+        }
+        bring_forward(plan, |c| target_of(c) == target_of(&pin.key));
+        Steer::Moved { from: pin.key.clone(), left: Left::Benched }
+    }
+
+    /// The first target of `plan` above `pin`'s in the combo's order that is healthy, where
+    /// the session did not break, and that is not its home (the home's own rule says when it
+    /// has healed): `None` when the pin's target is not in the plan (then the plan's own
+    /// order, the user's, decides anyway).
+    fn better_in_order(
+        &self,
+        plan: &Plan,
+        pin: &Pin,
+        degraded: &impl Fn(&ProviderId) -> bool,
+    ) -> Option<Target> {
+        let (provider, model) = target_of(&pin.key);
+        let pinned = plan
+            .candidates
+            .iter()
+            .find(|c| c.key.provider == *provider && c.key.model == *model)?
+            .target;
+        plan.candidates
+            .iter()
+            .filter(|c| c.target < pinned)
+            .filter(|c| !pin.broke_on(target_of(&c.key)) && !degraded(&c.key.provider))
+            .filter(|c| !pin.home.as_ref().is_some_and(|home| in_target(&c.key, &home.target)))
+            .map(|c| (c.key.provider.clone(), c.key.model.clone()))
+            .find(|target| self.marks_of(target).healthy())
+    }
+
+    fn marks_of(&self, target: &Target) -> Marks {
+        self.marks.get(target).copied().unwrap_or_default()
+    }
+
+    fn event(&mut self) -> Tick {
+        self.events += 1;
+        self.events
+    }
+
+    /// `key`'s target showed `shown`: a whole answer (any session's, or a probe's), a whole
+    /// streamed answer, or a failure.
+    pub fn shown(&mut self, key: &CandidateKey, shown: Shown) {
+        let tick = self.event();
+        let target = (key.provider.clone(), key.model.clone());
+        if self.marks.len() >= MAX_MARKED && !self.marks.contains_key(&target) {
+            self.forget_oldest_marks();
+        }
+        let marks = self.marks.entry(target).or_default();
+        match shown {
+            Shown::Whole => marks.served = tick,
+            Shown::WholeStream => {
+                marks.served = tick;
+                marks.streamed = tick;
+            }
+            Shown::Failure => marks.failed = tick,
+        }
+    }
+
+    fn forget_oldest_marks(&mut self) {
+        let latest = |m: &Marks| m.served.max(m.failed);
+        let mut ticks: Vec<Tick> = self.marks.values().map(latest).collect();
+        let (_, median, _) = ticks.select_nth_unstable(self.marks.len() / 2);
+        let median = *median;
+        self.marks.retain(|_, m| latest(m) > median);
+    }
+
+    /// A request of `session` broke after content on `key` at `now` (a cut, a stall, an error
+    /// event): its next request starts elsewhere. Told before the client reads the end of the
+    /// broken stream, so a retry sent the moment it does is already routed away.
+    pub fn broke(&mut self, session: SessionKey, key: &CandidateKey, now: UnixMillis) {
+        self.shown(key, Shown::Failure);
+        let pin = match self.pin(session, now) {
+            Some(mut pin) => {
+                if !pin.broke.contains(key) {
+                    if pin.broke.len() == MAX_BROKE {
+                        pin.broke.remove(0);
+                    }
+                    pin.broke.push(key.clone());
+                }
+                pin
+            }
+            None => Pin { key: key.clone(), home: None, broke: vec![key.clone()] },
+        };
+        self.insert(session, pin, now);
+    }
+
+    /// `served` answered a request of `session` at `now`, which `steered` sent there: binds,
+    /// keeps or moves its pin.
+    pub fn served(
+        &mut self,
+        session: SessionKey,
+        served: &CandidateKey,
+        now: UnixMillis,
+        steered: &Steer,
+    ) -> Repin {
         let old = self.pin(session, now);
+        let target = |k: &CandidateKey| (k.provider.clone(), k.model.clone());
         let (pin, repin) = match old {
-            None => (Pin { key: served.clone(), home: None }, Repin::Bound),
-            Some(pin) if pin.key == *served => (pin, Repin::Kept),
+            None => (Pin::new(served.clone(), None), Repin::Bound),
+            Some(pin) if pin.key == *served => (Pin::new(pin.key, pin.home), Repin::Kept),
             Some(pin) => {
-                let target = |k: &CandidateKey| (k.provider.clone(), k.model.clone());
-                if pin.home.as_ref() == Some(&target(served)) {
-                    (Pin { key: served.clone(), home: None }, Repin::Home)
-                } else if target(&pin.key) == target(served) {
+                let returned = match steered {
+                    Steer::Returned { to, .. } => *to == target(served),
+                    _ => false,
+                };
+                if returned || pin.home.as_ref().is_some_and(|h| h.target == target(served)) {
+                    (Pin::new(served.clone(), None), Repin::Home)
+                } else if target_of(&pin.key) == target_of(served) {
                     let from = pin.key.clone();
-                    (Pin { key: served.clone(), home: pin.home }, Repin::Credential { from })
+                    (Pin::new(served.clone(), pin.home), Repin::Credential { from })
                 } else {
-                    let home = pin.home.or_else(|| Some(target(&pin.key)));
-                    let from = pin.key;
-                    (Pin { key: served.clone(), home }, Repin::Target { from })
+                    let left = if pin.broke_on(target_of(&pin.key)) {
+                        Left::Broke
+                    } else {
+                        Left::Benched
+                    };
+                    let since = self.event();
+                    let home = pin.home.or_else(|| Some(Home { target: target(&pin.key), left, since }));
+                    (Pin::new(served.clone(), home), Repin::Target { from: pin.key, left })
                 }
             }
         };
@@ -269,33 +547,34 @@ impl Sessions {
         repin
     }
 
-    /// [`Self::served`] for a session that was not pinned before and whose plan put `first`
-    /// first: bound elsewhere because `first` was benched or failed, it takes `first`'s target
-    /// as its home, to return to once that is eligible, as a session moved off it does (the
-    /// plan's order says it is better). A session started while its subscription's window was
-    /// spent goes back to the subscription at the reset, not on paying for an API key (issue
-    /// 28).
+    /// [`Self::served`] for a session whose plan put `first` first: one not pinned before,
+    /// bound elsewhere because `first` was benched or failed, takes `first`'s target as its
+    /// home, to return to once that has healed, as a session moved off it does (the plan's
+    /// order says it is better). A session started while its subscription's window was spent
+    /// goes back to the subscription after the reset, not on paying for an API key.
     pub fn served_after(
         &mut self,
         session: SessionKey,
         served: &CandidateKey,
         now: UnixMillis,
         first: &CandidateKey,
+        steered: &Steer,
     ) -> Repin {
-        let repin = self.served(session, served, now);
-        let elsewhere = (&first.provider, &first.model) != (&served.provider, &served.model);
-        if repin == Repin::Bound
-            && elsewhere
-            && let Some(entry) = self.entries.get_mut(&session)
-        {
-            entry.pin.home = Some((first.provider.clone(), first.model.clone()));
+        let repin = self.served(session, served, now, steered);
+        let elsewhere = target_of(first) != target_of(served);
+        if repin == Repin::Bound && elsewhere {
+            let since = self.event();
+            if let Some(entry) = self.entries.get_mut(&session) {
+                let target = (first.provider.clone(), first.model.clone());
+                entry.pin.home = Some(Home { target, left: Left::Benched, since });
+            }
         }
         repin
     }
 
-    /// The target `session` moved off and returns to once it is eligible, if any.
-    pub fn home(&self, session: SessionKey) -> Option<(ProviderId, ModelId)> {
-        self.entries.get(&session)?.pin.home.clone()
+    /// The target `session` moved off and returns to once it has healed, if any.
+    pub fn home(&self, session: SessionKey) -> Option<Target> {
+        Some(self.entries.get(&session)?.pin.home.as_ref()?.target.clone())
     }
 
     /// Restores a pin read back at start (the newest served request of a session, and the
@@ -329,6 +608,21 @@ impl Sessions {
     }
 }
 
+/// Orders `plan` away from where `pin`'s session broke: other providers first, then the
+/// broken providers' other candidates, the broken candidates last (a combo of one still has
+/// somewhere to go). `None` when the session broke nowhere.
+fn away_from_breaks(plan: &mut Plan, pin: &Pin) -> Option<Steer> {
+    let from = pin.broke.last()?;
+    plan.candidates.sort_by_key(|c| {
+        if pin.broke.contains(&c.key) {
+            2
+        } else {
+            u8::from(pin.broke.iter().any(|b| b.provider == c.key.provider))
+        }
+    });
+    Some(Steer::Moved { from: from.clone(), left: Left::Broke })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +648,12 @@ mod tests {
     }
 
     const LIMITS: SessionLimits = SessionLimits { max: 3, idle_ms: 60_000 };
+
+    impl Sessions {
+        fn pin_of(&self, session: SessionKey) -> Pin {
+            self.entries[&session].pin.clone()
+        }
+    }
     const T0: UnixMillis = UnixMillis(1_800_000_000_000);
 
     #[test]
@@ -370,24 +670,200 @@ mod tests {
         assert_eq!(SessionKey::named("k", "v").to_hex(), "e1aecdc8f5ce5d1a217c15eacc9b2f46");
     }
 
+    /// Steers with no provider degraded.
+    fn steer(sessions: &Sessions, plan: &mut Plan, pin: &Pin, ordered: bool) -> Steer {
+        sessions.steer(plan, Some(pin), ordered, |_| false)
+    }
+
+    fn home(provider: &str, model: &str) -> Option<Target> {
+        Some((ProviderId::from(provider), ModelId::from(model)))
+    }
+
     #[test]
     fn a_pinned_session_goes_to_its_pin_and_moves_when_the_pin_is_benched() {
+        let sessions = Sessions::new(LIMITS);
         let (a1, a2, b1) = (key("a", "1", "m"), key("a", "2", "m"), key("b", "1", "n"));
-        let pin = Pin { key: a2.clone(), home: None };
+        let pin = Pin::new(a2.clone(), None);
         let mut p = plan(&[a1.clone(), a2.clone(), b1.clone()]);
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Kept);
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept);
         assert_eq!(order(&p), ["a/m@2", "a/m@1", "b/n@1"]);
         // a/2 benched: another credential of the same target first.
         let mut p = plan(&[b1.clone(), a1.clone()]);
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Moved { from: a2.clone() });
+        let moved = Steer::Moved { from: a2.clone(), left: Left::Benched };
+        assert_eq!(steer(&sessions, &mut p, &pin, false), moved);
         assert_eq!(order(&p), ["a/m@1", "b/n@1"]);
         // The whole target benched: the plan's own order.
         let mut p = plan(std::slice::from_ref(&b1));
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Moved { from: a2 });
+        assert_eq!(steer(&sessions, &mut p, &pin, false), moved);
         assert_eq!(order(&p), ["b/n@1"]);
         let mut p = plan(&[a1, b1]);
-        assert_eq!(steer(&mut p, None), Steer::New);
+        assert_eq!(sessions.steer(&mut p, None, false, |_| false), Steer::New);
         assert_eq!(order(&p), ["a/m@1", "b/n@1"], "a new session: the strategy's plan");
+        assert!(pin.holds(true));
+        assert!(!pin.holds(false), "a first turn is planned as new");
+    }
+
+    #[test]
+    fn a_retry_after_a_break_starts_on_another_provider_first_turn_or_not() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("k", "retrying");
+        let (a1, a2, a_other, b1) =
+            (key("a", "1", "m"), key("a", "2", "m"), key("a", "1", "o"), key("b", "1", "n"));
+        let all = [a1.clone(), a2.clone(), a_other.clone(), b1.clone()];
+        // The first turn broke on a/m@1 before anything bound the session.
+        sessions.broke(s, &a1, T0);
+        let pin = sessions.pin(s, T0).unwrap();
+        let broke = Steer::Moved { from: a1.clone(), left: Left::Broke };
+        assert!(pin.holds(false), "a retried first turn is steered too");
+        let mut p = plan(&all);
+        assert_eq!(steer(&sessions, &mut p, &pin, true), broke);
+        assert_eq!(
+            order(&p),
+            ["b/n@1", "a/m@2", "a/o@1", "a/m@1"],
+            "another provider, then the same provider, where it broke last"
+        );
+        // A combo of one goes where it can.
+        let mut p = plan(std::slice::from_ref(&a1));
+        assert_eq!(steer(&sessions, &mut p, &pin, false), broke);
+        assert_eq!(order(&p), ["a/m@1"]);
+
+        // Served on b: moved, with a as its home, left after a break.
+        assert_eq!(sessions.served(s, &b1, T0, &broke), Repin::Target { from: a1.clone(), left: Left::Broke });
+        let pin = sessions.pin(s, T0).unwrap();
+        assert!(pin.broke.is_empty(), "served elsewhere: the break is behind it");
+        assert!(pin.holds(false), "a first turn stays away until its home heals");
+        assert_eq!(pin.home.as_ref().map(|h| (h.target.clone(), h.left)), home("a", "m").map(|t| (t, Left::Broke)));
+
+        // A session that broke on its pin's other credential moves between credentials and stays.
+        let t = SessionKey::named("k", "two keys");
+        assert_eq!(sessions.served(t, &a1, T0, &Steer::New), Repin::Bound);
+        sessions.broke(t, &a1, T0);
+        let pin = sessions.pin(t, T0).unwrap();
+        let mut p = plan(&[a1.clone(), a2.clone()]);
+        steer(&sessions, &mut p, &pin, false);
+        assert_eq!(order(&p), ["a/m@2", "a/m@1"]);
+        assert_eq!(sessions.served(t, &a2, T0, &broke), Repin::Credential { from: a1 });
+        assert_eq!(sessions.home(t), None);
+    }
+
+    #[test]
+    fn a_session_moved_by_a_break_returns_only_after_home_served_a_whole_stream() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("k", "cut");
+        let (a1, b1) = (key("a", "1", "m"), key("b", "1", "n"));
+        sessions.served(s, &a1, T0, &Steer::New);
+        sessions.broke(s, &a1, T0);
+        let moved = Steer::Moved { from: a1.clone(), left: Left::Broke };
+        sessions.served(s, &b1, T0, &moved);
+        let both = [a1.clone(), b1.clone()];
+        let stays = |sessions: &Sessions, why: &str| {
+            let pin = sessions.pin_of(s);
+            let mut p = plan(&both);
+            assert_eq!(steer(sessions, &mut p, &pin, false), Steer::Kept, "{why}");
+            assert_eq!(order(&p)[0], "b/n@1", "{why}");
+        };
+        stays(&sessions, "eligible again is not healed");
+        sessions.shown(&a1, Shown::Whole);
+        stays(&sessions, "a probe's one token restores a breaker, not a home");
+        let mut p = plan(&both);
+        let pin = sessions.pin_of(s);
+        assert_eq!(steer(&sessions, &mut p, &pin, true), Steer::Kept, "nor does the order");
+        sessions.shown(&a1, Shown::WholeStream);
+        sessions.shown(&a1, Shown::Failure);
+        stays(&sessions, "its latest outcome a failure");
+        sessions.shown(&a1, Shown::WholeStream);
+        let pin = sessions.pin_of(s);
+        let mut p = plan(&both);
+        assert_eq!(
+            sessions.steer(&mut p, Some(&pin), false, |p| p.as_str() == "a"),
+            Steer::Kept,
+            "a degraded breaker has not healed"
+        );
+        let returned = Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::WholeStream };
+        assert_eq!(steer(&sessions, &mut p, &pin, false), returned);
+        assert_eq!(order(&p)[0], "a/m@1");
+        assert_eq!(sessions.served(s, &a1, T0, &returned), Repin::Home);
+        assert_eq!(sessions.home(s), None);
+        assert!(!sessions.pin_of(s).holds(false), "home again: a first turn is new once more");
+    }
+
+    #[test]
+    fn a_session_moved_by_a_bench_returns_after_a_success_never_on_eligibility() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("k", "benched");
+        let (a1, b1) = (key("a", "1", "m"), key("b", "1", "n"));
+        sessions.shown(&a1, Shown::Whole);
+        sessions.served(s, &a1, T0, &Steer::New);
+        let moved = Steer::Moved { from: a1.clone(), left: Left::Benched };
+        sessions.shown(&a1, Shown::Failure);
+        assert_eq!(sessions.served(s, &b1, T0, &moved), Repin::Target { from: a1.clone(), left: Left::Benched });
+        let pin = sessions.pin_of(s);
+        let mut p = plan(&[a1.clone(), b1.clone()]);
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "eligible, not healed");
+        sessions.shown(&a1, Shown::Whole);
+        let returned = Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::Served };
+        assert_eq!(steer(&sessions, &mut p, &pin, false), returned, "a probe's success will do");
+    }
+
+    #[test]
+    fn in_an_ordered_combo_a_session_pinned_below_a_healthy_target_returns_to_it() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("k", "pinned by another combo");
+        let (primary, fallback) = (key("p", "1", "m"), key("f", "1", "n"));
+        sessions.served(s, &fallback, T0, &Steer::New);
+        let pin = sessions.pin_of(s);
+        assert_eq!(pin.home, None, "the other combo put it first: no home");
+        let in_order = || plan(&[primary.clone(), fallback.clone()]);
+        let mut p = in_order();
+        assert_eq!(steer(&sessions, &mut p, &pin, true), Steer::Kept, "nothing known of the primary");
+        sessions.shown(&primary, Shown::Failure);
+        sessions.shown(&primary, Shown::Whole);
+        let mut p = in_order();
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "not an order: the pin");
+        let mut p = in_order();
+        let back = Steer::Returned { to: home("p", "m").unwrap(), healed: Healed::Order };
+        assert_eq!(steer(&sessions, &mut p, &pin, true), back);
+        assert_eq!(order(&p), ["p/m@1", "f/n@1"]);
+        let mut p = in_order();
+        assert_eq!(
+            sessions.steer(&mut p, Some(&pin), true, |p| p.as_str() == "p"),
+            Steer::Kept,
+            "a degraded primary is not healthy"
+        );
+        // A session pinned *above* is not moved down.
+        let up = SessionKey::named("k", "on the primary");
+        sessions.served(up, &primary, T0, &Steer::New);
+        sessions.shown(&fallback, Shown::Whole);
+        let mut p = in_order();
+        assert_eq!(steer(&sessions, &mut p, &sessions.pin_of(up), true), Steer::Kept);
+        // Back on the primary: no home left to go back down to.
+        assert_eq!(sessions.served(s, &primary, T0, &back), Repin::Home);
+        assert_eq!(sessions.home(s), None);
+    }
+
+    #[test]
+    fn a_continuation_that_finished_the_answer_pins_the_session_where_it_finished() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("k", "continued");
+        let (a1, b1) = (key("a", "1", "m"), key("b", "1", "n"));
+        sessions.served(s, &a1, T0, &Steer::New);
+        sessions.broke(s, &a1, T0);
+        // The continuation on b finished it: the relay tells the table as a serve.
+        assert_eq!(sessions.served(s, &b1, T0, &Steer::Kept), Repin::Target { from: a1, left: Left::Broke });
+        let pin = sessions.pin_of(s);
+        assert_eq!(pin.key, b1);
+        assert!(pin.broke.is_empty());
+    }
+
+    #[test]
+    fn marks_stay_bounded_and_keep_the_newest() {
+        let mut sessions = Sessions::new(LIMITS);
+        for n in 0..MAX_MARKED + 10 {
+            sessions.shown(&key("p", "1", &n.to_string()), Shown::Whole);
+        }
+        assert!(sessions.marks.len() <= MAX_MARKED, "{}", sessions.marks.len());
+        let newest = (ProviderId::from("p"), ModelId::from((MAX_MARKED + 9).to_string().as_str()));
+        assert!(sessions.marks_of(&newest).healthy());
     }
 
     #[test]
@@ -395,34 +871,40 @@ mod tests {
         let mut sessions = Sessions::new(LIMITS);
         let s = SessionKey::named("k", "1");
         let (a1, a2, b1) = (key("a", "1", "m"), key("a", "2", "m"), key("b", "1", "n"));
-        assert_eq!(sessions.served(s, &a1, T0), Repin::Bound);
-        assert_eq!(sessions.served(s, &a1, T0), Repin::Kept);
-        assert_eq!(sessions.served(s, &a2, T0), Repin::Credential { from: a1.clone() });
-        let pin = sessions.pin(s, T0).unwrap();
+        assert_eq!(sessions.served(s, &a1, T0, &Steer::New), Repin::Bound);
+        assert_eq!(sessions.served(s, &a1, T0, &Steer::Kept), Repin::Kept);
+        let benched = |from: &CandidateKey| Steer::Moved { from: from.clone(), left: Left::Benched };
+        assert_eq!(sessions.served(s, &a2, T0, &benched(&a1)), Repin::Credential { from: a1.clone() });
+        let pin = sessions.pin_of(s);
         assert_eq!((pin.key.clone(), pin.home.clone()), (a2.clone(), None));
         // a/1 heals: the session stays on a/2.
+        sessions.shown(&a1, Shown::WholeStream);
         let mut p = plan(&[a1.clone(), a2.clone(), b1.clone()]);
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Kept);
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept);
         assert_eq!(order(&p)[0], "a/m@2");
         // Target a benched: b serves, a is home.
-        assert_eq!(sessions.served(s, &b1, T0), Repin::Target { from: a2.clone() });
-        let pin = sessions.pin(s, T0).unwrap();
-        assert_eq!(pin.home, Some((ProviderId::from("a"), ModelId::from("m"))));
+        let moved = sessions.served(s, &b1, T0, &benched(&a2));
+        assert_eq!(moved, Repin::Target { from: a2.clone(), left: Left::Benched });
+        let pin = sessions.pin_of(s);
+        assert_eq!(sessions.home(s), home("a", "m"));
         let mut p = plan(std::slice::from_ref(&b1));
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Kept, "home still benched");
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "home still benched");
         let mut p = plan(&[b1.clone(), a1.clone()]);
-        assert_eq!(steer(&mut p, Some(&pin)), Steer::Returned);
+        assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "eligible, not yet healed");
+        sessions.shown(&a1, Shown::Whole);
+        let returned = steer(&sessions, &mut p, &pin, false);
+        assert_eq!(returned, Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::Served });
         assert_eq!(order(&p), ["a/m@1", "b/n@1"]);
-        assert_eq!(sessions.served(s, &a1, T0), Repin::Home);
+        assert_eq!(sessions.served(s, &a1, T0, &returned), Repin::Home);
 
         // A session bound away from its plan's first target returns to it as its home.
         let late = SessionKey::named("k", "born while a was benched");
-        assert_eq!(sessions.served_after(late, &b1, T0, &a1), Repin::Bound);
-        assert_eq!(sessions.home(late), Some(("a".into(), "m".into())));
+        assert_eq!(sessions.served_after(late, &b1, T0, &a1, &Steer::New), Repin::Bound);
+        assert_eq!(sessions.home(late), home("a", "m"));
         let first_served = SessionKey::named("k", "a served at once");
-        assert_eq!(sessions.served_after(first_served, &a2, T0, &a1), Repin::Bound);
+        assert_eq!(sessions.served_after(first_served, &a2, T0, &a1, &Steer::New), Repin::Bound);
         assert_eq!(sessions.home(first_served), None, "another key of the first target is no move");
-        assert_eq!(sessions.pin(s, T0).unwrap().home, None);
+        assert_eq!(sessions.pin_of(s).home, None);
     }
 
     #[test]
@@ -431,22 +913,22 @@ mod tests {
         let target = key("a", "1", "m");
         let s = |n: u8| SessionKey::named("k", &n.to_string());
         for n in 0..3 {
-            sessions.served(s(n), &target, T0);
+            sessions.served(s(n), &target, T0, &Steer::New);
         }
-        sessions.served(s(0), &target, UnixMillis(T0.0 + 1));
-        sessions.served(s(3), &target, UnixMillis(T0.0 + 2));
+        sessions.served(s(0), &target, UnixMillis(T0.0 + 1), &Steer::Kept);
+        sessions.served(s(3), &target, UnixMillis(T0.0 + 2), &Steer::New);
         assert_eq!(sessions.len(), 3);
         assert!(sessions.pin(s(1), T0).is_none(), "the least recently seen left");
         assert!(sessions.pin(s(0), T0).is_some());
         let later = UnixMillis(T0.0 + LIMITS.idle_ms + 2);
         assert!(sessions.pin(s(3), later).is_none(), "idle too long");
         assert_eq!(sessions.len(), 2);
-        let pin = |home| Pin { key: target.clone(), home };
+        let pin = |home: Option<Target>| Pin::new(target.clone(), home.map(Home::restored));
         sessions.restore(s(9), pin(None), T0, later);
         assert!(sessions.pin(s(9), later).is_none(), "a restored pin past its idle time");
-        let home = Some((ProviderId::from("first"), ModelId::from("m")));
-        sessions.restore(s(9), pin(home.clone()), later, later);
-        assert_eq!(sessions.pin(s(9), later), Some(pin(home.clone())), "with its home");
-        assert_eq!(sessions.home(s(9)), home);
+        let first = Some((ProviderId::from("first"), ModelId::from("m")));
+        sessions.restore(s(9), pin(first.clone()), later, later);
+        assert_eq!(sessions.pin(s(9), later), Some(pin(first.clone())), "with its home");
+        assert_eq!(sessions.home(s(9)), first);
     }
 }

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchyard_core::outcome::{OutcomeKind, Verdict};
 use switchyard_core::resilience::{HealthRegistry, SkipReason};
-use switchyard_core::routing::session::{Repin, SessionKey};
+use switchyard_core::routing::session::{Left, Repin, SessionKey, Steer};
 use switchyard_core::routing::{Candidate, Combo, Plan};
 use switchyard_core::text::bounded;
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
@@ -93,13 +93,24 @@ pub enum TraceEvent {
     },
     /// The request's agent session (RESILIENCE.md §11), on the line of the candidate that
     /// served it: `pin` is `new` (bound here), `kept`, `moved` (its pin, `from`, was benched
-    /// or failed: it re-pinned here) or `returned` (back on the target it had moved off).
+    /// or failed, or its stream broke there: it re-pinned here) or `returned` (back on the
+    /// target it had moved off, or on a better one in the combo's order). A stream that
+    /// breaks after content adds a `moved` line of its own on the candidate it broke on,
+    /// before the client reads the stream's end: the session's next request starts elsewhere.
     Session {
         session: String,
         pin: Cow<'static, str>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         from: Option<String>,
+        /// Why: `moved` because the pin `broke` (a cut, a stall, an error event after content)
+        /// or was `benched` (or failed before the answer began); `returned` because the target
+        /// `served_whole_stream` or `served` (a whole answer or a recovery probe) since the
+        /// session left it, or stands `higher_in_order` in a combo whose strategy is an order
+        /// and its latest outcome was a success.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        because: Option<Cow<'static, str>>,
     },
     /// `auto`'s ranking (issue 30), on the line of each of its top candidates: its place, its
     /// score and every factor's value and weight (values in `[0, 1]`, three decimals); the
@@ -150,7 +161,7 @@ pub struct RankedFactor {
 }
 
 impl TraceEntry {
-    fn new(key: &CandidateKey, what: TraceEvent) -> Self {
+    pub(super) fn new(key: &CandidateKey, what: TraceEvent) -> Self {
         // Targets come from the config, whose names are checked, and from a client's
         // `provider/model` only after `check_model_name`: bounded already.
         Self { target: key.target_label(), credential: key.credential.as_str().to_owned(), what }
@@ -175,17 +186,40 @@ impl TraceEntry {
         Self::new(key, what)
     }
 
-    /// How the request's session pinned on `key`, the candidate that served it.
-    pub(super) fn session(key: &CandidateKey, session: SessionKey, repin: &Repin) -> Self {
-        let (pin, from) = match repin {
-            Repin::Bound => ("new", None),
-            Repin::Kept => ("kept", None),
-            Repin::Credential { from } | Repin::Target { from } => {
-                ("moved", Some(from.to_string()))
+    /// How the request's session pinned on `key`, the candidate that served it, which
+    /// `steered` sent it to.
+    pub(super) fn session(
+        key: &CandidateKey,
+        session: SessionKey,
+        repin: &Repin,
+        steered: &Steer,
+    ) -> Self {
+        let (pin, from, because) = match repin {
+            Repin::Bound => ("new", None, None),
+            Repin::Kept => ("kept", None, None),
+            Repin::Credential { from } => {
+                let left = match steered {
+                    Steer::Moved { left, .. } => left.code(),
+                    _ => Left::Benched.code(),
+                };
+                ("moved", Some(from.to_string()), Some(left))
             }
-            Repin::Home => ("returned", None),
+            Repin::Target { from, left } => ("moved", Some(from.to_string()), Some(left.code())),
+            Repin::Home => {
+                let healed = match steered {
+                    Steer::Returned { healed, .. } => Some(healed.code()),
+                    _ => None,
+                };
+                ("returned", None, healed)
+            }
         };
-        Self::new(key, TraceEvent::Session { session: session.to_string(), pin: pin.into(), from })
+        let what = TraceEvent::Session {
+            session: session.to_string(),
+            pin: pin.into(),
+            from,
+            because: because.map(Cow::Borrowed),
+        };
+        Self::new(key, what)
     }
 }
 

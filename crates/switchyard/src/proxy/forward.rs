@@ -256,6 +256,9 @@ pub(crate) struct Settle {
     /// Finds another target to finish the answer when the stream breaks mid-answer
     /// (RESILIENCE.md §10); `None` when nothing could continue it.
     pub rescue: Option<super::continuation::Rescue>,
+    /// Told of a break after content before the client reads the stream's end, and of a
+    /// whole answer (RESILIENCE.md §11).
+    pub watch: Option<super::sessions::Watch>,
     /// Takes the usage the stream reports as it comes (the stream being read: a
     /// continuation brings its own).
     pub meter: super::tally::Meter,
@@ -358,11 +361,19 @@ async fn relay(mut r: Relay, mut settle: Settle) {
         if let Some(stop) = r.stop.take() {
             match r.translator.ending(stop.exit()) {
                 Ending::Complete => {
+                    if let Some(watch) = &settle.watch {
+                        watch.whole(settle.attempt.key(), settle.clock.now());
+                    }
                     r.translator.finish(&mut r.out);
                     break Ended::Complete;
                 }
                 Ending::ClientGone => break Ended::ClientGone,
                 Ending::Truncated | Ending::Unanswered => {
+                    // Before the client can read the end: its retry must find the session
+                    // moved already, continued or not.
+                    if let Some(watch) = &settle.watch {
+                        watch.broke(settle.attempt.key(), settle.clock.now());
+                    }
                     let fault = stop.exit().fault().unwrap_or(StreamFault::Cut);
                     if continued(&mut r, &mut settle, fault, &mut idle_until).await {
                         continue;

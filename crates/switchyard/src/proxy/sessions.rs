@@ -9,14 +9,21 @@
 //! stay the same for every turn of one conversation. Read from the parsed request's vendor
 //! fields: no second pass over the body.
 
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use switchyard_core::UnixMillis;
-use switchyard_core::ids::{CandidateKey, ModelId, ProviderId};
-use switchyard_core::routing::session::{Pin, Repin, SessionKey, SessionLimits, Sessions};
+use switchyard_core::ids::{CandidateKey, ProviderId};
+use switchyard_core::routing::Plan;
+use switchyard_core::routing::session::{
+    Left, Pin, Repin, SessionKey, SessionLimits, Sessions, Shown, Steer, Target,
+};
 use switchyard_providers::chat::{ChatRequest, Part, Role};
 
+use super::continuation::Notes;
+use super::exhausted::{TraceEntry, TraceEvent};
 use super::parsed::Parsed;
 
 /// A request's session, and whether the request continues it.
@@ -106,6 +113,15 @@ pub(crate) struct SessionTable {
     inner: Mutex<Sessions>,
 }
 
+/// A served request, as the table is told of it.
+pub(crate) struct Serve<'a> {
+    pub session: SessionKey,
+    pub key: &'a CandidateKey,
+    /// The candidate the request's plan put first (see `Sessions::served_after`).
+    pub first: &'a CandidateKey,
+    pub steered: &'a Steer,
+}
+
 impl SessionTable {
     pub(crate) fn new(limits: SessionLimits) -> Self {
         Self { inner: Mutex::new(Sessions::new(limits)) }
@@ -119,18 +135,45 @@ impl SessionTable {
         self.inner.lock().pin(session, now)
     }
 
-    /// Binds, keeps or moves `session`'s pin to `key`: how, and the home it returns to.
-    /// `first` is the candidate the request's plan put first (see `Sessions::served_after`).
+    /// See `Sessions::steer`.
+    pub(crate) fn steer(
+        &self,
+        plan: &mut Plan,
+        pin: Option<&Pin>,
+        ordered: bool,
+        degraded: impl Fn(&ProviderId) -> bool,
+    ) -> Steer {
+        if pin.is_none() {
+            return Steer::New;
+        }
+        self.inner.lock().steer(plan, pin, ordered, degraded)
+    }
+
+    /// `key`'s target showed `shown` (see `Sessions::shown`).
+    pub(crate) fn shown(&self, key: &CandidateKey, shown: Shown) {
+        self.inner.lock().shown(key, shown);
+    }
+
+    /// Binds, keeps or moves the session's pin to the candidate that served: how, and the
+    /// home it returns to; `whole` is what the answer showed of its target, when it is whole
+    /// already (not a stream). `None` when the request's stream broke before this was told:
+    /// its relay moved the session off that candidate, which stands.
     pub(crate) fn served(
         &self,
-        session: SessionKey,
-        key: &CandidateKey,
+        serve: Serve<'_>,
         now: UnixMillis,
-        first: &CandidateKey,
-    ) -> (Repin, Option<(ProviderId, ModelId)>) {
+        whole: Option<Shown>,
+        notes: Option<&Notes>,
+    ) -> Option<(Repin, Option<Target>)> {
         let mut sessions = self.inner.lock();
-        let repin = sessions.served_after(session, key, now, first);
-        (repin, sessions.home(session))
+        if let Some(whole) = whole {
+            sessions.shown(serve.key, whole);
+        }
+        if notes.is_some_and(|notes| broke_noted(&notes.lock().expect("never poisoned"))) {
+            return None;
+        }
+        let repin = sessions.served_after(serve.session, serve.key, now, serve.first, serve.steered);
+        Some((repin, sessions.home(serve.session)))
     }
 
     /// Pins read back from the request log at start, oldest first.
@@ -147,6 +190,71 @@ impl SessionTable {
 
     pub(crate) fn len(&self) -> usize {
         self.inner.lock().len()
+    }
+}
+
+/// Whether a relay noted that the request's stream broke and moved its session.
+fn broke_noted(notes: &[TraceEntry]) -> bool {
+    notes.iter().any(|entry| {
+        matches!(&entry.what, TraceEvent::Session { because: Some(because), .. }
+            if because == Left::Broke.code())
+    })
+}
+
+/// What a stream's relay tells the session table (RESILIENCE.md §11): a break after content
+/// moves the session before the client reads the stream's end; a whole answer marks its
+/// target, and pins the session where a continuation finished it.
+pub(crate) struct Watch {
+    table: Arc<SessionTable>,
+    session: Option<SessionKey>,
+    /// The request's notes, read by the request log (and by [`SessionTable::served`]).
+    notes: Notes,
+    /// The candidate the stream started on.
+    started: CandidateKey,
+}
+
+impl Watch {
+    pub(crate) fn new(
+        table: &Arc<SessionTable>,
+        session: Option<SessionKey>,
+        notes: &Notes,
+        started: &CandidateKey,
+    ) -> Self {
+        Self {
+            table: Arc::clone(table),
+            session,
+            notes: Arc::clone(notes),
+            started: started.clone(),
+        }
+    }
+
+    /// The stream broke after content on `key`: the session's next request starts elsewhere.
+    pub(crate) fn broke(&self, key: &CandidateKey, now: UnixMillis) {
+        let mut sessions = self.table.inner.lock();
+        let Some(session) = self.session else {
+            sessions.shown(key, Shown::Failure);
+            return;
+        };
+        sessions.broke(session, key, now);
+        // Noted under the table's lock, so a `served` told later sees it.
+        let what = TraceEvent::Session {
+            session: session.to_string(),
+            pin: "moved".into(),
+            from: Some(key.to_string()),
+            because: Some(Left::Broke.code().into()),
+        };
+        let entry = TraceEntry::new(key, what);
+        self.notes.lock().expect("never poisoned").push(entry);
+    }
+
+    /// The stream ended whole on `key` (the one it started on, or a continuation's).
+    pub(crate) fn whole(&self, key: &CandidateKey, now: UnixMillis) {
+        let mut sessions = self.table.inner.lock();
+        sessions.shown(key, Shown::WholeStream);
+        let Some(session) = self.session.filter(|_| *key != self.started) else { return };
+        let repin = sessions.served(session, key, now, &Steer::Kept);
+        let entry = TraceEntry::session(key, session, &repin, &Steer::Kept);
+        self.notes.lock().expect("never poisoned").push(entry);
     }
 }
 

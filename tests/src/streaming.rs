@@ -2,6 +2,8 @@
 //! the request it sends, the text it reads, and what a whole answer and a terminal error look
 //! like to it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use serde_json::{Value, json};
 
 use crate::harness::{
@@ -49,6 +51,14 @@ impl Client {
             Self::Chat | Self::Anthropic => json!({"messages": [{"role": "user", "content": said}]}),
             Self::Responses => json!({"input": said}),
         }
+    }
+
+    /// [`Self::conversation`] numbered across the test binary: a new conversation each call,
+    /// for tests of one target's faults that must start on that target every time.
+    pub fn fresh_conversation(self) -> Value {
+        static CONVERSATIONS: AtomicUsize = AtomicUsize::new(0);
+        let n = CONVERSATIONS.fetch_add(1, Ordering::Relaxed);
+        self.conversation(&format!("conversation {n}"))
     }
 
     /// The answer's text, as the client reads it.

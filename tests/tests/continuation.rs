@@ -5,7 +5,6 @@
 //! Where continuing is not safe (no mechanism, inside a tool call, JSON output, a target that
 //! refuses the continuation) the client gets the terminal error and never repeated text.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -106,9 +105,7 @@ fn fallback_asked(reason: &str) -> bool {
 /// new conversation: the same messages again would be a retry of a session that just broke,
 /// which starts where it did not break (RESILIENCE.md §11), not on the primary under test.
 async fn run(h: &Harness, client: Client, combo: &str, extra: &Value) -> String {
-    static CONVERSATIONS: AtomicUsize = AtomicUsize::new(0);
-    let n = CONVERSATIONS.fetch_add(1, Ordering::Relaxed);
-    let mut body = client.conversation(&format!("conversation {n}"));
+    let mut body = client.fresh_conversation();
     for (key, value) in extra.as_object().into_iter().flatten() {
         body[key] = value.clone();
     }

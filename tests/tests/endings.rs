@@ -129,9 +129,11 @@ async fn start() -> Harness {
     Harness::start_with(setup).await
 }
 
-/// A streamed request of `client` for `model`: the target that served and the whole body.
+/// A streamed request of `client` for `model`, a conversation of its own (the same messages
+/// again would be a retry, which starts where the session did not break): the target that
+/// served and the whole body.
 async fn stream(client: Client, h: &Harness, model: &str) -> (String, String) {
-    let response = client.send(h, model, &json!({})).send().await.unwrap();
+    let response = client.send(h, model, &client.fresh_conversation()).send().await.unwrap();
     assert_eq!(response.status(), 200, "{model}");
     let served = header(response.headers(), "x-switchyard-target").to_owned();
     let text = tokio::time::timeout(Duration::from_secs(10), response.text())

@@ -15,6 +15,7 @@ use switchyard_e2e::harness::{
     FALLBACK, Harness, Setup, T0, WATCHDOG, anthropic_stream_text, ask, closed_port, header,
     is_probe, json_parts, keys_of, openai_stream_text, openai_text, sse_data, sse_events,
 };
+use switchyard_e2e::streaming::Client;
 use switchyard_testkit::{Behavior, ErrorKind, Reply, Status};
 use tokio::time::{Instant, timeout};
 
@@ -727,12 +728,14 @@ async fn a_stream_broken_after_bytes_ends_with_an_error_event_in_each_client_dia
     .await;
     h.mock.script("gpt-4o", [Behavior::cut_after(3), Behavior::cut_after(3)]);
 
-    let text = h.openai("smart", true).send().await.unwrap().text().await.unwrap();
+    // Two conversations: a retry of one that broke would start on the fallback (§11).
+    let send = |client: Client| client.send(&h, "smart", &client.fresh_conversation()).send();
+    let text = send(Client::Chat).await.unwrap().text().await.unwrap();
     assert!(!text.contains("[DONE]"), "{text}");
     let last = sse_data(&text).pop().expect("events");
     assert!(last["error"]["message"].is_string(), "the last event is the error: {text}");
 
-    let text = h.anthropic("smart", true).send().await.unwrap().text().await.unwrap();
+    let text = send(Client::Anthropic).await.unwrap().text().await.unwrap();
     assert!(!text.contains("message_stop"), "{text}");
     assert!(text.trim_end().rsplit("\n\n").next().unwrap().starts_with("event: error"), "{text}");
 

@@ -10,6 +10,7 @@ use switchyard_e2e::harness::{
     Harness, Setup, anthropic_stream_text, header, json_parts, openai_stream_text, sse_data,
     sse_events,
 };
+use switchyard_e2e::streaming::Client;
 use switchyard_testkit::{Behavior, Reply, Status};
 use tokio::time::{Instant, timeout};
 
@@ -33,7 +34,10 @@ const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// A streamed request for `target` in the client dialect, and its whole body.
 async fn stream(h: &Harness, anthropic_client: bool, target: &str) -> (String, String) {
-    let request = if anthropic_client { h.anthropic(target, true) } else { h.openai(target, true) };
+    // A conversation of its own each time: the same one again would be a retry of a session
+    // that just broke, which starts elsewhere (RESILIENCE.md §11).
+    let client = if anthropic_client { Client::Anthropic } else { Client::Chat };
+    let request = client.send(h, target, &client.fresh_conversation());
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), 200, "{target}");
     let served = header(response.headers(), "x-switchyard-target").to_owned();

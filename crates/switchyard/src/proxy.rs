@@ -967,8 +967,8 @@ impl Proxy {
                 TriedResult::Failed { verdict, upstream } => (verdict, upstream),
             };
             trace.attempt(candidate, &verdict, started.elapsed(), carried);
-            if verdict.charges.provider.is_some() || verdict.charges.model {
-                self.sessions.shown(&candidate.key, Shown::Failure);
+            if let Some(shown) = Shown::of(verdict.kind) {
+                self.sessions.shown(&candidate.key, shown);
             }
             tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
 
@@ -1813,10 +1813,8 @@ impl Prober {
             Err(failure) => (self.classify(unsent(failure)), None),
         };
         let bench = probe.bench().code();
-        if verdict.kind == OutcomeKind::Success {
-            self.sessions.shown(&key, Shown::Whole);
-        } else if verdict.charges.provider.is_some() || verdict.charges.model {
-            self.sessions.shown(&key, Shown::Failure);
+        if let Some(shown) = Shown::of(verdict.kind) {
+            self.sessions.shown(&key, shown);
         }
         let healed = probe.finish(&verdict, self.clock.now());
         tracing::info!(target = %key, bench, kind = verdict.kind.as_str(), ?status, healed, "recovery probe");

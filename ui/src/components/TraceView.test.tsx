@@ -41,6 +41,18 @@ describe('a routing trace', () => {
     expect(screen.getByText(/1a2b3c4d5e6f: moved here from an\/claude@k1/)).toBeInTheDocument();
   });
 
+  it('says a session moved off where its stream broke, and why it came back', () => {
+    const trace: TraceEntry[] = [
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'session', session: 'aaaaaaaaaaaa', pin: 'moved', from: 'oa/gpt-4o@k1', because: 'broke' },
+      { target: 'an/claude', credential: 'k2', event: 'session', session: 'bbbbbbbbbbbb', pin: 'moved', from: 'oa/gpt-4o@k1', because: 'broke' },
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'session', session: 'cccccccccccc', pin: 'returned', because: 'served_whole_stream' },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="oa/gpt-4o" />);
+    expect(screen.getByText(/aaaaaaaaaaaa: its stream broke here: its next request starts elsewhere/)).toBeInTheDocument();
+    expect(screen.getByText(/bbbbbbbbbbbb: moved here from oa\/gpt-4o@k1 \(its stream broke there\)/)).toBeInTheDocument();
+    expect(screen.getByText(/cccccccccccc: back on its target \(it served a whole stream since\)/)).toBeInTheDocument();
+  });
+
   it('says which attempt of a hedged first token won, and after how long', () => {
     const trace: TraceEntry[] = [
       { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'started', millis: 200 },

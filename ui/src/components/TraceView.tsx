@@ -114,13 +114,7 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
               <>
                 <td>
                   <Badge tone={entry.pin === 'moved' ? 'bad' : 'muted'}>session</Badge> {entry.session}:{' '}
-                  {entry.pin === 'new'
-                    ? 'pinned here'
-                    : entry.pin === 'kept'
-                      ? 'kept on its key'
-                      : entry.pin === 'returned'
-                        ? 'back on its target'
-                        : `moved here${entry.from ? ` from ${entry.from}` : ''}`}
+                  {sessionLine(entry, `${entry.target}@${entry.credential}`)}
                 </td>
                 <td />
                 <td />
@@ -156,4 +150,29 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
     {served}
     </>
   );
+}
+
+/** What a trace's `session` line says: where the session went, and why (RESILIENCE.md §11). */
+function sessionLine(entry: Extract<TraceEntry, { event: 'session' }>, here: string): string {
+  const because: Record<string, string> = {
+    broke: 'its stream broke there',
+    benched: 'it was benched or failed',
+    served_whole_stream: 'it served a whole stream since',
+    served: 'it served since',
+    higher_in_order: "it is healthy and first in the combo's order",
+  };
+  const why = entry.because ? ` (${because[entry.because] ?? entry.because.replace(/_/g, ' ')})` : '';
+  switch (entry.pin) {
+    case 'new':
+      return 'pinned here';
+    case 'kept':
+      return 'kept on its key';
+    case 'returned':
+      return `back on its target${why}`;
+    default:
+      if (entry.because === 'broke' && entry.from === here) {
+        return 'its stream broke here: its next request starts elsewhere';
+      }
+      return `moved here${entry.from ? ` from ${entry.from}` : ''}${why}`;
+  }
 }

@@ -45,6 +45,7 @@ use std::fmt;
 use super::planner::Plan;
 use crate::clock::UnixMillis;
 use crate::ids::{CandidateKey, CredentialKey, ModelId, ProviderId};
+use crate::outcome::OutcomeKind;
 
 /// A session's identity: 128 bits of digest, namespaced by the local key that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,8 +129,11 @@ pub enum Left {
     /// A request of the session broke there after content: back only once the target served
     /// a whole streamed answer since.
     Broke,
-    /// The target was benched, or failed before the answer began: back once it served
-    /// anything since, a recovery probe included.
+    /// The target was benched, or failed before the answer began: back once no failure of
+    /// the target is known since its latest success (a whole answer, a recovery probe's). A
+    /// bench that was no failure of the target (a rate limit, a spent window: the upstream
+    /// said until when) leaves nothing to heal, so the session returns when the bench ends;
+    /// so does a home read back at start, whose breaker and benches were read back with it.
     Benched,
 }
 
@@ -298,6 +302,30 @@ pub enum Shown {
     Failure,
 }
 
+impl Shown {
+    /// What an attempt that ended as `kind` showed of its target: a success, a failure of the
+    /// target itself (it could not answer), or nothing (a rate limit, a spent quota, a refused
+    /// key, a request the client got wrong: the target is not what failed).
+    pub fn of(kind: OutcomeKind) -> Option<Self> {
+        match kind {
+            OutcomeKind::Success => Some(Self::Whole),
+            OutcomeKind::Transport
+            | OutcomeKind::Timeout
+            | OutcomeKind::Transient
+            | OutcomeKind::ModelUnavailable
+            | OutcomeKind::StreamBroken => Some(Self::Failure),
+            OutcomeKind::RateLimit
+            | OutcomeKind::Auth
+            | OutcomeKind::QuotaExhausted
+            | OutcomeKind::RequestTooLarge
+            | OutcomeKind::Policy
+            | OutcomeKind::ClientError
+            | OutcomeKind::ModelForbidden
+            | OutcomeKind::Aborted => None,
+        }
+    }
+}
+
 /// What a target showed lately, in ticks.
 #[derive(Clone, Copy, Debug, Default)]
 struct Marks {
@@ -307,17 +335,22 @@ struct Marks {
 }
 
 impl Marks {
+    /// It served, and has not failed since.
     fn healthy(self) -> bool {
         self.served > self.failed
     }
 
+    /// It failed, and has not served since.
+    fn failing(self) -> bool {
+        self.failed > self.served
+    }
+
     fn healed(self, home: &Home) -> Option<Healed> {
-        if !self.healthy() {
-            return None;
-        }
         match home.left {
-            Left::Broke => (self.streamed > home.since).then_some(Healed::WholeStream),
-            Left::Benched => (self.served > home.since).then_some(Healed::Served),
+            Left::Broke => {
+                (self.healthy() && self.streamed > home.since).then_some(Healed::WholeStream)
+            }
+            Left::Benched => (!self.failing()).then_some(Healed::Served),
         }
     }
 }
@@ -803,6 +836,26 @@ mod tests {
         sessions.shown(&a1, Shown::Whole);
         let returned = Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::Served };
         assert_eq!(steer(&sessions, &mut p, &pin, false), returned, "a probe's success will do");
+
+        // A rate limit is no failure of the target: back when its bench ends.
+        let limited = SessionKey::named("k", "rate limited");
+        sessions.served(limited, &a1, T0, &Steer::New);
+        assert_eq!(Shown::of(OutcomeKind::RateLimit), None);
+        sessions.served(limited, &b1, T0, &moved);
+        let mut p = plan(&[a1.clone(), b1.clone()]);
+        assert_eq!(steer(&sessions, &mut p, &sessions.pin_of(limited), false), returned);
+        // A home read back at start: no failure of it is known since; a failure holds it.
+        let restored = SessionKey::named("k", "restored");
+        let (c1, target) = (key("c", "1", "m"), (ProviderId::from("c"), ModelId::from("m")));
+        sessions.restore(restored, Pin::new(b1.clone(), Some(Home::restored(target))), T0, T0);
+        let mut p = plan(&[c1.clone(), b1.clone()]);
+        assert!(matches!(
+            steer(&sessions, &mut p, &sessions.pin_of(restored), false),
+            Steer::Returned { .. }
+        ));
+        sessions.shown(&c1, Shown::Failure);
+        let mut p = plan(&[c1, b1.clone()]);
+        assert_eq!(steer(&sessions, &mut p, &sessions.pin_of(restored), false), Steer::Kept);
     }
 
     #[test]
@@ -882,7 +935,8 @@ mod tests {
         let mut p = plan(&[a1.clone(), a2.clone(), b1.clone()]);
         assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept);
         assert_eq!(order(&p)[0], "a/m@2");
-        // Target a benched: b serves, a is home.
+        // Target a fails and is benched: b serves, a is home.
+        sessions.shown(&a2, Shown::Failure);
         let moved = sessions.served(s, &b1, T0, &benched(&a2));
         assert_eq!(moved, Repin::Target { from: a2.clone(), left: Left::Benched });
         let pin = sessions.pin_of(s);

@@ -158,6 +158,24 @@ test('an overload after message_start falls back: Claude Code prints the whole a
   assert.ok(overloaded[0].seq < backup[0].seq, 'the overloaded target was tried first');
 });
 
+test('a stream that stalls mid-answer: Claude Code sends the turn again and that retry is served whole elsewhere', async () => {
+  // Claude Code, on an error event after content, sends the same turn again without streaming
+  // ("Error streaming, falling back to non-streaming mode"); its retries setting plays no part.
+  // The session moved off the stalled target before that error was written, so the retry goes
+  // to the second target, never back into the stall (RESILIENCE.md §11).
+  const before = watermark();
+  const run = await claude({ name: 'c-stall', baseUrl: PROXY_URL, model: 'cc-stalling', prompt: 'Say hello.' });
+  assertAnswered(run, 'Served whole by the second target after a stall.');
+  const stalled = mainTurns(before, 'cc-stall');
+  const backup = mainTurns(before, 'gpt-stall-backup');
+  assert.equal(stalled.length, 1, `the stalled target once: ${summary(stalled)}`);
+  assert.equal(stalled[0].stream, true, summary(stalled));
+  assert.equal(stalled[0].behavior.reply?.fault?.stall_after, 4, summary(stalled));
+  assert.equal(backup.length, 1, `the retry, on the second target: ${summary(backup)}`);
+  assert.equal(backup[0].stream, false, 'Claude Code retried without streaming');
+  assert.ok(stalled[0].seq < backup[0].seq, 'the stall came first');
+});
+
 test("Claude Code's own model names are routed by an alias", async () => {
   assert.ok(
     ALIAS_URL,

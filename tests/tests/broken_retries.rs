@@ -273,3 +273,30 @@ targets = [{ target = "an/claude-broken" }, { target = "an2/claude-rescue" }]
     Client::Anthropic.assert_whole(&body);
     assert_eq!(h.mock.attempt_count("claude-broken"), attempts_before);
 }
+
+/// The session moves before the client can read the terminal event: a retry sent the moment
+/// the error event arrives, while the broken response is still open, already goes elsewhere.
+#[tokio::test]
+async fn a_retry_sent_the_moment_the_error_event_arrives_is_already_routed_elsewhere() {
+    use futures_util::StreamExt as _;
+
+    let h = Harness::start_with(Setup::new(PAIR)).await;
+    h.mock.set_default("p-chat", broken(Fault::ErrorAfter(4)));
+    let response = Client::Chat.send(&h, "pair", &json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut read = String::new();
+    while !read.contains(r#""error""#) {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.next())
+            .await
+            .expect("the error event comes")
+            .expect("before the body ends")
+            .unwrap();
+        read.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // The broken response is not read to its end: the retry goes out now.
+    let (served, retried) = streamed(&h, Client::Chat, &json!({})).await;
+    assert_eq!(served, "f-chat", "{read}");
+    Client::Chat.assert_whole(&retried);
+    drop(body);
+}

@@ -48,7 +48,9 @@ impl Client {
     /// retry of a session that just broke goes elsewhere (RESILIENCE.md §11).
     pub fn conversation(self, said: &str) -> Value {
         match self {
-            Self::Chat | Self::Anthropic => json!({"messages": [{"role": "user", "content": said}]}),
+            Self::Chat | Self::Anthropic => {
+                json!({"messages": [{"role": "user", "content": said}]})
+            }
             Self::Responses => json!({"input": said}),
         }
     }

@@ -52,7 +52,9 @@ fn broken(fault: Fault) -> Behavior {
 fn other_conversation(client: Client, stream: bool) -> Value {
     let said = "a conversation of its own";
     let mut body = match client {
-        Client::Chat | Client::Anthropic => json!({"messages": [{"role": "user", "content": said}]}),
+        Client::Chat | Client::Anthropic => {
+            json!({"messages": [{"role": "user", "content": said}]})
+        }
         Client::Responses => json!({"input": said}),
     };
     body["stream"] = stream.into();
@@ -196,15 +198,15 @@ async fn turn(h: &Harness, combo: &str, turns: usize) -> (String, String) {
 #[tokio::test]
 async fn a_conversation_pinned_to_a_fallback_by_another_combo_comes_back_to_the_healed_primary() {
     let clock = ManualClock::new(UnixMillis(1_800_000_000_000));
-    let setup = Setup::new(PAIR)
-        .clock(&clock)
-        .breaker("{ failure_threshold = 1, degraded_threshold = 1 }");
+    let setup =
+        Setup::new(PAIR).clock(&clock).breaker("{ failure_threshold = 1, degraded_threshold = 1 }");
     let h = Harness::start_with(setup).await;
     assert_eq!(turn(&h, "fallback-first", 0).await.0, "f-chat", "pinned by the other combo");
 
     // The primary fails a new session's request: its breaker opens, the fallback serves.
     h.mock.set_default("p-chat", Behavior::status(503));
-    let (status, _) = json_of(Client::Chat.send(&h, "pair", &other_conversation(Client::Chat, true))).await;
+    let (status, _) =
+        json_of(Client::Chat.send(&h, "pair", &other_conversation(Client::Chat, true))).await;
     assert_eq!(status, 200);
     let (served, trace) = turn(&h, "pair", 1).await;
     assert_eq!(served, "f-chat", "the primary is benched: {trace}");
@@ -246,12 +248,8 @@ targets = [{ target = "an/claude-broken" }, { target = "an2/claude-rescue" }]
     assert_eq!(asked, ["claude-broken", "claude-rescue"], "broken, then continued");
     Client::Anthropic.assert_whole(&body);
     let logged = h.newest_logged().await;
-    let sessions: Vec<&Value> = logged["trace"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["event"] == "session")
-        .collect();
+    let sessions: Vec<&Value> =
+        logged["trace"].as_array().unwrap().iter().filter(|e| e["event"] == "session").collect();
     let lines: Vec<(&str, &str, &str)> = sessions
         .iter()
         .map(|e| {

@@ -233,6 +233,34 @@ async fn a_subscribers_login(h: &Harness) -> Vec<String> {
         assert_eq!(h.api(reqwest::Method::POST, "/api/resilience/reset", &reset).await.0, 200);
     }
     assert_eq!(h.mock.attempts_for("sub-plan").len(), 3, "the login reached its subscription");
+
+    // Issue 56: a second credential header beside the login stays here, even when the
+    // subscription's error would echo it, and a local key in the login's place never leaves.
+    let second = "sk-ant-api03-second-header-canary-7d1c";
+    h.mock.enqueue("sub-plan", Status::new(401).message(format!("invalid x-api-key {second}")));
+    let answer = send().header("x-api-key", second).send().await.unwrap();
+    seen.push(format!("{:?}", answer.headers()));
+    seen.push(answer.text().await.unwrap());
+    let in_place = h
+        .http
+        .post(h.url("/v1/messages"))
+        .bearer_auth(LOCAL_KEY)
+        .header("x-switchyard-key", LOCAL_KEY)
+        .json(&json!({"model": "subplan", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_place.status(), 401, "a local key is no login");
+    seen.push(in_place.text().await.unwrap());
+    assert_eq!(h.mock.attempts_for("sub-plan").len(), 4, "the local key's request went nowhere");
+    for attempt in h.mock.attempts() {
+        let sent = format!("{:?} {}", attempt.headers, String::from_utf8_lossy(&attempt.raw_body));
+        assert!(!sent.contains(second), "a second login header reached {}", attempt.model);
+        assert!(!sent.contains(LOCAL_KEY), "the local key reached {}", attempt.model);
+    }
+    seen.iter().for_each(|body| assert!(!body.contains(second), "echoed: {body}"));
+    let reset = json!({"scope": "all"});
+    assert_eq!(h.api(reqwest::Method::POST, "/api/resilience/reset", &reset).await.0, 200);
     seen
 }
 

@@ -344,3 +344,118 @@ async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_c
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].header("authorization"), Some(&*format!("Bearer {CLAUDE_TOKEN}")));
 }
+
+/// Claude Code's turn as a subscriber, with `token`, the account it claims and the local key
+/// `key` beside it.
+fn claude_code_as(h: &Harness, token: &str, account: &str, key: &str) -> RequestBuilder {
+    let body = format!(
+        r#"{{"model":"claude","max_tokens":100,"messages":[{{"role":"user","content":"hi"}}],"metadata":{{"user_id":"{{\"device_id\":\"d\",\"account_uuid\":\"{account}\",\"session_id\":\"s-{token}\"}}"}}}}"#
+    );
+    h.http
+        .post(h.url("/v1/messages?beta=true"))
+        .bearer_auth(token)
+        .header("anthropic-beta", "claude-code-20250219,oauth-2025-04-20")
+        .header("anthropic-version", "2023-06-01")
+        .header("x-switchyard-key", key)
+        .header("content-type", "application/json")
+        .body(body)
+}
+
+/// The mock refuses one token with a 401: anything else on the subscription answers.
+fn refuse_token(h: &Harness, token: &str) {
+    // Its request carries it in the session id too (see `claude_code_as`): what a rule reads.
+    let refused = Status::new(401).body_json(json!({"type": "error", "error": {
+        "type": "authentication_error", "message": "invalid x-api-key"}}));
+    let when = switchyard_testkit::When::any().request_contains(token);
+    h.mock.add_rule("claude-plan", switchyard_testkit::Rule::new(when, refused));
+}
+
+/// Issue 56: what a caller claims (an account id) is no scope. A second local key that sends a
+/// bogus token with the first subscriber's account id gets its 401 and benches nothing of the
+/// first's, before or after a restart; seventeen made-up tokens from that key change nothing
+/// for the first key's login either.
+#[tokio::test]
+async fn another_local_keys_bogus_token_never_benches_a_subscribers_login() {
+    let data = tempfile::tempdir().unwrap();
+    let mock = switchyard_testkit::MockUpstream::start().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(PLANS)).await;
+    let (status, created) =
+        h.api(reqwest::Method::POST, "/api/keys", &json!({"name": "mallory"})).await;
+    assert_eq!(status, 201, "{created}");
+    let mallory = created["key"].as_str().unwrap().to_owned();
+    let served_to_victim = |h: &Harness| {
+        let request = claude_code_as(h, CLAUDE_TOKEN, ACCOUNT, LOCAL_KEY);
+        async move {
+            let (status, headers, answer) = send(request).await;
+            assert_eq!(status, 200, "{answer}");
+            header(&headers, "x-switchyard-target").to_owned()
+        }
+    };
+    assert_eq!(served_to_victim(&h).await, "claude-sub/claude-plan");
+
+    refuse_token(&h, "bogus");
+    let (status, headers, _) =
+        send(claude_code_as(&h, "sk-ant-oat01-bogus", ACCOUNT, &mallory)).await;
+    assert_eq!(status, 200, "the bogus login's request falls back, as any refused key's");
+    assert_eq!(header(&headers, "x-switchyard-target"), "an/claude-x");
+    for n in 0..17 {
+        let token = format!("sk-ant-oat01-bogus-{n}");
+        let _ = send(claude_code_as(&h, &token, &format!("made-up-{n}"), &mallory)).await;
+    }
+    assert_eq!(served_to_victim(&h).await, "claude-sub/claude-plan", "the victim still served");
+
+    let mock = h.stop().await;
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(PLANS).reuse_config()).await;
+    assert_eq!(served_to_victim(&h).await, "claude-sub/claude-plan", "and after a restart");
+    assert_login_only_at(&h, "claude-plan", CLAUDE_TOKEN);
+}
+
+/// Issue 56: a subscriber's token refused once (expired, revoked) benches that token for a
+/// while, never the subscription: the next token the client signs in with is served at once,
+/// with no reset by hand.
+#[tokio::test]
+async fn a_refused_token_benches_that_token_only_and_a_new_login_is_served_at_once() {
+    let h = Harness::start(PLANS).await;
+    let old = "sk-ant-oat01-expired-token";
+    refuse_token(&h, "expired-token");
+    let (status, headers, _) = send(claude_code_as(&h, old, ACCOUNT, LOCAL_KEY)).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "an/claude-x"));
+    let before = h.mock.attempts_for("claude-plan").len();
+    let (_, headers, _) = send(claude_code_as(&h, old, ACCOUNT, LOCAL_KEY)).await;
+    assert_eq!(header(&headers, "x-switchyard-target"), "an/claude-x");
+    assert_eq!(h.mock.attempts_for("claude-plan").len(), before, "the dead token is not resent");
+    let benched = h.app.snapshot().credentials;
+    assert!(
+        benched.iter().all(|c| c.status != switchyard_core::resilience::CredentialStatus::Invalid),
+        "benched for a while, never invalid for ever: {benched:?}"
+    );
+
+    // Signed in anew: another token of the same account.
+    let (status, headers, _) = send(claude_code_as(&h, CLAUDE_TOKEN, ACCOUNT, LOCAL_KEY)).await;
+    assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "claude-sub/claude-plan"));
+}
+
+/// Issue 56: only the header the login came in goes upstream, and a local key where the login
+/// should be never leaves: the client is told what to fix.
+#[tokio::test]
+async fn only_the_logins_own_header_goes_upstream_and_a_local_key_in_its_place_never_leaves() {
+    let h = Harness::start(PLANS).await;
+    let second = "sk-ant-api03-a-second-credential-header";
+    let (status, _, answer) =
+        send(claude_code(&h, "plan-only").0.header("x-api-key", second)).await;
+    assert_eq!(status, 200, "{answer}");
+    let seen = h.mock.attempts_for("claude-plan");
+    assert_eq!(seen.last().unwrap().header("x-api-key"), None, "the second header stays here");
+    assert_eq!(
+        seen.last().unwrap().header("authorization"),
+        Some(&*format!("Bearer {CLAUDE_TOKEN}"))
+    );
+
+    let before = h.mock.total_attempts();
+    let (status, _, answer) = send(claude_code_as(&h, LOCAL_KEY, ACCOUNT, LOCAL_KEY)).await;
+    assert_eq!(status, 401, "{answer}");
+    let message = answer.to_string();
+    assert!(message.contains("carries a Switchyard local key beside"), "{message}");
+    assert!(!message.contains(LOCAL_KEY), "{message}");
+    assert_eq!(h.mock.total_attempts(), before, "nothing went upstream");
+}

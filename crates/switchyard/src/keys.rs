@@ -116,7 +116,7 @@ pub enum KeyError {
     Store(#[from] StoreError),
     #[error("keys live in the state file, which is not available (the app runs in memory only)")]
     NoStore,
-    #[error("cannot write the management token to {path}: {source}")]
+    #[error("cannot write {path} (owner-only): {source}")]
     TokenFile { path: PathBuf, source: std::io::Error },
 }
 
@@ -200,11 +200,37 @@ pub fn rotate_management_token(data_dir: &Path) -> Result<Secret, KeyError> {
     Ok(token)
 }
 
+/// The data directory's key for the digests that name a client's login (`proxy::login`): the
+/// same across restarts, so a login's bench outlives one, and of this directory alone, so a
+/// digest seen in a trace cannot be checked against a guessed token elsewhere.
+pub const LOGIN_SALT_FILE: &str = "login-salt";
+
+/// The login digests' key: the data directory's [`LOGIN_SALT_FILE`], made (owner-only) on
+/// first use. When it cannot be read or written, a key of this process alone, with a warning:
+/// logins are then benched until a restart at most.
+pub fn login_salt(data_dir: &Path) -> Secret {
+    let path = data_dir.join(LOGIN_SALT_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && !text.trim().is_empty()
+    {
+        return Secret::new(text.trim());
+    }
+    let made = random_token::<32>("").and_then(|salt| {
+        write_owner_only(data_dir, &path, &salt)?;
+        Ok(salt)
+    });
+    made.unwrap_or_else(|error| {
+        tracing::warn!(%error, "no login salt in the data directory: logins are scoped for this run only");
+        random_token::<32>("").expect("the OS gives random bytes")
+    })
+}
+
 fn write_owner_only(data_dir: &Path, path: &Path, token: &Secret) -> Result<(), KeyError> {
     let failed = |source| KeyError::TokenFile { path: path.to_owned(), source };
     let mut suffix = [0u8; 8];
     getrandom::fill(&mut suffix).map_err(KeyError::Random)?;
-    let temporary = data_dir.join(format!(".{MANAGEMENT_FILE}.{}", u64::from_le_bytes(suffix)));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(MANAGEMENT_FILE);
+    let temporary = data_dir.join(format!(".{name}.{}", u64::from_le_bytes(suffix)));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

@@ -194,6 +194,7 @@ impl App {
             oauth.clone(),
             &executor,
             confirmed,
+            keys::login_salt(&data_dir),
         );
         if let Some(store) = persistence.store() {
             proxy.restore(store).await;

@@ -61,6 +61,7 @@ use switchyard_providers::error::UpstreamError;
 use switchyard_providers::executor::{self, Executor, SendFailure};
 use switchyard_providers::passthrough;
 use switchyard_providers::stream::StreamTranslator;
+use switchyard_secrets::Secret;
 use switchyard_store::RequestRecord;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -138,6 +139,8 @@ pub struct Proxy {
     headroom_writes: Mutex<tokio::task::JoinSet<()>>,
     /// The accounts each `client` credential has served (issue 28).
     accounts: Mutex<Accounts>,
+    /// Keys the digest that scopes a client's login (`login`): the data directory's.
+    login_salt: Secret,
     /// Paused from the tray or the API: client requests are refused, nothing is sent upstream.
     paused: AtomicBool,
     /// Targets that refused a continuation (RESILIENCE.md §10).
@@ -149,6 +152,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    #[expect(clippy::too_many_arguments, reason = "the parts the composition root made, each once")]
     pub fn new(
         config: Arc<Config>,
         registry: Arc<HealthRegistry>,
@@ -157,6 +161,7 @@ impl Proxy {
         oauth: OAuth,
         executor: &Executor,
         confirmed: Confirmed,
+        login_salt: Secret,
     ) -> Self {
         let seed = clock.now().0;
         log.usage().configure(&config);
@@ -178,6 +183,7 @@ impl Proxy {
             state: std::sync::OnceLock::new(),
             headroom_writes: Mutex::default(),
             accounts: Mutex::default(),
+            login_salt,
             paused: AtomicBool::new(false),
             incapable: Arc::default(),
             confirmed: ArcSwap::from_pointee(confirmed),
@@ -317,7 +323,7 @@ impl Proxy {
         &self,
         routes: &Routes,
         inbound: &ClientRequest<'_>,
-        request: &Parsed<'_>,
+        caller: Option<&LocalKey>,
         plan: &mut Plan,
     ) -> Option<Arc<ClientLogin>> {
         // Most configs have no `client` credential: one flag, read once, keeps the request path
@@ -333,13 +339,12 @@ impl Proxy {
         if !plan.candidates.iter().any(client) {
             return None;
         }
-        let metadata = sessions::vendor_field(request.settings(), "metadata");
-        let account = metadata.as_deref().and_then(login::claude_code_account);
-        let login =
-            ClientLogin::of(inbound.headers, inbound.dialect.dialect(), account.as_deref())?;
+        let login = ClientLogin::of(inbound.headers, inbound.dialect.dialect(), &self.login_salt)?;
+        let caller = caller.map_or("", |k| &*k.id);
         let mut accounts = self.accounts.lock();
         for candidate in plan.candidates.iter_mut().filter(|c| client(c)) {
-            let (scoped, new) = accounts.scope(&candidate.key.credential_key(), login.account());
+            let credential = candidate.key.credential_key();
+            let (scoped, new) = accounts.scope(&credential, caller, login.scope());
             if new {
                 let key = CredentialKey {
                     provider: candidate.key.provider.clone(),
@@ -788,7 +793,7 @@ impl Proxy {
             let ranked = request.whole().unwrap_or(request.settings());
             self.rank_auto(&routes, &combo, ranked, &mut plan, now)
         });
-        let login = self.client_login(&routes, inbound, &request, &mut plan);
+        let login = self.client_login(&routes, inbound, caller, &mut plan);
         let ordered = combo.strategy == RouteStrategy::Priority;
         let degraded = |p: &ProviderId| self.registry.ranks_last(p, now);
         let steered = self.sessions.steer(&mut plan, pin, ordered, degraded);
@@ -1265,6 +1270,7 @@ impl Proxy {
         let watch = request.stream().then(|| {
             sessions::Watch::new(&self.sessions, sending.session, sending.notes, &candidate.key)
         });
+        let aftercare = Aftercare { rescue, watch };
         // A subscription's tokens are counted, not priced: they are covered by the caller's
         // plan, not API spend, and no enforced budget counts them (issue 28).
         let covered = matches!(secret, Some(Presented::Client(_)));
@@ -1277,7 +1283,7 @@ impl Proxy {
             client,
             request,
             built.request,
-            (passthrough, pending, rescue, watch, meter),
+            (passthrough, pending, aftercare, meter),
             attempt,
             target,
             first_event,
@@ -1302,13 +1308,7 @@ impl Proxy {
         client: ClientDialect,
         request: &Parsed<'_>,
         upstream_request: executor::UpstreamRequest,
-        (passthrough, pending, rescue, watch, meter): (
-            bool,
-            Option<Pending>,
-            Option<(continuation::Rescue, bool)>,
-            Option<sessions::Watch>,
-            tally::Meter,
-        ),
+        (passthrough, pending, aftercare, meter): (bool, Option<Pending>, Aftercare, tally::Meter),
         attempt: Attempt,
         target: &Target,
         first_event: Instant,
@@ -1344,7 +1344,7 @@ impl Proxy {
         let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
         let limits = quota_headers(&response.headers);
         let mut result = if request.stream() {
-            let held = (attempt, pending, rescue, watch, meter);
+            let held = (attempt, pending, aftercare, meter);
             // Boxed: a stream's relay is the larger of the two, and a non-streamed answer's
             // exchange would carry its size (issue 33).
             Box::pin(self.relay(routes, how, request, response, held, &meta, first_event)).await
@@ -1450,11 +1450,10 @@ impl Proxy {
         how: Answer,
         request: &Parsed<'_>,
         response: executor::Response,
-        (attempt, pending, rescue, watch, meter): (
+        (attempt, pending, Aftercare { rescue, watch }, meter): (
             Attempt,
             Option<Pending>,
-            Option<(continuation::Rescue, bool)>,
-            Option<sessions::Watch>,
+            Aftercare,
             tally::Meter,
         ),
         meta: &ResponseMeta<'_>,
@@ -1637,7 +1636,8 @@ impl Proxy {
         let serve = Serve { session, key: &key, first: &first, steered: &steered };
         // `None`: the stream already broke, and the relay moved the session off `key`.
         let at = self.clock.now();
-        if let Some((repin, home)) = self.sessions.served(serve, at, whole, summary.notes.as_ref()) {
+        if let Some((repin, home)) = self.sessions.served(serve, at, whole, summary.notes.as_ref())
+        {
             let entry = exhausted::TraceEntry::session(&key, session, &repin, &steered);
             summary.trace.push(entry);
             summary.session_home = home.map(|(p, m)| switchyard_core::ids::target_label(&p, &m));
@@ -1738,6 +1738,14 @@ async fn secret(
             Ok(Some(Presented::Secret(token)))
         }
     }
+}
+
+/// What a streamed attempt's relay is handed besides the stream: the rescue that may continue
+/// it (RESILIENCE.md §10), with whether the relay keeps text for it, and what it tells the
+/// session table of a break or a whole answer (§11).
+struct Aftercare {
+    rescue: Option<(continuation::Rescue, bool)>,
+    watch: Option<sessions::Watch>,
 }
 
 /// What a recovery probe's task needs, owned: it outlives the request that started it.

@@ -47,6 +47,11 @@ pub enum CredentialKind {
     Client,
 }
 
+/// How long a login passed through (a `client` credential's token) is benched after the
+/// upstream refused it: long enough not to send a dead token again and again, short enough
+/// that a token refused by mistake serves again without anyone acting.
+pub const CLIENT_AUTH_BENCH: Duration = Duration::from_secs(10 * 60);
+
 /// One credential's cooldown state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CredentialCooldown {
@@ -201,6 +206,16 @@ impl CredentialCooldown {
         let again = matches!(fault, CredentialFault::RateLimit) && self.is_recovering();
         match fault {
             CredentialFault::Auth if benched_for(S::Invalid) => return Changed::No,
+            // A login passed through is its client's to renew, and its scope is the token: the
+            // token is benched for a while, never for ever (a new one is a new scope and serves
+            // at once; a refused token would be refused again until its client signs in anew).
+            CredentialFault::Auth if kind == CredentialKind::Client => {
+                if self.status == S::Cooling {
+                    return Changed::No;
+                }
+                self.status = S::Cooling;
+                self.until = Some(now.plus(CLIENT_AUTH_BENCH));
+            }
             CredentialFault::Auth => {
                 self.status = S::Invalid;
                 self.until = None;
@@ -424,6 +439,24 @@ mod tests {
         );
         assert!(c.set_status(T0, CredentialStatus::Active).is_yes());
         assert_eq!(c.check(T0), Ok(()));
+    }
+
+    #[test]
+    fn a_refused_login_is_benched_for_a_while_never_for_ever_and_restores_as_timed() {
+        let p = CooldownPolicy::default();
+        let mut c = CredentialCooldown::new(T0);
+        assert!(c.on_failure(T0, &p, CredentialKind::Client, CredentialFault::Auth, None).is_yes());
+        let bench = u64::try_from(CLIENT_AUTH_BENCH.as_millis()).unwrap();
+        let almost = T0.plus(CLIENT_AUTH_BENCH.saturating_sub(SEC));
+        assert_eq!(check_at(&mut c, T0), Err(SkipReason::CredentialCooling { retry_in_ms: bench }));
+        assert!(
+            !c.on_failure(almost, &p, CredentialKind::Client, CredentialFault::Auth, None).is_yes(),
+            "a second refusal does not extend it"
+        );
+        let restored = CredentialCooldown::restore(&c.record(), T0, &p);
+        assert_ne!(restored.record().status, CredentialStatus::Invalid, "never kept as invalid");
+        assert!(restored.record().cooling_until.is_some(), "timed after a restart too");
+        assert_eq!(check_at(&mut c, T0.plus(CLIENT_AUTH_BENCH)), Ok(()), "over by itself");
     }
 
     #[test]

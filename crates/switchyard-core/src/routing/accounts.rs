@@ -1,56 +1,61 @@
-//! The accounts a `client` credential serves (issue 28, RESILIENCE.md §11). A `client`
+//! The logins a `client` credential serves (issue 28, RESILIENCE.md §11). A `client`
 //! credential stands for whichever subscriber's login the request carries, so its health is
-//! kept per account: one subscriber's spent window benches that subscription only, and a
-//! second subscriber through the same Switchyard keeps serving.
+//! kept per login: one subscriber's spent window or refused token benches that login only, and
+//! a second subscriber through the same Switchyard keeps serving.
 //!
 //! Invariants:
-//! - Bounded: a credential tells at most [`ACCOUNTS_PER_CREDENTIAL`] accounts apart; the ones
-//!   seen after those share one scope, [`OVERFLOW`]. Scopes are never reassigned, so a bench
-//!   recorded for an account stays that account's (no eviction can hand it to another), and the
-//!   registry holds at most that many entries per credential.
-//! - An account is named by a digest the caller made (never a token): the scoped id goes to the
-//!   trace, the UI and the state file. The digest of an account id is the same across
-//!   restarts, so a bench restored from the state file is found again by the same account.
+//! - A login is named by a keyed digest of its token (never the token, never an account id the
+//!   caller claims): what a bench is charged to is what the token proved. The scoped id goes to
+//!   the trace, the UI and the state file; the digest's key is the data directory's, so a bench
+//!   restored from the state file is found again by the same token.
+//! - Bounded per local key: each local key's requests tell at most [`ACCOUNTS_PER_CREDENTIAL`]
+//!   logins of a credential apart; the ones after those share an overflow scope of that local
+//!   key's own ([`OVERFLOW`] and the key's id), so one local key, however many tokens it makes
+//!   up, never fills another's scopes or shares a bench with it. Scopes are never reassigned,
+//!   so a bench recorded for a login stays that login's.
 
 use rustc_hash::FxHashMap;
 
 use crate::ids::{CredentialId, CredentialKey};
 
-/// How many accounts one `client` credential tells apart; a local router rarely sees more
-/// than one or two.
+/// How many logins one local key's requests tell apart per `client` credential; a local
+/// router rarely sees more than one or two.
 pub const ACCOUNTS_PER_CREDENTIAL: usize = 16;
 
-/// The scope every account past the first [`ACCOUNTS_PER_CREDENTIAL`] shares.
+/// The scope (with the local key's id) every login past the first [`ACCOUNTS_PER_CREDENTIAL`]
+/// of a local key shares.
 pub const OVERFLOW: &str = "other";
 
-/// Which accounts each `client` credential has seen.
+/// Which logins each `client` credential has seen, per local key.
 #[derive(Debug, Default)]
 pub struct Accounts {
-    seen: FxHashMap<CredentialKey, Vec<Box<str>>>,
+    seen: FxHashMap<(CredentialKey, Box<str>), Vec<Box<str>>>,
 }
 
 impl Accounts {
-    /// The credential id `key`'s requests for `account` are benched under: the configured id
-    /// scoped to the account, or to [`OVERFLOW`] once the credential has seen its fill; and
-    /// whether the scope is new.
-    pub fn scope(&mut self, key: &CredentialKey, account: &str) -> (CredentialId, bool) {
-        let seen = match self.seen.get_mut(key) {
-            Some(seen) => seen,
-            None => self.seen.entry(key.clone()).or_default(),
-        };
-        if seen.iter().any(|a| &**a == account) {
-            return (key.credential.for_account(account), false);
+    /// The credential id `key`'s requests with `login` (its scope) from the local key `caller`
+    /// are benched under: the configured id scoped to the login, or to the caller's overflow
+    /// once the caller has filled its share; and whether the scope is new.
+    pub fn scope(
+        &mut self,
+        key: &CredentialKey,
+        caller: &str,
+        login: &str,
+    ) -> (CredentialId, bool) {
+        let seen = self.seen.entry((key.clone(), caller.into())).or_default();
+        if seen.iter().any(|a| &**a == login) {
+            return (key.credential.for_account(login), false);
         }
-        if seen.len() < ACCOUNTS_PER_CREDENTIAL && account != OVERFLOW {
-            seen.push(account.into());
-            return (key.credential.for_account(account), true);
+        if seen.len() < ACCOUNTS_PER_CREDENTIAL && !login.starts_with(OVERFLOW) {
+            seen.push(login.into());
+            return (key.credential.for_account(login), true);
         }
-        // The overflow's scope is new the first time a credential overflows.
+        // The overflow's scope is new the first time this caller overflows.
         let new = seen.len() == ACCOUNTS_PER_CREDENTIAL;
         if new {
             seen.push(OVERFLOW.into());
         }
-        (key.credential.for_account(OVERFLOW), new)
+        (key.credential.for_account(&format!("{OVERFLOW}.{caller}")), new)
     }
 }
 
@@ -62,40 +67,47 @@ mod tests {
         CredentialKey { provider: "claude".into(), credential: "login".into() }
     }
 
-    fn scoped(accounts: &mut Accounts, key: &CredentialKey, account: &str) -> String {
-        accounts.scope(key, account).0.to_string()
+    fn scoped(accounts: &mut Accounts, caller: &str, token: &str) -> String {
+        accounts.scope(&login(), caller, token).0.to_string()
     }
 
     #[test]
-    fn each_account_is_scoped_on_its_own_and_keeps_its_scope() {
+    fn each_login_is_scoped_on_its_own_and_keeps_its_scope() {
         let mut accounts = Accounts::default();
-        let (a, new) = accounts.scope(&login(), "a1b2c3");
+        let (a, new) = accounts.scope(&login(), "k1", "ta1b2c3");
         assert!(new);
-        assert_eq!(a.as_str(), "login~a1b2c3");
-        assert_eq!(scoped(&mut accounts, &login(), "d4e5f6"), "login~d4e5f6");
-        assert_eq!(accounts.scope(&login(), "a1b2c3"), (a.clone(), false));
-        assert_eq!((a.configured(), a.account()), ("login", Some("a1b2c3")));
+        assert_eq!(a.as_str(), "login~ta1b2c3");
+        assert_eq!(scoped(&mut accounts, "k1", "td4e5f6"), "login~td4e5f6");
+        assert_eq!(accounts.scope(&login(), "k1", "ta1b2c3"), (a.clone(), false));
+        assert_eq!((a.configured(), a.account()), ("login", Some("ta1b2c3")));
+        // The same token through another local key: the same scope (the token proves it).
+        assert_eq!(scoped(&mut accounts, "k2", "ta1b2c3"), "login~ta1b2c3");
     }
 
     #[test]
-    fn accounts_past_the_bound_share_one_scope_and_the_first_keep_theirs() {
+    fn one_local_key_that_makes_up_tokens_fills_only_its_own_share() {
         let mut accounts = Accounts::default();
         for i in 0..ACCOUNTS_PER_CREDENTIAL {
-            assert_eq!(
-                scoped(&mut accounts, &login(), &format!("acct{i}")),
-                format!("login~acct{i}")
-            );
+            assert_eq!(scoped(&mut accounts, "mallory", &format!("t{i}")), format!("login~t{i}"));
         }
-        let (late, new) = accounts.scope(&login(), "late");
-        assert_eq!((late.as_str(), new), ("login~other", true));
-        assert_eq!(
-            accounts.scope(&login(), "later"),
-            (late, false),
-            "one overflow scope, new once"
+        let (late, new) = accounts.scope(&login(), "mallory", "tlate");
+        assert_eq!((late.as_str(), new), ("login~other.mallory", true));
+        assert_eq!(accounts.scope(&login(), "mallory", "tlater"), (late, false), "new once");
+        assert_eq!(scoped(&mut accounts, "mallory", "t0"), "login~t0");
+        // Another local key keeps a share of its own, and never lands in mallory's overflow.
+        assert_eq!(scoped(&mut accounts, "alice", "tvictim"), "login~tvictim");
+        for i in 0..ACCOUNTS_PER_CREDENTIAL + 4 {
+            scoped(&mut accounts, "mallory", &format!("tmore{i}"));
+        }
+        assert_eq!(scoped(&mut accounts, "alice", "tvictim"), "login~tvictim");
+        let (alices, _) = accounts.scope(&login(), "alice", "other.mallory");
+        assert_ne!(
+            alices.as_str(),
+            "login~other.mallory",
+            "no scope named like another's overflow"
         );
-        assert_eq!(scoped(&mut accounts, &login(), "acct0"), "login~acct0");
         // Another credential has a bound of its own.
         let other = CredentialKey { provider: "codex".into(), credential: "login".into() };
-        assert_eq!(scoped(&mut accounts, &other, "late"), "login~late");
+        assert_eq!(accounts.scope(&other, "mallory", "tlate").0.as_str(), "login~tlate");
     }
 }

@@ -565,13 +565,11 @@ impl Sessions {
                     let from = pin.key.clone();
                     (Pin::new(served.clone(), pin.home), Repin::Credential { from })
                 } else {
-                    let left = if pin.broke_on(target_of(&pin.key)) {
-                        Left::Broke
-                    } else {
-                        Left::Benched
-                    };
+                    let left =
+                        if pin.broke_on(target_of(&pin.key)) { Left::Broke } else { Left::Benched };
                     let since = self.event();
-                    let home = pin.home.or_else(|| Some(Home { target: target(&pin.key), left, since }));
+                    let home =
+                        pin.home.or_else(|| Some(Home { target: target(&pin.key), left, since }));
                     (Pin::new(served.clone(), home), Repin::Target { from: pin.key, left })
                 }
             }
@@ -708,8 +706,8 @@ mod tests {
         sessions.steer(plan, Some(pin), ordered, |_| false)
     }
 
-    fn home(provider: &str, model: &str) -> Option<Target> {
-        Some((ProviderId::from(provider), ModelId::from(model)))
+    fn target(provider: &str, model: &str) -> Target {
+        (ProviderId::from(provider), ModelId::from(model))
     }
 
     #[test]
@@ -761,11 +759,17 @@ mod tests {
         assert_eq!(order(&p), ["a/m@1"]);
 
         // Served on b: moved, with a as its home, left after a break.
-        assert_eq!(sessions.served(s, &b1, T0, &broke), Repin::Target { from: a1.clone(), left: Left::Broke });
+        assert_eq!(
+            sessions.served(s, &b1, T0, &broke),
+            Repin::Target { from: a1.clone(), left: Left::Broke }
+        );
         let pin = sessions.pin(s, T0).unwrap();
         assert!(pin.broke.is_empty(), "served elsewhere: the break is behind it");
         assert!(pin.holds(false), "a first turn stays away until its home heals");
-        assert_eq!(pin.home.as_ref().map(|h| (h.target.clone(), h.left)), home("a", "m").map(|t| (t, Left::Broke)));
+        assert_eq!(
+            pin.home.as_ref().map(|h| (h.target.clone(), h.left)),
+            Some((target("a", "m"), Left::Broke))
+        );
 
         // A session that broke on its pin's other credential moves between credentials and stays.
         let t = SessionKey::named("k", "two keys");
@@ -812,7 +816,7 @@ mod tests {
             Steer::Kept,
             "a degraded breaker has not healed"
         );
-        let returned = Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::WholeStream };
+        let returned = Steer::Returned { to: target("a", "m"), healed: Healed::WholeStream };
         assert_eq!(steer(&sessions, &mut p, &pin, false), returned);
         assert_eq!(order(&p)[0], "a/m@1");
         assert_eq!(sessions.served(s, &a1, T0, &returned), Repin::Home);
@@ -829,12 +833,15 @@ mod tests {
         sessions.served(s, &a1, T0, &Steer::New);
         let moved = Steer::Moved { from: a1.clone(), left: Left::Benched };
         sessions.shown(&a1, Shown::Failure);
-        assert_eq!(sessions.served(s, &b1, T0, &moved), Repin::Target { from: a1.clone(), left: Left::Benched });
+        assert_eq!(
+            sessions.served(s, &b1, T0, &moved),
+            Repin::Target { from: a1.clone(), left: Left::Benched }
+        );
         let pin = sessions.pin_of(s);
         let mut p = plan(&[a1.clone(), b1.clone()]);
         assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "eligible, not healed");
         sessions.shown(&a1, Shown::Whole);
-        let returned = Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::Served };
+        let returned = Steer::Returned { to: target("a", "m"), healed: Healed::Served };
         assert_eq!(steer(&sessions, &mut p, &pin, false), returned, "a probe's success will do");
 
         // A rate limit is no failure of the target: back when its bench ends.
@@ -868,13 +875,17 @@ mod tests {
         assert_eq!(pin.home, None, "the other combo put it first: no home");
         let in_order = || plan(&[primary.clone(), fallback.clone()]);
         let mut p = in_order();
-        assert_eq!(steer(&sessions, &mut p, &pin, true), Steer::Kept, "nothing known of the primary");
+        assert_eq!(
+            steer(&sessions, &mut p, &pin, true),
+            Steer::Kept,
+            "nothing known of the primary"
+        );
         sessions.shown(&primary, Shown::Failure);
         sessions.shown(&primary, Shown::Whole);
         let mut p = in_order();
         assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "not an order: the pin");
         let mut p = in_order();
-        let back = Steer::Returned { to: home("p", "m").unwrap(), healed: Healed::Order };
+        let back = Steer::Returned { to: target("p", "m"), healed: Healed::Order };
         assert_eq!(steer(&sessions, &mut p, &pin, true), back);
         assert_eq!(order(&p), ["p/m@1", "f/n@1"]);
         let mut p = in_order();
@@ -902,7 +913,10 @@ mod tests {
         sessions.served(s, &a1, T0, &Steer::New);
         sessions.broke(s, &a1, T0);
         // The continuation on b finished it: the relay tells the table as a serve.
-        assert_eq!(sessions.served(s, &b1, T0, &Steer::Kept), Repin::Target { from: a1, left: Left::Broke });
+        assert_eq!(
+            sessions.served(s, &b1, T0, &Steer::Kept),
+            Repin::Target { from: a1, left: Left::Broke }
+        );
         let pin = sessions.pin_of(s);
         assert_eq!(pin.key, b1);
         assert!(pin.broke.is_empty());
@@ -926,8 +940,12 @@ mod tests {
         let (a1, a2, b1) = (key("a", "1", "m"), key("a", "2", "m"), key("b", "1", "n"));
         assert_eq!(sessions.served(s, &a1, T0, &Steer::New), Repin::Bound);
         assert_eq!(sessions.served(s, &a1, T0, &Steer::Kept), Repin::Kept);
-        let benched = |from: &CandidateKey| Steer::Moved { from: from.clone(), left: Left::Benched };
-        assert_eq!(sessions.served(s, &a2, T0, &benched(&a1)), Repin::Credential { from: a1.clone() });
+        let benched =
+            |from: &CandidateKey| Steer::Moved { from: from.clone(), left: Left::Benched };
+        assert_eq!(
+            sessions.served(s, &a2, T0, &benched(&a1)),
+            Repin::Credential { from: a1.clone() }
+        );
         let pin = sessions.pin_of(s);
         assert_eq!((pin.key.clone(), pin.home.clone()), (a2.clone(), None));
         // a/1 heals: the session stays on a/2.
@@ -940,21 +958,21 @@ mod tests {
         let moved = sessions.served(s, &b1, T0, &benched(&a2));
         assert_eq!(moved, Repin::Target { from: a2.clone(), left: Left::Benched });
         let pin = sessions.pin_of(s);
-        assert_eq!(sessions.home(s), home("a", "m"));
+        assert_eq!(sessions.home(s), Some(target("a", "m")));
         let mut p = plan(std::slice::from_ref(&b1));
         assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "home still benched");
         let mut p = plan(&[b1.clone(), a1.clone()]);
         assert_eq!(steer(&sessions, &mut p, &pin, false), Steer::Kept, "eligible, not yet healed");
         sessions.shown(&a1, Shown::Whole);
         let returned = steer(&sessions, &mut p, &pin, false);
-        assert_eq!(returned, Steer::Returned { to: home("a", "m").unwrap(), healed: Healed::Served });
+        assert_eq!(returned, Steer::Returned { to: target("a", "m"), healed: Healed::Served });
         assert_eq!(order(&p), ["a/m@1", "b/n@1"]);
         assert_eq!(sessions.served(s, &a1, T0, &returned), Repin::Home);
 
         // A session bound away from its plan's first target returns to it as its home.
         let late = SessionKey::named("k", "born while a was benched");
         assert_eq!(sessions.served_after(late, &b1, T0, &a1, &Steer::New), Repin::Bound);
-        assert_eq!(sessions.home(late), home("a", "m"));
+        assert_eq!(sessions.home(late), Some(target("a", "m")));
         let first_served = SessionKey::named("k", "a served at once");
         assert_eq!(sessions.served_after(first_served, &a2, T0, &a1, &Steer::New), Repin::Bound);
         assert_eq!(sessions.home(first_served), None, "another key of the first target is no move");

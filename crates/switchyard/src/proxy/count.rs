@@ -101,7 +101,7 @@ impl Proxy {
         let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
         let now = self.clock.now();
         let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
-        let login = ClientLogin::of(headers, counting.dialect(), None);
+        let login = ClientLogin::of(headers, counting.dialect(), &self.login_salt);
         for candidate in &plan.candidates {
             let key = &candidate.key;
             let Some(provider) = routes.provider(&key.provider) else { continue };

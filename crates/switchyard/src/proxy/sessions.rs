@@ -114,6 +114,7 @@ pub(crate) struct SessionTable {
 }
 
 /// A served request, as the table is told of it.
+#[derive(Clone, Copy)]
 pub(crate) struct Serve<'a> {
     pub session: SessionKey,
     pub key: &'a CandidateKey,
@@ -172,7 +173,8 @@ impl SessionTable {
         if notes.is_some_and(|notes| broke_noted(&notes.lock().expect("never poisoned"))) {
             return None;
         }
-        let repin = sessions.served_after(serve.session, serve.key, now, serve.first, serve.steered);
+        let repin =
+            sessions.served_after(serve.session, serve.key, now, serve.first, serve.steered);
         Some((repin, sessions.home(serve.session)))
     }
 

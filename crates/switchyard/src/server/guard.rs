@@ -302,7 +302,18 @@ fn check(
     let side = headers.get(&SIDE_KEY).map(|v| v.to_str().map_or("", str::trim));
     match (takes, google) {
         (Some(takes), _) => manager(state, takes, presented),
-        (None, _) if side.is_some() => client(state, side),
+        (None, _) if side.is_some() => {
+            // The login's place holds a local key (an easy misconfiguration): it would go
+            // upstream as the caller's login. It never leaves; the caller is told the fix.
+            if presented.is_some_and(|login| state.keys.identify(login).is_some()) {
+                return Err(ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "authentication_error",
+                    "`Authorization` (or `x-api-key`) carries a Switchyard local key beside `x-switchyard-key`: a login passed through is the client's own sign-in (Claude Code's or Codex's token), which Switchyard sends to the subscription; send the local key only in `x-switchyard-key`, or drop `x-switchyard-key` and send the local key as usual (docs/clients.md, \"Keep your subscription\")",
+                ));
+            }
+            client(state, side)
+        }
         (None, Some(GoogleKey(in_query))) => {
             let header = headers.get(&X_GOOG_API_KEY).and_then(|v| v.to_str().ok());
             client(state, presented.or(header.map(str::trim)).or(in_query.as_deref()))

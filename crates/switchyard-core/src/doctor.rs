@@ -427,11 +427,45 @@ fn unconfirmed(inputs: &Inputs, findings: &mut Vec<Finding>) {
     }
 }
 
+/// A login passed through (a `client` credential's scope, `configured~token digest`) that is
+/// benched as invalid has no key to enter: its client signs in anew, and what is left is a
+/// bench to clear. Today's logins are benched for a while, never as invalid; an older
+/// version's may still be.
+fn refused_login(credential: &CredentialView, subject: &str) -> Option<Finding> {
+    let key = &credential.key;
+    if credential.status != CredentialStatus::Invalid || key.credential.account().is_none() {
+        return None;
+    }
+    let evidence = vec![format!("credential {subject}: {:?}", credential.status)];
+    Some(Finding::new(
+        Kind::KeyRefused,
+        subject,
+        format!("{subject} was refused as invalid"),
+        evidence,
+        Action::Apply {
+            says: format!(
+                "clear the bench of {subject}: a login has no key to enter; its client signs \
+                 in again by itself"
+            ),
+            change: Change::Clear {
+                scope: ResetScope::Credential {
+                    provider: key.provider.clone(),
+                    credential: key.credential.clone(),
+                },
+            },
+        },
+    ))
+}
+
 fn advice(inputs: &Inputs, findings: &mut Vec<Finding>) {
     let providers = "#/providers".to_owned();
     for credential in &inputs.credentials {
         let key = &credential.key;
         let subject = format!("{}/{}", key.provider, key.credential);
+        if let Some(finding) = refused_login(credential, &subject) {
+            findings.push(finding);
+            continue;
+        }
         let (kind, title, says) = match credential.status {
             CredentialStatus::Invalid => (
                 Kind::KeyRefused,
@@ -578,6 +612,30 @@ mod tests {
             providers: vec![provider("oa", &["gpt-4o"]), provider("an", &[])],
             ..Inputs::default()
         }
+    }
+
+    #[test]
+    fn a_refused_login_is_cleared_never_sent_to_enter_a_key() {
+        let mut i = inputs();
+        let login = |credential: &str| CredentialView {
+            key: CredentialKey { provider: "oa".into(), credential: credential.into() },
+            status: CredentialStatus::Invalid,
+            backoff_level: 0,
+            retry_in_ms: None,
+            recorded_by: None,
+            last_error: None,
+        };
+        i.credentials.push(login("k1~t0123456789a"));
+        i.credentials.push(login("k1"));
+        let found = examine(&i);
+        assert_eq!(found.len(), 2, "{found:?}");
+        let scope =
+            ResetScope::Credential { provider: "oa".into(), credential: "k1~t0123456789a".into() };
+        let Action::Apply { says, change } = &found[0].action else { panic!("{found:?}") };
+        assert_eq!(*change, Change::Clear { scope });
+        assert!(says.contains("a login has no key to enter"), "{says}");
+        let Action::Advice { says, .. } = &found[1].action else { panic!("{found:?}") };
+        assert!(says.contains("enter the key of oa/k1 again"), "{says}");
     }
 
     #[test]

@@ -363,8 +363,16 @@ async fn serve(
     Ok(())
 }
 
+/// `switchyard keys`: through the management API of the server running on the data directory
+/// when there is one, so a key created works and a key revoked stops at once (the server's
+/// own list of keys changes with the call); else on the state file.
 #[expect(clippy::print_stdout, reason = "printing keys and lists is what these commands do")]
 async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()> {
+    if !matches!(command, KeysCommand::RotateManagementToken)
+        && let Some(api) = providers::Api::find_running(data_dir).await?
+    {
+        return keys_through(&api, command).await;
+    }
     let path = data_dir.join(STATE_FILE);
     let store =
         Store::open(&path).await.with_context(|| format!("cannot open {}", path.display()))?;
@@ -407,6 +415,70 @@ async fn manage_keys(data_dir: &Path, command: KeysCommand) -> anyhow::Result<()
     }
     store.close().await;
     Ok(())
+}
+
+/// [`manage_keys`] on a running server: the same calls the Keys page makes.
+#[expect(clippy::print_stdout, reason = "printing keys and lists is what these commands do")]
+async fn keys_through(api: &providers::Api, command: KeysCommand) -> anyhow::Result<()> {
+    let refused = |reply: &switchyard::server::ipc::ApiReply| {
+        anyhow::anyhow!("the running server refused it: {}", providers::message(reply))
+    };
+    match command {
+        KeysCommand::Create { name } => {
+            let reply =
+                api.call("POST", "/api/keys", Some(serde_json::json!({ "name": name }))).await?;
+            if reply.status != 201 {
+                return Err(refused(&reply));
+            }
+            println!("{}", reply.body["key"].as_str().unwrap_or_default());
+            tracing::info!(
+                id = reply.body["id"].as_str().unwrap_or_default(),
+                name,
+                "created, and the running server accepts it now; the key is printed once, store it now"
+            );
+        }
+        KeysCommand::List => {
+            let reply = api.call("GET", "/api/keys", None).await?;
+            if reply.status != 200 {
+                return Err(refused(&reply));
+            }
+            for key in reply.body.as_array().into_iter().flatten() {
+                let state = if key["revoked_at"].is_null() { "active" } else { "revoked" };
+                let field = |name: &str| key[name].as_str().unwrap_or_default().to_owned();
+                println!("{}\t{}\t{}\t{state}", field("id"), field("name"), field("hint"));
+            }
+        }
+        KeysCommand::Revoke { key } => {
+            let path = format!("/api/keys/{}", percent_encoded(&key));
+            let reply = api.call("DELETE", &path, None).await?;
+            if reply.status == 404 {
+                anyhow::bail!("no active key with id or name {key:?}");
+            }
+            if reply.status != 200 {
+                return Err(refused(&reply));
+            }
+            println!("revoked {key}");
+        }
+        KeysCommand::RotateManagementToken => {
+            anyhow::bail!(
+                "the management token is the data directory's file: rotated in place, not through a server"
+            )
+        }
+    }
+    Ok(())
+}
+
+/// `text` as one path segment: every byte but unreserved ones percent-encoded.
+fn percent_encoded(text: &str) -> String {
+    use std::fmt::Write as _;
+    text.bytes().fold(String::with_capacity(text.len()), |mut out, byte| {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+        out
+    })
 }
 
 /// Reads or replaces the config kept in the state file. Works on the file directly, so a

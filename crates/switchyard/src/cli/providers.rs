@@ -35,33 +35,21 @@ impl Api {
     /// The running server when it answers, else an app of our own. `edit`: the command
     /// changes the config, which is refused on a server that runs on a `--config` file.
     pub(super) async fn open(data_dir: &Path, edit: bool) -> anyhow::Result<Self> {
-        if let Some(server) = Running::find(data_dir) {
-            let token = management_token(data_dir)?;
-            let ping = ApiCall { method: "GET".into(), path: "/api/server".into(), body: None };
-            match server.call(&token, &ping).await {
-                Ok(reply) if reply.status == 200 => {
-                    if edit && let Some(file) = &server.config {
-                        anyhow::bail!(
-                            "the server running on this data directory (pid {}, port {}) runs on --config {}: \
-                             `switchyard providers` edits the config kept in the data directory; edit that file, \
-                             or restart the server without --config",
-                            server.pid,
-                            server.port,
-                            file.display()
-                        );
-                    }
-                    return Ok(Self::Running { server, token });
-                }
-                Ok(reply) => anyhow::bail!(
-                    "the server on port {} refused the data directory's management token ({}): {}",
+        if let Some(api) = Self::find_running(data_dir).await? {
+            if edit
+                && let Self::Running { server, .. } = &api
+                && let Some(file) = &server.config
+            {
+                anyhow::bail!(
+                    "the server running on this data directory (pid {}, port {}) runs on --config {}: \
+                     `switchyard providers` edits the config kept in the data directory; edit that file, \
+                     or restart the server without --config",
+                    server.pid,
                     server.port,
-                    reply.status,
-                    message(&reply)
-                ),
-                Err(error) => {
-                    tracing::debug!(%error, "the server the data directory names does not answer; working on the state file");
-                }
+                    file.display()
+                );
             }
+            return Ok(api);
         }
         let app = App::start(Launch::new(data_dir)).await?;
         // The front door of no socket: no local key is accepted (no `/v1` call is made), and
@@ -78,6 +66,28 @@ impl Api {
         });
         let api = InProcess::new(state)?;
         Ok(Self::Here { app: Box::new(app), api })
+    }
+
+    /// The server running on the data directory, when one answers; `None` when none runs (or
+    /// the one the data directory names is gone). A server that refuses the data directory's
+    /// management token is an error: nothing is done behind its back.
+    pub(super) async fn find_running(data_dir: &Path) -> anyhow::Result<Option<Self>> {
+        let Some(server) = Running::find(data_dir) else { return Ok(None) };
+        let token = management_token(data_dir)?;
+        let ping = ApiCall { method: "GET".into(), path: "/api/server".into(), body: None };
+        match server.call(&token, &ping).await {
+            Ok(reply) if reply.status == 200 => Ok(Some(Self::Running { server, token })),
+            Ok(reply) => anyhow::bail!(
+                "the server on port {} refused the data directory's management token ({}): {}",
+                server.port,
+                reply.status,
+                message(&reply)
+            ),
+            Err(error) => {
+                tracing::debug!(%error, "the server the data directory names does not answer; working on the state file");
+                Ok(None)
+            }
+        }
     }
 
     pub(super) async fn call(

@@ -295,3 +295,35 @@ async fn a_server_on_a_config_file_refuses_cli_edits_saying_so_and_still_reports
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 }
+
+/// Issue 56: `keys create` and `keys revoke` go through the server running on the data
+/// directory, as `providers add` does: the new key is accepted on the next request and the
+/// revoked one refused on the next, with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_created_and_revoked_with_the_cli_while_serve_runs_apply_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port) = serve(dir.path()).await;
+    let http = reqwest::Client::new();
+    let models = |key: &str| {
+        let request = http.get(format!("http://127.0.0.1:{port}/v1/models")).bearer_auth(key);
+        async move { request.send().await.expect("the server answers").status() }
+    };
+    let created = run(dir.path(), &["keys", "create", "--name", "editor"]).await;
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let key = text(&created.stdout).trim().to_owned();
+    assert!(key.starts_with("sy-"), "the key, printed once: {key}");
+    assert_eq!(models(&key).await, reqwest::StatusCode::OK, "accepted at once");
+    let listed = run(dir.path(), &["keys", "list"]).await;
+    let listed = text(&listed.stdout);
+    assert!(listed.contains("\teditor\t") && listed.contains("\tactive"), "{listed}");
+    assert!(!listed.contains(&key), "never the secret: {listed}");
+
+    let revoked = run(dir.path(), &["keys", "revoke", "editor"]).await;
+    assert!(revoked.status.success(), "{}", text(&revoked.stderr));
+    assert_eq!(models(&key).await, reqwest::StatusCode::UNAUTHORIZED, "refused at once");
+    let again = run(dir.path(), &["keys", "revoke", "editor"]).await;
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("no active key with id or name \"editor\""));
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+}

@@ -547,7 +547,8 @@ def retried_stream(messages: list[dict[str, str]], tries: int) -> tuple[str, int
             return "".join(deltas), attempt
         except openai.APIError as error:
             # The terminal error event of a stream that broke after its first text.
-            expect(deltas != [], f"try {attempt}: an error before any text: {describe(error)}")
+            if not deltas:
+                raise CheckFailed(f"try {attempt}: an error before any text: {error}") from error
     raise CheckFailed(f"no whole answer in {tries} tries")
 
 
@@ -559,6 +560,35 @@ def _() -> None:
     expect_eq(tries, 2, "tries: the retry goes where the stream did not break")
     conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": "And then?"}]
     text, tries = retried_stream(conversation, 3)
+    expect_eq((text, tries), (OA_TEXT, 1), "the next turn, where the session went")
+
+
+def retried_anthropic_stream(messages: list[dict[str, str]], tries: int) -> tuple[str, int]:
+    """`retried_stream` with the Anthropic SDK: its stream raises on the `error` event of a
+    stream that broke mid-answer, and the same conversation is sent again."""
+    for attempt in range(1, tries + 1):
+        deltas: list[str] = []
+        try:
+            with AN.messages.stream(model="sdk-cutting-an", max_tokens=256, messages=messages) as stream:
+                for text in stream.text_stream:
+                    deltas.append(text)
+                final = stream.get_final_message()
+            expect_eq(final.stop_reason, "end_turn", f"try {attempt}: stop_reason")
+            return "".join(deltas), attempt
+        except anthropic.APIError as error:
+            # The error of a stream: its body was the stream, read already.
+            if not deltas:
+                raise CheckFailed(f"try {attempt}: an error before any text: {error}") from error
+    raise CheckFailed(f"no whole answer in {tries} tries")
+
+
+@case("anthropic sdk: a client that retries a broken stream gets the whole answer on its first retry, and its next turn too")
+def _() -> None:
+    conversation = [{"role": "user", "content": "Tell me something worth retrying for, in Anthropic's dialect."}]
+    text, tries = retried_anthropic_stream(conversation, 3)
+    expect_eq((text, tries), (OA_TEXT, 2), "the retry goes where the stream did not break")
+    conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": "And then?"}]
+    text, tries = retried_anthropic_stream(conversation, 3)
     expect_eq((text, tries), (OA_TEXT, 1), "the next turn, where the session went")
 
 

@@ -1,4 +1,4 @@
-//! The logins a `client` credential serves (issue 28, RESILIENCE.md §11). A `client`
+//! The logins a `client` credential serves (RESILIENCE.md §11). A `client`
 //! credential stands for whichever subscriber's login the request carries, so its health is
 //! kept per login: one subscriber's spent window or refused token benches that login only, and
 //! a second subscriber through the same Switchyard keeps serving.

@@ -296,7 +296,7 @@ async fn a_server_on_a_config_file_refuses_cli_edits_saying_so_and_still_reports
     child.wait().await.unwrap();
 }
 
-/// Issue 56: `keys create` and `keys revoke` go through the server running on the data
+/// `keys create` and `keys revoke` go through the server running on the data
 /// directory, as `providers add` does: the new key is accepted on the next request and the
 /// revoked one refused on the next, with no restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

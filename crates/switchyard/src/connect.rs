@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::Serialize;
 use ts_rs::TS;
 
-use crate::server::SIDE_KEY_HEADER;
+use crate::keys::SIDE_KEY_HEADER;
 
 /// The environment variable the snippets export the local key in, for tools that read it from
 /// one of their choosing.

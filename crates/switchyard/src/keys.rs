@@ -120,6 +120,11 @@ pub enum KeyError {
     TokenFile { path: PathBuf, source: std::io::Error },
 }
 
+/// Where a client whose `Authorization` is its own upstream credential sends the local key:
+/// the front door reads the key there, the request path knows a login by it, and `connect`
+/// writes it into the clients' settings, so it lives below all three.
+pub const SIDE_KEY_HEADER: &str = "x-switchyard-key";
+
 /// The environment variable that sets the management token.
 pub const MANAGEMENT_ENV: &str = "SWITCHYARD_MANAGEMENT_TOKEN";
 

@@ -27,7 +27,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use switchyard_providers::dialect::Dialect;
 use switchyard_secrets::Secret;
 
-use crate::server::SIDE_KEY_HEADER;
+use crate::keys::SIDE_KEY_HEADER;
 
 /// Headers that carry a client's login, in the order they are looked for: the first present
 /// is the login, and the only one of them that goes upstream.

@@ -237,8 +237,7 @@ enum Caller {
     Session(SessionId),
 }
 
-/// Where a client whose `Authorization` is its own upstream credential sends the local key.
-pub(crate) const SIDE_KEY_HEADER: &str = "x-switchyard-key";
+pub(crate) use crate::keys::SIDE_KEY_HEADER;
 
 // The request headers the front door reads, made at compile time: a name given as `&str` is
 // parsed on every lookup.

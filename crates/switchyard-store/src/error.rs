@@ -14,6 +14,16 @@ pub enum StoreError {
     Database(String),
     #[error("cannot migrate the schema: {0}")]
     Migrate(String),
+    /// The file has migrations of a newer Switchyard that declares this version too old to
+    /// run on it.
+    #[error(
+        "{path} was migrated by a newer Switchyard and needs version {needs} or newer (this is {ours}): update Switchyard{}",
+        match backup {
+            Some(backup) => format!(", or go back to this version's schema by stopping Switchyard and copying {} over {} (what changed since that backup is lost)", backup.display(), path.display()),
+            None => format!("; no backup of this version's schema was found beside it ({})", crate::store::migrate::backup_path(path, crate::store::migrate::schema_version()).display()),
+        }
+    )]
+    TooNew { path: PathBuf, needs: String, ours: String, backup: Option<PathBuf> },
     /// The file is a database but its content is damaged or unreadable by this version.
     #[error("corrupt state: {0}")]
     Corrupt(String),

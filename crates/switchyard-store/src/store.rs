@@ -9,19 +9,22 @@
 //! - A writable file is in WAL mode with `synchronous=NORMAL`: a committed transaction survives
 //!   the process being killed (only a power cut can lose the last ones), and commits cost no
 //!   fsync, which matters because every state transition becomes one.
-//! - A file written by a newer Switchyard (migrations this build does not know) is refused,
-//!   not rewritten.
+//! - A file written by a newer Switchyard (migrations this build does not know) is never
+//!   rewritten: run on when this build is one of the readers it declares, refused otherwise
+//!   (`migrate`). An existing file is backed up before any migration touches it.
 
 mod api_keys;
 mod bindings;
 pub(crate) mod columns;
 mod headroom;
 mod health;
+pub(crate) mod migrate;
 mod requests;
 mod settings;
 
 pub use self::api_keys::ApiKeyRecord;
 pub use self::requests::{RequestRecord, SessionPin, UsageBatch};
+pub use self::settings::StoredSection;
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;
@@ -29,14 +32,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use self::migrate::Pause;
 use crate::StoreError;
-
-static MIGRATOR: Migrator = sqlx::migrate!();
 
 /// How long a statement waits for another connection's write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,13 +51,28 @@ pub struct Store {
     pool: SqlitePool,
     path: Arc<Path>,
     read_only: bool,
+    /// The copy made before this open migrated the file.
+    backup: Option<Arc<Path>>,
 }
 
 impl Store {
     /// Opens the state file, creating it (and its directory) owner-only when missing, and brings
     /// its schema up to date. A file without write permission opens read-only, unmigrated.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
+        Self::open_with(path.as_ref(), None).await
+    }
+
+    /// [`Self::open`], calling `pause` inside the first migration's transaction, before it
+    /// commits: how the crash tests kill a process mid-migration.
+    #[doc(hidden)]
+    pub async fn open_pausing_in_migration(
+        path: impl AsRef<Path>,
+        pause: Pause<'_>,
+    ) -> Result<Self, StoreError> {
+        Self::open_with(path.as_ref(), Some(pause)).await
+    }
+
+    async fn open_with(path: &Path, pause: Option<Pause<'_>>) -> Result<Self, StoreError> {
         let read_only =
             prepare(path).map_err(|source| StoreError::Io { path: path.to_owned(), source })?;
         let mut options = SqliteConnectOptions::new()
@@ -75,10 +91,18 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(StoreError::database)?;
+        let mut backup = None;
         if !read_only {
-            MIGRATOR.run(&pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
+            let migrated = migrate::migrate(&pool, path, pause).await;
+            match migrated {
+                Ok(migrated) => backup = migrated.backup.map(Arc::from),
+                Err(error) => {
+                    pool.close().await;
+                    return Err(error);
+                }
+            }
         }
-        Ok(Self { pool, path: path.into(), read_only })
+        Ok(Self { pool, path: path.into(), read_only, backup })
     }
 
     /// Opens an existing state file for reading only, changing nothing in it: no migration, no
@@ -93,11 +117,16 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(StoreError::database)?;
-        Ok(Self { pool, path: path.into(), read_only: true })
+        Ok(Self { pool, path: path.into(), read_only: true, backup: None })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The copy of the file made before this open migrated it, if it did.
+    pub fn backup(&self) -> Option<&Path> {
+        self.backup.as_deref()
     }
 
     /// Whether the file was opened read-only because it has no write permission.

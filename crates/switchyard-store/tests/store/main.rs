@@ -4,8 +4,11 @@
 mod bindings;
 mod degraded;
 mod fixture;
+mod migrations;
 mod requests;
 mod restart;
+#[path = "../common/rows.rs"]
+mod rows;
 mod settings;
 mod team;
 mod writer;

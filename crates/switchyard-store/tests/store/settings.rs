@@ -21,9 +21,10 @@ async fn a_saved_section_reads_back_after_a_restart() {
     let store = Store::open(&path).await.unwrap();
     let loaded: Option<LockoutSettings> = store.load_settings("model_lockouts", 1).await.unwrap();
     assert_eq!(loaded, Some(settings));
-    let (version, body) = store.settings("model_lockouts").await.unwrap().unwrap();
-    assert_eq!(version, 1);
-    assert_eq!(body["failure_threshold"], json!(3));
+    let stored = store.settings("model_lockouts").await.unwrap().unwrap();
+    assert_eq!(stored.version, 1);
+    assert_eq!(stored.written_by.as_deref(), Some(switchyard_store::VERSION));
+    assert_eq!(stored.body["failure_threshold"], json!(3));
     store.close().await;
 }
 

@@ -146,6 +146,9 @@ pub struct Setup {
     /// Start on the config file a previous harness left in the data directory (with its edits)
     /// instead of writing a fresh one.
     pub reuse_config: bool,
+    /// Run on the config kept in the state file (the desktop app, `serve` without
+    /// `--config`) instead of writing a config file; `extra` and the deadlines are unused.
+    pub stored_config: bool,
     /// A built web UI to serve at `/` (as `serve --ui DIR`).
     pub ui: Option<std::path::PathBuf>,
     /// How long a client may take to send a request head; the server's default when `None`.
@@ -178,10 +181,18 @@ impl Setup {
             clock: None,
             secrets: None,
             reuse_config: false,
+            stored_config: false,
             ui: None,
             header_read_timeout: None,
             management_token_file: false,
         }
+    }
+
+    /// Runs on the config kept in the state file, as the desktop app does.
+    #[must_use]
+    pub fn stored_config(mut self) -> Self {
+        self.stored_config = true;
+        self
     }
 
     /// Takes the management token from the data directory's file, as `serve` does.
@@ -343,7 +354,7 @@ impl Harness {
     /// A server on `mock` as `setup` says, keeping its state in `data_dir`.
     pub async fn start_in_with(mock: MockUpstream, data_dir: &Path, setup: Setup) -> Self {
         let file = data_dir.join(CONFIG_FILE);
-        if !setup.reuse_config {
+        if !(setup.reuse_config || setup.stored_config) {
             std::fs::write(&file, setup_text(&mock, &setup)).expect("write the harness config");
         }
         let clock: Arc<dyn Clock> = match setup.clock {
@@ -351,11 +362,11 @@ impl Harness {
             None => Arc::new(SystemClock),
         };
         let secrets = setup.secrets.unwrap_or_else(|| Arc::new(MemoryStore::default()));
-        let launch = Launch::new(data_dir)
-            .config_file(file)
-            .clock(Arc::clone(&clock))
-            .secrets(secrets)
-            .env(env);
+        let mut launch = Launch::new(data_dir);
+        if !setup.stored_config {
+            launch = launch.config_file(file);
+        }
+        let launch = launch.clock(Arc::clone(&clock)).secrets(secrets).env(env);
         let app = App::start(launch).await.unwrap_or_else(|e| panic!("{e}"));
         let listener = switchyard::server::bind(0).await.expect("bind");
         let port = listener.local_addr().expect("addr").port();

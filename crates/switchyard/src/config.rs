@@ -8,6 +8,7 @@
 
 pub mod editor;
 mod form;
+pub mod stored;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -65,6 +66,9 @@ pub enum ConfigError {
     Read { file: PathBuf, source: std::io::Error },
     #[error("{file}: {field}: {problem}")]
     Invalid { file: PathBuf, field: String, problem: String },
+    /// The state file was migrated by a newer Switchyard that this one cannot run on.
+    #[error("{0}")]
+    StateTooNew(String),
 }
 
 /// A form that breaks a rule: the path of the field (`providers[1].credentials[0].secret`) and

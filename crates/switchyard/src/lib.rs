@@ -28,9 +28,10 @@ use switchyard_core::{Clock, SystemClock};
 use switchyard_providers::executor::Executor;
 use switchyard_secrets::{KeychainStore, SecretStore};
 use switchyard_store::team::Team;
-use switchyard_store::{Persistence, PersistenceStatus, Store};
+use switchyard_store::{Persistence, PersistenceStatus, Store, StoreError};
 
-use crate::config::editor::{Env, STORED_CONFIG};
+use crate::config::editor::Env;
+use crate::config::stored::{self, StoredConfig};
 use crate::config::{Config, ConfigEditor, ConfigError, ConfigForm, Saving};
 use crate::keys::LocalKeys;
 use crate::oauth::{OAuth, OAuthOptions};
@@ -140,18 +141,24 @@ impl App {
         let registry = Arc::new(HealthRegistry::default());
         // The config first: its policies clamp restored deadlines. The stored config is read
         // through a short-lived connection, before the writer owns the file.
-        let (form, origin) = match &source {
+        let (mut stored, origin) = match &source {
             ConfigSource::File(file) => {
                 let text = std::fs::read_to_string(file)
                     .map_err(|e| ConfigError::Read { file: file.clone(), source: e })?;
                 let form = ConfigForm::from_toml(&text).map_err(|p| p.in_file(file))?;
-                (form, file.clone())
+                refuse_too_new(&state_file).await?;
+                (StoredConfig { form, read_only: None }, file.clone())
             }
-            ConfigSource::Stored => (stored_form(&state_file).await, state_file.clone()),
+            ConfigSource::Stored => (stored_config(&state_file).await?, state_file.clone()),
         };
-        let config = config::editor::validate(form, Arc::clone(&secrets), Arc::clone(&env))
-            .await
-            .map_err(|p| p.in_file(&origin))?;
+        let config = stored::validate_read_only(&mut stored, async |form| {
+            config::editor::validate(form, Arc::clone(&secrets), Arc::clone(&env)).await
+        })
+        .await
+        .map_err(|p| p.in_file(&origin))?;
+        if let Some(read_only) = &stored.read_only {
+            tracing::warn!(set_aside = ?read_only.set_aside, "{}", read_only.message);
+        }
         let config = Arc::new(config);
         proxy::configure_registry(&registry, &config);
         phases.done("config read and validated");
@@ -210,10 +217,12 @@ impl App {
             }
             None => None,
         };
-        let saving = match (source, persistence.store()) {
-            (ConfigSource::File(file), _) => Saving::File(file),
-            (ConfigSource::Stored, Some(store)) => Saving::Store(store.clone()),
-            (ConfigSource::Stored, None) => Saving::Nowhere,
+        let saving = match (source, persistence.store(), stored.read_only) {
+            (ConfigSource::File(file), ..) => Saving::File(file),
+            // Nothing can be saved anyway, so edits apply in memory.
+            (ConfigSource::Stored, None, _) => Saving::Nowhere,
+            (ConfigSource::Stored, Some(_), Some(read_only)) => Saving::ReadOnly(read_only),
+            (ConfigSource::Stored, Some(store), None) => Saving::Store(store.clone()),
         };
         let editor = ConfigEditor::new(
             Arc::clone(&proxy),
@@ -386,7 +395,7 @@ pub enum ListenError {
     #[error("cannot listen on 127.0.0.1:{port} (pass --port to choose another): {source}")]
     Bind { port: u16, source: std::io::Error },
     #[error("cannot read the local API keys from the state file: {0}")]
-    Keys(switchyard_store::StoreError),
+    Keys(StoreError),
     #[error("cannot set up the management token: {0}")]
     Token(keys::KeyError),
 }
@@ -449,7 +458,7 @@ pub const DESTINATION_PATHS: (&str, u32) = ("destination_paths", 1);
 pub async fn mark_first_use(
     store: &Store,
     now: switchyard_core::UnixMillis,
-) -> Result<(), switchyard_store::StoreError> {
+) -> Result<(), StoreError> {
     for (section, version) in [FIRST_USE, DESTINATIONS_FIRST_USE, DESTINATION_PATHS] {
         if store.settings(section).await?.is_none() {
             let marker = serde_json::json!({ "first_use": true });
@@ -562,26 +571,45 @@ async fn narrow_once(
     kept
 }
 
-/// The config saved in the state file; empty when there is none or it cannot be read (the
-/// app then starts empty, and says why).
-async fn stored_form(state_file: &Path) -> ConfigForm {
+/// The config saved in the state file; empty when there is none. One that cannot be read
+/// (the file is locked or damaged) starts the app empty and read-only, so nothing saves over
+/// it; a file a newer Switchyard migrated beyond what this one runs on stops the start.
+async fn stored_config(state_file: &Path) -> Result<StoredConfig, ConfigError> {
     if !state_file.exists() {
-        return ConfigForm::default();
+        return Ok(StoredConfig::default());
     }
-    let loaded = match Store::open(state_file).await {
+    let read = match Store::open(state_file).await {
         Ok(store) => {
-            let loaded = store.load_settings::<ConfigForm>(STORED_CONFIG.0, STORED_CONFIG.1).await;
+            let read = stored::read(&store).await;
             store.close().await;
-            loaded.map_err(|e| e.to_string())
+            read
         }
-        Err(e) => Err(e.to_string()),
+        Err(error) => Err(error),
     };
-    match loaded {
-        Ok(form) => form.unwrap_or_default(),
+    match read {
+        Ok(stored) => Ok(stored.unwrap_or_default()),
+        Err(error @ StoreError::TooNew { .. }) => Err(ConfigError::StateTooNew(error.to_string())),
         Err(error) => {
-            tracing::warn!(%error, "cannot read the saved config; starting with an empty one");
-            ConfigForm::default()
+            let read_only = stored::ReadOnly::unreadable(&error);
+            Ok(StoredConfig { form: ConfigForm::default(), read_only: Some(read_only) })
         }
+    }
+}
+
+/// Stops the start when the state file was migrated by a newer Switchyard that this one
+/// cannot run on (the config comes from a file, but health, keys and history from there).
+async fn refuse_too_new(state_file: &Path) -> Result<(), ConfigError> {
+    if !state_file.exists() {
+        return Ok(());
+    }
+    match Store::open(state_file).await {
+        Ok(store) => {
+            store.close().await;
+            Ok(())
+        }
+        Err(error @ StoreError::TooNew { .. }) => Err(ConfigError::StateTooNew(error.to_string())),
+        // Anything else: the app runs in memory only, and says so (see `Persistence`).
+        Err(_) => Ok(()),
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use switchyard::config::editor::STORED_CONFIG;
+use switchyard::config::stored;
 use switchyard::config::{Config, ConfigForm, Sources};
 use switchyard::keys;
 use switchyard::running::Running;
@@ -148,6 +148,10 @@ enum ConfigCommand {
         /// Only check the file (and list its pairs).
         #[arg(long)]
         dry_run: bool,
+        /// Replace a stored config that is read-only here (a newer Switchyard wrote it, or it
+        /// does not read): what this version does not understand of it is lost.
+        #[arg(long)]
+        over_newer: bool,
     },
     /// List the providers whose requests would go to a destination never confirmed, and the
     /// credentials that would send a secret to a destination never confirmed for it, and
@@ -487,17 +491,24 @@ fn percent_encoded(text: &str) -> String {
 #[expect(clippy::print_stdout, reason = "printing the config is what these commands do")]
 async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Result<()> {
     let path = data_dir.join(STATE_FILE);
-    let (section, version) = STORED_CONFIG;
     match command {
         ConfigCommand::Export => {
             let store = Store::open(&path)
                 .await
                 .with_context(|| format!("cannot open {}", path.display()))?;
-            let form = store.load_settings::<ConfigForm>(section, version).await;
+            let read = stored::read(&store).await;
             store.close().await;
-            print!("{}", form?.unwrap_or_default().to_toml());
+            let read = read?.unwrap_or_default();
+            if let Some(read_only) = &read.read_only {
+                tracing::warn!(
+                    set_aside = ?read_only.set_aside,
+                    "{}; the export leaves out what this version set aside",
+                    read_only.message
+                );
+            }
+            print!("{}", read.form.to_toml());
         }
-        ConfigCommand::Import { file, dry_run } => {
+        ConfigCommand::Import { file, dry_run, over_newer } => {
             // Checked whole, secrets resolved, exactly as `serve --config` would.
             let config = {
                 let file = file.clone();
@@ -507,7 +518,7 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
             let store = Store::open(&path)
                 .await
                 .with_context(|| format!("cannot open {}", path.display()))?;
-            let done = import(&store, &config, dry_run).await;
+            let done = import(&store, &config, dry_run, over_newer).await;
             store.close().await;
             let (pairs, team) = done?;
             let done = if dry_run { "checked" } else { "imported" };
@@ -571,9 +582,7 @@ async fn connect(data_dir: &Path, args: ConnectArgs) -> anyhow::Result<()> {
     let path = data_dir.join(STATE_FILE);
     let store =
         Store::open(&path).await.with_context(|| format!("cannot open {}", path.display()))?;
-    let (section, version) = STORED_CONFIG;
-    let form = store.load_settings::<ConfigForm>(section, version).await;
-    let form = form.ok().flatten().unwrap_or_default();
+    let form = stored::read(&store).await.ok().flatten().unwrap_or_default().form;
     let key = match (args.key, args.create_key) {
         (Some(key), _) => key,
         (None, true) => {
@@ -642,16 +651,26 @@ async fn import(
     store: &Store,
     config: &Config,
     dry_run: bool,
+    over_newer: bool,
 ) -> anyhow::Result<(Vec<ImportedPair>, Option<ImportedTeam>)> {
     let confirmed: Confirmed = store.bindings().await?.into_iter().collect();
     let pairs = imported_pairs(config, &confirmed);
-    let (section, version) = STORED_CONFIG;
-    let stored = store.load_settings::<ConfigForm>(section, version).await;
-    let team = imported_team(&config.form, &stored.ok().flatten().unwrap_or_default());
+    let stored = stored::read(store).await?.unwrap_or_default();
+    if let Some(read_only) = &stored.read_only
+        && !over_newer
+    {
+        anyhow::bail!(
+            "the stored config is kept as it is: {}; pass --over-newer to replace it anyway \
+             (what this version set aside is then lost: {})",
+            read_only.message,
+            read_only.set_aside.join("; ")
+        );
+    }
+    let team = imported_team(&config.form, &stored.form);
     if !dry_run {
         let now = SystemClock.now();
         mark_first_use(store, now).await?;
-        store.save_settings(section, version, &config.form, now).await?;
+        stored::save(store, &config.form, now).await?;
     }
     Ok((pairs, team))
 }
@@ -660,16 +679,19 @@ async fn import(
 async fn stored_config(path: &Path) -> anyhow::Result<Config> {
     let store =
         Store::open(path).await.with_context(|| format!("cannot open {}", path.display()))?;
-    let (section, version) = STORED_CONFIG;
-    let form = store.load_settings::<ConfigForm>(section, version).await;
+    let read = stored::read(&store).await;
     store.close().await;
-    let form = form?.unwrap_or_default();
-    let config = tokio::task::spawn_blocking(move || {
-        let keychain = KeychainStore::new();
-        let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
-        form.validate(&sources)
+    let mut read = read?.unwrap_or_default();
+    let config = stored::validate_read_only(&mut read, async |form: ConfigForm| {
+        tokio::task::spawn_blocking(move || {
+            let keychain = KeychainStore::new();
+            let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
+            form.validate(&sources)
+        })
+        .await
+        .map_err(|e| switchyard::config::Problem::new("(config)", e))?
     })
-    .await?;
+    .await;
     config.map_err(|p| anyhow::anyhow!("the stored config: {p}"))
 }
 

@@ -155,6 +155,9 @@ pub enum ConfigSaving {
     StateFile,
     /// Nowhere: the state file could not be opened; edits last until the app stops.
     MemoryOnly,
+    /// Nowhere, and edits are refused: the stored config is more than this version
+    /// understands (a newer one wrote it), and saving over it would lose that.
+    ReadOnly(crate::config::stored::ReadOnly),
 }
 
 /// A local API key for `/v1`, as listed: never its secret.
@@ -238,6 +241,7 @@ impl Services {
             Saving::File(path) => ConfigSaving::File { path: path.display().to_string() },
             Saving::Store(_) => ConfigSaving::StateFile,
             Saving::Nowhere => ConfigSaving::MemoryOnly,
+            Saving::ReadOnly(read_only) => ConfigSaving::ReadOnly(read_only.clone()),
         };
         let now = self.clock.now();
         Health {

@@ -304,3 +304,23 @@ describe('the doctor on the overview', () => {
     expect(await screen.findByText('nothing found')).toBeInTheDocument();
   });
 });
+
+describe('a config written by a newer version', () => {
+  it('is shown read-only, naming the version to update to and what does not run here', async () => {
+    const readOnly: Health = {
+      ...health,
+      config_saved_to: {
+        to: 'read_only',
+        written_by: '0.9.0',
+        version: 2,
+        set_aside: ['providers[id=quantum]: unknown variant `quantum_llm`'],
+        message: 'the config was written by Switchyard 0.9.0, newer than this one (0.1.0): it runs what this version understands and is read-only here; update to 0.9.0 or newer to edit it',
+      },
+    };
+    renderWithServer(<OverviewPage />, (call) => (call.path === '/api/monitoring/health' ? ok(readOnly) : server(call)));
+    const note = await screen.findByTestId('config-read-only');
+    expect(note).toHaveTextContent('Written by Switchyard 0.9.0; update to edit.');
+    expect(note).toHaveTextContent('Not running here (1)');
+    expect(within(note).getByText(/providers\[id=quantum\]/)).toBeInTheDocument();
+  });
+});

@@ -44,6 +44,11 @@ export function claudeCodeLines(endpoint: string, combo: string | null): string 
   return [`export ANTHROPIC_BASE_URL=${base}`, 'export ANTHROPIC_AUTH_TOKEN=<your Switchyard local API key>', model].join('\n');
 }
 
+/** `text` as a sentence: capitalised, with a full stop. */
+function sentence(text: string): string {
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+}
+
 export function OverviewPage() {
   const api = useApi();
   const live = useLiveVersion();
@@ -103,6 +108,26 @@ export function OverviewPage() {
       {h && h.config_saved_to.to === 'memory_only' ? (
         <div className="note note-warn" role="status">
           Config edits are not saved to disk: they last until the server stops.
+        </div>
+      ) : null}
+      {h && h.config_saved_to.to === 'read_only' ? (
+        <div className="note note-warn" role="status" data-testid="config-read-only">
+          <strong>
+            {h.config_saved_to.written_by ? `Written by Switchyard ${h.config_saved_to.written_by}; update to edit.` : 'Read-only config.'}
+          </strong>{' '}
+          {sentence(h.config_saved_to.message)}
+          {h.config_saved_to.set_aside.length > 0 ? (
+            <details>
+              <summary>Not running here ({h.config_saved_to.set_aside.length})</summary>
+              <ul>
+                {h.config_saved_to.set_aside.map((item) => (
+                  <li key={item}>
+                    <code>{item}</code>
+                  </li>
+                ))}
+              </ul>
+            </details>
+          ) : null}
         </div>
       ) : null}
 

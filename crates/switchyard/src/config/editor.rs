@@ -17,14 +17,12 @@ use switchyard_core::{Clock, CredentialKey};
 use switchyard_secrets::SecretStore;
 use switchyard_store::Store;
 
+use super::stored::{self, ReadOnly};
 use super::{Config, ConfigForm, Problem, Sources};
 use crate::proxy::Proxy;
 
 /// Reads environment variables for `env:` secrets (the process environment, or a test's).
 pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// The settings section of the state file that holds the config when no file does.
-pub const STORED_CONFIG: (&str, u32) = ("config", 1);
 
 /// Where an accepted edit is saved, so it survives a restart.
 #[derive(Clone, Debug)]
@@ -33,6 +31,9 @@ pub enum Saving {
     File(PathBuf),
     /// The state file's `config` section (no `--config` given).
     Store(Store),
+    /// Nowhere: the state file's config is more than this build understands (a newer version
+    /// wrote it), and saving would lose that. Edits are refused.
+    ReadOnly(ReadOnly),
     /// Nowhere: the state file could not be opened. Edits apply until the app stops.
     Nowhere,
 }
@@ -52,6 +53,9 @@ pub enum EditError {
     /// A provider did not answer a call made on the user's behalf (502).
     #[error("{0}")]
     Upstream(Problem),
+    /// The config is read-only here (409): a newer version wrote it.
+    #[error("{0}")]
+    ReadOnly(String),
     /// The edit was valid but could not be saved, so it was not applied either.
     #[error("the change could not be saved, so it was not applied: {0}")]
     Save(String),
@@ -137,6 +141,7 @@ impl ConfigEditor {
         change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
     ) -> Result<(T, Arc<Config>), EditError> {
         let _turn = self.turn.lock().await;
+        self.writable()?;
         let mut form = self.current().form.clone();
         let out = change(&mut form)?;
         let config = self.commit(form, confirms).await?;
@@ -150,7 +155,16 @@ impl ConfigEditor {
         confirms: Confirms<'_>,
     ) -> Result<Arc<Config>, EditError> {
         let _turn = self.turn.lock().await;
+        self.writable()?;
         self.commit(form, confirms).await
+    }
+
+    /// Refuses every edit of a config that is read-only here.
+    fn writable(&self) -> Result<(), EditError> {
+        match &self.saving {
+            Saving::ReadOnly(read_only) => Err(EditError::ReadOnly(read_only.message.clone())),
+            _ => Ok(()),
+        }
     }
 
     /// Confirms every binding the running config's credentials still need that `confirms`
@@ -210,10 +224,10 @@ impl ConfigEditor {
                     .await
                     .map_err(|e| e.to_string())?
             }
-            Saving::Store(store) => store
-                .save_settings(STORED_CONFIG.0, STORED_CONFIG.1, form, self.clock.now())
-                .await
-                .map_err(|e| e.to_string()),
+            Saving::Store(store) => {
+                stored::save(store, form, self.clock.now()).await.map_err(|e| e.to_string())
+            }
+            Saving::ReadOnly(read_only) => Err(read_only.message.clone()),
             Saving::Nowhere => {
                 tracing::warn!("config changed in memory only: the state file is not available");
                 Ok(())

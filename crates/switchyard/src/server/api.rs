@@ -70,6 +70,9 @@ fn edit_error(error: &EditError) -> Response {
         EditError::Upstream(p) => {
             refusal(StatusCode::BAD_GATEWAY, "upstream_error", &p.field, &p.problem)
         }
+        EditError::ReadOnly(message) => {
+            refusal(StatusCode::CONFLICT, "read_only_error", "(config)", message)
+        }
         EditError::Save(_) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "api_error", error.to_string())
                 .into_response_in(Dialect::OpenAi)

@@ -149,6 +149,8 @@ pub struct Setup {
     /// Run on the config kept in the state file (the desktop app, `serve` without
     /// `--config`) instead of writing a config file; `extra` and the deadlines are unused.
     pub stored_config: bool,
+    /// How many requests the request log keeps in memory; the app's default when `None`.
+    pub request_ring: Option<usize>,
     /// A built web UI to serve at `/` (as `serve --ui DIR`).
     pub ui: Option<std::path::PathBuf>,
     /// How long a client may take to send a request head; the server's default when `None`.
@@ -182,10 +184,18 @@ impl Setup {
             secrets: None,
             reuse_config: false,
             stored_config: false,
+            request_ring: None,
             ui: None,
             header_read_timeout: None,
             management_token_file: false,
         }
+    }
+
+    /// Keeps only `n` requests in memory: older pages of the Requests page come from the file.
+    #[must_use]
+    pub fn request_ring(mut self, n: usize) -> Self {
+        self.request_ring = Some(n);
+        self
     }
 
     /// Runs on the config kept in the state file, as the desktop app does.
@@ -365,6 +375,9 @@ impl Harness {
         let mut launch = Launch::new(data_dir);
         if !setup.stored_config {
             launch = launch.config_file(file);
+        }
+        if let Some(n) = setup.request_ring {
+            launch = launch.request_ring(n);
         }
         let launch = launch.clock(Arc::clone(&clock)).secrets(secrets).env(env);
         let app = App::start(launch).await.unwrap_or_else(|e| panic!("{e}"));

@@ -20,4 +20,6 @@ pub mod team;
 pub use self::error::StoreError;
 pub use self::persistence::{Persistence, PersistenceStatus, WriteRetry};
 pub use self::store::migrate::{Pause, VERSION, backup_path, schema_version};
-pub use self::store::{ApiKeyRecord, RequestRecord, SessionPin, Store, StoredSection, UsageBatch};
+pub use self::store::{
+    ApiKeyRecord, RequestFilter, RequestRecord, SessionPin, Store, StoredSection, UsageBatch,
+};

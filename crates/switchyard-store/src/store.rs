@@ -23,7 +23,7 @@ mod requests;
 mod settings;
 
 pub use self::api_keys::ApiKeyRecord;
-pub use self::requests::{RequestRecord, SessionPin, UsageBatch};
+pub use self::requests::{RequestFilter, RequestRecord, SessionPin, UsageBatch};
 pub use self::settings::StoredSection;
 
 use std::fs::{DirBuilder, OpenOptions};

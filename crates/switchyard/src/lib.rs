@@ -62,6 +62,8 @@ pub struct Launch {
     pub clock: Arc<dyn Clock>,
     pub secrets: Arc<dyn SecretStore>,
     pub env: Env,
+    /// How many requests the Requests page reads from memory before it reads the state file.
+    pub request_ring: usize,
 }
 
 impl std::fmt::Debug for Launch {
@@ -82,7 +84,15 @@ impl Launch {
             clock: Arc::new(SystemClock),
             secrets: Arc::new(KeychainStore::new()),
             env: Arc::new(|var| std::env::var(var).ok()),
+            request_ring: requests::RING,
         }
+    }
+
+    /// Keeps `n` requests in memory (a test's small ring: older pages come from the file).
+    #[must_use]
+    pub fn request_ring(mut self, n: usize) -> Self {
+        self.request_ring = n;
+        self
     }
 
     #[must_use]
@@ -135,7 +145,7 @@ impl App {
         reason = "one start, read top to bottom as its phases, each timed where it ends"
     )]
     pub async fn start(launch: Launch) -> Result<Self, ConfigError> {
-        let Launch { data_dir, config: source, clock, secrets, env } = launch;
+        let Launch { data_dir, config: source, clock, secrets, env, request_ring } = launch;
         let mut phases = phases::Phases::start();
         let state_file = data_dir.join(STATE_FILE);
         let registry = Arc::new(HealthRegistry::default());
@@ -175,8 +185,8 @@ impl App {
         if let Some(store) = persistence.store() {
             load_usage(store, &usage).await;
         }
-        let log = RequestLog::start(persistence.store().cloned(), usage);
-        phases.done("usage restored");
+        let log = RequestLog::start(persistence.store().cloned(), usage, request_ring).await;
+        phases.done("usage and the request log restored");
         // One HTTP client (one pool, one root store) for upstreams and identity providers.
         let executor = executor
             .await

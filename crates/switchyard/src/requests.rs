@@ -1,6 +1,7 @@
 //! The request log: every client request with its routing trace, kept in a bounded ring in
 //! memory (for the UI) and appended to the state file by a task of its own, in batches, off the
-//! request path. A record waits up to [`FLUSH_EVERY`] for others to share its write, so a busy
+//! request path. The ring starts with the file's newest requests, so the history survives a
+//! restart; a page past the ring is read from the file. A record waits up to [`FLUSH_EVERY`] for others to share its write, so a busy
 //! proxy writes a few times a second instead of once per request (each write wakes the
 //! database's thread and takes its file lock). When the writer falls behind, records are dropped
 //! from the file (never from the ring) rather than making a request wait; a crash loses at most
@@ -19,14 +20,14 @@ use parking_lot::Mutex;
 use switchyard_core::UnixMillis;
 use switchyard_core::text::bounded;
 use switchyard_core::usage::ledger::{Ledger, UsageEntry};
-use switchyard_store::{RequestRecord, Store, UsageBatch};
+use switchyard_store::{RequestFilter, RequestRecord, Store, UsageBatch};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use crate::usage::UsageTracker;
 
-/// Requests kept in memory.
-const RING: usize = 1_000;
+/// Requests kept in memory [default].
+pub const RING: usize = 1_000;
 /// Requests kept in the state file.
 const KEEP_IN_FILE: u32 = 10_000;
 /// Records waiting for the writer before new ones are dropped from the file.
@@ -49,6 +50,8 @@ type Writer = (mpsc::Sender<Queued>, tokio::task::JoinHandle<()>);
 #[derive(Debug)]
 pub struct RequestLog {
     recent: Mutex<VecDeque<Shared>>,
+    /// How many requests `recent` holds at most.
+    ring: usize,
     /// `None` without a state file, and once closed.
     writer: Mutex<Option<Writer>>,
     /// The state file, read for what the ring no longer holds.
@@ -58,14 +61,27 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    /// A log that also writes to `store`, when there is one, and counts usage in `usage`.
-    pub fn start(store: Option<Store>, usage: Arc<UsageTracker>) -> Self {
+    /// A log that also writes to `store`, when there is one, and counts usage in `usage`;
+    /// `ring` requests are kept in memory, starting with the file's newest.
+    pub async fn start(store: Option<Store>, usage: Arc<UsageTracker>, ring: usize) -> Self {
+        let ring = ring.max(1);
+        let mut recent = VecDeque::with_capacity(ring);
+        if let Some(store) = &store {
+            let newest = store.recent_requests(u32::try_from(ring).unwrap_or(u32::MAX)).await;
+            match newest {
+                Ok(newest) => recent.extend(newest.into_iter().rev().map(Arc::new)),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the request log's history; the Requests page starts empty");
+                }
+            }
+        }
         let writer = store.clone().map(|store| {
             let (tx, rx) = mpsc::channel(QUEUE);
             (tx, tokio::spawn(write(store, rx, Arc::clone(&usage))))
         });
         Self {
-            recent: Mutex::new(VecDeque::with_capacity(RING)),
+            recent: Mutex::new(recent),
+            ring,
             writer: Mutex::new(writer),
             store,
             listeners: broadcast::channel(LISTENER_QUEUE).0,
@@ -100,7 +116,7 @@ impl RequestLog {
             tracing::debug!("request log writer is behind; this record stays in memory only");
         }
         let mut recent = self.recent.lock();
-        if recent.len() == RING {
+        if recent.len() >= self.ring {
             recent.pop_front();
         }
         recent.push_back(Arc::clone(&record));
@@ -128,9 +144,9 @@ impl RequestLog {
         }
     }
 
-    /// The newest requests first.
+    /// The newest requests in memory first.
     pub fn recent(&self, limit: usize) -> Vec<RequestRecord> {
-        self.newest(|_| true, 0, limit)
+        self.in_ring(&RequestFilter::default(), 0, limit).0
     }
 
     /// Every request that arrived in `[from, to)`: what the ring holds, and from the state file
@@ -159,16 +175,44 @@ impl RequestLog {
         all
     }
 
-    /// The newest requests that pass `filter`, after skipping `offset` of them.
-    pub fn newest(
+    /// The newest requests that `filter` lets through, after skipping `offset` of them: from
+    /// memory when the ring holds the whole page, else from the file (which holds everything
+    /// the ring does, except the last moments' requests not written yet, and what was dropped
+    /// when the writer fell behind).
+    pub async fn page(
         &self,
-        filter: impl Fn(&RequestRecord) -> bool,
+        filter: &RequestFilter,
         offset: usize,
         limit: usize,
     ) -> Vec<RequestRecord> {
+        let (page, whole) = self.in_ring(filter, offset, limit);
+        if whole {
+            return page;
+        }
+        if let Some(store) = &self.store {
+            let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            match store.requests_page(filter, count(offset), count(limit)).await {
+                Ok(from_file) => return from_file,
+                Err(error) => tracing::warn!(%error, "cannot read the request log's file"),
+            }
+        }
+        page
+    }
+
+    /// The page as memory has it, and whether that is the whole page: it is unless the ring
+    /// ran out while older requests are in the file (there is one, and the ring is full: a
+    /// ring that never filled holds every request since the file was empty).
+    fn in_ring(
+        &self,
+        filter: &RequestFilter,
+        offset: usize,
+        limit: usize,
+    ) -> (Vec<RequestRecord>, bool) {
         let recent = self.recent.lock();
-        let newest = recent.iter().rev().filter(|r| filter(r)).skip(offset).take(limit);
-        newest.map(|r| RequestRecord::clone(r)).collect()
+        let newest = recent.iter().rev().filter(|r| filter.matches(r)).skip(offset).take(limit);
+        let page: Vec<RequestRecord> = newest.map(|r| RequestRecord::clone(r)).collect();
+        let whole = page.len() == limit || self.store.is_none() || recent.len() < self.ring;
+        (page, whole)
     }
 }
 
@@ -247,7 +291,7 @@ mod tests {
     async fn records_reach_the_ring_at_once_and_the_file_by_close() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("s.db")).await.unwrap();
-        let log = RequestLog::start(Some(store.clone()), tracker());
+        let log = RequestLog::start(Some(store.clone()), tracker(), RING).await;
         for i in 0..3 {
             log.record(record(i), None);
         }
@@ -290,8 +334,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_ring_starts_with_the_files_newest_and_pages_past_it_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("s.db")).await.unwrap();
+        let log = RequestLog::start(Some(store.clone()), tracker(), 3).await;
+        for i in 0..5 {
+            log.record(record(i), None);
+        }
+        log.close().await;
+        let log = RequestLog::start(Some(store), tracker(), 3).await;
+        let at = |page: Vec<RequestRecord>| page.iter().map(|r| r.at.0).collect::<Vec<_>>();
+        assert_eq!(at(log.recent(10)), [4, 3, 2], "the ring, refilled");
+        let all = RequestFilter::default();
+        assert_eq!(at(log.page(&all, 0, 3).await), [4, 3, 2]);
+        assert_eq!(at(log.page(&all, 2, 3).await), [2, 1, 0], "past the ring: the file");
+        assert_eq!(at(log.page(&all, 5, 3).await), Vec::<u64>::new());
+    }
+
+    #[tokio::test]
     async fn the_ring_keeps_only_the_newest() {
-        let log = RequestLog::start(None, tracker());
+        let log = RequestLog::start(None, tracker(), RING).await;
         for i in 0..(RING as u64 + 5) {
             log.record(record(i), None);
         }

@@ -72,4 +72,33 @@ describe('RequestsPage', () => {
     const last = transport.calls.at(-1)!;
     expect(last.path).toBe('/api/requests?limit=100&model=smart&outcome=error&fallback=true');
   });
+
+  it('pages through the whole history, older pages by offset, back to the newest when a filter changes', async () => {
+    // Sixty requests on the server, newest first; a page of 25.
+    const all = Array.from({ length: 60 }, (_, i) => ({ ...entry, model: `m${i}` }));
+    const { transport } = renderWithServer(<RequestsPage />, (call) => {
+      const q = new URLSearchParams(call.path.split('?')[1]);
+      const offset = Number(q.get('offset') ?? 0);
+      return ok(all.filter((r) => !q.get('model') || r.model === q.get('model')).slice(offset, offset + Number(q.get('limit'))));
+    });
+    await screen.findAllByTestId('request-row');
+    await userEvent.selectOptions(screen.getByLabelText('Show'), '25');
+    await screen.findByText('1–25');
+    expect(screen.getByRole('button', { name: 'Newer' })).toBeDisabled();
+    await userEvent.click(screen.getByRole('button', { name: 'Older' }));
+    await screen.findByText('26–50');
+    expect(transport.calls.at(-1)!.path).toBe('/api/requests?limit=25&offset=25');
+    await userEvent.click(screen.getByRole('button', { name: 'Older' }));
+    await screen.findByText('51–60');
+    expect(screen.getAllByTestId('request-row')[0]).toHaveTextContent('m50');
+    expect(screen.getByRole('button', { name: 'Older' })).toBeDisabled();
+    await userEvent.click(screen.getByRole('button', { name: 'Newer' }));
+    await screen.findByText('26–50');
+
+    await userEvent.type(screen.getByLabelText('Model'), 'm3');
+    await screen.findByText('m3');
+    expect(screen.getAllByTestId('request-row')).toHaveLength(1);
+    expect(transport.calls.at(-1)!.path).toBe('/api/requests?limit=25&model=m3');
+    expect(screen.queryByRole('navigation', { name: 'Pages of requests' })).not.toBeInTheDocument();
+  });
 });

@@ -16,15 +16,27 @@ export function RequestsPage() {
   const [outcome, setOutcome] = useState<'' | Outcome>('');
   const [fallback, setFallback] = useState(false);
   const [limit, setLimit] = useState(100);
+  // How many of the newest matches the page skips: older pages come from the state file, so
+  // the whole kept history (10,000 requests, across restarts) can be paged through.
+  const [offset, setOffset] = useState(0);
   // Keyed by the entry, not its row number: new requests arrive at the top.
   const [open, setOpen] = useState<Set<string>>(new Set());
-  const query: RequestQuery = { limit };
-  if (model.trim()) query.model = model.trim();
-  if (provider.trim()) query.provider = provider.trim();
-  if (outcome) query.outcome = outcome;
-  if (fallback) query.fallback = true;
+  const filters: RequestQuery = { limit };
+  if (model.trim()) filters.model = model.trim();
+  if (provider.trim()) filters.provider = provider.trim();
+  if (outcome) filters.outcome = outcome;
+  if (fallback) filters.fallback = true;
+  const filterKey = JSON.stringify(filters);
+  const [pagedFor, setPagedFor] = useState(filterKey);
+  if (pagedFor !== filterKey) {
+    // Other filters or page size: back to the newest.
+    setPagedFor(filterKey);
+    setOffset(0);
+  }
+  const query: RequestQuery = offset > 0 && pagedFor === filterKey ? { ...filters, offset } : filters;
   const key = JSON.stringify(query);
   const requests = useResource(() => api.requests(query), [api, key, live]);
+  const shown = requests.data?.length ?? 0;
 
   const toggle = (id: string) => {
     const next = new Set(open);
@@ -59,7 +71,9 @@ export function RequestsPage() {
         <CheckField label="Only fallbacks" checked={fallback} onChange={(e) => setFallback(e.target.checked)} />
       </form>
       <ErrorNote error={requests.error} title="Cannot read the request log" />
-      {requests.data && requests.data.length === 0 ? <p className="muted">No request matches.</p> : null}
+      {requests.data && requests.data.length === 0 ? (
+        <p className="muted">{offset > 0 ? 'No older request matches.' : 'No request matches.'}</p>
+      ) : null}
       {requests.data && requests.data.length > 0 ? (
         <div className="table-wrap">
           <table className="table" aria-label="Requests">
@@ -126,6 +140,19 @@ export function RequestsPage() {
             </tbody>
           </table>
         </div>
+      ) : null}
+      {requests.data && (offset > 0 || shown === limit) ? (
+        <nav className="row pager" aria-label="Pages of requests">
+          <button type="button" className="secondary" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - limit))}>
+            Newer
+          </button>
+          <span className="muted" data-testid="request-range">
+            {shown > 0 ? `${offset + 1}–${offset + shown}` : `past ${offset}`}
+          </span>
+          <button type="button" className="secondary" disabled={shown < limit} onClick={() => setOffset(offset + limit)}>
+            Older
+          </button>
+        </nav>
       ) : null}
     </div>
   );

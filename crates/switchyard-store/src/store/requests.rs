@@ -100,6 +100,42 @@ pub struct RequestRecord {
     pub session_home: Option<String>,
 }
 
+/// Which logged requests to list: each field narrows it, `None` (or the default) lets every
+/// request through. [`Self::matches`] and [`Store::requests_page`] agree on it: the first
+/// filters the requests in memory, the second those in the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestFilter {
+    /// The model the client asked for.
+    pub model: Option<String>,
+    /// The provider that served it.
+    pub provider: Option<String>,
+    /// Succeeded (`true`) or failed ([`RequestRecord::is_error`]).
+    pub ok: Option<bool>,
+    /// Took more than one attempt (`true`) or one.
+    pub fallback: Option<bool>,
+    /// Its session starts with these hex digits (never an empty prefix).
+    pub session: Option<String>,
+}
+
+impl RequestFilter {
+    pub fn matches(&self, r: &RequestRecord) -> bool {
+        self.model.as_ref().is_none_or(|m| *m == r.model)
+            && self.provider.as_ref().is_none_or(|p| {
+                r.served_by
+                    .as_deref()
+                    .and_then(|s| s.split_once('/'))
+                    .is_some_and(|(sp, _)| sp == p)
+            })
+            && self.ok.is_none_or(|ok| ok != r.is_error())
+            && self.fallback.is_none_or(|f| (r.attempts > 1) == f)
+            && self.session.as_ref().is_none_or(|wanted| {
+                r.session
+                    .as_deref()
+                    .is_some_and(|s| !wanted.is_empty() && s.starts_with(wanted.as_str()))
+            })
+    }
+}
+
 impl RequestRecord {
     /// Answered with an error status, or a stream that broke after it started.
     pub fn is_error(&self) -> bool {
@@ -259,6 +295,40 @@ impl Store {
             " FROM requests ORDER BY id DESC LIMIT ?"
         ))
         .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::database)?;
+        read_requests(&rows)
+    }
+
+    /// The requests that `filter` lets through, newest first (as they were logged), after
+    /// skipping `skip` of them: the Requests page past what memory holds.
+    pub async fn requests_page(
+        &self,
+        filter: &RequestFilter,
+        skip: u32,
+        limit: u32,
+    ) -> Result<Vec<RequestRecord>, StoreError> {
+        // The same conditions as `RequestFilter::matches`, each off when its value is NULL.
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            request_columns!("trace"),
+            " FROM requests
+              WHERE (?1 IS NULL OR model = ?1)
+                AND (?2 IS NULL OR substr(served_by, 1, length(?2) + 1) = ?2 || '/')
+                AND (?3 IS NULL OR ?3 = (status BETWEEN 200 AND 299
+                                         AND coalesce(outcome, '') != 'broken'))
+                AND (?4 IS NULL OR ?4 = (attempts > 1))
+                AND (?5 IS NULL OR (?5 != '' AND substr(session, 1, length(?5)) = ?5))
+              ORDER BY id DESC LIMIT ?6 OFFSET ?7"
+        ))
+        .bind(filter.model.as_deref())
+        .bind(filter.provider.as_deref())
+        .bind(filter.ok)
+        .bind(filter.fallback)
+        .bind(filter.session.as_deref())
+        .bind(i64::from(limit))
+        .bind(i64::from(skip))
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::database)?;

@@ -5,7 +5,7 @@ use switchyard_core::UnixMillis;
 use switchyard_core::calendar::HOUR_MS;
 use switchyard_core::usage::ledger::Ledger;
 use switchyard_core::usage::{Nanodollars, Usage};
-use switchyard_store::{RequestRecord, Store, UsageBatch};
+use switchyard_store::{RequestFilter, RequestRecord, Store, UsageBatch};
 
 use crate::fixture::state_file;
 
@@ -147,4 +147,74 @@ async fn aggregates_written_batch_by_batch_equal_the_logged_requests_summed_and_
     assert_eq!(kept.rows().map(|r| r.hour).min(), Some(101));
     assert_eq!(store.recent_requests(1_000).await.unwrap().len(), 20);
     assert_eq!(store.usage(102).await.unwrap().rows().map(|r| r.hour).collect::<Vec<_>>(), [102]);
+}
+
+/// Requests that differ in every way a filter looks at.
+fn varied() -> Vec<RequestRecord> {
+    let models = ["smart", "p/m", "fast"];
+    let served = [Some("p/m"), Some("q/x"), Some("pp/m"), None];
+    let statuses = [200, 200, 503, 429];
+    let outcomes = [None, Some("complete"), Some("broken"), Some("client_gone")];
+    let sessions =
+        [None, Some("abc0123456789abcdef0123456789abc"), Some("abd0123456789abcdef0123456789abc")];
+    (0..96_u32)
+        .map(|i| {
+            let n = i as usize;
+            RequestRecord {
+                at: UnixMillis(1_000 + u64::from(i / 3)),
+                model: models[n % 3].into(),
+                served_by: served[n % 4].map(Into::into),
+                status: statuses[(n / 2) % 4],
+                outcome: outcomes[(n / 3) % 4].map(Into::into),
+                attempts: 1 + (i % 5) / 3,
+                session: sessions[(n / 5) % 3].map(Into::into),
+                trace: format!("[{i}]"),
+                ..record(None, None)
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_page_from_the_file_is_what_the_filter_passes_in_memory_newest_first() {
+    let (_dir, path) = state_file();
+    let store = Store::open(&path).await.unwrap();
+    let all = varied();
+    store.append_requests(&all, 10_000, None).await.unwrap();
+    let filters = [
+        RequestFilter::default(),
+        RequestFilter { model: Some("smart".into()), ..RequestFilter::default() },
+        RequestFilter { provider: Some("p".into()), ..RequestFilter::default() },
+        RequestFilter { ok: Some(true), ..RequestFilter::default() },
+        RequestFilter { ok: Some(false), fallback: Some(true), ..RequestFilter::default() },
+        RequestFilter { fallback: Some(false), ..RequestFilter::default() },
+        RequestFilter { session: Some("abc".into()), ..RequestFilter::default() },
+        RequestFilter { session: Some(String::new()), ..RequestFilter::default() },
+        RequestFilter {
+            model: Some("fast".into()),
+            provider: Some("q".into()),
+            ok: Some(true),
+            ..RequestFilter::default()
+        },
+    ];
+    for filter in &filters {
+        let expected: Vec<&RequestRecord> =
+            all.iter().rev().filter(|r| filter.matches(r)).collect();
+        for (skip, limit) in [(0, 1000), (3, 5), (40, 100)] {
+            let page = store.requests_page(filter, skip, limit).await.unwrap();
+            let wanted: Vec<&RequestRecord> =
+                expected.iter().copied().skip(skip as usize).take(limit as usize).collect();
+            assert_eq!(
+                page.iter().collect::<Vec<_>>(),
+                wanted,
+                "{filter:?} skip {skip} limit {limit}"
+            );
+        }
+    }
+    assert!(
+        filters
+            .iter()
+            .all(|f| all.iter().any(|r| f.matches(r)) || f.session.as_deref() == Some(""))
+    );
+    store.close().await;
 }

@@ -323,7 +323,7 @@ pub(super) async fn requests(
         Err(rejection) => return invalid("query", rejection.body_text()),
     };
     match query.limit() {
-        Ok(limit) => Json(state.services.requests(&query, limit)).into_response(),
+        Ok(limit) => Json(state.services.requests(&query, limit).await).into_response(),
         Err(problem) => invalid("limit", problem),
     }
 }

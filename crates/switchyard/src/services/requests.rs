@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use switchyard_core::UnixMillis;
 use switchyard_core::usage::{TokenCounts, Usage};
-use switchyard_store::RequestRecord;
+use switchyard_store::RequestFilter;
 use ts_rs::TS;
 
 use super::Services;
@@ -117,32 +117,24 @@ impl RequestQuery {
         }
     }
 
-    fn matches(&self, r: &RequestRecord) -> bool {
-        let ok = !r.is_error();
-        self.model.as_ref().is_none_or(|m| *m == r.model)
-            && self.provider.as_ref().is_none_or(|p| {
-                r.served_by
-                    .as_deref()
-                    .and_then(|s| s.split_once('/'))
-                    .is_some_and(|(sp, _)| sp == p)
-            })
-            && self.outcome.is_none_or(|o| (o == Outcome::Ok) == ok)
-            && self.fallback.is_none_or(|f| (r.attempts > 1) == f)
-            && self.session.as_ref().is_none_or(|wanted| {
-                r.session
-                    .as_deref()
-                    .is_some_and(|s| !wanted.is_empty() && s.starts_with(wanted.as_str()))
-            })
+    fn filter(&self) -> RequestFilter {
+        RequestFilter {
+            model: self.model.clone(),
+            provider: self.provider.clone(),
+            ok: self.outcome.map(|o| o == Outcome::Ok),
+            fallback: self.fallback,
+            session: self.session.clone(),
+        }
     }
 }
 
 impl Services {
-    /// The newest requests that match `query`, after skipping `offset` of them.
-    pub fn requests(&self, query: &RequestQuery, limit: usize) -> Vec<RequestEntry> {
-        self.proxy
-            .request_log()
-            .newest(|r| query.matches(r), query.offset.unwrap_or(0), limit)
-            .into_iter()
+    /// The newest requests that match `query`, after skipping `offset` of them: the whole
+    /// kept history, across restarts.
+    pub async fn requests(&self, query: &RequestQuery, limit: usize) -> Vec<RequestEntry> {
+        let offset = query.offset.unwrap_or(0);
+        let page = self.proxy.request_log().page(&query.filter(), offset, limit).await;
+        page.into_iter()
             .map(|r| RequestEntry {
                 at: r.at,
                 dialect: r.dialect,

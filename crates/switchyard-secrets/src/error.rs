@@ -12,12 +12,12 @@ pub enum SecretError {
     /// The config text is neither `env:` nor `keychain:`; it is not repeated because people
     /// paste keys where references belong.
     #[error(
-        "the value is not a secret reference (it is not repeated here in case it is a key); write \"env:VARIABLE\" or \"keychain:provider/credential\" (inline secrets are not allowed in files)"
+        "the value is not a secret reference (it is not repeated here in case it is a key); write \"env:VARIABLE\", \"file:/path/to/key\" or \"keychain:provider/credential\" (inline secrets are not allowed in files)"
     )]
     NotAReference,
     /// `kind:…` with an unknown kind; only the kind (letters only) is shown.
     #[error(
-        "\"{0}:\" is not a kind of secret reference; write \"env:VARIABLE\" or \"keychain:provider/credential\""
+        "\"{0}:\" is not a kind of secret reference; write \"env:VARIABLE\", \"file:/path/to/key\" or \"keychain:provider/credential\""
     )]
     UnknownKind(String),
     #[error(
@@ -55,6 +55,13 @@ pub enum SecretError {
         "several keychain entries match {0}; delete the duplicates (e.g. with Seahorse or Keychain Access) and store the secret again"
     )]
     Ambiguous(SecretId),
+    /// A `file:` secret that cannot be used: the path and why (never its content).
+    #[error("file:{0} {1}")]
+    File(String, String),
+    #[error(
+        "a file: reference needs an absolute path, like file:/run/secrets/openai_key (systemd: file:/run/credentials/UNIT/NAME)"
+    )]
+    InvalidFilePath,
     /// Any other backend failure, as the platform described it.
     #[error("the OS keychain failed: {0}")]
     Keychain(String),

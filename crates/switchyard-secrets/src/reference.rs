@@ -5,6 +5,7 @@
 //! it is letters alone (a scheme-like word, not a random token).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::{Secret, SecretError, SecretId, SecretStore};
@@ -16,12 +17,14 @@ pub enum SecretRef {
     Env(String),
     /// `keychain:provider/credential`: read from a [`SecretStore`] (the OS keychain).
     Keychain(SecretId),
+    /// `file:/absolute/path`: the file's content (see [`crate::file`]).
+    File(PathBuf),
 }
 
 const MAX_SHOWN_KIND: usize = 16;
 
 impl SecretRef {
-    /// Parses `env:VAR` or `keychain:provider/credential`.
+    /// Parses `env:VAR`, `file:/path` or `keychain:provider/credential`.
     pub fn parse(text: &str) -> Result<Self, SecretError> {
         if let Some(var) = text.strip_prefix("env:") {
             return if !var.is_empty() && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -34,6 +37,14 @@ impl SecretRef {
         if let Some(id) = text.strip_prefix("keychain:") {
             return SecretId::parse(id).map(Self::Keychain);
         }
+        if let Some(path) = text.strip_prefix("file:") {
+            let path = PathBuf::from(path);
+            return if path.is_absolute() {
+                Ok(Self::File(path))
+            } else {
+                Err(SecretError::InvalidFilePath)
+            };
+        }
         match text.split_once(':') {
             Some((kind, _))
                 if (1..=MAX_SHOWN_KIND).contains(&kind.len())
@@ -43,6 +54,12 @@ impl SecretRef {
             }
             _ => Err(SecretError::NotAReference),
         }
+    }
+
+    /// Whether `text` is written as a reference (`env:`, `file:` or `keychain:`), valid or not:
+    /// a value that is not is taken literally, or refused where only references belong.
+    pub fn is_reference(text: &str) -> bool {
+        ["env:", "file:", "keychain:"].iter().any(|kind| text.starts_with(kind))
     }
 
     /// Reads an `env:` secret now from the process environment. A `keychain:` reference fails
@@ -85,6 +102,7 @@ impl SecretRef {
                     None => Err(SecretError::MissingEntry(id.clone())),
                 }
             }
+            Self::File(path) => crate::file::read(path).map(|(secret, ..)| secret),
         }
     }
 }
@@ -95,6 +113,7 @@ impl fmt::Display for SecretRef {
         match self {
             Self::Env(var) => write!(f, "env:{var}"),
             Self::Keychain(id) => write!(f, "keychain:{id}"),
+            Self::File(path) => write!(f, "file:{}", path.display()),
         }
     }
 }

@@ -264,7 +264,7 @@ mod unreachable {
         for needed in [
             "the OS keychain is not reachable: no Secret Service on the D-Bus session bus",
             "gnome-keyring or KeePassXC",
-            "env: references",
+            "env: or file: references",
         ] {
             assert!(display.contains(needed), "{needed:?} missing from: {display}");
         }

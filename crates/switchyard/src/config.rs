@@ -764,7 +764,7 @@ impl ProviderForm {
         let headers: Vec<&String> = self
             .headers
             .values()
-            .filter(|v| v.starts_with("env:") || v.starts_with("keychain:"))
+            .filter(|v| SecretRef::is_reference(v))
             .collect();
         for (credential, own) in credentials.iter_mut().zip(references) {
             let mut bindings: Vec<Binding> = own
@@ -825,7 +825,7 @@ impl ProviderForm {
                     format!("\"{name}\" is not a valid HTTP header name"),
                 )
             })?;
-            let value = if value.starts_with("env:") || value.starts_with("keychain:") {
+            let value = if SecretRef::is_reference(value) {
                 let reference = SecretRef::parse(value).map_err(|e| Problem::new(&field, e))?;
                 if let SecretRef::Keychain(id) = &reference {
                     own_keychain_entry(&field, id, &self.id, None)?;

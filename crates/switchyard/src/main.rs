@@ -181,8 +181,9 @@ enum ProvidersCommand {
         /// The provider's id, used in targets (`ID/model`) [default: the preset's name].
         #[arg(long)]
         id: Option<String>,
-        /// Where its key is: `env:VARIABLE` (read by the server from its own environment) or
-        /// `keychain:ID/main`. Never the key itself (it would stay in the shell's history).
+        /// Where its key is: `env:VARIABLE` (read by the server from its own environment),
+        /// `file:/path/to/key` (a file only its owner can write) or `keychain:ID/main`. Never
+        /// the key itself (it would stay in the shell's history).
         #[arg(long, conflicts_with = "key_stdin", value_name = "REFERENCE")]
         key: Option<String>,
         /// Read the key from standard input and keep it in the OS keychain.

@@ -115,8 +115,8 @@ mod os {
     mod platform {
         pub(crate) const BACKEND: &str = "Secret Service";
         pub(crate) const UNREACHABLE: &str = "no Secret Service on the D-Bus session bus";
-        pub(crate) const REACH_IT: &str = "run gnome-keyring or KeePassXC (with its Secret Service integration on) in this session, or use env: references";
-        pub(crate) const UNLOCK_IT: &str = "the keyring is locked or has no default collection: unlock or create it (e.g. in Seahorse) and retry, or use env: references";
+        pub(crate) const REACH_IT: &str = "run gnome-keyring or KeePassXC (with its Secret Service integration on) in this session, or use env: or file: references";
+        pub(crate) const UNLOCK_IT: &str = "the keyring is locked or has no default collection: unlock or create it (e.g. in Seahorse) and retry, or use env: or file: references";
 
         /// Nothing answers for `org.freedesktop.secrets`, or there is no session bus at all.
         /// secret-service already recognises a missing bus (`Unavailable`); a bus without a
@@ -140,9 +140,9 @@ mod os {
     mod platform {
         pub(crate) const BACKEND: &str = "macOS Keychain";
         pub(crate) const UNREACHABLE: &str = "the login keychain cannot be used";
-        pub(crate) const REACH_IT: &str = "check it in Keychain Access, or use env: references";
-        pub(crate) const UNLOCK_IT: &str =
-            "unlock the login keychain and allow Switchyard to use it, or use env: references";
+        pub(crate) const REACH_IT: &str =
+            "check it in Keychain Access, or use env: or file: references";
+        pub(crate) const UNLOCK_IT: &str = "unlock the login keychain and allow Switchyard to use it, or use env: or file: references";
 
         /// The Keychain is part of the OS; its failures are reported as they come.
         pub(crate) fn is_unreachable(_: &(dyn std::error::Error + 'static)) -> bool {
@@ -155,9 +155,9 @@ mod os {
         pub(crate) const BACKEND: &str = "Windows Credential Manager";
         pub(crate) const UNREACHABLE: &str = "Credential Manager cannot be used";
         pub(crate) const REACH_IT: &str =
-            "check the Credential Manager service, or use env: references";
+            "check the Credential Manager service, or use env: or file: references";
         pub(crate) const UNLOCK_IT: &str =
-            "sign in interactively and retry, or use env: references";
+            "sign in interactively and retry, or use env: or file: references";
 
         /// Credential Manager is part of the OS; its failures are reported as they come.
         pub(crate) fn is_unreachable(_: &(dyn std::error::Error + 'static)) -> bool {
@@ -263,7 +263,7 @@ mod os {
 
     fn unavailable() -> SecretError {
         SecretError::Unavailable(
-            "this build has no OS keychain backend for this platform; use env: references"
+            "this build has no OS keychain backend for this platform; use env: or file: references"
                 .to_owned(),
         )
     }
@@ -378,7 +378,7 @@ mod tests {
             let err =
                 translate(Error::NoStorageAccess(Box::new(Echo("locked".into()))), &id(), None);
             assert!(matches!(err, SecretError::Denied(_)), "{err:?}");
-            assert!(err.to_string().contains("env: references"), "{err}");
+            assert!(err.to_string().contains("env: or file: references"), "{err}");
         }
 
         #[test]
@@ -409,7 +409,7 @@ mod tests {
                 assert!(matches!(err, SecretError::Unavailable(_)), "{err:?}");
                 assert!(text.contains("no Secret Service on the D-Bus session bus"), "{text}");
                 assert!(text.contains("gnome-keyring or KeePassXC"), "{text}");
-                assert!(text.contains("env: references"), "{text}");
+                assert!(text.contains("env: or file: references"), "{text}");
             }
         }
 

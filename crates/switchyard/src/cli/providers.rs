@@ -19,7 +19,7 @@ use switchyard::server::ipc::{ApiCall, ApiReply, InProcess};
 use switchyard::server::{ServerState, Shared, UiSessions};
 use switchyard::status::{HealthLook, Level, ProviderLook, report};
 use switchyard::{App, Launch};
-use switchyard_secrets::Secret;
+use switchyard_secrets::{Secret, SecretRef};
 
 use super::ProvidersCommand;
 
@@ -136,7 +136,8 @@ pub(super) fn message(reply: &ApiReply) -> String {
 }
 
 /// An error answer as the CLI says it: the flag the field came from, then the API's words.
-fn refused(reply: &ApiReply, running: Option<&Running>) -> anyhow::Error {
+/// `pasted`: the key came from `--key-stdin`, to be kept in the keychain.
+fn refused(reply: &ApiReply, running: Option<&Running>, pasted: bool) -> anyhow::Error {
     let text = message(reply);
     let field = reply.body["error"]["switchyard"]["field"].as_str().unwrap_or("");
     let flag = if field.ends_with("preset") {
@@ -153,6 +154,15 @@ fn refused(reply: &ApiReply, running: Option<&Running>) -> anyhow::Error {
         ""
     };
     let mut said = format!("{flag}{text}");
+    if pasted && text.contains("keychain") {
+        return anyhow::anyhow!(
+            "--key-stdin: {text}. Without a keychain, give the server the key another way: \
+             `--key env:VARIABLE` (set in the server's own environment), `--key \
+             file:/path/to/key` (a file only you can write: systemd's LoadCredential=, a Docker \
+             or Kubernetes secret; docs/configuration.md), or start a Secret Service \
+             (gnome-keyring, KeePassXC) and run this again"
+        );
+    }
     if flag == "--key: "
         && let Some(server) = running
         && text.contains("environment variable")
@@ -187,9 +197,10 @@ pub(super) async fn manage(data_dir: &Path, command: ProvidersCommand) -> anyhow
     };
     if let ProvidersCommand::Add { key: Some(key), .. } = &command {
         anyhow::ensure!(
-            key.starts_with("env:") || key.starts_with("keychain:"),
-            "--key: give where the key is, `env:VARIABLE` or `keychain:PROVIDER/CREDENTIAL`, or pipe the key to \
-             --key-stdin: a key written on the command line stays in the shell's history"
+            SecretRef::is_reference(key),
+            "--key: give where the key is, `env:VARIABLE`, `file:/path/to/key` or \
+             `keychain:PROVIDER/CREDENTIAL`, or pipe the key to --key-stdin: a key written on the \
+             command line stays in the shell's history"
         );
     }
     let api = Api::open(data_dir, edit).await?;
@@ -217,7 +228,7 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
             // there. A secret is confirmed by its own credential, below.
             let created = api.call("POST", "/api/providers?confirm=true", Some(form)).await?;
             if created.status != 201 {
-                return Err(refused(&created, api.running()));
+                return Err(refused(&created, api.running(), false));
             }
             let credential = match (key, pasted) {
                 (Some(reference), _) => {
@@ -229,13 +240,14 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
                 (None, None) => None,
             };
             if let Some(credential) = credential {
+                let pasted = credential["secret"].is_string();
                 let path = format!("/api/providers/{id}/credentials");
                 let added = api.call("POST", &path, Some(credential)).await?;
                 if added.status != 201 {
                     // All or nothing: a provider without the key it was added with is not
                     // what was asked for.
                     let _ = api.call("DELETE", &format!("/api/providers/{id}"), None).await;
-                    return Err(refused(&added, api.running()));
+                    return Err(refused(&added, api.running(), pasted));
                 }
             }
             let view = api.call("GET", &format!("/api/providers/{id}"), None).await?;
@@ -282,7 +294,7 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
         ProvidersCommand::Remove { id } => {
             let removed = api.call("DELETE", &format!("/api/providers/{id}"), None).await?;
             if !(200..300).contains(&removed.status) {
-                return Err(refused(&removed, api.running()));
+                return Err(refused(&removed, api.running(), false));
             }
             println!("removed provider {id}");
         }

@@ -106,7 +106,7 @@ async fn invalid_provider_edits_name_the_field_and_change_nothing() {
             (Method::POST, "/api/providers", json!({"id": "x", "kind": "openai", "base_url": "ftp://h"}), 422, "base_url"),
             (Method::POST, "/api/providers", json!({"id": "x", "kind": "openai", "colour": 1}), 422, "colour"),
             (Method::POST, "/api/providers", json!({"id": "oa", "kind": "openai", "base_url": url}), 409, "id"),
-            (Method::POST, "/api/providers", json!({"id": "x", "kind": "openai", "credentials": [{"id": "k", "secret": "env:NOT_SET"}]}), 422, "credentials[0].secret"),
+            (Method::POST, "/api/providers", json!({"id": "x", "kind": "openai", "credentials": [{"id": "k", "secret": "file:relative/key"}]}), 422, "credentials[0].secret"),
             (Method::POST, "/api/providers", json!({"id": "x", "kind": "openai", "breaker": {"failure_threshold": 0}}), 422, "breaker.failure_threshold"),
             (Method::PATCH, "/api/providers/oa", json!({"id": "renamed"}), 422, "id"),
             (Method::PATCH, "/api/providers/oa", json!({"base_url": 5}), 422, "base_url"),
@@ -151,7 +151,7 @@ async fn a_credential_secret_goes_to_the_keychain_and_is_never_shown_again() {
     assert_eq!(status, 201, "{view}");
     assert_eq!(
         view["secret"],
-        json!({ "set": true, "reference": "keychain:oa/oa-new", "hint": "…4068" })
+        json!({ "set": true, "reference": "keychain:oa/oa-new", "unavailable": null, "hint": "…4068" })
     );
     let id = SecretId::new("oa", "oa-new").unwrap();
     assert_eq!(store.get(&id).unwrap().unwrap().expose(), CANARY, "the keychain holds it");
@@ -215,7 +215,13 @@ targets = [{ target = "oa/gpt-4o", credential = "oa-2" }]
                 422,
                 "secret_ref",
             ),
-            (Method::POST, creds, json!({"id": "k", "secret_ref": "env:NOT_SET"}), 422, "secret"),
+            (
+                Method::POST,
+                creds,
+                json!({"id": "k", "secret_ref": "file:relative/key"}),
+                422,
+                "secret_ref",
+            ),
             (Method::POST, creds, json!({"id": "bad/id", "secret_ref": "env:OA_1"}), 422, "id"),
             (Method::POST, creds, json!({"id": "oa-1", "secret_ref": "env:OA_1"}), 409, "id"),
             (Method::POST, creds, json!({"id": "k", "priority": -1}), 422, "priority"),

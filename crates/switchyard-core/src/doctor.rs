@@ -60,6 +60,8 @@ pub struct ProviderInput {
     pub models: Vec<ModelId>,
     /// Bindings its credentials still need confirmed.
     pub unconfirmed: Vec<Binding>,
+    /// Its credentials whose secret cannot be read now, each with why.
+    pub secrets_unavailable: Vec<(crate::ids::CredentialId, String)>,
 }
 
 /// One provider's time to first token, recent and usual, as the doctor reads it.
@@ -118,6 +120,9 @@ pub enum Kind {
     UnderReserve,
     /// A provider whose recent time to first token is far above its usual.
     SlowFirstToken,
+    /// A credential whose secret cannot be read (a variable not set, a keychain entry
+    /// missing or locked, a file missing or unsafe).
+    SecretUnavailable,
 }
 
 impl Kind {
@@ -133,6 +138,7 @@ impl Kind {
             Self::BudgetSpent => "budget_spent",
             Self::UnderReserve => "under_reserve",
             Self::SlowFirstToken => "slow_first_token",
+            Self::SecretUnavailable => "secret_unavailable",
         }
     }
 }
@@ -212,6 +218,7 @@ pub fn examine(inputs: &Inputs) -> Vec<Finding> {
     retired(inputs, &mut findings);
     stale(inputs, &mut findings);
     unconfirmed(inputs, &mut findings);
+    unreadable(inputs, &mut findings);
     advice(inputs, &mut findings);
     findings
 }
@@ -457,6 +464,31 @@ fn refused_login(credential: &CredentialView, subject: &str) -> Option<Finding> 
     ))
 }
 
+/// A credential whose secret cannot be read: the person's fix, since only they can make it
+/// readable.
+fn unreadable(inputs: &Inputs, findings: &mut Vec<Finding>) {
+    for provider in &inputs.providers {
+        for (credential, why) in &provider.secrets_unavailable {
+            let subject = format!("{}/{credential}", provider.id);
+            findings.push(Finding::new(
+                Kind::SecretUnavailable,
+                &subject,
+                format!("{subject} has no secret to send"),
+                vec![format!("credential {subject}: {why}")],
+                Action::Advice {
+                    says: format!(
+                        "make the secret of {subject} readable (set the variable where the \
+                         server starts, store the key again, unlock the keychain, or create the \
+                         file), then Retry now on the Providers page; it is read again every few \
+                         seconds meanwhile"
+                    ),
+                    link: "#/providers".to_owned(),
+                },
+            ));
+        }
+    }
+}
+
 fn advice(inputs: &Inputs, findings: &mut Vec<Finding>) {
     let providers = "#/providers".to_owned();
     for credential in &inputs.credentials {
@@ -588,6 +620,7 @@ mod tests {
 
     fn provider(id: &str, models: &[&str]) -> ProviderInput {
         ProviderInput {
+            secrets_unavailable: Vec::new(),
             id: id.into(),
             credentials: vec![CredentialId::from("k1")],
             models: models.iter().map(|m| ModelId::from(*m)).collect(),

@@ -135,11 +135,11 @@ impl LiveSecret {
             return Refreshed::Unchanged;
         }
         // A file in use is only looked at: read again when it changed.
-        if let (Ok(Some(stamp)), SecretRef::File(path), false) = (was, &self.reference, now) {
-            if FileStamp::of(path).ok() == Some(stamp) {
-                self.set_next(next_look(&self.reference, now_ms));
-                return Refreshed::Unchanged;
-            }
+        if let (Ok(Some(stamp)), SecretRef::File(path), false) = (was, &self.reference, now)
+            && FileStamp::of(path).ok() == Some(stamp)
+        {
+            self.set_next(next_look(&self.reference, now_ms));
+            return Refreshed::Unchanged;
         }
         let read = attempt(&self.reference, sources);
         let mut slot = self.slot.write().unwrap_or_else(PoisonError::into_inner);

@@ -13,6 +13,7 @@ pub mod stored;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard_catalogue::{CatalogueProvider, ModelFacts, ModelPrice};
@@ -28,7 +29,7 @@ use switchyard_core::settings::{
 use switchyard_core::{CredentialId, CredentialKey, InstanceId, ModelId, ProviderId};
 use switchyard_providers::dialect::Dialect;
 use switchyard_providers::executor::Url;
-use switchyard_secrets::{KeychainStore, Secret, SecretRef, SecretStore};
+use switchyard_secrets::{KeychainStore, LiveSecret, Secret, SecretRef, SecretStore};
 use switchyard_store::team::TeamUrl;
 
 use crate::oauth::OAuthClient;
@@ -118,8 +119,10 @@ impl From<SettingsError> for Problem {
 pub struct CredentialConfig {
     pub id: CredentialId,
     pub kind: CredentialKind,
-    /// `None` for providers that take no key.
-    pub secret: Option<Secret>,
+    /// `None` for providers that take no key. Read when the config was loaded; one that could
+    /// not be read leaves only this credential unavailable (`secret_unavailable`) and is read
+    /// again off the request path (see [`LiveSecret`]).
+    pub secret: Option<Arc<LiveSecret>>,
     pub enabled: bool,
     pub priority: u32,
     /// Requests at once at most; `None`: no limit.
@@ -317,6 +320,49 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Reads again the credentials' secrets that are due (one that could not be read, at the
+    /// end of its wait; a file secret whose file changed), or only `only`'s, at once. Blocking
+    /// (keychain and file reads): run it off the request path. Returns what changed.
+    pub fn refresh_secrets(
+        &self,
+        sources: &Sources<'_>,
+        now: switchyard_core::UnixMillis,
+        only: Option<&CredentialKey>,
+    ) -> Vec<(CredentialKey, switchyard_secrets::live::Refreshed)> {
+        use switchyard_secrets::live::{self, Refreshed};
+        let live = live::Sources { env: sources.env, store: sources.secrets };
+        let mut changed = Vec::new();
+        for p in &self.providers {
+            for c in &p.credentials {
+                let Some(secret) = &c.secret else { continue };
+                let key = CredentialKey { provider: p.id.clone(), credential: c.id.clone() };
+                let refreshed = match only {
+                    Some(wanted) if *wanted != key => continue,
+                    Some(_) => secret.refresh(live, now.0, true),
+                    None if secret.is_due(now.0) => secret.refresh(live, now.0, false),
+                    None => continue,
+                };
+                if refreshed != Refreshed::Unchanged || only.is_some() {
+                    changed.push((key, refreshed));
+                }
+            }
+        }
+        changed
+    }
+
+    /// Every credential whose secret cannot be read now, and why.
+    pub fn unavailable_secrets(&self) -> Vec<(CredentialKey, String)> {
+        self.providers
+            .iter()
+            .flat_map(|p| {
+                p.credentials.iter().filter_map(|c| {
+                    let why = c.secret.as_ref()?.unavailable()?;
+                    Some((CredentialKey { provider: p.id.clone(), credential: c.id.clone() }, why))
+                })
+            })
+            .collect()
+    }
+
     /// Reads, parses and validates `file`, resolving `env:` secrets from the process
     /// environment and `keychain:` ones from the OS keychain.
     pub fn load(file: &Path) -> Result<Self, ConfigError> {
@@ -626,11 +672,13 @@ impl ProviderForm {
             if let Some(SecretRef::Keychain(id)) = &reference {
                 own_keychain_entry(&format!("{cat}.secret"), id, &self.id, Some(&c.id))?;
             }
-            let secret = reference
-                .as_ref()
-                .map(|r| r.resolve_using(sources.env, sources.secrets))
-                .transpose()
-                .map_err(|e| Problem::new(format!("{cat}.secret"), e))?;
+            // A secret that cannot be read now leaves the credential unavailable, not the
+            // config invalid: the rest of the config serves meanwhile.
+            let secret = reference.clone().map(|r| {
+                let live =
+                    switchyard_secrets::live::Sources { env: sources.env, store: sources.secrets };
+                Arc::new(LiveSecret::read(r, live))
+            });
             // An OAuth credential's secret is its token set, kept under its own name.
             references.push(match c.kind {
                 CredentialKind::Oauth => Some(format!("keychain:{}/{}", self.id, c.id)),
@@ -675,6 +723,27 @@ impl ProviderForm {
             references.push(None);
         }
         Ok((credentials, references))
+    }
+}
+
+/// Says what a secret's new read changed, naming the credential and never the secret.
+pub fn log_refreshed(key: &CredentialKey, refreshed: &switchyard_secrets::live::Refreshed) {
+    use switchyard_secrets::live::Refreshed;
+    let credential = format!("{}/{}", key.provider, key.credential);
+    match refreshed {
+        Refreshed::Unchanged => {}
+        Refreshed::Available => {
+            tracing::info!(%credential, "the credential's secret can be read again: it serves from now on");
+        }
+        Refreshed::Changed => {
+            tracing::info!(%credential, "the credential's secret file changed: the new key is used from now on");
+        }
+        Refreshed::Lost(why) => {
+            tracing::warn!(%credential, %why, "the credential's secret cannot be read any more: it is out until it can (secret_unavailable)");
+        }
+        Refreshed::StillUnavailable(why) => {
+            tracing::debug!(%credential, %why, "the credential's secret still cannot be read");
+        }
     }
 }
 
@@ -761,11 +830,8 @@ impl ProviderForm {
             Some(client) => Some(to(format!("{at}.oauth.token_url"), &client.token_url)?),
             None => None,
         };
-        let headers: Vec<&String> = self
-            .headers
-            .values()
-            .filter(|v| SecretRef::is_reference(v))
-            .collect();
+        let headers: Vec<&String> =
+            self.headers.values().filter(|v| SecretRef::is_reference(v)).collect();
         for (credential, own) in credentials.iter_mut().zip(references) {
             let mut bindings: Vec<Binding> = own
                 .iter()

@@ -129,6 +129,8 @@ pub struct App {
     team: Option<Team>,
     /// Background upkeep (OAuth retries); stopped with the app.
     upkeep: tokio::task::JoinHandle<()>,
+    /// Reads again the secrets that could not be read, and file secrets whose file changed.
+    secrets_upkeep: tokio::task::JoinHandle<()>,
     proxy: Arc<Proxy>,
     services: Arc<Services>,
     clock: Arc<dyn Clock>,
@@ -168,6 +170,14 @@ impl App {
         .map_err(|p| p.in_file(&origin))?;
         if let Some(read_only) = &stored.read_only {
             tracing::warn!(set_aside = ?read_only.set_aside, "{}", read_only.message);
+        }
+        for (key, why) in config.unavailable_secrets() {
+            tracing::warn!(
+                credential = %format!("{}/{}", key.provider, key.credential),
+                %why,
+                "this credential's secret cannot be read: it is out until it can (read again \
+                 every few seconds; Retry now on the Providers page); the rest serves"
+            );
         }
         let config = Arc::new(config);
         proxy::configure_registry(&registry, &config);
@@ -217,6 +227,12 @@ impl App {
             proxy.restore(store).await;
         }
         let proxy = Arc::new(proxy);
+        let secrets_upkeep = tokio::spawn(secret_upkeep(
+            Arc::clone(&proxy),
+            Arc::clone(&secrets),
+            Arc::clone(&env),
+            Arc::clone(&clock),
+        ));
         phases.done("sessions and quota headroom restored");
         let team = match &proxy.config().team {
             Some(team) => {
@@ -261,6 +277,7 @@ impl App {
             persistence,
             team,
             upkeep,
+            secrets_upkeep,
             proxy,
             services: Arc::new(services),
             clock,
@@ -377,6 +394,7 @@ impl App {
     /// Writes out every pending state change (to the team's database too) and stops.
     pub async fn shutdown(self) {
         self.upkeep.abort();
+        self.secrets_upkeep.abort();
         self.proxy.close().await;
         self.proxy.request_log().close().await;
         if let Some(team) = self.team {
@@ -422,6 +440,45 @@ async fn oauth_upkeep(oauth: OAuth, clock: Arc<dyn Clock>) {
         let back = oauth.retry_expired(clock.now()).await;
         if back > 0 {
             tracing::info!(credentials = back, "OAuth credentials usable again");
+        }
+    }
+}
+
+/// How often the credentials' secrets are looked at: a file secret's file (one `stat`), and
+/// whether a secret that could not be read is due to be read again (see `LiveSecret`).
+const SECRETS_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Keeps the running config's secrets readable: reads again, off the request path, those
+/// that are due. A change takes effect on the next request; each is logged.
+async fn secret_upkeep(
+    proxy: Arc<Proxy>,
+    secrets: Arc<dyn SecretStore>,
+    env: Env,
+    clock: Arc<dyn Clock>,
+) {
+    let mut every = tokio::time::interval(SECRETS_LOOK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let config = proxy.config();
+        let now = clock.now();
+        let due = config
+            .providers
+            .iter()
+            .flat_map(|p| &p.credentials)
+            .any(|c| c.secret.as_ref().is_some_and(|s| s.is_due(now.0)));
+        if !due {
+            continue;
+        }
+        let (secrets, env) = (Arc::clone(&secrets), Arc::clone(&env));
+        let changed = tokio::task::spawn_blocking(move || {
+            let sources = config::Sources { env: &*env, secrets: Some(&*secrets) };
+            config.refresh_secrets(&sources, now, None)
+        })
+        .await
+        .unwrap_or_default();
+        for (key, refreshed) in changed {
+            config::log_refreshed(&key, &refreshed);
         }
     }
 }

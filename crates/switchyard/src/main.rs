@@ -551,6 +551,12 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                     team.database_url
                 );
             }
+            for (key, why) in config.unavailable_secrets() {
+                println!(
+                    "waits  {}/{}: its secret cannot be read yet ({why}); it serves once it can",
+                    key.provider, key.credential
+                );
+            }
             let new = pairs.iter().filter(|p| p.state == PairState::New).count();
             if new > 0 && !dry_run {
                 println!(

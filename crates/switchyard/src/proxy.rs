@@ -1662,6 +1662,13 @@ pub enum NoSecret {
         .0.provider, .0.credential.configured()
     )]
     NoClientCredential(CredentialKey),
+    /// Its secret cannot be read (a variable not set, a keychain entry missing or locked, a
+    /// file missing or unsafe): only this credential is out until it can.
+    #[error(
+        "credential \"{}/{}\" has no secret to send ({}): {reason}; it is read again every few seconds, or at once with Retry now on the Providers page",
+        .key.provider, .key.credential, exhausted::SECRET_UNAVAILABLE
+    )]
+    Unavailable { key: CredentialKey, reason: String },
 }
 
 impl NoSecret {
@@ -1671,6 +1678,7 @@ impl NoSecret {
             Self::Unconfirmed(unconfirmed) => unconfirmed.reason().code(),
             Self::OAuth(error) => error.code(),
             Self::NoClientCredential(_) => exhausted::NO_CLIENT_CREDENTIAL,
+            Self::Unavailable { .. } => exhausted::SECRET_UNAVAILABLE,
         }
     }
 }
@@ -1725,7 +1733,13 @@ async fn secret(
         return Err(NoSecret::Unconfirmed(unconfirmed.clone()));
     }
     match config.kind {
-        CredentialKind::ApiKey => Ok(config.secret.clone().map(Presented::Secret)),
+        CredentialKind::ApiKey => {
+            match config.secret.as_deref().map(switchyard_secrets::LiveSecret::current) {
+                None => Ok(None),
+                Some(Ok(secret)) => Ok(Some(Presented::Secret(secret))),
+                Some(Err(reason)) => Err(NoSecret::Unavailable { key, reason }),
+            }
+        }
         // The caller's own login, or nothing: no token of anyone else's stands in for it.
         CredentialKind::Client => match login {
             Some(login) => Ok(Some(Presented::Client(Arc::clone(login)))),

@@ -189,6 +189,7 @@ pub fn router(state: ServerState) -> Router {
             patch(catalog::update_credential).delete(catalog::delete_credential),
         )
         .route("/api/providers/{id}/credentials/{credential}/login", post(catalog::start_login))
+        .route("/api/providers/{id}/credentials/{credential}/retry", post(catalog::retry_secret))
         .route(
             "/api/providers/{id}/credentials/{credential}/oauth",
             get(catalog::oauth_status).delete(catalog::sign_out),

@@ -8,8 +8,9 @@
 //! - red: a provider's breaker is open or half-open, a combo has no candidate that could serve,
 //!   or a provider has credentials and every one of them is benched (cooling, or waiting for a
 //!   confirmation): nothing it routes to could be served;
-//! - amber: something is degraded, cooling, locked, unconfirmed or routing is paused, but
-//!   every combo and provider still has a way to serve;
+//! - amber: something is degraded, cooling, locked, unconfirmed, waiting for its secret
+//!   (`secret_unavailable`) or routing is paused, but every combo and provider still has a way
+//!   to serve;
 //! - green: nothing of the above.
 //!
 //! The command exits non-zero on red only: amber still serves.
@@ -52,6 +53,21 @@ pub struct CredentialLook {
     pub id: String,
     #[serde(default = "yes")]
     pub enabled: bool,
+    #[serde(default)]
+    pub secret: Option<SecretLook>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SecretLook {
+    /// Why its secret cannot be read now.
+    #[serde(default)]
+    pub unavailable: Option<String>,
+}
+
+impl CredentialLook {
+    fn unavailable(&self) -> Option<&str> {
+        self.secret.as_ref()?.unavailable.as_deref()
+    }
 }
 
 fn yes() -> bool {
@@ -171,6 +187,18 @@ fn provider_line(provider: &ProviderLook, snapshot: &HealthSnapshot, level: &mut
         raise(Level::Amber, level);
         let _ = write!(line, "; benched credentials: {}", cooling.join(", "));
     }
+    let waiting: Vec<String> =
+        usable.iter().filter_map(|c| Some(format!("{} ({})", c.id, c.unavailable()?))).collect();
+    if !waiting.is_empty() {
+        // Amber: the combos say whether anything is left to serve them.
+        raise(Level::Amber, level);
+        let _ = write!(
+            line,
+            "; credentials waiting for their secret (secret_unavailable, read again every few \
+             seconds): {}",
+            waiting.join(", ")
+        );
+    }
     if !provider.unconfirmed.is_empty() {
         raise(Level::Amber, level);
         let _ = write!(
@@ -187,6 +215,7 @@ fn provider_line(provider: &ProviderLook, snapshot: &HealthSnapshot, level: &mut
             })
         })
         .count();
+    // Benched by the registry, that is: a credential without its secret is amber above.
     if !usable.is_empty() && benched == usable.len() {
         raise(Level::Red, level);
         line.push_str("; no credential can serve");
@@ -276,6 +305,27 @@ mod tests {
         assert_eq!(
             super::report(&health(&json!({ "combos": ready })), &providers()).level,
             Level::Green
+        );
+    }
+
+    #[test]
+    fn a_credential_without_its_secret_is_amber_and_named_with_why() {
+        let providers: Vec<ProviderLook> = serde_json::from_value(json!([{
+            "id": "openrouter", "effective_base_url": "https://openrouter.ai/api/v1",
+            "credentials": [{ "id": "main", "secret": { "set": false,
+                "unavailable": "environment variable OPENROUTER_API_KEY is not set (or not valid UTF-8)" } }],
+        }]))
+        .unwrap();
+        let report = report(&health(&json!({})), &providers);
+        assert_eq!(report.level, Level::Amber);
+        assert!(
+            report.lines[0].ends_with(
+                "credentials waiting for their secret (secret_unavailable, read again every few \
+                 seconds): main (environment variable OPENROUTER_API_KEY is not set (or not valid \
+                 UTF-8))"
+            ),
+            "{:?}",
+            report.lines
         );
     }
 

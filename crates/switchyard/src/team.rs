@@ -36,7 +36,8 @@ pub fn identities(config: &Config, salt: &[u8]) -> TeamIdentities {
         .map(|p| (p.id.clone(), TeamProvider::from_base_url(&p.base_url)));
     let credentials = config.providers.iter().flat_map(|p| {
         p.credentials.iter().filter(|c| c.kind == CredentialKind::ApiKey).filter_map(|c| {
-            let secret = c.secret.as_ref()?;
+            // A credential whose secret cannot be read yet has no name in the team yet.
+            let secret = c.secret.as_ref()?.current().ok()?;
             let key = CredentialKey { provider: p.id.clone(), credential: c.id.clone() };
             Some((key, Arc::from(secret.keyed_hash(salt))))
         })

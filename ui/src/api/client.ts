@@ -186,6 +186,10 @@ export class ApiClient {
   confirmCredential = (provider: string, credential: string) =>
     this.call<ProviderView>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/confirm`);
 
+  /** Reads the credential's secret again now ("Retry now"): set the variable, stored the key or created the file. */
+  retrySecret = (provider: string, credential: string) =>
+    this.call<ProviderView>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/retry`);
+
   // OAuth
   startLogin = (provider: string, credential: string) =>
     this.call<LoginStarted>('POST', `/api/providers/${seg(provider)}/credentials/${seg(credential)}/login`);

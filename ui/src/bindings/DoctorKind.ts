@@ -3,4 +3,4 @@
 /**
  * What kind of trouble a finding is.
  */
-export type DoctorKind = "breaker_flapping" | "model_retired" | "stale_bench" | "destination_unconfirmed" | "key_refused" | "sign_in_needed" | "combo_nothing_ready" | "budget_spent" | "under_reserve" | "slow_first_token";
+export type DoctorKind = "breaker_flapping" | "model_retired" | "stale_bench" | "destination_unconfirmed" | "key_refused" | "sign_in_needed" | "combo_nothing_ready" | "budget_spent" | "under_reserve" | "slow_first_token" | "secret_unavailable";

@@ -5,13 +5,19 @@
  */
 export type SecretView = { 
 /**
- * A secret is configured and was found.
+ * A secret is configured and was read.
  */
 set: boolean, 
 /**
- * Where it is: `env:VAR` or `keychain:provider/credential`.
+ * Where it is: `env:VAR`, `file:/path` or `keychain:provider/credential`.
  */
 reference: string | null, 
+/**
+ * Why the configured secret cannot be read now (`secret_unavailable`): the credential
+ * is out until it can. Read again every few seconds, and at once with
+ * `POST /api/providers/{id}/credentials/{credential}/retry`.
+ */
+unavailable: string | null, 
 /**
  * `…` and the last four characters of a key in the keychain (none for secrets under
  * twelve characters, and none for `env:` values: see `docs/security.md`).

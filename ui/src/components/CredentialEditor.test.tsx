@@ -10,7 +10,7 @@ const existing: ProviderCredential = {
   kind: 'api_key',
   enabled: true,
   priority: 0,
-  secret: { set: true, reference: 'keychain:openai/main', hint: '…abcd' },
+  secret: { set: true, reference: 'keychain:openai/main', unavailable: null, hint: '…abcd' },
   unconfirmed: [],
 };
 

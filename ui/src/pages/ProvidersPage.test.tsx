@@ -90,7 +90,7 @@ describe('an unconfirmed credential', () => {
         kind: 'api_key',
         enabled: true,
         priority: 0,
-        secret: { set: true, reference: 'env:OPENAI_API_KEY', hint: null },
+        secret: { set: true, reference: 'env:OPENAI_API_KEY', unavailable: null, hint: null },
         unconfirmed: [pair],
       },
     ],
@@ -176,7 +176,7 @@ describe("a credential's quota", () => {
       kind: 'api_key' as const,
       enabled: true,
       priority: 0,
-      secret: { set: true, reference: `env:${id.toUpperCase()}`, hint: null },
+      secret: { set: true, reference: `env:${id.toUpperCase()}`, unavailable: null, hint: null },
       unconfirmed: [],
     })),
   };
@@ -210,5 +210,48 @@ describe("a credential's quota", () => {
     // A key not measured yet shows nothing: unknown counts as headroom.
     expect(screen.queryByLabelText('Quota of k2')).toBeNull();
     vi.useRealTimers();
+  });
+});
+
+describe('a credential whose secret cannot be read', () => {
+  const waiting: ProviderView = {
+    ...openai,
+    id: 'or',
+    credentials: [
+      {
+        id: 'main',
+        kind: 'api_key',
+        enabled: true,
+        priority: 0,
+        secret: { set: false, reference: 'file:/run/secrets/or', unavailable: 'file:/run/secrets/or does not exist (yet)', hint: null },
+        unconfirmed: [],
+      },
+    ],
+  };
+
+  it('says why it waits and reads it again at once on Retry now', async () => {
+    const ready: ProviderView = {
+      ...waiting,
+      credentials: [{ ...waiting.credentials[0]!, secret: { set: true, reference: 'file:/run/secrets/or', unavailable: null, hint: null } }],
+    };
+    let retried = false;
+    const { transport } = renderWithServer(<ProvidersPage />, (call: ApiCall): ApiReply => {
+      if (call.method === 'POST') {
+        retried = true;
+        return ok(ready);
+      }
+      if (call.path === '/api/providers') return ok([retried ? ready : waiting]);
+      return { status: 404, body: null };
+    });
+    const card = within(await screen.findByRole('article', { name: 'Provider or' }));
+    expect(card.getByText('waiting for its secret')).toBeInTheDocument();
+    expect(card.getByTestId('secret-unavailable-main')).toHaveTextContent(
+      'Not used until its secret can be read: file:/run/secrets/or does not exist (yet). It is read again every few seconds.',
+    );
+    await userEvent.click(card.getByRole('button', { name: 'Retry the secret of credential main now' }));
+    expect(transport.callsTo('POST', '/api/providers/or/credentials/main/retry')).toHaveLength(1);
+    await screen.findByText(/set \(file:\/run\/secrets\/or\)/);
+    expect(screen.queryByText('waiting for its secret')).toBeNull();
+    expect(screen.queryByRole('button', { name: /Retry the secret/ })).toBeNull();
   });
 });

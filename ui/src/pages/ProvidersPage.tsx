@@ -135,6 +135,13 @@ function ProviderCard({
     await api.confirmCredential(provider.id, id);
     onChanged();
   });
+  // A secret that cannot be read (a variable not set, a keychain entry missing or locked, a file
+  // not there yet) leaves only its credential out; it is read again every few seconds, and at
+  // once here.
+  const retrySecret = useAction(async (id: string) => {
+    await api.retrySecret(provider.id, id);
+    onChanged();
+  });
   // Where the provider's requests go needs confirming too, with or without a secret: a keyless
   // provider an import or edit pointed at a new host would get every prompt (issue 26). The
   // provider's Confirm confirms everything it lists, secrets included, so it asks about all.
@@ -221,7 +228,7 @@ function ProviderCard({
       ) : null}
 
       <h3>Credentials</h3>
-      <ErrorNote error={removeCredential.error ?? toggleCredential.error ?? confirmCredential.error} />
+      <ErrorNote error={removeCredential.error ?? toggleCredential.error ?? confirmCredential.error ?? retrySecret.error} />
       {provider.credentials.length === 0 ? <p className="muted">No credential: requests go without a key.</p> : null}
       <ul className="plain credentials">
         {provider.credentials.map((c) => (
@@ -235,12 +242,28 @@ function ProviderCard({
                     <Badge tone="warn">unconfirmed</Badge>{' '}
                   </>
                 ) : null}
+                {c.secret.unavailable ? (
+                  <>
+                    <Badge tone="bad">waiting for its secret</Badge>{' '}
+                  </>
+                ) : null}
                 <span className="muted">
                   priority {c.priority} · {c.secret.set ? `set ${c.secret.hint ?? ''}`.trim() : 'no secret'}
                   {c.secret.reference ? ` (${c.secret.reference})` : ''}
                 </span>
               </span>
               <span className="row">
+                {c.secret.unavailable ? (
+                  <button
+                    type="button"
+                    className="small"
+                    disabled={retrySecret.busy}
+                    onClick={() => void retrySecret.run(c.id)}
+                    aria-label={`Retry the secret of credential ${c.id} now`}
+                  >
+                    Retry now
+                  </button>
+                ) : null}
                 {c.unconfirmed.length > 0 ? (
                   <button
                     type="button"
@@ -287,6 +310,11 @@ function ProviderCard({
               .map((v) => (
                 <HeadroomBars key={v.credential} view={v} now={now} label={headroomLabel(v)} />
               ))}
+            {c.secret.unavailable ? (
+              <p className="muted" data-testid={`secret-unavailable-${c.id}`}>
+                Not used until its secret can be read: {c.secret.unavailable}. It is read again every few seconds.
+              </p>
+            ) : null}
             {c.unconfirmed.length > 0 ? (
               <p className="muted" data-testid={`unconfirmed-${c.id}`}>
                 Not used until you confirm: it would send {describePairs(c.unconfirmed)}, which you never confirmed.

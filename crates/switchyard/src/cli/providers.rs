@@ -253,6 +253,15 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
             let view = api.call("GET", &format!("/api/providers/{id}"), None).await?;
             let url = view.body["effective_base_url"].as_str().unwrap_or("?");
             println!("added provider {id} ({preset}) -> {url}");
+            for c in view.body["credentials"].as_array().into_iter().flatten() {
+                if let Some(why) = c["secret"]["unavailable"].as_str() {
+                    println!(
+                        "warning: credential {} cannot read its secret yet ({why}): it serves \
+                         once it can, read again every few seconds (`switchyard status`)",
+                        c["id"].as_str().unwrap_or("?")
+                    );
+                }
+            }
             let listed = models_of(&view.body);
             let example = listed.first().map_or("MODEL", String::as_str);
             println!("route to it with model \"{id}/{example}\", or put it in a combo");

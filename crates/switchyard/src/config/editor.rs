@@ -177,6 +177,25 @@ impl ConfigEditor {
         Ok(new)
     }
 
+    /// Reads `key`'s secret again now, off the runtime's threads (keychain and file reads).
+    pub async fn retry_secret(&self, key: &CredentialKey) {
+        let config = self.current();
+        let (secrets, env, now, key) =
+            (Arc::clone(&self.secrets), Arc::clone(&self.env), self.clock.now(), key.clone());
+        let changed = tokio::task::spawn_blocking(move || {
+            config.refresh_secrets(
+                &Sources { env: &*env, secrets: Some(&*secrets) },
+                now,
+                Some(&key),
+            )
+        })
+        .await
+        .unwrap_or_default();
+        for (key, refreshed) in changed {
+            super::log_refreshed(&key, &refreshed);
+        }
+    }
+
     /// Stores confirmed bindings (before they take effect: a binding is never used
     /// unrecorded).
     async fn record(&self, pairs: &[Binding]) -> Result<(), EditError> {

@@ -252,6 +252,9 @@ fn loggable(mut dropped: Vec<String>) -> Vec<String> {
 /// The skip reason of a `client` credential on a request without the caller's login.
 pub(super) const NO_CLIENT_CREDENTIAL: &str = "no_client_credential";
 
+/// The skip reason of a credential whose secret cannot be read now.
+pub(super) const SECRET_UNAVAILABLE: &str = "secret_unavailable";
+
 /// What happened to every candidate of one request.
 #[derive(Debug)]
 pub(super) struct Trace {
@@ -374,6 +377,13 @@ impl Trace {
         })
     }
 
+    /// The first candidate skipped because its credential's secret cannot be read.
+    fn waiting_for_a_secret(&self) -> Option<&TraceEntry> {
+        self.entries.iter().find(|entry| {
+            matches!(&entry.what, TraceEvent::Skipped { reason } if reason == SECRET_UNAVAILABLE)
+        })
+    }
+
     /// The first `client` credential passed over for want of the caller's login, when no
     /// upstream was asked at all: then what is missing is the caller's, and the answer is a
     /// 401 that says so rather than a 503 (issue 28).
@@ -428,6 +438,16 @@ impl Trace {
                 "{message}; {reason}: a destination or secret the config introduced was never \
                  confirmed; if you trust it, confirm it with Confirm on the Providers page or \
                  `switchyard config confirm`"
+            ),
+            None => message,
+        };
+        let message = match self.waiting_for_a_secret() {
+            Some(entry) => format!(
+                "{message}; {SECRET_UNAVAILABLE}: credential \"{}/{}\" has no secret to send \
+                 (its reference cannot be read now; the Providers page and `switchyard status` \
+                 say why); it is read again every few seconds, or at once with Retry now",
+                entry.target.split('/').next().unwrap_or_default(),
+                entry.credential
             ),
             None => message,
         };

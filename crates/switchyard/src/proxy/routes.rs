@@ -236,14 +236,19 @@ impl Routes {
             .iter()
             .map(|combo| {
                 let plan = plan(combo, |p| self.roster(p), &orderer, registry, now);
-                // An unconfirmed credential is planned (the registry knows nothing of it) but
-                // never sent to: it is no help to the combo.
+                // An unconfirmed credential, or one whose secret cannot be read, is planned (the
+                // registry knows nothing of it) but never sent to: it is no help to the combo.
                 let usable = plan.candidates.iter().filter(|c| {
                     let key = CredentialKey {
                         provider: c.key.provider.clone(),
                         credential: c.key.credential.clone(),
                     };
-                    self.unconfirmed_for(&key).is_none()
+                    let readable = self
+                        .provider(&key.provider)
+                        .and_then(|p| p.credential(&key.credential))
+                        .and_then(|c| c.secret.as_ref())
+                        .is_none_or(|s| s.unavailable().is_none());
+                    self.unconfirmed_for(&key).is_none() && readable
                 });
                 ComboHealth {
                     name: combo.name.clone(),

@@ -83,10 +83,14 @@ pub struct ProviderCredential {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, TS)]
 #[ts(export)]
 pub struct SecretView {
-    /// A secret is configured and was found.
+    /// A secret is configured and was read.
     pub set: bool,
-    /// Where it is: `env:VAR` or `keychain:provider/credential`.
+    /// Where it is: `env:VAR`, `file:/path` or `keychain:provider/credential`.
     pub reference: Option<String>,
+    /// Why the configured secret cannot be read now (`secret_unavailable`): the credential
+    /// is out until it can. Read again every few seconds, and at once with
+    /// `POST /api/providers/{id}/credentials/{credential}/retry`.
+    pub unavailable: Option<String>,
     /// `…` and the last four characters of a key in the keychain (none for secrets under
     /// twelve characters, and none for `env:` values: see `docs/security.md`).
     pub hint: Option<String>,
@@ -254,6 +258,21 @@ impl Services {
         };
         let confirmed = self.editor.confirm(&confirms).await?;
         tracing::info!(provider, bindings = confirmed.len(), "destinations confirmed");
+        self.provider(provider)
+    }
+
+    /// Reads `provider`'s `credential`'s secret again now (Retry now), whatever its wait.
+    pub async fn retry_secret(
+        &self,
+        provider: &str,
+        credential: &str,
+    ) -> Result<ProviderView, EditError> {
+        let view = self.provider(provider)?;
+        if !view.credentials.iter().any(|c| c.id == credential) {
+            return Err(no_credential(provider, credential));
+        }
+        let key = CredentialKey { provider: provider.into(), credential: credential.into() };
+        self.editor.retry_secret(&key).await;
         self.provider(provider)
     }
 
@@ -840,13 +859,15 @@ fn provider_view(routes: &Routes, form: &ProviderForm) -> ProviderView {
                     .map(|u| u.missing.clone())
                     .unwrap_or_default(),
                 secret: SecretView {
-                    set: secret.is_some(),
+                    set: secret.is_some_and(|s| s.current().is_ok()),
                     reference: c.secret.clone(),
+                    unavailable: secret.and_then(|s| s.unavailable()),
                     // Only for keys the user stored: the tail of an `env:` value would let whoever
                     // can edit the config read four characters of any variable, one at a time.
                     hint: secret
                         .filter(|_| c.secret.as_deref().is_some_and(|r| r.starts_with("keychain:")))
-                        .map(Secret::hint),
+                        .and_then(|s| s.current().ok())
+                        .map(|s| s.hint()),
                 },
             }
         })

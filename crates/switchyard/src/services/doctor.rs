@@ -164,6 +164,11 @@ impl Services {
                 credentials: p.credentials.iter().map(|c| c.id.clone()).collect(),
                 models: p.models.iter().map(|m| m.id.clone()).collect(),
                 unconfirmed: routes.unconfirmed_of(&p.id),
+                secrets_unavailable: p
+                    .credentials
+                    .iter()
+                    .filter_map(|c| Some((c.id.clone(), c.secret.as_ref()?.unavailable()?)))
+                    .collect(),
             })
             .collect();
         let budgets_spent = self

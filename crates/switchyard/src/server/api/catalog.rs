@@ -286,6 +286,15 @@ pub(in crate::server) async fn confirm_credential(
     answer(state.services.confirm_credentials(&provider, Some(&id)).await)
 }
 
+/// `POST /api/providers/{id}/credentials/{credential}/retry`: reads the credential's secret
+/// again now ("Retry now"); the provider, with whether it can be read.
+pub(in crate::server) async fn retry_secret(
+    State(state): State<ServerState>,
+    Path((provider, id)): Path<(String, String)>,
+) -> Response {
+    answer(state.services.retry_secret(&provider, &id).await)
+}
+
 /// `POST /api/providers/{id}/credentials/{credential}/login`: starts an OAuth sign-in; open
 /// `authorization_url` in a browser, then poll `GET /api/oauth/logins/{login}`.
 pub(in crate::server) async fn start_login(

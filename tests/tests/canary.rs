@@ -1,6 +1,6 @@
-//! A canary secret configured as a provider key, or sent to the management API as one, never
-//! appears in logs (at TRACE level, every crate), in the state directory (state file, config
-//! file), in any management response (views, export, connection tests), in error bodies or in
+//! A canary secret configured as a provider key (`env:` and `file:`), or sent to the
+//! management API as one, never appears in logs (at TRACE level, every crate), in the state
+//! directory (state file, config file), in any management response (views, export, connection tests), in error bodies or in
 //! `/metrics`: only in the request to the upstream itself. The local API key and the
 //! management token do not reach the logs either.
 
@@ -75,8 +75,18 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
 
     let data = tempfile::tempdir().unwrap();
     let mock = switchyard_testkit::MockUpstream::start().await;
-    let h = Harness::start_in_with(mock, data.path(), Setup::new(CANARY_PROVIDER)).await;
+    // The canary in a file too (`file:`), as systemd or a container would hand it over.
+    let secrets = tempfile::tempdir().unwrap();
+    let key_file = secrets.path().join("canary_key");
+    write_private(&key_file, &format!("{CANARY}\n"));
+    let extra = format!(
+        "{CANARY_PROVIDER}\n[[providers]]\nid = \"canary-file\"\nkind = \"openai\"\n\
+         base_url = \"{{mock}}/v1\"\ncredentials = [{{ id = \"f-1\", secret = \"file:{}\" }}]\n",
+        key_file.display()
+    );
+    let h = Harness::start_in_with(mock, data.path(), Setup::new(&extra)).await;
     let mut seen = every_fault(&h).await;
+    seen.extend(from_a_file(&h, &key_file).await);
 
     // The canary sent as a secret through the API (kept in the secret store), then a refused
     // edit that carries it, then a connection test that uses it and one that fails.
@@ -158,6 +168,32 @@ async fn the_canary_key_appears_only_in_the_upstream_request() {
             assert!(!found, "{} carries {secret}", path.display());
         }
     }
+}
+
+/// Requests with the `file:` credential, then the file made unsafe (writable by everyone): its
+/// credential is dropped with a reason that names the file, never its content.
+async fn from_a_file(h: &Harness, key_file: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut seen = Vec::new();
+    let response = h.openai("canary-file/gpt-4o", false).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    seen.push(response.text().await.unwrap());
+    std::fs::set_permissions(key_file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let retry = "/api/providers/canary-file/credentials/f-1/retry";
+    let (status, view) = h.api(reqwest::Method::POST, retry, &serde_json::Value::Null).await;
+    assert_eq!(status, 200, "{view}");
+    let why = view["credentials"][0]["secret"]["unavailable"].as_str().unwrap_or_default();
+    assert!(why.contains("writable by everyone"), "{view}");
+    seen.push(view.to_string());
+    seen.push(h.openai("canary-file/gpt-4o", false).send().await.unwrap().text().await.unwrap());
+    seen
+}
+
+fn write_private(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
 }
 
 /// The views the desktop window gets over Tauri IPC, a try-it that uses the canary key, and a

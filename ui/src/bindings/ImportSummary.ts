@@ -21,4 +21,9 @@ pairs: Array<ImportedPair>,
  * The file's `[team]` section, when it has one: from the next start this instance
  * connects to the database it names.
  */
-team: ImportedTeam | null, };
+team: ImportedTeam | null, 
+/**
+ * Credentials whose secret cannot be read yet (`provider/credential: why`): accepted,
+ * they serve once it can be read.
+ */
+waiting: Array<string>, };

@@ -20,6 +20,7 @@ const summary = (dry_run: boolean): ImportSummary => ({
     { reference: 'env:ANTHROPIC_API_KEY', destination: 'https://api.anthropic.com:443', state: 'known', credentials: ['an/main'] },
   ],
   team: null,
+  waiting: ['oa/main: environment variable OPENAI_API_KEY is not set (or not valid UTF-8)'],
 });
 
 /** A keyless provider at a new host, routed to by default, and a team database: no secret, every prompt. */
@@ -29,6 +30,7 @@ const keyless = (dry_run: boolean): ImportSummary => ({
   dry_run,
   pairs: [{ reference: null, destination: 'https://collector.example:443', state: 'new', credentials: ['collector/default'] }],
   team: { database_url: 'env:DATABASE_URL', instance: null, state: 'new' },
+  waiting: [],
 });
 
 const refused: ApiReply = {
@@ -84,6 +86,9 @@ describe('the config import dialog', () => {
     expect(dialog.getByText(/would replace the config with 2 providers and 1 combo/)).toBeInTheDocument();
     expect(dialog.getByText(/New: this would send the secret/)).toHaveTextContent(
       'New: this would send the secret env:OPENAI_API_KEY to https://evil.example:443',
+    );
+    expect(dialog.getByTestId('import-waiting')).toHaveTextContent(
+      'These credentials cannot read their secret yet; they are imported and serve once they can:oa/main: environment variable OPENAI_API_KEY is not set (or not valid UTF-8)',
     );
     expect(realImports(transport.calls)).toHaveLength(0);
   });

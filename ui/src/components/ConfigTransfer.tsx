@@ -220,6 +220,18 @@ function DryRun({ summary }: { summary: ImportSummary }) {
           </table>
         </div>
       )}
+      {summary.waiting.length > 0 ? (
+        <div className="note note-warn" data-testid="import-waiting">
+          <p>These credentials cannot read their secret yet; they are imported and serve once they can:</p>
+          <ul>
+            {summary.waiting.map((w) => (
+              <li key={w}>
+                <code>{w}</code>
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
       {team ? (
         <p className={team.state === 'new' ? 'note note-warn' : 'muted'} data-testid="import-team">
           {team.state === 'new' ? 'New: ' : ''}from the next start, this instance would join the team database named by{' '}

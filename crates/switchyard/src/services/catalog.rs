@@ -180,6 +180,9 @@ pub struct ImportSummary {
     /// The file's `[team]` section, when it has one: from the next start this instance
     /// connects to the database it names.
     pub team: Option<ImportedTeam>,
+    /// Credentials whose secret cannot be read yet (`provider/credential: why`): accepted,
+    /// they serve once it can be read.
+    pub waiting: Vec<String>,
 }
 
 /// One binding an imported config needs, and whether the user confirmed it before.
@@ -747,6 +750,11 @@ impl Services {
             dry_run,
             pairs: imported_pairs(&checked, &self.proxy.confirmed()),
             team: imported_team(&form, &self.editor.current().form),
+            waiting: checked
+                .unavailable_secrets()
+                .into_iter()
+                .map(|(key, why)| format!("{}/{}: {why}", key.provider, key.credential))
+                .collect(),
         };
         if !dry_run {
             let confirms: &(dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync) =

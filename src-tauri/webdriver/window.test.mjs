@@ -2,8 +2,10 @@
 // starts the app built with the UI embedded. Run under Xvfb and a D-Bus session with an unlocked
 // keyring (scripts/desktop-test does all of that).
 //
-// The app gets a fresh data directory holding a config that routes to the mock upstream; the
-// test then checks the Overview shows the endpoint really in use, makes a lockout with a
+// The app gets a fresh data directory holding a config that routes to the mock upstream, and a
+// second provider whose key is in the keychain, locked before the app starts; the test then
+// checks the Overview shows the endpoint really in use, that the Providers page names the
+// credential waiting for the keychain, makes a lockout with a
 // request through that endpoint, and clears it from Settings → Model Lockouts, which talks to
 // the proxy over IPC only. The tray is read and clicked over D-Bus, where it is a
 // StatusNotifierItem with a com.canonical.dbusmenu menu.
@@ -152,6 +154,15 @@ targets = [{ target = "mock/gpt-4o" }]
     stdio: 'inherit',
   });
 
+  // A key kept in the keychain (`providers add --key-stdin`), then the keyring locked, as a
+  // screen lock leaves it: the app must start all the same (issue 47).
+  execFileSync(bin('switchyard'), ['--data-dir', dataDir, 'providers', 'add', 'openai', '--id', 'kc', '--key-stdin'], {
+    input: 'sk-window-test-behind-the-lock',
+    stdio: ['pipe', 'inherit', 'inherit'],
+  });
+  execFileSync('dbus-send', ['--session', '--print-reply', '--dest=org.freedesktop.secrets', '/org/freedesktop/secrets',
+    'org.freedesktop.Secret.Service.Lock', 'array:objpath:/org/freedesktop/secrets/collection/login'], { stdio: 'ignore' });
+
   const [port, nativePort] = [await freePort(), await freePort()];
   const child = spawn('tauri-driver', ['--port', String(port), '--native-port', String(nativePort)], {
     env: {
@@ -215,6 +226,20 @@ test('the window opens and the Overview shows the endpoint really in use', async
   await screenshot('overview');
 });
 
+test('with the keychain locked, the Providers page names the credential that waits for it', async () => {
+  const [link] = await appear('the Providers link', `//a[normalize-space(.) = 'Providers']`);
+  await click(link);
+  const [badge] = await appear('the waiting credential', containing('waiting for its secret'));
+  assert.ok(badge);
+  const [why] = await appear('why it waits', `//*[@data-testid='secret-unavailable-main']`);
+  // The keychain's unlock prompt is up (Xvfb has a display for it): the start did not wait for
+  // it, and the credential waits until someone answers.
+  assert.match(await text(why), /Not used until its secret can be read: not read from the OS keychain yet \(it may be locked, with an unlock prompt waiting\)/);
+  await screenshot('providers-keychain-locked');
+  const [overview] = await appear('the Overview link', `//a[normalize-space(.) = 'Overview']`);
+  await click(overview);
+});
+
 test('Settings → Model Lockouts loads through IPC and Clear all clears', async () => {
   assert.ok(endpoint, 'the Overview test found the endpoint');
   const chat = await fetch(`${endpoint}/chat/completions`, {
@@ -257,9 +282,10 @@ test('the tray has a line per provider and its Pause / Resume routing item works
     const items = await trayMenu();
     return items.some((item) => item.label === 'mock: healthy') ? items : null;
   });
+  // The doctor's line is the credential waiting for the locked keychain.
   assert.deepEqual(
     menu.map((item) => item.label),
-    ['mock: healthy', 'Open Switchyard', 'Copy endpoint URL', 'Pause routing', 'Reset all breakers', 'Quit'],
+    ['mock: healthy', 'kc: healthy', 'Doctor: 1 finding', 'Open Switchyard', 'Copy endpoint URL', 'Pause routing', 'Reset all breakers', 'Quit'],
   );
 
   await trayClick('Pause routing');

@@ -14,6 +14,7 @@
 //!   where no time is at hand (loading a config) starts its wait at its first refresh.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use crate::file::FileStamp;
@@ -30,10 +31,14 @@ pub const FILE_LOOK_MS: u64 = 1_000;
 pub struct LiveSecret {
     reference: SecretRef,
     slot: RwLock<Slot>,
+    /// A read is under way (perhaps held by an unlock prompt): no second one starts.
+    reading: AtomicBool,
 }
 
 struct Slot {
     state: State,
+    /// Never read yet: left for a read whose wait the caller bounds ([`LiveSecret::unread`]).
+    unread: bool,
     /// When the source is to be read (or a file looked at) again; `u64::MAX`: never;
     /// `None`: the wait starts at the next refresh.
     next_ms: Option<u64>,
@@ -85,7 +90,27 @@ impl LiveSecret {
             (State::Ready { .. }, SecretRef::Env(_) | SecretRef::Keychain(_)) => Some(u64::MAX),
             _ => None,
         };
-        Self { reference, slot: RwLock::new(Slot { state, next_ms }) }
+        Self::with(reference, Slot { state, unread: false, next_ms })
+    }
+
+    /// A secret not read yet: unavailable until a [`Self::refresh`] reads it. For a keychain
+    /// whose unlock prompt must not hold up the caller: it reads on a thread of its own and
+    /// waits as long as it sees fit.
+    pub fn unread(reference: SecretRef) -> Self {
+        let reason = "not read from the OS keychain yet (it may be locked, with an unlock prompt \
+                      waiting)"
+            .to_owned();
+        let state = State::Unavailable { reason, wait_ms: FIRST_WAIT_MS };
+        Self::with(reference, Slot { state, unread: true, next_ms: None })
+    }
+
+    fn with(reference: SecretRef, slot: Slot) -> Self {
+        Self { reference, slot: RwLock::new(slot), reading: AtomicBool::new(false) }
+    }
+
+    /// Not read yet ([`Self::unread`]).
+    pub fn is_unread(&self) -> bool {
+        self.slot.read().unwrap_or_else(PoisonError::into_inner).unread
     }
 
     pub fn reference(&self) -> &SecretRef {
@@ -117,6 +142,15 @@ impl LiveSecret {
         if !(now || self.is_due(now_ms)) {
             return Refreshed::Unchanged;
         }
+        if self.reading.swap(true, Ordering::Acquire) {
+            return Refreshed::Unchanged;
+        }
+        let _reading = Reading(&self.reading);
+        self.refresh_alone(sources, now_ms, now)
+    }
+
+    /// [`Self::refresh`], no other read under way.
+    fn refresh_alone(&self, sources: Sources<'_>, now_ms: u64, now: bool) -> Refreshed {
         let (was, scheduled) = {
             let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
             let was = match &slot.state {
@@ -147,6 +181,7 @@ impl LiveSecret {
             (Ok((secret, stamp)), was) => {
                 *slot = Slot {
                     state: State::Ready { secret, stamp },
+                    unread: false,
                     next_ms: Some(next_look(&self.reference, now_ms)),
                 };
                 if was.is_ok() { Refreshed::Changed } else { Refreshed::Available }
@@ -154,7 +189,7 @@ impl LiveSecret {
             (Err(reason), Ok(_)) => {
                 let (state, next_ms) =
                     unavailable(&self.reference, reason.clone(), FIRST_WAIT_MS, now_ms);
-                *slot = Slot { state, next_ms: Some(next_ms) };
+                *slot = Slot { state, unread: false, next_ms: Some(next_ms) };
                 Refreshed::Lost(reason)
             }
             (Err(reason), Err(wait_ms)) => {
@@ -162,7 +197,7 @@ impl LiveSecret {
                 let wait_ms = if now { FIRST_WAIT_MS } else { (wait_ms * 2).min(MAX_WAIT_MS) };
                 let (state, next_ms) =
                     unavailable(&self.reference, reason.clone(), wait_ms, now_ms);
-                *slot = Slot { state, next_ms: Some(next_ms) };
+                *slot = Slot { state, unread: false, next_ms: Some(next_ms) };
                 Refreshed::StillUnavailable(reason)
             }
         }
@@ -170,6 +205,15 @@ impl LiveSecret {
 
     fn set_next(&self, next_ms: u64) {
         self.slot.write().unwrap_or_else(PoisonError::into_inner).next_ms = Some(next_ms);
+    }
+}
+
+/// A read under way; ended when dropped, however the read ends (a panic included).
+struct Reading<'a>(&'a AtomicBool);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -215,6 +259,8 @@ fn unavailable(reference: &SecretRef, reason: String, wait_ms: u64, now_ms: u64)
     (State::Unavailable { reason, wait_ms }, now_ms.saturating_add(next))
 }
 
+/// The state by name only: the secret never.
+#[expect(clippy::missing_fields_in_debug, reason = "the slot holds the secret")]
 impl fmt::Debug for LiveSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);

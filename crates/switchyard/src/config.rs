@@ -52,6 +52,11 @@ pub struct Sources<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// The OS keychain, for `keychain:provider/credential`; `None` refuses those.
     pub secrets: Option<&'a dyn SecretStore>,
+    /// Leave credentials' `keychain:` secrets to be read after validation
+    /// ([`Config::unread_secrets`]), where waiting can be bounded: a locked keychain
+    /// answers a read with an unlock prompt, which must not hold up the app's start or an
+    /// edit. A provider's secret headers are read at once all the same.
+    pub defer_keychain: bool,
 }
 
 impl fmt::Debug for Sources<'_> {
@@ -314,7 +319,7 @@ pub struct TeamConfig {
 
 impl Default for Config {
     fn default() -> Self {
-        let sources = Sources { env: &|_| None, secrets: None };
+        let sources = Sources { env: &|_| None, secrets: None, defer_keychain: false };
         ConfigForm::default().validate(&sources).expect("the empty config is valid")
     }
 }
@@ -350,6 +355,12 @@ impl Config {
         changed
     }
 
+    /// The credentials' secrets a validation left unread ([`Sources::defer_keychain`]).
+    pub fn unread_secrets(&self) -> Vec<Arc<LiveSecret>> {
+        let all = self.providers.iter().flat_map(|p| &p.credentials);
+        all.filter_map(|c| c.secret.clone()).filter(|s| s.is_unread()).collect()
+    }
+
     /// Every credential whose secret cannot be read now, and why.
     pub fn unavailable_secrets(&self) -> Vec<(CredentialKey, String)> {
         self.providers
@@ -369,7 +380,11 @@ impl Config {
         let text = std::fs::read_to_string(file)
             .map_err(|source| ConfigError::Read { file: file.to_owned(), source })?;
         let keychain = KeychainStore::new();
-        let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
+        let sources = Sources {
+            env: &|var| std::env::var(var).ok(),
+            secrets: Some(&keychain),
+            defer_keychain: false,
+        };
         Self::parse_with(&text, file, &sources)
     }
 
@@ -380,7 +395,7 @@ impl Config {
         file: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        Self::parse_with(text, file, &Sources { env, secrets: None })
+        Self::parse_with(text, file, &Sources { env, secrets: None, defer_keychain: false })
     }
 
     /// Parses and validates config text, resolving secrets from `sources`.
@@ -677,7 +692,10 @@ impl ProviderForm {
             let secret = reference.clone().map(|r| {
                 let live =
                     switchyard_secrets::live::Sources { env: sources.env, store: sources.secrets };
-                Arc::new(LiveSecret::read(r, live))
+                Arc::new(match r {
+                    SecretRef::Keychain(_) if sources.defer_keychain => LiveSecret::unread(r),
+                    r => LiveSecret::read(r, live),
+                })
             });
             // An OAuth credential's secret is its token set, kept under its own name.
             references.push(match c.kind {

@@ -164,7 +164,8 @@ impl App {
             ConfigSource::Stored => (stored_config(&state_file).await?, state_file.clone()),
         };
         let config = stored::validate_read_only(&mut stored, async |form| {
-            config::editor::validate(form, Arc::clone(&secrets), Arc::clone(&env)).await
+            config::editor::validate(form, Arc::clone(&secrets), Arc::clone(&env), clock.now())
+                .await
         })
         .await
         .map_err(|p| p.in_file(&origin))?;
@@ -472,7 +473,8 @@ async fn secret_upkeep(
         }
         let (secrets, env) = (Arc::clone(&secrets), Arc::clone(&env));
         let changed = tokio::task::spawn_blocking(move || {
-            let sources = config::Sources { env: &*env, secrets: Some(&*secrets) };
+            let sources =
+                config::Sources { env: &*env, secrets: Some(&*secrets), defer_keychain: false };
             config.refresh_secrets(&sources, now, None)
         })
         .await

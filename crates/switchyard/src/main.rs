@@ -692,7 +692,11 @@ async fn stored_config(path: &Path) -> anyhow::Result<Config> {
     let config = stored::validate_read_only(&mut read, async |form: ConfigForm| {
         tokio::task::spawn_blocking(move || {
             let keychain = KeychainStore::new();
-            let sources = Sources { env: &|var| std::env::var(var).ok(), secrets: Some(&keychain) };
+            let sources = Sources {
+                env: &|var| std::env::var(var).ok(),
+                secrets: Some(&keychain),
+                defer_keychain: false,
+            };
             form.validate(&sources)
         })
         .await

@@ -196,7 +196,7 @@ base_url = "http://127.0.0.1:11434/v1"
             _ => None,
         };
         let form = crate::config::ConfigForm::from_toml(CONFIG).unwrap();
-        form.validate(&Sources { env: &env, secrets: None }).unwrap()
+        form.validate(&Sources { env: &env, secrets: None, defer_keychain: false }).unwrap()
     }
 
     fn key(provider: &str, credential: &str) -> CredentialKey {
@@ -267,7 +267,8 @@ credentials = [{ id = "k", secret = "env:KEY_A" }]
 "#;
         let env = |var: &str| (var == "KEY_A").then(|| "sk-the-same-key-0000".to_owned());
         let form = crate::config::ConfigForm::from_toml(toml).unwrap();
-        let config = form.validate(&Sources { env: &env, secrets: None }).unwrap();
+        let config =
+            form.validate(&Sources { env: &env, secrets: None, defer_keychain: false }).unwrap();
         let ids = identities(&config, b"salt");
         for home in ["ollama", "lmstudio", "v6", "gateway"] {
             assert!(ids.provider(&home.into()).is_none(), "{home} was shared");

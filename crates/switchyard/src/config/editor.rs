@@ -184,7 +184,7 @@ impl ConfigEditor {
             (Arc::clone(&self.secrets), Arc::clone(&self.env), self.clock.now(), key.clone());
         let changed = tokio::task::spawn_blocking(move || {
             config.refresh_secrets(
-                &Sources { env: &*env, secrets: Some(&*secrets) },
+                &Sources { env: &*env, secrets: Some(&*secrets), defer_keychain: false },
                 now,
                 Some(&key),
             )
@@ -210,7 +210,7 @@ impl ConfigEditor {
 
     /// Validates `form` with every secret resolved, without applying it.
     pub async fn check(&self, form: ConfigForm) -> Result<Config, Problem> {
-        validate(form, Arc::clone(&self.secrets), Arc::clone(&self.env)).await
+        validate(form, Arc::clone(&self.secrets), Arc::clone(&self.env), self.clock.now()).await
     }
 
     async fn commit(
@@ -272,17 +272,43 @@ fn pairs_to_confirm(
     pairs
 }
 
-/// Validates on a blocking thread: resolving `keychain:` secrets talks to the OS keychain.
+/// How long the app's start or an edit waits for the keychain to answer: milliseconds when it
+/// is unlocked; a locked one shows an unlock prompt and answers when (if) the user does.
+pub const KEYCHAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Validates on a blocking thread, then reads the credentials' keychain secrets on another,
+/// waiting for them up to [`KEYCHAIN_WAIT`]: a keychain that does not answer by then (locked,
+/// its unlock prompt up) leaves its credentials waiting, and the read goes on; once it is
+/// answered they serve.
 pub(crate) async fn validate(
     form: ConfigForm,
     secrets: Arc<dyn SecretStore>,
     env: Env,
+    now: switchyard_core::UnixMillis,
 ) -> Result<Config, Problem> {
-    tokio::task::spawn_blocking(move || {
-        form.validate(&Sources { env: &*env, secrets: Some(&*secrets) })
+    let (store, variables) = (Arc::clone(&secrets), Arc::clone(&env));
+    let config = tokio::task::spawn_blocking(move || {
+        form.validate(&Sources { env: &*variables, secrets: Some(&*store), defer_keychain: true })
     })
     .await
-    .map_err(|e| Problem::new("(config)", format!("validation stopped: {e}")))?
+    .map_err(|e| Problem::new("(config)", format!("validation stopped: {e}")))??;
+    let unread = config.unread_secrets();
+    if !unread.is_empty() {
+        let reading = tokio::task::spawn_blocking(move || {
+            let sources = switchyard_secrets::live::Sources { env: &*env, store: Some(&*secrets) };
+            for secret in unread {
+                let _ = secret.refresh(sources, now.0, true);
+            }
+        });
+        if tokio::time::timeout(KEYCHAIN_WAIT, reading).await.is_err() {
+            tracing::warn!(
+                "the OS keychain has not answered in {} s (locked, with an unlock prompt \
+                 waiting?): its credentials wait for it, the rest serves",
+                KEYCHAIN_WAIT.as_secs()
+            );
+        }
+    }
+    Ok(config)
 }
 
 /// Writes `text` to `path` so that a crash leaves either the old file or the new one. The

@@ -357,7 +357,7 @@ mod tests {
     async fn validation_sets_aside_what_refers_to_what_was_set_aside() {
         let mut stored = from_section(&section(2, future_config()));
         let env = |var: &str| (var == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
-        let sources = super::super::Sources { env: &env, secrets: None };
+        let sources = super::super::Sources { env: &env, secrets: None, defer_keychain: false };
         let config =
             validate_read_only(&mut stored, async |form: ConfigForm| form.validate(&sources))
                 .await
@@ -380,7 +380,8 @@ mod tests {
     async fn a_config_of_this_version_is_validated_whole() {
         let mut stored = StoredConfig::default();
         stored.form.default_route = Some("nowhere".to_owned());
-        let sources = super::super::Sources { env: &|_| None, secrets: None };
+        let sources =
+            super::super::Sources { env: &|_| None, secrets: None, defer_keychain: false };
         let problem =
             validate_read_only(&mut stored, async |form: ConfigForm| form.validate(&sources))
                 .await

@@ -77,11 +77,23 @@ fn an_inline_secret_is_refused_without_echoing_it() {
 }
 
 #[test]
-fn a_missing_environment_variable_is_named() {
-    let e = error(
+fn a_missing_environment_variable_leaves_only_its_credential_waiting_and_is_named() {
+    let config = parse(
         "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers.credentials]]\nid = \"k\"\nsecret = \"env:SWITCHYARD_SURELY_UNSET_VAR\"\n",
+    )
+    .expect("a secret that cannot be read is no error in the config");
+    let waiting = config.unavailable_secrets();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!((waiting[0].0.provider.as_str(), waiting[0].0.credential.as_str()), ("a", "k"));
+    assert!(waiting[0].1.contains("SWITCHYARD_SURELY_UNSET_VAR is not set"), "{waiting:?}");
+    // A reference that is not one still is.
+    let e = error(
+        "[[providers]]\nid = \"a\"\nkind = \"openai\"\n[[providers.credentials]]\nid = \"k\"\nsecret = \"file:relative\"\n",
     );
-    assert!(e.contains("SWITCHYARD_SURELY_UNSET_VAR is not set"), "{e}");
+    assert!(
+        e.contains("providers[0].credentials[0].secret: a file: reference needs an absolute path"),
+        "{e}"
+    );
 }
 
 #[test]

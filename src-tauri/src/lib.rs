@@ -56,8 +56,19 @@ pub fn run() {
         ])
         .setup(|app| {
             let data_dir = app.path().app_data_dir()?;
-            let engine = tauri::async_runtime::block_on(Engine::start(data_dir))
-                .map_err(|e| -> Box<dyn std::error::Error> { e })?;
+            let engine = match tauri::async_runtime::block_on(Engine::start(data_dir)) {
+                Ok(engine) => engine,
+                Err(error) => {
+                    // The window never opens: the reason (a config that does not validate, a
+                    // state file a newer version migrated) is said where the user looks.
+                    let body = error.to_string();
+                    notify(
+                        app.handle(),
+                        Some(Notice { title: "Switchyard cannot start".into(), body }),
+                    );
+                    return Err(error);
+                }
+            };
             let taken = engine.port_taken.is_some().then_some(engine.port);
             app.manage(engine);
             open_window(app.handle())?;

@@ -88,6 +88,9 @@ enum Command {
         /// With --apply: say what would change, change nothing.
         #[arg(long, requires = "apply")]
         dry_run: bool,
+        /// With --apply of a confirmation: confirm what it lists without asking.
+        #[arg(long, requires = "apply")]
+        yes: bool,
     },
     /// Print a new sign-in link for the web UI of the server running on the data directory
     /// (it opens one session, once, within 5 minutes).
@@ -276,8 +279,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Connect(args) => connect(&data_dir, args).await,
         Command::Providers { command } => return providers::manage(&data_dir, command).await,
         Command::Status => return providers::status(&data_dir).await,
-        Command::Doctor { apply, dry_run } => {
-            return doctor::doctor(&data_dir, apply, dry_run).await;
+        Command::Doctor { apply, dry_run, yes } => {
+            return doctor::doctor(&data_dir, apply, dry_run, yes).await;
         }
         Command::Link => providers::link(&data_dir).await,
     }

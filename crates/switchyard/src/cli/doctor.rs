@@ -14,15 +14,17 @@ use super::providers::{Api, message};
 
 /// Lists the findings (exit 1 when there are some, as `status` is 1 when something is red),
 /// or applies `apply` (exit 0 once applied or, with `dry_run`, once it said what would change).
+/// A confirmation (where requests and secrets may go) is asked for first, unless `yes`.
 pub(super) async fn doctor(
     data_dir: &Path,
     apply: Option<String>,
     dry_run: bool,
+    yes: bool,
 ) -> anyhow::Result<ExitCode> {
     let api = Api::open(data_dir, false).await?;
     let done = match apply {
         None => list(&api).await,
-        Some(id) => apply_one(&api, &id, dry_run).await.map(|()| ExitCode::SUCCESS),
+        Some(id) => apply_one(&api, &id, dry_run, yes).await.map(|()| ExitCode::SUCCESS),
     };
     api.close().await;
     done
@@ -83,7 +85,7 @@ fn finding_text(finding: &Value) -> String {
 }
 
 #[expect(clippy::print_stdout, reason = "what was applied is what this command prints")]
-async fn apply_one(api: &Api, id: &str, dry_run: bool) -> anyhow::Result<()> {
+async fn apply_one(api: &Api, id: &str, dry_run: bool, yes: bool) -> anyhow::Result<()> {
     let all = findings(api).await?;
     let Some(seen) = all.iter().find(|f| f["id"] == id) else {
         let ids: Vec<&str> = all.iter().filter_map(|f| f["id"].as_str()).collect();
@@ -97,6 +99,19 @@ async fn apply_one(api: &Api, id: &str, dry_run: bool) -> anyhow::Result<()> {
         );
     };
     print!("{}", finding_text(seen));
+    let change = &seen["action"]["change"];
+    if change["change"] == "confirm" && !dry_run {
+        println!("confirming sends, from now on:");
+        for binding in change["bindings"].as_array().into_iter().flatten() {
+            let what =
+                binding["reference"].as_str().unwrap_or("requests (prompts and what they carry)");
+            println!("  {what} -> {}", binding["destination"].as_str().unwrap_or("?"));
+        }
+        if !yes && !agreed("Send these requests and secrets to these hosts? [y/N] ")? {
+            println!("nothing applied");
+            return Ok(());
+        }
+    }
     let path = format!("/api/doctor/{}/apply", segment(id));
     let body = json!({ "digest": seen["digest"], "dry_run": dry_run });
     let reply = api.call("POST", &path, Some(body)).await?;
@@ -112,6 +127,16 @@ async fn apply_one(api: &Api, id: &str, dry_run: bool) -> anyhow::Result<()> {
         _ => anyhow::bail!("--apply {id}: {}", message(&reply)),
     }
     Ok(())
+}
+
+/// Asks `question` on the terminal; true for yes.
+#[expect(clippy::print_stdout, reason = "the question is asked where the answer is typed")]
+fn agreed(question: &str) -> anyhow::Result<bool> {
+    print!("{question}");
+    std::io::Write::flush(&mut std::io::stdout())?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 /// `id` as one path segment: ids name their subject (`kind:provider/model@credential`), and a

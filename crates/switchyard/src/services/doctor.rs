@@ -90,8 +90,14 @@ impl Services {
             Change::Clear { scope } => {
                 self.reset(scope);
             }
-            Change::Confirm { provider, .. } => {
-                self.confirm_credentials(provider.as_str(), None).await?;
+            // Exactly what the finding showed (its digest covers the list): a binding that came
+            // up since is not confirmed with it.
+            Change::Confirm { provider, bindings } => {
+                let shown = |key: &CredentialKey, binding: &switchyard_core::binding::Binding| {
+                    key.provider == *provider && bindings.contains(binding)
+                };
+                let confirmed = self.editor.confirm(&shown).await?;
+                tracing::info!(%provider, bindings = confirmed.len(), "destinations confirmed");
             }
             Change::MoveDown { combo, target } => {
                 self.editor

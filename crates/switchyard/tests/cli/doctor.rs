@@ -66,7 +66,18 @@ async fn doctor_lists_a_destination_never_confirmed_exits_1_and_apply_confirms_i
     );
     assert!(text(&unknown.stderr).contains(id), "names what there is: {}", text(&unknown.stderr));
 
-    let applied = run(&data, &["doctor", "--apply", id]).await;
+    // A confirmation shows what it would send where and asks; no answer, nothing applied.
+    let asked = run(&data, &["doctor", "--apply", id]).await;
+    assert!(asked.status.success(), "{}", text(&asked.stderr));
+    let said = text(&asked.stdout);
+    assert!(said.contains("confirming sends, from now on:\n  requests (prompts and what they carry) -> http://127.0.0.1:"), "{said}");
+    assert!(
+        said.contains("Send these requests and secrets to these hosts? [y/N] nothing applied"),
+        "{said}"
+    );
+    assert_eq!(run(&data, &["doctor"]).await.status.code(), Some(1), "still there");
+
+    let applied = run(&data, &["doctor", "--apply", id, "--yes"]).await;
     assert!(applied.status.success(), "{}", text(&applied.stderr));
     assert!(text(&applied.stdout).contains("applied: "), "{}", text(&applied.stdout));
     let provider = http.get(api("/api/providers/newp")).bearer_auth(token.trim()).send().await;

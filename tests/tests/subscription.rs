@@ -333,7 +333,11 @@ async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_c
     assert_eq!((status, header(&headers, "x-switchyard-target")), (200, "an/claude-x"), "{answer}");
     assert!(thief.attempts().is_empty(), "the moved destination got the login unconfirmed");
     let (_, log) = h.api_get("/api/requests?limit=1").await;
-    assert!(log[0]["trace"].to_string().contains("destination_unconfirmed"), "{log}");
+    // The login is a secret to the host it goes to: its pair waits for a confirmation.
+    assert!(log[0]["trace"].to_string().contains("credential_unconfirmed"), "{log}");
+    let (_, provider) = h.api_get("/api/providers/claude-sub").await;
+    let waiting = provider["unconfirmed"].as_array().unwrap();
+    assert!(waiting.iter().any(|b| b["reference"] == "login:claude"), "{provider}");
 
     let (status, body) =
         h.api(reqwest::Method::POST, "/api/providers/claude-sub/confirm", &Value::Null).await;

@@ -62,6 +62,31 @@ impl Binding {
     pub fn is_destination_only(&self) -> bool {
         self.reference.is_none()
     }
+
+    /// Sends a client's own login (a `client` credential to a host other than its preset's):
+    /// confirmed only by a person told exactly that, never along with destinations.
+    pub fn is_login(&self) -> bool {
+        self.reference.as_deref().is_some_and(|r| r.starts_with(LOGIN_PREFIX))
+    }
+}
+
+/// How a client's login appears as a binding's reference: `login:claude`, `login:chatgpt`.
+/// Switchyard keeps no such secret; it sends the one each request carries.
+pub const LOGIN_PREFIX: &str = "login:";
+
+/// The reference of the login a client of `anthropic` (else OpenAI's) API passes through.
+pub fn login_reference(anthropic: bool) -> &'static str {
+    if anthropic { "login:claude" } else { "login:chatgpt" }
+}
+
+/// What a login reference is, for people: `your Claude login`.
+pub fn login_name(reference: &str) -> Option<&'static str> {
+    match reference {
+        "login:claude" => Some("your Claude login"),
+        "login:chatgpt" => Some("your ChatGPT login"),
+        other if other.starts_with(LOGIN_PREFIX) => Some("your login"),
+        _ => None,
+    }
 }
 
 /// `env:VAR to https://host:443`, or `requests to https://host:443` for a destination
@@ -69,7 +94,10 @@ impl Binding {
 impl fmt::Display for Binding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.reference {
-            Some(reference) => write!(f, "{reference} to {}", self.destination),
+            Some(reference) => match login_name(reference) {
+                Some(login) => write!(f, "{login} to {}", self.destination),
+                None => write!(f, "{reference} to {}", self.destination),
+            },
             None => write!(f, "requests to {}", self.destination),
         }
     }
@@ -323,6 +351,17 @@ pub fn trusted_destinations(exposures: &[Exposure], confirmed: &Confirmed) -> Ve
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_login_binding_is_named_for_people_and_is_no_destination() {
+        let login = Binding::new(login_reference(true), "https://relay.example:443");
+        assert!(login.is_login() && !login.is_destination_only());
+        assert_eq!(login.to_string(), "your Claude login to https://relay.example:443");
+        let key = Binding::new("env:OPENAI_API_KEY", "https://api.openai.com:443");
+        assert!(!key.is_login());
+        assert_eq!(login_name(login_reference(false)), Some("your ChatGPT login"));
+    }
+
     use super::*;
 
     fn key(provider: &str, credential: &str) -> CredentialKey {

@@ -606,9 +606,13 @@ impl ProviderForm {
         let headers = self.validate_headers(at, preset_fits, sources)?;
         let client = preset_fits.is_some_and(|p| p.auth == switchyard_catalogue::AuthStyle::Client);
         let (mut credentials, references) = self.validate_credentials(at, sources, client)?;
-        self.bind(at, base_url, &mut credentials, &references)?;
-        let base_url = base_url.trim_end_matches('/').to_owned();
         let dialect = self.dialect(at, kind, preset_fits)?;
+        let login = Login {
+            reference: binding::login_reference(dialect == Dialect::Anthropic),
+            home: preset_fits.and_then(|p| binding::destination(&p.base_url)),
+        };
+        self.bind(at, base_url, &mut credentials, &references, &login)?;
+        let base_url = base_url.trim_end_matches('/').to_owned();
         let chat_url = chat_url(at, dialect, &base_url)?;
         // The preset's mechanism only where it fits what the provider now speaks (a preset
         // switched to Responses has none); a refusal is for what the user wrote, not this.
@@ -776,6 +780,13 @@ fn check_cap(field: &str, cap: Option<u32>) -> Result<(), Problem> {
     }
 }
 
+/// The login a provider's `client` credentials pass through: its reference in bindings, and
+/// the preset's own host, where it goes without a binding of its own.
+struct Login {
+    reference: &'static str,
+    home: Option<String>,
+}
+
 /// What a provider resolved to from its form and preset, which each model starts from.
 struct Resolved {
     kind: ProviderKind,
@@ -838,6 +849,7 @@ impl ProviderForm {
         base_url: &str,
         credentials: &mut [CredentialConfig],
         references: &[Option<String>],
+        login: &Login,
     ) -> Result<(), Problem> {
         let to = |field: String, url: &str| {
             binding::destination(url)
@@ -866,6 +878,11 @@ impl ProviderForm {
                 destinations.push(token.clone());
             }
             bindings.extend(destinations.into_iter().map(Binding::destination_only));
+            // A client's login goes to its preset's own host as the preset's destination does;
+            // to any other it is a secret sent there, confirmed as one.
+            if credential.kind == CredentialKind::Client && login.home.as_ref() != Some(&base) {
+                bindings.push(Binding::new(login.reference, base.clone()));
+            }
             credential.bindings = bindings;
         }
         Ok(())

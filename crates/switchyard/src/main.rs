@@ -539,7 +539,7 @@ async fn manage_config(data_dir: &Path, command: ConfigCommand) -> anyhow::Resul
                 };
                 println!(
                     "{state:<5}  {} -> {}  ({})",
-                    pair.reference.as_deref().unwrap_or("requests"),
+                    what_is_sent(pair.reference.as_deref()),
                     pair.destination,
                     pair.credentials.join(", ")
                 );
@@ -729,7 +729,7 @@ async fn confirm(
             _ => println!("credential {}/{} would send:", key.provider, key.credential),
         }
         for pair in unconfirmed.missing {
-            let what = pair.reference.as_deref().unwrap_or("requests");
+            let what = what_is_sent(pair.reference.as_deref());
             println!("  {what} -> {}", pair.destination);
             if !pairs.contains(&pair) {
                 pairs.push(pair);
@@ -755,6 +755,15 @@ async fn confirm(
     store.confirm_bindings(&pairs, SystemClock.now()).await?;
     println!("confirmed {} destinations and pairs", pairs.len());
     Ok(())
+}
+
+/// A binding's reference as the CLI lists it: the reference, `your Claude login`, or
+/// `requests` for where requests go.
+fn what_is_sent(reference: Option<&str>) -> &str {
+    match reference {
+        None => "requests",
+        Some(reference) => binding::login_name(reference).unwrap_or(reference),
+    }
 }
 
 /// Resolves on Ctrl-C or, on unix, SIGTERM.

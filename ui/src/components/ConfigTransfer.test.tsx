@@ -181,4 +181,19 @@ describe('config export', () => {
     expect(transport.callsTo('GET', '/api/config/export')).toHaveLength(1);
     expect(saved).toEqual(['switchyard.toml']);
   });
+
+  it('names a client`s login sent to a moved subscription host, which Import and allow does not confirm', async () => {
+    const moved: ImportSummary = {
+      ...summary(true),
+      pairs: [{ reference: 'login:claude', destination: 'https://relay.example:443', state: 'new', credentials: ['sub/login'] }],
+      waiting: [],
+    };
+    renderWithServer(<ConfigTransfer />, server(() => ok(moved)));
+    const dialog = await pickFile(TOML);
+    const table = within(await dialog.findByRole('table', { name: 'What it sends where' }));
+    expect(table.getAllByRole('row')[1]).toHaveTextContent('Your Claude loginhttps://relay.example:443sub/loginnew');
+    expect(dialog.getByTestId('import-login')).toHaveTextContent(
+      "New: your Claude login will be sent to https://relay.example:443, not the subscription's own host. Only its provider's Confirm on the Providers page, which names it, sends it there: importing, with or without allowing destinations, does not.",
+    );
+  });
 });

@@ -3,6 +3,7 @@ import type { ImportSummary } from '../bindings/ImportSummary';
 import { useAction, useApi } from '../app/context';
 import { Badge, BusyButton, CopyButton, ErrorNote } from './controls';
 import { download } from '../app/download';
+import { loginName } from '../format/login';
 
 /**
  * Config export and import. An import is always checked first (a dry run), and what it would
@@ -208,7 +209,15 @@ function DryRun({ summary }: { summary: ImportSummary }) {
             <tbody>
               {summary.pairs.map((p) => (
                 <tr key={`${p.reference ?? ''} ${p.destination}`} className={p.state === 'new' ? 'row-new' : undefined}>
-                  <td>{p.reference === null ? 'Requests (prompts and what they carry)' : <code>{p.reference}</code>}</td>
+                  <td>
+                    {p.reference === null ? (
+                      'Requests (prompts and what they carry)'
+                    ) : loginName(p.reference) ? (
+                      <strong>{capitalised(loginName(p.reference)!)}</strong>
+                    ) : (
+                      <code>{p.reference}</code>
+                    )}
+                  </td>
                   <td>
                     <code>{p.destination}</code>
                   </td>
@@ -248,6 +257,12 @@ function DryRun({ summary }: { summary: ImportSummary }) {
                 New: this would send your prompts, and whatever your tools put in them (files, environment, tool results), to{' '}
                 <code>{p.destination}</code>, a host you never allowed; its answers reach your tools.
               </p>
+            ) : loginName(p.reference) ? (
+              <p key={`${p.reference} ${p.destination}`} data-testid="import-login">
+                New: {loginName(p.reference)} will be sent to <code>{p.destination}</code>, not the subscription&apos;s own host.
+                Only its provider&apos;s Confirm on the Providers page, which names it, sends it there: importing, with or
+                without allowing destinations, does not.
+              </p>
             ) : (
               <p key={`${p.reference} ${p.destination}`}>
                 New: this would send the secret <code>{p.reference}</code> to <code>{p.destination}</code>, which you
@@ -263,6 +278,10 @@ function DryRun({ summary }: { summary: ImportSummary }) {
       ) : null}
     </div>
   );
+}
+
+function capitalised(text: string): string {
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
 }
 
 function count(n: number, noun: string): string {

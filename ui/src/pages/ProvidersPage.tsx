@@ -15,6 +15,7 @@ import { HeadroomBars, headroomLabel } from '../components/Headroom';
 import { lastTests } from '../forms/catalogue';
 import { placeError } from '../forms/fieldErrors';
 import { isEmptyPatch } from '../forms/mergePatch';
+import { loginName } from '../format/login';
 import {
   adoptModels,
   checkProviderDraft,
@@ -30,7 +31,7 @@ import {
  * https://host:443` for each destination its requests would go to.
  */
 function describePairs(pairs: Binding[]): string {
-  return pairs.map((p) => `${p.reference ?? 'requests'} to ${p.destination}`).join(', ');
+  return pairs.map((p) => `${p.reference === null ? 'requests' : (loginName(p.reference) ?? p.reference)} to ${p.destination}`).join(', ');
 }
 
 export function ProvidersPage() {

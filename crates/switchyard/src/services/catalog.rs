@@ -758,7 +758,8 @@ impl Services {
         };
         if !dry_run {
             let confirms: &(dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync) =
-                if confirm { &|_, _| true } else { CONFIRMS_NOTHING };
+                // Never a client's login: only its own Confirm, which says so, sends it elsewhere.
+                if confirm { &|_, b: &Binding| !b.is_login() } else { CONFIRMS_NOTHING };
             self.editor.replace(form, confirms).await?;
         }
         Ok(summary)

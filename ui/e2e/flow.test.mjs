@@ -551,3 +551,67 @@ test('usage: the mock`s counts on the Usage page, live, and a budget warning at 
     await metered.close();
   }
 });
+
+test('import: a subscription moved to another host names the login, which only its provider`s Confirm sends', async () => {
+  const moved = await startStack({ script: '' });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const p = await context.newPage();
+  p.setDefaultTimeout(10_000);
+  const errors = [];
+  p.on('pageerror', (error) => errors.push(error));
+  const nav = (name) => p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true }).click();
+  const login = 'sk-ant-oat01-playwright-moved-login';
+  const host = new URL(moved.mockUrl).host;
+  try {
+    const key = (await api('POST', '/api/keys', { name: 'login-e2e' }, moved)).body.key;
+    const asSubscriber = () =>
+      fetch(`${moved.baseUrl}/v1/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${login}`, 'x-switchyard-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'plan', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+
+    await p.goto(`${moved.baseUrl}/`);
+    await p.getByLabel('Management token').fill(moved.token);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('button', { name: 'Skip for now' }).click();
+    await nav('General');
+    await p.getByRole('button', { name: 'Import config…' }).click();
+    const dialog = p.getByRole('dialog', { name: 'Import config' });
+    await dialog.getByLabel('Or paste the config').fill(
+      `[[providers]]\nid = "sub"\npreset = "claude-subscription"\nbase_url = "${moved.mockUrl}"\nmodels = ["sub-plan"]\n\n[[combos]]\nname = "plan"\ntargets = [{ target = "sub/sub-plan" }]\n`,
+    );
+    await dialog.getByRole('button', { name: 'Check' }).click();
+    const named = dialog.getByTestId('import-login');
+    await named.waitFor();
+    assert.match(await text(named), new RegExp(`^New: your Claude login will be sent to http://${host}, not the subscription's own host\\.`));
+    const row = dialog.getByRole('table', { name: 'What it sends where' }).getByRole('row').filter({ hasText: 'Your Claude login' });
+    assert.equal(await text(row), `Your Claude loginhttp://${host}sub/loginnew`);
+    await shot('import-login', p);
+    await dialog.getByRole('button', { name: 'Import and allow these destinations' }).click();
+    const waiting = dialog.getByTestId('import-login-waiting');
+    await waiting.waitFor();
+    assert.equal(await text(waiting), `Your Claude login is not sent to http://${host} until you confirm sub on the Providers page.`);
+
+    // Allowing the destinations did not confirm it: a subscriber's turn goes nowhere.
+    const before = await asSubscriber();
+    assert.equal(before.status, 503, await before.text());
+
+    await nav('Providers');
+    const card = p.getByRole('article', { name: 'Provider sub' });
+    const asked = new Promise((resolve) => {
+      p.once('dialog', async (question) => {
+        resolve(question.message());
+        await question.accept();
+      });
+    });
+    await card.getByRole('button', { name: 'Confirm provider sub' }).click();
+    assert.equal(await asked, `Send your Claude login to http://${host}?`);
+    await eventually(async () => (await asSubscriber()).status === 200, { what: 'the confirmed login to be sent' });
+    assert.deepEqual(errors.map(String), [], 'no uncaught error in the page');
+  } finally {
+    if (process.exitCode) process.stderr.write(`--- switchyard log (login) ---\n${moved.serverLog()}\n`);
+    await context.close();
+    await moved.close();
+  }
+});

@@ -113,6 +113,7 @@ function ImportDialog({ onClose }: { onClose: () => void }) {
 
   if (imported !== null) {
     const benched = imported.summary.pairs.filter((p) => p.state === 'new');
+    const logins = benched.filter((p) => p.reference !== null && loginName(p.reference) !== null);
     return (
       <div className="note note-ok" role="dialog" aria-label="Import config">
         <p>
@@ -124,6 +125,12 @@ function ImportDialog({ onClose }: { onClose: () => void }) {
             request goes there until you confirm them on the Providers page.
           </p>
         ) : null}
+        {logins.map((p) => (
+          <p key={`${p.reference} ${p.destination}`} data-testid="import-login-waiting">
+            {capitalised(loginName(p.reference!)!)} is not sent to <code>{p.destination}</code> until you confirm{' '}
+            {p.credentials.map((c) => c.split('/')[0]).join(', ')} on the Providers page.
+          </p>
+        ))}
         <div className="form-actions">
           <button type="button" onClick={onClose}>
             Close

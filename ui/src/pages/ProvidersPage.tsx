@@ -34,6 +34,10 @@ function describePairs(pairs: Binding[]): string {
   return pairs.map((p) => `${p.reference === null ? 'requests' : (loginName(p.reference) ?? p.reference)} to ${p.destination}`).join(', ');
 }
 
+function capitalisedFirst(text: string): string {
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
+}
+
 export function ProvidersPage() {
   const api = useApi();
   const providers = useResource(() => api.providers(), [api]);
@@ -147,6 +151,9 @@ function ProviderCard({
   // provider an import or edit pointed at a new host would get every prompt (issue 26). The
   // provider's Confirm confirms everything it lists, secrets included, so it asks about all.
   const newHosts = provider.unconfirmed.filter((b) => b.reference === null);
+  // A subscription's login to a host other than its own: its credential is implicit (no row
+  // of its own to confirm it on), so the provider's Confirm names it (issue 56).
+  const logins = provider.unconfirmed.filter((b) => b.reference !== null && loginName(b.reference) !== null);
   const confirmProvider = useAction(async () => {
     if (!window.confirm(`Send ${describePairs(provider.unconfirmed)}?`)) return;
     await api.confirmProvider(provider.id);
@@ -181,10 +188,13 @@ function ProviderCard({
         </div>
       </div>
       <ErrorNote error={test.error ?? discover.error ?? remove.error ?? adopt.error ?? confirmProvider.error} />
-      {newHosts.length > 0 ? (
+      {newHosts.length > 0 || logins.length > 0 ? (
         <div className="note note-warn" data-testid={`unconfirmed-provider-${provider.id}`}>
-          <Badge tone="warn">unconfirmed</Badge> Not used until you confirm: its requests (your prompts, and whatever your
-          tools put in them) would go to {newHosts.map((b) => b.destination).join(', ')}, which you never confirmed.{' '}
+          <Badge tone="warn">unconfirmed</Badge> Not used until you confirm:{' '}
+          {newHosts.length > 0
+            ? `its requests (your prompts, and whatever your tools put in them) would go to ${newHosts.map((b) => b.destination).join(', ')}, which you never confirmed. `
+            : ''}
+          {logins.map((b) => `${capitalisedFirst(loginName(b.reference!)!)} would be sent to ${b.destination}, not the subscription's own host. `).join('')}
           <button
             type="button"
             className="small"

@@ -47,6 +47,20 @@ pub const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
 /// (`env:CANARY` in a test's config).
 pub const CANARY: &str = "sk-canary-7f3a9c1e5b2d4068";
 
+/// Whether a real Secret Service is there for the keychain tests (`scripts/keychain-test` sets
+/// `SWITCHYARD_KEYCHAIN_TESTS=1` in a throwaway session); without one a test says it did not
+/// run rather than pass silently, and never touches a desktop's keyring.
+#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
+pub fn keychain_tests() -> bool {
+    let on = std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() == Ok("1");
+    if !on {
+        eprintln!(
+            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
+        );
+    }
+    on
+}
+
 /// The local API key every harness accepts.
 pub const LOCAL_KEY: &str = "sy-test-local-key";
 
@@ -435,6 +449,21 @@ impl Harness {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `POST /api/config/import{query}` of the config file `text`, with the management token;
+    /// the summary (a 200 is asserted).
+    pub async fn import_config(&self, query: &str, text: &str) -> Value {
+        let response = self
+            .http
+            .post(self.url(&format!("/api/config/import{query}")))
+            .bearer_auth(MANAGEMENT_TOKEN)
+            .body(text.to_owned())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "import{query}");
+        response.json().await.unwrap()
     }
 
     /// `GET` on the management API: status and JSON body (`null` when there is none).

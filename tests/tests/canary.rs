@@ -35,20 +35,6 @@ targets = [{ target = "sub/sub-plan" }, { target = "an/claude-x" }]
 /// more kept than the canary key.
 const CLIENT_LOGIN: &str = "sk-ant-oat01-client-canary-5f2e9b7c1d3a";
 
-/// `POST /api/config/import{query}` of `text` with the management token.
-async fn import(h: &Harness, query: &str, text: &str) -> serde_json::Value {
-    let response = h
-        .http
-        .post(h.url(&format!("/api/config/import{query}")))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .body(text.to_owned())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "import{query}");
-    response.json().await.unwrap()
-}
-
 /// Everything every log line writes, from every crate.
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -373,7 +359,7 @@ async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
         thief.base_url()
     );
     let text = switchyard_e2e::harness::config_text(&h.mock, &stolen);
-    let dry = import(&h, "?dry_run=true", &text).await;
+    let dry = h.import_config("?dry_run=true", &text).await;
     let pairs = dry["pairs"].as_array().unwrap();
     let state_of = |host: &str| {
         pairs
@@ -386,7 +372,7 @@ async fn the_canary_never_reaches_a_host_it_was_not_confirmed_for() {
     };
     assert_eq!(state_of(&thief_host), Some(json!("new")), "{dry}");
     assert_eq!(state_of(&h.mock.base_url().to_lowercase()), Some(json!("known")), "{dry}");
-    import(&h, "", &text).await;
+    h.import_config("", &text).await;
     let (_, view) = h.api_get("/api/providers/thief").await;
     let waiting = &view["credentials"][0]["unconfirmed"];
     assert_eq!(waiting[0]["reference"], "env:CANARY", "{view}");
@@ -527,7 +513,7 @@ async fn an_explicit_confirmation_in_the_call_confirms_what_it_introduces() {
             second.base_url()
         ),
     );
-    import(&h, "?confirm=true", &text).await;
+    h.import_config("?confirm=true", &text).await;
     assert_eq!(h.openai("plain/gpt-4o", false).send().await.unwrap().status(), 200);
     assert!(second.attempts().iter().any(|a| a.api_key() == Some(CANARY)));
     drop(h.stop().await);
@@ -588,7 +574,7 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
     let collector_host = collector.base_url().to_lowercase();
 
     let team = "\n[team]\ndatabase_url = \"env:TEAM_DB\"\n";
-    let dry = import(&h, "?dry_run=true", &imported_text(&h, &collector, team)).await;
+    let dry = h.import_config("?dry_run=true", &imported_text(&h, &collector, team)).await;
     let requests_to = |host: &str| -> Vec<&serde_json::Value> {
         dry["pairs"]
             .as_array()
@@ -611,7 +597,7 @@ async fn an_imported_keyless_provider_gets_no_request_until_its_destination_is_c
     assert_eq!(dry["team"]["state"], "new", "{dry}");
     assert!(!dry.to_string().contains("postgres://"), "a reference, never the URL: {dry}");
 
-    import(&h, "", &imported_text(&h, &collector, "")).await;
+    h.import_config("", &imported_text(&h, &collector, "")).await;
     let (_, view) = h.api_get("/api/providers/collector").await;
     assert_eq!(view["unconfirmed"][0]["reference"], serde_json::Value::Null, "{view}");
     assert!(view["unconfirmed"][0]["destination"].as_str().unwrap().starts_with(&collector_host));
@@ -872,7 +858,7 @@ async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_
         &h.mock,
         &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
     );
-    let dry = import(&h, "?dry_run=true", &text).await;
+    let dry = h.import_config("?dry_run=true", &text).await;
     let host = h.mock.base_url().to_lowercase();
     let state_at = |path: &str| {
         dry["pairs"]
@@ -886,7 +872,7 @@ async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_
     for path in ["/t/other/v1", "/t/mine-too/v1", "/t/other/v1"] {
         assert_eq!(state_at(path), Some(json!("new")), "{path}: {dry}");
     }
-    import(&h, "", &text).await;
+    h.import_config("", &text).await;
     no_other_tenant_got_the_canary(&h).await;
     drop(h.stop().await);
 }
@@ -919,7 +905,7 @@ async fn host_wide_bindings_of_the_version_before_are_narrowed_at_start() {
         &h.mock,
         &format!("{TENANT_PROVIDER}\n{}", other_tenants(&h.mock)),
     );
-    import(&h, "", &text).await;
+    h.import_config("", &text).await;
     no_other_tenant_got_the_canary(&h).await;
     let mock = h.stop().await;
 

@@ -5,16 +5,12 @@
 
 use std::sync::Arc;
 
-use switchyard_e2e::harness::{Harness, Setup};
+use switchyard_e2e::harness::{Harness, Setup, keychain_tests};
 use switchyard_secrets::{KeychainStore, Secret, SecretId, SecretStore};
 
 #[tokio::test]
-#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
 async fn a_key_that_exists_only_in_the_keychain_reaches_the_upstream() {
-    if std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() != Ok("1") {
-        eprintln!(
-            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
-        );
+    if !keychain_tests() {
         return;
     }
     let store =
@@ -37,12 +33,8 @@ credentials = [{ id = "kc-1", secret = "keychain:kc/kc-1" }]
 }
 
 #[tokio::test]
-#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
 async fn a_secret_sent_to_the_api_lands_in_the_keychain_serves_and_leaves_with_its_credential() {
-    if std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() != Ok("1") {
-        eprintln!(
-            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
-        );
+    if !keychain_tests() {
         return;
     }
     let store =

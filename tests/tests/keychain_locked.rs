@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use switchyard::status::{HealthLook, Level, ProviderLook, report};
-use switchyard_e2e::harness::{Harness, Setup};
+use switchyard_e2e::harness::{Harness, Setup, keychain_tests};
 use switchyard_secrets::{KeychainStore, Secret, SecretId, SecretStore};
 
 /// Locks every collection of the session's Secret Service, as a screen lock would.
@@ -28,12 +28,8 @@ fn lock_the_keyring() {
 }
 
 #[tokio::test]
-#[expect(clippy::print_stderr, reason = "a skipped run says so, or it would pass silently")]
 async fn with_the_keychain_locked_the_app_starts_and_names_the_credentials_that_wait() {
-    if std::env::var("SWITCHYARD_KEYCHAIN_TESTS").as_deref() != Ok("1") {
-        eprintln!(
-            "not run: set SWITCHYARD_KEYCHAIN_TESTS=1 with a Secret Service (scripts/keychain-test)"
-        );
+    if !keychain_tests() {
         return;
     }
     let store =

@@ -4,7 +4,7 @@
 //! only once the user confirms it where it is named.
 
 use serde_json::{Value, json};
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, MANAGEMENT_TOKEN, Setup};
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, Setup};
 
 const LOGIN: &str = "sk-ant-oat01-moved-host-login-3c9a";
 
@@ -14,19 +14,6 @@ fn moved(mock: &str) -> String {
         "[[providers]]\nid = \"sub\"\npreset = \"claude-subscription\"\nbase_url = \"{mock}\"\n\
          models = [\"sub-plan\"]\n\n[[combos]]\nname = \"plan\"\ntargets = [{{ target = \"sub/sub-plan\" }}]\n"
     )
-}
-
-async fn import(h: &Harness, query: &str, text: &str) -> Value {
-    let response = h
-        .http
-        .post(h.url(&format!("/api/config/import{query}")))
-        .bearer_auth(MANAGEMENT_TOKEN)
-        .body(text.to_owned())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "import{query}");
-    response.json().await.unwrap()
 }
 
 async fn ask(h: &Harness) -> u16 {
@@ -47,7 +34,7 @@ async fn a_login_goes_to_a_moved_host_only_once_confirmed_where_it_is_named() {
     let h = Harness::start_with(Setup::new("")).await;
     let text = moved(&h.mock.base_url());
 
-    let checked = import(&h, "?dry_run=true", &text).await;
+    let checked = h.import_config("?dry_run=true", &text).await;
     let login = checked["pairs"]
         .as_array()
         .unwrap()
@@ -58,7 +45,7 @@ async fn a_login_goes_to_a_moved_host_only_once_confirmed_where_it_is_named() {
     assert_eq!(login["credentials"], json!(["sub/login"]));
 
     // Imported with every destination allowed: the login is not among them.
-    import(&h, "?confirm=true", &text).await;
+    h.import_config("?confirm=true", &text).await;
     assert_eq!(ask(&h).await, 503, "nothing could serve: the login waits for its confirmation");
     assert!(h.mock.attempts_for("sub-plan").is_empty(), "the login went nowhere");
     let (_, provider) = h.api_get("/api/providers/sub").await;
@@ -90,7 +77,7 @@ async fn a_login_goes_to_a_moved_host_only_once_confirmed_where_it_is_named() {
 async fn a_subscription_on_its_own_host_needs_no_login_confirmation() {
     let h = Harness::start_with(Setup::new("")).await;
     let text = "[[providers]]\nid = \"sub\"\npreset = \"claude-subscription\"\n";
-    let checked = import(&h, "?dry_run=true", text).await;
+    let checked = h.import_config("?dry_run=true", text).await;
     let pairs = checked["pairs"].as_array().unwrap();
     assert!(pairs.iter().all(|p| p["reference"].is_null()), "only where requests go: {checked}");
     h.stop().await;

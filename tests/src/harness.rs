@@ -466,6 +466,17 @@ impl Harness {
         response.json().await.unwrap()
     }
 
+    /// What `switchyard status` says of this server: its report over the health page and the
+    /// providers, as the command reads them from the API.
+    pub async fn status(&self) -> switchyard::status::Report {
+        let (_, health) = self.api_get("/api/monitoring/health").await;
+        let (_, providers) = self.api_get("/api/providers").await;
+        let health = serde_json::from_value(health).expect("the health page reads");
+        let providers: Vec<switchyard::status::ProviderLook> =
+            serde_json::from_value(providers).expect("the providers read");
+        switchyard::status::report(&health, &providers)
+    }
+
     /// `GET` on the management API: status and JSON body (`null` when there is none).
     pub async fn api_get(&self, path: &str) -> (u16, Value) {
         let r = self.http.get(self.url(path)).bearer_auth(MANAGEMENT_TOKEN).send().await.unwrap();

@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use switchyard::status::{HealthLook, Level, ProviderLook, report};
+use switchyard::status::Level;
 use switchyard_e2e::harness::{Harness, Setup, keychain_tests};
 use switchyard_secrets::{KeychainStore, Secret, SecretId, SecretStore};
 
@@ -56,11 +56,7 @@ targets = [{ target = "kc/gpt-4o" }, { target = "oa/gpt-4o" }]
     let (_, view) = h.api_get("/api/providers/kc").await;
     let why = view["credentials"][0]["secret"]["unavailable"].as_str().unwrap_or_default();
     assert!(why.starts_with("the OS keychain refused access"), "{view}");
-    let (_, health) = h.api_get("/api/monitoring/health").await;
-    let (_, providers) = h.api_get("/api/providers").await;
-    let health: HealthLook = serde_json::from_value(health).unwrap();
-    let providers: Vec<ProviderLook> = serde_json::from_value(providers).unwrap();
-    let status = report(&health, &providers);
+    let status = h.status().await;
     assert_eq!(status.level, Level::Amber, "{:?}", status.lines);
     let line = status.lines.iter().find(|l| l.starts_with("provider kc ")).unwrap();
     assert!(

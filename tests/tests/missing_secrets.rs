@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard::status::{HealthLook, Level, ProviderLook, report};
+use switchyard::status::Level;
 use switchyard_e2e::harness::{Harness, Setup, WATCHDOG, openai_text, user_requests};
 
 /// `or`'s key is a variable nobody set; `waiting` tries it first, then `oa`.
@@ -63,11 +63,7 @@ async fn a_missing_variable_benches_only_its_credential_until_a_file_secret_appe
     let secret = or_secret(&h).await;
     assert_eq!(secret["set"], false);
     assert_eq!(secret["unavailable"], NOT_SET);
-    let (_, health) = h.api_get("/api/monitoring/health").await;
-    let (_, providers) = h.api_get("/api/providers").await;
-    let health: HealthLook = serde_json::from_value(health).unwrap();
-    let providers: Vec<ProviderLook> = serde_json::from_value(providers).unwrap();
-    let status = report(&health, &providers);
+    let status = h.status().await;
     assert_eq!(status.level, Level::Amber, "the combo still serves: {:?}", status.lines);
     let line = status.lines.iter().find(|l| l.starts_with("provider or ")).unwrap();
     assert!(line.contains(&format!("waiting for their secret (secret_unavailable, read again every few seconds): main ({NOT_SET})")), "{line}");

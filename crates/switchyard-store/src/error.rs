@@ -27,12 +27,6 @@ pub enum StoreError {
     /// The file is a database but its content is damaged or unreadable by this version.
     #[error("corrupt state: {0}")]
     Corrupt(String),
-    /// Written by a newer Switchyard; reading it could lose the fields this version does not
-    /// know, so it is left alone.
-    #[error(
-        "settings section `{section}` has schema version {stored}, newer than the {supported} this version supports"
-    )]
-    SettingsTooNew { section: String, stored: u32, supported: u32 },
     #[error("settings section `{section}`: {message}")]
     SettingsBody { section: String, message: String },
     /// Team mode (issue 20): the shared database's URL or answers. Never carries the URL.

@@ -5,7 +5,6 @@
 //! holds more than it understands: it may read what it knows, but must not save over it.
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use switchyard_core::UnixMillis;
 
 use super::Store;
@@ -48,28 +47,6 @@ impl Store {
             .fetch_optional(&self.pool)
             .await
             .map_err(StoreError::database)
-    }
-
-    /// A section as `T`, or `None` when it was never saved. Errors when the stored version is
-    /// newer than `supported_version`. An older body is decoded as it is: forms fill missing
-    /// fields with defaults; a section that needs more reads [`Self::settings`] and migrates.
-    pub async fn load_settings<T: DeserializeOwned>(
-        &self,
-        section: &str,
-        supported_version: u32,
-    ) -> Result<Option<T>, StoreError> {
-        let Some(StoredSection { version: stored, body, .. }) = self.settings(section).await?
-        else {
-            return Ok(None);
-        };
-        if stored > supported_version {
-            return Err(StoreError::SettingsTooNew {
-                section: section.to_owned(),
-                stored,
-                supported: supported_version,
-            });
-        }
-        serde_json::from_value(body).map(Some).map_err(|e| body_error(section, &e))
     }
 
     /// Saves a section with the schema version of `T`'s form, as written by this build.

@@ -274,19 +274,6 @@ fn name(body: &Value, steps: &[Step]) -> Option<String> {
     Some(out)
 }
 
-impl std::fmt::Display for Path {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (n, step) in self.0.iter().enumerate() {
-            match step {
-                Step::Key(k) if n == 0 => write!(f, "{k}")?,
-                Step::Key(k) => write!(f, ".{k}")?,
-                Step::Index(i) => write!(f, "[{i}]")?,
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -393,7 +380,14 @@ mod tests {
     #[test]
     fn paths_parse_and_print_as_errors_name_them() {
         let path = Path::parse("providers[1].credentials[0].secret");
-        assert_eq!(path.to_string(), "providers[1].credentials[0].secret");
+        let steps = [
+            Step::Key("providers".into()),
+            Step::Index(1),
+            Step::Key("credentials".into()),
+            Step::Index(0),
+            Step::Key("secret".into()),
+        ];
+        assert_eq!(path, Path(steps.to_vec()));
         let mut body = json!({ "providers": [{}, { "credentials": [{ "secret": "x" }, {}] }] });
         assert_eq!(
             path.remove_from(&mut body, false).as_deref(),

@@ -15,6 +15,7 @@ pub mod ids;
 pub mod oauth;
 pub mod outcome;
 pub mod random;
+pub mod request;
 pub mod resilience;
 pub mod routing;
 pub mod settings;

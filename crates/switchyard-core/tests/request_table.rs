@@ -1,0 +1,524 @@
+//! The request machine (`switchyard_core::request`) as a table: each row scripts what the
+//! world reports and states the steps the machine must ask for, in order. No sockets, no
+//! sleeps: time is the request's own, set by the row.
+//!
+//! Steps are written as short lines: `start b/m first` (candidate `b/m` on its only key, or
+//! `a/m#k2` on key `k2`), `pass a/m provider_failed_this_request`, `wait 200ms`, `wait`,
+//! `cancel a/m lost`, `serve b/m`, `refuse a/m`, `refresh a/m`, `exhausted`,
+//! `not continued: reason`.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use switchyard_core::continuation::{Continuation, Relayed, RequestShape};
+use switchyard_core::outcome::{BodyHint, ClassifyPolicy, Outcome, Upstream, Verdict, classify};
+use switchyard_core::request::{AttemptId, Cancelled, Event, Limits, Offer, Request, Step, World};
+use switchyard_core::routing::{Candidate, HedgeAfter};
+use switchyard_core::{CandidateKey, UnixMillis};
+
+const NOW: UnixMillis = UnixMillis(1_795_976_400_000);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// `provider/model` or `provider/model#credential`, with a continuation mechanism when the
+/// provider's name starts with `c` (a "capable" provider).
+fn offer(index: usize, spec: &str) -> Offer {
+    let (target, credential) = spec.split_once('#').unwrap_or((spec, "k"));
+    let (provider, model) = target.split_once('/').expect("provider/model");
+    let continuation =
+        if provider.starts_with('c') { Continuation::Anthropic } else { Continuation::Off };
+    Offer {
+        candidate: Candidate { target: index, key: CandidateKey::new(provider, credential, model) },
+        window: None,
+        continuation,
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_attempts: 3,
+        total: secs(120),
+        first_event: secs(15),
+        first_byte: secs(60),
+        non_stream: secs(600),
+        stream: true,
+        hedge: None,
+    }
+}
+
+fn verdict(status: u16, body: BodyHint, headers: &[(&'static str, &'static str)]) -> Verdict {
+    let mut map = HeaderMap::new();
+    for &(name, value) in headers {
+        map.append(HeaderName::from_static(name), HeaderValue::from_static(value));
+    }
+    let upstream = Upstream::Response { status, headers: &map, body };
+    classify(&Outcome::new(upstream), &ClassifyPolicy::default(), NOW)
+}
+
+fn failed(status: u16) -> Event {
+    Event::Failed(verdict(status, BodyHint::None, &[]))
+}
+
+/// The world a row scripts: the retry budget, the measured times to first event, which
+/// credentials refresh and which targets refused a continuation.
+#[derive(Default)]
+struct Scripted {
+    retries: u32,
+    spent: bool,
+    delays: HashMap<String, Duration>,
+    refreshable: HashSet<String>,
+    incapable: HashSet<String>,
+}
+
+impl World for Scripted {
+    fn afford_retry(&mut self) -> bool {
+        if self.spent {
+            return false;
+        }
+        self.retries += 1;
+        true
+    }
+
+    fn first_event_delay(&self, key: &CandidateKey, rule: HedgeAfter) -> Option<Duration> {
+        match rule {
+            HedgeAfter::Fixed(delay) => Some(delay),
+            HedgeAfter::Percentile(_) => self.delays.get(&key.target_label()).copied(),
+        }
+    }
+
+    fn refreshable(&self, key: &CandidateKey) -> bool {
+        self.refreshable.contains(&key.target_label())
+    }
+
+    fn incapable(&self, key: &CandidateKey) -> bool {
+        self.incapable.contains(&key.target_label())
+    }
+}
+
+/// One row's run: the machine, the world and the request's clock.
+struct Run {
+    request: Request,
+    world: Scripted,
+    now: Duration,
+    /// The attempt last started on each candidate.
+    started: HashMap<String, AttemptId>,
+}
+
+impl Run {
+    fn new(specs: &[&str], limits: Limits) -> Self {
+        let offers = specs.iter().enumerate().map(|(i, s)| offer(i, s)).collect();
+        Self {
+            request: Request::new(offers, limits),
+            world: Scripted::default(),
+            now: Duration::ZERO,
+            started: HashMap::new(),
+        }
+    }
+
+    fn name(&self, candidate: usize) -> String {
+        let key = self.request.offer(candidate).key();
+        let label = key.target_label();
+        if key.credential.as_str() == "k" { label } else { format!("{label}#{}", key.credential) }
+    }
+
+    fn id(&self, name: &str) -> AttemptId {
+        *self.started.get(name).unwrap_or_else(|| panic!("{name} was never started"))
+    }
+
+    fn line(&mut self, step: &Step) -> String {
+        let name_of = |run: &Self, id: AttemptId| {
+            let (name, _) = run.started.iter().find(|(_, a)| **a == id).expect("started");
+            name.clone()
+        };
+        match step {
+            Step::Start(start) => {
+                let name = self.name(start.candidate);
+                self.started.insert(name.clone(), start.attempt);
+                format!("start {name} {}", start.role.as_str())
+            }
+            Step::Pass { candidate, reason } => format!("pass {} {reason}", self.name(*candidate)),
+            Step::Refresh { attempt } => format!("refresh {}", name_of(self, *attempt)),
+            Step::Wait { until: None } => "wait".to_owned(),
+            Step::Wait { until: Some(until) } => format!("wait {}ms", until.as_millis()),
+            Step::Cancel { attempt, why } => {
+                let why = match why {
+                    Cancelled::Lost => "lost",
+                    Cancelled::Refused => "refused",
+                };
+                format!("cancel {} {why}", name_of(self, *attempt))
+            }
+            Step::Serve { attempt } => format!("serve {}", name_of(self, *attempt)),
+            Step::Refuse { attempt } => format!("refuse {}", name_of(self, *attempt)),
+            Step::Exhausted => "exhausted".to_owned(),
+            Step::NotContinued { reason, .. } => format!("not continued: {reason}"),
+        }
+    }
+
+    /// Asks for as many steps as `expected` has, and checks them.
+    fn steps(&mut self, expected: &[&str]) {
+        let seen: Vec<String> = expected
+            .iter()
+            .map(|_| {
+                let step = self.request.next(self.now, &mut self.world);
+                self.line(&step)
+            })
+            .collect();
+        assert_eq!(seen, expected, "at {:?}", self.now);
+    }
+
+    fn at(&mut self, now: Duration) -> &mut Self {
+        self.now = now;
+        self
+    }
+
+    /// `name` is admitted: `true` when the machine lets it be sent.
+    fn admit(&mut self, name: &str) -> bool {
+        let id = self.id(name);
+        self.request.admitted(id, self.now, &mut self.world)
+    }
+
+    fn on(&mut self, name: &str, event: Event) {
+        let id = self.id(name);
+        self.request.on(id, event, self.now, &mut self.world);
+    }
+
+    /// Started and admitted.
+    fn sent(&mut self, name: &str) {
+        assert!(self.admit(name), "{name} may be sent");
+    }
+}
+
+fn text(s: &str) -> Relayed {
+    let mut relayed = Relayed::default();
+    relayed.text(s);
+    relayed
+}
+
+#[test]
+fn a_503_is_retried_on_the_same_target_then_falls_back() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait"]);
+    run.on("a/m", failed(503));
+    run.steps(&["start a/m retry"]);
+    run.sent("a/m");
+    run.on("a/m", failed(503));
+    run.steps(&["start b/m fallback"]);
+    run.sent("b/m");
+    run.on("b/m", Event::Answered);
+    run.steps(&["serve b/m"]);
+    assert_eq!(run.request.attempts(), 3);
+    assert!(run.request.fell_back());
+    assert_eq!(run.world.retries, 1, "the retry was paid from the budget");
+}
+
+#[test]
+fn a_retry_the_budget_cannot_pay_for_falls_back_at_once() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.world.spent = true;
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", failed(503));
+    run.steps(&["start b/m fallback"]);
+}
+
+#[test]
+fn a_hedge_fires_at_its_delay_and_wins_and_the_primary_is_cancelled() {
+    let mut run =
+        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait 200ms"]);
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+    run.sent("b/m");
+    run.steps(&["wait"]);
+    run.at(ms(350)).on("b/m", Event::Answered);
+    run.steps(&["cancel a/m lost", "serve b/m"]);
+    assert_eq!(run.world.retries, 1, "the hedge drew from the budget");
+    assert!(run.request.fell_back(), "a hedge that wins serves as a fallback");
+}
+
+#[test]
+fn a_hedge_never_goes_to_the_primary_s_provider() {
+    let mut run = Run::new(
+        &["a/m#k1", "a/m#k2", "b/m"],
+        Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() },
+    );
+    run.steps(&["start a/m#k1 first"]);
+    run.sent("a/m#k1");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+}
+
+#[test]
+fn a_primary_that_answers_first_cancels_its_hedge() {
+    let mut run =
+        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+    run.sent("b/m");
+    run.at(ms(300)).on("a/m", Event::Answered);
+    run.steps(&["cancel b/m lost", "serve a/m"]);
+    assert!(!run.request.fell_back());
+}
+
+#[test]
+fn a_break_is_continued_on_the_next_capable_provider_never_one_the_race_saw_fail() {
+    // `c1` and `c2` continue answers; `c1` hedged and failed, so the break goes to `c2`.
+    let hedging = Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() };
+    let mut run = Run::new(&["a/m", "c1/m", "c2/m"], Limits { max_attempts: 4, ..hedging });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start c1/m hedge"]);
+    run.sent("c1/m");
+    run.at(ms(300)).on("c1/m", failed(503));
+    run.steps(&["wait"]);
+    run.at(ms(900)).on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+    run.request.broke(text("Hello, wor"), RequestShape::default());
+    run.at(secs(3)).steps(&["start c2/m continuation"]);
+    run.sent("c2/m");
+    run.on("c2/m", Event::Answered);
+    run.steps(&["serve c2/m"]);
+    assert_eq!(run.request.attempts(), 3);
+}
+
+#[test]
+fn a_break_with_no_capable_provider_ends_with_an_honest_error() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+    assert_eq!(
+        run.request.continuation_ruled_out(0, RequestShape::default()),
+        Some("no_continuation_mechanism"),
+        "the relay keeps no text for it"
+    );
+    run.request.broke(text("Hello"), RequestShape::default());
+    run.steps(&["not continued: no_continuation_mechanism"]);
+}
+
+#[test]
+fn a_continuation_that_fails_before_its_first_event_passes_to_the_next_capable_target() {
+    let mut run = Run::new(&["a/m", "c1/m", "c2/m"], Limits { max_attempts: 4, ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+    run.request.broke(text("Hello"), RequestShape::default());
+    run.steps(&["start c1/m continuation"]);
+    run.sent("c1/m");
+    run.on("c1/m", failed(503));
+    run.steps(&["start c2/m continuation"]);
+    run.sent("c2/m");
+    run.on("c2/m", failed(502));
+    run.steps(&["not continued: continuation_failed"]);
+}
+
+#[test]
+fn a_policy_refusal_ends_the_race_and_no_hedge_may_answer() {
+    let mut run =
+        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+    run.sent("b/m");
+    run.at(ms(400)).on("a/m", Event::Failed(verdict(400, BodyHint::ContentPolicy, &[])));
+    run.steps(&["cancel b/m refused", "refuse a/m"]);
+    // The hedge's answer, had it come, is not for this request any more.
+    run.on("b/m", Event::Answered);
+    run.steps(&["exhausted"]);
+}
+
+#[test]
+fn max_attempts_is_shared_by_every_role() {
+    let hedging = Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), max_attempts: 3, ..limits() };
+    let mut run = Run::new(&["a/m", "b/m", "c1/m", "c2/m"], hedging);
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+    run.sent("b/m");
+    run.at(ms(300)).on("b/m", Event::Answered);
+    run.steps(&["cancel a/m lost", "serve b/m"]);
+    run.request.broke(text("Hi"), RequestShape::default());
+    run.steps(&["start c1/m continuation"]);
+    run.sent("c1/m");
+    run.on("c1/m", failed(503));
+    // Three attempts (first, hedge, continuation): the fourth is refused, whatever its role.
+    run.steps(&["not continued: no_attempts_left"]);
+    assert_eq!(run.request.attempts(), 3);
+}
+
+#[test]
+fn the_attempt_cap_ends_the_plan_with_candidates_left() {
+    let mut run = Run::new(&["a/m", "b/m", "c/m", "d/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", failed(503));
+    run.steps(&["start a/m retry"]);
+    run.sent("a/m");
+    run.on("a/m", failed(503));
+    run.steps(&["start b/m fallback"]);
+    run.sent("b/m");
+    run.on("b/m", failed(401));
+    run.steps(&["exhausted"]);
+}
+
+#[test]
+fn a_retry_after_is_waited_only_when_alone_and_inside_the_deadline() {
+    let limited = [("retry-after", "2")];
+    // Alone: waited, then the same target again.
+    let mut run = Run::new(&["a/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(secs(1)).on("a/m", Event::Failed(verdict(429, BodyHint::None, &limited)));
+    run.steps(&["wait 3000ms"]);
+    run.at(secs(3)).steps(&["start a/m retry"]);
+
+    // With another candidate: no wait, the next one at once.
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(secs(1)).on("a/m", Event::Failed(verdict(429, BodyHint::None, &limited)));
+    run.steps(&["start b/m fallback"]);
+
+    // Alone, but the wait would pass the request's deadline: the 429 goes back at once.
+    let mut run = Run::new(&["a/m"], Limits { total: secs(2), ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(secs(1)).on("a/m", Event::Failed(verdict(429, BodyHint::None, &limited)));
+    run.steps(&["exhausted"]);
+}
+
+#[test]
+fn a_401_to_a_refreshable_token_is_refreshed_then_retried_once() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.world.refreshable.insert("a/m".into());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", failed(401));
+    run.steps(&["refresh a/m"]);
+    run.on("a/m", Event::Refreshed(true));
+    run.steps(&["start a/m retry"]);
+    run.sent("a/m");
+    run.on("a/m", failed(401));
+    run.steps(&["start b/m fallback"]);
+}
+
+#[test]
+fn a_half_open_probe_is_served_at_its_first_real_event() {
+    // The machine serves at the first real event: the runner settles the probe there (its
+    // `Attempt::answered`), long before the stream ends.
+    let mut run = Run::new(&["a/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(700)).on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+}
+
+#[test]
+fn a_subscription_whose_window_is_spent_falls_back() {
+    let spent = verdict(
+        429,
+        BodyHint::SubscriptionLimit { resets_in: Some(secs(3 * 3600)), resets_at: None },
+        &[],
+    );
+    let mut run = Run::new(&["a/m#login", "b/m"], limits());
+    run.steps(&["start a/m#login first"]);
+    run.sent("a/m#login");
+    run.on("a/m#login", Event::Failed(spent));
+    run.steps(&["start b/m fallback"]);
+}
+
+#[test]
+fn a_skipped_candidate_is_passed_with_its_reason_and_is_no_attempt() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.on("a/m", Event::Skipped("at_capacity"));
+    run.steps(&["pass a/m at_capacity", "start b/m first"]);
+    run.sent("b/m");
+    assert_eq!(run.request.attempts(), 1);
+}
+
+#[test]
+fn a_provider_that_failed_is_passed_for_its_other_keys() {
+    let mut run = Run::new(&["a/m#k1", "a/m#k2", "b/m"], limits());
+    run.steps(&["start a/m#k1 first"]);
+    run.sent("a/m#k1");
+    run.on("a/m#k1", Event::Failed(verdict(500, BodyHint::None, &[])));
+    run.steps(&["start a/m#k1 retry"]);
+    run.sent("a/m#k1");
+    run.on("a/m#k1", Event::Failed(verdict(500, BodyHint::None, &[])));
+    run.steps(&["pass a/m#k2 provider_failed_this_request", "start b/m fallback"]);
+}
+
+#[test]
+fn a_slow_first_event_is_rescued_by_the_deadline_not_after_it() {
+    // No hedging; the fallback answers within 900 ms at p95: it starts at 15 s - 900 ms, so its
+    // answer can begin by the primary's 15 s deadline.
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.world.delays.insert("b/m".into(), ms(900));
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait 14100ms"]);
+    run.at(ms(14_100)).steps(&["start b/m early"]);
+    run.sent("b/m");
+    run.at(ms(14_950)).on("b/m", Event::Answered);
+    run.steps(&["cancel a/m lost", "serve b/m"]);
+    assert_eq!(run.world.retries, 1, "the early start drew from the budget");
+}
+
+#[test]
+fn an_early_start_is_never_earlier_than_a_hedge_would_be_and_only_once() {
+    // The fallback is slower than the deadline leaves room for: started no earlier than the
+    // primary's own p95 (4 s) into the attempt.
+    let mut run = Run::new(&["a/m", "b/m", "c/m"], Limits { max_attempts: 5, ..limits() });
+    run.world.delays.insert("a/m".into(), secs(4));
+    run.world.delays.insert("b/m".into(), secs(14));
+    run.world.delays.insert("c/m".into(), secs(1));
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait 4000ms"]);
+    run.at(secs(4)).steps(&["start b/m early"]);
+    run.sent("b/m");
+    run.at(secs(5)).on("b/m", failed(503));
+    run.steps(&["wait"]);
+    run.at(secs(15)).on("a/m", Event::Failed(verdict(504, BodyHint::None, &[])));
+    // The primary's retry (a 504 is retried once) gets no second early start.
+    run.steps(&["start a/m retry"]);
+    run.sent("a/m");
+    run.steps(&["wait"]);
+}
+
+#[test]
+fn no_early_start_without_a_measured_fallback_or_with_hedging_off_for_a_non_stream() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait"]);
+
+    let mut run = Run::new(&["a/m", "b/m"], Limits { stream: false, ..limits() });
+    run.world.delays.insert("b/m".into(), ms(900));
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.steps(&["wait"]);
+}
+
+#[test]
+fn a_request_with_no_stream_is_served_whole_and_never_continued() {
+    let mut run = Run::new(&["c1/m", "c2/m"], Limits { stream: false, ..limits() });
+    run.steps(&["start c1/m first"]);
+    run.sent("c1/m");
+    run.on("c1/m", Event::Answered);
+    run.steps(&["serve c1/m"]);
+    assert!(!run.request.fell_back());
+}

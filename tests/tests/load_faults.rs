@@ -695,10 +695,14 @@ async fn request_log(h: &Harness) -> Vec<Value> {
 struct Books {
     attempts: usize,
     max_per_request: usize,
-    /// Attempts per provider.
+    /// Attempts per provider, each charged as its outcome says.
     by_provider: BTreeMap<String, usize>,
+    /// Attempts sent per provider: those, and raced attempts dropped unsettled.
+    sent_by_provider: BTreeMap<String, usize>,
     /// Of all attempts, those that continued a broken stream (RESILIENCE.md §10).
     continuations: usize,
+    /// Attempts started beside a slow one (RESILIENCE.md §10).
+    raced: usize,
     /// Of those, attempts that may never have reached the upstream: the proxy gave up waiting
     /// (`timeout`) or could not get the request out (`transport`) on a machine this loaded.
     unreached: BTreeMap<String, usize>,
@@ -717,14 +721,30 @@ impl Books {
             let trace = request["trace"].as_array().expect("a trace");
             let attempted: Vec<&Value> =
                 trace.iter().filter(|e| e["event"] == "attempted").collect();
-            assert_eq!(request["attempts"], attempted.len(), "{request}");
-            books.attempts += attempted.len();
-            books.max_per_request = books.max_per_request.max(attempted.len());
+            // A raced attempt (the early start of a fallback, RESILIENCE.md §10) that lost or
+            // was cancelled is an attempt too, charged to nobody; a racer draws from the
+            // retry budget.
+            let hedge = |e: &&Value, what: &[&str]| {
+                e["event"] == "hedge" && what.contains(&e["hedge"].as_str().unwrap_or_default())
+            };
+            let dropped = trace.iter().filter(|e| hedge(e, &["lost", "cancelled"])).count();
+            books.raced += trace.iter().filter(|e| hedge(e, &["started", "started_early"])).count();
+            assert_eq!(request["attempts"], attempted.len() + dropped, "{request}");
+            for entry in trace.iter().filter(|e| hedge(e, &["lost", "cancelled"])) {
+                let target = entry["target"].as_str().unwrap_or_default();
+                let provider = target.split('/').next().unwrap_or_default().to_owned();
+                // Sent, maybe not arrived (dropped while it connected), and charged nothing.
+                *books.sent_by_provider.entry(provider.clone()).or_default() += 1;
+                *books.unreached.entry(provider).or_default() += 1;
+            }
+            books.attempts += attempted.len() + dropped;
+            books.max_per_request = books.max_per_request.max(attempted.len() + dropped);
             let mut per_target = BTreeMap::new();
             for entry in attempted {
                 let target = entry["target"].as_str().expect("a target").to_owned();
                 let provider = target.split('/').next().unwrap_or_default().to_owned();
                 *books.by_provider.entry(provider.clone()).or_default() += 1;
+                *books.sent_by_provider.entry(provider.clone()).or_default() += 1;
                 if matches!(entry["outcome"].as_str(), Some("timeout" | "transport")) {
                     *books.unreached.entry(provider).or_default() += 1;
                 }
@@ -759,8 +779,8 @@ impl Books {
 /// request (the trace lists each candidate once otherwise), and there is at most one per
 /// candidate.
 ///
-/// Recovery probes and continuations draw from the same budget (RESILIENCE.md §3, §10): all
-/// three together stay within it. A continuation is not a same-target retry (it goes to
+/// Recovery probes, continuations and raced attempts draw from the same budget (RESILIENCE.md
+/// §3, §10): all of them together stay within it. A continuation is not a same-target retry (it goes to
 /// another provider, and [`Books::of`] leaves it out of `per_target`).
 fn assert_retry_budget(books: &Books, requests: usize) -> usize {
     let mut retries = 0;
@@ -772,11 +792,12 @@ fn assert_retry_budget(books: &Books, requests: usize) -> usize {
     }
     let probes: usize = books.probes_sent.values().sum();
     let continued = books.continuations;
+    let raced = books.raced;
     let allowed = (requests * BUDGET_PERCENT / 100).max(BUDGET_MIN_PER_SECOND * BUDGET_WINDOW_SECS);
     assert!(
-        retries + probes + continued <= allowed,
-        "{retries} same-target retries, {probes} probes and {continued} continuations; the \
-         budget allows {allowed}"
+        retries + probes + continued + raced <= allowed,
+        "{retries} same-target retries, {probes} probes, {continued} continuations and \
+         {raced} raced attempts; the budget allows {allowed}"
     );
     assert!(retries > 0, "no retry at all: the budget was not exercised");
     retries
@@ -837,7 +858,7 @@ fn assert_upstreams_saw_what_the_proxy_sent(
     journals: &BTreeMap<&'static str, Vec<Attempt>>,
 ) {
     for (&provider, attempts) in journals {
-        let sent = books.by_provider.get(provider).copied().unwrap_or(0);
+        let sent = books.sent_by_provider.get(provider).copied().unwrap_or(0);
         let unreached = books.unreached.get(provider).copied().unwrap_or(0);
         let seen = attempts.len();
         assert!(seen <= sent, "{provider} saw {seen} attempts, the proxy made {sent}");

@@ -12,9 +12,9 @@ mod continuation;
 mod conversations;
 mod count;
 mod counters;
+mod driver;
 pub mod exhausted;
 mod forward;
-mod hedge;
 mod login;
 mod parsed;
 pub mod refusal;
@@ -42,13 +42,13 @@ use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
     Verdict, classify,
 };
+use switchyard_core::request::{Limits, Offer, Request, World};
 use switchyard_core::resilience::CredentialKind;
 use switchyard_core::resilience::headroom::{self, Headroom, Window};
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
-use switchyard_core::routing::attempts::AttemptState;
 use switchyard_core::routing::session::{self, Home, Pin, SessionKey, Shown, Steer};
 use switchyard_core::routing::{
-    Accounts, Candidate, Combo, Plan, RouteStrategy, Target, TargetOrderer, plan_for,
+    Accounts, Candidate, Combo, HedgeAfter, Plan, RouteStrategy, Target, TargetOrderer, plan_for,
     prefer_within_targets,
 };
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
@@ -70,6 +70,7 @@ use self::conversations::{Conversations, Pending, Turn};
 pub use self::count::Counting;
 use self::counters::Counters;
 pub use self::counters::{CounterValues, HistogramValues, LATENCY_BUCKETS};
+use self::driver::Driven;
 use self::exhausted::{Carried, Trace};
 use self::forward::StreamOutcome;
 use self::login::ClientLogin;
@@ -236,26 +237,52 @@ impl Proxy {
         self.confirmed.load_full()
     }
 
-    /// A concurrency slot for `candidate`: at once when one is free, else after waiting in
-    /// line up to `queue_ms` (within the request's deadline), the wait in the trace and the
-    /// counters; `None` when none came.
-    async fn slot(
+    /// Admits `candidate` for one attempt: a concurrency slot (at once when one is free; when
+    /// `queue` allows, after waiting in line up to `queue_ms` within the request's deadline,
+    /// the wait reported), then [`Self::ready`]. The first stage of the attempt runner, for
+    /// every role.
+    async fn admit(
         &self,
         routes: &Routes,
         candidate: &Candidate,
+        (permit, queue): (Duration, bool),
+        login: Option<&Arc<ClientLogin>>,
         deadline: Instant,
-        trace: &mut Trace,
-    ) -> Option<slots::Slot> {
-        if let Some(slot) = routes.slots.try_take(&candidate.key) {
-            return Some(slot);
-        }
-        let waited = Instant::now();
-        let queue = Duration::from_millis(u64::from(routes.config.routing.queue_ms));
-        let slot = routes.slots.take(&candidate.key, deadline.min(waited + queue)).await;
-        let waited = waited.elapsed();
-        self.counters.queued(waited, slot.is_some());
-        trace.queued(candidate, waited);
-        slot
+    ) -> driver::Admitted {
+        let mut queued = None;
+        let slot = if routes.slots.any() {
+            let slot = match routes.slots.try_take(&candidate.key) {
+                Some(slot) => Some(slot),
+                None if queue => {
+                    let waited = Instant::now();
+                    let line = Duration::from_millis(u64::from(routes.config.routing.queue_ms));
+                    let slot = routes.slots.take(&candidate.key, deadline.min(waited + line)).await;
+                    queued = Some(waited.elapsed());
+                    slot
+                }
+                None => None,
+            };
+            let Some(slot) = slot else {
+                return driver::Admitted { ready: Err("at_capacity"), queued };
+            };
+            Some(slot)
+        } else {
+            None
+        };
+        let ready =
+            self.ready(routes, candidate, permit, login).await.map(|(mut attempt, secret)| {
+                if let Some(slot) = slot {
+                    attempt.hold(slot);
+                }
+                (attempt, secret)
+            });
+        driver::Admitted { ready, queued }
+    }
+
+    /// What the request machine asks of the routing state: the retry budget, the measured
+    /// times to first event, which credentials refresh, which targets refused a continuation.
+    fn world<'a>(&'a self, routes: &'a Routes) -> Surroundings<'a> {
+        Surroundings { proxy: self, routes }
     }
 
     /// Restores what the state file keeps of sessions and quota (RESILIENCE.md §11), and
@@ -735,7 +762,7 @@ impl Proxy {
         reason = "the attempt loop reads top to bottom in the order RESILIENCE.md §1 states it"
     )]
     async fn route(
-        &self,
+        self: &Arc<Self>,
         inbound: &ClientRequest<'_>,
         body: &Bytes,
         summary: &mut Summary,
@@ -769,7 +796,7 @@ impl Proxy {
         if let Err(budget) = self.log.usage().check(caller) {
             return Err(budget_refusal(dialect, &budget));
         }
-        let deadline = Instant::now() + routes.config.timeouts.total;
+        let arrived = Instant::now();
         let now = self.clock.now();
         routes.budget.on_request(now);
         // A pinned session goes to its pin; strategies choose only for a new one (§11).
@@ -823,241 +850,86 @@ impl Proxy {
             trace.ranked(decision);
         }
         self.send_probes(&routes, &plan, &mut trace);
-        // The live state of this request's attempts, shared with its race and its rescues.
-        let live: Live =
-            Arc::new(Mutex::new(AttemptState::new(routes.config.routing.max_attempts)));
         // The bytes routed, shared rather than copied: the client's, or its turn's.
         let routed_body = turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone());
         let notes = continuation::Notes::default();
         if request.stream() {
             summary.notes = Some(Arc::clone(&notes));
         }
+        let first = plan.candidates.first().map(|c| c.key.clone());
+        let timeouts = &routes.config.timeouts;
+        let limits = Limits {
+            max_attempts: routes.config.routing.max_attempts,
+            total: timeouts.total,
+            first_event: timeouts.first_event,
+            first_byte: timeouts.first_byte,
+            non_stream: timeouts.non_stream,
+            stream: request.stream(),
+            hedge: combo.hedge,
+        };
+        let machine =
+            Request::new(Offer::all(&combo, std::mem::take(&mut plan.candidates)), limits);
         let sending = Sending {
             routes: &routes,
             request: &request,
             inbound: &routed,
             client: inbound,
+            dialect,
             turn: turn.as_ref(),
             session_credential: session_credential.as_ref(),
             session,
             login: login.as_ref(),
             routed_body: &routed_body,
             combo: &combo,
-            candidates: &plan.candidates,
-            live: &live,
-            deadline,
+            arrived,
             notes: &notes,
             tally: &summary.tally,
         };
-        // The next pass is the one same-target retry of the candidate at `index`.
-        let mut retrying = false;
-        // Candidates already tried as hedges (RESILIENCE.md §10) are not tried again.
-        let mut hedged: Vec<usize> = Vec::new();
-        let mut index = 0;
-        while let Some(candidate) = plan.candidates.get(index) {
-            let target = &combo.targets[candidate.target];
-            if !live.lock().another_allowed() || Instant::now() >= deadline {
-                break;
-            }
-            if hedged.contains(&index) {
-                index += 1;
-                continue;
-            }
-            let screened =
-                if retrying { None } else { live.lock().screen_target(candidate, target) };
-            if let Some(reason) = screened {
-                trace.skip(candidate, reason);
-                index += 1;
-                continue;
-            }
-            let rest = &plan.candidates[index + 1..];
-            let others_left = {
-                let state = live.lock();
-                state.left() > 1 && anyone_else(rest, &combo, &state)
-            };
-            let wait = first_event_wait(&routes.config, request.stream(), others_left);
-            // A half-open probe's slot lasts as long as this attempt may (RESILIENCE.md §3).
-            let permit = wait.min(deadline.saturating_duration_since(Instant::now()));
-            // Over a `max_in_flight` cap: wait in line for a slot, then the next candidate.
-            let slot = if routes.slots.any() {
-                let Some(slot) = self.slot(&routes, candidate, deadline, &mut trace).await else {
-                    trace.skip(candidate, "at_capacity");
-                    retrying = false;
-                    index += 1;
-                    continue;
-                };
-                Some(slot)
-            } else {
-                None
-            };
-            let ready = self.ready(&routes, candidate, permit, login.as_ref()).await;
-            let (mut attempt, secret) = match ready {
-                Ok(ready) => ready,
-                Err(reason) => {
-                    // A retry refused here (the failure just locked the model) simply moves on.
-                    trace.skip(candidate, reason);
-                    retrying = false;
-                    index += 1;
-                    continue;
-                }
-            };
-            if let Some(slot) = slot {
-                attempt.hold(slot);
-            }
-            if !live.lock().start() {
-                break;
-            }
-            let started = Instant::now();
-            let first_event = started + wait;
-            let primary = self.attempt(
-                &routes,
-                &sending,
-                (index, candidate, target),
-                secret.as_ref(),
-                attempt,
-                first_event.min(deadline),
-            );
-            let hedging = self
-                .hedge_delay(&routes, &combo, candidate, request.stream(), others_left)
-                .map(|delay| hedge::Hedging {
-                    routes: &routes,
-                    sending: &sending,
-                    primary: candidate,
-                    started,
-                    delay,
-                    next: index + 1,
-                    hedged: &hedged,
-                });
-            let raced = self.race(primary, hedging, &mut trace).await;
-            if let Some(run) = &raced.hedge {
-                hedged.push(run.index);
-            }
-            let attempts = live.lock().attempts();
-            let Tried { result, carried } = raced.tried;
-            let first_try = attempts == 1 || (attempts == 2 && raced.hedge.is_some());
-            let (verdict, upstream) = match result {
-                TriedResult::Served(mut response, ended) => {
-                    summary.fell_back = !first_try || raced.hedge.as_ref().is_some_and(|r| r.won);
-                    // The hedge's answer, when it won the race.
-                    let (candidate, target, started) = match raced.hedge {
-                        Some(run) if run.won => {
-                            let c = &plan.candidates[run.index];
-                            (c, &combo.targets[c.target], run.started)
-                        }
-                        _ => (candidate, target, started),
-                    };
-                    summary.served = Some(Served {
-                        key: candidate.key.clone(),
-                        first: plan.candidates[0].key.clone(),
-                        took: started.elapsed(),
-                        stream: request.stream(),
-                        status: response.status().as_u16(),
-                        carried,
-                        session,
-                        steered,
-                        routes: Arc::clone(&routes),
-                    });
-                    routing_headers(&mut response, target, attempts);
-                    if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
-                        response.headers_mut().insert(auto::DECISION_HEADER, value);
-                    }
-                    if !request.stream() {
-                        cost_header(&mut response, &summary.tally);
-                    }
-                    // What served is named once the answer is on its way (`settle_served`).
-                    summary.settle(trace.into_entries(), attempts);
-                    summary.ended = ended;
-                    return Ok(response);
-                }
-                TriedResult::Failed { verdict, upstream } => (verdict, upstream),
-            };
-            trace.attempt(candidate, &verdict, started.elapsed(), carried);
-            if let Some(shown) = Shown::of(verdict.kind) {
-                self.sessions.shown(&candidate.key, shown);
-            }
-            tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
-
-            let refused = {
-                let mut state = live.lock();
-                let mut rest = Rest { candidates: rest, state: &mut state };
-                refuse_fallback(dialect, &verdict, upstream, target, &combo, &mut rest)
-            };
-            if let Some(refused) = refused {
+        let driver = driver::Driver { proxy: self, sending: &sending, trace: &mut trace };
+        let won = match driver.drive(machine).await {
+            Driven::Served(won) => won,
+            Driven::Refused(refused, attempts) => {
                 summary.settle(trace.into_entries(), attempts);
                 return Err(refused);
             }
-            rule_out_provider(&mut live.lock(), &verdict, &candidate.key);
-            // One same-target retry per candidate at most: a second failure moves on. At the
-            // attempt cap there is no retry to make: a 429 is returned with its `Retry-After`
-            // at once rather than waited out for nothing, and no retry token is spent.
-            let again = (&candidate.key, secret.as_ref());
-            let capped = !live.lock().another_allowed();
-            if !retrying
-                && !capped
-                && self.may_retry_same(&routes, &verdict, again, others_left, deadline).await
-            {
-                retrying = true;
-                continue;
+            Driven::Exhausted(attempts) => {
+                summary.settle(trace.entries().to_vec(), attempts);
+                return Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect));
             }
-            retrying = false;
-            index += 1;
-        }
-        let attempts = live.lock().attempts();
-        summary.settle(trace.entries().to_vec(), attempts);
-        Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect))
-    }
-
-    /// What a continuation of one streamed attempt needs (RESILIENCE.md §10): for a request
-    /// whose plan has a later target with a mechanism, the request and the live state of its
-    /// attempts, read when the stream breaks (never a copy taken before a race); for another
-    /// streamed request, only why it cannot be continued.
-    fn rescuer(
-        &self,
-        sending: &Sending<'_, '_>,
-        (index, serving): (usize, &ProviderId),
-    ) -> Option<continuation::Continuing> {
-        let request = sending.request;
-        if !request.stream() {
-            return None;
-        }
-        let rest = &sending.candidates[index + 1..];
-        // What rules a continuation out is in the settings. A body not read whole yet is read
-        // when the stream breaks, if it does (`Rescuer::rescue`).
-        let shape = continuation::shape(request.settings());
-        let ruled_out = if request.known_unreadable() {
-            Some("not_translatable")
-        } else {
-            continuation::ruled_out(sending.combo, rest, shape, sending.live.lock().left())
         };
-        let notes = Arc::clone(sending.notes);
-        if let Some(reason) = ruled_out {
-            let counters = Arc::clone(&self.counters);
-            let combo = sending.combo.name.clone();
-            return Some(continuation::Continuing::refused(counters, combo, &notes, reason));
+        let driver::Won {
+            tried: Tried { result, carried },
+            candidate,
+            started,
+            attempts,
+            fell_back,
+        } = *won;
+        let TriedResult::Served(mut response, ended) = result else {
+            unreachable!("only an answer is served")
+        };
+        summary.fell_back = fell_back;
+        summary.served = Some(Served {
+            first: first.unwrap_or_else(|| candidate.key.clone()),
+            key: candidate.key,
+            took: started.elapsed(),
+            stream: request.stream(),
+            status: response.status().as_u16(),
+            carried,
+            session,
+            steered,
+            routes: Arc::clone(&routes),
+        });
+        routing_headers(&mut response, &combo.targets[candidate.target], attempts);
+        if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
+            response.headers_mut().insert(auto::DECISION_HEADER, value);
         }
-        let routed = sending.inbound;
-        let routes = sending.routes;
-        Some(continuation::Continuing::kept(continuation::Rescuer {
-            routes: Arc::clone(routes),
-            registry: Arc::clone(&self.registry),
-            clock: Arc::clone(&self.clock),
-            oauth: self.oauth.clone(),
-            counters: Arc::clone(&self.counters),
-            incapable: Arc::clone(&self.incapable),
-            policy: self.classify_policy(&routes.config),
-            notes,
-            client: routed.dialect,
-            body: sending.routed_body.clone(),
-            headers: routed.headers.clone(),
-            login: sending.login.cloned(),
-            query: routed.query.map(str::to_owned),
-            combo: sending.combo.clone(),
-            rest: rest.to_vec(),
-            live: Arc::clone(sending.live),
-            serving: serving.clone(),
-            deadline: sending.deadline,
-            tally: Arc::clone(sending.tally),
-        }))
+        if !request.stream() {
+            cost_header(&mut response, &summary.tally);
+        }
+        // What served is named once the answer is on its way (`settle_served`).
+        summary.settle(trace.into_entries(), attempts);
+        summary.ended = ended;
+        Ok(response)
     }
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
@@ -1160,54 +1032,19 @@ impl Proxy {
         }
     }
 
-    /// Whether to send the same request to the same target once more (RESILIENCE.md §2, §8).
-    async fn may_retry_same(
-        &self,
-        routes: &Routes,
-        verdict: &Verdict,
-        (key, secret): (&CandidateKey, Option<&Presented>),
-        others_left: bool,
-        deadline: Instant,
-    ) -> bool {
-        match verdict.retry_same {
-            // Only an OAuth token can be refreshed; a refused API key stays refused.
-            RetrySame::AfterRefresh => {
-                let kind = routes
-                    .provider(&key.provider)
-                    .and_then(|p| p.credential(&key.credential))
-                    .map(|c| c.kind);
-                // Boxed, as in `secret`: every request's future would hold the refresh.
-                kind == Some(CredentialKind::Oauth)
-                    && Box::pin(self.refreshed_after_unauthorized(key, secret)).await
-            }
-            RetrySame::OnceWithinBudget => routes.budget.try_retry(self.clock.now()),
-            // Waiting in place is only right when nobody else could serve, the upstream said how
-            // long, and the wait fits the request's deadline.
-            RetrySame::WaitIfAlone => match verdict.retry_after {
-                Some(wait)
-                    if !others_left
-                        && Instant::now() + wait < deadline
-                        && routes.budget.try_retry(self.clock.now()) =>
-                {
-                    tokio::time::sleep(wait).await;
-                    true
-                }
-                _ => false,
-            },
-            RetrySame::No => false,
-        }
-    }
-
     /// One attempt at one candidate: send, classify once, record the verdict.
+    /// The second stage of the attempt runner: for a stream, `rescue` brings the relay what a
+    /// continuation needs if this attempt serves, and whether it keeps text for one.
     async fn attempt(
         &self,
-        routes: &Routes,
         sending: &Sending<'_, '_>,
-        (index, candidate, target): (usize, &Candidate, &Target),
+        (candidate, target): (&Candidate, &Target),
         secret: Option<&Presented>,
         attempt: Attempt,
         first_event: Instant,
+        rescue: Option<(oneshot::Receiver<continuation::Rescue>, bool)>,
     ) -> Tried {
+        let routes = sending.routes;
         let provider =
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
         let client = sending.inbound.dialect;
@@ -1263,10 +1100,6 @@ impl Proxy {
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
-        // Each streamed attempt, a hedge's included, owns its rescue: whichever serves may be
-        // continued, with the request's live state read when it breaks.
-        let rescue =
-            self.rescuer(sending, (index, &candidate.key.provider)).map(|r| (r.rescue, r.keep));
         let watch = request.stream().then(|| {
             sessions::Watch::new(&self.sessions, sending.session, sending.notes, &candidate.key)
         });
@@ -1276,19 +1109,18 @@ impl Proxy {
         let covered = matches!(secret, Some(Presented::Client(_)));
         let prices = if covered { Prices::COVERED } else { tally::prices(target) };
         let meter = sending.tally.meter(&candidate.key, prices);
-        // On the heap: the exchange is most of an attempt's future, and a hedged request
-        // holds two attempts inside every client handler's future.
-        let mut result = Box::pin(self.exchange(
-            routes,
-            client,
-            request,
-            built.request,
-            (passthrough, pending, aftercare, meter),
-            attempt,
-            target,
-            first_event,
-        ))
-        .await;
+        let mut result = self
+            .exchange(
+                routes,
+                client,
+                request,
+                built.request,
+                (passthrough, pending, aftercare, meter),
+                attempt,
+                target,
+                first_event,
+            )
+            .await;
         if let TriedResult::Failed { upstream: Some((_, report)), .. } = &mut result {
             // The message goes on to the client and the trace; an upstream may echo any secret
             // it was sent ("Incorrect API key provided: sk-…", a secret header's value).
@@ -1323,22 +1155,16 @@ impl Proxy {
         let strip_usage =
             passthrough && upstream::asks_stream_usage(provider, dialect, request.settings());
         let headers_wait = first_event.saturating_duration_since(Instant::now());
-        let response = match routes.executor.send(upstream_request, headers_wait).await {
-            Ok(response) => response,
-            Err(failure) => return self.failed(routes, attempt, unsent(failure), None),
+        let key = attempt.key();
+        let response = match self.send(routes, key, upstream_request, headers_wait, dialect).await {
+            Head::Answer(response) => response,
+            Head::Unsent(failure) => return self.failed(routes, attempt, unsent(failure), None),
+            Head::Refused(refused) => {
+                let ErrorAnswer { status, headers, report } = *refused;
+                let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
+                return self.failed(routes, attempt, outcome, Some((status, report)));
+            }
         };
-        self.observe_headroom(attempt.key(), &response.headers);
-        if !response.status.is_success() {
-            let status = response.status.as_u16();
-            let headers = response.headers.clone();
-            let body = response
-                .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
-                .await
-                .unwrap_or_default();
-            let report = dialect.error_report(&body);
-            let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
-            return self.failed(routes, attempt, outcome, Some((status, report)));
-        }
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
         let how = Answer { client, dialect, passthrough, strip_usage, trust: provider.trust };
@@ -1356,6 +1182,35 @@ impl Proxy {
             served.headers_mut().extend(limits);
         }
         result
+    }
+
+    /// Sends one built request for `key` and reads its head: the one place a client request's
+    /// attempt (any role) goes upstream. An error answer's body is read briefly, in `dialect`,
+    /// for the classifier and the client; every answer's quota headers are read.
+    async fn send(
+        &self,
+        routes: &Routes,
+        key: &CandidateKey,
+        built: executor::UpstreamRequest,
+        wait: Duration,
+        dialect: Dialect,
+    ) -> Head {
+        let response = match routes.executor.send(built, wait).await {
+            Ok(response) => response,
+            Err(failure) => return Head::Unsent(failure),
+        };
+        self.observe_headroom(key, &response.headers);
+        if response.status.is_success() {
+            return Head::Answer(response);
+        }
+        let status = response.status.as_u16();
+        let headers = response.headers.clone();
+        let body = response
+            .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+            .await
+            .unwrap_or_default();
+        let report = dialect.error_report(&body);
+        Head::Refused(Box::new(ErrorAnswer { status, headers, report }))
     }
 
     /// A non-streamed answer: read it whole, translate it, return it.
@@ -1601,6 +1456,11 @@ impl Proxy {
         views.into_iter().map(|(_, view)| view).collect()
     }
 
+    /// Feeds the time to a stream's first real event to its target's sketch.
+    fn observe_first_event(&self, key: &CandidateKey, took: Duration) {
+        self.registry.observe_first_event(&key.provider, &key.model, took, self.clock.now());
+    }
+
     fn observe_latency(&self, routes: &Routes, key: &CandidateKey, latency: Duration) {
         self.counters.upstream_latency.observe(latency);
         self.orderer.observe_latency(&key.provider, &key.model, latency, self.clock.now());
@@ -1758,8 +1618,34 @@ async fn secret(
 /// it (RESILIENCE.md §10), with whether the relay keeps text for it, and what it tells the
 /// session table of a break or a whole answer (§11).
 struct Aftercare {
-    rescue: Option<(continuation::Rescue, bool)>,
+    rescue: Option<(oneshot::Receiver<continuation::Rescue>, bool)>,
     watch: Option<sessions::Watch>,
+}
+
+/// An upstream's answer head, or why there is none.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "the answer is the common case: boxing it would allocate on every request"
+)]
+enum Head {
+    Answer(executor::Response),
+    /// An error status, its body read for the classifier and the client.
+    Refused(Box<ErrorAnswer>),
+    /// No answer head came.
+    Unsent(SendFailure),
+}
+
+struct ErrorAnswer {
+    status: u16,
+    headers: HeaderMap,
+    report: UpstreamError,
+}
+
+impl ErrorAnswer {
+    /// The classifier's input.
+    fn upstream(&self) -> Upstream<'_> {
+        Upstream::Response { status: self.status, headers: &self.headers, body: self.report.hint }
+    }
 }
 
 /// What a recovery probe's task needs, owned: it outlives the request that started it.
@@ -1847,26 +1733,12 @@ impl Prober {
     }
 }
 
-/// How long an attempt may take to its first real event. A stream shows life with its first
-/// event, so a slow one can be given up on early when someone else could serve. A
-/// non-streamed answer arrives whole, headers included, only when the generation ends (as
-/// Anthropic's and OpenAI's do): a head deadline cannot tell a slow generation from a dead
-/// host, so one long deadline covers head and body (RESILIENCE.md §7).
 /// A request that got no answer head, as the classifier's input.
 fn unsent(failure: SendFailure) -> Upstream<'static> {
     match failure {
         SendFailure::Transport(fault) => Upstream::Transport(fault),
         SendFailure::Timeout(phase) => Upstream::Timeout(phase),
         SendFailure::TooLarge(_) => Upstream::Stream(StreamFault::Oversized),
-    }
-}
-
-fn first_event_wait(config: &Config, stream: bool, others_left: bool) -> Duration {
-    let t = &config.timeouts;
-    match (stream, others_left) {
-        (false, _) => t.non_stream,
-        (true, true) => t.first_event,
-        (true, false) => t.first_byte,
     }
 }
 
@@ -1884,32 +1756,108 @@ struct Sending<'s, 'b> {
     inbound: &'s ClientRequest<'s>,
     /// The client's own bytes, for the credential that keeps the previous response.
     client: &'s ClientRequest<'s>,
+    /// The dialect errors are rendered in.
+    dialect: ErrorDialect,
     /// A Responses request's place in its conversation.
     turn: Option<&'s Turn>,
     /// The credential the request's session is pinned to, if it is.
     session_credential: Option<&'s CredentialKey>,
     /// The request's session, told when a stream of it breaks or ends whole.
     session: Option<SessionKey>,
-    /// The caller's own login, for `client` credentials (issue 28).
+    /// The caller's own login, for `client` credentials.
     login: Option<&'s Arc<ClientLogin>>,
     /// `inbound`'s body, shared: what a continuation sends on.
     routed_body: &'s Bytes,
     combo: &'s Combo,
-    /// The plan's candidates, in order.
-    candidates: &'s [Candidate],
-    /// The live state of the request's attempts.
-    live: &'s Live,
-    /// The request's own deadline.
-    deadline: Instant,
+    /// When the request arrived: its machine's time runs from here.
+    arrived: Instant,
     /// Trace lines the rescues of this request add once it is logged.
     notes: &'s continuation::Notes,
     /// Each attempt, hedges included, gets a meter here.
     tally: &'s Arc<tally::Tally>,
 }
 
-/// One request's [`AttemptState`], shared by its loop, race and rescues; the lock is held
-/// for a few field reads at a time and never across an `.await`.
-type Live = Arc<Mutex<AttemptState>>;
+impl Sending<'_, '_> {
+    /// No attempt starts after this.
+    fn deadline(&self) -> Instant {
+        self.arrived + self.routes.config.timeouts.total
+    }
+
+    /// Why a stream served by `candidate` could not be continued if it broke, known now.
+    fn continuation_ruled_out(&self, machine: &Request, candidate: usize) -> Option<&'static str> {
+        // A body not read whole yet is read when the stream breaks, if it does.
+        if self.request.known_unreadable() {
+            return Some("not_translatable");
+        }
+        machine.continuation_ruled_out(candidate, continuation::shape(self.request.settings()))
+    }
+
+    /// Whether a stream relayed from `candidate` keeps what a continuation needs (text per
+    /// block, the encoder's state): only when a later target could continue at all, so other
+    /// streams pay nothing for it.
+    fn keeps_for_continuation(&self, machine: &Request, candidate: usize) -> bool {
+        self.continuation_ruled_out(machine, candidate).is_none()
+    }
+
+    /// What a continuation of the stream `candidate` serves needs (RESILIENCE.md §10): the
+    /// request's machine, moved, and the request as routed; or only why it cannot be continued.
+    fn rescuer(
+        &self,
+        proxy: &Arc<Proxy>,
+        machine: Request,
+        candidate: usize,
+    ) -> continuation::Rescue {
+        let notes = Arc::clone(self.notes);
+        if let Some(reason) = self.continuation_ruled_out(&machine, candidate) {
+            let counters = Arc::clone(&proxy.counters);
+            return continuation::Rescue::refused(counters, self.combo.name.clone(), notes, reason);
+        }
+        let routed = self.inbound;
+        continuation::Rescue::Kept(Box::new(continuation::Rescuer {
+            proxy: Arc::clone(proxy),
+            routes: Arc::clone(self.routes),
+            machine,
+            notes,
+            client: routed.dialect,
+            body: self.routed_body.clone(),
+            headers: routed.headers.clone(),
+            login: self.login.cloned(),
+            query: routed.query.map(str::to_owned),
+            combo: self.combo.clone(),
+            arrived: self.arrived,
+            tally: Arc::clone(self.tally),
+        }))
+    }
+}
+
+/// The routing state as the request machine sees it.
+struct Surroundings<'a> {
+    proxy: &'a Proxy,
+    routes: &'a Routes,
+}
+
+impl World for Surroundings<'_> {
+    fn afford_retry(&mut self) -> bool {
+        self.routes.budget.try_retry(self.proxy.clock.now())
+    }
+
+    fn first_event_delay(&self, key: &CandidateKey, rule: HedgeAfter) -> Option<Duration> {
+        let sketch = self.proxy.registry.first_event_sketch(&key.provider, &key.model);
+        let deadline = self.routes.config.timeouts.first_event;
+        rule.delay(sketch.as_ref(), deadline, self.proxy.clock.now())
+    }
+
+    fn refreshable(&self, key: &CandidateKey) -> bool {
+        let provider = self.routes.provider(&key.provider);
+        let credential = provider.and_then(|p| p.credential(&key.credential));
+        // Only an OAuth token can be refreshed; a refused API key stays refused.
+        credential.is_some_and(|c| c.kind == CredentialKind::Oauth)
+    }
+
+    fn incapable(&self, key: &CandidateKey) -> bool {
+        self.proxy.incapable.contains(&key.provider, &key.model)
+    }
+}
 
 /// How an answer reaches the client.
 #[derive(Clone, Copy)]
@@ -1925,9 +1873,6 @@ struct Answer {
     trust: switchyard_core::ending::Trust,
 }
 
-/// Parses the client's body and finds the combo its model names. The log learns the model as
-/// soon as it is known, so a request for an unknown one is logged with it.
-///
 /// Whether [`Proxy::logged`] returns a stream's record as it stands before the stream ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Provisional {
@@ -1935,6 +1880,9 @@ enum Provisional {
     No,
 }
 
+/// Parses the client's body and finds the combo its model names. The log learns the model as
+/// soon as it is known, so a request for an unknown one is logged with it.
+///
 /// Only what routing needs is read here ([`Parsed`]). A body that a target must be sent
 /// translated, or that `auto` ranks, is read whole too, so that one nobody can serve is
 /// refused before anyone is asked. A body the tolerant parser cannot read into the canonical
@@ -2017,80 +1965,6 @@ fn refused_model(problem: &ModelNameError) -> ApiError {
     let mut refusal = ApiError::bad_request(problem.to_string());
     refusal.param = Some("model");
     refusal
-}
-
-/// Whether a candidate after this one could still serve the request, so this attempt may be
-/// given up on early (RESILIENCE.md §7): the last allowed one waits the long deadline.
-fn anyone_else(rest: &[Candidate], combo: &Combo, state: &AttemptState) -> bool {
-    rest.iter().any(|c| state.screen_target(c, &combo.targets[c.target]).is_none())
-}
-
-/// The candidates after the one that failed, and the request's live state.
-struct Rest<'p, 's> {
-    candidates: &'p [Candidate],
-    state: &'s mut AttemptState,
-}
-
-impl Rest<'_, '_> {
-    fn live(&self) -> impl Iterator<Item = &Candidate> {
-        self.candidates.iter().filter(|c| !self.state.failed().contains(&c.key.provider))
-    }
-}
-
-/// A provider that failed on its own account is done for this request, whatever happens to a
-/// same-target retry.
-fn rule_out_provider(state: &mut AttemptState, verdict: &Verdict, key: &CandidateKey) {
-    let done =
-        verdict.charges.provider.is_some() || verdict.fallback == Fallback::OtherProviderOnly;
-    if done {
-        state.rule_out(&key.provider);
-    }
-}
-
-/// Screens one candidate against a request's attempts so far.
-trait ScreenTarget {
-    /// Why `candidate` is not tried for this request though the registry would admit it.
-    fn screen_target(&self, candidate: &Candidate, target: &Target) -> Option<&'static str>;
-}
-
-impl ScreenTarget for AttemptState {
-    fn screen_target(&self, candidate: &Candidate, target: &Target) -> Option<&'static str> {
-        self.screen(&candidate.key.provider, &target.model, target.context_window)
-    }
-}
-
-/// The response to return instead of falling back, when the verdict forbids falling back (or
-/// allows it only to targets of another model whose window is larger or not known, and there
-/// are none); the request is then closed to every other attempt. Records a context refusal
-/// otherwise.
-fn refuse_fallback(
-    dialect: ErrorDialect,
-    verdict: &Verdict,
-    upstream: Option<(u16, UpstreamError)>,
-    failed: &Target,
-    combo: &Combo,
-    rest: &mut Rest<'_, '_>,
-) -> Option<Refused> {
-    let refuse = match verdict.fallback {
-        Fallback::Yes => false,
-        Fallback::No => true,
-        // The request itself was refused: another key of the same provider would refuse it the
-        // same way (`rule_out_provider` screens them), another provider may take it.
-        Fallback::OtherProviderOnly => !rest.live().any(|c| c.key.provider != failed.provider),
-        Fallback::LargerContextOnly => {
-            rest.state.context_mut().refused_by(&failed.model, failed.context_window);
-            let context = rest.state.context();
-            !rest.live().any(|c| {
-                let target = &combo.targets[c.target];
-                context.admits(&target.model, target.context_window)
-            })
-        }
-    };
-    if !refuse {
-        return None;
-    }
-    rest.state.close();
-    Some(passthrough(dialect, verdict, upstream))
 }
 
 /// An upstream error that must not fall back, returned as the upstream said it.

@@ -255,7 +255,7 @@ pub(crate) struct Settle {
     pub tap: Option<super::conversations::Tap>,
     /// Finds another target to finish the answer when the stream breaks mid-answer
     /// (RESILIENCE.md §10); `None` when nothing could continue it.
-    pub rescue: Option<super::continuation::Rescue>,
+    pub rescue: Option<oneshot::Receiver<super::continuation::Rescue>>,
     /// Told of a break after content before the client reads the stream's end, and of a
     /// whole answer (RESILIENCE.md §11).
     pub watch: Option<super::sessions::Watch>,
@@ -457,9 +457,11 @@ async fn continued(
     idle_until: &mut Instant,
 ) -> bool {
     let Some(rescue) = settle.rescue.take() else { return false };
+    // Handed over once the request's driver has served this stream; never, when it lost a race.
+    let Ok(rescue) = rescue.await else { return false };
     // Nothing kept means no later target could continue: the rescue only says why.
     let relayed = r.translator.relayed().cloned().unwrap_or_default();
-    let Some(takeover) = rescue(relayed).await else { return false };
+    let Some(takeover) = rescue.run(relayed).await else { return false };
     let broken = std::mem::replace(&mut settle.attempt, takeover.attempt);
     let outcome =
         Outcome { upstream: Upstream::Stream(fault), bytes_sent: true, client_aborted: false };

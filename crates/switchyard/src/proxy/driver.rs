@@ -1,0 +1,357 @@
+//! The driver of one request: performs the steps of its machine (`switchyard_core::request`)
+//! and tells it what happened, until an answer is served, refused or nothing is left.
+//!
+//! The machine decides everything (which candidate, which role, when a racer starts, when to
+//! wait in place); the driver owns the live attempts' futures and polls them together with the
+//! machine's next timer, so a hedge or an early start is just a second live attempt. A loser is
+//! cancelled by dropping its future: its connection closes and its
+//! [`switchyard_core::resilience::Attempt`] is dropped unsettled, which charges no layer and
+//! releases any half-open probe slot it held.
+//!
+//! Each attempt goes through the proxy's one runner in two stages: admitted (a concurrency slot,
+//! the registry's admission and lease, the secret), then, once the machine lets it go, sent and
+//! read to its first real event (a non-streamed one: its whole answer).
+
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::Duration;
+
+use switchyard_core::CandidateKey;
+use switchyard_core::request::{AttemptId, Cancelled, Event, Request, Role, Start, Step};
+use switchyard_core::resilience::Attempt;
+use switchyard_core::routing::Candidate;
+use switchyard_core::routing::session::Shown;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::continuation::Rescue;
+use super::exhausted::Trace;
+use super::refusal::Refused;
+use super::upstream::Presented;
+use super::{Proxy, Sending, Tried, TriedResult, passthrough};
+
+/// How a request's attempts came out.
+pub(super) enum Driven {
+    Served(Box<Won>),
+    /// A verdict that allows no fallback: the upstream's error, as it gave it; with the
+    /// attempts made.
+    Refused(Refused, u32),
+    /// Nothing served (the trace says why), after this many attempts.
+    Exhausted(u32),
+}
+
+/// The attempt that served.
+pub(super) struct Won {
+    pub tried: Tried,
+    pub candidate: Candidate,
+    /// When it was sent.
+    pub started: Instant,
+    pub attempts: u32,
+    pub fell_back: bool,
+}
+
+/// The stage an attempt is at.
+enum Stage<'s> {
+    Admitting(Pin<Box<dyn Future<Output = Admitted> + Send + 's>>),
+    Sending(Pin<Box<dyn Future<Output = (Tried, Option<Presented>)> + Send + 's>>),
+    /// Done; kept until the machine says what becomes of it (serve, refuse, refresh).
+    Finished(Tried, Option<Presented>),
+}
+
+/// One attempt the driver holds.
+struct Running<'s> {
+    id: AttemptId,
+    candidate: usize,
+    role: Role,
+    /// When it was started, then sent.
+    started: Instant,
+    /// From `Start`: how long its first real event may take once sent.
+    permit: Duration,
+    /// Hands a streamed attempt's relay what a continuation needs, if this one serves.
+    rescue: Option<oneshot::Sender<Rescue>>,
+    stage: Stage<'s>,
+}
+
+/// What admitting one candidate came to.
+pub(super) struct Admitted {
+    pub ready: Result<(Attempt, Option<Presented>), &'static str>,
+    /// How long it waited in line for a concurrency slot, when it did.
+    pub queued: Option<Duration>,
+}
+
+enum Progress {
+    Admitted(Admitted),
+    Tried(Tried, Option<Presented>),
+}
+
+/// Drives one request's machine over its attempts.
+pub(super) struct Driver<'p, 's, 'b> {
+    pub proxy: &'s Arc<Proxy>,
+    pub sending: &'s Sending<'s, 'b>,
+    pub trace: &'p mut Trace,
+}
+
+impl<'s> Driver<'_, 's, '_> {
+    /// Performs `machine`'s steps until it serves, refuses, or has nothing left.
+    pub(super) async fn drive(mut self, mut machine: Request) -> Driven {
+        let arrived = self.sending.arrived;
+        let mut running: Vec<Running<'s>> = Vec::new();
+        loop {
+            let now = arrived.elapsed();
+            let step = machine.next(now, &mut self.proxy.world(self.sending.routes));
+            match step {
+                Step::Start(start) => running.push(self.start(&machine, &start)),
+                Step::Pass { candidate, reason } => {
+                    self.trace.skip(&machine.offer(candidate).candidate, reason);
+                }
+                Step::Wait { until } => {
+                    let until = until.map(|u| arrived + u);
+                    // Nothing live and no timer: nothing will ever happen.
+                    if until.is_none() && !running.iter().any(Running::pending) {
+                        return Driven::Exhausted(machine.attempts());
+                    }
+                    if let Some((at, progress)) = next_progress(&mut running, until).await {
+                        self.progressed(&mut machine, &mut running, at, progress);
+                    }
+                }
+                Step::Cancel { attempt, why } => {
+                    if let Some(at) = running.iter().position(|r| r.id == attempt) {
+                        self.cancelled(&machine, &running.swap_remove(at), why);
+                    }
+                }
+                Step::Refresh { attempt } => {
+                    let presented = presented(&machine, &mut running, attempt);
+                    let ok = self.refresh(presented).await;
+                    let now = arrived.elapsed();
+                    let world = &mut self.proxy.world(self.sending.routes);
+                    machine.on(attempt, Event::Refreshed(ok), now, world);
+                }
+                Step::Serve { attempt } => {
+                    let Some(at) = running.iter().position(|r| r.id == attempt) else {
+                        return Driven::Exhausted(machine.attempts());
+                    };
+                    return self.serve(machine, running.swap_remove(at));
+                }
+                Step::Refuse { attempt } => {
+                    let at = running.iter().position(|r| r.id == attempt);
+                    let finished = at.map(|at| running.swap_remove(at).stage);
+                    let Some(Stage::Finished(Tried { result, .. }, _)) = finished else {
+                        return Driven::Exhausted(machine.attempts());
+                    };
+                    let TriedResult::Failed { verdict, upstream } = result else {
+                        return Driven::Exhausted(machine.attempts());
+                    };
+                    let refused = passthrough(self.sending.dialect, &verdict, upstream);
+                    return Driven::Refused(refused, machine.attempts());
+                }
+                Step::Exhausted | Step::NotContinued { .. } => {
+                    return Driven::Exhausted(machine.attempts());
+                }
+            }
+        }
+    }
+
+    /// Starts admitting `start`'s candidate.
+    fn start(&mut self, machine: &Request, start: &Start) -> Running<'s> {
+        let Start { attempt, candidate, role, permit, queue, .. } = *start;
+        let proxy = self.proxy;
+        let sending = self.sending;
+        let offer = machine.offer(candidate).candidate.clone();
+        let admitting = async move {
+            let routes = sending.routes;
+            proxy.admit(routes, &offer, (permit, queue), sending.login, sending.deadline()).await
+        };
+        if role.races() {
+            self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
+        }
+        Running {
+            id: attempt,
+            candidate,
+            role,
+            started: Instant::now(),
+            permit,
+            rescue: None,
+            stage: Stage::Admitting(Box::pin(admitting)),
+        }
+    }
+
+    /// Feeds one attempt's progress to the machine.
+    fn progressed(
+        &mut self,
+        machine: &mut Request,
+        running: &mut Vec<Running<'s>>,
+        at: usize,
+        progress: Progress,
+    ) {
+        let now = self.sending.arrived.elapsed();
+        let world = &mut self.proxy.world(self.sending.routes);
+        let id = running[at].id;
+        let candidate = machine.offer(running[at].candidate).candidate.clone();
+        match progress {
+            Progress::Admitted(Admitted { ready, queued }) => {
+                if let Some(waited) = queued {
+                    self.proxy.counters.queued(waited, ready.is_ok());
+                    self.trace.queued(&candidate, waited);
+                }
+                let (attempt, secret) = match ready {
+                    Ok(ready) => ready,
+                    Err(reason) => {
+                        running.swap_remove(at);
+                        machine.on(id, Event::Skipped(reason), now, world);
+                        return;
+                    }
+                };
+                if !machine.admitted(id, now, world) {
+                    // Dropped unsettled: nothing charged, any probe slot released.
+                    drop(attempt);
+                    running.swap_remove(at);
+                    return;
+                }
+                let role = running[at].role;
+                if role.races() {
+                    let what = if role == Role::Hedge { "started" } else { "started_early" };
+                    self.trace.hedge(&candidate, what, self.sending.arrived.elapsed());
+                    tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");
+                }
+                let (tx, rx) = oneshot::channel();
+                let rescue = self.sending.request.stream().then_some(rx);
+                let keep = rescue.is_some()
+                    && self.sending.keeps_for_continuation(machine, running[at].candidate);
+                let first_event =
+                    (Instant::now() + running[at].permit).min(self.sending.deadline());
+                let (proxy, sending) = (self.proxy, self.sending);
+                let sent = async move {
+                    let target = &sending.combo.targets[candidate.target];
+                    let tried = proxy
+                        .attempt(
+                            sending,
+                            (&candidate, target),
+                            secret.as_ref(),
+                            attempt,
+                            first_event,
+                            rescue.map(|rx| (rx, keep)),
+                        )
+                        .await;
+                    (tried, secret)
+                };
+                let entry = &mut running[at];
+                entry.rescue = Some(tx);
+                entry.started = Instant::now();
+                entry.stage = Stage::Sending(Box::pin(sent));
+            }
+            Progress::Tried(tried, secret) => {
+                let event = match &tried.result {
+                    TriedResult::Served(..) => Event::Answered,
+                    TriedResult::Failed { verdict, .. } => {
+                        let took = running[at].started.elapsed();
+                        self.trace.attempt(&candidate, verdict, took, tried.carried.clone());
+                        if let Some(shown) = Shown::of(verdict.kind) {
+                            self.proxy.sessions.shown(&candidate.key, shown);
+                        }
+                        tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
+                        Event::Failed(*verdict)
+                    }
+                };
+                running[at].stage = Stage::Finished(tried, secret);
+                machine.on(id, event, now, world);
+            }
+        }
+    }
+
+    /// A live attempt dropped: it lost a race, or another's verdict forbids it to answer.
+    fn cancelled(&mut self, machine: &Request, loser: &Running<'s>, why: Cancelled) {
+        let candidate = &machine.offer(loser.candidate).candidate;
+        let took = loser.started.elapsed();
+        match why {
+            Cancelled::Lost => {
+                self.trace.hedge(candidate, "lost", took);
+                // A lower bound of its time to first event (RESILIENCE.md §10): a target that
+                // loses every race is still measured, so a sustained slowdown does not drain its
+                // sketch below the samples a percentile needs and switch hedging off.
+                if matches!(loser.stage, Stage::Sending(_)) {
+                    self.proxy.observe_first_event(&candidate.key, took);
+                }
+            }
+            Cancelled::Refused => self.trace.hedge(candidate, "cancelled", took),
+        }
+    }
+
+    /// Refreshes the token an attempt presented, after its 401.
+    async fn refresh(&self, presented: Option<(CandidateKey, Option<Presented>)>) -> bool {
+        let Some((key, secret)) = presented else { return false };
+        // Boxed: every request's future would hold the refresh.
+        Box::pin(self.proxy.refreshed_after_unauthorized(&key, secret.as_ref())).await
+    }
+
+    /// The winner: its relay gets what a continuation needs (the machine, moved), and its
+    /// answer goes to the client.
+    fn serve(self, machine: Request, winner: Running<'s>) -> Driven {
+        let Stage::Finished(tried, _) = winner.stage else {
+            return Driven::Exhausted(machine.attempts());
+        };
+        let candidate = machine.offer(winner.candidate).candidate.clone();
+        if winner.role.races() {
+            self.proxy.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
+            self.trace.hedge(&candidate, "won", self.sending.arrived.elapsed());
+        }
+        let (attempts, fell_back) = (machine.attempts(), machine.fell_back());
+        if let Some(rescue) = winner.rescue {
+            // A relay whose stream has already ended has dropped its receiver: nothing to do.
+            let _ = rescue.send(self.sending.rescuer(self.proxy, machine, winner.candidate));
+        }
+        Driven::Served(Box::new(Won {
+            tried,
+            candidate,
+            started: winner.started,
+            attempts,
+            fell_back,
+        }))
+    }
+}
+
+impl Running<'_> {
+    fn pending(&self) -> bool {
+        !matches!(self.stage, Stage::Finished(..))
+    }
+}
+
+/// The credential a finished `attempt` was sent with, and the secret it presented (taken).
+fn presented(
+    machine: &Request,
+    running: &mut [Running<'_>],
+    attempt: AttemptId,
+) -> Option<(CandidateKey, Option<Presented>)> {
+    let entry = running.iter_mut().find(|r| r.id == attempt)?;
+    let Stage::Finished(_, secret) = &mut entry.stage else { return None };
+    Some((machine.offer(entry.candidate).candidate.key.clone(), secret.take()))
+}
+
+/// The next live attempt to progress, or `None` once `until` passes.
+async fn next_progress(
+    running: &mut [Running<'_>],
+    until: Option<Instant>,
+) -> Option<(usize, Progress)> {
+    let mut timer = pin!(until.map(tokio::time::sleep_until));
+    poll_fn(|cx| {
+        for (at, entry) in running.iter_mut().enumerate() {
+            let progress = match &mut entry.stage {
+                Stage::Admitting(admitting) => admitting.as_mut().poll(cx).map(Progress::Admitted),
+                Stage::Sending(sending) => {
+                    sending.as_mut().poll(cx).map(|(tried, secret)| Progress::Tried(tried, secret))
+                }
+                Stage::Finished(..) => continue,
+            };
+            if let Poll::Ready(progress) = progress {
+                return Poll::Ready(Some((at, progress)));
+            }
+        }
+        match timer.as_mut().as_pin_mut().map(|timer| timer.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
+    })
+    .await
+}

@@ -361,3 +361,48 @@ retry_budget_min_per_second = 100
     assert_eq!((target.as_str(), attempts.as_str()), ("oa/gpt-4o", "2"), "after {first:?}");
     assert!(first < SLOW, "hedged, not waited out: {first:?}");
 }
+
+/// RESILIENCE.md §10, "rescued by the deadline, not after it": with hedging off, a primary
+/// whose first token would come after the first-event deadline is not waited out; the fallback,
+/// whose time to first token is known, starts early enough that its answer begins by the
+/// deadline.
+#[tokio::test]
+async fn a_slow_first_token_is_rescued_by_the_deadline_not_after_it() {
+    let deadline = Duration::from_secs(3);
+    let h = Harness::start_with(
+        Setup::new(
+            r#"
+[[combos]]
+name = "hedged"
+targets = [{ target = "an/slow-1" }, { target = "oa/gpt-4o" }]
+"#,
+        )
+        .timeouts(|t| {
+            t.first_event_ms = 3_000;
+            t.first_byte_ms = 10_000;
+        }),
+    )
+    .await;
+    // The fallback's time to first token, measured: twenty quick answers.
+    for _ in 0..20 {
+        let response = h.openai("oa/gpt-4o", true).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap();
+    }
+    h.mock.script("slow-1", [Behavior::slow_first_event(Duration::from_secs(6))]);
+
+    let (first, target, attempts, text) = stream(&h).await;
+
+    assert!(first < deadline, "the first token came after the deadline: {first:?}");
+    // Its p95 is floored at a second: started a second before the deadline, not earlier.
+    assert!(first >= deadline - Duration::from_secs(1), "started too early: {first:?}");
+    assert_eq!((target.as_str(), attempts.as_str()), ("oa/gpt-4o", "2"));
+    assert_eq!(text, "Hello from the mock upstream.");
+    let entry = h.newest_logged().await;
+    assert_eq!(
+        hedge_lines(&entry),
+        ["oa/gpt-4o started_early", "an/slow-1 lost", "oa/gpt-4o won"],
+        "{entry}"
+    );
+    assert!(h.app.breaker("an").is_none(), "the loser is charged nothing");
+}

@@ -65,4 +65,15 @@ describe('a routing trace', () => {
     expect(screen.getByText(/hedged: oa\/gpt-4o won after 260 ms/)).toBeInTheDocument();
     expect(screen.getByText(/cancelled: the other answered first; charged nothing/)).toBeInTheDocument();
   });
+
+  it('says when a fallback was started early, to answer by the deadline', () => {
+    const trace: TraceEntry[] = [
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'started_early', millis: 2000 },
+      { target: 'an/slow', credential: 'work', event: 'hedge', hedge: 'lost', millis: 2900 },
+      { target: 'oa/gpt-4o', credential: 'k1', event: 'hedge', hedge: 'won', millis: 2900 },
+    ];
+    render(<TraceView trace={trace} label="trace" servedBy="oa/gpt-4o" />);
+    expect(screen.getByText(/started early, so its answer could begin by the first-event deadline/)).toBeInTheDocument();
+    expect(screen.getByText(/hedged: oa\/gpt-4o won after 2900 ms/)).toBeInTheDocument();
+  });
 });

@@ -63,7 +63,9 @@ export function TraceView({ trace, label, servedBy }: { trace: TraceEntry[]; lab
                   <Badge tone={entry.hedge === 'won' ? 'ok' : 'muted'}>hedge</Badge>{' '}
                   {entry.hedge === 'started'
                     ? 'started beside the slower attempt'
-                    : entry.hedge === 'won'
+                    : entry.hedge === 'started_early'
+                      ? 'started early, so its answer could begin by the first-event deadline'
+                      : entry.hedge === 'won'
                       ? `hedged: ${entry.target} won after ${entry.millis} ms`
                       : 'cancelled: the other answered first; charged nothing'}
                 </td>

@@ -32,13 +32,6 @@ pub struct StreamStatus {
 }
 
 impl StreamStatus {
-    /// RESILIENCE.md §7: a finish reason without `[DONE]` is complete; a stream without a
-    /// finish reason was cut short, even when an end marker says otherwise (a server that
-    /// closes every stream with `[DONE]`, a gateway that appends one after an error).
-    pub fn is_complete(self) -> bool {
-        self.finish_seen
-    }
-
     /// Where a reader that reached the end of the body stopped: at the end marker, or at the
     /// bare end of the body.
     pub fn exit_at_end(self) -> Exit {
@@ -90,6 +83,12 @@ impl StreamDecoder {
             Self::OpenAi(decoder) => decoder.model_at(),
             Self::Anthropic(_) | Self::Gemini(_) | Self::Responses(_) => None,
         }
+    }
+
+    /// What was seen of the answer, for the one decision of how it ended
+    /// (`switchyard_core::ending`): `content` as the reader counted real events.
+    pub fn seen(&self, content: bool) -> Seen {
+        Seen { content, finish: self.status().finish_seen }
     }
 
     pub fn status(&self) -> StreamStatus {
@@ -421,7 +420,7 @@ impl StreamTranslator {
     /// What this stream has shown so far: content in the client stream, a finish reason in
     /// the upstream being read.
     pub fn seen(&self) -> Seen {
-        seen_of(&self.decoder, self.content)
+        self.decoder.seen(self.content)
     }
 
     /// How the stream ends if the relay stops reading here (`switchyard_core::ending`).
@@ -512,7 +511,7 @@ impl StreamTranslator {
             if progress == Progress::End {
                 // The upstream's end marker reaches the client only once the one decision
                 // accepts the answer as whole; otherwise it is held (and never sent).
-                let seen = seen_of(&self.decoder, self.content);
+                let seen = self.decoder.seen(self.content);
                 let accepted =
                     ending::ending(seen, Exit::EndMarker, self.trust) == Ending::Complete;
                 if accepted {
@@ -582,10 +581,6 @@ impl StreamTranslator {
 }
 
 /// [`StreamTranslator::seen`] for a borrow that holds the relay.
-fn seen_of(decoder: &StreamDecoder, content: bool) -> Seen {
-    Seen { content, finish: decoder.status().finish_seen }
-}
-
 impl Relay {
     /// The event as SSE, its model replaced (where the decoder read it, `model_at`, when it
     /// says). Multi-line data stays multi-line. A Gemini client's encoder frames it (SSE or
@@ -648,15 +643,6 @@ mod tests {
     use super::*;
 
     const META: ResponseMeta<'static> = ResponseMeta { model: "m", created: 0 };
-
-    #[test]
-    fn a_finish_reason_or_an_end_marker_makes_a_stream_complete() {
-        let status = |finish_seen, end_seen| StreamStatus { finish_seen, end_seen }.is_complete();
-        assert!(status(true, false), "a finish reason without [DONE] is complete");
-        assert!(!status(false, true), "an end marker without a finish reason is truncated");
-        assert!(status(true, true));
-        assert!(!status(false, false), "neither is a truncated stream");
-    }
 
     #[test]
     fn a_done_marker_without_a_finish_reason_ends_the_stream_with_an_error() {

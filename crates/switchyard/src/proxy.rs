@@ -38,6 +38,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use switchyard_core::binding::{Binding, Confirmed, Unconfirmed};
 use switchyard_core::clock::millis;
+use switchyard_core::ending::{Ending, Exit, Seen, ending};
 use switchyard_core::outcome::{
     BodyHint, Fallback, Outcome, OutcomeKind, RetrySame, StreamFault, TimeoutPhase, Upstream,
     Verdict, classify,
@@ -1255,21 +1256,26 @@ impl Proxy {
                 );
             }
         };
-        // An answer without a finish reason was cut short, however well-formed its JSON. One
-        // relayed as it is is read only for that, its usage and its model (issue 33).
+        // An answer without a finish reason was cut short, however well-formed its JSON: the
+        // same decision as a stream's (`ending`), for a body that ended without an end marker.
+        // One relayed as it is is read only for that, its usage and its model.
+        let whole = |finish: bool| {
+            let seen = Seen { content: true, finish };
+            ending(seen, Exit::Eof, how.trust) == Ending::Complete
+        };
         let answered = if passthrough {
             match dialect.decode_ending(&body) {
                 // The upstream's own body, every field it wrote, with the model that served.
-                Ok(ending) if ending.finished => {
-                    let model = ending.model.as_deref();
+                Ok(read) if whole(read.finished) => {
+                    let model = read.model.as_deref();
                     let body = passthrough::rewrite_answer_model(dialect, &body, meta.model, model);
-                    Some((ending.usage, body))
+                    Some((read.usage, body))
                 }
                 _ => None,
             }
         } else {
             match dialect.decode_response(&body) {
-                Ok(answer) if answer.stop_reason.is_some() => {
+                Ok(answer) if whole(answer.stop_reason.is_some()) => {
                     let body = client.encode_response_for(request.translated(), &answer, meta);
                     Some((answer.usage, body))
                 }

@@ -1013,7 +1013,7 @@ mod tests {
         }
         assert_eq!(arguments, r#"{"input":"a\"b\nc"}"#);
         assert_eq!(finish, Some(StopReason::ToolUse));
-        assert!(decoder.status().is_complete());
+        assert!(decoder.status().finish_seen);
     }
 
     #[test]

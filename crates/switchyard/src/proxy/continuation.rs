@@ -297,15 +297,18 @@ impl Rescuer {
         };
         let status = response.status.as_u16();
         let chunks = Box::pin(response.into_stream());
-        let chunks = match super::forward::first_real_event(chunks, dialect, first_event).await {
-            Ok(chunks) => chunks,
-            Err(failure) => {
-                let no_headers = HeaderMap::new();
-                let verdict = self.settle(attempt, failure.upstream(&no_headers));
-                self.attempted(candidate, verdict.kind, verdict.status, started);
-                return Sent::Failed(verdict);
-            }
-        };
+        let chunks =
+            match super::forward::first_real_event(chunks, dialect, provider.trust, first_event)
+                .await
+            {
+                Ok(chunks) => chunks,
+                Err(failure) => {
+                    let no_headers = HeaderMap::new();
+                    let verdict = self.settle(attempt, failure.upstream(&no_headers));
+                    self.attempted(candidate, verdict.kind, verdict.status, started);
+                    return Sent::Failed(verdict);
+                }
+            };
         // It answers: a half-open probe it rides on settles now, not when the stream ends.
         let no_headers = HeaderMap::new();
         let answered = Upstream::Response { status, headers: &no_headers, body: BodyHint::None };

@@ -164,9 +164,6 @@ impl<'s> Driver<'_, 's, '_> {
             let routes = sending.routes;
             proxy.admit(routes, &offer, (permit, queue), sending.login, sending.deadline()).await
         };
-        if role.races() {
-            self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
-        }
         Running {
             id: attempt,
             candidate,
@@ -212,6 +209,7 @@ impl<'s> Driver<'_, 's, '_> {
                 }
                 let role = running[at].role;
                 if role.races() {
+                    self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
                     let what = if role == Role::Hedge { "started" } else { "started_early" };
                     self.trace.hedge(&candidate, what, self.sending.arrived.elapsed());
                     tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");

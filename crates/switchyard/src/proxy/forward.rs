@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt as _};
 use switchyard_core::Clock;
-use switchyard_core::ending::{Ending, Exit};
+use switchyard_core::ending::{Ending, Exit, Trust, ending};
 use switchyard_core::outcome::{
     BodyHint, ClassifyPolicy, Outcome, StreamFault, TimeoutPhase, Upstream, classify,
 };
@@ -30,9 +30,7 @@ use switchyard_providers::dialect::Dialect;
 use switchyard_providers::error::{ErrorKind, ProviderError, UpstreamError};
 use switchyard_providers::executor::SendFailure;
 use switchyard_providers::sse::{SseDecoder, SseItem};
-use switchyard_providers::stream::{
-    Progress, StreamDecoder, StreamTranslator, TRUNCATED_MESSAGE, is_real,
-};
+use switchyard_providers::stream::{Progress, StreamTranslator, TRUNCATED_MESSAGE, is_real};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout_at};
 
@@ -144,56 +142,73 @@ pub(crate) async fn open(
 /// Reads a continuation's stream (RESILIENCE.md §10) up to its first real event, so that it
 /// takes over the client's stream only once it answers: until then it may still fail and
 /// another target be asked. The chunks read are given back in front of the rest, for the
-/// relay's own decoder to read again. `Err` is the failure, as the classifier's input.
+/// relay's own decoder to read again. Where the reading stops first, the one decision
+/// (`switchyard_core::ending`) says whether the continuation answered (a finish reason answers
+/// too: a continuation may have nothing left to add). `Err` is the failure, as the
+/// classifier's input.
 pub(crate) async fn first_real_event(
     mut chunks: Chunks,
     dialect: Dialect,
+    trust: Trust,
     until: Instant,
 ) -> Result<Chunks, Failure> {
     let mut decoder = dialect.stream_decoder();
     let mut sse = SseDecoder::default();
     let mut read = Vec::new();
+    let mut real = false;
     let mut closed = false;
-    // A finish reason answers too: a continuation may have nothing left to add.
-    let answered = |real: bool, decoder: &StreamDecoder| real || decoder.status().finish_seen;
-    loop {
-        let mut real = false;
+    let exit = loop {
+        let mut stop = None;
         while let Some(item) = sse.next_item() {
             let Ok(SseItem::Event(event)) = item else { continue };
             let decoded = decoder.decode(&event, &mut |e| real |= is_real(&e));
-            if answered(real, &decoder) {
-                break;
-            }
             match decoded {
-                // Nothing answered and nothing more will come.
-                Ok(Progress::End) => {
-                    return Err(Failure::Upstream(Upstream::Stream(StreamFault::Truncated)));
-                }
+                Ok(Progress::End) => stop = Some(Exit::EndMarker),
                 Err(ProviderError::UpstreamStream { error, .. }) => {
-                    return Err(Failure::ErrorEvent(error));
+                    stop = Some(Exit::ErrorEvent);
+                    if !decoder.seen(real).finish && !real {
+                        return Err(Failure::ErrorEvent(error));
+                    }
                 }
                 Ok(Progress::Continue) | Err(_) => {}
             }
+            if real || decoder.seen(real).finish || stop.is_some() {
+                break;
+            }
         }
-        if answered(real, &decoder) {
+        if let Some(exit) = stop {
+            break exit;
+        }
+        if real || decoder.seen(real).finish {
             let read = futures_util::stream::iter(read.into_iter().map(Ok));
             return Ok(Box::pin(read.chain(chunks)));
         }
         if closed {
-            return Err(Failure::Upstream(Upstream::Stream(StreamFault::Truncated)));
+            break Exit::Eof;
         }
         match timeout_at(until, chunks.next()).await {
-            Err(_) => return Err(Failure::Upstream(Upstream::Timeout(TimeoutPhase::FirstEvent))),
+            Err(_) => break Exit::Stalled,
             Ok(Some(Ok(chunk))) => {
                 sse.push(&chunk);
                 read.push(chunk);
             }
-            Ok(Some(Err(_))) => return Err(Failure::Upstream(Upstream::Stream(StreamFault::Cut))),
+            Ok(Some(Err(_))) => break Exit::Cut,
             Ok(None) => {
                 sse.close();
                 closed = true;
             }
         }
+    };
+    match ending(decoder.seen(real), exit, trust) {
+        Ending::Complete | Ending::Truncated => {
+            let read = futures_util::stream::iter(read.into_iter().map(Ok));
+            Ok(Box::pin(read.chain(chunks)))
+        }
+        Ending::Unanswered | Ending::ClientGone => Err(Failure::Upstream(match exit {
+            Exit::Stalled => Upstream::Timeout(TimeoutPhase::FirstEvent),
+            Exit::Cut => Upstream::Stream(StreamFault::Cut),
+            _ => Upstream::Stream(StreamFault::Truncated),
+        })),
     }
 }
 
@@ -429,7 +444,7 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     if let (Some(tap), StreamOutcome::Complete) = (tap, stream_outcome) {
         tap.complete();
     }
-    meter_end(&r.translator, &mut settle.meter);
+    meter_end(&r.translator, matches!(ending, Ended::Complete), &mut settle.meter);
     let headers = http::HeaderMap::new();
     let upstream = match ending {
         Ended::Complete => {
@@ -477,9 +492,9 @@ async fn continued(
     true
 }
 
-/// Usage is final only when the upstream finished; otherwise it is what was reported.
-fn meter_end(translator: &StreamTranslator, meter: &mut super::tally::Meter) {
-    if translator.status().finish_seen {
+/// Usage is final only for a complete answer; otherwise it is what was reported.
+fn meter_end(translator: &StreamTranslator, complete: bool, meter: &mut super::tally::Meter) {
+    if complete {
         meter.settle(translator.usage());
     } else {
         meter.report(translator.usage());

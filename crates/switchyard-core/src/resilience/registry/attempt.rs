@@ -30,25 +30,20 @@ pub struct Attempt {
     pub(super) recovery: bool,
     /// What the caller keeps for as long as the attempt runs (a concurrency slot): let go
     /// when the attempt is settled or dropped, so a stream holds it to its end.
-    pub(super) held: Option<Held>,
+    pub(super) held: Option<Box<dyn Held>>,
 }
 
-/// A value an [`Attempt`] keeps for its caller, opaque to the registry.
-pub struct Held(
-    #[expect(dead_code, reason = "kept only to be dropped with the attempt")]
-    Box<dyn std::any::Any + Send + Sync>,
-);
-
-impl std::fmt::Debug for Held {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Held")
-    }
-}
+/// A resource an [`Attempt`] keeps for its caller while it runs (the app's concurrency
+/// slot), released when the attempt ends: releasing it is dropping it, and the attempt drops
+/// it when it is settled or dropped, so a stream holds it to its last byte. The registry only
+/// owns it. A type says it is such a resource with an empty `impl`, so an attempt never keeps
+/// something by accident.
+pub trait Held: std::fmt::Debug + Send + Sync {}
 
 impl Attempt {
-    /// Keeps `value` until this attempt is settled or dropped.
-    pub fn hold(&mut self, value: impl std::any::Any + Send + Sync) {
-        self.held = Some(Held(Box::new(value)));
+    /// Keeps `held` until this attempt is settled or dropped.
+    pub fn hold(&mut self, held: impl Held + 'static) {
+        self.held = Some(Box::new(held));
     }
 
     pub fn key(&self) -> &CandidateKey {

@@ -27,7 +27,8 @@ pub use self::first_event::FirstEventSketch;
 pub use self::lockout::{LockReason, LockoutRecord, ModelLockout};
 pub use self::recovery::{Bench, ProbeRefused, ProbeResult, ProbeScope, ProbeView};
 pub use self::registry::{
-    Attempt, HealthRegistry, HealthSnapshot, RecoveryProbe, RegistryLimits, ResetCounts, ResetScope,
+    Attempt, HealthRegistry, HealthSnapshot, Held, RecoveryProbe, RegistryLimits, ResetCounts,
+    ResetScope,
 };
 pub use self::selection::{CredentialSelector, SelectionStrategy};
 

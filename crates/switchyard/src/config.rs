@@ -45,6 +45,14 @@ pub use self::form::{
 /// The port `serve` listens on when neither the config nor `--port` says otherwise.
 pub const DEFAULT_PORT: u16 = 4141;
 
+/// How many connections are open at most when `[server] max_connections` does not say.
+/// Editors and agents open a handful each (Claude Code's subagents, Codex, an IDE, the web
+/// UI); a burst of parallel agents or a load test opens one per request in flight, so the
+/// default leaves room for a thousand. Lower it where the process's descriptor limit is low
+/// (256 soft by default on macOS): each client connection may hold an upstream one too. The
+/// accept loop defaults to it as well.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1_100;
+
 /// Where credentials' secrets are looked up while a config is loaded.
 #[derive(Clone, Copy)]
 pub struct Sources<'a> {
@@ -512,7 +520,7 @@ impl ConfigForm {
             ));
         }
         let max_connections = match self.server.max_connections {
-            None => crate::server::MAX_CONNECTIONS,
+            None => DEFAULT_MAX_CONNECTIONS,
             Some(n) if MAX_CONNECTIONS_RANGE.contains(&n) => n as usize,
             Some(n) => {
                 return Err(Problem::new(
@@ -522,7 +530,7 @@ impl ConfigForm {
                          keeps a few connections open",
                         MAX_CONNECTIONS_RANGE.start(),
                         MAX_CONNECTIONS_RANGE.end(),
-                        crate::server::MAX_CONNECTIONS
+                        DEFAULT_MAX_CONNECTIONS
                     ),
                 ));
             }

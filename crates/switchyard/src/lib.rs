@@ -252,7 +252,6 @@ impl App {
             (ConfigSource::Stored, Some(store), None) => Saving::Store(store.clone()),
         };
         let editor = ConfigEditor::new(
-            Arc::clone(&proxy),
             secrets,
             env,
             saving,

@@ -27,15 +27,14 @@ use axum::routing::{get, patch, post};
 use tokio::net::TcpListener;
 
 use self::api::catalog;
-pub use self::connections::{HEADER_READ_TIMEOUT, Limits, MAX_CONNECTIONS};
+pub use self::connections::{HEADER_READ_TIMEOUT, Limits};
 pub use self::error::{ApiError, Dialect, ErrorBody, ErrorInfo};
-pub(crate) use self::guard::SIDE_KEY_HEADER;
 pub use self::ui_sessions::{
     CODE_LIFETIME, IDLE_TIMEOUT, MAX_CODES, MAX_SESSIONS, SignInCode, UiSessions,
 };
 pub use self::v1::MAX_BODY_BYTES;
 pub use self::web_ui::WebUi;
-use crate::keys::LocalKeys;
+use crate::keys::{LocalKeys, SIDE_KEY_HEADER};
 use crate::proxy::Proxy;
 use crate::services::Services;
 use switchyard_secrets::Secret;

@@ -5,6 +5,7 @@
 
 mod catalog;
 mod doctor;
+mod edits;
 mod metrics;
 mod probe;
 mod requests;

@@ -1,10 +1,13 @@
 //! Live edits of the running config: the one way the management API changes providers,
 //! credentials, combos and settings.
 //!
-//! An edit is a function over a copy of the current [`ConfigForm`]. The edited form is then
-//! validated whole (secrets resolved), saved, and only then applied, by swapping the proxy's
-//! routing table. Invariants:
-//! - Edits take turns: two concurrent edits never both start from the same form.
+//! An edit is a function over a copy of the running [`ConfigForm`]. The edited form is then
+//! validated whole (secrets resolved), its confirmed bindings recorded, and saved: the editor
+//! returns it [`Accepted`], and whoever runs the config applies it (the services swap the
+//! proxy's routing table). The editor never reaches into what runs the config, so the request
+//! path and the editor stay apart. Invariants:
+//! - Edits take turns: two concurrent edits never both start from the same form. A [`Turn`] is
+//!   held from reading the running config until the accepted edit is applied.
 //! - An edit that fails at any step (the change itself, validation, saving) changes nothing:
 //!   not the running config, not the saved one.
 //! - Requests in flight finish on the config they started with.
@@ -19,7 +22,6 @@ use switchyard_store::Store;
 
 use super::stored::{self, ReadOnly};
 use super::{Config, ConfigForm, Problem, Sources};
-use crate::proxy::Proxy;
 
 /// Reads environment variables for `env:` secrets (the process environment, or a test's).
 pub type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -77,9 +79,8 @@ pub type Confirms<'a> = &'a (dyn Fn(&CredentialKey, &Binding) -> bool + Send + S
 /// Confirms nothing: the default for every edit.
 pub const CONFIRMS_NOTHING: Confirms<'static> = &|_, _| false;
 
-/// Owns edits of the running config.
+/// Owns edits of the running config: their turns, their validation, where they are saved.
 pub struct ConfigEditor {
-    proxy: Arc<Proxy>,
     secrets: Arc<dyn SecretStore>,
     env: Env,
     saving: Saving,
@@ -101,19 +102,19 @@ impl std::fmt::Debug for ConfigEditor {
 
 impl ConfigEditor {
     pub fn new(
-        proxy: Arc<Proxy>,
         secrets: Arc<dyn SecretStore>,
         env: Env,
         saving: Saving,
         clock: Arc<dyn Clock>,
         bindings: Option<Store>,
     ) -> Self {
-        Self { proxy, secrets, env, saving, clock, turn: tokio::sync::Mutex::new(()), bindings }
+        Self { secrets, env, saving, clock, turn: tokio::sync::Mutex::new(()), bindings }
     }
 
-    /// The config requests start on now.
-    pub fn current(&self) -> Arc<Config> {
-        self.proxy.config()
+    /// Waits for the edits before to be done. Read the running config once it is taken, and
+    /// drop it once what it accepted is applied: the next edit then starts from that.
+    pub async fn turn(&self) -> Turn<'_> {
+        Turn { editor: self, _held: self.turn.lock().await }
     }
 
     /// Where secrets written through the API go.
@@ -125,61 +126,9 @@ impl ConfigEditor {
         &self.saving
     }
 
-    /// Applies `change` to a copy of the current form; validates, saves and applies the result.
-    /// Returns what `change` returned and the config now running.
-    pub async fn edit<T>(
-        &self,
-        change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
-    ) -> Result<(T, Arc<Config>), EditError> {
-        self.edit_confirming(CONFIRMS_NOTHING, change).await
-    }
-
-    /// [`Self::edit`], confirming the new bindings `confirms` accepts along with it.
-    pub async fn edit_confirming<T>(
-        &self,
-        confirms: Confirms<'_>,
-        change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
-    ) -> Result<(T, Arc<Config>), EditError> {
-        let _turn = self.turn.lock().await;
-        self.writable()?;
-        let mut form = self.current().form.clone();
-        let out = change(&mut form)?;
-        let config = self.commit(form, confirms).await?;
-        Ok((out, config))
-    }
-
-    /// Replaces the whole config (an import), confirming the new bindings `confirms` accepts.
-    pub async fn replace(
-        &self,
-        form: ConfigForm,
-        confirms: Confirms<'_>,
-    ) -> Result<Arc<Config>, EditError> {
-        let _turn = self.turn.lock().await;
-        self.writable()?;
-        self.commit(form, confirms).await
-    }
-
-    /// Refuses every edit of a config that is read-only here.
-    fn writable(&self) -> Result<(), EditError> {
-        match &self.saving {
-            Saving::ReadOnly(read_only) => Err(EditError::ReadOnly(read_only.message.clone())),
-            _ => Ok(()),
-        }
-    }
-
-    /// Confirms every binding the running config's credentials still need that `confirms`
-    /// accepts; returns them. Credentials they complete are used from the next request on.
-    pub async fn confirm(&self, confirms: Confirms<'_>) -> Result<Vec<Binding>, EditError> {
-        let _turn = self.turn.lock().await;
-        let new = pairs_to_confirm(&self.current(), &self.proxy.confirmed(), confirms);
-        self.record(&new).await?;
-        self.proxy.confirm(new.iter().cloned());
-        Ok(new)
-    }
-
-    /// Reads `key`'s secret again now, off the runtime's threads (keychain and file reads).
-    pub async fn retry_secret(&self, key: &CredentialKey) {
-        let config = self.current();
+    /// Reads `key`'s secret in `config` (the running one) again now, off the runtime's threads
+    /// (keychain and file reads).
+    pub async fn retry_secret(&self, config: Arc<Config>, key: &CredentialKey) {
         let (secrets, env, now, key) =
             (Arc::clone(&self.secrets), Arc::clone(&self.env), self.clock.now(), key.clone());
         let changed = tokio::task::spawn_blocking(move || {
@@ -213,27 +162,6 @@ impl ConfigEditor {
         validate(form, Arc::clone(&self.secrets), Arc::clone(&self.env), self.clock.now()).await
     }
 
-    async fn commit(
-        &self,
-        form: ConfigForm,
-        confirms: Confirms<'_>,
-    ) -> Result<Arc<Config>, EditError> {
-        // Even an unchanged form is validated and applied again: a secret it references may
-        // have changed in the keychain.
-        let config = Arc::new(self.check(form).await?);
-        let new = pairs_to_confirm(&config, &self.proxy.confirmed(), confirms);
-        self.record(&new).await?;
-        self.save(&config.form).await.map_err(EditError::Save)?;
-        self.proxy.add_confirmed(new);
-        self.proxy.reconfigure(Arc::clone(&config));
-        tracing::info!(
-            providers = config.providers.len(),
-            combos = config.combos.len(),
-            "config changed"
-        );
-        Ok(config)
-    }
-
     async fn save(&self, form: &ConfigForm) -> Result<(), String> {
         match &self.saving {
             Saving::File(path) => {
@@ -252,6 +180,97 @@ impl ConfigEditor {
                 Ok(())
             }
         }
+    }
+}
+
+/// The editor's turn (see [`ConfigEditor::turn`]). Each edit made with it starts from the
+/// `running` config and `confirmed` bindings its caller passes: the ones in force now.
+pub struct Turn<'a> {
+    editor: &'a ConfigEditor,
+    _held: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl std::fmt::Debug for Turn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").field("editor", self.editor).finish_non_exhaustive()
+    }
+}
+
+/// An edit validated, its bindings recorded and its form saved: to be applied while the turn
+/// that accepted it is held.
+#[derive(Debug)]
+#[must_use = "an accepted edit is saved but does not run until it is applied"]
+pub struct Accepted {
+    /// The config to route by from now on.
+    pub config: Arc<Config>,
+    /// The bindings confirmed with it, recorded already: they join the confirmed ones before
+    /// `config` is applied, so the routing table built for it uses them.
+    pub confirmed: Vec<Binding>,
+}
+
+impl Turn<'_> {
+    /// Applies `change` to a copy of `running`'s form; validates and saves the result.
+    /// Returns what `change` returned and the edit, to apply.
+    pub async fn edit<T>(
+        &self,
+        running: &Config,
+        confirmed: &Confirmed,
+        confirms: Confirms<'_>,
+        change: impl FnOnce(&mut ConfigForm) -> Result<T, EditError>,
+    ) -> Result<(T, Accepted), EditError> {
+        self.writable()?;
+        let mut form = running.form.clone();
+        let out = change(&mut form)?;
+        let accepted = self.commit(form, confirmed, confirms).await?;
+        Ok((out, accepted))
+    }
+
+    /// Replaces the whole config (an import), confirming the new bindings `confirms` accepts.
+    pub async fn replace(
+        &self,
+        form: ConfigForm,
+        confirmed: &Confirmed,
+        confirms: Confirms<'_>,
+    ) -> Result<Accepted, EditError> {
+        self.writable()?;
+        self.commit(form, confirmed, confirms).await
+    }
+
+    /// Records every binding the `running` config's credentials still need that `confirms`
+    /// accepts; returns them, to be added to the confirmed ones (credentials they complete are
+    /// used from the next routing table built).
+    pub async fn confirm(
+        &self,
+        running: &Config,
+        confirmed: &Confirmed,
+        confirms: Confirms<'_>,
+    ) -> Result<Vec<Binding>, EditError> {
+        let new = pairs_to_confirm(running, confirmed, confirms);
+        self.editor.record(&new).await?;
+        Ok(new)
+    }
+
+    /// Refuses every edit of a config that is read-only here.
+    fn writable(&self) -> Result<(), EditError> {
+        match &self.editor.saving {
+            Saving::ReadOnly(read_only) => Err(EditError::ReadOnly(read_only.message.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    async fn commit(
+        &self,
+        form: ConfigForm,
+        confirmed: &Confirmed,
+        confirms: Confirms<'_>,
+    ) -> Result<Accepted, EditError> {
+        // Even an unchanged form is validated and applied again: a secret it references may
+        // have changed in the keychain.
+        let config = Arc::new(self.editor.check(form).await?);
+        let new = pairs_to_confirm(&config, confirmed, confirms);
+        self.editor.record(&new).await?;
+        self.editor.save(&config.form).await.map_err(EditError::Save)?;
+        Ok(Accepted { config, confirmed: new })
     }
 }
 

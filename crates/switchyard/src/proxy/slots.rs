@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use switchyard_core::resilience::Held;
 use switchyard_core::{CandidateKey, CredentialId, ProviderId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -63,6 +64,9 @@ pub(crate) struct Slot {
     _provider: Option<OwnedSemaphorePermit>,
     _credential: Option<OwnedSemaphorePermit>,
 }
+
+/// The attempt keeps its slots for as long as it runs, and lets them go when it ends.
+impl Held for Slot {}
 
 impl Slots {
     pub(crate) fn of(config: &Config) -> Self {

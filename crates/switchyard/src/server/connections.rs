@@ -48,16 +48,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::ServerState;
+use crate::config::DEFAULT_MAX_CONNECTIONS;
 
 /// How long a client may take to send a request head; see the module docs.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How many connections are open at most, by default. Editors and agents open a handful each
-/// (Claude Code's subagents, Codex, an IDE, the web UI); a burst of parallel agents or a load
-/// test opens one per request in flight, so the default leaves room for a thousand. Lower it
-/// where the process's descriptor limit is low (256 soft by default on macOS): each client
-/// connection may hold an upstream one too.
-pub const MAX_CONNECTIONS: usize = 1_100;
 
 /// Deadlines and bounds of the accept loop.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +65,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { header_read_timeout: HEADER_READ_TIMEOUT, max_connections: MAX_CONNECTIONS }
+        Self { header_read_timeout: HEADER_READ_TIMEOUT, max_connections: DEFAULT_MAX_CONNECTIONS }
     }
 }
 

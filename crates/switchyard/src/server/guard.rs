@@ -53,7 +53,7 @@ use super::connections::{self, Connection};
 use super::error::{ApiError, Dialect};
 use super::ui_sessions::{CODE_LIFETIME, CODE_PREFIX, IDLE_TIMEOUT, SessionId, SignIn};
 use super::{ServerState, web_ui};
-use crate::keys::{self, LocalKey};
+use crate::keys::{self, LocalKey, SIDE_KEY_HEADER};
 
 /// The headers every answer carries (see the module's documentation). The policy is
 /// `src-tauri/tauri.conf.json`'s, with `connect-src 'self'` in place of the IPC schemes: in a
@@ -236,8 +236,6 @@ enum Caller {
     /// The web UI, signed in.
     Session(SessionId),
 }
-
-pub(crate) use crate::keys::SIDE_KEY_HEADER;
 
 // The request headers the front door reads, made at compile time: a name given as `&str` is
 // parsed on every lookup.

@@ -259,7 +259,7 @@ impl Services {
             key.provider.as_str() == provider
                 && credential.is_none_or(|id| key.credential.as_str() == id)
         };
-        let confirmed = self.editor.confirm(&confirms).await?;
+        let confirmed = self.confirm(&confirms).await?;
         tracing::info!(provider, bindings = confirmed.len(), "destinations confirmed");
         self.provider(provider)
     }
@@ -275,7 +275,7 @@ impl Services {
             return Err(no_credential(provider, credential));
         }
         let key = CredentialKey { provider: provider.into(), credential: credential.into() };
-        self.editor.retry_secret(&key).await;
+        self.editor.retry_secret(self.proxy.config(), &key).await;
         self.provider(provider)
     }
 
@@ -287,14 +287,13 @@ impl Services {
         confirm: bool,
     ) -> Result<ProviderView, EditError> {
         let id = form.id.clone();
-        let at = format!("providers[{}]", self.editor.current().form.providers.len());
+        let at = format!("providers[{}]", self.proxy.config().form.providers.len());
         let confirms = own_destinations(&id, confirm);
-        self.editor
-            .edit_confirming(&confirms, |config| {
-                append_new(&mut config.providers, form, |p| &p.id, "id", "provider")
-            })
-            .await
-            .map_err(|e| relative(e, &at))?;
+        self.edit_confirming(&confirms, |config| {
+            append_new(&mut config.providers, form, |p| &p.id, "id", "provider")
+        })
+        .await
+        .map_err(|e| relative(e, &at))?;
         self.provider(&id)
     }
 
@@ -326,19 +325,18 @@ impl Services {
             )
             .into());
         }
-        let index = provider_index(&self.editor.current().form, id)?;
+        let index = provider_index(&self.proxy.config().form, id)?;
         let confirms = own_destinations(id, confirm);
-        self.editor
-            .edit_confirming(&confirms, |config| {
-                let index = provider_index(config, id)?;
-                let slot = &mut config.providers[index];
-                let mut merged = serde_json::to_value(&*slot).expect("forms serialize");
-                merge_patch(&mut merged, patch);
-                *slot = from_json(merged)?;
-                Ok(())
-            })
-            .await
-            .map_err(|e| relative(e, &format!("providers[{index}]")))?;
+        self.edit_confirming(&confirms, |config| {
+            let index = provider_index(config, id)?;
+            let slot = &mut config.providers[index];
+            let mut merged = serde_json::to_value(&*slot).expect("forms serialize");
+            merge_patch(&mut merged, patch);
+            *slot = from_json(merged)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| relative(e, &format!("providers[{index}]")))?;
         self.provider(id)
     }
 
@@ -346,7 +344,6 @@ impl Services {
     /// to it.
     pub async fn delete_provider(&self, id: &str) -> Result<(), EditError> {
         let (removed, _) = self
-            .editor
             .edit(|config| {
                 let index = provider_index(config, id)?;
                 let users = combos_using(config, id, None);
@@ -385,7 +382,7 @@ impl Services {
         provider: &str,
         input: CredentialInput,
     ) -> Result<ProviderCredential, EditError> {
-        let current = self.editor.current();
+        let current = self.proxy.config();
         let index = provider_index(&current.form, provider)?;
         let count = current.form.providers[index].credentials.len();
         let at = format!("providers[{index}].credentials[{count}]");
@@ -399,7 +396,6 @@ impl Services {
         form.secret = staged.reference.clone();
         let confirms = own_pairs(provider, &id, typed(&staged), confirm);
         let edited = self
-            .editor
             .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, provider)?;
                 let credentials = &mut config.providers[index].credentials;
@@ -420,7 +416,7 @@ impl Services {
         id: &str,
         patch: CredentialPatch,
     ) -> Result<ProviderCredential, EditError> {
-        let current = self.editor.current();
+        let current = self.proxy.config();
         let index = provider_index(&current.form, provider)?;
         let Some(position) =
             current.form.providers[index].credentials.iter().position(|c| c.id == id)
@@ -433,7 +429,6 @@ impl Services {
         let confirms = own_pairs(provider, id, typed(&staged), confirm);
         let replaced = staged.reference.is_some();
         let edited = self
-            .editor
             .edit_confirming(&confirms, |config| {
                 let index = provider_index(config, provider)?;
                 let p = &mut config.providers[index];
@@ -473,7 +468,6 @@ impl Services {
     /// Removes a credential and its keychain entry. Refused while a combo target pins it.
     pub async fn delete_credential(&self, provider: &str, id: &str) -> Result<(), EditError> {
         let (removed, _) = self
-            .editor
             .edit(|config| {
                 let users = combos_using(config, provider, Some(id));
                 let index = provider_index(config, provider)?;
@@ -610,12 +604,12 @@ impl Services {
     // -- combos ---------------------------------------------------------------------------
 
     pub fn combos(&self) -> Vec<ComboForm> {
-        self.editor.current().form.combos.clone()
+        self.proxy.config().form.combos.clone()
     }
 
     pub fn combo(&self, name: &str) -> Result<ComboForm, EditError> {
-        self.editor
-            .current()
+        self.proxy
+            .config()
             .form
             .combos
             .iter()
@@ -626,9 +620,8 @@ impl Services {
 
     pub async fn create_combo(&self, combo: ComboForm) -> Result<ComboForm, EditError> {
         let name = combo.name.clone();
-        let at = format!("combos[{}]", self.editor.current().form.combos.len());
-        self.editor
-            .edit(|config| append_new(&mut config.combos, combo, |c| &c.name, "name", "combo"))
+        let at = format!("combos[{}]", self.proxy.config().form.combos.len());
+        self.edit(|config| append_new(&mut config.combos, combo, |c| &c.name, "name", "combo"))
             .await
             .map_err(|e| relative(e, &at))?;
         self.combo(&name)
@@ -641,89 +634,84 @@ impl Services {
         combo: ComboForm,
     ) -> Result<ComboForm, EditError> {
         let new_name = combo.name.clone();
-        let index = combo_index(&self.editor.current().form, name)?;
-        self.editor
-            .edit(|config| {
-                let index = combo_index(config, name)?;
-                if combo.name != name && config.combos.iter().any(|c| c.name == combo.name) {
-                    return Err(taken("name", "combo", &combo.name));
+        let index = combo_index(&self.proxy.config().form, name)?;
+        self.edit(|config| {
+            let index = combo_index(config, name)?;
+            if combo.name != name && config.combos.iter().any(|c| c.name == combo.name) {
+                return Err(taken("name", "combo", &combo.name));
+            }
+            // Aliases and the default route follow a rename: they name the combo, not
+            // whatever takes its old name.
+            if combo.name != name {
+                for alias in config.aliases.iter_mut().filter(|a| a.to == name) {
+                    alias.to.clone_from(&combo.name);
                 }
-                // Aliases and the default route follow a rename: they name the combo, not
-                // whatever takes its old name.
-                if combo.name != name {
-                    for alias in config.aliases.iter_mut().filter(|a| a.to == name) {
-                        alias.to.clone_from(&combo.name);
-                    }
-                    if let Some(to) = config.default_route.as_mut().filter(|to| to.as_str() == name)
-                    {
-                        to.clone_from(&combo.name);
-                    }
+                if let Some(to) = config.default_route.as_mut().filter(|to| to.as_str() == name) {
+                    to.clone_from(&combo.name);
                 }
-                config.combos[index] = combo;
-                Ok(())
-            })
-            .await
-            .map_err(|e| relative(e, &format!("combos[{index}]")))?;
+            }
+            config.combos[index] = combo;
+            Ok(())
+        })
+        .await
+        .map_err(|e| relative(e, &format!("combos[{index}]")))?;
         self.combo(&new_name)
     }
 
     /// Puts a combo's targets in a new order: `order` lists every current index once.
     pub async fn reorder_combo(&self, name: &str, order: &[usize]) -> Result<ComboForm, EditError> {
-        self.editor
-            .edit(|config| {
-                let index = combo_index(config, name)?;
-                let combo = &mut config.combos[index];
-                let n = combo.targets.len();
-                let mut seen = vec![false; n];
-                let permutation = order.len() == n
-                    && order.iter().all(|&i| i < n && !std::mem::replace(&mut seen[i], true));
-                if !permutation {
-                    let problem =
-                        format!("must list each target index 0..{n} exactly once; got {order:?}");
-                    return Err(Problem::new("order", problem).into());
-                }
-                combo.targets = order.iter().map(|&i| combo.targets[i].clone()).collect();
-                Ok(())
-            })
-            .await?;
+        self.edit(|config| {
+            let index = combo_index(config, name)?;
+            let combo = &mut config.combos[index];
+            let n = combo.targets.len();
+            let mut seen = vec![false; n];
+            let permutation = order.len() == n
+                && order.iter().all(|&i| i < n && !std::mem::replace(&mut seen[i], true));
+            if !permutation {
+                let problem =
+                    format!("must list each target index 0..{n} exactly once; got {order:?}");
+                return Err(Problem::new("order", problem).into());
+            }
+            combo.targets = order.iter().map(|&i| combo.targets[i].clone()).collect();
+            Ok(())
+        })
+        .await?;
         self.combo(name)
     }
 
     pub async fn delete_combo(&self, name: &str) -> Result<(), EditError> {
-        self.editor
-            .edit(|config| {
-                let index = combo_index(config, name)?;
-                let users = routes_using(config, |to| to == name);
-                if !users.is_empty() {
-                    return Err(EditError::Conflict(Problem::new(
-                        "name",
-                        format!("{users:?} route to combo \"{name}\"; point them elsewhere first"),
-                    )));
-                }
-                config.combos.remove(index);
-                Ok(())
-            })
-            .await?;
+        self.edit(|config| {
+            let index = combo_index(config, name)?;
+            let users = routes_using(config, |to| to == name);
+            if !users.is_empty() {
+                return Err(EditError::Conflict(Problem::new(
+                    "name",
+                    format!("{users:?} route to combo \"{name}\"; point them elsewhere first"),
+                )));
+            }
+            config.combos.remove(index);
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
     // -- aliases ----------------------------------------------------------------------------
 
     pub fn aliases(&self) -> AliasesForm {
-        let form = &self.editor.current().form;
+        let form = &self.proxy.config().form;
         AliasesForm { aliases: form.aliases.clone(), default_route: form.default_route.clone() }
     }
 
     /// Replaces every alias and the default route. Field paths in a refusal (`aliases[2].to`,
     /// `default_route`) are the body's own.
     pub async fn replace_aliases(&self, form: AliasesForm) -> Result<AliasesForm, EditError> {
-        self.editor
-            .edit(|config| {
-                config.aliases = form.aliases;
-                config.default_route = form.default_route;
-                Ok(())
-            })
-            .await?;
+        self.edit(|config| {
+            config.aliases = form.aliases;
+            config.default_route = form.default_route;
+            Ok(())
+        })
+        .await?;
         Ok(self.aliases())
     }
 
@@ -731,7 +719,7 @@ impl Services {
 
     /// The running config as a config file: references only, never a secret.
     pub fn export_config(&self) -> String {
-        self.editor.current().form.to_toml()
+        self.proxy.config().form.to_toml()
     }
 
     /// Replaces the whole config with `text` (a config file), or with `dry_run` only checks it.
@@ -749,7 +737,7 @@ impl Services {
             combos: form.combos.len(),
             dry_run,
             pairs: imported_pairs(&checked, &self.proxy.confirmed()),
-            team: imported_team(&form, &self.editor.current().form),
+            team: imported_team(&form, &self.proxy.config().form),
             waiting: checked
                 .unavailable_secrets()
                 .into_iter()
@@ -760,7 +748,7 @@ impl Services {
             let confirms: &(dyn Fn(&CredentialKey, &Binding) -> bool + Send + Sync) =
                 // Never a client's login: only its own Confirm, which says so, sends it elsewhere.
                 if confirm { &|_, b: &Binding| !b.is_login() } else { CONFIRMS_NOTHING };
-            self.editor.replace(form, confirms).await?;
+            self.replace_config(form, confirms).await?;
         }
         Ok(summary)
     }

@@ -96,48 +96,45 @@ impl Services {
                 let shown = |key: &CredentialKey, binding: &switchyard_core::binding::Binding| {
                     key.provider == *provider && bindings.contains(binding)
                 };
-                let confirmed = self.editor.confirm(&shown).await?;
+                let confirmed = self.confirm(&shown).await?;
                 tracing::info!(%provider, bindings = confirmed.len(), "destinations confirmed");
             }
             Change::MoveDown { combo, target } => {
-                self.editor
-                    .edit(|form| {
-                        let combo =
-                            form.combos.iter_mut().find(|c| &c.name == combo).ok_or_else(|| {
-                                Problem::new("combo", format!("no combo \"{combo}\""))
-                            })?;
-                        let at = combo
-                            .targets
-                            .iter()
-                            .position(|t| &t.target == target)
-                            .ok_or_else(|| {
-                                Problem::new("target", format!("\"{target}\" is not in the combo"))
-                            })?;
-                        let moved = combo.targets.remove(at);
-                        combo.targets.push(moved);
-                        Ok(())
-                    })
-                    .await?;
+                self.edit(|form| {
+                    let combo =
+                        form.combos.iter_mut().find(|c| &c.name == combo).ok_or_else(|| {
+                            Problem::new("combo", format!("no combo \"{combo}\""))
+                        })?;
+                    let at = combo.targets.iter().position(|t| &t.target == target).ok_or_else(
+                        || Problem::new("target", format!("\"{target}\" is not in the combo")),
+                    )?;
+                    let moved = combo.targets.remove(at);
+                    combo.targets.push(moved);
+                    Ok(())
+                })
+                .await?;
             }
             Change::Retire { provider, model, combos } => {
                 let target = format!("{provider}/{model}");
-                self.editor
-                    .edit(|form| {
-                        for combo in form.combos.iter_mut().filter(|c| combos.contains(&c.name)) {
-                            if combo.targets.iter().all(|t| t.target == target) {
-                                return Err(EditError::Conflict(Problem::new(
-                                    "combos",
-                                    format!("combo \"{}\" would have no target left: give it another first", combo.name),
-                                )));
-                            }
-                            combo.targets.retain(|t| t.target != target);
+                self.edit(|form| {
+                    for combo in form.combos.iter_mut().filter(|c| combos.contains(&c.name)) {
+                        if combo.targets.iter().all(|t| t.target == target) {
+                            return Err(EditError::Conflict(Problem::new(
+                                "combos",
+                                format!(
+                                    "combo \"{}\" would have no target left: give it another first",
+                                    combo.name
+                                ),
+                            )));
                         }
-                        if let Some(p) = form.providers.iter_mut().find(|p| p.id == provider.as_str()) {
-                            p.models.retain(|m| m.id != model.as_str());
-                        }
-                        Ok(())
-                    })
-                    .await?;
+                        combo.targets.retain(|t| t.target != target);
+                    }
+                    if let Some(p) = form.providers.iter_mut().find(|p| p.id == provider.as_str()) {
+                        p.models.retain(|m| m.id != model.as_str());
+                    }
+                    Ok(())
+                })
+                .await?;
                 self.reset(&switchyard_core::resilience::registry::ResetScope::Model {
                     provider: provider.clone(),
                     model: model.clone(),

@@ -48,7 +48,7 @@ impl Services {
         provider: &str,
         credential: Option<&str>,
     ) -> Result<ConnectionReport, EditError> {
-        let config = self.editor.current();
+        let config = self.proxy.config();
         let p = find_provider(&config.providers, provider)?;
         let used = pick_credential(p, credential)?;
         let started = tokio::time::Instant::now();
@@ -81,7 +81,7 @@ impl Services {
         provider: &str,
         credential: Option<&str>,
     ) -> Result<DiscoveredModels, EditError> {
-        let config = self.editor.current();
+        let config = self.proxy.config();
         let p = find_provider(&config.providers, provider)?;
         let used = pick_credential(p, credential)?;
         match self.list_models(p, used).await {

@@ -131,7 +131,7 @@ pub struct SettingsView {
 
 impl Services {
     pub fn settings(&self) -> SettingsView {
-        let form = &self.editor.current().form;
+        let form = &self.proxy.config().form;
         SettingsView {
             server: form.server.clone(),
             team: form.team.clone(),
@@ -141,11 +141,11 @@ impl Services {
 
     /// Which events the desktop app announces.
     pub fn notifications(&self) -> crate::config::NotificationSettings {
-        self.editor.current().form.settings.notifications.clone()
+        self.proxy.config().form.settings.notifications.clone()
     }
 
     pub fn section(&self, section: Section) -> Value {
-        section.read(&self.editor.current().form)
+        section.read(&self.proxy.config().form)
     }
 
     /// Applies `patch` (RFC 7396) to one section. Field paths in errors start with the
@@ -163,7 +163,6 @@ impl Services {
             Problem { field, problem: p.problem }
         };
         let (value, _) = self
-            .editor
             .edit(|form| {
                 let mut merged = section.read(form);
                 merge_patch(&mut merged, patch);

@@ -94,7 +94,7 @@ impl Services {
         provider: &str,
         credential: &str,
     ) -> Result<(ProviderId, CredentialId, OAuthClient), EditError> {
-        let client = oauth_client(&self.editor.current(), provider, credential)?;
+        let client = oauth_client(&self.proxy.config(), provider, credential)?;
         Ok((ProviderId::from(provider), CredentialId::from(credential), client))
     }
 }

@@ -723,31 +723,40 @@ impl Proxy {
             let trace = serde_json::to_string(entries).unwrap_or_default();
             Arc::new(RequestRecord { trace, ..record.clone() })
         });
-        let proxy = Arc::clone(self);
-        tokio::spawn(async move {
-            let Unlogged { record, key, mut entries, tally, notes } =
-                made.unwrap_or_else(|mut done| {
-                    proxy.settle_served(&mut done.summary);
-                    done.unlogged()
-                });
-            let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
-            proxy.counters.stream_ended(outcome);
-            let continued = continuation::noted(&mut entries, notes.as_ref());
-            // Every attempt has reported by now: the stream's relay settles its meter before
-            // it says how the stream ended, and a cancelled hedge was dropped long before.
-            let spent = tally.spent();
-            let record = RequestRecord {
-                trace: trace_json(entries, &tally),
-                usage: spent.map(|s| s.usage),
-                cost: spent.and_then(|s| s.cost),
-                attempts: record.attempts + continued,
-                outcome: Some(outcome.as_str().to_owned()),
-                duration_ms: millis(started.elapsed()),
-                ..record
-            };
-            proxy.log.record(record, key.as_deref());
-        });
+        tokio::spawn(Arc::clone(self).log_stream(made, ended, started));
         (response, provisional)
+    }
+
+    /// Logs a streamed request once its stream is over (`ended`), with how it ended, what
+    /// its continuations added and how long it really took. `made` is its record as it stood
+    /// when served, or what makes it.
+    async fn log_stream(
+        self: Arc<Self>,
+        made: Result<Unlogged, Done>,
+        ended: oneshot::Receiver<StreamOutcome>,
+        started: Instant,
+    ) {
+        let Unlogged { record, key, mut entries, tally, notes } =
+            made.unwrap_or_else(|mut done| {
+                self.settle_served(&mut done.summary);
+                done.unlogged()
+            });
+        let outcome = ended.await.unwrap_or(StreamOutcome::Broken);
+        self.counters.stream_ended(outcome);
+        let continued = continuation::noted(&mut entries, notes.as_ref());
+        // Every attempt has reported by now: the stream's relay settles its meter before it
+        // says how the stream ended, and a cancelled racer was dropped long before.
+        let spent = tally.spent();
+        let record = RequestRecord {
+            trace: trace_json(entries, &tally),
+            usage: spent.map(|s| s.usage),
+            cost: spent.and_then(|s| s.cost),
+            attempts: record.attempts + continued,
+            outcome: Some(outcome.as_str().to_owned()),
+            duration_ms: millis(started.elapsed()),
+            ..record
+        };
+        self.log.record(record, key.as_deref());
     }
 
     pub fn request_log(&self) -> &RequestLog {
@@ -758,10 +767,8 @@ impl Proxy {
         self.counters.values()
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "the attempt loop reads top to bottom in the order RESILIENCE.md §1 states it"
-    )]
+    /// Routes one client request: reads it, plans it, drives its attempts, and names what
+    /// served (RESILIENCE.md §1).
     async fn route(
         self: &Arc<Self>,
         inbound: &ClientRequest<'_>,
@@ -771,65 +778,126 @@ impl Proxy {
     ) -> Result<Response, Refused> {
         let dialect = ErrorDialect::from(inbound.dialect);
         let routes = self.routes.load_full();
-        // A Responses request that continues an earlier response is routed with the whole
-        // conversation; an unknown id is refused before anyone is asked.
-        let turn = if inbound.dialect == ClientDialect::Responses {
-            match self.conversations.turn(body, caller.map(|k| &k.id)) {
-                Ok(turn) => Some(turn),
-                Err(refusal) => {
-                    summary.model = ChatRequest::minimal(Dialect::Responses, body)
-                        .map(|r| bounded(&r.model).into_owned())
-                        .unwrap_or_default();
-                    return Err(refusal.refused_in(dialect));
-                }
-            }
-        } else {
-            None
-        };
+        let turn = self.turn(inbound, body, summary, caller).map_err(|r| r.refused_in(dialect))?;
         let routed =
             turn.as_ref().map_or(*inbound, |t| ClientRequest { body: &t.body, ..*inbound });
-        let Prepared { request, combo } = match prepare(&routes, &routed, summary, self.is_paused())
-        {
-            Ok(prepared) => prepared,
-            Err(refusal) => return Err(refusal.refused_in(dialect)),
-        };
-        // An enforced budget that is spent refuses before anyone is asked (issue 18).
+        let Prepared { request, combo } = prepare(&routes, &routed, summary, self.is_paused())
+            .map_err(|refusal| refusal.refused_in(dialect))?;
+        // An enforced budget that is spent refuses before anyone is asked.
         if let Err(budget) = self.log.usage().check(caller) {
             return Err(budget_refusal(dialect, &budget));
         }
         let arrived = Instant::now();
+        let sticky = turn.as_ref().and_then(|t| t.sticky.as_ref());
+        let mut planned = self.plan(&routes, (&combo, &request, sticky), inbound, caller);
+        summary.session = planned.session;
+        let mut trace = Trace::new(&planned.plan, &combo);
+        if let Some(decision) = &planned.decision {
+            trace.ranked(decision);
+        }
+        self.send_probes(&routes, &planned.plan, &mut trace);
+        // The bytes routed, shared rather than copied: the client's, or its turn's.
+        let routed_body = turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone());
+        let notes = continuation::Notes::default();
+        if request.stream() {
+            summary.notes = Some(Arc::clone(&notes));
+        }
+        let tally = Arc::clone(&summary.tally);
+        let candidates = std::mem::take(&mut planned.plan.candidates);
+        let first = candidates.first().map(|c| c.key.clone());
+        let machine =
+            Request::new(Offer::all(&combo, candidates), limits(&routes, &combo, &request));
+        let sending = Sending {
+            routes: &routes,
+            request: &request,
+            inbound: &routed,
+            client: inbound,
+            dialect,
+            turn: turn.as_ref(),
+            session_credential: planned.pinned.as_ref(),
+            session: planned.session,
+            login: planned.login.as_ref(),
+            routed_body: &routed_body,
+            combo: &combo,
+            arrived,
+            notes: &notes,
+            tally: &tally,
+        };
+        let driver = driver::Driver { proxy: self, sending: &sending, trace: &mut trace };
+        match driver.drive(machine).await {
+            Driven::Served(won) => {
+                let served = (*won, first, &planned);
+                Ok(Self::served(&sending, served, summary, trace))
+            }
+            Driven::Refused(refused, attempts) => {
+                summary.settle(trace.into_entries(), attempts);
+                Err(refused)
+            }
+            Driven::Exhausted(attempts) => {
+                summary.settle(trace.entries().to_vec(), attempts);
+                Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect))
+            }
+        }
+    }
+
+    /// A Responses request that continues an earlier response is routed with the whole
+    /// conversation; an unknown id is refused before anyone is asked. `None` for any other.
+    fn turn(
+        &self,
+        inbound: &ClientRequest<'_>,
+        body: &Bytes,
+        summary: &mut Summary,
+        caller: Option<&LocalKey>,
+    ) -> Result<Option<Turn>, ApiError> {
+        if inbound.dialect != ClientDialect::Responses {
+            return Ok(None);
+        }
+        self.conversations.turn(body, caller.map(|k| &k.id)).map(Some).inspect_err(|_| {
+            summary.model = ChatRequest::minimal(Dialect::Responses, body)
+                .map(|r| bounded(&r.model).into_owned())
+                .unwrap_or_default();
+        })
+    }
+
+    /// Plans `combo` for `request` (RESILIENCE.md §1, §11): a pinned session goes to its pin,
+    /// strategies (and `auto`) choose only for a new one; the caller's own login scopes its
+    /// subscription candidates; a new session goes past a key under its quota reserve, and
+    /// anyone but a pinned session to a credential with a free concurrency slot first.
+    fn plan(
+        &self,
+        routes: &Routes,
+        (combo, request, sticky): (&Combo, &Parsed<'_>, Option<&CredentialKey>),
+        inbound: &ClientRequest<'_>,
+        caller: Option<&LocalKey>,
+    ) -> Planned {
         let now = self.clock.now();
         routes.budget.on_request(now);
-        // A pinned session goes to its pin; strategies choose only for a new one (§11).
         let session = routes
             .config
             .routing
             .sessions
-            .then(|| sessions::session_of(inbound.headers, &request, caller.map(|k| &*k.id)))
+            .then(|| sessions::session_of(inbound.headers, request, caller.map(|k| &*k.id)))
             .flatten();
         // A first turn is planned as new, unless its session broke and has not healed since.
         let found = session.and_then(|s| self.sessions.pin(s.key, now));
         let continuing = session.is_some_and(|s| s.continuing);
         let pin = found.as_ref().filter(|pin| pin.holds(continuing));
-        let session = session.map(|s| s.key);
         let roster = |p: &ProviderId| routes.roster(p);
-        let mut plan = plan_for(&combo, roster, &self.orderer, &self.registry, now, pin.is_none());
-        // `auto` ranks for a new session; a session keeps its pin (issue 30).
+        let mut plan = plan_for(combo, roster, &self.orderer, &self.registry, now, pin.is_none());
         let decision = (combo.strategy == RouteStrategy::Auto && pin.is_none()).then(|| {
             // Ranked on the whole request; on its settings alone when it has no canonical
             // form (only its own dialect's targets can take it then).
             let ranked = request.whole().unwrap_or(request.settings());
-            self.rank_auto(&routes, &combo, ranked, &mut plan, now)
+            self.rank_auto(routes, combo, ranked, &mut plan, now)
         });
-        let login = self.client_login(&routes, inbound, caller, &mut plan);
+        let login = self.client_login(routes, inbound, caller, &mut plan);
         let ordered = combo.strategy == RouteStrategy::Priority;
         let degraded = |p: &ProviderId| self.registry.ranks_last(p, now);
         let steered = self.sessions.steer(&mut plan, pin, ordered, degraded);
-        if let Some(sticky) = turn.as_ref().and_then(|t| t.sticky.as_ref()) {
+        if let Some(sticky) = sticky {
             session::prefer_credential(&mut plan, sticky);
         }
         if pin.is_none() {
-            // A new session goes past a key under its quota reserve while another has more.
             let reserve = f64::from(routes.config.routing.reserve_percent) / 100.0;
             let headroom = self.headroom.lock();
             if !headroom.is_empty() {
@@ -839,98 +907,54 @@ impl Proxy {
             }
         }
         if routes.slots.any() {
-            // A pinned session waits for its own credential's slot; anyone else goes to a
-            // credential of the same target with a free one first.
             let keep = usize::from(steered == Steer::Kept).min(plan.candidates.len());
             slots::free_first(&mut plan.candidates[keep..], &routes.slots);
         }
-        summary.session = session;
-        let session_credential = pin.map(|p| p.key.credential_key());
-        let mut trace = Trace::new(&plan, &combo);
-        if let Some(decision) = &decision {
-            trace.ranked(decision);
-        }
-        self.send_probes(&routes, &plan, &mut trace);
-        // The bytes routed, shared rather than copied: the client's, or its turn's.
-        let routed_body = turn.as_ref().map_or_else(|| body.clone(), |t| t.body.clone());
-        let notes = continuation::Notes::default();
-        if request.stream() {
-            summary.notes = Some(Arc::clone(&notes));
-        }
-        let first = plan.candidates.first().map(|c| c.key.clone());
-        let timeouts = &routes.config.timeouts;
-        let limits = Limits {
-            max_attempts: routes.config.routing.max_attempts,
-            total: timeouts.total,
-            first_event: timeouts.first_event,
-            first_byte: timeouts.first_byte,
-            non_stream: timeouts.non_stream,
-            stream: request.stream(),
-            hedge: combo.hedge,
-        };
-        let machine =
-            Request::new(Offer::all(&combo, std::mem::take(&mut plan.candidates)), limits);
-        let sending = Sending {
-            routes: &routes,
-            request: &request,
-            inbound: &routed,
-            client: inbound,
-            dialect,
-            turn: turn.as_ref(),
-            session_credential: session_credential.as_ref(),
-            session,
-            login: login.as_ref(),
-            routed_body: &routed_body,
-            combo: &combo,
-            arrived,
-            notes: &notes,
-            tally: &summary.tally,
-        };
-        let driver = driver::Driver { proxy: self, sending: &sending, trace: &mut trace };
-        let won = match driver.drive(machine).await {
-            Driven::Served(won) => won,
-            Driven::Refused(refused, attempts) => {
-                summary.settle(trace.into_entries(), attempts);
-                return Err(refused);
-            }
-            Driven::Exhausted(attempts) => {
-                summary.settle(trace.entries().to_vec(), attempts);
-                return Err(trace.exhausted(&self.registry, self.clock.now()).refused_in(dialect));
-            }
-        };
+        let pinned = pin.map(|p| p.key.credential_key());
+        Planned { plan, decision, login, session: session.map(|s| s.key), steered, pinned }
+    }
+
+    /// The answer that served, with the routing headers naming it; what served is told to the
+    /// routing state once the answer is on its way (`settle_served`).
+    fn served(
+        sending: &Sending<'_, '_>,
+        (won, first, planned): (driver::Won, Option<CandidateKey>, &Planned),
+        summary: &mut Summary,
+        trace: Trace,
+    ) -> Response {
         let driver::Won {
             tried: Tried { result, carried },
             candidate,
             started,
             attempts,
             fell_back,
-        } = *won;
+        } = won;
         let TriedResult::Served(mut response, ended) = result else {
             unreachable!("only an answer is served")
         };
+        let stream = sending.request.stream();
         summary.fell_back = fell_back;
         summary.served = Some(Served {
             first: first.unwrap_or_else(|| candidate.key.clone()),
             key: candidate.key,
             took: started.elapsed(),
-            stream: request.stream(),
+            stream,
             status: response.status().as_u16(),
             carried,
-            session,
-            steered,
-            routes: Arc::clone(&routes),
+            session: planned.session,
+            steered: planned.steered.clone(),
+            routes: Arc::clone(sending.routes),
         });
-        routing_headers(&mut response, &combo.targets[candidate.target], attempts);
-        if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
+        routing_headers(&mut response, &sending.combo.targets[candidate.target], attempts);
+        if let Some(value) = planned.decision.as_ref().and_then(auto::Decision::header) {
             response.headers_mut().insert(auto::DECISION_HEADER, value);
         }
-        if !request.stream() {
+        if !stream {
             cost_header(&mut response, &summary.tally);
         }
-        // What served is named once the answer is on its way (`settle_served`).
         summary.settle(trace.into_entries(), attempts);
         summary.ended = ended;
-        Ok(response)
+        response
     }
 
     /// Sends the recovery probes the planner asked for (RESILIENCE.md §3), each in a task of its
@@ -1050,54 +1074,14 @@ impl Proxy {
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
         let client = sending.inbound.dialect;
         let request = sending.request;
-        let credential = CredentialKey {
-            provider: candidate.key.provider.clone(),
-            credential: candidate.key.credential.clone(),
-        };
-        // Only the upstream that keeps the previous response gets `previous_response_id`.
-        let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(&credential);
-        let mut built = match upstream::build(
-            provider,
-            secret,
-            target.model.as_str(),
-            request,
-            if sticky { sending.client } else { sending.inbound },
-        ) {
+        let credential = candidate.key.credential_key();
+        let (built, carried) = match built_for(sending, (candidate, target), secret, &credential) {
             Ok(built) => built,
-            Err(error) => {
-                // Not the upstream's doing: this target cannot express the request. Another
-                // target (of another dialect) may.
+            Err(tried) => {
                 drop(attempt);
-                let verdict = Verdict {
-                    kind: OutcomeKind::ClientError,
-                    status: None,
-                    charges: switchyard_core::outcome::Charges::NOTHING,
-                    retry_same: RetrySame::No,
-                    fallback: Fallback::Yes,
-                    retry_after: None,
-                };
-                tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-                let carried = Carried { path: None, dropped: vec![error.to_string()] };
-                return Tried { result: TriedResult::Failed { verdict, upstream: None }, carried };
+                return *tried;
             }
         };
-        for field in built.dropped.names() {
-            tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
-        }
-        let mut carried = Carried {
-            path: Some(if built.passthrough { "passthrough" } else { "translated" }),
-            dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
-        };
-        // A session moved to this credential from another: what only the other can read goes
-        // no further (RESILIENCE.md §11), and the trace names it.
-        let moved = sending.session_credential.is_some_and(|c| *c != credential);
-        if moved && provider.dialect_for(target.model.as_str()) == Dialect::Responses {
-            let body = &built.request.body;
-            if let Some((body, unbound)) = passthrough::without_credential_bound_items(body) {
-                built.request.body = Bytes::from(body);
-                carried.dropped.extend(unbound.names());
-            }
-        }
         let passthrough = built.passthrough;
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
@@ -1745,6 +1729,83 @@ fn unsent(failure: SendFailure) -> Upstream<'static> {
         SendFailure::Transport(fault) => Upstream::Transport(fault),
         SendFailure::Timeout(phase) => Upstream::Timeout(phase),
         SendFailure::TooLarge(_) => Upstream::Stream(StreamFault::Oversized),
+    }
+}
+
+/// The request `candidate` is sent, and what of the client's request it carries; `Err` when
+/// this target cannot express it: not the upstream's doing, and another target (of another
+/// dialect) may.
+fn built_for(
+    sending: &Sending<'_, '_>,
+    (candidate, target): (&Candidate, &Target),
+    secret: Option<&Presented>,
+    credential: &CredentialKey,
+) -> Result<(upstream::Built, Carried), Box<Tried>> {
+    let provider =
+        sending.routes.provider(&candidate.key.provider).expect("planned providers are configured");
+    // Only the upstream that keeps the previous response gets `previous_response_id`.
+    let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
+    let client = if sticky { sending.client } else { sending.inbound };
+    let model = target.model.as_str();
+    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
+        let verdict = Verdict {
+            kind: OutcomeKind::ClientError,
+            status: None,
+            charges: switchyard_core::outcome::Charges::NOTHING,
+            retry_same: RetrySame::No,
+            fallback: Fallback::Yes,
+            retry_after: None,
+        };
+        tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
+        let carried = Carried { path: None, dropped: vec![error.to_string()] };
+        Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
+    })?;
+    for field in built.dropped.names() {
+        tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
+    }
+    let mut carried = Carried {
+        path: Some(if built.passthrough { "passthrough" } else { "translated" }),
+        dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
+    };
+    // A session moved to this credential from another: what only the other can read goes no
+    // further (RESILIENCE.md §11), and the trace names it.
+    let moved = sending.session_credential.is_some_and(|c| c != credential);
+    if moved
+        && provider.dialect_for(model) == Dialect::Responses
+        && let Some((body, unbound)) =
+            passthrough::without_credential_bound_items(&built.request.body)
+    {
+        built.request.body = Bytes::from(body);
+        carried.dropped.extend(unbound.names());
+    }
+    Ok((built, carried))
+}
+
+/// A request's plan, steered for its session and its credentials (`Proxy::plan`).
+struct Planned {
+    plan: Plan,
+    /// `auto`'s ranking, for a new session.
+    decision: Option<auto::Decision>,
+    /// The caller's own login, for `client` credentials.
+    login: Option<Arc<ClientLogin>>,
+    session: Option<SessionKey>,
+    /// Where the session was steered, and why.
+    steered: Steer,
+    /// The credential the session is pinned to, if it is.
+    pinned: Option<CredentialKey>,
+}
+
+/// The limits `request` runs under, from the config it started on.
+fn limits(routes: &Routes, combo: &Combo, request: &Parsed<'_>) -> Limits {
+    let timeouts = &routes.config.timeouts;
+    Limits {
+        max_attempts: routes.config.routing.max_attempts,
+        total: timeouts.total,
+        first_event: timeouts.first_event,
+        first_byte: timeouts.first_byte,
+        non_stream: timeouts.non_stream,
+        stream: request.stream(),
+        hedge: combo.hedge,
     }
 }
 

@@ -40,7 +40,7 @@ use super::login::ClientLogin;
 use super::routes::Routes;
 use super::tally::{self, Meter, Tally};
 use super::upstream::{self, ClientRequest, Presented};
-use super::{Head, Proxy};
+use super::{ErrorAnswer, Head, Proxy};
 
 /// What the relay of a served stream is handed for the case it breaks mid-answer: the rescuer,
 /// or only why no continuation is possible.
@@ -276,23 +276,7 @@ impl Rescuer {
                 return Sent::Failed(verdict);
             }
             Head::Refused(refused) => {
-                let upstream = refused.upstream();
-                if refused.status == 400 {
-                    // The target does not continue answers after all: never ask it again, and
-                    // never let it restart the answer on top of what the client has. The
-                    // refusal is about the mechanism, not the target's health: nothing is
-                    // charged.
-                    self.proxy.incapable.insert(key.provider.clone(), key.model.clone());
-                    tracing::warn!(target = %key, "a continuation was refused with a 400: marked incapable");
-                    let verdict = self.classify(upstream);
-                    self.attempted(candidate, verdict.kind, verdict.status, started);
-                    drop(attempt);
-                    self.refused(Some(candidate), "continuation_rejected", relayed);
-                    return Sent::Refused;
-                }
-                let verdict = self.settle(attempt, upstream);
-                self.attempted(candidate, verdict.kind, verdict.status, started);
-                return Sent::Failed(verdict);
+                return self.refused_head(candidate, attempt, &refused, (started, relayed));
             }
         };
         let status = response.status.as_u16();
@@ -330,6 +314,32 @@ impl Rescuer {
             attempt,
             meter: self.tally.meter(key, tally::prices(target)),
         })
+    }
+
+    /// A continuation answered with an error status. A 400 means the target does not continue
+    /// answers after all: it is never asked again, and never lets it restart the answer on top
+    /// of what the client has; that refusal is about the mechanism, not the target's health,
+    /// so nothing is charged. Any other error fails this attempt like any other.
+    fn refused_head(
+        &self,
+        candidate: &Candidate,
+        attempt: Attempt,
+        refused: &ErrorAnswer,
+        (started, relayed): (Instant, &Relayed),
+    ) -> Sent {
+        let key = &candidate.key;
+        if refused.status == 400 {
+            self.proxy.incapable.insert(key.provider.clone(), key.model.clone());
+            tracing::warn!(target = %key, "a continuation was refused with a 400: marked incapable");
+            let verdict = self.classify(refused.upstream());
+            self.attempted(candidate, verdict.kind, verdict.status, started);
+            drop(attempt);
+            self.refused(Some(candidate), "continuation_rejected", relayed);
+            return Sent::Refused;
+        }
+        let verdict = self.settle(attempt, refused.upstream());
+        self.attempted(candidate, verdict.kind, verdict.status, started);
+        Sent::Failed(verdict)
     }
 
     fn classify(&self, upstream: Upstream<'_>) -> Verdict {

@@ -759,6 +759,17 @@ impl Proxy {
         self.log.record(record, key.as_deref());
     }
 
+    /// Counts the tokens of a Messages body (or a Gemini `countTokens` body) for its model.
+    pub async fn count_tokens(
+        &self,
+        counting: Counting<'_>,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        body: Bytes,
+    ) -> Result<Response, Refused> {
+        count::count(self, counting, headers, query, body).await
+    }
+
     pub fn request_log(&self) -> &RequestLog {
         &self.log
     }
@@ -888,7 +899,7 @@ impl Proxy {
             // Ranked on the whole request; on its settings alone when it has no canonical
             // form (only its own dialect's targets can take it then).
             let ranked = request.whole().unwrap_or(request.settings());
-            self.rank_auto(routes, combo, ranked, &mut plan, now)
+            auto::rank_auto(self, routes, combo, ranked, &mut plan, now)
         });
         let login = self.client_login(routes, inbound, caller, &mut plan);
         let ordered = combo.strategy == RouteStrategy::Priority;
@@ -1218,26 +1229,17 @@ impl Proxy {
         let wait = first_event.saturating_duration_since(Instant::now());
         let body = match response.into_bytes(wait, executor::MAX_ANSWER).await {
             Ok(body) => body,
-            Err(SendFailure::Timeout(_)) => {
-                return self.failed(
-                    routes,
-                    attempt,
-                    Upstream::Timeout(TimeoutPhase::FirstEvent),
-                    None,
-                );
-            }
-            Err(SendFailure::Transport(_)) => {
-                return self.failed(routes, attempt, Upstream::Stream(StreamFault::Cut), None);
-            }
-            Err(SendFailure::TooLarge(cap)) => {
-                let cap = executor::size(cap);
-                tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
-                return self.failed(
-                    routes,
-                    attempt,
-                    Upstream::Stream(StreamFault::Oversized),
-                    None,
-                );
+            Err(failure) => {
+                if let SendFailure::TooLarge(cap) = failure {
+                    let cap = executor::size(cap);
+                    tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
+                }
+                let outcome = match failure {
+                    SendFailure::Timeout(_) => Upstream::Timeout(TimeoutPhase::FirstEvent),
+                    SendFailure::Transport(_) => Upstream::Stream(StreamFault::Cut),
+                    SendFailure::TooLarge(_) => Upstream::Stream(StreamFault::Oversized),
+                };
+                return self.failed(routes, attempt, outcome, None);
             }
         };
         // An answer without a finish reason was cut short, however well-formed its JSON: the

@@ -72,85 +72,79 @@ fn needs(request: &ChatRequest<'_>) -> Needs {
     }
 }
 
-impl Proxy {
-    /// Ranks an `auto` combo's targets for `request` and reorders `plan` by that ranking: the
-    /// winner's candidates first, then the rest in score order, each target's credentials in
-    /// the order the planner chose; the targets that cannot serve the request are taken out.
-    pub(super) fn rank_auto(
-        &self,
-        routes: &Routes,
-        combo: &Combo,
-        request: &ChatRequest<'_>,
-        plan: &mut Plan,
-        now: UnixMillis,
-    ) -> Decision {
-        let preset = AutoPreset::of_model(&combo.name).unwrap_or_default();
-        let weights = routes.config.auto.weights(preset);
-        let inputs = self.orderer.for_auto(combo);
-        let needs = needs(request);
-        let reserve = self.headroom.lock();
-        let known: Vec<Known> = combo
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(i, target)| {
-                let facts = routes
-                    .provider(&target.provider)
-                    .map(|p| p.facts(target.model.as_str()))
-                    .unwrap_or_default();
-                let credentials = plan.candidates.iter().filter(|c| c.target == i);
-                let headroom = credentials
-                    .clone()
-                    .filter_map(|c| {
-                        let key = CredentialKey {
-                            provider: c.key.provider.clone(),
-                            credential: c.key.credential.clone(),
-                        };
-                        reserve.remaining(&key, now)
-                    })
-                    .reduce(f64::max);
-                Known {
-                    context_window: target.context_window.or(facts.context_window),
-                    tools: facts.tools,
-                    vision: facts.vision,
-                    reasoning: facts.reasoning,
-                    price: target.price,
-                    health: self.registry.auto_health(&target.provider, now),
-                    headroom,
-                    pinned: false,
-                    ttft: inputs.ttft.get(i).copied().flatten(),
-                    // Every credential of it benched, or none configured.
-                    benched: credentials.count() == 0,
-                }
-            })
-            .collect();
-        drop(reserve);
-        let ranking = auto::rank(&needs, &known, weights, inputs.unmeasured, inputs.spread);
-        let mut unfit = Vec::new();
-        let mut ordered = Vec::with_capacity(plan.candidates.len());
-        for scored in &ranking.ranked {
-            ordered.extend(plan.candidates.iter().filter(|c| c.target == scored.index).cloned());
-        }
-        for &(index, why) in &ranking.unfit {
-            let left_out = plan.candidates.iter().filter(|c| c.target == index).cloned();
-            unfit.extend(left_out.map(|c| (c, why)));
-        }
-        plan.candidates = ordered;
-        let top = ranking
-            .ranked
-            .iter()
-            .take(TRACE_TOP)
-            .map(|s| {
-                let t = &combo.targets[s.index];
-                let first = plan.candidates.iter().find(|c| c.target == s.index);
-                let credential = first.map_or_else(|| "".into(), |c| c.key.credential.clone());
-                (
-                    CandidateKey::new(t.provider.clone(), credential, t.model.clone()),
-                    s.score,
-                    s.factors,
-                )
-            })
-            .collect();
-        Decision { preset, top, margin: ranking.margin(), unfit }
+/// Ranks an `auto` combo's targets for `request` and reorders `plan` by that ranking: the
+/// winner's candidates first, then the rest in score order, each target's credentials in the
+/// order the planner chose; the targets that cannot serve the request are taken out.
+pub(super) fn rank_auto(
+    proxy: &Proxy,
+    routes: &Routes,
+    combo: &Combo,
+    request: &ChatRequest<'_>,
+    plan: &mut Plan,
+    now: UnixMillis,
+) -> Decision {
+    let preset = AutoPreset::of_model(&combo.name).unwrap_or_default();
+    let weights = routes.config.auto.weights(preset);
+    let inputs = proxy.orderer.for_auto(combo);
+    let needs = needs(request);
+    let reserve = proxy.headroom.lock();
+    let known: Vec<Known> = combo
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let facts = routes
+                .provider(&target.provider)
+                .map(|p| p.facts(target.model.as_str()))
+                .unwrap_or_default();
+            let credentials = plan.candidates.iter().filter(|c| c.target == i);
+            let headroom = credentials
+                .clone()
+                .filter_map(|c| {
+                    let key = CredentialKey {
+                        provider: c.key.provider.clone(),
+                        credential: c.key.credential.clone(),
+                    };
+                    reserve.remaining(&key, now)
+                })
+                .reduce(f64::max);
+            Known {
+                context_window: target.context_window.or(facts.context_window),
+                tools: facts.tools,
+                vision: facts.vision,
+                reasoning: facts.reasoning,
+                price: target.price,
+                health: proxy.registry.auto_health(&target.provider, now),
+                headroom,
+                pinned: false,
+                ttft: inputs.ttft.get(i).copied().flatten(),
+                // Every credential of it benched, or none configured.
+                benched: credentials.count() == 0,
+            }
+        })
+        .collect();
+    drop(reserve);
+    let ranking = auto::rank(&needs, &known, weights, inputs.unmeasured, inputs.spread);
+    let mut unfit = Vec::new();
+    let mut ordered = Vec::with_capacity(plan.candidates.len());
+    for scored in &ranking.ranked {
+        ordered.extend(plan.candidates.iter().filter(|c| c.target == scored.index).cloned());
     }
+    for &(index, why) in &ranking.unfit {
+        let left_out = plan.candidates.iter().filter(|c| c.target == index).cloned();
+        unfit.extend(left_out.map(|c| (c, why)));
+    }
+    plan.candidates = ordered;
+    let top = ranking
+        .ranked
+        .iter()
+        .take(TRACE_TOP)
+        .map(|s| {
+            let t = &combo.targets[s.index];
+            let first = plan.candidates.iter().find(|c| c.target == s.index);
+            let credential = first.map_or_else(|| "".into(), |c| c.key.credential.clone());
+            (CandidateKey::new(t.provider.clone(), credential, t.model.clone()), s.score, s.factors)
+        })
+        .collect();
+    Decision { preset, top, margin: ranking.margin(), unfit }
 }

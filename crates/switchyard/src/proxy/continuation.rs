@@ -241,24 +241,7 @@ impl Rescuer {
         let Some(provider) = self.routes.provider(&key.provider) else {
             return Sent::Failed(self.settle(attempt, Upstream::Stream(StreamFault::Cut)));
         };
-        let client = ClientRequest {
-            dialect: self.client,
-            // Only routing reads it, and a continuation is routed already.
-            model: None,
-            body: &self.body,
-            query: self.query.as_deref(),
-            headers: &self.headers,
-        };
-        let continued = with_prefill(request, &plan.prefill);
-        let built = upstream::build_continuation(
-            provider,
-            secret,
-            target.model.as_str(),
-            continued,
-            &client,
-            plan.mechanism,
-        );
-        let Ok(built) = built else {
+        let Some(built) = self.built(candidate, request, &plan, secret) else {
             self.refused(Some(candidate), "not_translatable", relayed);
             return Sent::Refused;
         };
@@ -314,6 +297,31 @@ impl Rescuer {
             attempt,
             meter: self.tally.meter(key, tally::prices(target)),
         })
+    }
+
+    /// The request plus the answer so far, by `plan`'s mechanism, always re-encoded for the
+    /// target; `None` when the target cannot express it.
+    fn built(
+        &self,
+        candidate: &Candidate,
+        request: &ChatRequest<'_>,
+        plan: &continuation::Plan,
+        secret: Option<&Presented>,
+    ) -> Option<switchyard_providers::executor::UpstreamRequest> {
+        let provider = self.routes.provider(&candidate.key.provider)?;
+        let target = &self.combo.targets[candidate.target];
+        let client = ClientRequest {
+            dialect: self.client,
+            // Only routing reads it, and a continuation is routed already.
+            model: None,
+            body: &self.body,
+            query: self.query.as_deref(),
+            headers: &self.headers,
+        };
+        let continued = with_prefill(request, &plan.prefill);
+        let model = target.model.as_str();
+        upstream::build_continuation(provider, secret, model, continued, &client, plan.mechanism)
+            .ok()
     }
 
     /// A continuation answered with an error status. A 400 means the target does not continue

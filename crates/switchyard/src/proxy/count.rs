@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
-use switchyard_core::routing::plan;
+use switchyard_core::routing::{Combo, plan};
 use switchyard_core::text::check_model_name;
 use switchyard_providers::chat::{ChatRequest, Part};
 use switchyard_providers::dialect::{ClientDialect, Dialect};
@@ -22,8 +22,9 @@ use switchyard_providers::gemini::Method;
 
 use super::login::ClientLogin;
 use super::refusal::{ApiError, Dialect as ErrorDialect, Refused};
+use super::routes::Routes;
 use super::upstream::{self, ClientRequest};
-use super::{ERROR_BODY_DEADLINE, Proxy, refused_model};
+use super::{ERROR_BODY_DEADLINE, Head, Proxy, refused_model};
 
 /// Roughly four characters of English or code per token, the rule of thumb every vendor's
 /// tokenizer documentation gives; an estimate is only ever used to budget a context.
@@ -62,91 +63,89 @@ impl Counting<'_> {
     }
 }
 
-impl Proxy {
-    /// Counts the tokens of a Messages body (or a Gemini `countTokens` body) for its model.
-    pub async fn count_tokens(
-        &self,
-        counting: Counting<'_>,
-        headers: &HeaderMap,
-        query: Option<&str>,
-        body: Bytes,
-    ) -> Result<Response, Refused> {
-        let routes = self.routes();
-        let model = match counting {
-            Counting::Gemini { model } => Cow::Borrowed(model),
-            Counting::Anthropic => match ChatRequest::minimal(Dialect::Anthropic, &body) {
-                Some(request) => request.model,
-                None => {
-                    return Err(
-                        counting.refused(ApiError::bad_request("model: missing or not a string"))
-                    );
-                }
-            },
-        };
-        if let Err(problem) = check_model_name(&model) {
-            return Err(counting.refused(refused_model(&problem)));
+/// Counts the tokens of a Messages body (or a Gemini `countTokens` body) for its model: the
+/// first target of its route in the counting dialect that answers, else an estimate. Sent
+/// through the proxy's one sender, but not an attempt of a client request: no plan beyond the
+/// order, no trace, no retry, nothing charged.
+pub(super) async fn count(
+    proxy: &Proxy,
+    counting: Counting<'_>,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: Bytes,
+) -> Result<Response, Refused> {
+    let routes = proxy.routes();
+    let combo = combo_of(&routes, counting, &body).map_err(|refusal| counting.refused(refusal))?;
+    let client = match counting {
+        Counting::Anthropic => ClientDialect::Anthropic,
+        Counting::Gemini { .. } => ClientDialect::Gemini(Method::Generate),
+    };
+    let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
+    let now = proxy.clock.now();
+    let plan = plan(&combo, |p| routes.roster(p), &proxy.orderer, &proxy.registry, now);
+    let login = ClientLogin::of(headers, counting.dialect(), &proxy.login_salt);
+    for candidate in &plan.candidates {
+        let key = &candidate.key;
+        let Some(provider) = routes.provider(&key.provider) else { continue };
+        let model = combo.targets[candidate.target].model.as_str();
+        let dialect = provider.dialect_for(model);
+        if dialect != counting.dialect() {
+            continue;
         }
-        let Some(combo) = routes.resolve(&model) else {
-            let message = routes.unknown_model(&model);
-            return Err(counting.refused(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                message,
-            )));
+        // A subscription counts with its caller's own login, as it answers.
+        let login = login.as_ref();
+        let Ok(secret) = proxy.secret_for(&routes, &key.provider, &key.credential, login).await
+        else {
+            continue;
         };
-        let client = match counting {
-            Counting::Anthropic => ClientDialect::Anthropic,
-            Counting::Gemini { .. } => ClientDialect::Gemini(Method::Generate),
+        let Ok(request) = upstream::count_tokens(provider, secret.as_ref(), model, &inbound) else {
+            continue;
         };
-        let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
-        let now = self.clock.now();
-        let plan = plan(&combo, |p| routes.roster(p), &self.orderer, &self.registry, now);
-        let login = ClientLogin::of(headers, counting.dialect(), &self.login_salt);
-        for candidate in &plan.candidates {
-            let key = &candidate.key;
-            let Some(provider) = routes.provider(&key.provider) else { continue };
-            let model = combo.targets[candidate.target].model.as_str();
-            if provider.dialect_for(model) != counting.dialect() {
-                continue;
-            }
-            // A subscription counts with its caller's own login, as it answers (issue 28).
-            let login = login.as_ref();
-            let Ok(secret) = self.secret_for(&routes, &key.provider, &key.credential, login).await
-            else {
-                continue;
-            };
-            let Ok(counting) = upstream::count_tokens(provider, secret.as_ref(), model, &inbound)
-            else {
-                continue;
-            };
-            let wait = routes.config.timeouts.first_byte;
-            match routes.executor.send(counting, wait).await {
-                Ok(answer) if answer.status.is_success() => {
-                    if let Ok(counted) =
-                        answer.into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER).await
-                    {
-                        let mut response =
-                            ([(header::CONTENT_TYPE, "application/json")], counted).into_response();
-                        if let Ok(label) =
-                            HeaderValue::from_str(&format!("{}/{model}", key.provider))
-                        {
-                            response.headers_mut().insert("x-switchyard-target", label);
-                        }
-                        return Ok(response);
+        let wait = routes.config.timeouts.first_byte;
+        match proxy.send(&routes, key, request, wait, dialect).await {
+            Head::Answer(answer) => {
+                if let Ok(counted) =
+                    answer.into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER).await
+                {
+                    let mut response =
+                        ([(header::CONTENT_TYPE, "application/json")], counted).into_response();
+                    if let Ok(label) = HeaderValue::from_str(&format!("{}/{model}", key.provider)) {
+                        response.headers_mut().insert("x-switchyard-target", label);
                     }
-                }
-                Ok(answer) => {
-                    tracing::info!(target = %key, status = answer.status.as_u16(), "count_tokens refused; trying the next target");
-                }
-                Err(_) => {
-                    tracing::info!(target = %key, "count_tokens failed; trying the next target");
+                    return Ok(response);
                 }
             }
+            Head::Refused(refused) => {
+                tracing::info!(target = %key, status = refused.status, "count_tokens refused; trying the next target");
+            }
+            Head::Unsent(_) => {
+                tracing::info!(target = %key, "count_tokens failed; trying the next target");
+            }
         }
-        let mut response = axum::Json(counting.estimated(&body)).into_response();
-        response.headers_mut().insert("x-switchyard-estimate", HeaderValue::from_static("true"));
-        Ok(response)
     }
+    let mut response = axum::Json(counting.estimated(&body)).into_response();
+    response.headers_mut().insert("x-switchyard-estimate", HeaderValue::from_static("true"));
+    Ok(response)
+}
+
+/// The combo the counted body's model names; the refusal when there is none.
+fn combo_of<'r>(
+    routes: &'r Routes,
+    counting: Counting<'_>,
+    body: &[u8],
+) -> Result<Cow<'r, Combo>, ApiError> {
+    let model = match counting {
+        Counting::Gemini { model } => Cow::Borrowed(model),
+        Counting::Anthropic => match ChatRequest::minimal(Dialect::Anthropic, body) {
+            Some(request) => request.model,
+            None => return Err(ApiError::bad_request("model: missing or not a string")),
+        },
+    };
+    check_model_name(&model).map_err(|problem| refused_model(&problem))?;
+    routes.resolve(&model).ok_or_else(|| {
+        let message = routes.unknown_model(&model);
+        ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
+    })
 }
 
 /// Tokens in a Gemini `countTokens` body: its `contents` (and the rest of a request), or the

@@ -183,69 +183,15 @@ impl<'s> Driver<'_, 's, '_> {
         at: usize,
         progress: Progress,
     ) {
-        let now = self.sending.arrived.elapsed();
-        let world = &mut self.proxy.world(self.sending.routes);
-        let id = running[at].id;
-        let candidate = machine.offer(running[at].candidate).candidate.clone();
         match progress {
-            Progress::Admitted(Admitted { ready, queued }) => {
-                if let Some(waited) = queued {
-                    self.proxy.counters.queued(waited, ready.is_ok());
-                    self.trace.queued(&candidate, waited);
-                }
-                let (attempt, secret) = match ready {
-                    Ok(ready) => ready,
-                    Err(reason) => {
-                        running.swap_remove(at);
-                        machine.on(id, Event::Skipped(reason), now, world);
-                        return;
-                    }
-                };
-                if !machine.admitted(id, now, world) {
-                    // Dropped unsettled: nothing charged, any probe slot released.
-                    drop(attempt);
-                    running.swap_remove(at);
-                    return;
-                }
-                let role = running[at].role;
-                if role.races() {
-                    self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
-                    let what = if role == Role::Hedge { "started" } else { "started_early" };
-                    self.trace.hedge(&candidate, what, self.sending.arrived.elapsed());
-                    tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");
-                }
-                let (tx, rx) = oneshot::channel();
-                let rescue = self.sending.request.stream().then_some(rx);
-                let keep = rescue.is_some()
-                    && self.sending.keeps_for_continuation(machine, running[at].candidate);
-                let first_event =
-                    (Instant::now() + running[at].permit).min(self.sending.deadline());
-                let (proxy, sending) = (self.proxy, self.sending);
-                let sent = async move {
-                    let target = &sending.combo.targets[candidate.target];
-                    let tried = proxy
-                        .attempt(
-                            sending,
-                            (&candidate, target),
-                            secret.as_ref(),
-                            attempt,
-                            first_event,
-                            rescue.map(|rx| (rx, keep)),
-                        )
-                        .await;
-                    (tried, secret)
-                };
-                let entry = &mut running[at];
-                entry.rescue = Some(tx);
-                entry.started = Instant::now();
-                entry.stage = Stage::Sending(Box::pin(sent));
-            }
+            Progress::Admitted(admitted) => self.admitted(machine, running, at, admitted),
             Progress::Tried(tried, secret) => {
+                let candidate = &machine.offer(running[at].candidate).candidate;
                 let event = match &tried.result {
                     TriedResult::Served(..) => Event::Answered,
                     TriedResult::Failed { verdict, .. } => {
                         let took = running[at].started.elapsed();
-                        self.trace.attempt(&candidate, verdict, took, tried.carried.clone());
+                        self.trace.attempt(candidate, verdict, took, tried.carried.clone());
                         if let Some(shown) = Shown::of(verdict.kind) {
                             self.proxy.sessions.shown(&candidate.key, shown);
                         }
@@ -254,9 +200,75 @@ impl<'s> Driver<'_, 's, '_> {
                     }
                 };
                 running[at].stage = Stage::Finished(tried, secret);
-                machine.on(id, event, now, world);
+                let now = self.sending.arrived.elapsed();
+                let world = &mut self.proxy.world(self.sending.routes);
+                machine.on(running[at].id, event, now, world);
             }
         }
+    }
+
+    /// An attempt admitted (or not): sent when the machine lets it go.
+    fn admitted(
+        &mut self,
+        machine: &mut Request,
+        running: &mut Vec<Running<'s>>,
+        at: usize,
+        Admitted { ready, queued }: Admitted,
+    ) {
+        let now = self.sending.arrived.elapsed();
+        let world = &mut self.proxy.world(self.sending.routes);
+        let id = running[at].id;
+        let candidate = machine.offer(running[at].candidate).candidate.clone();
+        if let Some(waited) = queued {
+            self.proxy.counters.queued(waited, ready.is_ok());
+            self.trace.queued(&candidate, waited);
+        }
+        let (attempt, secret) = match ready {
+            Ok(ready) => ready,
+            Err(reason) => {
+                running.swap_remove(at);
+                machine.on(id, Event::Skipped(reason), now, world);
+                return;
+            }
+        };
+        if !machine.admitted(id, now, world) {
+            // Dropped unsettled: nothing charged, any probe slot released.
+            drop(attempt);
+            running.swap_remove(at);
+            return;
+        }
+        let role = running[at].role;
+        if role.races() {
+            self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
+            let what = if role == Role::Hedge { "started" } else { "started_early" };
+            self.trace.hedge(&candidate, what, self.sending.arrived.elapsed());
+            tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");
+        }
+        let (tx, rx) = oneshot::channel();
+        let rescue = self.sending.request.stream().then_some(rx);
+        let keep =
+            rescue.is_some() && self.sending.keeps_for_continuation(machine, running[at].candidate);
+        let first_event = (Instant::now() + running[at].permit).min(self.sending.deadline());
+        let (proxy, sending) = (self.proxy, self.sending);
+        let sent = async move {
+            let target = &sending.combo.targets[candidate.target];
+            let rescue = rescue.map(|rx| (rx, keep));
+            let tried = proxy
+                .attempt(
+                    sending,
+                    (&candidate, target),
+                    secret.as_ref(),
+                    attempt,
+                    first_event,
+                    rescue,
+                )
+                .await;
+            (tried, secret)
+        };
+        let entry = &mut running[at];
+        entry.rescue = Some(tx);
+        entry.started = Instant::now();
+        entry.stage = Stage::Sending(Box::pin(sent));
     }
 
     /// A live attempt dropped: it lost a race, or another's verdict forbids it to answer.

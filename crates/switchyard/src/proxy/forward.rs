@@ -374,29 +374,9 @@ async fn relay(mut r: Relay, mut settle: Settle) {
     let mut tap = settle.tap.take();
     let ending = loop {
         if let Some(stop) = r.stop.take() {
-            match r.translator.ending(stop.exit()) {
-                Ending::Complete => {
-                    if let Some(watch) = &settle.watch {
-                        watch.whole(settle.attempt.key(), settle.clock.now());
-                    }
-                    r.translator.finish(&mut r.out);
-                    break Ended::Complete;
-                }
-                Ending::ClientGone => break Ended::ClientGone,
-                Ending::Truncated | Ending::Unanswered => {
-                    // Before the client can read the end: its retry must find the session
-                    // moved already, continued or not.
-                    if let Some(watch) = &settle.watch {
-                        watch.broke(settle.attempt.key(), settle.clock.now());
-                    }
-                    let fault = stop.exit().fault().unwrap_or(StreamFault::Cut);
-                    if continued(&mut r, &mut settle, fault, &mut idle_until).await {
-                        continue;
-                    }
-                    let (kind, message) = stop.terminal();
-                    r.translator.fail(kind, message, &mut r.out);
-                    break Ended::Broken(fault);
-                }
+            match stopped(&mut r, &mut settle, &stop, &mut idle_until).await {
+                Some(ended) => break ended,
+                None => continue,
             }
         }
         if !r.out.is_empty() {
@@ -428,6 +408,51 @@ async fn relay(mut r: Relay, mut settle: Settle) {
             }
         }
     };
+    end(r, settle, tap, ending).await;
+}
+
+/// Where the reading stopped, put to the one decision: the stream's end (the proper one, or
+/// the terminal error event written to the client), or `None` when a continuation took over.
+async fn stopped(
+    r: &mut Relay,
+    settle: &mut Settle,
+    stop: &Stop,
+    idle_until: &mut Instant,
+) -> Option<Ended> {
+    match r.translator.ending(stop.exit()) {
+        Ending::Complete => {
+            if let Some(watch) = &settle.watch {
+                watch.whole(settle.attempt.key(), settle.clock.now());
+            }
+            r.translator.finish(&mut r.out);
+            Some(Ended::Complete)
+        }
+        Ending::ClientGone => Some(Ended::ClientGone),
+        Ending::Truncated | Ending::Unanswered => {
+            // Before the client can read the end: its retry must find the session moved
+            // already, continued or not.
+            if let Some(watch) = &settle.watch {
+                watch.broke(settle.attempt.key(), settle.clock.now());
+            }
+            let fault = stop.exit().fault().unwrap_or(StreamFault::Cut);
+            if continued(r, settle, fault, idle_until).await {
+                return None;
+            }
+            let (kind, message) = stop.terminal();
+            r.translator.fail(kind, message, &mut r.out);
+            Some(Ended::Broken(fault))
+        }
+    }
+}
+
+/// Writes the stream's last bytes, keeps a whole Responses answer, and settles the attempt
+/// and the usage as the stream ended.
+async fn end(
+    r: Relay,
+    mut settle: Settle,
+    mut tap: Option<super::conversations::Tap>,
+    ending: Ended,
+) {
     let client_gone = matches!(ending, Ended::ClientGone);
     let stream_outcome = match ending {
         Ended::Complete => StreamOutcome::Complete,

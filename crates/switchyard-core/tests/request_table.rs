@@ -522,3 +522,100 @@ fn a_request_with_no_stream_is_served_whole_and_never_continued() {
     run.steps(&["serve c1/m"]);
     assert!(!run.request.fell_back());
 }
+
+/// The session rules of RESILIENCE.md §11 with the machine: a request's plan is steered by its
+/// session's pin (`routing::session`), the machine starts on what the steered plan puts first,
+/// and what the machine's attempts showed moves the pin.
+mod sessions {
+    use super::*;
+    use switchyard_core::routing::Plan;
+    use switchyard_core::routing::session::{
+        Pin, SessionKey, SessionLimits, Sessions, Shown, Steer,
+    };
+
+    const LIMITS: SessionLimits = SessionLimits { max: 8, idle_ms: 600_000 };
+
+    /// A request of `session` over `specs` in the user's order (`ordered`): its plan steered by
+    /// the session's pin, its machine ready.
+    fn request(
+        sessions: &mut Sessions,
+        session: SessionKey,
+        specs: &[&str],
+        ordered: bool,
+    ) -> (Run, Steer) {
+        let mut run = Run::new(specs, limits());
+        let candidates = run.request.offers().iter().map(|o| o.candidate.clone()).collect();
+        let mut plan = Plan { candidates, ..Plan::default() };
+        let pin: Option<Pin> = sessions.pin(session, NOW);
+        let steered = sessions.steer(&mut plan, pin.as_ref(), ordered, |_| false);
+        let offers: Vec<Offer> = plan
+            .candidates
+            .into_iter()
+            .map(|c| {
+                let spec = run.request.offers().iter().find(|o| o.candidate == c).cloned();
+                spec.expect("a planned candidate")
+            })
+            .collect();
+        run.request = Request::new(offers, limits());
+        (run, steered)
+    }
+
+    fn key(spec: &str) -> CandidateKey {
+        let (provider, model) = spec.split_once('/').unwrap();
+        CandidateKey::new(provider, "k", model)
+    }
+
+    #[test]
+    fn a_break_moves_the_session_before_the_terminal_event_and_the_retry_starts_elsewhere() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("local", "agent");
+        let (mut run, steered) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        run.steps(&["start a/m first"]);
+        run.sent("a/m");
+        run.on("a/m", Event::Answered);
+        run.steps(&["serve a/m"]);
+        sessions.served(s, &key("a/m"), NOW, &steered);
+        // The stream breaks: the relay tells the table first, then asks the machine.
+        sessions.broke(s, &key("a/m"), NOW);
+        run.request.broke(text("Hel"), RequestShape::default());
+        run.steps(&["not continued: no_continuation_mechanism"]);
+        // The client's retry, sent the moment it reads the terminal event.
+        let (mut retry, steered) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        assert!(matches!(steered, Steer::Moved { .. }), "{steered:?}");
+        retry.steps(&["start b/m first"]);
+    }
+
+    #[test]
+    fn a_session_returns_home_only_after_a_whole_streamed_answer_there() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("local", "agent");
+        sessions.served(s, &key("a/m"), NOW, &Steer::New);
+        sessions.broke(s, &key("a/m"), NOW);
+        let (_, moved) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        sessions.served(s, &key("b/m"), NOW, &moved);
+        // A probe's one token restores a breaker, not a home.
+        sessions.shown(&key("a/m"), Shown::Whole);
+        let (mut run, _) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        run.steps(&["start b/m first"]);
+        // Another session's whole stream on a: it has healed.
+        sessions.shown(&key("a/m"), Shown::WholeStream);
+        let (mut run, steered) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        assert!(matches!(steered, Steer::Returned { .. }), "{steered:?}");
+        run.steps(&["start a/m first"]);
+    }
+
+    #[test]
+    fn the_users_order_wins_over_a_pin_the_session_never_chose() {
+        let mut sessions = Sessions::new(LIMITS);
+        let s = SessionKey::named("local", "pinned by another combo");
+        // Another combo served it on b first.
+        sessions.served(s, &key("b/m"), NOW, &Steer::New);
+        sessions.shown(&key("a/m"), Shown::Whole);
+        // Not an order: the pin holds.
+        let (mut run, _) = request(&mut sessions, s, &["a/m", "b/m"], false);
+        run.steps(&["start b/m first"]);
+        // The user's order: back to the healthy target above the pin.
+        let (mut run, _) = request(&mut sessions, s, &["a/m", "b/m"], true);
+        run.steps(&["start a/m first"]);
+    }
+}

@@ -53,9 +53,14 @@ pub(super) struct Won {
     pub fell_back: bool,
 }
 
-/// The stage an attempt is at.
+/// The stage an attempt is at. Its futures are boxed only when they must be polled beside
+/// another's (a race, a timer); an attempt alone is awaited in the driver's own future.
 enum Stage<'s> {
     Admitting(Pin<Box<dyn Future<Output = Admitted> + Send + 's>>),
+    /// Admitted and let go by the machine: sent when the driver next waits.
+    Ready(Ready),
+    /// Between two stages, for a moment.
+    Moving,
     Sending(Pin<Box<dyn Future<Output = (Tried, Option<Presented>)> + Send + 's>>),
     /// Done; kept until the machine says what becomes of it (serve, refuse, refresh).
     Finished(Tried, Option<Presented>),
@@ -73,6 +78,14 @@ struct Running<'s> {
     /// Hands a streamed attempt's relay what a continuation needs, if this one serves.
     rescue: Option<oneshot::Sender<Rescue>>,
     stage: Stage<'s>,
+}
+
+/// An attempt to send: what the runner's second stage takes.
+struct Ready {
+    attempt: Attempt,
+    secret: Option<Presented>,
+    first_event: Instant,
+    rescue: Option<(oneshot::Receiver<Rescue>, bool)>,
 }
 
 /// What admitting one candidate came to.
@@ -94,7 +107,7 @@ pub(super) struct Driver<'p, 's, 'b> {
     pub trace: &'p mut Trace,
 }
 
-impl<'s> Driver<'_, 's, '_> {
+impl<'s, 'b> Driver<'_, 's, 'b> {
     /// Performs `machine`'s steps until it serves, refuses, or has nothing left.
     pub(super) async fn drive(mut self, mut machine: Request) -> Driven {
         let arrived = self.sending.arrived;
@@ -103,18 +116,17 @@ impl<'s> Driver<'_, 's, '_> {
             let now = arrived.elapsed();
             let step = machine.next(now, &mut self.proxy.world(self.sending.routes));
             match step {
-                Step::Start(start) => running.push(self.start(&machine, &start)),
+                Step::Start(start) if running.iter().any(Running::pending) => {
+                    running.push(self.start(&machine, &start));
+                }
+                Step::Start(start) => self.start_alone(&mut machine, &mut running, &start).await,
                 Step::Pass { candidate, reason } => {
                     self.trace.skip(&machine.offer(candidate).candidate, reason);
                 }
                 Step::Wait { until } => {
                     let until = until.map(|u| arrived + u);
-                    // Nothing live and no timer: nothing will ever happen.
-                    if until.is_none() && !running.iter().any(Running::pending) {
+                    if !self.wait(&mut machine, &mut running, until).await {
                         return Driven::Exhausted(machine.attempts());
-                    }
-                    if let Some((at, progress)) = next_progress(&mut running, until).await {
-                        self.progressed(&mut machine, &mut running, at, progress);
                     }
                 }
                 Step::Cancel { attempt, why } => {
@@ -154,24 +166,110 @@ impl<'s> Driver<'_, 's, '_> {
         }
     }
 
-    /// Starts admitting `start`'s candidate.
-    fn start(&mut self, machine: &Request, start: &Start) -> Running<'s> {
-        let Start { attempt, candidate, role, permit, queue, .. } = *start;
-        let proxy = self.proxy;
-        let sending = self.sending;
-        let offer = machine.offer(candidate).candidate.clone();
-        let admitting = async move {
-            let routes = sending.routes;
-            proxy.admit(routes, &offer, (permit, queue), sending.login, sending.deadline()).await
-        };
-        Running {
-            id: attempt,
-            candidate,
-            role,
-            started: Instant::now(),
-            permit,
-            rescue: None,
-            stage: Stage::Admitting(Box::pin(admitting)),
+    /// Admits `start`'s candidate with nothing else live: here, in this future, with nothing
+    /// to race and nothing boxed.
+    async fn start_alone(
+        &mut self,
+        machine: &mut Request,
+        running: &mut Vec<Running<'s>>,
+        start: &Start,
+    ) {
+        let candidate = &machine.offer(start.candidate).candidate;
+        let (proxy, sending) = (self.proxy, self.sending);
+        let admission = (start.permit, start.queue);
+        let (routes, login, deadline) = (sending.routes, sending.login, sending.deadline());
+        let admitted = proxy.admit(routes, candidate, admission, login, deadline).await;
+        running.push(Running::new(start, Stage::Moving));
+        let at = running.len() - 1;
+        self.admitted(machine, running, at, admitted);
+    }
+
+    /// Waits for the next live attempt's progress, or `until`; `false` when nothing is live
+    /// and no timer is set: nothing will ever happen. One attempt alone with no timer is sent
+    /// here, in this future, unboxed; otherwise every attempt ready to send is boxed and they
+    /// are polled together with the timer.
+    async fn wait(
+        &mut self,
+        machine: &mut Request,
+        running: &mut Vec<Running<'s>>,
+        until: Option<Instant>,
+    ) -> bool {
+        let live = running.iter().filter(|r| r.pending()).count();
+        if until.is_none() && live == 0 {
+            return false;
+        }
+        let ready = running.iter().position(|r| matches!(r.stage, Stage::Ready(_)));
+        if let (None, 1, Some(at)) = (until, live, ready) {
+            let Ready { attempt, secret, first_event, rescue } = take_ready(&mut running[at]);
+            let candidate = &machine.offer(running[at].candidate).candidate;
+            let target = &self.sending.combo.targets[candidate.target];
+            let tried = (self.proxy)
+                .attempt(
+                    self.sending,
+                    (candidate, target),
+                    secret.as_ref(),
+                    attempt,
+                    first_event,
+                    rescue,
+                )
+                .await;
+            self.progressed(machine, running, at, Progress::Tried(tried, secret));
+            return true;
+        }
+        for entry in running.iter_mut() {
+            if matches!(entry.stage, Stage::Ready(_)) {
+                let candidate = machine.offer(entry.candidate).candidate.clone();
+                let ready = take_ready(entry);
+                entry.stage = Stage::Sending(Box::pin(self.send(candidate, ready)));
+            }
+        }
+        if let Some((at, progress)) = next_progress(running, until).await {
+            self.progressed(machine, running, at, progress);
+        }
+        true
+    }
+
+    /// Starts admitting `start`'s candidate beside the attempts already live.
+    fn start(&self, machine: &Request, start: &Start) -> Running<'s> {
+        let candidate = machine.offer(start.candidate).candidate.clone();
+        Running::new(start, Stage::Admitting(Box::pin(self.admit(candidate, start))))
+    }
+
+    /// The attempt runner's first stage for `candidate`.
+    fn admit(
+        &self,
+        candidate: Candidate,
+        start: &Start,
+    ) -> impl Future<Output = Admitted> + Send + use<'s, 'b> {
+        let (proxy, sending) = (self.proxy, self.sending);
+        let admission = (start.permit, start.queue);
+        async move {
+            let (routes, login) = (sending.routes, sending.login);
+            proxy.admit(routes, &candidate, admission, login, sending.deadline()).await
+        }
+    }
+
+    /// The attempt runner's second stage: `ready` sent to `candidate`.
+    fn send(
+        &self,
+        candidate: Candidate,
+        ready: Ready,
+    ) -> impl Future<Output = (Tried, Option<Presented>)> + Send + use<'s, 'b> {
+        let (proxy, sending) = (self.proxy, self.sending);
+        async move {
+            let Ready { attempt, secret, first_event, rescue } = ready;
+            let target = &sending.combo.targets[candidate.target];
+            let tried = proxy
+                .attempt(
+                    sending,
+                    (&candidate, target),
+                    secret.as_ref(),
+                    attempt,
+                    first_event,
+                    rescue,
+                )
+                .await;
+            (tried, secret)
         }
     }
 
@@ -217,11 +315,10 @@ impl<'s> Driver<'_, 's, '_> {
     ) {
         let now = self.sending.arrived.elapsed();
         let world = &mut self.proxy.world(self.sending.routes);
-        let id = running[at].id;
-        let candidate = machine.offer(running[at].candidate).candidate.clone();
+        let (id, index) = (running[at].id, running[at].candidate);
         if let Some(waited) = queued {
             self.proxy.counters.queued(waited, ready.is_ok());
-            self.trace.queued(&candidate, waited);
+            self.trace.queued(&machine.offer(index).candidate, waited);
         }
         let (attempt, secret) = match ready {
             Ok(ready) => ready,
@@ -239,36 +336,24 @@ impl<'s> Driver<'_, 's, '_> {
         }
         let role = running[at].role;
         if role.races() {
+            let candidate = &machine.offer(index).candidate;
             self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
             let what = if role == Role::Hedge { "started" } else { "started_early" };
-            self.trace.hedge(&candidate, what, self.sending.arrived.elapsed());
+            self.trace.hedge(candidate, what, self.sending.arrived.elapsed());
             tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");
         }
-        let (tx, rx) = oneshot::channel();
-        let rescue = self.sending.request.stream().then_some(rx);
-        let keep =
-            rescue.is_some() && self.sending.keeps_for_continuation(machine, running[at].candidate);
-        let first_event = (Instant::now() + running[at].permit).min(self.sending.deadline());
-        let (proxy, sending) = (self.proxy, self.sending);
-        let sent = async move {
-            let target = &sending.combo.targets[candidate.target];
-            let rescue = rescue.map(|rx| (rx, keep));
-            let tried = proxy
-                .attempt(
-                    sending,
-                    (&candidate, target),
-                    secret.as_ref(),
-                    attempt,
-                    first_event,
-                    rescue,
-                )
-                .await;
-            (tried, secret)
+        // A stream's relay is handed what a continuation needs, if this attempt serves.
+        let (tx, rescue) = if self.sending.request.stream() {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some((rx, self.sending.keeps_for_continuation(machine, index))))
+        } else {
+            (None, None)
         };
+        let first_event = (Instant::now() + running[at].permit).min(self.sending.deadline());
         let entry = &mut running[at];
-        entry.rescue = Some(tx);
+        entry.rescue = tx;
         entry.started = Instant::now();
-        entry.stage = Stage::Sending(Box::pin(sent));
+        entry.stage = Stage::Ready(Ready { attempt, secret, first_event, rescue });
     }
 
     /// A live attempt dropped: it lost a race, or another's verdict forbids it to answer.
@@ -322,10 +407,30 @@ impl<'s> Driver<'_, 's, '_> {
     }
 }
 
-impl Running<'_> {
+impl<'s> Running<'s> {
+    fn new(start: &Start, stage: Stage<'s>) -> Self {
+        Running {
+            id: start.attempt,
+            candidate: start.candidate,
+            role: start.role,
+            started: Instant::now(),
+            permit: start.permit,
+            rescue: None,
+            stage,
+        }
+    }
+
     fn pending(&self) -> bool {
         !matches!(self.stage, Stage::Finished(..))
     }
+}
+
+/// Takes an admitted attempt out of `entry` to send it.
+fn take_ready(entry: &mut Running<'_>) -> Ready {
+    let Stage::Ready(ready) = std::mem::replace(&mut entry.stage, Stage::Moving) else {
+        unreachable!("taken only when ready")
+    };
+    ready
 }
 
 /// The credential a finished `attempt` was sent with, and the secret it presented (taken).
@@ -352,7 +457,7 @@ async fn next_progress(
                 Stage::Sending(sending) => {
                     sending.as_mut().poll(cx).map(|(tried, secret)| Progress::Tried(tried, secret))
                 }
-                Stage::Finished(..) => continue,
+                Stage::Ready(_) | Stage::Moving | Stage::Finished(..) => continue,
             };
             if let Poll::Ready(progress) = progress {
                 return Poll::Ready(Some((at, progress)));

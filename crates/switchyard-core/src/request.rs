@@ -288,7 +288,7 @@ pub struct Request {
     early_used: bool,
     first: Option<AttemptId>,
     served: Option<(AttemptId, usize)>,
-    rescue: Option<Rescue>,
+    rescue: Option<Box<Rescue>>,
     next_id: u32,
     steps: VecDeque<Step>,
 }
@@ -321,6 +321,11 @@ impl Request {
 
     pub fn offer(&self, candidate: usize) -> &Offer {
         &self.offers[candidate]
+    }
+
+    /// The machine, done: its offer at `candidate`.
+    pub fn into_offer(mut self, candidate: usize) -> Offer {
+        self.offers.swap_remove(candidate)
     }
 
     /// Upstream attempts started so far, of every role.
@@ -761,8 +766,13 @@ impl Request {
     pub fn broke(&mut self, relayed: Relayed, shape: RequestShape) {
         let Some((_, served)) = self.served else { return };
         self.attempts.rule_out(&self.offers[served].key().provider);
-        self.rescue =
-            Some(Rescue { from: served + 1, relayed, shape, refusal: None, last_failed: None });
+        self.rescue = Some(Box::new(Rescue {
+            from: served + 1,
+            relayed,
+            shape,
+            refusal: None,
+            last_failed: None,
+        }));
     }
 
     fn next_rescue(&mut self, now: Duration, world: &mut dyn World) -> Step {

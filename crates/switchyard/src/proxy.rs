@@ -837,7 +837,7 @@ impl Proxy {
         let driver = driver::Driver { proxy: self, sending: &sending, trace: &mut trace };
         match driver.drive(machine).await {
             Driven::Served(won) => {
-                let served = (*won, first, &planned);
+                let served = (won, first, planned.steered, planned.decision);
                 Ok(Self::served(&sending, served, summary, trace))
             }
             Driven::Refused(refused, attempts) => {
@@ -929,7 +929,12 @@ impl Proxy {
     /// routing state once the answer is on its way (`settle_served`).
     fn served(
         sending: &Sending<'_, '_>,
-        (won, first, planned): (driver::Won, Option<CandidateKey>, &Planned),
+        (won, first, steered, decision): (
+            driver::Won,
+            Option<CandidateKey>,
+            Steer,
+            Option<auto::Decision>,
+        ),
         summary: &mut Summary,
         trace: Trace,
     ) -> Response {
@@ -952,12 +957,12 @@ impl Proxy {
             stream,
             status: response.status().as_u16(),
             carried,
-            session: planned.session,
-            steered: planned.steered.clone(),
+            session: sending.session,
+            steered,
             routes: Arc::clone(sending.routes),
         });
         routing_headers(&mut response, &sending.combo.targets[candidate.target], attempts);
-        if let Some(value) = planned.decision.as_ref().and_then(auto::Decision::header) {
+        if let Some(value) = decision.as_ref().and_then(auto::Decision::header) {
             response.headers_mut().insert(auto::DECISION_HEADER, value);
         }
         if !stream {

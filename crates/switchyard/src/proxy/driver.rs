@@ -35,7 +35,7 @@ use super::{Proxy, Sending, Tried, TriedResult, passthrough};
 
 /// How a request's attempts came out.
 pub(super) enum Driven {
-    Served(Box<Won>),
+    Served(Won),
     /// A verdict that allows no fallback: the upstream's error, as it gave it; with the
     /// attempts made.
     Refused(Refused, u32),
@@ -387,23 +387,23 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         let Stage::Finished(tried, _) = winner.stage else {
             return Driven::Exhausted(machine.attempts());
         };
-        let candidate = machine.offer(winner.candidate).candidate.clone();
         if winner.role.races() {
+            let candidate = &machine.offer(winner.candidate).candidate;
             self.proxy.counters.hedges_won.fetch_add(1, Ordering::Relaxed);
-            self.trace.hedge(&candidate, "won", self.sending.arrived.elapsed());
+            self.trace.hedge(candidate, "won", self.sending.arrived.elapsed());
         }
         let (attempts, fell_back) = (machine.attempts(), machine.fell_back());
-        if let Some(rescue) = winner.rescue {
-            // A relay whose stream has already ended has dropped its receiver: nothing to do.
-            let _ = rescue.send(self.sending.rescuer(self.proxy, machine, winner.candidate));
-        }
-        Driven::Served(Box::new(Won {
-            tried,
-            candidate,
-            started: winner.started,
-            attempts,
-            fell_back,
-        }))
+        let candidate = match winner.rescue {
+            Some(rescue) => {
+                let candidate = machine.offer(winner.candidate).candidate.clone();
+                // A relay whose stream has already ended has dropped its receiver: nothing to
+                // do then.
+                let _ = rescue.send(self.sending.rescuer(self.proxy, machine, winner.candidate));
+                candidate
+            }
+            None => machine.into_offer(winner.candidate).candidate,
+        };
+        Driven::Served(Won { tried, candidate, started: winner.started, attempts, fell_back })
     }
 }
 

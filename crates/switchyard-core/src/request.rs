@@ -19,8 +19,9 @@
 //! - Only an attempt's own failure rules its provider out, and only when the verdict charges the
 //!   provider or allows no other key of it.
 
-use std::collections::VecDeque;
 use std::time::Duration;
+
+use smallvec::SmallVec;
 
 use crate::continuation::{self, Continuation, Relayed, RequestShape};
 use crate::ids::CandidateKey;
@@ -279,7 +280,8 @@ pub struct Request {
     cursor: usize,
     /// Candidates started as racers: the plan order passes them.
     raced: Vec<usize>,
-    live: Vec<Live>,
+    /// At most two: the attempt waited on and a racer (more only for a moment).
+    live: SmallVec<[Live; 2]>,
     retry: Option<Retry>,
     /// The candidate whose one same-target retry is spent.
     retried: Option<usize>,
@@ -290,7 +292,8 @@ pub struct Request {
     served: Option<(AttemptId, usize)>,
     rescue: Option<Box<Rescue>>,
     next_id: u32,
-    steps: VecDeque<Step>,
+    /// Steps decided and not yet asked for, first first.
+    steps: SmallVec<[Step; 2]>,
 }
 
 impl Request {
@@ -301,7 +304,7 @@ impl Request {
             attempts: AttemptState::new(limits.max_attempts),
             cursor: 0,
             raced: Vec::new(),
-            live: Vec::new(),
+            live: SmallVec::new(),
             retry: None,
             retried: None,
             failure: None,
@@ -311,7 +314,7 @@ impl Request {
             served: None,
             rescue: None,
             next_id: 0,
-            steps: VecDeque::new(),
+            steps: SmallVec::new(),
         }
     }
 
@@ -350,8 +353,8 @@ impl Request {
 
     /// What to do next, at `now` (since the request arrived).
     pub fn next(&mut self, now: Duration, world: &mut dyn World) -> Step {
-        if let Some(step) = self.steps.pop_front() {
-            return step;
+        if !self.steps.is_empty() {
+            return self.steps.remove(0);
         }
         if self.served.is_some() {
             return self.next_rescue(now, world);
@@ -480,7 +483,7 @@ impl Request {
                 }
             }
             Role::First | Role::Retry | Role::Fallback => {
-                self.steps.push_back(Step::Pass { candidate: live.candidate, reason });
+                self.steps.push(Step::Pass { candidate: live.candidate, reason });
                 self.advance(live.candidate);
             }
         }
@@ -490,13 +493,13 @@ impl Request {
         let live = self.live.remove(at);
         self.race = None;
         for other in std::mem::take(&mut self.live) {
-            self.steps.push_back(Step::Cancel { attempt: other.id, why: Cancelled::Lost });
+            self.steps.push(Step::Cancel { attempt: other.id, why: Cancelled::Lost });
         }
         if live.role == Role::Continuation {
             self.rescue = None;
         }
         self.served = Some((live.id, live.candidate));
-        self.steps.push_back(Step::Serve { attempt: live.id });
+        self.steps.push(Step::Serve { attempt: live.id });
     }
 
     fn failed(&mut self, live: Live, verdict: Verdict, now: Duration, world: &mut dyn World) {
@@ -518,9 +521,9 @@ impl Request {
             self.attempts.close();
             self.race = None;
             for other in std::mem::take(&mut self.live) {
-                self.steps.push_back(Step::Cancel { attempt: other.id, why: Cancelled::Refused });
+                self.steps.push(Step::Cancel { attempt: other.id, why: Cancelled::Refused });
             }
-            self.steps.push_back(Step::Refuse { attempt: live.id });
+            self.steps.push(Step::Refuse { attempt: live.id });
             return;
         }
         let failure = Failure {
@@ -572,7 +575,7 @@ impl Request {
                         first_event: now,
                         others_left,
                     });
-                    self.steps.push_back(Step::Refresh { attempt: id });
+                    self.steps.push(Step::Refresh { attempt: id });
                     return;
                 }
                 RetrySame::OnceWithinBudget if world.afford_retry() => {

@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use switchyard_core::CandidateKey;
 use switchyard_core::request::{AttemptId, Cancelled, Event, Request, Role, Start, Step};
 use switchyard_core::resilience::Attempt;
@@ -66,6 +67,9 @@ enum Stage<'s> {
     Finished(Tried, Option<Presented>),
 }
 
+/// The attempts the driver holds: the one waited on and a racer, on the stack.
+type Attempts<'s> = SmallVec<[Running<'s>; 2]>;
+
 /// One attempt the driver holds.
 struct Running<'s> {
     id: AttemptId,
@@ -111,7 +115,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     /// Performs `machine`'s steps until it serves, refuses, or has nothing left.
     pub(super) async fn drive(mut self, mut machine: Request) -> Driven {
         let arrived = self.sending.arrived;
-        let mut running: Vec<Running<'s>> = Vec::new();
+        let mut running = Attempts::new();
         loop {
             let now = arrived.elapsed();
             let step = machine.next(now, &mut self.proxy.world(self.sending.routes));
@@ -171,7 +175,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     async fn start_alone(
         &mut self,
         machine: &mut Request,
-        running: &mut Vec<Running<'s>>,
+        running: &mut Attempts<'s>,
         start: &Start,
     ) {
         let candidate = &machine.offer(start.candidate).candidate;
@@ -191,7 +195,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     async fn wait(
         &mut self,
         machine: &mut Request,
-        running: &mut Vec<Running<'s>>,
+        running: &mut Attempts<'s>,
         until: Option<Instant>,
     ) -> bool {
         let live = running.iter().filter(|r| r.pending()).count();
@@ -277,7 +281,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     fn progressed(
         &mut self,
         machine: &mut Request,
-        running: &mut Vec<Running<'s>>,
+        running: &mut Attempts<'s>,
         at: usize,
         progress: Progress,
     ) {
@@ -309,11 +313,13 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     fn admitted(
         &mut self,
         machine: &mut Request,
-        running: &mut Vec<Running<'s>>,
+        running: &mut Attempts<'s>,
         at: usize,
         Admitted { ready, queued }: Admitted,
     ) {
-        let now = self.sending.arrived.elapsed();
+        // One reading of the clock: when it was admitted is when it is sent.
+        let sent_at = Instant::now();
+        let now = sent_at.saturating_duration_since(self.sending.arrived);
         let world = &mut self.proxy.world(self.sending.routes);
         let (id, index) = (running[at].id, running[at].candidate);
         if let Some(waited) = queued {
@@ -339,7 +345,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
             let candidate = &machine.offer(index).candidate;
             self.proxy.counters.hedges_started.fetch_add(1, Ordering::Relaxed);
             let what = if role == Role::Hedge { "started" } else { "started_early" };
-            self.trace.hedge(candidate, what, self.sending.arrived.elapsed());
+            self.trace.hedge(candidate, what, now);
             tracing::info!(hedge = %candidate.key, role = role.as_str(), "racing a slow first event");
         }
         // A stream's relay is handed what a continuation needs, if this attempt serves.
@@ -349,10 +355,10 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         } else {
             (None, None)
         };
-        let first_event = (Instant::now() + running[at].permit).min(self.sending.deadline());
+        let first_event = (sent_at + running[at].permit).min(self.sending.deadline());
         let entry = &mut running[at];
         entry.rescue = tx;
-        entry.started = Instant::now();
+        entry.started = sent_at;
         entry.stage = Stage::Ready(Ready { attempt, secret, first_event, rescue });
     }
 

@@ -4,12 +4,12 @@
 //! The colour answers "can my tools get answers right now?":
 //! - green: every breaker closed, nothing benched, nothing locked;
 //! - amber: something is degraded, a key is cooling, a model is locked, routing is paused, or
-//!   the team's database cannot be reached (issue 20: this instance decides alone until it is
+//!   the team's database cannot be reached (this instance decides alone until it is
 //!   back), but every combo still has a candidate;
 //! - red: a provider's breaker is open (or half-open, still proving itself), or some combo has
 //!   nothing that could serve, or the overall budget is enforced and spent (nothing is served).
 //!
-//! What the doctor found (issue 30, point 3) is counted in the tooltip and on a menu line of
+//! What the doctor found is counted in the tooltip and on a menu line of
 //! its own, and changes no colour: a finding suggests a fix for what the colour already shows,
 //! or for what will matter later (a destination waiting for confirmation).
 //!

@@ -1,4 +1,4 @@
-//! `auto` (issue 30): `model = "auto"` (and `auto:fast`, `auto:cheap`, `auto:smart`) routes to
+//! `auto`: `model = "auto"` (and `auto:fast`, `auto:cheap`, `auto:smart`) routes to
 //! the best configured model that fits the request, by a score whose factors the trace lists
 //! and `x-switchyard-decision` summarises.
 

@@ -1,4 +1,4 @@
-//! Budgets (issue 18, point 5): a budget announces 80 % once and its limit once on the event
+//! Budgets: a budget announces 80 % once and its limit once on the event
 //! stream; once an enforced one is spent, requests are refused before any upstream is asked,
 //! in the client's dialect (Chat, Responses, Anthropic), with `429`, `x-should-retry: false`,
 //! no `Retry-After`, and a message naming the budget and when it resets. A key's budget stops

@@ -31,7 +31,7 @@ name = "subplan"
 targets = [{ target = "sub/sub-plan" }, { target = "an/claude-x" }]
 "#;
 
-/// A subscriber's own login (issue 28): passed through to its subscription alone, and no
+/// A subscriber's own login: passed through to its subscription alone, and no
 /// more kept than the canary key.
 const CLIENT_LOGIN: &str = "sk-ant-oat01-client-canary-5f2e9b7c1d3a";
 
@@ -846,7 +846,7 @@ async fn no_other_tenant_got_the_canary(h: &Harness) {
 }
 
 /// A pair confirmed for one's own tenant's path on a gateway sends nothing to another
-/// tenant's path on the same host (issue 26, point 7): the import dry run lists those pairs
+/// tenant's path on the same host: the import dry run lists those pairs
 /// as new, and routed requests are refused until the user confirms.
 #[tokio::test]
 async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_tenants() {
@@ -878,7 +878,7 @@ async fn a_pair_confirmed_for_ones_own_tenant_path_is_not_confirmed_for_another_
 }
 
 /// A state file of the version before destinations had paths holds host-wide bindings; the
-/// first start of this version narrows them to the paths the config uses (issue 26, point 7),
+/// first start of this version narrows them to the paths the config uses,
 /// so the user's provider keeps working and another tenant's path is not covered.
 #[tokio::test]
 async fn host_wide_bindings_of_the_version_before_are_narrowed_at_start() {

@@ -1,4 +1,4 @@
-//! Catalogue presets end to end (issue 17): a `preset = "deepseek"` provider whose base URL is
+//! Catalogue presets end to end: a `preset = "deepseek"` provider whose base URL is
 //! pointed at the mock routes, continues a broken stream by the catalogue's continuation
 //! default, is ranked by the catalogue's prices under the `cost` strategy, serves a model
 //! newer than the snapshot; and `GET /api/catalogue` serves the catalogue to the UI.

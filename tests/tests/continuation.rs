@@ -235,8 +235,7 @@ async fn a_target_that_refused_a_continuation_is_not_asked_to_continue_again() {
 
 /// The relay keeps the text it relayed for a continuation up to a cap (1 MiB,
 /// `switchyard_core::continuation::MAX_RELAYED_BYTES`): a 50 MB answer cut near its end is not
-/// offered a continuation, the trace says why, and the relay never held the 50 MB (issue 26,
-/// point 6).
+/// offered a continuation, the trace says why, and the relay never held the 50 MB.
 #[tokio::test]
 async fn a_50_mb_answer_cut_near_its_end_is_past_the_relay_cap_and_not_continued() {
     // The mock writes the whole answer before its first event: seconds in a debug build.

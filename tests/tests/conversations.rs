@@ -1,9 +1,9 @@
-//! `previous_response_id` (issue 13): every answer to a Responses client is kept in a bounded
+//! `previous_response_id`: every answer to a Responses client is kept in a bounded
 //! store, so a conversation continues on any target. A Chat target gets the whole history; a
 //! Responses upstream that kept the previous response gets the client's bytes on the same
 //! credential; an unknown id is a 400 in the client's dialect that charges nobody. Ids of
 //! answers Switchyard made are its own (128 random bits), and a response is known only to the
-//! local key it answered (issue 26, point 3).
+//! local key it answered.
 
 use serde_json::{Value, json};
 use switchyard_e2e::harness::{Harness, LOCAL_KEY, sse_data};
@@ -279,7 +279,7 @@ async fn another_local_keys_response_is_unknown_and_nothing_is_sent() {
 }
 
 /// A streamed answer larger than the whole conversation store (16 MiB) is let go as it
-/// arrives, not held until `response.completed` (issue 26, point 6): the client gets all of
+/// arrives, not held until `response.completed`: the client gets all of
 /// it, and continuing it is answered like any unknown id.
 #[tokio::test]
 async fn a_50_mb_streamed_answer_reaches_the_client_whole_and_is_not_kept() {

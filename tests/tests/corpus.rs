@@ -1,11 +1,11 @@
-//! The fault corpus (issue 14) through the real proxy: every documented failure shape of
+//! The fault corpus through the real proxy: every documented failure shape of
 //! Anthropic, OpenAI, Gemini, OpenRouter, Ollama and vLLM (`switchyard_testkit::corpus`), with a
 //! healthy fallback on another provider configured, in both client dialects. For each shape the
 //! test states what the client sees (the fallback's whole answer, or one clean error in its own
 //! dialect), the verdict the routing trace records and which layer was charged (read back from
 //! the health registry).
 //!
-//! Acceptance (issue 14): with a fallback configured, none of the corpus's pre-content failures
+//! Acceptance: with a fallback configured, none of the corpus's pre-content failures
 //! reaches the client.
 
 use serde_json::Value;

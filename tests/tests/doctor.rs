@@ -1,4 +1,4 @@
-//! The doctor (issue 30, point 3): `GET /api/doctor` names what is wrong with its evidence and a
+//! The doctor: `GET /api/doctor` names what is wrong with its evidence and a
 //! suggested action; `POST /api/doctor/{id}/apply` applies one only with the digest of the
 //! evidence it was shown (a changed state answers 409 and changes nothing); a dry run says
 //! what would change. One test per finding: the state set up through the mock, named, fixed.

@@ -1,4 +1,4 @@
-//! How a stream ended, end to end (RESILIENCE.md §7; issue 25): every client dialect, both
+//! How a stream ended, end to end (RESILIENCE.md §7): every client dialect, both
 //! paths (passthrough: the primary speaks the client's dialect; translated: it does not), and
 //! each exit of the relay. An answer is complete only after a finish reason: content followed
 //! by an end marker (or the end of the body) and no finish is never a success, and is continued

@@ -160,7 +160,7 @@ async fn the_web_ui_is_served_with_a_csp_no_framing_no_sniffing_and_no_referrer(
     let api = h.http.get(h.url("/api/monitoring/health")).bearer_auth(MANAGEMENT_TOKEN);
     let api = api.send().await.unwrap();
     let refused = h.http.get(h.url("/api/monitoring/health")).send().await.unwrap();
-    // A client's `POST` to `/v1` is answered by the connection without the router (issue 33):
+    // A client's `POST` to `/v1` is answered by the connection without the router:
     // the same front door, the same headers, answered or refused.
     let chat = json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]});
     let url = h.url("/v1/chat/completions");

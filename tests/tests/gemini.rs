@@ -1,4 +1,4 @@
-//! The Gemini front door (issue 29): `/v1beta/models/{model}:generateContent` and
+//! The Gemini front door: `/v1beta/models/{model}:generateContent` and
 //! `:streamGenerateContent` (SSE with `alt=sse`, one JSON array without), `:countTokens`, the
 //! model list; the local key from `x-goog-api-key` or `?key=` (never forwarded); Gemini's
 //! error shape on every `/v1beta` path; passthrough to a Gemini upstream byte for byte but for

@@ -209,7 +209,7 @@ async fn a_hedge_that_fails_leaves_the_primary_running() {
     assert_eq!(fallbacks, 0, "served by the first attempt: a lost hedge is no fallback");
 }
 
-/// Hedging and continuation compose (RESILIENCE.md §10; issue 25, defect 4): `an/slow-1` is
+/// Hedging and continuation compose (RESILIENCE.md §10): `an/slow-1` is
 /// hedged by `oa/gpt-4o`, and `an2/claude-rescue` (Anthropic prefill) or `ds/ds-chat`
 /// (`prefix: true`) may continue a broken answer.
 async fn composed(targets: &str, routing: &str) -> Harness {

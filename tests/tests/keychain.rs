@@ -1,4 +1,4 @@
-//! A provider key that exists only in the OS keychain serves a request (issue 4). Needs a real
+//! A provider key that exists only in the OS keychain serves a request. Needs a real
 //! Secret Service: `scripts/keychain-test` provides one (a private dbus session with an
 //! unlocked gnome-keyring) and sets `SWITCHYARD_KEYCHAIN_TESTS=1`; elsewhere this reports
 //! itself as not run, so a plain `cargo test` never touches a desktop's keyring.

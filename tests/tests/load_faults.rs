@@ -1,4 +1,4 @@
-//! Load under faults (issue 7): a thousand client requests at once, half streamed and half not,
+//! Load under faults: a thousand client requests at once, half streamed and half not,
 //! half in each client dialect, across two combos whose upstreams flap with scripted faults
 //! (5xx bursts, 429s with `Retry-After`, resets before the headers and mid-body, stalls before
 //! the first event and mid-stream). Every request must end with a complete answer or one clean

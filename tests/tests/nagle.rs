@@ -1,4 +1,4 @@
-//! The Nagle / delayed-ACK stall (issue 6): a socket without `TCP_NODELAY` holds a small write
+//! The Nagle / delayed-ACK stall: a socket without `TCP_NODELAY` holds a small write
 //! back until the previous one is acknowledged, and the peer delays that ACK by up to 40 ms, so
 //! a streamed answer through the proxy would arrive in 40 ms steps while the upstream paces it
 //! evenly.

@@ -1,4 +1,4 @@
-//! Sessions (issue 27, RESILIENCE.md §11): each agent session keeps to the key that served
+//! Sessions (RESILIENCE.md §11): each agent session keeps to the key that served
 //! it, so its prompt is read from that key's cache; spreading strategies spread sessions, not
 //! turns; a session whose key is benched moves within the same request and stays where it went.
 //!
@@ -392,7 +392,7 @@ targets = [{ target = "home/claude" }, { target = "stand-in/claude-backup" }]
 }
 
 /// `max_in_flight = 2` on a key of its own, six requests at once, each answer streamed slowly:
-/// the mock never has more than two open on that key, and none fails (issue 27, point 3).
+/// the mock never has more than two open on that key, and none fails.
 #[tokio::test]
 async fn a_capped_key_never_has_more_requests_open_than_its_cap_and_none_fails() {
     let config = r#"
@@ -436,7 +436,7 @@ queue_ms = 20000
 
 /// The mock says key k1 has 1 % of its requests left: no new session goes there while k2 has
 /// more, a session already on k1 stays, and once k1's window has reset it takes sessions again
-/// (issue 27, point 2). The health API and `/metrics` show the windows.
+///. The health API and `/metrics` show the windows.
 #[tokio::test]
 async fn a_key_under_its_reserve_takes_no_new_session_until_its_window_resets() {
     let clock =
@@ -480,7 +480,7 @@ async fn a_key_under_its_reserve_takes_no_new_session_until_its_window_resets() 
 }
 
 /// The request log says which session each request belonged to and lists one session's
-/// requests, so a user sees what one agent task did and cost (issue 27, point 4: the log).
+/// requests, so a user sees what one agent task did and cost (point 4: the log).
 #[tokio::test]
 async fn the_request_log_lists_one_sessions_requests() {
     let h = start(true).await;

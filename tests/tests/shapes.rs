@@ -1,4 +1,4 @@
-//! Real providers' failure shapes inside a 200 stream (RESILIENCE.md §2, §7; issue 14): an
+//! Real providers' failure shapes inside a 200 stream (RESILIENCE.md §2, §7): an
 //! overload reported as a stream event before any content, and a stream that only pings. With
 //! a fallback configured, none of them reaches the client; after content, the client gets one
 //! terminal error and the request log says the stream broke.

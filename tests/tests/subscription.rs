@@ -1,4 +1,4 @@
-//! Keep your subscription (issue 28, RESILIENCE.md §11): a subscriber's Claude Code or Codex
+//! Keep your subscription (RESILIENCE.md §11): a subscriber's Claude Code or Codex
 //! keeps its own login in `Authorization` and sends the local key in `x-switchyard-key`. A
 //! provider credential of kind `client` passes that login through, to its own provider only;
 //! when the subscription's window is spent, the same request falls back to an API key, and the
@@ -306,7 +306,7 @@ async fn one_subscribers_spent_window_benches_that_account_only() {
 }
 
 /// The subscription's destination is a binding like any other: confirmed with the config that
-/// named it first, and not trusted once the file moves it (issue 26's rule, issue 28).
+/// named it first, and not trusted once the file moves it (the rule for a moved file).
 #[tokio::test]
 async fn a_login_never_goes_to_a_destination_moved_after_the_first_start_until_confirmed() {
     let data = tempfile::tempdir().unwrap();

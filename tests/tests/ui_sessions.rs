@@ -1,4 +1,4 @@
-//! The web UI's sessions (issue 26, point 2): the UI exchanges the management token once for a
+//! The web UI's sessions: the UI exchanges the management token once for a
 //! session token that lives in this server process alone, so a restart ends it and a page
 //! that sends it to whoever holds the port afterwards gives away nothing. The event stream
 //! (the request a page repeats on its own) takes only a session; the management token keeps

@@ -1,4 +1,4 @@
-//! Usage and cost on every request (issue 18, point 1): whatever the client's dialect and the
+//! Usage and cost on every request: whatever the client's dialect and the
 //! upstream's, streamed or not, served at once or after a fallback, the request log holds
 //! exactly the tokens the mock reported, bucket by bucket, and the cost at the serving
 //! target's prices; a non-streamed answer carries it in `x-switchyard-cost`. A Chat stream is

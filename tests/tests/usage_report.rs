@@ -1,4 +1,4 @@
-//! Usage aggregates through the API (issue 18, points 2 and 3): requests made through two local
+//! Usage aggregates through the API: requests made through two local
 //! keys, in three hours of two days (a manual clock), streamed and not, one of them after a
 //! fallback, come back from `GET /api/usage` bucket by bucket exactly as the mock reported
 //! them, grouped by model, provider, key and combo, narrowed by every filter, and as CSV; a bad
@@ -323,7 +323,7 @@ async fn metrics_count_by_provider_and_model_with_labels_bounded_to_the_config()
 
 /// A provider without a `models` list takes any model name a client makes up; the ledger (in
 /// memory and in the state file, kept 400 days) counts those under `other`, as `/metrics`
-/// does, so no client can grow it one label set per name (issue 26, point 6).
+/// does, so no client can grow it one label set per name.
 #[tokio::test]
 async fn unlisted_models_count_as_other_in_the_ledger_in_memory_and_in_the_file() {
     let data = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
 //! The provider and model catalogue compiled into the binary: presets a provider names
-//! (`preset = "groq"`) and the facts known about their models (issue 17).
+//! (`preset = "groq"`) and the facts known about their models.
 //!
 //! Two files, compiled in and parsed once on first use:
 //! - `data/providers.toml`, the hand-kept overlay: each preset's kind, API, base URL (checked
@@ -80,7 +80,7 @@ pub enum AuthStyle {
     /// No key: a server on this machine.
     None,
     /// The caller's own login, passed through as the client sent it (a subscription: Claude
-    /// Code's or Codex's sign-in, issue 28); Switchyard keeps no key for it.
+    /// Code's or Codex's sign-in); Switchyard keeps no key for it.
     Client,
 }
 

@@ -1,4 +1,4 @@
-//! Where requests and secrets may go (issue 19, point 1; issue 26, point 1): a provider's
+//! Where requests and secrets may go: a provider's
 //! requests go only to destinations the user confirmed, and a secret reference (`env:VAR`,
 //! `keychain:provider/credential`) is sent only to the destinations the user confirmed it for.
 //!
@@ -21,7 +21,7 @@
 //! and `..` resolved as a URL parser resolves them, empty segments and a trailing `/` left
 //! out), so `https://API.example.com/v1/` and `https://api.example.com:443/v1` are one
 //! destination. A confirmed destination covers itself and every path below it, segment by
-//! segment (issue 26, point 7): on a gateway that separates tenants by path
+//! segment: on a gateway that separates tenants by path
 //! (`gateway.ai.cloudflare.com/v1/{account}/…`), confirming `…/v1/mine` confirms neither
 //! `…/v1/other` nor `…/v1/mine-too`, while a destination with no path covers its whole host.
 
@@ -282,7 +282,7 @@ pub fn covers(confirmed: &str, destination: &str) -> bool {
 }
 
 /// The stored bindings of a version whose destinations had no path, narrowed to the paths
-/// the config sends them to (the one-time migration of issue 26, point 7): each host-wide
+/// the config sends them to (a one-time migration): each host-wide
 /// binding in `stored` is replaced by the bindings of `exposures` it covers (the same
 /// reference, or a destination binding for one, at a path on its host), so what the user
 /// confirmed keeps working and no other tenant's path on that host inherits it. A host-wide

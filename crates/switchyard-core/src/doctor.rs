@@ -1,4 +1,4 @@
-//! The doctor (issue 30, point 3): findings read from the health state and the config, each
+//! The doctor: findings read from the health state and the config, each
 //! with its evidence, a digest of that evidence, and what to do about it: a change it can
 //! apply in one step, or advice with a link to the fix. Nothing is applied here, and nothing
 //! is applied unasked: the caller applies one finding at a time, only with the digest the user

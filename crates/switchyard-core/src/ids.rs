@@ -74,13 +74,13 @@ id!(
     ModelId
 );
 id!(
-    /// One running Switchyard of a team (issue 20), e.g. `alice-laptop` or `build-7f3a2c`:
+    /// One running Switchyard of a team, e.g. `alice-laptop` or `build-7f3a2c`:
     /// names who recorded a shared lock or cooldown and who holds a half-open probe's lease.
     InstanceId
 );
 
 /// Between a configured credential's id and the account it serves: a `client` credential (the
-/// caller's own login, issue 28) is benched per account, as `login~3f2a…`. Never in a
+/// caller's own login) is benched per account, as `login~3f2a…`. Never in a
 /// configured name, so a scoped id cannot clash with one.
 pub const ACCOUNT_SEPARATOR: char = '~';
 
@@ -141,7 +141,7 @@ impl CandidateKey {
 
 /// `provider/model`, as routing headers, traces and the request log name a target. Joined
 /// directly: `format!` costs several times as much, and every request names its target more
-/// than once (issue 33).
+/// than once.
 pub fn target_label(provider: &ProviderId, model: &ModelId) -> String {
     let (provider, model) = (provider.as_str(), model.as_str());
     let mut label = String::with_capacity(provider.len() + 1 + model.len());

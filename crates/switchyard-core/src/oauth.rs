@@ -1,5 +1,5 @@
 //! OAuth token timing: when an access token must be refreshed, and how the per-provider refresh
-//! breaker behaves (issue 4, RESILIENCE.md §3 breaker profiles).
+//! breaker behaves (RESILIENCE.md §3 breaker profiles).
 //!
 //! Only decisions live here; tokens, HTTP and the keychain belong to the crates around this one.
 //!

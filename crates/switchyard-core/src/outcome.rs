@@ -120,7 +120,7 @@ pub enum BodyHint {
     /// `google.rpc.RetryInfo.retryDelay`). Applies only where `Retry-After` does.
     RetryDelay(Duration),
     /// A subscription's window ran out (Codex's `usage_limit_reached`), refilling in
-    /// `resets_in` or at `resets_at` when the body says (issue 28).
+    /// `resets_in` or at `resets_at` when the body says.
     SubscriptionLimit {
         resets_in: Option<Duration>,
         resets_at: Option<UnixMillis>,
@@ -224,7 +224,7 @@ pub enum CredentialFault {
     /// The account is out of credit: a long cooldown.
     Quota,
     /// A subscription's window ran out (a Claude or `ChatGPT` plan's five-hour or weekly limit):
-    /// benched until exactly the window's reset, however far (issue 28).
+    /// benched until exactly the window's reset, however far.
     Subscription,
 }
 

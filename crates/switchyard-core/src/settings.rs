@@ -583,7 +583,7 @@ impl RoutingSettings {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `auto` (issue 30)
+// `auto`
 
 /// One preset's weights as written: a weight left out keeps the preset's own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, TS)]
@@ -747,7 +747,7 @@ impl AutoSettings {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Usage aggregates and budgets (issue 18)
+// Usage aggregates and budgets
 
 /// `[settings.usage]`: the aggregates behind `GET /api/usage`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]

@@ -1,4 +1,4 @@
-//! Token usage in buckets that never double-count, and what it cost (issue 18).
+//! Token usage in buckets that never double-count, and what it cost.
 //!
 //! Every dialect reports tokens its own way: OpenAI counts cached input inside
 //! `prompt_tokens`, Anthropic outside `input_tokens`, Gemini counts thinking outside
@@ -169,7 +169,7 @@ pub struct Prices {
 }
 
 impl Prices {
-    /// What a subscription's requests cost beyond its plan (issue 28): every bucket priced, at
+    /// What a subscription's requests cost beyond its plan: every bucket priced, at
     /// nothing. Their tokens are counted; their spend is none, known, and outside every
     /// enforced budget, rather than a price not known.
     pub const COVERED: Self = Self {

@@ -572,7 +572,7 @@ static TABLE: &[Row] = &[
         v(K::QuotaExhausted, Some(429), QUOTA, R::No, F::Yes),
     )
     .waiting(MAX_RETRY_AFTER),
-    // A subscription's window ran out (issue 28) → quota_exhausted on the credential, until the
+    // A subscription's window ran out → quota_exhausted on the credential, until the
     // window's reset however far (no one-hour cap), whatever the lockout codes say of a 429.
     row(
         "a Claude plan's 429 with the unified limiter rejecting benches the subscription until its reset five hours away",

@@ -1,4 +1,4 @@
-//! Lock lengths against recovery (issue 15, point 3; issue 25, point 5), figured with the real
+//! Lock lengths against recovery figured with the real
 //! registry and planner on a manual timeline: a combo `[primary, fallback]` gets one request a
 //! second; the primary answers 503 (or 500) for `outage` seconds and then heals; the fallback
 //! always serves. Each request follows the plan as the attempt loop does (a transient answer is

@@ -1,4 +1,4 @@
-//! Team mode (issue 20) through the registry's public API: three registries joined to one
+//! Team mode through the registry's public API: three registries joined to one
 //! simulated database (the shared entries and their change rules from `team::shared`, minus
 //! SQL and the network), each on a clock of its own.
 //!

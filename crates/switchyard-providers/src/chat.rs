@@ -550,7 +550,7 @@ pub enum StopReason {
 /// them, each encoder folds them back (see the module invariants).
 pub use switchyard_core::usage::Usage;
 
-/// What a non-streamed answer relayed as it is needs read of it (issue 33): whether it ended
+/// What a non-streamed answer relayed as it is needs read of it: whether it ended
 /// (it names a finish reason, as [`ChatResponse::stop_reason`] is set), what it used and the
 /// model it names. Its content is not read: it goes to the client as the upstream wrote it.
 #[derive(Clone, Debug, Default, PartialEq)]

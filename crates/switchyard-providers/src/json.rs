@@ -149,7 +149,7 @@ pub enum Depth {
     Whole,
     /// Every top-level setting (model, stream, tool choice, output format, reasoning, the
     /// fields kept verbatim) but not the conversation, the system prompt or the tools, which
-    /// are checked to be JSON and not read: what routing and a passthrough need (issue 33).
+    /// are checked to be JSON and not read: what routing and a passthrough need.
     /// An 86 KB agent turn is mostly those three.
     Routing,
 }

@@ -42,7 +42,7 @@ pub fn request_body(
 /// `parsed`: the top-level `model` as the client parser read it from `body`. When it is a slice
 /// of `body` itself (the parser borrows a string without escapes) between quotes, that is
 /// where the value is, and the body is not scanned again: an 86 KB agent turn's second scan
-/// cost as much as the rest of the relay (issue 33). Anything else is looked for.
+/// cost as much as the rest of the relay. Anything else is looked for.
 pub fn rewrite_model(
     body: &[u8],
     model: &str,
@@ -74,7 +74,7 @@ pub(crate) fn quoted_in(whole: &[u8], part: &str) -> Option<Range<usize>> {
 /// that already asks, or is not an object, comes back as it was.
 ///
 /// `body` is one the client parser accepted: most name no `stream_options` anywhere, and the
-/// member is added before their closing brace without parsing them again (issue 33). A key can
+/// member is added before their closing brace without parsing them again. A key can
 /// be spelled with escapes, so a body with any `\u` is parsed too.
 pub fn ask_stream_usage(mut body: Vec<u8>) -> Vec<u8> {
     const MEMBER: &[u8] = br#","stream_options":{"include_usage":true}"#;

@@ -94,7 +94,7 @@ fn unwrap_thinking(encrypted: &str) -> Option<Part<'static>> {
 ///
 /// Never derived from the upstream's id: a local server's ids (`chatcmpl-<0..999>` from
 /// Ollama) repeat within a few dozen turns, and a repeated id would continue the wrong
-/// conversation (`previous_response_id`, issue 26).
+/// conversation (`previous_response_id`).
 pub(crate) fn response_id() -> String {
     let mut random = [0_u8; 16];
     if getrandom::fill(&mut random).is_err() {

@@ -1,5 +1,5 @@
 //! A strict reader for the few fields a relay needs from a JSON object, borrowing every string
-//! written without escapes (issue 33): serde's derived visitors cost the relay's decoder 43.7k
+//! written without escapes: serde's derived visitors cost the relay's decoder 43.7k
 //! instructions per streamed small chat request, this reader 31.4k (`scripts/profile 100
 //! --stream`, docs/benchmarks.md).
 //!
@@ -32,8 +32,8 @@ static STOPS: [bool; 256] = {
 };
 
 /// Where the first of [`STOPS`] is in `bytes`. Eight bytes at a time, as `serde_json` scans a
-/// string (issue 33: a byte at a time, a relayed answer's keys and short values cost the decoder
-/// of its ending most of its 9.6k instructions, `scripts/profile`); keys and values are too
+/// string (a byte at a time, a relayed answer's keys and short values would cost the decoder
+/// of its ending most of its work); keys and values are too
 /// short for `memchr`'s set-up to pay.
 fn first_stop(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);

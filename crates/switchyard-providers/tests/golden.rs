@@ -163,7 +163,7 @@ fn finish(failures: &[String]) {
     );
 }
 
-/// What routing reads without the whole parse (issue 33) is what the whole parse reads, but
+/// What routing reads without the whole parse is what the whole parse reads, but
 /// for the conversation, the system prompt and the tools: a setting the routing parse missed
 /// would be a passthrough that routes, or refuses to continue, on the wrong facts.
 #[test]
@@ -236,7 +236,7 @@ fn upstream_responses_translate_to_every_client_dialect() {
         let upstream = upstream_dialect(&upstream);
         let response =
             upstream.decode_response(&body).unwrap_or_else(|e| panic!("{}: {e}", case.display()));
-        // What a relayed answer is read for (issue 33) is what the whole decode reads.
+        // What a relayed answer is read for is what the whole decode reads.
         let ending = upstream.decode_ending(&body).unwrap();
         assert_eq!(ending.finished, response.stop_reason.is_some(), "{}", case.display());
         assert_eq!(ending.usage, response.usage, "{}", case.display());

@@ -69,7 +69,7 @@ impl Secret {
     }
 
     /// HMAC-SHA256 of the secret under `salt`, in hex: what names a credential across a team
-    /// (issue 20). Two machines with the same key and the team's salt get the same name; the
+    ///. Two machines with the same key and the team's salt get the same name; the
     /// name reveals nothing of the key without the salt, and the salt lives in the team's
     /// database, never next to the names in a log or a dump of one machine.
     pub fn keyed_hash(&self, salt: &[u8]) -> String {

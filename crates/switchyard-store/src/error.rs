@@ -29,7 +29,7 @@ pub enum StoreError {
     Corrupt(String),
     #[error("settings section `{section}`: {message}")]
     SettingsBody { section: String, message: String },
-    /// Team mode (issue 20): the shared database's URL or answers. Never carries the URL.
+    /// Team mode: the shared database's URL or answers. Never carries the URL.
     #[error("team database: {0}")]
     Team(String),
 }

@@ -8,7 +8,7 @@
 //! says so loudly, and reports it through [`PersistenceStatus`].
 //!
 //! [`team`] is the other store: the `PostgreSQL` database several instances share their health
-//! state through (issue 20), and the task that keeps the registry in step with it.
+//! state through, and the task that keeps the registry in step with it.
 //!
 //! sqlx lives here and nowhere else; no sqlx type appears in this crate's public API.
 

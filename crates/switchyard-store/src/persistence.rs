@@ -85,8 +85,7 @@ impl Persistence {
     /// it, and [`Self::write_behind`] starts it. The writer begins by making the file mirror
     /// memory (clamped deadlines), one write of every entry; a start that writes the file
     /// itself (the first start's bindings) does that first instead of waiting for it, and the
-    /// app starts the writer once it is ready to serve (issue 33: a 10,000-row state file's
-    /// start).
+    /// app starts the writer once it is ready to serve: a large state file does not hold the start.
     pub async fn restore(
         path: impl AsRef<Path>,
         registry: &Arc<HealthRegistry>,

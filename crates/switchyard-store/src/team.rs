@@ -1,4 +1,4 @@
-//! Team mode's database half (issue 20): health state shared by several instances through
+//! Team mode's database half: health state shared by several instances through
 //! `PostgreSQL`, beside the `SQLite` state file each instance keeps.
 //!
 //! - [`TeamDatabase`]: the database itself, the second implementation of this crate's store

@@ -1,4 +1,4 @@
-//! A corpus of real providers' failure shapes (issue 14): each [`Shape`] is one documented way
+//! A corpus of real providers' failure shapes: each [`Shape`] is one documented way
 //! an upstream fails (its status, headers and body, or a 200 stream with events and then an
 //! error, keep-alives only, or a cut), as the provider's API reference or official SDK shows
 //! it, and the mock [`Behavior`] that reproduces it byte for byte.

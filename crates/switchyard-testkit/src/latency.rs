@@ -1,5 +1,5 @@
 //! A TCP proxy that adds latency, for tests of a service across a network: team mode's
-//! `PostgreSQL` "tens of milliseconds away" (issue 31) on one machine.
+//! `PostgreSQL` "tens of milliseconds away" on one machine.
 //!
 //! Each direction of each connection is a pipe that holds every chunk for the one-way delay
 //! before writing it on, without holding the chunks behind it: the link keeps its bandwidth and

@@ -308,11 +308,11 @@ pub struct Config {
     pub cooldown: CooldownPolicy,
     pub timeouts: Timeouts,
     pub routing: RoutingSettings,
-    /// How `auto` chooses (issue 30).
+    /// How `auto` chooses.
     pub auto: AutoSettings,
     pub usage: UsageSettings,
     pub budgets: BudgetPolicy,
-    /// Team mode (issue 20): `None` without a `[team]` database. Read at start only.
+    /// Team mode: `None` without a `[team]` database. Read at start only.
     pub team: Option<TeamConfig>,
     /// What this config was made from: what the API shows and edits, and what export writes.
     pub form: ConfigForm,

@@ -1,4 +1,4 @@
-//! "Connect your tools" (issue 17, point 4): the exact lines that point each tool at this
+//! "Connect your tools": the exact lines that point each tool at this
 //! endpoint, with a local key and a combo filled in.
 //!
 //! Pure text, no I/O: `switchyard connect TOOL` prints it (and, with `--write`, applies
@@ -6,7 +6,7 @@
 //! same [`Guide`]s through the management API. Keys never go into a file: where a tool reads
 //! its key from a file, the file names an environment variable and the key is exported.
 //!
-//! "Keep your subscription" (issue 28): Claude Code and Codex also get a [`Subscription`]
+//! "Keep your subscription": Claude Code and Codex also get a [`Subscription`]
 //! variant, in which the tool keeps its own login in `Authorization` (passed through by a
 //! provider credential of kind `client`) and sends the local key beside it in
 //! `x-switchyard-key`. Its lines never set the tool's own key variables, which would replace

@@ -125,7 +125,7 @@ impl Launch {
 pub struct App {
     registry: Arc<HealthRegistry>,
     persistence: Persistence,
-    /// Team mode (issue 20): the sync task with the team's database, when `[team]` names one.
+    /// Team mode: the sync task with the team's database, when `[team]` names one.
     team: Option<Team>,
     /// Background upkeep (OAuth retries); stopped with the app.
     upkeep: tokio::task::JoinHandle<()>,
@@ -513,7 +513,7 @@ async fn load_usage(store: &Store, usage: &UsageTracker) {
 /// any other.
 pub const FIRST_USE: (&str, u32) = ("secret_bindings", 1);
 
-/// The same for destination bindings (issue 26), marked by the first start of the version
+/// The same for destination bindings, marked by the first start of the version
 /// that added them: from then on, a destination new at start is unconfirmed like any other.
 pub const DESTINATIONS_FIRST_USE: (&str, u32) = ("destination_bindings", 1);
 

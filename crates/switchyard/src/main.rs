@@ -15,8 +15,7 @@ use switchyard::{App, Launch, STATE_FILE, default_data_dir, mark_first_use};
 
 /// mimalloc, not the system allocator: glibc's `malloc`, `free` and `realloc` were about a
 /// third of the instructions the proxy adds to a small chat request beyond a bare
-/// pass-through; with mimalloc the connection's task runs 19k fewer per request (issue 33,
-/// `scripts/profile 100`). Built without transparent huge pages (`no_thp`): with them the
+/// pass-through; with mimalloc the connection's task runs 19k fewer per request (see docs/benchmarks.md). Built without transparent huge pages (`no_thp`): with them the
 /// resident set after the bench's load went from 28 to 57 MB, without them to 31 MB.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -1,4 +1,4 @@
-//! OAuth credentials (issue 4): the manager that signs a credential in (authorization code +
+//! OAuth credentials: the manager that signs a credential in (authorization code +
 //! PKCE through a loopback redirect, RFC 8252), keeps its tokens in the keychain, hands the
 //! proxy a current access token, and refreshes it ahead of expiry or after an upstream 401.
 //!

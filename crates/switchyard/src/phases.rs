@@ -1,4 +1,4 @@
-//! How long each phase of a start took, as debug log lines (issue 33: the cold start with a
+//! How long each phase of a start took, as debug log lines (the cold start with a
 //! large state file is measured as a whole by `scripts/bench`; these lines say where it goes).
 //! `SWITCHYARD_LOG=switchyard=debug switchyard serve` prints them.
 //!

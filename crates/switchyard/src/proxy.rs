@@ -139,7 +139,7 @@ pub struct Proxy {
     state: std::sync::OnceLock<switchyard_store::Store>,
     /// Those writes under way, finished by [`Self::close`].
     headroom_writes: Mutex<tokio::task::JoinSet<()>>,
-    /// The accounts each `client` credential has served (issue 28).
+    /// The accounts each `client` credential has served.
     accounts: Mutex<Accounts>,
     /// Keys the digest that scopes a client's login (`login`): the data directory's.
     login_salt: Secret,
@@ -345,7 +345,7 @@ impl Proxy {
     }
 
     /// The caller's own login, when the request carries one, with every `client` candidate of
-    /// `plan` scoped to its account (issue 28): one subscriber's spent window benches that
+    /// `plan` scoped to its account: one subscriber's spent window benches that
     /// subscription only. Without a login the candidates stay as they are, and are skipped.
     fn client_login(
         &self,
@@ -407,7 +407,7 @@ pub struct HeadroomView {
     /// Under `[settings.routing] reserve_percent` in some window: it takes no new session
     /// while another credential of its target has more.
     pub below_reserve: bool,
-    /// A subscription's window (a `client` credential, by the account it served: issue 28):
+    /// A subscription's window (a `client` credential, by the account it served):
     /// its requests are covered by the plan, not priced.
     pub subscription: bool,
 }
@@ -429,7 +429,7 @@ struct Summary {
     ended: Option<oneshot::Receiver<StreamOutcome>>,
     /// Trace lines a continuation adds once the stream has broken (RESILIENCE.md §10).
     notes: Option<continuation::Notes>,
-    /// What every attempt used, read once they have all reported (issue 18).
+    /// What every attempt used, read once they have all reported.
     tally: Arc<tally::Tally>,
     /// The agent session the request belongs to, when sessions are on.
     session: Option<SessionKey>,
@@ -443,7 +443,7 @@ struct Summary {
 
 /// What the attempt that served tells the routing state (its latency, its session's pin) and
 /// the trace. Told by the task that logs the request, once the answer is on its way, not on
-/// the answer's path (issue 33); a request of the same session that arrives before then is
+/// the answer's path; a request of the same session that arrives before then is
 /// routed as if it had come a moment earlier, as concurrent requests of a session are.
 #[derive(Debug)]
 struct Served {
@@ -696,7 +696,7 @@ impl Proxy {
         let Some(ended) = ended else {
             // A non-streamed answer or a refusal: logged once the answer is on its way. The
             // task runs after this one has handed the response to its connection, so the log's
-            // work (the trace's JSON, usage, the ring) is not on the answer's path (issue 33).
+            // work (the trace's JSON, usage, the ring) is not on the answer's path.
             // A caller that reads the record (the UI's "try it") waits for it.
             if provisional == Provisional::Yes {
                 self.settle_served(&mut done.summary);
@@ -1007,7 +1007,7 @@ impl Proxy {
     /// may take to its first real event (a non-streamed one: to its whole answer): a half-open
     /// probe slot it claims lasts that long, so a slow answer's success still closes the
     /// breaker. `Err` is why it is skipped: the registry refused it, the team's lease for a
-    /// half-open probe went to another instance (issue 20), or (OAuth) no usable token could be
+    /// half-open probe went to another instance, or (OAuth) no usable token could be
     /// had, in which case the OAuth manager has benched the credential and says why in its
     /// status. None of these is an attempt.
     async fn ready(
@@ -1106,7 +1106,7 @@ impl Proxy {
         });
         let aftercare = Aftercare { rescue, watch };
         // A subscription's tokens are counted, not priced: they are covered by the caller's
-        // plan, not API spend, and no enforced budget counts them (issue 28).
+        // plan, not API spend, and no enforced budget counts them.
         let covered = matches!(secret, Some(Presented::Client(_)));
         let prices = if covered { Prices::COVERED } else { tally::prices(target) };
         let meter = sending.tally.meter(&candidate.key, prices);
@@ -1173,7 +1173,7 @@ impl Proxy {
         let mut result = if request.stream() {
             let held = (attempt, pending, aftercare, meter);
             // Boxed: a stream's relay is the larger of the two, and a non-streamed answer's
-            // exchange would carry its size (issue 33).
+            // exchange would carry its size.
             Box::pin(self.relay(routes, how, request, response, held, &meta, first_event)).await
         } else {
             let held = (attempt, pending, meter);
@@ -1505,13 +1505,13 @@ impl Proxy {
 /// Why a credential has no secret to send, and so sends nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum NoSecret {
-    /// Its requests would go to a destination the user never confirmed (issue 26), or its
-    /// secret to a destination the user never confirmed for it (issue 19).
+    /// Its requests would go to a destination the user never confirmed, or its
+    /// secret to a destination the user never confirmed for it.
     #[error("{}", describe_unconfirmed(.0))]
     Unconfirmed(Unconfirmed),
     #[error(transparent)]
     OAuth(#[from] OAuthError),
-    /// A `client` credential (the caller's own login, issue 28) on a request that carries no
+    /// A `client` credential (the caller's own login) on a request that carries no
     /// login it may present: no local key in `x-switchyard-key`, no `Authorization` beside it,
     /// or the login of another API than this target's.
     #[error(
@@ -1604,7 +1604,7 @@ async fn secret(
         },
         CredentialKind::Oauth => {
             // Boxed: a refresh (an HTTP exchange) is most of this future's size, and every
-            // attempt's future holds this one, copied each time it moves (issue 33).
+            // attempt's future holds this one, copied each time it moves.
             let token = Box::pin(oauth.access_token(provider, credential, now)).await?;
             Ok(Some(Presented::Secret(token)))
         }
@@ -1973,7 +1973,7 @@ fn prepare<'r, 'b>(
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
     let model = request.model();
     // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
-    // that could change the meaning of an upstream's URL, is refused here (issue 19).
+    // that could change the meaning of an upstream's URL, is refused here.
     if let Err(problem) = check_model_name(model) {
         summary.model = bounded(model).into_owned();
         return Err(refused_model(&problem));

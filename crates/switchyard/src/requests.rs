@@ -7,7 +7,7 @@
 //! from the file (never from the ring) rather than making a request wait; a crash loses at most
 //! the last interval. [`RequestLog::close`] writes everything out.
 //!
-//! The log is also the door to the usage aggregates (issue 18): a record is counted by the
+//! The log is also the door to the usage aggregates: a record is counted by the
 //! [`UsageTracker`] as it is taken, and each batch's sums go to the file in the transaction
 //! that writes the batch, so the file's aggregates always equal its entries summed.
 

@@ -1,4 +1,4 @@
-//! The server running on a data directory, as the CLI finds it (issue 32): `serve` leaves a
+//! The server running on a data directory, as the CLI finds it: `serve` leaves a
 //! small file there ([`RUNNING_FILE`]: its port, its process id, the `--config` file it runs
 //! on, if any) and removes it when it stops; `switchyard providers` and `switchyard status`
 //! read it and, while that server answers, send it their calls through the management API

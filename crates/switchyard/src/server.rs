@@ -41,7 +41,7 @@ use switchyard_secrets::Secret;
 
 /// What every handler can reach: [`Shared`] behind one `Arc`. axum clones the state for
 /// every route and layer a request passes (eight times for a `/v1` request), and a clone of
-/// the fields themselves was a dozen atomic counts each way (issue 33).
+/// the fields themselves was a dozen atomic counts each way.
 ///
 /// It reads as [`Shared`]; a change through it (set-up: the builders below, `ipv6` once
 /// bound) copies the fields if a clone shares them, so clones made before it do not see it.
@@ -131,7 +131,7 @@ impl ServerState {
 }
 
 /// Request headers that carry credentials: marked sensitive before anything can log them.
-/// `x-switchyard-key` is the local key beside a client's own login (issue 28).
+/// `x-switchyard-key` is the local key beside a client's own login.
 const SENSITIVE_HEADERS: [header::HeaderName; 6] = [
     header::AUTHORIZATION,
     header::PROXY_AUTHORIZATION,
@@ -239,12 +239,12 @@ pub fn router(state: ServerState) -> Router {
 /// The span is the only place request headers are logged, so they are marked only when it
 /// records them. At the default level it is not made: the formatting subscriber writes a
 /// span's fields out when the span is made, which cost every request a few microseconds for a
-/// prefix on the few lines a request logs (issue 33); those lines name their target and model
+/// prefix on the few lines a request logs; those lines name their target and model
 /// themselves.
 ///
 /// The front door does this itself, where `tower_http`'s trace and sensitive-header layers did:
 /// two layers, and a wrapper around every response body, for what is a no-op at the default
-/// level (issue 33).
+/// level.
 fn request_span(request: &mut http::Request<Body>) -> tracing::Span {
     let span = tracing::debug_span!(
         "request",

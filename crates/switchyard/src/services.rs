@@ -51,7 +51,7 @@ pub struct Services {
     proxy: Arc<Proxy>,
     editor: ConfigEditor,
     oauth: OAuth,
-    /// Team mode (issue 20), read on every look like persistence: the database comes and goes.
+    /// Team mode, read on every look like persistence: the database comes and goes.
     team: Option<watch::Receiver<TeamStatus>>,
 }
 
@@ -66,7 +66,7 @@ pub struct Health {
     pub config_saved_to: ConfigSaving,
     /// Each combo's candidates that could serve now.
     pub combos: Vec<ComboHealth>,
-    /// Team mode (issue 20); `null` without a `[team]` database.
+    /// Team mode; `null` without a `[team]` database.
     pub team: Option<TeamView>,
     /// What each measured credential has left of its quota windows (RESILIENCE.md §11).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -215,7 +215,7 @@ impl Services {
         Self { registry, clock, store, persistence, proxy, editor, oauth, team: None }
     }
 
-    /// Shows the team's status (issue 20) on the health page.
+    /// Shows the team's status on the health page.
     #[must_use]
     pub fn with_team(mut self, status: watch::Receiver<TeamStatus>) -> Self {
         self.team = Some(status);

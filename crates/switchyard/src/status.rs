@@ -1,4 +1,4 @@
-//! `switchyard status` (issue 32): the health page as a few lines and one verdict, what the
+//! `switchyard status`: the health page as a few lines and one verdict, what the
 //! tray shows, as a pure function of what the management API answers (`GET
 //! /api/monitoring/health` and `GET /api/providers`), so a running server and the state file
 //! read without one give the same report.

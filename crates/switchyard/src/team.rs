@@ -1,8 +1,8 @@
-//! Team mode, the app's part (issue 20): what of this instance's config joins the team and under
+//! Team mode, the app's part: what of this instance's config joins the team and under
 //! which names, what this instance is called, and starting the sync task.
 //!
 //! What is shared: a provider's breaker when the provider has a credential (a key or an OAuth
-//! token) and its base URL names the same server on every machine (issue 31: never a loopback
+//! token) and its base URL names the same server on every machine (never a loopback
 //! address; a private one only with `share = true`), named by its base URL; an API key's cooldown and its models' lockouts, named by the
 //! key's HMAC under the team's salt. What is not: a keyless provider (a local model server is
 //! this machine's own), OAuth tokens' cooldowns (each teammate signs in for themselves), the

@@ -1,4 +1,4 @@
-//! Usage tracking (issue 18): the aggregates behind `GET /api/usage`, the budgets checked
+//! Usage tracking: the aggregates behind `GET /api/usage`, the budgets checked
 //! before a request is routed, and the per-provider, per-model counters of `/metrics`.
 //!
 //! Everything here is memory: a request's record is counted the moment the request log takes

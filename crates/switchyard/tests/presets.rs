@@ -1,4 +1,4 @@
-//! Catalogue presets in config (issue 17): `preset = "..."` fills what the form leaves out,
+//! Catalogue presets in config: `preset = "..."` fills what the form leaves out,
 //! what the user writes wins, model facts flow into combo targets, and the catalogue's models
 //! are facts, never an allow-list.
 

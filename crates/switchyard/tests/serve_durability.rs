@@ -11,7 +11,7 @@
 //! ones on a power cut). So the test watches the file through a read-only connection while the
 //! server runs, and everything it saw there before the kill must be there after it.
 //!
-//! The usage aggregates (issue 18) are written in the same transaction as the request-log
+//! The usage aggregates are written in the same transaction as the request-log
 //! entries they sum, so after a `kill -9` mid-burst the file's aggregates, and what the
 //! restarted server reports from them, equal its log entries summed.
 //!

@@ -1,4 +1,4 @@
-//! Team mode (issue 20) end to end: three real `switchyard serve` processes, each with its own
+//! Team mode end to end: three real `switchyard serve` processes, each with its own
 //! data directory and its own local names for one shared provider and key, share their health
 //! state through a real `PostgreSQL`, in front of the testkit's mock upstream.
 //!
@@ -76,7 +76,7 @@ const NAMES: [(&str, &str, &str); 3] =
     [("a", "oa", "k"), ("b", "openai", "work"), ("c", "oai", "main")];
 
 /// An address of this machine's that is not loopback: where the mock listens, so the team shares
-/// its provider (issue 31: a provider at a loopback address is never shared). The route to a
+/// its provider (a provider at a loopback address is never shared). The route to a
 /// documentation address picks the interface without sending anything.
 fn machine_address() -> std::net::IpAddr {
     let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
@@ -655,8 +655,8 @@ async fn a_breaker_open_across_the_team_closes_soon_after_healing_with_the_datab
 /// team (two failures, one on each of two instances) with a 2 s `reset_timeout`; once its wait
 /// has run out everywhere the upstream heals, and every instance sends a request every 100 ms.
 /// The breaker closes on all three within 10 s of the healing, and at least 90 % of the
-/// requests sent in the 10 s after it are served (before issue 31, from about 12 ms away:
-/// none, every one `503 breaker_probing`).
+/// requests sent in the 10 s after it are served (not one `503 breaker_probing` from about
+/// 12 ms away).
 async fn breaker_heals_across_the_team(test: &str, one_way: Duration) {
     let breaker = "failure_threshold = 2, degraded_threshold = 1, reset_timeout_ms = 2000, probe_timeout_ms = 5000";
     let fleet = Fleet::start_far(test, breaker, COOL_ON_429, one_way).await;

@@ -1,4 +1,4 @@
-//! Team mode across a network and with members that misbehave (issue 31), against a real
+//! Team mode across a network and with members that misbehave, against a real
 //! `PostgreSQL` behind the testkit's latency proxy: registries joined by their sync tasks, as
 //! `switchyard serve` runs them, with the database 30 ms away each way.
 //!

@@ -1,4 +1,4 @@
-//! A subscription's window that ran out (issue 28, RESILIENCE.md §11): a Claude plan's 429 with
+//! A subscription's window that ran out (RESILIENCE.md §11): a Claude plan's 429 with
 //! `anthropic-ratelimit-unified-status: rejected`, or Codex's `usage_limit_reached`. Unlike a
 //! rate limit, it lasts until the window's reset, however far that is (five hours, a week), so
 //! the one-hour cap on upstream hints ([`super::MAX_RETRY_AFTER`]) does not apply; the

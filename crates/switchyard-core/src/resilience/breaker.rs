@@ -40,7 +40,7 @@ pub enum BreakerState {
 /// Identifies one half-open probe; unique for the life of the registry.
 pub type ProbeId = u64;
 
-/// The slot another instance of the team holds under its lease (issue 20). The registry never
+/// The slot another instance of the team holds under its lease. The registry never
 /// hands it out: its probe ids start at 1.
 pub const TEAM_LEASE: ProbeId = 0;
 
@@ -398,7 +398,7 @@ impl Breaker {
 }
 
 impl Breaker {
-    /// The breaker a team's shared record stands for here (issue 20), the record already in
+    /// The breaker a team's shared record stands for here, the record already in
     /// this instance's time: restored like a record from the state file, with the lease's slot
     /// taken while another instance probes, and this instance's own probes kept while it holds
     /// the lease (their results still settle the breaker).
@@ -671,7 +671,7 @@ mod tests {
         assert_eq!(probe(&mut b, T0, &p, 1), Ok(Admission::Normal));
     }
 
-    /// Defect 2 of issue 25: a non-streamed half-open probe may take `non_stream_ms` (10 min);
+    /// A non-streamed half-open probe may take `non_stream_ms` (10 min);
     /// with the slot's deadline at `probe_timeout` (2 min) its success came too late to count,
     /// and another probe was admitted every 2 minutes meanwhile.
     #[test]

@@ -34,7 +34,7 @@ pub enum CredentialStatus {
 }
 
 /// Whether a credential is an API key, an OAuth token Switchyard keeps, or the caller's own
-/// login (a subscription passed through, issue 28): they start from different bases.
+/// login (a subscription passed through): they start from different bases.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(rename_all = "snake_case")]

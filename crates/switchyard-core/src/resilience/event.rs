@@ -13,7 +13,7 @@ use crate::usage::budget::BudgetView;
 
 /// One entry's new state; `None` means back to pristine (or cleared by hand): nothing to keep.
 /// `Budget` is the one event that is no layer's state: a spend budget crossed 80 % or was
-/// reached (issue 18). It rides the same stream so the UI, the tray and the desktop's
+/// reached. It rides the same stream so the UI, the tray and the desktop's
 /// notifications hear of it where they hear of everything else; the store keeps nothing of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]

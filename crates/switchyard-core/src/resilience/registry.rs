@@ -89,7 +89,7 @@ pub struct HealthRegistry {
     /// the hedge and usage statistics that read it all hold the registry. Its own lock, so
     /// recording a sample never waits for the layers'.
     first_events: Mutex<rustc_hash::FxHashMap<(ProviderId, ModelId), FirstEventSketch>>,
-    /// In a team (issue 20), where this instance's changes go. Set once, at start.
+    /// In a team, where this instance's changes go. Set once, at start.
     team: OnceLock<TeamLink>,
 }
 
@@ -246,7 +246,7 @@ impl HealthRegistry {
         self.state.lock().ranks_last(provider, now, &self.events)
     }
 
-    /// What `auto` scores a provider's health on (issue 30): its breaker's state at `now`, as
+    /// What `auto` scores a provider's health on: its breaker's state at `now`, as
     /// `routing::auto` reads it (an open breaker's targets are benched before scoring).
     pub fn auto_health(
         &self,

@@ -1,4 +1,4 @@
-//! Team mode (issue 20): several instances share breaker, cooldown and lockout state through a
+//! Team mode: several instances share breaker, cooldown and lockout state through a
 //! database. This is the domain half, with no I/O; the database half (`PostgreSQL`,
 //! `LISTEN`/`NOTIFY`, the sync task) is `switchyard-store`'s `team`.
 //!

@@ -1,4 +1,4 @@
-//! `auto` (issue 30): "the best thing I have that fits this request", chosen by a score whose
+//! `auto`: "the best thing I have that fits this request", chosen by a score whose
 //! every factor has a stated unit and range and is computed from the candidate alone, never
 //! scaled against whichever candidates happen to be in the pool. Adding a worse candidate
 //! therefore never changes the winner, and a user can read why one won: each factor's value

@@ -24,7 +24,7 @@ pub enum RouteStrategy {
     Cost,
     /// A uniformly random order.
     Random,
-    /// Ranked for each request by `routing::auto`'s score (issue 30): health, quota headroom,
+    /// Ranked for each request by `routing::auto`'s score: health, quota headroom,
     /// session affinity, time to first token, this request's price and what it needs.
     Auto,
 }

@@ -147,7 +147,7 @@ impl TargetOrderer {
         }
     }
 
-    /// What `auto` reads for `combo` (issue 30): each target's time-to-first-event average
+    /// What `auto` reads for `combo`: each target's time-to-first-event average
     /// (`None`: never measured), the median over every target measured so far (what an
     /// unmeasured one is scored at: taken from all targets, not this request's pool, so adding
     /// a candidate never moves it), and a turn of the combo's counter, which spreads tied

@@ -113,7 +113,7 @@ fn known(name: &str) -> Option<BodyHint> {
 
 /// Codex's backend (a `ChatGPT` plan) answers a spent five-hour or weekly window with a 429 of
 /// type `usage_limit_reached`, saying when it refills as `resets_in_seconds` or, in later
-/// versions, `resets_at` (Unix seconds): a subscription's limit, not a rate limit (issue 28).
+/// versions, `resets_at` (Unix seconds): a subscription's limit, not a rate limit.
 fn usage_limit(error: &Value) -> Option<BodyHint> {
     let named =
         |field: &str| error.get(field).and_then(Value::as_str) == Some("usage_limit_reached");

@@ -221,7 +221,7 @@ struct ChoiceEnding<'a> {
     finish_reason: Option<Str<'a>>,
 }
 
-/// [`EndingWire`] as serde would read it, read by [`Skim`] (issue 33: the whole answer went
+/// [`EndingWire`] as serde would read it, read by [`Skim`] (rather than the whole answer
 /// through serde's visitors for three fields); `None` for anything it leaves to serde.
 fn skim_ending(body: &str) -> Option<EndingWire<'_>> {
     let mut wire =

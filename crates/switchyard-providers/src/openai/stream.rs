@@ -70,7 +70,7 @@ struct ToolCallDeltaWire<'a> {
     function: Option<FunctionCallWire<'a>>,
 }
 
-/// A chunk as [`ChunkWire`]'s serde reading would give it, read by [`Skim`] (issue 33);
+/// A chunk as [`ChunkWire`]'s serde reading would give it, read by [`Skim`];
 /// `None` for anything it leaves to serde. Tool calls, usage and errors, rare and nested, are
 /// read by serde from their own text.
 fn skim_chunk(data: &str) -> Option<ChunkWire<'_>> {
@@ -165,7 +165,7 @@ pub struct StreamDecoder {
     tools: Vec<ToolSlot>,
     status: StreamStatus,
     /// Where the chunk just decoded wrote its `model`, quotes included, in the event's data:
-    /// a relay rewrites it there instead of parsing the chunk again (issue 33). `None` when the
+    /// a relay rewrites it there instead of parsing the chunk again. `None` when the
     /// chunk named none, wrote it with escapes, or could not be read.
     model_at: Option<Range<usize>>,
 }

@@ -1,5 +1,5 @@
 //! How domain values become database columns and back: the state file's (`SQLite`) and the
-//! team's (`PostgreSQL`, issue 20) alike.
+//! team's (`PostgreSQL`) alike.
 //!
 //! Enums are stored as their serde names, the same strings the API and the UI show, so a person
 //! can read the file with `sqlite3` and a column changes only when the serde form does. Instants

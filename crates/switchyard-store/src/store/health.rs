@@ -102,7 +102,7 @@ async fn replace_on(
     }
     // Each table in one statement over a JSON array of rows: a statement per row cost a round
     // trip to the database thread each, 10,000 rows about 100 ms that every other writer of
-    // the file (the first start's bindings) waited for at start (issue 33).
+    // the file (the first start's bindings) waited for at start.
     let breakers: Vec<_> = records
         .breakers
         .iter()

@@ -1,5 +1,5 @@
 //! The request log: what each client request asked for, what served it and the routing trace;
-//! and the usage aggregates that sum it, written in the same transaction (issue 18).
+//! and the usage aggregates that sum it, written in the same transaction.
 
 use sqlx::Row as _;
 use sqlx::sqlite::SqliteRow;
@@ -15,7 +15,7 @@ use crate::StoreError;
 /// The row counts the request log's `INSERT` is written for, largest first: a batch goes in
 /// the largest that fit, so each statement's text is one of a few and stays prepared. One
 /// text per batch size made SQLite parse 23 placeholders a row anew for every batch, more
-/// work than the rest of the write (issue 33: 28,000 instructions a request, `scripts/profile`).
+/// work than the rest of the write.
 const INSERT_ROWS: [usize; 4] = [64, 16, 4, 1];
 
 /// The `INSERT` of each of [`INSERT_ROWS`]'s row counts, in the same order.
@@ -197,7 +197,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::database)?;
         // A few statements per batch, not one per record: each costs a round trip to the
-        // database thread, and each woke the proxy's thread that serves requests (issue 33).
+        // database thread, and each woke the proxy's thread that serves requests.
         let mut rest = records;
         while !rest.is_empty() {
             let size =

@@ -146,7 +146,7 @@ impl TeamDatabase {
             .max_connections(4)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             // sqlx pings every connection it hands out by default: a round trip more per
-            // statement, which at 15 ms away made every lease late (issue 31). A broken
+            // statement, which at 15 ms away made every lease late. A broken
             // connection fails its statement instead, and the sync task reconnects.
             .test_before_acquire(false)
             .connect_with(url.0.clone())
@@ -222,7 +222,7 @@ impl TeamDatabase {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::database)?;
-        // Bounded like every text the team shows (issue 31): a name that is not one is skipped.
+        // Bounded like every text the team shows: a name that is not one is skipped.
         Ok(rows
             .into_iter()
             .filter_map(|(id, version, ago)| {

@@ -4,7 +4,7 @@
 //!   holds them, each with a condition on the version it read, again on a newer version when
 //!   another instance wrote first. The entry that results (or the one that made the change moot)
 //!   is taken into the registry at once.
-//! - Leases (issue 31): served by a half of their own, concurrently with the writes, each by one
+//! - Leases: served by a half of their own, concurrently with the writes, each by one
 //!   conditional statement (one round trip); the round trips measured set how long requests
 //!   wait. A grant that arrives after its asker gave up goes to this instance's next request
 //!   for it if one waits, and is released at once otherwise.
@@ -15,7 +15,7 @@
 //!   (re)connection reads all.
 //! - A team entry that does not include this instance's latest change of it yet is not taken
 //!   (it is older than what the registry has); the answer to that change is.
-//! - Overflow (issue 31): an entry whose change did not fit in the queue or the outage backlog
+//! - Overflow: an entry whose change did not fit in the queue or the outage backlog
 //!   is read back from the database as absolute state and replaces this instance's, so the team
 //!   agrees again instead of replaying increments in the wrong order.
 //! - Heartbeat: says this instance is alive, measures the clock offset, lists the team.

@@ -119,7 +119,7 @@ pub struct BreakerRow {
     lease_until: Option<i64>,
     recorded_by: String,
     version: i64,
-    /// Absent from a row an instance before issue 31 announced.
+    /// Absent from a row an instance of an older version announced.
     #[serde(default)]
     lease_since: Option<i64>,
 }
@@ -348,7 +348,7 @@ impl Table for Lockouts {
 }
 
 /// A change announced on the `switchyard_team` channel: `{"table": ..., "row": {...}}`, taken
-/// as a hint that the row it names changed, never as the row itself (issue 31): any role that
+/// as a hint that the row it names changed, never as the row itself: any role that
 /// can connect may `NOTIFY` anything, so only the table and the key columns are read from it,
 /// bounded like any row, and the row is then read from the table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -1,4 +1,4 @@
-//! The request log's usage columns (issue 18) survive a write and a reopen bucket by bucket, and
+//! The request log's usage columns survive a write and a reopen bucket by bucket, and
 //! the usage aggregates written with them sum them exactly.
 
 use switchyard_core::UnixMillis;

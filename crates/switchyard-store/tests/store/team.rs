@@ -1,4 +1,4 @@
-//! The team's database (issue 20) against a real `PostgreSQL`: conditional writes, the salt,
+//! The team's database against a real `PostgreSQL`: conditional writes, the salt,
 //! announcements, catching up, and two registries kept in step by their sync tasks.
 //!
 //! Ignored by default: `scripts/team-test` starts a throwaway cluster and runs them with

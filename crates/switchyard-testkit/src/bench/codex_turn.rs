@@ -1,5 +1,5 @@
 //! One turn of a coding agent, as Codex CLI sends it to `POST /v1/responses`: the request the
-//! Responses measurement (issue 13, `passthrough.rs`) times. Its shapes follow Codex 0.171.0's
+//! Responses measurement (`passthrough.rs`) times. Its shapes follow Codex 0.171.0's
 //! recorded request (`crates/switchyard-providers/tests/fixtures/real/codex-0.171.0.request.json`)
 //! and the `responses_codex_turn` golden fixture: `instructions` and a `developer` message,
 //! the user's `input_text`, ten rounds of `function_call` / `function_call_output` (arguments

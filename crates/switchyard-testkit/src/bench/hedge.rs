@@ -1,4 +1,4 @@
-//! Hedged first token (issue 16): the client's time to first token for a combo whose primary is
+//! Hedged first token: the client's time to first token for a combo whose primary is
 //! slow one time in ten, with hedging off and on, paired in one run.
 //!
 //! Two combos with the same shape: provider `hp`'s model first, provider `oa`'s

@@ -1,7 +1,6 @@
 //! Passthrough against translation, with the requests passthrough was built for: a coding
-//! agent's turn of about 80 KB, as Claude Code sends it to `POST /v1/messages` (issue 12,
-//! `agent_turn.rs`) and as Codex CLI sends it to `POST /v1/responses` (issue 13,
-//! `codex_turn.rs`). Each is a [`Case`]; the measurement is the same for both.
+//! agent's turn of about 80 KB, as Claude Code sends it to `POST /v1/messages`
+//! (`agent_turn.rs`) and as Codex CLI sends it to `POST /v1/responses` (`codex_turn.rs`). Each is a [`Case`]; the measurement is the same for both.
 //!
 //! The sides of a case, one call each per round: the mock's own endpoint for the client's
 //! dialect (the direct call), and through the proxy to each provider of [`Case::paths`]. The

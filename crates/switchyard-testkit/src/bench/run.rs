@@ -211,7 +211,7 @@ pub(crate) struct Results {
     pub(crate) team: Option<(super::team::TeamPairs, u64)>,
 }
 
-/// Switchyard against the bare pass-through (issue 33), paired within the same rounds.
+/// Switchyard against the bare pass-through, paired within the same rounds.
 #[derive(Clone, Debug)]
 pub(crate) struct Floor {
     /// The pass-through minus direct: what any relay costs.

@@ -1,4 +1,4 @@
-//! Sessions (issue 27, RESILIENCE.md §11): what keeping each agent session on its key costs a
+//! Sessions (RESILIENCE.md §11): what keeping each agent session on its key costs a
 //! request, and what it saves a session, paired in one run.
 //!
 //! Two proxies of their own with the same config but `[settings.routing] sessions`: an

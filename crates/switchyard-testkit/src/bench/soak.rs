@@ -1,4 +1,4 @@
-//! Soak (issue 7): the proxy under a moderate, mixed, faulty load for a long time (ten minutes
+//! Soak: the proxy under a moderate, mixed, faulty load for a long time (ten minutes
 //! unless told otherwise), its resident memory sampled every few seconds, to show whether it
 //! grows. A leak shows as a slope: the least-squares fit of RSS against time over the samples
 //! after a warm-up (allocator pools, connection pools and the bounded request log fill up in

@@ -1,4 +1,4 @@
-//! Team mode (issue 20): the latency a request pays when its instance shares its health state
+//! Team mode: the latency a request pays when its instance shares its health state
 //! through `PostgreSQL`, paired against the same proxy without a team, in one run.
 //!
 //! Two proxies of their own with the same config, one with `[team]` pointing at the database

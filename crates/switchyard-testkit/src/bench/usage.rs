@@ -1,4 +1,4 @@
-//! Usage tracking (issue 18): what counting every request into the usage aggregates, and
+//! Usage tracking: what counting every request into the usage aggregates, and
 //! checking a budget before it is routed, adds to a request, paired in one run.
 //!
 //! Two proxies of their own with the same config but `[settings.usage]`: one tracks usage and

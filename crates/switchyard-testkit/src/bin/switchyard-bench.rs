@@ -1,5 +1,5 @@
 //! `switchyard-bench`: what the proxy adds to a direct call, measured against the same mock
-//! upstream in the same run (issue 6). Run it through `scripts/bench`, which builds both
+//! upstream in the same run. Run it through `scripts/bench`, which builds both
 //! release binaries and passes their paths.
 //!
 //! The mock and the proxy run as child processes, each pinned to its own core when the machine
@@ -13,22 +13,22 @@
 //! gross-regression ceiling (`--max-added-p50-ms`) and Switchyard's p50 extras over the bare
 //! pass-through (`switchyard-floor`, a third side of every round: the small chat request
 //! non-streamed and to the first SSE byte, Claude Code's turn passed through) are within
-//! `--max-over-floor-p50-us` (issue 33), 1 otherwise. The ceiling catches a broken build; the
+//! `--max-over-floor-p50-us`, 1 otherwise. The ceiling catches a broken build; the
 //! floor's bound catches a slow one. A run over the floor's bound is measured once more before
 //! it fails, so one noisy run on a shared machine is not a verdict. Whether passthrough beats translation is
 //! reported, not enforced: on a shared machine one run's ordering is not a verdict.
 //!
-//! Every full run also measures the hedged first token (issue 16, `bench/hedge.rs`) on a proxy
+//! Every full run also measures the hedged first token (`bench/hedge.rs`) on a proxy
 //! of its own and writes its `## Hedged first token` section; `--hedging` measures only that.
-//! Likewise usage tracking on against off (issue 18, `bench/usage.rs`) on two proxies of their
+//! Likewise usage tracking on against off (`bench/usage.rs`) on two proxies of their
 //! own, its `## Usage tracking` section; `--usage` measures only that. And sessions on
-//! against off (issue 27, `bench/sessions.rs`), on two proxies and a caching mock of their own,
+//! against off (`bench/sessions.rs`), on two proxies and a caching mock of their own,
 //! its `## Sessions` section; `--sessions` measures only that.
-//! Every run, quick ones too, pairs a proxy in a team against one without (issue 20,
-//! `bench/team.rs`) when `SWITCHYARD_BENCH_PG` names a database (`scripts/bench` starts one),
+//! Every run, quick ones too, pairs a proxy in a team against one without
+//! (`bench/team.rs`) when `SWITCHYARD_BENCH_PG` names a database (`scripts/bench` starts one),
 //! and writes its `## Team mode` section from a full run; without one it says it skipped them.
 //!
-//! `--soak` runs the soak instead (issue 7, `bench/soak.rs`): the same two processes under a
+//! `--soak` runs the soak instead (`bench/soak.rs`): the same two processes under a
 //! moderate faulty load for `--duration` (10 minutes by default), the proxy's memory sampled
 //! throughout. Exit status 0 when the proxy answered every request.
 
@@ -88,7 +88,7 @@ const UPSTREAM_KEY: &str = "sk-bench-upstream";
 const LOCAL_KEY: &str = "sy-bench-local";
 /// The proxy's management token, to read its request log (which path served the agent).
 const MANAGEMENT_TOKEN: &str = "sy-bench-management";
-/// The default bounds on the extra over the floor, in microseconds (issue 33): about twice the
+/// The default bounds on the extra over the floor, in microseconds: about twice the
 /// p50 extra `.ci/run` measures on its 2-core machine, with one rerun before failing. At
 /// `080a1fd`, `scripts/bench --quick` on an idle machine measured the small chat request 30.0 µs
 /// over the floor non-streamed (41.4 µs to the first SSE byte) and Claude Code's turn passed
@@ -116,7 +116,7 @@ struct Args {
     #[arg(long)]
     mock: PathBuf,
     /// The `switchyard-floor` binary (a release build): the bare pass-through every round
-    /// also measures, Switchyard's floor (issue 33).
+    /// also measures, Switchyard's floor.
     #[arg(long)]
     floor: PathBuf,
     /// A short run for CI: fewer pairs; no concurrent-stream memory, throughput, breaker-flap or
@@ -149,19 +149,19 @@ struct Args {
     /// Do not pin the processes to cores.
     #[arg(long)]
     no_pin: bool,
-    /// Run only the hedged-first-token pairs (issue 16, `bench/hedge.rs`; part of every full
+    /// Run only the hedged-first-token pairs (`bench/hedge.rs`; part of every full
     /// run too); `--docs` then replaces the `## Hedged first token` section.
     #[arg(long)]
     hedging: bool,
-    /// Run only the usage-tracking pairs (issue 18, `bench/usage.rs`; part of every full run
+    /// Run only the usage-tracking pairs (`bench/usage.rs`; part of every full run
     /// too); `--docs` then replaces the `## Usage tracking` section.
     #[arg(long)]
     usage: bool,
-    /// Run only the session pairs and the priced sessions (issue 27, `bench/sessions.rs`;
+    /// Run only the session pairs and the priced sessions (`bench/sessions.rs`;
     /// part of every full run too); `--docs` then replaces the `## Sessions` section.
     #[arg(long)]
     sessions: bool,
-    /// Run only the team-mode pairs (issue 20, `bench/team.rs`; part of every run when
+    /// Run only the team-mode pairs (`bench/team.rs`; part of every run when
     /// `SWITCHYARD_BENCH_PG` is set); `--docs` then replaces the `## Team mode` section.
     #[arg(long)]
     team: bool,
@@ -169,7 +169,7 @@ struct Args {
     /// sampled throughout; `--docs` then replaces the `## Soak` section.
     #[arg(long)]
     soak: bool,
-    /// Run only the cold starts (issue 33, `bench/cold_start.rs`; part of every full run too)
+    /// Run only the cold starts (`bench/cold_start.rs`; part of every full run too)
     /// and print them; the docs are not touched. With `SWITCHYARD_LOG=switchyard=debug` the
     /// last start's phases (`start phase done`) are printed after the figures.
     #[arg(long)]

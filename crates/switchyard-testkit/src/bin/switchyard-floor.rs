@@ -1,5 +1,5 @@
 //! `switchyard-floor`: the bare pass-through that `switchyard-bench` measures Switchyard
-//! against (issue 33). It does what no router can avoid and nothing else: read the request,
+//! against. It does what no router can avoid and nothing else: read the request,
 //! make one upstream call to the same path, relay the status, the headers and the bytes as they
 //! arrive. Nothing is parsed, logged or counted.
 //!

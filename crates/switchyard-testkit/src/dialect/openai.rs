@@ -296,7 +296,7 @@ fn usage(turn: &Turn<'_>) -> Value {
 /// A `chat.completion.chunk`, its keys in the order `serde_json::Value` writes them
 /// (alphabetical), so the bytes are those the `json!` it replaced wrote: typed, because the
 /// mock builds a whole stream before its first byte, and a `json!` tree per chunk made the
-/// usage chunk a proxy asks for cost it microseconds there (issue 33).
+/// usage chunk a proxy asks for cost it microseconds there.
 #[derive(Serialize)]
 struct Chunk<'a> {
     choices: &'a [ChunkChoice],

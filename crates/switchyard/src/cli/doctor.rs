@@ -1,4 +1,4 @@
-//! `switchyard doctor` (issue 30, point 3): the findings of `GET /api/doctor`, and `--apply ID`,
+//! `switchyard doctor`: the findings of `GET /api/doctor`, and `--apply ID`,
 //! which applies one with the digest of the evidence this very command just read, so a state
 //! that changed in between is refused by the server (409) instead of acted on. The calls go
 //! to the server running on the data directory, else to an app started here on it (see

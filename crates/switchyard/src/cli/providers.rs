@@ -1,4 +1,4 @@
-//! `switchyard providers`, `status` and `link` (issue 32), and the [`Api`] `doctor` uses too:
+//! `switchyard providers`, `status` and `link`, and the [`Api`] `doctor` uses too:
 //! management API calls, made on the
 //! server running on the data directory when there is one (over loopback, with the data
 //! directory's management token: the server applies them as it applies the UI's), else on an

@@ -43,7 +43,7 @@ pub struct ConfigForm {
     pub aliases: Vec<AliasForm>,
     #[serde(default)]
     pub settings: SettingsForm,
-    /// Team mode (issue 20, docs/team.md): share breaker, cooldown and lockout state with other
+    /// Team mode (docs/team.md): share breaker, cooldown and lockout state with other
     /// instances through `PostgreSQL`.
     #[serde(default, skip_serializing_if = "TeamForm::is_off")]
     #[ts(optional, as = "Option<TeamForm>")]

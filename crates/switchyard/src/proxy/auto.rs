@@ -1,4 +1,4 @@
-//! `auto` on the request path (issue 30): what is known of each target of an `auto` combo is
+//! `auto` on the request path: what is known of each target of an `auto` combo is
 //! gathered here (model facts, prices, the breaker, quota headroom, measured time to first
 //! token, the request's needs), `switchyard_core::routing::auto` ranks them, and the plan is
 //! reordered by that ranking. The decision is kept for the trace (every factor of the top

@@ -19,7 +19,7 @@
 //! - Each distinct item is kept once, however many entries hold it: a conversation's every turn
 //!   repeats all of its earlier items (Codex sends the whole conversation each time), so its
 //!   entries share them, and the bytes counted are each entry's id and each distinct item once.
-//!   A session of N turns holds its conversation once, not N times (issue 33: memory); an
+//!   A session of N turns holds its conversation once, not N times; an
 //!   answer's items at most twice, as kept here and as the client writes them back.
 
 use std::borrow::Cow;

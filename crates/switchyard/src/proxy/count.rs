@@ -174,7 +174,7 @@ fn estimate(client: ClientDialect, body: &[u8]) -> usize {
 }
 
 /// Tokens in `request` by the characters of its text, tool definitions and tool calls: what
-/// a count answers without an upstream, and what `auto` holds against a window (issue 30).
+/// a count answers without an upstream, and what `auto` holds against a window.
 pub(super) fn tokens_in(request: &ChatRequest<'_>) -> usize {
     let part_chars = |part: &Part<'_>| match part {
         Part::Text(text) => text.text.len(),

@@ -112,7 +112,7 @@ pub enum TraceEvent {
         #[ts(optional)]
         because: Option<Cow<'static, str>>,
     },
-    /// `auto`'s ranking (issue 30), on the line of each of its top candidates: its place, its
+    /// `auto`'s ranking, on the line of each of its top candidates: its place, its
     /// score and every factor's value and weight (values in `[0, 1]`, three decimals); the
     /// winner's line also gives its margin over the next and the `x-switchyard-decision`
     /// header sent with the answer.
@@ -128,7 +128,7 @@ pub enum TraceEvent {
         #[ts(optional)]
         decision: Option<String>,
     },
-    /// The tokens this attempt used, in buckets that do not overlap (issue 18): `output`
+    /// The tokens this attempt used, in buckets that do not overlap: `output`
     /// includes `reasoning`. `estimated` when the upstream never gave its final count (a cut
     /// stream, a hedge cancelled mid-way): what it reported so far. `cost` in USD, as a
     /// decimal, when the model's prices are known.
@@ -386,7 +386,7 @@ impl Trace {
 
     /// The first `client` credential passed over for want of the caller's login, when no
     /// upstream was asked at all: then what is missing is the caller's, and the answer is a
-    /// 401 that says so rather than a 503 (issue 28).
+    /// 401 that says so rather than a 503.
     fn wanting_a_login(&self) -> Option<&TraceEntry> {
         let attempted = self.entries.iter().any(|e| matches!(e.what, TraceEvent::Attempted { .. }));
         if attempted {

@@ -125,7 +125,7 @@ pub(crate) async fn open(
     settle.attempt.answered(&classify(&Outcome::new(answered), &settle.policy, now), now);
     // The events read so far open the body itself, so the connection writes them with the
     // answer's head, in one write, without waiting for the relay's task to run and hand them
-    // over (issue 33: the first SSE byte). The relay sends the rest.
+    // over. The relay sends the rest.
     let first = Bytes::from(std::mem::take(&mut out));
     if let Some(tap) = &mut settle.tap {
         tap.observe(&first);

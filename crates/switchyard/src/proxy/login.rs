@@ -1,4 +1,4 @@
-//! A client's own login, passed through (issue 28, RESILIENCE.md §11): a subscriber's Claude
+//! A client's own login, passed through (RESILIENCE.md §11): a subscriber's Claude
 //! Code or Codex keeps its sign-in in `Authorization` and sends the local key beside it in
 //! `x-switchyard-key`. A `client` credential then means "the caller's own": its requests go out
 //! with the caller's headers exactly as sent, to that provider's confirmed destination alone.

@@ -1,5 +1,5 @@
 //! The client's request as routing reads it, and read whole only when something needs it
-//! (issue 33).
+//!.
 //!
 //! Routing needs the top-level settings: the model, whether to stream, what could rule out a
 //! continuation (tool choice, output format, reasoning) and the fields a session or a login is

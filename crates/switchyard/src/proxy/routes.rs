@@ -45,10 +45,10 @@ pub struct Routes {
     unconfirmed: Vec<Unconfirmed>,
     /// The `max_in_flight` caps (see `slots`).
     pub(super) slots: Slots,
-    /// `auto`, `auto:fast`, `auto:cheap` and `auto:smart` (issue 30): every model configured
+    /// `auto`, `auto:fast`, `auto:cheap` and `auto:smart`: every model configured
     /// that `[settings.auto] allow` lets in, ranked per request.
     auto: Vec<(AutoPreset, Combo)>,
-    /// Some credential is of kind `client` (issue 28).
+    /// Some credential is of kind `client`.
     client_credentials: bool,
 }
 
@@ -188,7 +188,7 @@ impl Routes {
         let (provider, model) = parse_target(model)?;
         let config = self.provider(&ProviderId::from(provider))?;
         // A provider whose user wrote a `models` list serves those models only, asked for
-        // directly too: the list is the user's say of what may be sent there (issue 19).
+        // directly too: the list is the user's say of what may be sent there.
         if !config.serves(model) {
             return None;
         }
@@ -279,7 +279,7 @@ fn direct(provider: &ProviderConfig, model: &str) -> Target {
     target
 }
 
-/// Every model `auto` may choose from (issue 30): each provider's listed models, or for a
+/// Every model `auto` may choose from: each provider's listed models, or for a
 /// provider that lists none, the models its combos, aliases and default route name; then only
 /// what `[settings.auto] allow` lets in. In the config's order, each once.
 fn auto_pool(config: &Config) -> Vec<Target> {

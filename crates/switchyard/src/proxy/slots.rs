@@ -1,4 +1,4 @@
-//! Concurrency caps (issue 27, point 3; RESILIENCE.md §11): `max_in_flight` per credential and
+//! Concurrency caps (RESILIENCE.md §11): `max_in_flight` per credential and
 //! per provider. A request takes a slot of each cap on its way before its attempt is sent, and
 //! the attempt keeps it to its end (a stream's last byte: the slot rides in the registry's
 //! `Attempt`). Over a cap, a request waits in a bounded FIFO (tokio's semaphores are fair) up to

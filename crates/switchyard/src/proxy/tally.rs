@@ -1,4 +1,4 @@
-//! What one request used and spent, attempt by attempt (issue 18).
+//! What one request used and spent, attempt by attempt.
 //!
 //! Every attempt gets a [`Meter`] when it is sent, and reports the upstream's cumulative
 //! usage as soon as it is decoded, not when the attempt ends: a hedge that loses the race is

@@ -175,7 +175,7 @@ fn build_as(
 }
 
 /// Whether a forwarded Chat stream is made to report usage the client did not ask for
-/// (issue 18): the proxy then keeps the usage chunk from the client.
+///: the proxy then keeps the usage chunk from the client.
 pub(crate) fn asks_stream_usage(
     provider: &ProviderConfig,
     dialect: Dialect,

@@ -75,7 +75,7 @@ impl Default for Limits {
 /// A request marks itself in flight with two atomic writes and wakes nothing: the idle watch
 /// reads the marks when its timer fires, and sets the timer again if the connection was busy
 /// since. (It used to be woken at each request's start and end, and to arm a new timer each
-/// time; that was two extra polls of the connection's task per request, issue 33.) An
+/// time; that was two extra polls of the connection's task per request.) An
 /// HTTP/2 connection's requests run in tasks of their own, so a request that ends writes its
 /// time before it releases its count, and the watch reads them in the other order.
 #[derive(Debug)]
@@ -272,7 +272,7 @@ async fn serve_connection(tcp: TcpStream, service: Marked, limits: Limits, watch
 /// The router as a hyper service that puts the connection in each request's extensions, and
 /// answers a client's `POST` to `/v1` itself: the front door and the handler, without the
 /// router's dispatch (the route's boxed service cloned, its future boxed again, extensions
-/// added) in between (issue 33).
+/// added) in between.
 #[derive(Clone, Debug)]
 struct Marked {
     router: TowerToHyperService<Router>,

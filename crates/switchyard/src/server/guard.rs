@@ -83,7 +83,7 @@ pub(crate) async fn front_door(
 
 /// The front door of a `/v1` route the connection dispatches itself ([`super::v1::direct`]):
 /// the same checks and headers as [`front_door`], then the handler, without the router's
-/// dispatch and layers in between (issue 33).
+/// dispatch and layers in between.
 pub(crate) async fn direct(
     state: ServerState,
     request: Request,
@@ -294,7 +294,7 @@ fn check(
         .or_else(|| headers.get(&X_API_KEY).and_then(|v| v.to_str().ok()))
         .map(str::trim);
     // A client that keeps its own upstream login in `Authorization` / `x-api-key` (a
-    // subscriber's Claude Code or Codex, issue 28) sends the local key beside it: then only
+    // subscriber's Claude Code or Codex) sends the local key beside it: then only
     // that header is the local key, and the others are not checked as one.
     let side = headers.get(&SIDE_KEY).map(|v| v.to_str().map_or("", str::trim));
     match (takes, google) {

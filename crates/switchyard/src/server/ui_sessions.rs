@@ -14,7 +14,7 @@
 //! - ends after [`IDLE_TIMEOUT`] without a request, on `DELETE /api/session` (sign out), or
 //!   when [`MAX_SESSIONS`] newer ones were opened since it was last used.
 //!
-//! A sign-in code (issue 32) is what `serve` prints instead of asking for the token to be
+//! A sign-in code is what `serve` prints instead of asking for the token to be
 //! copied: `http://127.0.0.1:PORT/#code=CODE`, in the fragment, so it never reaches a server
 //! log or a `Referer`. The page exchanges it once, `POST /api/session` with the code as the
 //! bearer token, for a session. A code:

@@ -65,7 +65,7 @@ pub(super) async fn proxied(
     match read(body, client).await {
         // Boxed: the proxy's future is large, and axum's and hyper's layers move the
         // handler's future several times before and while it runs; a box moves as a pointer
-        // (issue 33).
+        //.
         Ok(body) => {
             Box::pin(state.proxy.handle(client, caller.as_ref(), headers, uri.query(), body))
                 .await

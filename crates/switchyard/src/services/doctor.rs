@@ -1,4 +1,4 @@
-//! The doctor (issue 30, point 3): gathers what `switchyard_core::doctor` reads from the
+//! The doctor: gathers what `switchyard_core::doctor` reads from the
 //! registry, the config and usage, and applies one finding when asked, only with the digest
 //! of the evidence the user was shown (a changed state answers 409 and changes nothing), or
 //! says what applying it would change (a dry run).

@@ -1,6 +1,6 @@
 //! `/metrics`: the Prometheus text exposition (format 0.0.4) of the proxy's counters and
 //! latency histograms, of the health registry's state, and of usage by the provider and model
-//! that served (issue 18; label values bounded as `usage.rs` says).
+//! that served (label values bounded as `usage.rs` says).
 
 use std::fmt::Write as _;
 

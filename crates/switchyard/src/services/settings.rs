@@ -26,7 +26,7 @@ pub enum Section {
     Usage,
     /// `[settings.budgets]`: spend limits overall and per local key.
     Budgets,
-    /// `[team]` (issue 20): takes effect at the next start.
+    /// `[team]`: takes effect at the next start.
     Team,
 }
 

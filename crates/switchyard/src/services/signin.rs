@@ -29,7 +29,7 @@ impl Services {
 
     /// A sign-in sends the authorization code and its verifier to the token endpoint, a retry
     /// sends the refresh token there: neither goes to a destination the user never confirmed
-    /// for this credential (issue 19). The error says which and how to confirm.
+    /// for this credential. The error says which and how to confirm.
     fn refuse_unconfirmed(&self, p: &ProviderId, c: &CredentialId) -> Result<(), EditError> {
         let key = CredentialKey { provider: p.clone(), credential: c.clone() };
         match self.proxy.routes().unconfirmed_for(&key) {

@@ -55,7 +55,7 @@ impl Attempt {
         self.probe.is_some()
     }
 
-    /// In a team (issue 20), a half-open probe goes out only under the team's lease, so one
+    /// In a team, a half-open probe goes out only under the team's lease, so one
     /// probe is in flight across every instance. Waits for the lease at most the wait derived
     /// from the measured round trip to the database
     /// ([`TeamLink::lease_wait`](crate::resilience::team::TeamLink::lease_wait)); `Err`

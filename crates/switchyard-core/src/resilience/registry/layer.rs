@@ -81,7 +81,7 @@ pub(super) trait Layer {
     fn record(entry: &Self::Entry, policy: &Self::Policy) -> Self::Record;
     fn event(key: &Self::Key, record: Option<Self::Record>, at: UnixMillis) -> HealthEvent;
 
-    /// What a team shares of an entry (issue 20), in this instance's time.
+    /// What a team shares of an entry, in this instance's time.
     type Shared;
     /// This layer's table, and the policy `key` runs on.
     fn part<'s>(st: &'s mut State, key: &Self::Key) -> (&'s mut Table<Self>, &'s Self::Policy)

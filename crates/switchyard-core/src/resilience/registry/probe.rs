@@ -331,7 +331,7 @@ pub struct RecoveryProbe {
     scope: ProbeScope,
     /// The waits of the proxy's own it goes through, if any.
     passage: Passage,
-    /// It holds the team's lease of its scope (issue 31), released when it is over.
+    /// It holds the team's lease of its scope, released when it is over.
     scope_leased: bool,
 }
 
@@ -353,7 +353,7 @@ impl RecoveryProbe {
     }
 
     /// In a team, a recovery probe goes out only under the team's lease of its scope, so one
-    /// probe of each bench is in flight across every instance (issue 31); a probe that is a
+    /// probe of each bench is in flight across every instance; a probe that is a
     /// half-open breaker's probe needs the breaker's lease like any other attempt (see
     /// [`Attempt::lease`]). `false`: drop it, another instance probes. Without a team, or while
     /// the team's database is unreachable, it goes ahead at once.

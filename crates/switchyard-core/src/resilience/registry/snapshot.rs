@@ -195,7 +195,7 @@ pub struct CredentialView {
     /// (or there is no team).
     pub recorded_by: Option<InstanceId>,
     /// What benched it last. `auth` on a cooling key another instance recorded: that instance
-    /// reported the key refused, and this one benches it for a bounded time only (issue 31).
+    /// reported the key refused, and this one benches it for a bounded time only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub last_error: Option<crate::outcome::CredentialFault>,

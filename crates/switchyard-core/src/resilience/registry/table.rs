@@ -30,10 +30,10 @@ pub(super) struct Table<L: Layer> {
     cursor: usize,
     /// A healthy entry unchanged this long is forgotten, on the next look or sweep.
     idle: Duration,
-    /// In a team (issue 20): which instance recorded an entry that came from the team. An
+    /// In a team: which instance recorded an entry that came from the team. An
     /// entry changed here since has none until the team's answer names the recorder again.
     pub(super) origins: FxIndexMap<L::Key, InstanceId>,
-    /// In a team (issue 31): the sequence number of the last change of each entry sent to the
+    /// In a team: the sequence number of the last change of each entry sent to the
     /// team and not yet seen in a team entry. A team entry that does not include it is older
     /// than this instance's state, and does not replace it. Kept when the entry itself goes (a
     /// reset's clear is such a change).

@@ -11,7 +11,7 @@ use crate::resilience::team::{
 };
 
 impl HealthRegistry {
-    /// Joins a team (issue 20): from now on every change this registry makes to a breaker,
+    /// Joins a team: from now on every change this registry makes to a breaker,
     /// cooldown or lockout is also sent through `link`, and half-open probes ask it for their
     /// lease. Once per registry; a second link is refused and handed back.
     pub fn join_team(&self, link: TeamLink) -> Result<(), TeamLink> {
@@ -56,7 +56,7 @@ impl HealthRegistry {
     /// `covers`: the last of this instance's own changes that the entry includes (see
     /// [`TeamOp::seq`]; `u64::MAX` for a resync, which replaces whatever is here). An entry that
     /// does not include this instance's last change of it is older than what is here, and is
-    /// not taken (issue 31): the team's answer to that change will be.
+    /// not taken: the team's answer to that change will be.
     pub fn apply_shared_breaker(
         &self,
         providers: &[ProviderId],

@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - Sending a change never blocks and never fails the request: the queue is bounded, and a
-//!   change that finds it full is counted and its entry marked for a resync (issue 31): the sync
+//!   change that finds it full is counted and its entry marked for a resync: the sync
 //!   task reads the entry back from the database, as absolute state, and this instance takes it
 //!   over. A change is an increment, so it is never replayed from memory out of order; what the
 //!   team did not hear of is lost to the team, and every instance agrees again on what it has.

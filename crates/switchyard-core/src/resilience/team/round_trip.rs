@@ -1,5 +1,5 @@
 //! How long a request waits for the team's answer to a lease: derived from the round trips to
-//! the database measured lately, not fixed (issue 31). A fixed 50 ms was refused by every
+//! the database measured lately, not fixed. A fixed 50 ms was refused by every
 //! database more than 12 ms away, so a half-open breaker could never close.
 //!
 //! The wait is a high percentile of the recent round trips, with headroom for the sync task's

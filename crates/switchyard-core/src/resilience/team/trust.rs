@@ -1,4 +1,4 @@
-//! What an instance takes from the team, and within which bounds (issue 31): teammates need not
+//! What an instance takes from the team, and within which bounds: teammates need not
 //! be fully trusted, nor the database. A member (or anyone who can write the tables) can forge
 //! any row; what it can do to this instance is bounded here, at the one place every team entry
 //! passes on its way into the registry, in this instance's time and by this instance's policy.

@@ -180,6 +180,7 @@ impl Rescuer {
         loop {
             let now = self.arrived.elapsed();
             let step = self.machine.next(now, &mut self.proxy.world(&self.routes));
+            tracing::trace!(?step, at = ?now, "continuation step");
             let start = match step {
                 Step::Start(start) => start,
                 Step::Serve { .. } => return took,

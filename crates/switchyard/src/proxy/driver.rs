@@ -119,6 +119,9 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         loop {
             let now = arrived.elapsed();
             let step = machine.next(now, &mut self.proxy.world(self.sending.routes));
+            // The hook per step: `SWITCHYARD_LOG=switchyard::proxy::driver=trace` shows every
+            // decision of every request (checked against the level first: free when off).
+            tracing::trace!(?step, at = ?now, "request step");
             match step {
                 Step::Start(start) if running.iter().any(Running::pending) => {
                     running.push(self.start(&machine, &start));

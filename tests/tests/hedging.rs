@@ -395,7 +395,7 @@ targets = [{ target = "an/slow-1" }, { target = "oa/gpt-4o" }]
 
     assert!(first < deadline, "the first token came after the deadline: {first:?}");
     // Its p95 is floored at a second: started a second before the deadline, not earlier.
-    assert!(first >= deadline - Duration::from_secs(1), "started too early: {first:?}");
+    assert!(first >= Duration::from_secs(2), "started too early: {first:?}");
     assert_eq!((target.as_str(), attempts.as_str()), ("oa/gpt-4o", "2"));
     assert_eq!(text, "Hello from the mock upstream.");
     let entry = h.newest_logged().await;

@@ -1204,14 +1204,7 @@ impl Proxy {
         if response.status.is_success() {
             return Head::Answer(response);
         }
-        let status = response.status.as_u16();
-        let headers = response.headers.clone();
-        let body = response
-            .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
-            .await
-            .unwrap_or_default();
-        let report = dialect.error_report(&body);
-        Head::Refused(Box::new(ErrorAnswer { status, headers, report }))
+        Head::Refused(Box::new(ErrorAnswer::read(response, dialect).await))
     }
 
     /// A non-streamed answer: read it whole, translate it, return it.
@@ -1639,6 +1632,18 @@ struct ErrorAnswer {
 }
 
 impl ErrorAnswer {
+    /// Reads an error answer's body, briefly: it is small and only feeds the classifier and
+    /// the client's error.
+    async fn read(response: executor::Response, dialect: Dialect) -> Self {
+        let status = response.status.as_u16();
+        let headers = response.headers.clone();
+        let body = response
+            .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
+            .await
+            .unwrap_or_default();
+        Self { status, headers, report: dialect.error_report(&body) }
+    }
+
     /// The classifier's input.
     fn upstream(&self) -> Upstream<'_> {
         Upstream::Response { status: self.status, headers: &self.headers, body: self.report.hint }
@@ -1705,15 +1710,8 @@ impl Prober {
                 (self.classify(ok), Some(status))
             }
             Ok(response) => {
-                let status = response.status.as_u16();
-                let headers = response.headers.clone();
-                let body = response
-                    .into_bytes(ERROR_BODY_DEADLINE, executor::MAX_ANSWER)
-                    .await
-                    .unwrap_or_default();
-                let hint = dialect.error_report(&body).hint;
-                let failed = Upstream::Response { status, headers: &headers, body: hint };
-                (self.classify(failed), Some(status))
+                let refused = ErrorAnswer::read(response, dialect).await;
+                (self.classify(refused.upstream()), Some(refused.status))
             }
             Err(failure) => (self.classify(unsent(failure)), None),
         };

@@ -16,7 +16,7 @@ export type ConfigForm = { server: ServerForm, providers?: Array<ProviderForm>, 
  */
 default_route?: string, aliases?: Array<AliasForm>, settings: SettingsForm, 
 /**
- * Team mode (issue 20, docs/team.md): share breaker, cooldown and lockout state with other
+ * Team mode (docs/team.md): share breaker, cooldown and lockout state with other
  * instances through `PostgreSQL`.
  */
 team?: TeamForm, };

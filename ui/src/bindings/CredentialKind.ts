@@ -2,6 +2,6 @@
 
 /**
  * Whether a credential is an API key, an OAuth token Switchyard keeps, or the caller's own
- * login (a subscription passed through, issue 28): they start from different bases.
+ * login (a subscription passed through): they start from different bases.
  */
 export type CredentialKind = "api_key" | "oauth" | "client";

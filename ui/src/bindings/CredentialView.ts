@@ -16,6 +16,6 @@ retry_in_ms: number | null,
 recorded_by: InstanceId | null, 
 /**
  * What benched it last. `auth` on a cooling key another instance recorded: that instance
- * reported the key refused, and this one benches it for a bounded time only (issue 31).
+ * reported the key refused, and this one benches it for a bounded time only.
  */
 last_error?: CredentialFault, };

@@ -13,7 +13,7 @@ export type HeadroomView = { provider: ProviderId, credential: CredentialId, win
  */
 below_reserve: boolean, 
 /**
- * A subscription's window (a `client` credential, by the account it served: issue 28):
+ * A subscription's window (a `client` credential, by the account it served):
  * its requests are covered by the plan, not priced.
  */
 subscription: boolean, };

@@ -27,7 +27,7 @@ config_saved_to: ConfigSaving,
  */
 combos: Array<ComboHealth>, 
 /**
- * Team mode (issue 20); `null` without a `[team]` database.
+ * Team mode; `null` without a `[team]` database.
  */
 team: TeamView | null, 
 /**

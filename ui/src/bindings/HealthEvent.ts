@@ -11,7 +11,7 @@ import type { UnixMillis } from "./UnixMillis";
 /**
  * One entry's new state; `None` means back to pristine (or cleared by hand): nothing to keep.
  * `Budget` is the one event that is no layer's state: a spend budget crossed 80 % or was
- * reached (issue 18). It rides the same stream so the UI, the tray and the desktop's
+ * reached. It rides the same stream so the UI, the tray and the desktop's
  * notifications hear of it where they hear of everything else; the store keeps nothing of it.
  */
 export type HealthEvent = { "layer": "breaker", provider: ProviderId, record: BreakerRecord | null, at: UnixMillis, } | { "layer": "credential", key: CredentialKey, record: CredentialRecord | null, at: UnixMillis, } | { "layer": "lockout", key: CandidateKey, record: ModelLockout | null, at: UnixMillis, } | { "layer": "budget", budget: BudgetView, at: UnixMillis, };

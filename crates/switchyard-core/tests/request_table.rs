@@ -53,6 +53,11 @@ fn limits() -> Limits {
     }
 }
 
+/// The limits of a combo that hedges after a fixed 200 ms.
+fn hedging() -> Limits {
+    Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() }
+}
+
 fn verdict(status: u16, body: BodyHint, headers: &[(&'static str, &'static str)]) -> Verdict {
     let mut map = HeaderMap::new();
     for &(name, value) in headers {
@@ -232,8 +237,7 @@ fn a_retry_the_budget_cannot_pay_for_falls_back_at_once() {
 
 #[test]
 fn a_hedge_fires_at_its_delay_and_wins_and_the_primary_is_cancelled() {
-    let mut run =
-        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    let mut run = Run::new(&["a/m", "b/m"], hedging());
     run.steps(&["start a/m first"]);
     run.sent("a/m");
     run.steps(&["wait 200ms"]);
@@ -248,10 +252,7 @@ fn a_hedge_fires_at_its_delay_and_wins_and_the_primary_is_cancelled() {
 
 #[test]
 fn a_hedge_never_goes_to_the_primary_s_provider() {
-    let mut run = Run::new(
-        &["a/m#k1", "a/m#k2", "b/m"],
-        Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() },
-    );
+    let mut run = Run::new(&["a/m#k1", "a/m#k2", "b/m"], hedging());
     run.steps(&["start a/m#k1 first"]);
     run.sent("a/m#k1");
     run.at(ms(200)).steps(&["start b/m hedge"]);
@@ -259,8 +260,7 @@ fn a_hedge_never_goes_to_the_primary_s_provider() {
 
 #[test]
 fn a_primary_that_answers_first_cancels_its_hedge() {
-    let mut run =
-        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    let mut run = Run::new(&["a/m", "b/m"], hedging());
     run.steps(&["start a/m first"]);
     run.sent("a/m");
     run.at(ms(200)).steps(&["start b/m hedge"]);
@@ -273,8 +273,7 @@ fn a_primary_that_answers_first_cancels_its_hedge() {
 #[test]
 fn a_break_is_continued_on_the_next_capable_provider_never_one_the_race_saw_fail() {
     // `c1` and `c2` continue answers; `c1` hedged and failed, so the break goes to `c2`.
-    let hedging = Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() };
-    let mut run = Run::new(&["a/m", "c1/m", "c2/m"], Limits { max_attempts: 4, ..hedging });
+    let mut run = Run::new(&["a/m", "c1/m", "c2/m"], Limits { max_attempts: 4, ..hedging() });
     run.steps(&["start a/m first"]);
     run.sent("a/m");
     run.at(ms(200)).steps(&["start c1/m hedge"]);
@@ -326,8 +325,7 @@ fn a_continuation_that_fails_before_its_first_event_passes_to_the_next_capable_t
 
 #[test]
 fn a_policy_refusal_ends_the_race_and_no_hedge_may_answer() {
-    let mut run =
-        Run::new(&["a/m", "b/m"], Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), ..limits() });
+    let mut run = Run::new(&["a/m", "b/m"], hedging());
     run.steps(&["start a/m first"]);
     run.sent("a/m");
     run.at(ms(200)).steps(&["start b/m hedge"]);
@@ -341,7 +339,7 @@ fn a_policy_refusal_ends_the_race_and_no_hedge_may_answer() {
 
 #[test]
 fn max_attempts_is_shared_by_every_role() {
-    let hedging = Limits { hedge: Some(HedgeAfter::Fixed(ms(200))), max_attempts: 3, ..limits() };
+    let hedging = Limits { max_attempts: 3, ..hedging() };
     let mut run = Run::new(&["a/m", "b/m", "c1/m", "c2/m"], hedging);
     run.steps(&["start a/m first"]);
     run.sent("a/m");

@@ -303,17 +303,7 @@ impl HealthRegistry {
         deadline: UnixMillis,
     ) -> Result<Attempt, SkipReason> {
         let probe = self.state.lock().admit(key, now, deadline, &self.events, &self.next_probe)?;
-        Ok(Attempt {
-            registry: Arc::clone(self),
-            key: key.clone(),
-            probe,
-            leased: false,
-            admitted: now,
-            deadline,
-            answered: false,
-            recovery: false,
-            held: None,
-        })
+        Ok(Attempt::admitted(self, key, probe, (now, deadline), false))
     }
 
     /// Records `verdict` on all three layers. `leased`: the probe holds the team's lease, so

@@ -33,6 +33,30 @@ pub struct Attempt {
     pub(super) held: Option<Box<dyn Held>>,
 }
 
+impl Attempt {
+    /// A new attempt at `key`, admitted at `now`, to settle by `deadline`; `recovery` for a
+    /// recovery probe of the proxy's own.
+    pub(super) fn admitted(
+        registry: &Arc<HealthRegistry>,
+        key: &CandidateKey,
+        probe: Option<ProbeId>,
+        (now, deadline): (UnixMillis, UnixMillis),
+        recovery: bool,
+    ) -> Self {
+        Self {
+            registry: Arc::clone(registry),
+            key: key.clone(),
+            probe,
+            leased: false,
+            admitted: now,
+            deadline,
+            answered: false,
+            recovery,
+            held: None,
+        }
+    }
+}
+
 /// A resource an [`Attempt`] keeps for its caller while it runs (the app's concurrency
 /// slot), released when the attempt ends: releasing it is dropping it, and the attempt drops
 /// it when it is settled or dropped, so a stream holds it to its last byte. The registry only

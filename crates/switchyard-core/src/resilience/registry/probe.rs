@@ -217,17 +217,7 @@ impl HealthRegistry {
         track.in_flight = true;
         track.last_sent = Some(now);
         drop(st);
-        let attempt = Attempt {
-            registry: Arc::clone(self),
-            key: key.clone(),
-            probe,
-            leased: false,
-            admitted: now,
-            deadline,
-            answered: false,
-            recovery: true,
-            held: None,
-        };
+        let attempt = Attempt::admitted(self, key, probe, (now, deadline), true);
         Ok(RecoveryProbe { attempt: Some(attempt), bench, scope, passage, scope_leased: false })
     }
 

@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 use switchyard_e2e::harness::{Harness, LOCAL_KEY, Setup};
 use switchyard_testkit::Behavior;
+use switchyard_testkit::Status;
 
 const SESSIONS: usize = 4;
 const TURNS: usize = 8;
@@ -267,6 +268,48 @@ async fn a_session_moved_to_another_key_sends_no_item_only_the_old_key_can_read(
             && trace.contains("1 compaction item(s) of another credential"),
         "{trace}"
     );
+}
+
+/// Codex's history carries reasoning another organisation encrypted (the session was served
+/// elsewhere before): OpenAI answers 400 `invalid_encrypted_content`. The same key is asked
+/// once more at once without those items, the client gets the answer, and the trace says what
+/// was left out; a request with nothing to leave out is not sent twice.
+#[tokio::test]
+async fn encrypted_reasoning_the_key_cannot_read_is_left_out_of_one_more_try_on_it() {
+    let h = start(true).await;
+    let stale = Status::new(400).body_json(json!({"error": {
+        "message": "The encrypted content gAAA...DQ== could not be verified.",
+        "type": "invalid_request_error", "param": null, "code": "invalid_encrypted_content"}}));
+    let send = |input: Value| {
+        let body = json!({"model": "responses-pool/gpt", "input": input, "store": false});
+        let request = h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(&body);
+        async move { request.send().await.unwrap().status() }
+    };
+    let user = |text: &str| json!({"role": "user", "content": text});
+    let bound = json!([user("first"),
+        {"type": "reasoning", "summary": [], "encrypted_content": "gFOREIGN"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "answer"}]},
+        user("second")]);
+    h.mock.enqueue("gpt", stale.clone());
+    assert_eq!(send(bound.clone()).await, 200);
+    let attempts = h.mock.attempts();
+    assert_eq!(attempts.len(), 2, "one more try, not a fallback");
+    assert_eq!(attempts[0].api_key(), attempts[1].api_key(), "the same key");
+    assert!(attempts[0].body["input"].to_string().contains("gFOREIGN"));
+    let repaired = attempts[1].body["input"].to_string();
+    assert!(!repaired.contains("gFOREIGN") && repaired.contains("second"), "{repaired}");
+    let logged = h.newest_logged().await;
+    let trace = logged["trace"].to_string();
+    assert!(trace.contains("1 encrypted reasoning item(s) of another credential"), "{trace}");
+    assert_eq!(logged["attempts"], 2);
+
+    // Nothing another credential wrote: the same request is not sent to the same key again.
+    h.mock.enqueue("gpt", stale);
+    let before = h.mock.attempts().len();
+    send(json!([user("plain")])).await;
+    let after = h.mock.attempts();
+    let keys: Vec<_> = after[before..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
+    assert!(keys.len() < 2 || keys[0] != keys[1], "never the same request to the same key: {keys:?}");
 }
 
 /// A key under its reserve is still known to be after a restart: its windows were kept when

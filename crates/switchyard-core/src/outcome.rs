@@ -116,6 +116,10 @@ pub enum BodyHint {
     /// The model is not permitted to this account here (region, organisation), even though the
     /// status is not 403 (Gemini's 400 `FAILED_PRECONDITION` "User location is not supported").
     NotPermitted,
+    /// The request carried reasoning (or compacted history) encrypted for another
+    /// organisation, which this credential cannot read (OpenAI's `invalid_encrypted_content`):
+    /// the request's fault, mended by leaving those items out and asking once more.
+    StaleReasoning,
     /// Nothing special, but the body asked for a wait, as a `Retry-After` header would (Gemini's
     /// `google.rpc.RetryInfo.retryDelay`). Applies only where `Retry-After` does.
     RetryDelay(Duration),
@@ -253,6 +257,9 @@ pub enum RetrySame {
     /// Only by waiting out `retry_after` in place, when no other candidate exists and the wait
     /// fits the request's deadline.
     WaitIfAlone,
+    /// Once, at once, with the request repaired (what the credential cannot read left out):
+    /// a deterministic mend, not load, so the retry budget is not asked.
+    Repaired,
 }
 
 /// May the attempt loop move on to another candidate?
@@ -500,6 +507,9 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
         (400 | 403, BodyHint::ContentPolicy) => {
             let fallback = if policy.policy_fallback { F::Yes } else { F::No };
             v(K::Policy, Charges::NOTHING, R::No, fallback)
+        }
+        (400, BodyHint::StaleReasoning) => {
+            v(K::ClientError, Charges::NOTHING, R::Repaired, F::Yes)
         }
         (400 | 403, BodyHint::UnsupportedFeature) => {
             v(K::ClientError, Charges::NOTHING, R::No, F::OtherProviderOnly)

@@ -100,6 +100,9 @@ pub enum Role {
     First,
     /// The same target once more, after a retryable failure.
     Retry,
+    /// The same target once more with the request repaired: what its credential could not
+    /// read (another organisation's encrypted reasoning) left out.
+    Repair,
     /// The next candidate, after the one before failed or was passed.
     Fallback,
     /// Company for a slow first event (the combo hedges).
@@ -126,6 +129,7 @@ impl Role {
         match self {
             Self::First => "first",
             Self::Retry => "retry",
+            Self::Repair => "repair",
             Self::Fallback => "fallback",
             Self::Hedge => "hedge",
             Self::Early => "early",
@@ -247,6 +251,8 @@ struct Race {
 struct Retry {
     candidate: usize,
     at: Duration,
+    /// [`Role::Retry`], or [`Role::Repair`] for one sent repaired.
+    role: Role,
 }
 
 /// A primary failure, decided on once the racer is done too.
@@ -380,7 +386,7 @@ impl Request {
             }
             self.retry = None;
             if self.attempts.another_allowed() && now < self.limits.total {
-                return Step::Start(self.start(retry.candidate, Role::Retry, now));
+                return Step::Start(self.start(retry.candidate, retry.role, now));
             }
             return Step::Exhausted;
         }
@@ -458,8 +464,7 @@ impl Request {
             Event::Refreshed(ok) => {
                 let live = self.live.remove(at);
                 if ok {
-                    self.retry = Some(Retry { candidate: live.candidate, at: now });
-                    self.retried = Some(live.candidate);
+                    self.retry_same(live.candidate, now, Role::Retry);
                 } else {
                     self.advance(live.candidate);
                 }
@@ -482,7 +487,7 @@ impl Request {
                     rescue.from = live.candidate + 1;
                 }
             }
-            Role::First | Role::Retry | Role::Fallback => {
+            Role::First | Role::Retry | Role::Repair | Role::Fallback => {
                 self.steps.push(Step::Pass { candidate: live.candidate, reason });
                 self.advance(live.candidate);
             }
@@ -579,8 +584,11 @@ impl Request {
                     return;
                 }
                 RetrySame::OnceWithinBudget if world.afford_retry() => {
-                    self.retry = Some(Retry { candidate, at: now });
-                    self.retried = Some(candidate);
+                    self.retry_same(candidate, now, Role::Retry);
+                    return;
+                }
+                RetrySame::Repaired => {
+                    self.retry_same(candidate, now, Role::Repair);
                     return;
                 }
                 // Waiting in place only when nobody else could serve, the upstream said how
@@ -591,8 +599,7 @@ impl Request {
                         && now + wait < self.limits.total
                         && world.afford_retry()
                     {
-                        self.retry = Some(Retry { candidate, at: now + wait });
-                        self.retried = Some(candidate);
+                        self.retry_same(candidate, now + wait, Role::Retry);
                         return;
                     }
                 }
@@ -600,6 +607,12 @@ impl Request {
             }
         }
         self.advance(candidate);
+    }
+
+    /// `candidate` once more, at `at`: its one same-target retry.
+    fn retry_same(&mut self, candidate: usize, at: Duration, role: Role) {
+        self.retry = Some(Retry { candidate, at, role });
+        self.retried = Some(candidate);
     }
 
     /// The plan goes on after `candidate`.

@@ -639,6 +639,13 @@ static TABLE: &[Row] = &[
         status_saying(422, BodyHint::UnsupportedFeature),
         client_error(422),
     ),
+    // 400 `invalid_encrypted_content` → the request carried what another organisation
+    // encrypted: nothing charged, the same target once more with it left out.
+    row(
+        "a 400 about encrypted content the key cannot read is sent once more repaired",
+        status_saying(400, BodyHint::StaleReasoning),
+        v(K::ClientError, Some(400), NOTHING, R::Repaired, F::Yes),
+    ),
     // 404 / 410 model not found or retired → model_unavailable, model lockout, fall back.
     row(
         "a 404 locks the model and falls back",
@@ -887,6 +894,7 @@ fn retry_index(r: R) -> usize {
         R::OnceWithinBudget => 1,
         R::AfterRefresh => 2,
         R::WaitIfAlone => 3,
+        R::Repaired => 4,
     }
 }
 
@@ -909,7 +917,7 @@ fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
     let mut streams = [false; 8];
     let mut breaker_faults = [false; BreakerFault::ALL.len()];
     let mut credentials = [false; 4];
-    let mut retries = [false; 4];
+    let mut retries = [false; 5];
     let mut fallbacks = [false; 4];
     let mut model_charged = false;
 

@@ -235,6 +235,65 @@ fn a_retry_the_budget_cannot_pay_for_falls_back_at_once() {
     run.steps(&["start b/m fallback"]);
 }
 
+fn stale_reasoning() -> Event {
+    Event::Failed(verdict(400, BodyHint::StaleReasoning, &[]))
+}
+
+#[test]
+fn stale_encrypted_reasoning_is_sent_once_more_repaired_without_the_budget() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
+    run.world.spent = true;
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", stale_reasoning());
+    run.steps(&["start a/m repair"]);
+    run.sent("a/m");
+    run.on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+    assert_eq!(run.request.attempts(), 2, "the repaired request is an attempt");
+    assert_eq!(run.world.retries, 0, "a mend is not load: the budget is not asked");
+}
+
+#[test]
+fn a_repaired_request_refused_again_falls_back_and_is_not_repaired_twice() {
+    let mut run = Run::new(&["a/m", "b/m"], Limits { max_attempts: 4, ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", stale_reasoning());
+    run.steps(&["start a/m repair"]);
+    run.sent("a/m");
+    run.on("a/m", stale_reasoning());
+    run.steps(&["start b/m fallback"]);
+    run.sent("b/m");
+    run.on("b/m", stale_reasoning());
+    run.steps(&["start b/m repair"]);
+}
+
+#[test]
+fn a_repair_counts_against_max_attempts_like_every_role() {
+    let mut run = Run::new(&["a/m", "b/m"], Limits { max_attempts: 2, ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", stale_reasoning());
+    run.steps(&["start a/m repair"]);
+    run.sent("a/m");
+    run.on("a/m", failed(503));
+    run.steps(&["exhausted"]);
+}
+
+#[test]
+fn a_hedge_refused_for_stale_reasoning_leaves_the_primary_to_answer() {
+    let mut run = Run::new(&["a/m", "b/m", "c/m"], Limits { max_attempts: 4, ..hedging() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
+    run.sent("b/m");
+    run.at(ms(250)).on("b/m", stale_reasoning());
+    run.steps(&["wait"]);
+    run.at(ms(400)).on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+}
+
 #[test]
 fn a_hedge_fires_at_its_delay_and_wins_and_the_primary_is_cancelled() {
     let mut run = Run::new(&["a/m", "b/m"], hedging());

@@ -1075,7 +1075,8 @@ impl Proxy {
 
     /// One attempt at one candidate: send, classify once, record the verdict.
     /// The second stage of the attempt runner: for a stream, `rescue` brings the relay what a
-    /// continuation needs if this attempt serves, and whether it keeps text for one.
+    /// continuation needs if this attempt serves, and whether it keeps text for one; `repair`
+    /// sends the request repaired (`Role::Repair`).
     async fn attempt(
         &self,
         sending: &Sending<'_, '_>,
@@ -1083,7 +1084,7 @@ impl Proxy {
         secret: Option<&Presented>,
         attempt: Attempt,
         first_event: Instant,
-        rescue: Option<(oneshot::Receiver<continuation::Rescue>, bool)>,
+        (rescue, repair): (Option<(oneshot::Receiver<continuation::Rescue>, bool)>, bool),
     ) -> Tried {
         let routes = sending.routes;
         let provider =
@@ -1091,7 +1092,8 @@ impl Proxy {
         let client = sending.inbound.dialect;
         let request = sending.request;
         let credential = candidate.key.credential_key();
-        let (built, carried) = match built_for(sending, (candidate, target), secret, &credential) {
+        let built = built_for(sending, (candidate, target), secret, &credential, repair);
+        let (built, carried) = match built {
             Ok(built) => built,
             Err(tried) => {
                 drop(attempt);
@@ -1739,20 +1741,17 @@ fn unsent(failure: SendFailure) -> Upstream<'static> {
 
 /// The request `candidate` is sent, and what of the client's request it carries; `Err` when
 /// this target cannot express it: not the upstream's doing, and another target (of another
-/// dialect) may.
+/// dialect) may. `repair` leaves out what only another credential could read (after
+/// `invalid_encrypted_content`); `Err` too when there is nothing to leave out, as the same
+/// request would be refused the same way.
 fn built_for(
     sending: &Sending<'_, '_>,
     (candidate, target): (&Candidate, &Target),
     secret: Option<&Presented>,
     credential: &CredentialKey,
+    repair: bool,
 ) -> Result<(upstream::Built, Carried), Box<Tried>> {
-    let provider =
-        sending.routes.provider(&candidate.key.provider).expect("planned providers are configured");
-    // Only the upstream that keeps the previous response gets `previous_response_id`.
-    let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
-    let client = if sticky { sending.client } else { sending.inbound };
-    let model = target.model.as_str();
-    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
+    let unsent = |why: String| {
         let verdict = Verdict {
             kind: OutcomeKind::ClientError,
             status: None,
@@ -1761,9 +1760,18 @@ fn built_for(
             fallback: Fallback::Yes,
             retry_after: None,
         };
-        tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-        let carried = Carried { path: None, dropped: vec![error.to_string()] };
+        let carried = Carried { path: None, dropped: vec![why] };
         Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
+    };
+    let provider =
+        sending.routes.provider(&candidate.key.provider).expect("planned providers are configured");
+    // Only the upstream that keeps the previous response gets `previous_response_id`.
+    let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
+    let client = if sticky { sending.client } else { sending.inbound };
+    let model = target.model.as_str();
+    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
+        tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
+        unsent(error.to_string())
     })?;
     for field in built.dropped.names() {
         tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
@@ -1772,16 +1780,23 @@ fn built_for(
         path: Some(if built.passthrough { "passthrough" } else { "translated" }),
         dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
     };
-    // A session moved to this credential from another: what only the other can read goes no
-    // further (RESILIENCE.md §11), and the trace names it.
+    // A session moved to this credential from another, or the upstream could not read what
+    // another credential wrote: what only the other can read goes no further (RESILIENCE.md
+    // §11), and the trace names it.
     let moved = sending.session_credential.is_some_and(|c| c != credential);
-    if moved
-        && provider.dialect_for(model) == Dialect::Responses
-        && let Some((body, unbound)) =
-            passthrough::without_credential_bound_items(&built.request.body)
-    {
-        built.request.body = Bytes::from(body);
-        carried.dropped.extend(unbound.names());
+    let unbound = (moved || repair)
+        .then(|| provider.dialect_for(model) == Dialect::Responses)
+        .filter(|&responses| responses)
+        .and_then(|_| passthrough::without_credential_bound_items(&built.request.body));
+    match unbound {
+        Some((body, unbound)) => {
+            built.request.body = Bytes::from(body);
+            carried.dropped.extend(unbound.names());
+        }
+        None if repair => {
+            return Err(unsent("nothing another credential wrote to leave out".to_owned()));
+        }
+        None => {}
     }
     Ok((built, carried))
 }

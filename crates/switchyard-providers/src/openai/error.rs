@@ -106,6 +106,9 @@ fn known(name: &str) -> Option<BodyHint> {
         }
         "unsupported_country_region_territory" => BodyHint::NotPermitted,
         "invalid_api_key" | "account_deactivated" => BodyHint::InvalidCredential,
+        // Reasoning or compacted history encrypted for another organisation (a session that
+        // moved between accounts): "The encrypted content gAAA… could not be verified."
+        "invalid_encrypted_content" => BodyHint::StaleReasoning,
         "rate_limit_exceeded" => BodyHint::None,
         _ => return None,
     })
@@ -162,6 +165,12 @@ mod tests {
 
     fn hint(body: &str) -> BodyHint {
         error_report(body.as_bytes()).hint
+    }
+
+    #[test]
+    fn encrypted_content_another_organisation_wrote_is_stale_reasoning() {
+        let stale = r#"{"error":{"message":"The encrypted content gAAA...DQ== could not be verified.","type":"invalid_request_error","param":null,"code":"invalid_encrypted_content"}}"#;
+        assert_eq!(hint(stale), BodyHint::StaleReasoning);
     }
 
     #[test]

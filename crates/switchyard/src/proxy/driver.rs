@@ -90,6 +90,8 @@ struct Ready {
     secret: Option<Presented>,
     first_event: Instant,
     rescue: Option<(oneshot::Receiver<Rescue>, bool)>,
+    /// Sent repaired ([`Role::Repair`]).
+    repair: bool,
 }
 
 /// What admitting one candidate came to.
@@ -207,7 +209,8 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         }
         let ready = running.iter().position(|r| matches!(r.stage, Stage::Ready(_)));
         if let (None, 1, Some(at)) = (until, live, ready) {
-            let Ready { attempt, secret, first_event, rescue } = take_ready(&mut running[at]);
+            let Ready { attempt, secret, first_event, rescue, repair } =
+                take_ready(&mut running[at]);
             let candidate = &machine.offer(running[at].candidate).candidate;
             let target = &self.sending.combo.targets[candidate.target];
             let tried = (self.proxy)
@@ -217,7 +220,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                     secret.as_ref(),
                     attempt,
                     first_event,
-                    rescue,
+                    (rescue, repair),
                 )
                 .await;
             self.progressed(machine, running, at, Progress::Tried(tried, secret));
@@ -264,7 +267,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     ) -> impl Future<Output = (Tried, Option<Presented>)> + Send + use<'s, 'b> {
         let (proxy, sending) = (self.proxy, self.sending);
         async move {
-            let Ready { attempt, secret, first_event, rescue } = ready;
+            let Ready { attempt, secret, first_event, rescue, repair } = ready;
             let target = &sending.combo.targets[candidate.target];
             let tried = proxy
                 .attempt(
@@ -273,7 +276,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                     secret.as_ref(),
                     attempt,
                     first_event,
-                    rescue,
+                    (rescue, repair),
                 )
                 .await;
             (tried, secret)
@@ -362,7 +365,8 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         let entry = &mut running[at];
         entry.rescue = tx;
         entry.started = sent_at;
-        entry.stage = Stage::Ready(Ready { attempt, secret, first_event, rescue });
+        let repair = role == Role::Repair;
+        entry.stage = Stage::Ready(Ready { attempt, secret, first_event, rescue, repair });
     }
 
     /// A live attempt dropped: it lost a race, or another's verdict forbids it to answer.

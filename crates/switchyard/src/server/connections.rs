@@ -390,7 +390,7 @@ impl Reserve {
                         );
                     }
                     Some(Err(error)) => {
-                        tracing::debug!(%error, "cannot accept with the reserve descriptor")
+                        tracing::debug!(%error, "cannot accept with the reserve descriptor");
                     }
                     None => {}
                 }

@@ -65,6 +65,9 @@ pub enum TransportFault {
     Tls,
     /// The connection was reset (or closed) before response headers arrived.
     ResetBeforeHeaders,
+    /// This process could not open a socket: it is out of file descriptors (`EMFILE`, or the
+    /// system is: `ENFILE`). No upstream was reached, so none is to blame.
+    OutOfDescriptors,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +164,8 @@ pub enum OutcomeKind {
     /// to this credential. The key keeps serving its other models.
     ModelForbidden,
     StreamBroken,
+    /// Nobody upstream is to blame: the client went away, or this process could not open a
+    /// connection (out of file descriptors). Nothing is charged or recorded.
     Aborted,
 }
 
@@ -402,6 +407,12 @@ pub fn classify(outcome: &Outcome<'_>, policy: &ClassifyPolicy, now: UnixMillis)
                 }
                 TransportFault::Tls => (BreakerFault::Tls, R::No),
                 TransportFault::ResetBeforeHeaders => (BreakerFault::Reset, R::OnceWithinBudget),
+                // Our own shortage, not the provider's: charging it would open every breaker
+                // at once when the process runs out of descriptors. Another target may find
+                // one free.
+                TransportFault::OutOfDescriptors => {
+                    return v(OutcomeKind::Aborted, Charges::NOTHING, R::No, F::Yes);
+                }
             };
             v(OutcomeKind::Transport, provider(charge), retry, F::Yes)
         }

@@ -252,6 +252,12 @@ static TABLE: &[Row] = &[
         Input::Transport(TransportFault::ResetBeforeHeaders),
         v(K::Transport, None, provider(BreakerFault::Reset), R::OnceWithinBudget, F::Yes),
     ),
+    // out of file descriptors on our side → nobody upstream is to blame, another target may do.
+    row(
+        "running out of file descriptors charges no provider and falls back without retrying",
+        Input::Transport(TransportFault::OutOfDescriptors),
+        v(K::Aborted, None, NOTHING, R::No, F::Yes),
+    ),
     // no response headers / first event within deadline → timeout, provider breaker.
     row(
         "a connect timeout charges the provider breaker and falls back",
@@ -857,6 +863,7 @@ fn transport_index(f: TransportFault) -> usize {
         TransportFault::Dns => 1,
         TransportFault::Tls => 2,
         TransportFault::ResetBeforeHeaders => 3,
+        TransportFault::OutOfDescriptors => 4,
     }
 }
 
@@ -912,7 +919,7 @@ fn fallback_index(f: F) -> usize {
 #[test]
 fn the_table_has_a_row_for_every_kind_fault_phase_and_decision() {
     let mut kinds = [false; 14];
-    let mut transports = [false; 4];
+    let mut transports = [false; 5];
     let mut phases = [false; 3];
     let mut streams = [false; 8];
     let mut breaker_faults = [false; BreakerFault::ALL.len()];

@@ -223,6 +223,9 @@ fn transport_fault(error: &(dyn std::error::Error + 'static), is_connect: bool) 
         if is_tls_error(e) {
             return SendFailure::Transport(TransportFault::Tls);
         }
+        if is_connect && is_out_of_descriptors(e) {
+            return SendFailure::Transport(TransportFault::OutOfDescriptors);
+        }
         chain.push_str(&e.to_string().to_ascii_lowercase());
         chain.push_str(": ");
         source = e.source();
@@ -236,6 +239,23 @@ fn transport_fault(error: &(dyn std::error::Error + 'static), is_connect: bool) 
         });
     }
     SendFailure::Transport(TransportFault::ResetBeforeHeaders)
+}
+
+/// An I/O error saying this process (`EMFILE`) or the system (`ENFILE`) has no file
+/// descriptor left, on its own or inside `io::Error`s: the socket was never opened, so the
+/// upstream is not to blame. The numbers are the same on Linux, macOS and the BSDs.
+fn is_out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
+    const EMFILE: i32 = 24;
+    const ENFILE: i32 = 23;
+    let mut current = Some(error);
+    while let Some(e) = current {
+        let Some(io) = e.downcast_ref::<std::io::Error>() else { return false };
+        if cfg!(unix) && matches!(io.raw_os_error(), Some(EMFILE | ENFILE)) {
+            return true;
+        }
+        current = io.get_ref().map(|inner| inner as &(dyn std::error::Error + 'static));
+    }
+    false
 }
 
 /// A `rustls::Error`, on its own or inside `io::Error`s (tokio-rustls wraps it in one, and the
@@ -328,6 +348,24 @@ mod tests {
         assert_eq!(fault(refused, true), SendFailure::Transport(TransportFault::ConnectRefused));
         let reset = io::Error::new(io::ErrorKind::ConnectionReset, "certificate store reloaded");
         assert_eq!(fault(reset, false), SendFailure::Transport(TransportFault::ResetBeforeHeaders));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_connect_that_finds_no_file_descriptor_is_a_local_fault_not_a_refusal() {
+        for (errno, name) in [(24, "EMFILE"), (23, "ENFILE")] {
+            let failure = fault(io::Error::from_raw_os_error(errno), true);
+            assert_eq!(failure, SendFailure::Transport(TransportFault::OutOfDescriptors), "{name}");
+            // As a connector may wrap it.
+            let wrapped = io::Error::other(io::Error::from_raw_os_error(errno));
+            assert_eq!(
+                fault(wrapped, true),
+                SendFailure::Transport(TransportFault::OutOfDescriptors),
+                "{name} wrapped"
+            );
+        }
+        let refused = io::Error::from_raw_os_error(111);
+        assert_eq!(fault(refused, true), SendFailure::Transport(TransportFault::ConnectRefused));
     }
 
     /// A server that answers one request with `head`, then writes `chunk` `times` times, and

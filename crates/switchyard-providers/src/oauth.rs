@@ -197,6 +197,9 @@ fn unreachable_reason(failure: SendFailure) -> &'static str {
         SendFailure::Transport(TransportFault::Dns) => "name not resolved",
         SendFailure::Transport(TransportFault::Tls) => "TLS handshake failed",
         SendFailure::Transport(TransportFault::ResetBeforeHeaders) => "connection reset",
+        SendFailure::Transport(TransportFault::OutOfDescriptors) => {
+            "this process is out of file descriptors"
+        }
         SendFailure::Timeout(TimeoutPhase::Connect) => "connect timed out",
         SendFailure::Timeout(TimeoutPhase::Headers | TimeoutPhase::FirstEvent) => {
             "no answer within the deadline"
@@ -210,11 +213,13 @@ impl OAuthError {
     /// failing, `None` when it answered (even with a refusal) or the fault is ours.
     pub fn breaker_fault(&self) -> Option<BreakerFault> {
         match self {
-            Self::Unreachable(SendFailure::Transport(fault)) => Some(match fault {
-                TransportFault::ConnectRefused | TransportFault::Dns => BreakerFault::Connect,
-                TransportFault::Tls => BreakerFault::Tls,
-                TransportFault::ResetBeforeHeaders => BreakerFault::Reset,
-            }),
+            Self::Unreachable(SendFailure::Transport(fault)) => match fault {
+                TransportFault::ConnectRefused | TransportFault::Dns => Some(BreakerFault::Connect),
+                TransportFault::Tls => Some(BreakerFault::Tls),
+                TransportFault::ResetBeforeHeaders => Some(BreakerFault::Reset),
+                // Ours: the identity provider was never reached.
+                TransportFault::OutOfDescriptors => None,
+            },
             Self::Unreachable(SendFailure::Timeout(_)) => Some(BreakerFault::Timeout),
             // A token response too large to read is a broken identity provider.
             Self::Unreachable(SendFailure::TooLarge(_))

@@ -48,9 +48,9 @@ pub const DEFAULT_PORT: u16 = 4141;
 /// How many connections are open at most when `[server] max_connections` does not say.
 /// Editors and agents open a handful each (Claude Code's subagents, Codex, an IDE, the web
 /// UI); a burst of parallel agents or a load test opens one per request in flight, so the
-/// default leaves room for a thousand. Lower it where the process's descriptor limit is low
-/// (256 soft by default on macOS): each client connection may hold an upstream one too. The
-/// accept loop defaults to it as well.
+/// default leaves room for a thousand. Where the limit on open files leaves room for fewer
+/// (each client connection may hold an upstream one too), `serve` caps connections lower
+/// itself (`descriptors::ConnectionCap`). The accept loop defaults to it as well.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1_100;
 
 /// Where credentials' secrets are looked up while a config is loaded.

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod connect;
+pub mod descriptors;
 pub mod keys;
 pub mod oauth;
 pub mod phases;
@@ -343,6 +344,7 @@ impl App {
             proxy: Arc::clone(&self.proxy),
             services: Arc::clone(&self.services),
             ui: None,
+            connections: None,
         })
     }
 
@@ -354,9 +356,8 @@ impl App {
         let listener = server::bind_loopback(port)
             .await
             .map_err(|source| ListenError::Bind { port, source })?;
-        let port = axum::serve::Listener::local_addr(&listener)
-            .map_err(|source| ListenError::Bind { port, source })?
-            .port();
+        let port =
+            listener.local_addr().map_err(|source| ListenError::Bind { port, source })?.port();
         let mut state = self.front_door(port).await?;
         state.ipv6 = listener.has_ipv6();
         Ok(Listening { listener, state })

@@ -34,6 +34,7 @@ pub use self::ui_sessions::{
 };
 pub use self::v1::MAX_BODY_BYTES;
 pub use self::web_ui::WebUi;
+use crate::descriptors::{self, ConnectionCap};
 use crate::keys::{LocalKeys, SIDE_KEY_HEADER};
 use crate::proxy::Proxy;
 use crate::services::Services;
@@ -88,6 +89,9 @@ pub struct Shared {
     /// (`serve --ui DIR`). Only then may a page of this very origin call the API (its requests
     /// carry `Origin: http://127.0.0.1:PORT`).
     pub ui: Option<WebUi>,
+    /// The connection cap the accept loop enforces, and what it was sized from; set when the
+    /// server starts serving over HTTP ([`serve_with_grace`]).
+    pub connections: Option<ConnectionCap>,
 }
 
 impl ServerState {
@@ -304,36 +308,34 @@ pub struct Loopback {
     v6: Option<TcpListener>,
 }
 
-impl Loopback {
-    /// Whether `[::1]` is served too.
-    pub fn has_ipv6(&self) -> bool {
-        self.v6.is_some()
-    }
-}
-
 impl From<TcpListener> for Loopback {
     fn from(v4: TcpListener) -> Self {
         Self { v4, v6: None }
     }
 }
 
-impl axum::serve::Listener for Loopback {
-    type Io = tokio::net::TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        // `Listener::accept` retries failed accepts (out of file descriptors, ...) itself.
+impl Loopback {
+    /// The next connection on either socket. Unlike axum's listener this returns the errors
+    /// too: the accept loop ([`connections`]) answers running out of file descriptors by
+    /// closing a connection, where axum's would sleep a second and try again.
+    pub(crate) async fn accept(&mut self) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
         match &mut self.v6 {
             Some(v6) => tokio::select! {
-                accepted = axum::serve::Listener::accept(&mut self.v4) => accepted,
-                accepted = axum::serve::Listener::accept(v6) => accepted,
+                accepted = self.v4.accept() => accepted,
+                accepted = v6.accept() => accepted,
             },
-            None => axum::serve::Listener::accept(&mut self.v4).await,
+            None => self.v4.accept().await,
         }
     }
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+    /// The `127.0.0.1` address, whose port `[::1]` shares.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.v4.local_addr()
+    }
+
+    /// Whether `[::1]` is served too.
+    pub fn has_ipv6(&self) -> bool {
+        self.v6.is_some()
     }
 }
 
@@ -350,17 +352,43 @@ pub async fn serve(
     serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
 }
 
-/// [`serve`] with a chosen grace period; the connection cap is the config's
-/// (`[server] max_connections`, read at start).
+/// [`serve`] with a chosen grace period. The connection cap is the config's (`[server]
+/// max_connections`, read at start), or less where the limit on open files (raised first as
+/// far as it goes) leaves room for fewer ([`ConnectionCap`]); the log and `GET /api/server`
+/// say which.
 pub async fn serve_with_grace(
     listener: impl Into<Loopback>,
-    state: ServerState,
+    mut state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let limits =
-        Limits { max_connections: state.proxy.config().max_connections, ..Limits::default() };
+    let cap = ConnectionCap::new(state.proxy.config().max_connections, descriptors::open_files());
+    log_cap(&cap);
+    state.connections = Some(cap);
+    let limits = Limits { max_connections: cap.effective, ..Limits::default() };
     serve_with(listener, state, shutdown, grace, limits).await
+}
+
+/// The start line naming the connection cap, and what to do when the limit on open files is
+/// what sets it.
+fn log_cap(cap: &ConnectionCap) {
+    let ConnectionCap { max_connections, effective, .. } = *cap;
+    match cap.open_files {
+        Some(open_files) if cap.limited_by_open_files() => tracing::warn!(
+            open_files,
+            max_connections,
+            effective,
+            "the limit on open files ({open_files}) leaves room for {effective} connections, \
+             fewer than max_connections ({max_connections}); raise it (`ulimit -n`, \
+             LimitNOFILE= in a systemd unit, launchctl limit maxfiles on macOS) for more"
+        ),
+        open_files => tracing::info!(
+            ?open_files,
+            max_connections,
+            effective,
+            "at most {effective} connections at once"
+        ),
+    }
 }
 
 /// [`serve`] with a chosen grace period and connection deadlines.

@@ -63,6 +63,7 @@ impl Api {
             proxy: std::sync::Arc::clone(app.proxy()),
             services: std::sync::Arc::clone(app.services()),
             ui: None,
+            connections: None,
         });
         let api = InProcess::new(state)?;
         Ok(Self::Here { app: Box::new(app), api })

@@ -18,6 +18,7 @@ use super::ServerState;
 use super::error::{ApiError, Dialect};
 use super::ui_sessions::{SessionId, SignIn};
 use crate::config::{EditError, Problem};
+use crate::descriptors::ConnectionCap;
 use crate::services::{RequestQuery, RoutingState, Section, TryRequest, UsageFormat, UsageQuery};
 
 /// What a `DELETE` removed.
@@ -145,12 +146,16 @@ pub(crate) struct ServerInfo {
     /// The base URL editors and agents are pointed at: `http://127.0.0.1:PORT/v1`.
     pub endpoint: String,
     pub version: String,
+    /// How many connections may be open at once, and the limits that set it; `null` when this
+    /// router is not the one serving HTTP (the desktop window's in-process calls).
+    pub connections: Option<ConnectionCap>,
 }
 
 pub(super) async fn server_info(State(state): State<ServerState>) -> Response {
     Json(ServerInfo {
         endpoint: format!("http://127.0.0.1:{}/v1", state.port),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        connections: state.connections,
     })
     .into_response()
 }

@@ -18,6 +18,12 @@
 //!   with the table full, the oldest connection that has not made an authenticated request is
 //!   closed to make room: a local process without a key can open many connections, but never
 //!   one an editor needs. When every open connection has authenticated, the new one is closed.
+//! - Out of file descriptors, an accept closes a connection before it tries again: one already
+//!   told to close, else the oldest that has not authenticated, else (every one is an
+//!   editor's) the new one, taken off the backlog with a reserve descriptor and closed at once
+//!   ([`run`]). axum's listener would sleep a second and retry while the flood holds every
+//!   descriptor, and the editor's connection would wait in the backlog until it timed out.
+//!   Other accept errors are logged, and the next connection accepted without a pause.
 //! - Accepted sockets get `TCP_NODELAY`, or streamed chunks would wait for delayed ACKs.
 //! - On shutdown the listener stops accepting and every connection is told to finish the
 //!   request it is serving and close; [`run`] returns when the last one has.
@@ -34,8 +40,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::response::Response;
-use axum::serve::Listener;
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use futures_util::future::Either;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -49,6 +55,7 @@ use tokio::time::Instant;
 
 use super::ServerState;
 use crate::config::DEFAULT_MAX_CONNECTIONS;
+use crate::descriptors;
 
 /// How long a client may take to send a request head; see the module docs.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -175,26 +182,21 @@ impl HttpBody for Held {
     }
 }
 
-/// The open connections, oldest first.
+/// The open connections, oldest first, and how many told to close have not closed yet.
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
     open: BTreeMap<u64, Arc<Connection>>,
+    /// Connections evicted whose tasks have not ended: their descriptors are still open.
+    closing: usize,
 }
 
 impl Table {
     /// Makes room for one more connection under `max`, closing the oldest that has not
     /// authenticated; `None` when every open one has (the new one is then not served).
     fn admit(&mut self, max: usize) -> Option<(u64, Arc<Connection>)> {
-        if self.open.len() >= max {
-            let oldest = self
-                .open
-                .iter()
-                .find(|(_, c)| !c.authenticated.load(Ordering::Relaxed))
-                .map(|(&id, _)| id)?;
-            if let Some(evicted) = self.open.remove(&oldest) {
-                evicted.evicted.notify_one();
-            }
+        if self.open.len() >= max && !self.evict() {
+            return None;
         }
         let id = self.next;
         self.next += 1;
@@ -202,10 +204,73 @@ impl Table {
         self.open.insert(id, Arc::clone(&connection));
         Some((id, connection))
     }
+
+    /// Tells the oldest connection that has not made an authenticated request to close;
+    /// `false` when every open one has.
+    fn evict(&mut self) -> bool {
+        let Some(oldest) = self
+            .open
+            .iter()
+            .find(|(_, c)| !c.authenticated.load(Ordering::Relaxed))
+            .map(|(&id, _)| id)
+        else {
+            return false;
+        };
+        if let Some(evicted) = self.open.remove(&oldest) {
+            evicted.evicted.notify_one();
+            self.closing += 1;
+        }
+        true
+    }
+
+    /// Out of descriptors: whether one will be freed by waiting for a connection's task to
+    /// end (one already told to close, or the oldest unauthenticated, told now).
+    fn free_one(&mut self) -> bool {
+        self.closing > 0 || self.evict()
+    }
+
+    /// The task of connection `id` ended: its descriptor is closed.
+    fn ended(&mut self, id: u64) {
+        if self.open.remove(&id).is_none() {
+            // It had been evicted.
+            self.closing = self.closing.saturating_sub(1);
+        }
+    }
 }
+
+/// The table, with its one owner's wake-up: the accept loop admits and evicts, each
+/// connection's task reports its end here.
+#[derive(Debug, Default)]
+struct Connections {
+    table: Mutex<Table>,
+    /// A connection's task ended (one permit is kept when nobody waits).
+    ended: Notify,
+}
+
+impl Connections {
+    fn ended(&self, id: u64) {
+        self.table.lock().ended(id);
+        self.ended.notify_one();
+    }
+}
+
+/// How long the accept loop waits for a closing connection's task to end before it looks
+/// again; a guard against a task that never ends, not a synchronisation.
+const CLOSING_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the accept loop pauses after an accept error that a retry at once would only
+/// repeat (the kernel out of memory or buffers).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains the connections.
 /// `state` is the router's: the `/v1` routes a connection answers itself need it.
+///
+/// Out of file descriptors (`EMFILE`, `ENFILE`), an accept frees one before it tries again:
+/// it waits for a connection told to close, or tells the oldest one that has not
+/// authenticated to close and waits for it. When every open connection is an editor's, it
+/// closes its reserve descriptor, accepts the waiting connection and closes it at once, and
+/// opens the reserve again: the backlog moves, nothing spins on it, and no editor's
+/// connection is closed for a stranger's.
 pub(super) async fn run(
     mut listener: super::Loopback,
     (router, state): (Router, ServerState),
@@ -213,15 +278,46 @@ pub(super) async fn run(
     limits: Limits,
 ) {
     let graceful = GracefulShutdown::new();
-    let table = Arc::new(Mutex::new(Table::default()));
+    let connections = Arc::new(Connections::default());
+    let mut reserve = Reserve::open();
+    let mut short = false;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // `Listener::accept` retries failed accepts (out of file descriptors, ...) itself.
-        let (tcp, _peer) = tokio::select! {
-            accepted = Listener::accept(&mut listener) => accepted,
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let Some((id, connection)) = table.lock().admit(limits.max_connections) else {
+        let tcp = match accepted {
+            Ok((tcp, _peer)) => tcp,
+            Err(error) if descriptors::exhausted(&error) => {
+                if !std::mem::replace(&mut short, true) {
+                    tracing::warn!(%error, max_connections = limits.max_connections, "out of file descriptors: closing idle unauthenticated connections to accept new ones; raise the limit on open files (`ulimit -n`)");
+                }
+                if connections.table.lock().free_one() {
+                    tokio::select! {
+                        _ = tokio::time::timeout(CLOSING_WAIT, connections.ended.notified()) => {}
+                        () = &mut shutdown => break,
+                    }
+                } else {
+                    reserve.shed(&mut listener).await;
+                }
+                continue;
+            }
+            Err(error) if is_connection_error(&error) => {
+                tracing::debug!(%error, "a connection failed before it was accepted");
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept a connection");
+                tokio::select! {
+                    () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                    () = &mut shutdown => break,
+                }
+                continue;
+            }
+        };
+        short = false;
+        let Some((id, connection)) = connections.table.lock().admit(limits.max_connections) else {
             tracing::warn!(
                 max_connections = limits.max_connections,
                 "every connection is an authenticated client's; refusing a new one"
@@ -231,7 +327,7 @@ pub(super) async fn run(
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        let table = Arc::clone(&table);
+        let connections = Arc::clone(&connections);
         let service = Marked {
             router: TowerToHyperService::new(router.clone()),
             state: state.clone(),
@@ -240,11 +336,69 @@ pub(super) async fn run(
         let served = serve_connection(tcp, service, limits, graceful.watcher());
         tokio::spawn(async move {
             served.await;
-            table.lock().open.remove(&id);
+            connections.ended(id);
         });
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// An accept error that is one connection's alone (it was reset or aborted while it waited):
+/// the next one is accepted at once.
+fn is_connection_error(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        error.kind(),
+        K::ConnectionAborted | K::ConnectionReset | K::ConnectionRefused | K::Interrupted
+    )
+}
+
+/// One descriptor held back, so that with nothing to close the accept loop can still take a
+/// waiting connection off the backlog (and close it): otherwise the listener stays ready,
+/// every accept fails the same way, and the loop spins.
+#[derive(Debug)]
+struct Reserve(Option<std::fs::File>);
+
+impl Reserve {
+    fn open() -> Self {
+        #[cfg(unix)]
+        let file = std::fs::File::open("/dev/null");
+        #[cfg(not(unix))]
+        let file = std::fs::File::open("NUL");
+        match file {
+            Ok(file) => Self(Some(file)),
+            Err(error) => {
+                tracing::debug!(%error, "cannot open the reserve descriptor");
+                Self(None)
+            }
+        }
+    }
+
+    /// Frees the reserve, closes the connection waiting on `listener` with it, and takes the
+    /// reserve back. Without a reserve (another thread took the descriptor first), pauses
+    /// briefly instead and tries to take it back.
+    async fn shed(&mut self, listener: &mut super::Loopback) {
+        match self.0.take() {
+            Some(file) => {
+                drop(file);
+                // Only a connection already waiting: the next one may find room.
+                match listener.accept().now_or_never() {
+                    Some(Ok((tcp, _))) => {
+                        drop(tcp);
+                        tracing::debug!(
+                            "out of file descriptors and every connection is an editor's: closed a new one"
+                        );
+                    }
+                    Some(Err(error)) => {
+                        tracing::debug!(%error, "cannot accept with the reserve descriptor");
+                    }
+                    None => {}
+                }
+            }
+            None => tokio::time::sleep(ACCEPT_BACKOFF).await,
+        }
+        *self = Self::open();
+    }
 }
 
 async fn serve_connection(tcp: TcpStream, service: Marked, limits: Limits, watcher: Watcher) {
@@ -325,6 +479,28 @@ mod tests {
         assert!(table.admit(3).is_none(), "every open connection is an editor's");
         assert_eq!(open(&table), [editor, newest, last]);
         assert!(flood_1 < flood_2);
+    }
+
+    #[test]
+    fn out_of_descriptors_the_table_waits_for_closing_connections_before_evicting_more() {
+        let mut table = Table::default();
+        let (editor, first) = table.admit(8).unwrap();
+        drop(first.admitted());
+        let (flood_1, _) = table.admit(8).unwrap();
+        let (flood_2, _) = table.admit(8).unwrap();
+        assert!(table.free_one(), "the oldest unauthenticated is told to close");
+        assert_eq!(table.open.keys().copied().collect::<Vec<_>>(), [editor, flood_2]);
+        assert!(table.free_one(), "it has not closed yet: wait for it, evict nothing more");
+        assert_eq!(table.open.len(), 2);
+        table.ended(flood_1);
+        assert_eq!(table.closing, 0);
+        assert!(table.free_one());
+        table.ended(flood_2);
+        assert!(!table.free_one(), "only the editor's is left: nothing to close");
+        assert_eq!(table.open.keys().copied().collect::<Vec<_>>(), [editor]);
+        table.ended(editor);
+        assert!(table.open.is_empty());
+        assert_eq!(table.closing, 0);
     }
 
     #[tokio::test(start_paused = true)]

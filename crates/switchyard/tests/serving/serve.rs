@@ -1,7 +1,7 @@
 //! A real `switchyard serve` process for end-to-end tests: started on port 0 with a config
 //! file, found by the port its first line names, its log kept, stopped with SIGTERM or killed
 //! with SIGKILL. Shared by the test binaries that run the binary itself (`serve_durability`,
-//! `team`).
+//! `team`, `descriptors`).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -30,6 +30,12 @@ pub(crate) enum Launcher {
     /// Under libfaketime (Debian's `faketime`) with this offset (`+5m`): its wall clock is off,
     /// its monotonic clock (timers, deadlines) is not.
     Faketime(String),
+    /// With these soft and hard limits on open files (util-linux's `prlimit`, which `exec`s
+    /// the server, so the child's pid is the server's).
+    Prlimit {
+        soft: u64,
+        hard: u64,
+    },
 }
 
 /// A running `switchyard serve`.
@@ -70,6 +76,11 @@ impl Serve {
                 c.env("LD_PRELOAD", libfaketime())
                     .env("FAKETIME", offset)
                     .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+                c
+            }
+            Launcher::Prlimit { soft, hard } => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={soft}:{hard}")).arg("--").arg(binary);
                 c
             }
         };

@@ -816,8 +816,10 @@ impl Proxy {
         let tally = Arc::clone(&summary.tally);
         let candidates = std::mem::take(&mut planned.plan.candidates);
         let first = candidates.first().map(|c| c.key.clone());
+        // Boxed: it moves from here to the driver and, for a stream, on to its relay, and
+        // every future that holds it would carry its size.
         let machine =
-            Request::new(Offer::all(&combo, candidates), limits(&routes, &combo, &request));
+            Box::new(Request::new(Offer::all(&combo, candidates), limits(&routes, &combo, &request)));
         let sending = Sending {
             routes: &routes,
             request: &request,
@@ -1891,7 +1893,7 @@ impl Sending<'_, '_> {
     fn rescuer(
         &self,
         proxy: &Arc<Proxy>,
-        machine: Request,
+        machine: Box<Request>,
         candidate: usize,
     ) -> continuation::Rescue {
         let notes = Arc::clone(self.notes);

@@ -144,7 +144,7 @@ pub(super) fn shape(request: &ChatRequest<'_>) -> RequestShape {
 pub(crate) struct Rescuer {
     pub proxy: Arc<Proxy>,
     pub routes: Arc<Routes>,
-    pub machine: Request,
+    pub machine: Box<Request>,
     pub notes: Notes,
     pub client: ClientDialect,
     /// The request as routed (a Responses conversation already expanded).

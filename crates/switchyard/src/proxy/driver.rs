@@ -54,8 +54,8 @@ pub(super) struct Won {
     pub fell_back: bool,
 }
 
-/// The stage an attempt is at. Its futures are boxed only when they must be polled beside
-/// another's (a race, a timer); an attempt alone is awaited in the driver's own future.
+/// The stage an attempt is at. Its futures are kept here only when they must be polled beside
+/// another's (a race, a timer); an attempt alone is awaited by the driver itself.
 enum Stage<'s> {
     Admitting(Pin<Box<dyn Future<Output = Admitted> + Send + 's>>),
     /// Admitted and let go by the machine: sent when the driver next waits.
@@ -67,8 +67,9 @@ enum Stage<'s> {
     Finished(Tried, Option<Presented>),
 }
 
-/// The attempts the driver holds: the one waited on and a racer, on the stack.
-type Attempts<'s> = SmallVec<[Running<'s>; 2]>;
+/// The attempts the driver holds: the one waited on on the stack, a racer beside it on the
+/// heap.
+type Attempts<'s> = SmallVec<[Running<'s>; 1]>;
 
 /// One attempt the driver holds.
 struct Running<'s> {
@@ -115,7 +116,7 @@ pub(super) struct Driver<'p, 's, 'b> {
 
 impl<'s, 'b> Driver<'_, 's, 'b> {
     /// Performs `machine`'s steps until it serves, refuses, or has nothing left.
-    pub(super) async fn drive(mut self, mut machine: Request) -> Driven {
+    pub(super) async fn drive(mut self, mut machine: Box<Request>) -> Driven {
         let arrived = self.sending.arrived;
         let mut running = Attempts::new();
         loop {
@@ -195,7 +196,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
 
     /// Waits for the next live attempt's progress, or `until`; `false` when nothing is live
     /// and no timer is set: nothing will ever happen. One attempt alone with no timer is sent
-    /// here, in this future, unboxed; otherwise every attempt ready to send is boxed and they
+    /// and awaited here; otherwise every attempt ready to send is kept in its stage and they
     /// are polled together with the timer.
     async fn wait(
         &mut self,
@@ -213,16 +214,18 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                 take_ready(&mut running[at]);
             let candidate = &machine.offer(running[at].candidate).candidate;
             let target = &self.sending.combo.targets[candidate.target];
-            let tried = (self.proxy)
-                .attempt(
-                    self.sending,
-                    (candidate, target),
-                    secret.as_ref(),
-                    attempt,
-                    first_event,
-                    (rescue, repair),
-                )
-                .await;
+            // Boxed: the exchange's future is most of a request's, and every future above this
+            // one (the driver's, the route's, the handler's) would carry it and copy it whole
+            // each time one is made.
+            let tried = Box::pin(self.proxy.attempt(
+                self.sending,
+                (candidate, target),
+                secret.as_ref(),
+                attempt,
+                first_event,
+                (rescue, repair),
+            ))
+            .await;
             self.progressed(machine, running, at, Progress::Tried(tried, secret));
             return true;
         }
@@ -396,7 +399,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
 
     /// The winner: its relay gets what a continuation needs (the machine, moved), and its
     /// answer goes to the client.
-    fn serve(self, machine: Request, winner: Running<'s>) -> Driven {
+    fn serve(self, machine: Box<Request>, winner: Running<'s>) -> Driven {
         let Stage::Finished(tried, _) = winner.stage else {
             return Driven::Exhausted(machine.attempts());
         };

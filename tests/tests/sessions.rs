@@ -309,7 +309,10 @@ async fn encrypted_reasoning_the_key_cannot_read_is_left_out_of_one_more_try_on_
     send(json!([user("plain")])).await;
     let after = h.mock.attempts();
     let keys: Vec<_> = after[before..].iter().map(|a| a.api_key().unwrap().to_owned()).collect();
-    assert!(keys.len() < 2 || keys[0] != keys[1], "never the same request to the same key: {keys:?}");
+    assert!(
+        keys.len() < 2 || keys[0] != keys[1],
+        "never the same request to the same key: {keys:?}"
+    );
 }
 
 /// A key under its reserve is still known to be after a restart: its windows were kept when

@@ -519,9 +519,7 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
             let fallback = if policy.policy_fallback { F::Yes } else { F::No };
             v(K::Policy, Charges::NOTHING, R::No, fallback)
         }
-        (400, BodyHint::StaleReasoning) => {
-            v(K::ClientError, Charges::NOTHING, R::Repaired, F::Yes)
-        }
+        (400, BodyHint::StaleReasoning) => v(K::ClientError, Charges::NOTHING, R::Repaired, F::Yes),
         (400 | 403, BodyHint::UnsupportedFeature) => {
             v(K::ClientError, Charges::NOTHING, R::No, F::OtherProviderOnly)
         }

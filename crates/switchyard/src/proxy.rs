@@ -818,8 +818,10 @@ impl Proxy {
         let first = candidates.first().map(|c| c.key.clone());
         // Boxed: it moves from here to the driver and, for a stream, on to its relay, and
         // every future that holds it would carry its size.
-        let machine =
-            Box::new(Request::new(Offer::all(&combo, candidates), limits(&routes, &combo, &request)));
+        let machine = Box::new(Request::new(
+            Offer::all(&combo, candidates),
+            limits(&routes, &combo, &request),
+        ));
         let sending = Sending {
             routes: &routes,
             request: &request,

@@ -48,7 +48,7 @@ impl Offer {
     }
 
     /// The offers of `candidates`, each with its target's facts from `combo`.
-    pub fn all(combo: &Combo, candidates: Vec<Candidate>) -> Offers {
+    pub fn all(combo: &Combo, candidates: Vec<Candidate>) -> Vec<Self> {
         candidates
             .into_iter()
             .map(|candidate| {
@@ -58,9 +58,6 @@ impl Offer {
             .collect()
     }
 }
-
-/// A request's offers in plan order: most plans have one or two, kept in place.
-pub type Offers = SmallVec<[Offer; 2]>;
 
 /// The limits one request runs under: the config's, read when it arrived.
 #[derive(Clone, Copy, Debug)]
@@ -282,7 +279,7 @@ struct Rescue {
 /// One request's attempts. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Request {
-    offers: Offers,
+    offers: Vec<Offer>,
     limits: Limits,
     attempts: AttemptState,
     /// The next candidate in plan order.
@@ -306,7 +303,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(offers: Offers, limits: Limits) -> Self {
+    pub fn new(offers: Vec<Offer>, limits: Limits) -> Self {
         Self {
             offers,
             limits,

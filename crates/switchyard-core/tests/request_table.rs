@@ -13,9 +13,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use switchyard_core::continuation::{Continuation, Relayed, RequestShape};
 use switchyard_core::outcome::{BodyHint, ClassifyPolicy, Outcome, Upstream, Verdict, classify};
-use switchyard_core::request::{
-    AttemptId, Cancelled, Event, Limits, Offer, Offers, Request, Step, World,
-};
+use switchyard_core::request::{AttemptId, Cancelled, Event, Limits, Offer, Request, Step, World};
 use switchyard_core::routing::{Candidate, HedgeAfter};
 use switchyard_core::{CandidateKey, UnixMillis};
 
@@ -607,7 +605,7 @@ mod sessions {
         let mut plan = Plan { candidates, ..Plan::default() };
         let pin: Option<Pin> = sessions.pin(session, NOW);
         let steered = sessions.steer(&mut plan, pin.as_ref(), ordered, |_| false);
-        let offers: Offers = plan
+        let offers: Vec<Offer> = plan
             .candidates
             .into_iter()
             .map(|c| {

@@ -119,9 +119,8 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     pub(super) async fn drive(mut self, mut machine: Box<Request>) -> Driven {
         let arrived = self.sending.arrived;
         let mut running = Attempts::new();
-        // Read again after every step that waits: the others take no time worth a reading.
-        let mut now = arrived.elapsed();
         loop {
+            let now = arrived.elapsed();
             let step = machine.next(now, &mut self.proxy.world(self.sending.routes));
             // The hook per step: `SWITCHYARD_LOG=switchyard::proxy::driver=trace` shows every
             // decision of every request (checked against the level first: free when off).
@@ -130,10 +129,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                 Step::Start(start) if running.iter().any(Running::pending) => {
                     running.push(self.start(&machine, &start));
                 }
-                Step::Start(start) => {
-                    self.start_alone(&mut machine, &mut running, &start).await;
-                    now = arrived.elapsed();
-                }
+                Step::Start(start) => self.start_alone(&mut machine, &mut running, &start).await,
                 Step::Pass { candidate, reason } => {
                     self.trace.skip(&machine.offer(candidate).candidate, reason);
                 }
@@ -142,7 +138,6 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                     if !self.wait(&mut machine, &mut running, until).await {
                         return Driven::Exhausted(machine.attempts());
                     }
-                    now = arrived.elapsed();
                 }
                 Step::Cancel { attempt, why } => {
                     if let Some(at) = running.iter().position(|r| r.id == attempt) {
@@ -152,7 +147,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                 Step::Refresh { attempt } => {
                     let presented = presented(&machine, &mut running, attempt);
                     let ok = self.refresh(presented).await;
-                    now = arrived.elapsed();
+                    let now = arrived.elapsed();
                     let world = &mut self.proxy.world(self.sending.routes);
                     machine.on(attempt, Event::Refreshed(ok), now, world);
                 }
@@ -194,8 +189,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
         let admission = (start.permit, start.queue);
         let (routes, login, deadline) = (sending.routes, sending.login, sending.deadline());
         let admitted = proxy.admit(routes, candidate, admission, login, deadline).await;
-        // When it is sent is set on admission (`admitted`), before anything reads it.
-        running.push(Running::new(start, Stage::Moving, sending.arrived));
+        running.push(Running::new(start, Stage::Moving));
         let at = running.len() - 1;
         self.admitted(machine, running, at, admitted);
     }
@@ -251,8 +245,7 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
     /// Starts admitting `start`'s candidate beside the attempts already live.
     fn start(&self, machine: &Request, start: &Start) -> Running<'s> {
         let candidate = machine.offer(start.candidate).candidate.clone();
-        let admitting = Stage::Admitting(Box::pin(self.admit(candidate, start)));
-        Running::new(start, admitting, Instant::now())
+        Running::new(start, Stage::Admitting(Box::pin(self.admit(candidate, start))))
     }
 
     /// The attempt runner's first stage for `candidate`.
@@ -431,12 +424,12 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
 }
 
 impl<'s> Running<'s> {
-    fn new(start: &Start, stage: Stage<'s>, started: Instant) -> Self {
+    fn new(start: &Start, stage: Stage<'s>) -> Self {
         Running {
             id: start.attempt,
             candidate: start.candidate,
             role: start.role,
-            started,
+            started: Instant::now(),
             permit: start.permit,
             rescue: None,
             stage,

@@ -81,6 +81,10 @@ impl std::fmt::Debug for Response {
     }
 }
 
+/// The environment variables that name a proxy for reqwest's client (upper and lower case).
+const PROXY_VARIABLES: [&str; 6] =
+    ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];
+
 impl Executor {
     pub fn new(connect_timeout: Duration) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
@@ -93,8 +97,15 @@ impl Executor {
             // far fewer than this at once.
             .pool_max_idle_per_host(MAX_IDLE_PER_HOST)
             // Upstream redirects are a misconfiguration we want to see, not follow.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+            .redirect(reqwest::redirect::Policy::none());
+        // The proxies of the environment (`HTTPS_PROXY`, `ALL_PROXY`, ...) are read here, once,
+        // as the client would; with none set, no request asks which proxy it goes through.
+        let client = if PROXY_VARIABLES.iter().any(|v| std::env::var_os(v).is_some()) {
+            client
+        } else {
+            client.no_proxy()
+        }
+        .build()?;
         Ok(Self { client, connect_timeout })
     }
 

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use parking_lot::Mutex;
 use serde::Deserialize;
 use switchyard_core::UnixMillis;
@@ -54,15 +54,20 @@ pub(crate) fn session_of(
     Some(Session { key, continuing })
 }
 
+/// Claude Code's session header, and the generic one: names made once, so no request parses
+/// them to look them up.
+const CLAUDE_CODE_SESSION: HeaderName = HeaderName::from_static("x-claude-code-session-id");
+const SESSION_ID: HeaderName = HeaderName::from_static("session-id");
+
 /// The session the client named, in a header or a top-level field.
 fn named(headers: &HeaderMap, settings: &ChatRequest<'_>) -> Option<String> {
-    let header = |name: &str| {
+    let header = |name: &HeaderName| {
         headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
     };
-    header("x-claude-code-session-id")
+    header(&CLAUDE_CODE_SESSION)
         .map(str::to_owned)
         .or_else(|| vendor_field(settings, "metadata").and_then(|m| claude_code_session(&m)))
-        .or_else(|| header("session-id").map(str::to_owned))
+        .or_else(|| header(&SESSION_ID).map(str::to_owned))
         .or_else(|| vendor_field(settings, "prompt_cache_key").and_then(|k| string(&k)))
 }
 

@@ -262,8 +262,10 @@ pub enum RetrySame {
     /// Only by waiting out `retry_after` in place, when no other candidate exists and the wait
     /// fits the request's deadline.
     WaitIfAlone,
-    /// Once, at once, with the request repaired (what the credential cannot read left out):
-    /// a deterministic mend, not load, so the retry budget is not asked.
+    /// Once, at once, with the request repaired (what the credential cannot read left out),
+    /// before the verdict's fallback is read: a deterministic mend, not load, so the retry
+    /// budget is not asked. The proxy downgrades it to [`RetrySame::No`] for a request with
+    /// nothing to leave out.
     Repaired,
 }
 
@@ -519,7 +521,8 @@ fn classify_response(status: u16, body: BodyHint, policy: &ClassifyPolicy) -> Ve
             let fallback = if policy.policy_fallback { F::Yes } else { F::No };
             v(K::Policy, Charges::NOTHING, R::No, fallback)
         }
-        (400, BodyHint::StaleReasoning) => v(K::ClientError, Charges::NOTHING, R::Repaired, F::Yes),
+        // Repaired once; refused again, a client error like any other.
+        (400, BodyHint::StaleReasoning) => v(K::ClientError, Charges::NOTHING, R::Repaired, F::No),
         (400 | 403, BodyHint::UnsupportedFeature) => {
             v(K::ClientError, Charges::NOTHING, R::No, F::OtherProviderOnly)
         }

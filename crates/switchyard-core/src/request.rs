@@ -522,6 +522,19 @@ impl Request {
             }
             return;
         }
+        // A mend goes first: the verdict's fallback is for the request once repaired.
+        if verdict.retry_same == RetrySame::Repaired {
+            if live.role.races() {
+                // The attempt it raced sent the same body: it answers, or is mended, itself.
+                self.after_racer(now, world);
+                return;
+            }
+            if self.retried != Some(live.candidate) && self.attempts.another_allowed() {
+                self.race = None;
+                self.retry_same(live.candidate, now, Role::Repair);
+                return;
+            }
+        }
         if self.refuses(live.candidate, &verdict) {
             self.attempts.close();
             self.race = None;
@@ -585,10 +598,6 @@ impl Request {
                 }
                 RetrySame::OnceWithinBudget if world.afford_retry() => {
                     self.retry_same(candidate, now, Role::Retry);
-                    return;
-                }
-                RetrySame::Repaired => {
-                    self.retry_same(candidate, now, Role::Repair);
                     return;
                 }
                 // Waiting in place only when nobody else could serve, the upstream said how

@@ -646,11 +646,12 @@ static TABLE: &[Row] = &[
         client_error(422),
     ),
     // 400 `invalid_encrypted_content` → the request carried what another organisation
-    // encrypted: nothing charged, the same target once more with it left out.
+    // encrypted: nothing charged, the same target once more with it left out; refused again,
+    // a client error returned as is.
     row(
         "a 400 about encrypted content the key cannot read is sent once more repaired",
         status_saying(400, BodyHint::StaleReasoning),
-        v(K::ClientError, Some(400), NOTHING, R::Repaired, F::Yes),
+        v(K::ClientError, Some(400), NOTHING, R::Repaired, F::No),
     ),
     // 404 / 410 model not found or retired → model_unavailable, model lockout, fall back.
     row(

@@ -255,18 +255,40 @@ fn stale_encrypted_reasoning_is_sent_once_more_repaired_without_the_budget() {
 }
 
 #[test]
-fn a_repaired_request_refused_again_falls_back_and_is_not_repaired_twice() {
-    let mut run = Run::new(&["a/m", "b/m"], Limits { max_attempts: 4, ..limits() });
+fn a_repaired_request_refused_again_is_the_client_s_error_and_never_repaired_twice() {
+    let mut run = Run::new(&["a/m", "b/m"], limits());
     run.steps(&["start a/m first"]);
     run.sent("a/m");
     run.on("a/m", stale_reasoning());
     run.steps(&["start a/m repair"]);
     run.sent("a/m");
     run.on("a/m", stale_reasoning());
-    run.steps(&["start b/m fallback"]);
+    run.steps(&["refuse a/m"]);
+}
+
+#[test]
+fn stale_reasoning_with_no_attempt_left_is_refused_as_the_upstream_said() {
+    let mut run = Run::new(&["a/m", "b/m"], Limits { max_attempts: 1, ..limits() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.on("a/m", stale_reasoning());
+    run.steps(&["refuse a/m"]);
+}
+
+#[test]
+fn a_repair_scheduled_while_a_hedge_races_waits_for_the_hedge() {
+    let mut run = Run::new(&["a/m", "b/m"], Limits { max_attempts: 4, ..hedging() });
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    run.at(ms(200)).steps(&["start b/m hedge"]);
     run.sent("b/m");
-    run.on("b/m", stale_reasoning());
-    run.steps(&["start b/m repair"]);
+    run.at(ms(250)).on("a/m", stale_reasoning());
+    run.steps(&["wait"]);
+    run.at(ms(400)).on("b/m", failed(503));
+    run.steps(&["start a/m repair"]);
+    run.sent("a/m");
+    run.on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
 }
 
 #[test]

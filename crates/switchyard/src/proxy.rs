@@ -1746,8 +1746,8 @@ fn unsent(failure: SendFailure) -> Upstream<'static> {
 /// The request `candidate` is sent, and what of the client's request it carries; `Err` when
 /// this target cannot express it: not the upstream's doing, and another target (of another
 /// dialect) may. `repair` leaves out what only another credential could read (after
-/// `invalid_encrypted_content`); `Err` too when there is nothing to leave out, as the same
-/// request would be refused the same way.
+/// `invalid_encrypted_content`; asked only of a request that has some, see
+/// `Sending::repairable`).
 fn built_for(
     sending: &Sending<'_, '_>,
     (candidate, target): (&Candidate, &Target),
@@ -1755,7 +1755,13 @@ fn built_for(
     credential: &CredentialKey,
     repair: bool,
 ) -> Result<(upstream::Built, Carried), Box<Tried>> {
-    let unsent = |why: String| {
+    let provider =
+        sending.routes.provider(&candidate.key.provider).expect("planned providers are configured");
+    // Only the upstream that keeps the previous response gets `previous_response_id`.
+    let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
+    let client = if sticky { sending.client } else { sending.inbound };
+    let model = target.model.as_str();
+    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
         let verdict = Verdict {
             kind: OutcomeKind::ClientError,
             status: None,
@@ -1764,18 +1770,9 @@ fn built_for(
             fallback: Fallback::Yes,
             retry_after: None,
         };
-        let carried = Carried { path: None, dropped: vec![why] };
-        Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
-    };
-    let provider =
-        sending.routes.provider(&candidate.key.provider).expect("planned providers are configured");
-    // Only the upstream that keeps the previous response gets `previous_response_id`.
-    let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
-    let client = if sticky { sending.client } else { sending.inbound };
-    let model = target.model.as_str();
-    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
         tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-        unsent(error.to_string())
+        let carried = Carried { path: None, dropped: vec![error.to_string()] };
+        Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
     })?;
     for field in built.dropped.names() {
         tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
@@ -1788,19 +1785,13 @@ fn built_for(
     // another credential wrote: what only the other can read goes no further (RESILIENCE.md
     // §11), and the trace names it.
     let moved = sending.session_credential.is_some_and(|c| c != credential);
-    let unbound = (moved || repair)
-        .then(|| provider.dialect_for(model) == Dialect::Responses)
-        .filter(|&responses| responses)
-        .and_then(|_| passthrough::without_credential_bound_items(&built.request.body));
-    match unbound {
-        Some((body, unbound)) => {
-            built.request.body = Bytes::from(body);
-            carried.dropped.extend(unbound.names());
-        }
-        None if repair => {
-            return Err(unsent("nothing another credential wrote to leave out".to_owned()));
-        }
-        None => {}
+    if (moved || repair)
+        && provider.dialect_for(model) == Dialect::Responses
+        && let Some((body, unbound)) =
+            passthrough::without_credential_bound_items(&built.request.body)
+    {
+        built.request.body = Bytes::from(body);
+        carried.dropped.extend(unbound.names());
     }
     Ok((built, carried))
 }
@@ -1888,6 +1879,12 @@ impl Sending<'_, '_> {
     /// streams pay nothing for it.
     fn keeps_for_continuation(&self, machine: &Request, candidate: usize) -> bool {
         self.continuation_ruled_out(machine, candidate).is_none()
+    }
+
+    /// Whether a refusal of what another credential wrote can be mended: the request carries
+    /// such items (encrypted reasoning, compacted history) to leave out (`built_for`).
+    fn repairable(&self) -> bool {
+        passthrough::without_credential_bound_items(self.inbound.body).is_some()
     }
 
     /// What a continuation of the stream `candidate` serves needs (RESILIENCE.md §10): the

@@ -154,6 +154,13 @@ fn message_hint(lower: &str) -> BodyHint {
     // supplied: billing_id". The client's doing; another provider may accept it.
     } else if says(&["unrecognized request argument", "unknown parameter"]) {
         BodyHint::UnsupportedFeature
+    // `invalid_encrypted_content` as some gateways relay it, `code: null`: "The encrypted
+    // content for item rs_… could not be verified. Reason: Encrypted content could not be
+    // decrypted or parsed."
+    } else if lower.contains("encrypted content")
+        && says(&["could not be verified", "could not be decrypted"])
+    {
+        BodyHint::StaleReasoning
     } else {
         BodyHint::None
     }
@@ -171,6 +178,8 @@ mod tests {
     fn encrypted_content_another_organisation_wrote_is_stale_reasoning() {
         let stale = r#"{"error":{"message":"The encrypted content gAAA...DQ== could not be verified.","type":"invalid_request_error","param":null,"code":"invalid_encrypted_content"}}"#;
         assert_eq!(hint(stale), BodyHint::StaleReasoning);
+        let unnamed = r#"{"error":{"message":"The encrypted content for item rs_0a18 could not be verified. Reason: Encrypted content could not be decrypted or parsed.","type":"invalid_request_error","param":null,"code":null}}"#;
+        assert_eq!(hint(unnamed), BodyHint::StaleReasoning, "the message alone says it");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod api;
 mod connections;
+mod encoding;
 mod error;
 mod guard;
 pub mod ipc;
@@ -151,8 +152,12 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/chat/completions", post(v1::chat_completions))
         .route("/v1/messages", post(v1::messages))
         .route("/v1/messages/count_tokens", post(v1::count_tokens))
-        .route("/v1/responses", post(v1::responses))
+        .route("/v1/responses", post(v1::responses).get(v1::responses_get))
         .route("/v1/models", get(v1::models))
+        // Behind the front door like every route: an unknown path is told apart from a
+        // known one only once the request has shown its key.
+        .route("/v1", axum::routing::any(v1::no_such_route))
+        .route("/v1/{*rest}", axum::routing::any(v1::no_such_route))
         .route("/v1beta/models", get(v1beta::models))
         .route("/v1beta/models/{*rest}", get(v1beta::model).post(v1beta::post_model))
         .route("/v1beta", axum::routing::any(v1beta::no_such_route))

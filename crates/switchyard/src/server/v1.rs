@@ -4,13 +4,14 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
 
 use super::ServerState;
+use super::encoding::{self, Coding, DecodeError};
 use super::error::{ApiError, Dialect};
 use crate::keys::LocalKey;
 use crate::proxy::Counting;
@@ -62,7 +63,7 @@ pub(super) async fn proxied(
     let (mut parts, body) = request.into_parts();
     let caller = parts.extensions.remove::<LocalKey>();
     let (uri, headers) = (&parts.uri, &parts.headers);
-    match read(body, client).await {
+    match read(body, headers, client).await {
         // Boxed: the proxy's future is large, and axum's and hyper's layers move the
         // handler's future several times before and while it runs; a box moves as a pointer
         //.
@@ -75,6 +76,74 @@ pub(super) async fn proxied(
     }
 }
 
+/// `GET /v1/responses`: the WebSocket transport of the Responses API (newer Codex versions try
+/// it first) is not served. `426` says so at once, in the Responses error shape, so the client
+/// falls back to HTTP `POST` rather than retrying an upgrade that cannot succeed; any other
+/// `GET` is the wrong method.
+pub(super) async fn responses_get(headers: HeaderMap) -> Response {
+    let refusal = if is_websocket_upgrade(&headers) {
+        ApiError::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "invalid_request_error",
+            "Switchyard serves `/v1/responses` over HTTP only, not over WebSocket: send the \
+             request as HTTP `POST /v1/responses` (in Codex, leave the provider's \
+             `supports_websockets` off; see docs/api.md)",
+        )
+    } else {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            "`GET /v1/responses` is not served: send `POST /v1/responses` (see docs/api.md)",
+        )
+    };
+    let mut response = refusal.into_response_in(Dialect::OpenAi);
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+    }
+    response
+}
+
+/// Whether a request asks to become a WebSocket: `Connection` lists `upgrade` and `Upgrade`
+/// lists `websocket` (both case-insensitive, as RFC 6455 says).
+fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    let lists = |name: header::HeaderName, token: &str| {
+        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+            v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+        })
+    };
+    lists(header::CONNECTION, "upgrade") && lists(header::UPGRADE, "websocket")
+}
+
+/// Any other `/v1` path, with any method: a `404` in the client's dialect that names the path
+/// and the routes there are. Without it, SDKs showed an empty `404` as a bare "Not Found".
+pub(super) async fn no_such_route(method: http::Method, uri: Uri, headers: HeaderMap) -> Response {
+    let path = uri.path();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        format!(
+            "Switchyard serves no `{method} {path}`: its `/v1` routes are \
+             `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages`, \
+             `POST /v1/messages/count_tokens` and `GET /v1/models` (see docs/api.md)"
+        ),
+    )
+    .into_response_in(dialect_of(path, &headers))
+}
+
+/// The dialect of a request to no known route: Anthropic's under `/v1/messages` or when it
+/// carries what only Anthropic's clients send (`anthropic-version`, or the key in
+/// `x-api-key`), else OpenAI's, which every other `/v1` client reads.
+fn dialect_of(path: &str, headers: &HeaderMap) -> Dialect {
+    match Dialect::of_path(path) {
+        Dialect::OpenAi
+            if headers.contains_key("anthropic-version") || headers.contains_key("x-api-key") =>
+        {
+            Dialect::Anthropic
+        }
+        dialect => dialect,
+    }
+}
+
 /// `POST /v1/messages/count_tokens` (Anthropic): answered by an Anthropic target of the route,
 /// else estimated (and marked so in `x-switchyard-estimate`).
 pub(super) async fn count_tokens(
@@ -83,7 +152,7 @@ pub(super) async fn count_tokens(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match read(body, ClientDialect::Anthropic).await {
+    match read(body, &headers, ClientDialect::Anthropic).await {
         Ok(body) => state
             .proxy
             .count_tokens(Counting::Anthropic, &headers, uri.query(), body)
@@ -93,10 +162,23 @@ pub(super) async fn count_tokens(
     }
 }
 
-/// The whole body, or the refusal in the route's dialect: `413` past [`MAX_BODY_BYTES`] (told
-/// by `Content-Length` before anything is read, else once the limit is crossed), `400` when
-/// the client stopped sending halfway.
-pub(super) async fn read(body: Body, client: ClientDialect) -> Result<Bytes, Response> {
+/// The whole body, decoded when it was sent compressed (`Content-Encoding`, see
+/// [`encoding`]), or the refusal in the route's dialect: `413` past [`MAX_BODY_BYTES`] (told
+/// by `Content-Length` before anything is read, else once the limit is crossed; for a
+/// compressed body, the limit is on what it decodes to), `415` for a coding not served, `400`
+/// when the client stopped sending halfway or the body is not in the coding it claims.
+pub(super) async fn read(
+    body: Body,
+    headers: &HeaderMap,
+    client: ClientDialect,
+) -> Result<Bytes, Response> {
+    let refuse = |refusal: ApiError| Err(refusal.into_response_in(Dialect::from(client)));
+    // Checked before the body is read: an unknown coding is refused without waiting for it.
+    let coding = match Coding::of(headers.get(header::CONTENT_ENCODING).map(HeaderValue::as_bytes))
+    {
+        Ok(coding) => coding,
+        Err(refused) => return refuse(decode_refusal(refused)),
+    };
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -105,16 +187,51 @@ pub(super) async fn read(body: Body, client: ClientDialect) -> Result<Bytes, Res
         )
     };
     let declared = axum::body::HttpBody::size_hint(&body).lower();
-    let refusal = if usize::try_from(declared).map_or(true, |n| n > MAX_BODY_BYTES) {
-        too_large()
-    } else {
-        match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-            Ok(bytes) => return Ok(bytes),
-            Err(error) if past_limit(&error) => too_large(),
-            Err(error) => ApiError::bad_request(format!("cannot read the request body: {error}")),
+    if usize::try_from(declared).map_or(true, |n| n > MAX_BODY_BYTES) {
+        return refuse(too_large());
+    }
+    let sent = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) if past_limit(&error) => return refuse(too_large()),
+        Err(error) => {
+            return refuse(ApiError::bad_request(format!("cannot read the request body: {error}")));
         }
     };
-    Err(refusal.into_response_in(Dialect::from(client)))
+    if coding == Coding::Identity {
+        return Ok(sent);
+    }
+    // Decoding is CPU work of up to tens of milliseconds (32 MiB out): off the runtime's
+    // threads, so other requests' streams keep flowing meanwhile.
+    let decoded = tokio::task::spawn_blocking(move || {
+        encoding::decode(coding, &sent, MAX_BODY_BYTES).map(|plain| plain.map_or(sent, Bytes::from))
+    })
+    .await;
+    match decoded {
+        Ok(Ok(plain)) => Ok(plain),
+        Ok(Err(refused)) => refuse(decode_refusal(refused)),
+        Err(error) => refuse(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            format!("decoding the request body failed: {error}"),
+        )),
+    }
+}
+
+/// The answer to a body that could not be decoded: the status says whose fault and what kind.
+fn decode_refusal(refused: DecodeError) -> ApiError {
+    let status = match refused {
+        DecodeError::Unsupported(_) | DecodeError::Stacked(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        DecodeError::TooLarge { .. } | DecodeError::WindowTooLarge { .. } => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
+        DecodeError::Corrupt { .. } => StatusCode::BAD_REQUEST,
+    };
+    let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "request_too_large"
+    } else {
+        "invalid_request_error"
+    };
+    ApiError::new(status, kind, refused.to_string())
 }
 
 /// Whether reading failed because the body outgrew the limit.

@@ -69,7 +69,7 @@ pub(super) async fn post_model(
         Err(refusal) => return refusal.into_response_in(Dialect::Gemini),
     };
     let client = ClientDialect::Gemini(Method::Generate);
-    let body = match read(body, client).await {
+    let body = match read(body, &headers, client).await {
         Ok(body) => body,
         Err(refusal) => return refusal,
     };

@@ -322,13 +322,32 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_body_that_is_not_what_it_claims_names_the_coding() {
-        for coding in [Coding::Gzip, Coding::Brotli, Coding::Zstd, Coding::Deflate] {
-            let refused = decode(coding, TEXT, 1024).unwrap_err();
+    fn a_body_cut_short_or_not_in_its_coding_names_the_coding() {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(TEXT).unwrap();
+        let mut br = Vec::new();
+        let params = brotli::enc::BrotliEncoderParams::default();
+        brotli::BrotliCompress(&mut &TEXT[..], &mut br, &params).unwrap();
+        let zstd = ruzstd::encoding::compress_to_vec(TEXT, ruzstd::encoding::CompressionLevel::Fastest);
+        let cut = |mut body: Vec<u8>| {
+            body.truncate(body.len() / 2);
+            body
+        };
+        let cases = [
+            (Coding::Gzip, cut(gzip(TEXT))),
+            (Coding::Gzip, TEXT.to_vec()),
+            (Coding::Deflate, cut(zlib.finish().unwrap())),
+            (Coding::Brotli, cut(br)),
+            (Coding::Zstd, cut(zstd)),
+            (Coding::Zstd, TEXT.to_vec()),
+        ];
+        for (coding, body) in cases {
+            let refused = decode(coding, &body, 1024).unwrap_err();
             assert!(
                 matches!(refused, DecodeError::Corrupt { coding: name, .. } if name == coding.name()),
                 "{coding:?}: {refused:?}"
             );
+            assert!(refused.to_string().contains(coding.name()), "{refused}");
         }
     }
 }

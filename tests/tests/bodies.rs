@@ -98,9 +98,11 @@ async fn unknown_v1_paths_answer_404_in_the_clients_dialect_naming_the_path() {
         }
     }
     // The front door comes first: no key, or a forged Host, is refused as anywhere else.
-    let (status, _, body) = json_parts(h.http.get(h.url("/v1/nothing")).send().await.unwrap()).await;
+    let (status, _, body) =
+        json_parts(h.http.get(h.url("/v1/nothing")).send().await.unwrap()).await;
     assert_eq!(status, 401, "{body}");
-    let forged = h.http.get(h.url("/v1/nothing")).bearer_auth(LOCAL_KEY).header("host", "evil.example");
+    let forged =
+        h.http.get(h.url("/v1/nothing")).bearer_auth(LOCAL_KEY).header("host", "evil.example");
     let (status, _, body) = json_parts(forged.send().await.unwrap()).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(h.mock.total_attempts(), 0);
@@ -110,10 +112,14 @@ async fn unknown_v1_paths_answer_404_in_the_clients_dialect_naming_the_path() {
 async fn compressed_chat_requests_are_answered_and_go_upstream_as_plain_json() {
     let h = Harness::start("").await;
     let plain: Value = serde_json::from_slice(&chat()).unwrap();
-    for (coding, body) in
-        [("zstd", zstd(&chat())), ("gzip", gzip(&chat())), ("br", brotli(&chat())), ("identity", chat())]
-    {
-        let (status, _, answer) = json_parts(compressed(&h, coding, body).send().await.unwrap()).await;
+    for (coding, body) in [
+        ("zstd", zstd(&chat())),
+        ("gzip", gzip(&chat())),
+        ("br", brotli(&chat())),
+        ("identity", chat()),
+    ] {
+        let (status, _, answer) =
+            json_parts(compressed(&h, coding, body).send().await.unwrap()).await;
         assert_eq!(status, 200, "{coding}: {answer}");
         let attempts = h.mock.attempts();
         let sent = attempts.last().unwrap();
@@ -152,7 +158,8 @@ async fn a_decompression_bomb_is_refused_with_413_within_a_second() {
     let gzip_bomb = mebibyte.repeat(CAP / (1024 * 1024) + 1);
     for (coding, bomb) in [("zstd", zstd_bomb), ("gzip", gzip_bomb)] {
         let started = Instant::now();
-        let (status, _, body) = json_parts(compressed(&h, coding, bomb).send().await.unwrap()).await;
+        let (status, _, body) =
+            json_parts(compressed(&h, coding, bomb).send().await.unwrap()).await;
         let elapsed = started.elapsed();
         assert_eq!(status, 413, "{coding}: {body}");
         let message = body["error"]["message"].as_str().unwrap();
@@ -210,10 +217,9 @@ async fn a_websocket_upgrade_on_responses_gets_426_saying_to_post() {
     assert_eq!(refused["error"]["type"], plain["error"]["type"]);
 
     // A plain GET is the wrong method, said in the same shape.
-    let (status, headers, body) = json_parts(
-        h.http.get(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).send().await.unwrap(),
-    )
-    .await;
+    let (status, headers, body) =
+        json_parts(h.http.get(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).send().await.unwrap())
+            .await;
     assert_eq!(status, 405, "{body}");
     assert_eq!(headers["allow"], "POST");
     assert_eq!(h.mock.total_attempts(), 0);

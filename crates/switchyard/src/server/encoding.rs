@@ -104,7 +104,8 @@ pub(crate) fn decode(
     limit: usize,
 ) -> Result<Option<Vec<u8>>, DecodeError> {
     let name = coding.name();
-    let corrupt = |error: std::io::Error| DecodeError::Corrupt { coding: name, reason: error.to_string() };
+    let corrupt =
+        |error: std::io::Error| DecodeError::Corrupt { coding: name, reason: error.to_string() };
     let decoded = match coding {
         Coding::Identity => return Ok(None),
         Coding::Gzip => capped(flate2::read::MultiGzDecoder::new(body), limit),
@@ -230,7 +231,8 @@ pub(crate) mod tests {
         (log - 10) << 3
     }
 
-    const TEXT: &[u8] = br#"{"model":"m","messages":[{"role":"user","content":"hello, hello, hello"}]}"#;
+    const TEXT: &[u8] =
+        br#"{"model":"m","messages":[{"role":"user","content":"hello, hello, hello"}]}"#;
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -264,12 +266,18 @@ pub(crate) mod tests {
     fn every_coding_decodes_to_the_bytes_sent() {
         let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         zlib.write_all(TEXT).unwrap();
-        let mut raw = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut raw =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
         raw.write_all(TEXT).unwrap();
         let mut br = Vec::new();
-        brotli::BrotliCompress(&mut &TEXT[..], &mut br, &brotli::enc::BrotliEncoderParams::default())
-            .unwrap();
-        let zstd = ruzstd::encoding::compress_to_vec(TEXT, ruzstd::encoding::CompressionLevel::Fastest);
+        brotli::BrotliCompress(
+            &mut &TEXT[..],
+            &mut br,
+            &brotli::enc::BrotliEncoderParams::default(),
+        )
+        .unwrap();
+        let zstd =
+            ruzstd::encoding::compress_to_vec(TEXT, ruzstd::encoding::CompressionLevel::Fastest);
         let cases = [
             (Coding::Gzip, gzip(TEXT)),
             (Coding::Deflate, zlib.finish().unwrap()),
@@ -328,7 +336,8 @@ pub(crate) mod tests {
         let mut br = Vec::new();
         let params = brotli::enc::BrotliEncoderParams::default();
         brotli::BrotliCompress(&mut &TEXT[..], &mut br, &params).unwrap();
-        let zstd = ruzstd::encoding::compress_to_vec(TEXT, ruzstd::encoding::CompressionLevel::Fastest);
+        let zstd =
+            ruzstd::encoding::compress_to_vec(TEXT, ruzstd::encoding::CompressionLevel::Fastest);
         let cut = |mut body: Vec<u8>| {
             body.truncate(body.len() / 2);
             body

@@ -107,9 +107,11 @@ pub(super) async fn responses_get(headers: HeaderMap) -> Response {
 /// lists `websocket` (both case-insensitive, as RFC 6455 says).
 fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
     let lists = |name: header::HeaderName, token: &str| {
-        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).any(|v| {
-            v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
-        })
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
     };
     lists(header::CONNECTION, "upgrade") && lists(header::UPGRADE, "websocket")
 }

@@ -3,7 +3,9 @@
 //! to), and a WebSocket upgrade on `/v1/responses` (`426`: use HTTP `POST`).
 
 use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -116,11 +116,11 @@ pub(crate) fn decode(
         Coding::Brotli => capped(brotli::Decompressor::new(body, 4096), limit),
         Coding::Zstd => capped(ZstdFrames { rest: body, frame: None }, limit),
     };
-    decoded.map(Some).or_else(|error| match error {
-        Capped::TooLarge => Err(DecodeError::TooLarge { coding: name, limit }),
+    decoded.map(Some).map_err(|error| match error {
+        Capped::TooLarge => DecodeError::TooLarge { coding: name, limit },
         Capped::Io(error) => match window_refusal(&error) {
-            Some(requested) => Err(DecodeError::WindowTooLarge { requested }),
-            None => Err(corrupt(error)),
+            Some(requested) => DecodeError::WindowTooLarge { requested },
+            None => corrupt(error),
         },
     })
 }
@@ -240,9 +240,12 @@ pub(crate) mod tests {
         encoder.finish().unwrap()
     }
 
+    /// A `Content-Encoding` value, and what it names.
+    type Row<'h> = (Option<&'h [u8]>, Result<Coding, DecodeError>);
+
     #[test]
     fn the_header_names_one_coding_in_any_case_and_identity_changes_nothing() {
-        let cases: [(Option<&[u8]>, Result<Coding, DecodeError>); 9] = [
+        let cases: [Row<'_>; 9] = [
             (None, Ok(Coding::Identity)),
             (Some(b"identity"), Ok(Coding::Identity)),
             (Some(b""), Ok(Coding::Identity)),
@@ -310,7 +313,7 @@ pub(crate) mod tests {
         // 64 MiB from 2 KB.
         let bomb = zstd_rle(b'a', 512, window(20));
         assert!(bomb.len() < 2100, "{}", bomb.len());
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         assert_eq!(
             decode(Coding::Zstd, &bomb, 1 << 20),
             Err(DecodeError::TooLarge { coding: "zstd", limit: 1 << 20 })

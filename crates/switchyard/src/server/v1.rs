@@ -174,13 +174,16 @@ pub(super) async fn read(
     headers: &HeaderMap,
     client: ClientDialect,
 ) -> Result<Bytes, Response> {
-    let refuse = |refusal: ApiError| Err(refusal.into_response_in(Dialect::from(client)));
+    plain_body(body, headers)
+        .await
+        .map_err(|refusal| refusal.into_response_in(Dialect::from(client)))
+}
+
+/// [`read`]'s work, its refusal not yet rendered.
+async fn plain_body(body: Body, headers: &HeaderMap) -> Result<Bytes, ApiError> {
     // Checked before the body is read: an unknown coding is refused without waiting for it.
-    let coding = match Coding::of(headers.get(header::CONTENT_ENCODING).map(HeaderValue::as_bytes))
-    {
-        Ok(coding) => coding,
-        Err(refused) => return refuse(decode_refusal(refused)),
-    };
+    let coding = Coding::of(headers.get(header::CONTENT_ENCODING).map(HeaderValue::as_bytes))
+        .map_err(|refused| decode_refusal(&refused))?;
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -190,13 +193,13 @@ pub(super) async fn read(
     };
     let declared = axum::body::HttpBody::size_hint(&body).lower();
     if usize::try_from(declared).map_or(true, |n| n > MAX_BODY_BYTES) {
-        return refuse(too_large());
+        return Err(too_large());
     }
     let sent = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
-        Err(error) if past_limit(&error) => return refuse(too_large()),
+        Err(error) if past_limit(&error) => return Err(too_large()),
         Err(error) => {
-            return refuse(ApiError::bad_request(format!("cannot read the request body: {error}")));
+            return Err(ApiError::bad_request(format!("cannot read the request body: {error}")));
         }
     };
     if coding == Coding::Identity {
@@ -210,8 +213,8 @@ pub(super) async fn read(
     .await;
     match decoded {
         Ok(Ok(plain)) => Ok(plain),
-        Ok(Err(refused)) => refuse(decode_refusal(refused)),
-        Err(error) => refuse(ApiError::new(
+        Ok(Err(refused)) => Err(decode_refusal(&refused)),
+        Err(error) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "api_error",
             format!("decoding the request body failed: {error}"),
@@ -220,8 +223,8 @@ pub(super) async fn read(
 }
 
 /// The answer to a body that could not be decoded: the status says whose fault and what kind.
-fn decode_refusal(refused: DecodeError) -> ApiError {
-    let status = match refused {
+fn decode_refusal(refused: &DecodeError) -> ApiError {
+    let status = match *refused {
         DecodeError::Unsupported(_) | DecodeError::Stacked(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         DecodeError::TooLarge { .. } | DecodeError::WindowTooLarge { .. } => {
             StatusCode::PAYLOAD_TOO_LARGE

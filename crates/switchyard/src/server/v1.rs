@@ -76,8 +76,8 @@ pub(super) async fn proxied(
     }
 }
 
-/// `GET /v1/responses`: the WebSocket transport of the Responses API (newer Codex versions try
-/// it first) is not served. `426` says so at once, in the Responses error shape, so the client
+/// `GET /v1/responses`: the WebSocket transport of the Responses API (which Codex can be set
+/// to try first) is not served. `426` says so at once, in the Responses error shape, so the client
 /// falls back to HTTP `POST` rather than retrying an upgrade that cannot succeed; any other
 /// `GET` is the wrong method.
 pub(super) async fn responses_get(headers: HeaderMap) -> Response {

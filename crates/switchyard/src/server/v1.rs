@@ -1,5 +1,6 @@
 //! `/v1`: the client API, in the OpenAI (Chat, Responses) and Anthropic dialects. Handlers only pick the dialect,
-//! read the body (at most [`MAX_BODY_BYTES`]) and hand it to the proxy.
+//! read the body (at most [`MAX_BODY_BYTES`], decoded first when it came compressed) and hand
+//! it to the proxy. Every other `/v1` path answers a `404` in the client's dialect.
 
 use axum::Json;
 use axum::body::Body;
@@ -260,4 +261,44 @@ pub(super) async fn models(State(state): State<ServerState>) -> Json<Value> {
         .map(|id| json!({ "id": id, "object": "model", "created": 0, "owned_by": "switchyard", "type": "model", "display_name": id }))
         .collect();
     Json(json!({ "object": "list", "data": data, "has_more": false }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|&(name, value)| (name.parse().unwrap(), HeaderValue::from_static(value)))
+            .collect()
+    }
+
+    #[test]
+    fn an_unknown_path_is_answered_in_the_dialect_its_path_or_headers_show() {
+        let rows = [
+            ("/v1/nothing", headers(&[("authorization", "Bearer k")]), Dialect::OpenAi),
+            ("/v1/messages/batches", headers(&[("authorization", "Bearer k")]), Dialect::Anthropic),
+            ("/v1/complete", headers(&[("x-api-key", "k")]), Dialect::Anthropic),
+            ("/v1/files", headers(&[("anthropic-version", "2023-06-01")]), Dialect::Anthropic),
+            ("/v1", HeaderMap::new(), Dialect::OpenAi),
+        ];
+        for (path, headers, dialect) in rows {
+            assert_eq!(dialect_of(path, &headers), dialect, "{path}");
+        }
+    }
+
+    #[test]
+    fn only_a_request_naming_both_upgrade_and_websocket_is_a_websocket_upgrade() {
+        let rows = [
+            (headers(&[("connection", "Upgrade"), ("upgrade", "websocket")]), true),
+            (headers(&[("connection", "keep-alive, upgrade"), ("upgrade", "WebSocket")]), true),
+            (headers(&[("upgrade", "websocket")]), false),
+            (headers(&[("connection", "upgrade"), ("upgrade", "h2c")]), false),
+            (HeaderMap::new(), false),
+        ];
+        for (headers, upgrade) in rows {
+            assert_eq!(is_websocket_upgrade(&headers), upgrade, "{headers:?}");
+        }
+    }
 }

@@ -19,7 +19,7 @@ pub(crate) const SUPPORTED: &str = "`zstd`, `gzip`, `br`, `deflate` or `identity
 
 /// The largest zstd window a frame may ask for. zstd's own decoders default to 128 MiB
 /// (`--long`); 8 MiB is what the zstd format recommends decoders to support at least, and what
-/// `zstd -19` and every streaming compressor (Codex's included) stay within.
+/// `zstd -19` stays within.
 pub(crate) const MAX_ZSTD_WINDOW: u64 = 8 * 1024 * 1024;
 
 /// How a request body was sent.

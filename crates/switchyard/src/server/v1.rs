@@ -118,7 +118,7 @@ fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// Any other `/v1` path, with any method: a `404` in the client's dialect that names the path
-/// and the routes there are. Without it, SDKs showed an empty `404` as a bare "Not Found".
+/// and the routes there are, so an SDK shows that rather than a bare "Not Found".
 pub(super) async fn no_such_route(method: http::Method, uri: Uri, headers: HeaderMap) -> Response {
     let path = uri.path();
     ApiError::new(

@@ -310,6 +310,29 @@ async fn encrypted_reasoning_the_key_cannot_read_is_left_out_of_one_more_try_on_
     assert_eq!(h.mock.attempts().len(), before + 1, "not sent again, nowhere else");
 }
 
+/// The same refusal as a gateway relays it, with no code and only OpenAI's message: mended
+/// the same way.
+#[tokio::test]
+async fn encrypted_reasoning_refused_with_only_a_message_is_mended_too() {
+    let h = start(true).await;
+    h.mock.enqueue(
+        "gpt",
+        Status::new(400).body_json(json!({"error": {
+            "message": "The encrypted content for item rs_0a18 could not be verified. Reason: Encrypted content could not be decrypted or parsed.",
+            "type": "invalid_request_error", "param": null, "code": null}})),
+    );
+    let input = json!([{"role": "user", "content": "first"},
+        {"type": "compaction", "encrypted_content": "gCOMPACTED"},
+        {"role": "user", "content": "second"}]);
+    let body = json!({"model": "responses-pool/gpt", "input": input, "store": false});
+    let response =
+        h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(&body).send().await;
+    assert_eq!(response.unwrap().status(), 200);
+    let attempts = h.mock.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert!(!attempts[1].body["input"].to_string().contains("gCOMPACTED"));
+}
+
 /// A key under its reserve is still known to be after a restart: its windows were kept when
 /// it crossed the reserve, and read back at start until their reset.
 #[tokio::test]

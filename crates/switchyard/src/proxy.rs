@@ -1105,6 +1105,8 @@ impl Proxy {
             }
         };
         let passthrough = built.passthrough;
+        // Shared, not copied: read again only if the upstream cannot read part of it.
+        let sent = built.request.body.clone();
         let pending =
             sending.turn.map(|t| t.pending(&self.conversations, passthrough.then_some(credential)));
         let watch = request.stream().then(|| {
@@ -1128,6 +1130,14 @@ impl Proxy {
                 first_event,
             )
             .await;
+        if let TriedResult::Failed { verdict, .. } = &mut result
+            && verdict.retry_same == RetrySame::Repaired
+            && passthrough::without_credential_bound_items(&sent).is_none()
+        {
+            // Nothing another credential wrote to leave out: the same request would be refused
+            // the same way.
+            verdict.retry_same = RetrySame::No;
+        }
         if let TriedResult::Failed { upstream: Some((_, report)), .. } = &mut result {
             // The message goes on to the client and the trace; an upstream may echo any secret
             // it was sent ("Incorrect API key provided: sk-…", a secret header's value).
@@ -1746,8 +1756,7 @@ fn unsent(failure: SendFailure) -> Upstream<'static> {
 /// The request `candidate` is sent, and what of the client's request it carries; `Err` when
 /// this target cannot express it: not the upstream's doing, and another target (of another
 /// dialect) may. `repair` leaves out what only another credential could read (after
-/// `invalid_encrypted_content`; asked only of a request that has some, see
-/// `Sending::repairable`).
+/// `invalid_encrypted_content`; asked only of a request that has some, see `Proxy::attempt`).
 fn built_for(
     sending: &Sending<'_, '_>,
     (candidate, target): (&Candidate, &Target),
@@ -1879,12 +1888,6 @@ impl Sending<'_, '_> {
     /// streams pay nothing for it.
     fn keeps_for_continuation(&self, machine: &Request, candidate: usize) -> bool {
         self.continuation_ruled_out(machine, candidate).is_none()
-    }
-
-    /// Whether a refusal of what another credential wrote can be mended: the request carries
-    /// such items (encrypted reasoning, compacted history) to leave out (`built_for`).
-    fn repairable(&self) -> bool {
-        passthrough::without_credential_bound_items(self.inbound.body).is_some()
     }
 
     /// What a continuation of the stream `candidate` serves needs (RESILIENCE.md §10): the

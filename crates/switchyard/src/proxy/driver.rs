@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 use switchyard_core::CandidateKey;
-use switchyard_core::outcome::RetrySame;
 use switchyard_core::request::{AttemptId, Cancelled, Event, Request, Role, Start, Step};
 use switchyard_core::resilience::Attempt;
 use switchyard_core::routing::Candidate;
@@ -302,19 +301,13 @@ impl<'s, 'b> Driver<'_, 's, 'b> {
                 let event = match &tried.result {
                     TriedResult::Served(..) => Event::Answered,
                     TriedResult::Failed { verdict, .. } => {
-                        let mut verdict = *verdict;
-                        if verdict.retry_same == RetrySame::Repaired && !self.sending.repairable() {
-                            // Nothing to leave out: the same request would be refused the same
-                            // way.
-                            verdict.retry_same = RetrySame::No;
-                        }
                         let took = running[at].started.elapsed();
-                        self.trace.attempt(candidate, &verdict, took, tried.carried.clone());
+                        self.trace.attempt(candidate, verdict, took, tried.carried.clone());
                         if let Some(shown) = Shown::of(verdict.kind) {
                             self.proxy.sessions.shown(&candidate.key, shown);
                         }
                         tracing::info!(target = %candidate.key, kind = verdict.kind.as_str(), status = ?verdict.status, "attempt failed");
-                        Event::Failed(verdict)
+                        Event::Failed(*verdict)
                     }
                 };
                 running[at].stage = Stage::Finished(tried, secret);

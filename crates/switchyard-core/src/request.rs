@@ -171,7 +171,7 @@ pub enum Step {
     Refresh {
         attempt: AttemptId,
     },
-    /// Wait for a live attempt's event, or until `until` (then report [`Event::Woke`]).
+    /// Wait for a live attempt's event, or until `until` (then ask for the next step).
     Wait {
         until: Option<Duration>,
     },

@@ -171,7 +171,7 @@ impl CredentialCooldown {
     }
 
     /// Whether a recovery probe may go through the cooldown in force at `now` (see
-    /// [`Self::probe_through`]).
+    /// `probe_through`).
     pub fn may_probe_through(&self, now: UnixMillis) -> bool {
         self.probe_through
             && self.status == CredentialStatus::Cooling

@@ -84,7 +84,7 @@ pub fn plan<'r>(
 /// combo's strategy and each provider's credential selection choose, and count the choice) or
 /// not (a pinned session, RESILIENCE.md §11: strategies spread sessions, not turns, so they
 /// neither choose nor count; the targets and credentials come in the user's order, for
-/// [`super::session::steer`] to put the pin first).
+/// [`super::session::Sessions::steer`] to put the pin first).
 pub fn plan_for<'r>(
     combo: &Combo,
     roster: impl Fn(&ProviderId) -> Option<&'r ProviderRoster>,

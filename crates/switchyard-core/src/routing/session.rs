@@ -170,7 +170,7 @@ pub struct Pin {
     /// The target it moved off, to return to once it has healed.
     pub home: Option<Home>,
     /// Candidates a request of the session broke on after content since it was last served:
-    /// its next request starts anywhere else. At most [`MAX_BROKE`].
+    /// its next request starts anywhere else. At most `MAX_BROKE`.
     pub broke: Vec<CandidateKey>,
 }
 

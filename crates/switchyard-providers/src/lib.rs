@@ -11,6 +11,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod continuation;
 pub mod dialect;
+pub mod embeddings;
 pub mod error;
 pub mod executor;
 pub mod gemini;

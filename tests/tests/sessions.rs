@@ -14,13 +14,15 @@ use switchyard_testkit::Status;
 const SESSIONS: usize = 4;
 const TURNS: usize = 8;
 
-/// One provider of each dialect, three keys each, spread by round robin.
+/// One provider of each dialect, and one of Responses that re-encodes every request it is sent
+/// (`passthrough = false`), three keys each, spread by round robin.
 fn pools() -> String {
     let keys = r#"credentials = [{ id = "k1", secret = "env:AN_1" }, { id = "k2", secret = "env:OA_1" }, { id = "k3", secret = "env:OA_2" }]"#;
     [
         ("anthropic-pool", "anthropic", "", "{mock}"),
         ("chat-pool", "openai", "", "{mock}/v1"),
         ("responses-pool", "openai", "api = \"responses\"\n", "{mock}/v1"),
+        ("responses-encoded", "openai", "api = \"responses\"\npassthrough = false\n", "{mock}/v1"),
     ]
     .map(|(id, kind, api, base)| {
         format!(
@@ -331,6 +333,176 @@ async fn encrypted_reasoning_refused_with_only_a_message_is_mended_too() {
     let attempts = h.mock.attempts();
     assert_eq!(attempts.len(), 2);
     assert!(!attempts[1].body["input"].to_string().contains("gCOMPACTED"));
+}
+
+/// `invalid_encrypted_content` as OpenAI answers it, with its `code`, or as a gateway relays
+/// it, with `code: null` and only OpenAI's message.
+fn stale_reasoning(with_code: bool) -> Status {
+    let (message, code) = if with_code {
+        (
+            "The encrypted content gAAA...DQ== could not be verified.",
+            json!("invalid_encrypted_content"),
+        )
+    } else {
+        (
+            "The encrypted content for item rs_0a18 could not be verified. Reason: Encrypted content could not be decrypted or parsed.",
+            Value::Null,
+        )
+    };
+    Status::new(400).body_json(json!({"error": {"message": message,
+        "type": "invalid_request_error", "param": null, "code": code}}))
+}
+
+/// Whether a Responses input item is one only the credential that wrote it can read.
+fn bound_to_a_credential(item: &Value) -> bool {
+    match item["type"].as_str() {
+        Some("reasoning") => item.get("encrypted_content").is_some(),
+        Some("compaction") => true,
+        _ => false,
+    }
+}
+
+/// `body` as it should go once more: its input without the items of `bound_to_a_credential`,
+/// every other field and item as it was.
+fn mended(body: &Value) -> Value {
+    let mut body = body.clone();
+    body["input"].as_array_mut().unwrap().retain(|item| !bound_to_a_credential(item));
+    body
+}
+
+/// The trace's attempts, in order.
+fn attempts_of(logged: &Value) -> Vec<Value> {
+    let trace: Value = match &logged["trace"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    };
+    trace.as_array().unwrap().iter().filter(|e| e["event"] == "attempted").cloned().collect()
+}
+
+/// The repaired retry on the translated path: a Responses request re-encoded for its Responses
+/// upstream (`passthrough = false`) carries the encrypted reasoning and compaction items as the
+/// client sent them; refused with `invalid_encrypted_content` in either form, the same key is
+/// asked once more with the re-encoded request minus those items, and the client gets that
+/// answer. Refused again, the client gets the upstream's 400, and no third try is made.
+#[tokio::test]
+async fn encrypted_reasoning_is_left_out_of_one_more_try_on_the_translated_path_too() {
+    for with_code in [true, false] {
+        let h = start(true).await;
+        let form = if with_code { "with its code" } else { "only a message" };
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let compaction = json!({"type": "compaction", "encrypted_content": "gCOMPACTED"});
+        let reasoning =
+            json!({"type": "reasoning", "summary": [], "encrypted_content": "gFOREIGN"});
+        let conversation = |last: &str| {
+            json!({"model": "responses-encoded/gpt", "instructions": "Answer briefly.",
+                "tools": [{"type": "function", "name": "lookup", "description": "Looks it up.",
+                    "parameters": {"type": "object", "properties": {}}}],
+                "input": [user("first"), compaction, reasoning,
+                    {"role": "assistant", "content": [{"type": "output_text", "text": "answer"}]},
+                    user(last)],
+                "store": false, "max_output_tokens": 512})
+        };
+        let send = |body: Value| {
+            let request = h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(&body);
+            async move { request.send().await.unwrap() }
+        };
+
+        h.mock.script("gpt", [stale_reasoning(with_code).into(), Behavior::reply("Mended.")]);
+        let response = send(conversation("second")).await;
+        assert_eq!(response.status(), 200, "{form}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["output"][0]["content"][0]["text"], "Mended.", "{form}: {answer}");
+        let attempts = h.mock.attempts();
+        assert_eq!(attempts.len(), 2, "{form}: one more try, not a fallback");
+        assert_eq!(attempts[0].api_key(), attempts[1].api_key(), "{form}: the same key");
+        let first = &attempts[0].body;
+        assert_ne!(first["input"][0], user("first"), "{form}: re-encoded, not forwarded: {first}");
+        let input = first["input"].as_array().unwrap();
+        assert!(input.contains(&compaction) && input.contains(&reasoning), "{form}: {first}");
+        assert_eq!(attempts[1].body, mended(first), "{form}: all else goes as it went");
+        assert!(attempts[1].body.to_string().contains("second"), "{form}");
+        let logged = h.newest_logged().await;
+        assert_eq!(logged["attempts"], 2, "{form}: {logged}");
+        let tried = attempts_of(&logged);
+        assert!(tried.iter().all(|a| a["path"] == "translated"), "{form}: {tried:?}");
+        let dropped = tried[1]["dropped"].to_string();
+        assert!(
+            dropped.contains("1 encrypted reasoning item(s) of another credential")
+                && dropped.contains("1 compaction item(s) of another credential"),
+            "{form}: {tried:?}"
+        );
+
+        // Refused again without them: the client's error, as the upstream gave it; no third try.
+        let stale = stale_reasoning(with_code);
+        h.mock.script("gpt", [stale.clone().into(), stale.clone().into()]);
+        let response = send(conversation("third")).await;
+        assert_eq!(response.status(), 400, "{form}");
+        let error: Value = response.json().await.unwrap();
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains("could not be verified"),
+            "{form}: {error}"
+        );
+        let attempts = h.mock.attempts();
+        assert_eq!(attempts.len(), 4, "{form}: the mended request once, nowhere else");
+        assert_eq!(attempts[3].body, mended(&attempts[2].body), "{form}");
+
+        // Nothing another credential wrote: sent once.
+        h.mock.enqueue("gpt", stale);
+        let plain = json!({"model": "responses-encoded/gpt", "input": [user("plain")]});
+        assert_eq!(send(plain).await.status(), 400, "{form}");
+        assert_eq!(h.mock.attempts().len(), 5, "{form}: not sent again, nowhere else");
+    }
+}
+
+/// The other way a Responses request is re-encoded for a Responses upstream that would take it
+/// as it is: its history holds a Claude turn's thinking (the session was served by Anthropic
+/// through Switchyard, which keeps it in a reasoning item of its own), which only translation
+/// can leave out. OpenAI reasoning of another organisation in the same history is carried, and
+/// once refused in either form, left out of one more try on the same key.
+#[tokio::test]
+async fn encrypted_reasoning_is_left_out_of_a_request_re_encoded_for_a_claude_turn_in_its_history()
+{
+    for with_code in [true, false] {
+        let h = start(true).await;
+        let form = if with_code { "with its code" } else { "only a message" };
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let said = |text: &str| json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]});
+        let claude = json!({"type": "reasoning", "summary": [],
+            "encrypted_content": "switchyard.anthropic.redacted.EqQBCkYIBxgCKkDa"});
+        let reasoning =
+            json!({"type": "reasoning", "summary": [], "encrypted_content": "gFOREIGN"});
+        let body = json!({"model": "responses-pool/gpt", "store": false,
+            "input": [user("first"), claude, said("from Claude"), user("second"), reasoning,
+                said("from another organisation"), user("third")]});
+        h.mock.script("gpt", [stale_reasoning(with_code).into(), Behavior::reply("Mended.")]);
+        let response =
+            h.http.post(h.url("/v1/responses")).bearer_auth(LOCAL_KEY).json(&body).send().await;
+        let response = response.unwrap();
+        assert_eq!(response.status(), 200, "{form}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["output"][0]["content"][0]["text"], "Mended.", "{form}: {answer}");
+        let attempts = h.mock.attempts();
+        assert_eq!(attempts.len(), 2, "{form}");
+        assert_eq!(attempts[0].api_key(), attempts[1].api_key(), "{form}: the same key");
+        let first = &attempts[0].body;
+        let sent = first.to_string();
+        assert!(!sent.contains("switchyard.anthropic."), "{form}: translation leaves it: {sent}");
+        assert!(first["input"].as_array().unwrap().contains(&reasoning), "{form}: {sent}");
+        assert_eq!(attempts[1].body, mended(first), "{form}: all else goes as it went");
+        let mended_text = attempts[1].body.to_string();
+        for kept in ["first", "from Claude", "second", "from another organisation", "third"] {
+            assert!(mended_text.contains(kept), "{form}: {kept} is kept: {mended_text}");
+        }
+        let tried = attempts_of(&h.newest_logged().await);
+        assert_eq!(tried.len(), 2, "{form}: {tried:?}");
+        assert!(tried.iter().all(|a| a["path"] == "translated"), "{form}: {tried:?}");
+        let dropped = tried[1]["dropped"].to_string();
+        assert!(
+            dropped.contains("redacted_thinking content")
+                && dropped.contains("1 encrypted reasoning item(s) of another credential"),
+            "{form}: {tried:?}"
+        );
+    }
 }
 
 /// A key under its reserve is still known to be after a restart: its windows were kept when

@@ -13,6 +13,7 @@ pub mod auto;
 pub mod budget;
 pub mod combo;
 pub mod context;
+pub mod embeddings;
 pub mod hedge;
 pub mod planner;
 pub mod session;

@@ -164,6 +164,8 @@ pub struct ModelConfig {
     /// Its window, prices and capabilities: each written fact, else the preset's catalogue
     /// fact.
     pub facts: ModelFacts,
+    /// The model whose embedding space its vectors share (`embeds_like`'s model part).
+    pub embeds_like: Option<ModelId>,
 }
 
 /// One provider, ready to route to.
@@ -229,6 +231,12 @@ impl ProviderConfig {
     /// own `api` when it lists one, else the provider's.
     pub fn dialect_for(&self, model: &str) -> Dialect {
         self.model(model).map_or(self.dialect, |m| m.dialect)
+    }
+
+    /// The embedding space `model`'s vectors live in: the model it `embeds_like`, else its
+    /// own id. Embeddings fall back only within one space.
+    pub fn embedding_space<'m>(&'m self, model: &'m str) -> &'m str {
+        self.model(model).and_then(|m| m.embeds_like.as_ref()).map_or(model, ModelId::as_str)
     }
 
     /// The chat endpoint a request for `model` goes to (`None` for Gemini, whose endpoint
@@ -1019,6 +1027,11 @@ impl ProviderForm {
             };
             let written = check_facts(&mat, model)?;
             let known = provider.preset.map(|p| p.facts(id)).unwrap_or_default();
+            let embeds_like = model
+                .embeds_like
+                .as_deref()
+                .map(|like| embeds_like(&format!("{mat}.embeds_like"), like))
+                .transpose()?;
             models.push(ModelConfig {
                 id: ModelId::from(id),
                 dialect,
@@ -1026,9 +1039,27 @@ impl ProviderForm {
                 probe,
                 continuation,
                 facts: written.or(known),
+                embeds_like,
             });
         }
         Ok(models)
+    }
+}
+
+/// `embeds_like` (at `at`): `"provider/model"`, the model being what names the space.
+fn embeds_like(at: &str, like: &str) -> Result<ModelId, Problem> {
+    match like.split_once('/') {
+        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => {
+            Ok(ModelId::from(model))
+        }
+        _ => Err(Problem::new(
+            at,
+            format!(
+                "\"{}\" is not \"provider/model\": name the model whose vectors this one's are, \
+                 e.g. \"openai/text-embedding-3-small\"",
+                switchyard_core::text::bounded(like)
+            ),
+        )),
     }
 }
 

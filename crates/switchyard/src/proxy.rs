@@ -13,6 +13,7 @@ mod conversations;
 mod count;
 mod counters;
 mod driver;
+mod embed;
 pub mod exhausted;
 mod forward;
 mod login;
@@ -49,8 +50,8 @@ use switchyard_core::resilience::headroom::{self, Headroom, Window};
 use switchyard_core::resilience::{Attempt, HealthRegistry, RecoveryProbe, SkipReason};
 use switchyard_core::routing::session::{self, Home, Pin, SessionKey, Shown, Steer};
 use switchyard_core::routing::{
-    Accounts, Candidate, Combo, HedgeAfter, Plan, RouteStrategy, Target, TargetOrderer, plan_for,
-    prefer_within_targets,
+    Accounts, Candidate, Combo, HedgeAfter, Plan, RouteStrategy, Target, TargetOrderer, embeddings,
+    plan_for, prefer_within_targets,
 };
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::Prices;
@@ -58,8 +59,10 @@ use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
-use switchyard_providers::error::UpstreamError;
+use switchyard_providers::embeddings::{EmbedRequest, Shape};
+use switchyard_providers::error::{ProviderError, UpstreamError};
 use switchyard_providers::executor::{self, Executor, SendFailure};
+use switchyard_providers::gemini::Method;
 use switchyard_providers::passthrough;
 use switchyard_providers::stream::StreamTranslator;
 use switchyard_secrets::Secret;
@@ -79,8 +82,8 @@ use self::parsed::Parsed;
 use self::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 pub use self::routes::{ComboHealth, Routes};
 use self::sessions::{Serve, SessionTable};
-use self::upstream::{ClientRequest, Presented};
-use crate::config::Config;
+use self::upstream::{ClientRequest, Presented, Work};
+use crate::config::{Config, ProviderConfig};
 use crate::keys::LocalKey;
 use crate::oauth::{OAuth, OAuthError};
 use crate::requests::RequestLog;
@@ -620,7 +623,8 @@ impl Proxy {
         query: Option<&str>,
         body: Bytes,
     ) -> Result<Response, Refused> {
-        self.logged(client, None, caller, headers, query, body, Provisional::No).await.0
+        let work = Work::Chat;
+        self.logged((client, work), None, caller, headers, query, body, Provisional::No).await.0
     }
 
     /// [`Proxy::handle`] for a client that names its model in the path rather than the body
@@ -633,7 +637,27 @@ impl Proxy {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Response, Refused> {
+        let client = (client, Work::Chat);
         self.logged(client, Some(model), caller, headers, None, body, Provisional::No).await.0
+    }
+
+    /// Embeds a client's input (`POST /v1/embeddings`, Gemini's `:embedContent` and
+    /// `:batchEmbedContents`, whose path names `model`) through its route, falling back only
+    /// within one embedding space (`switchyard_core::routing::embeddings`).
+    pub async fn embed(
+        self: &Arc<Self>,
+        shape: Shape,
+        model: Option<&str>,
+        caller: Option<&LocalKey>,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, Refused> {
+        let client = match shape {
+            Shape::OpenAi => ClientDialect::OpenAi,
+            Shape::GeminiOne | Shape::GeminiBatch => ClientDialect::Gemini(Method::Generate),
+        };
+        let work = (client, Work::Embed(shape));
+        self.logged(work, model, caller, headers, None, body, Provisional::No).await.0
     }
 
     /// [`Proxy::handle`], with the request log's record of it.
@@ -645,6 +669,7 @@ impl Proxy {
         query: Option<&str>,
         body: Bytes,
     ) -> (Result<Response, Refused>, Arc<RequestRecord>) {
+        let client = (client, Work::Chat);
         let (response, record) =
             self.logged(client, None, caller, headers, query, body, Provisional::Yes).await;
         (response, record.expect("a provisional record was asked for"))
@@ -657,7 +682,7 @@ impl Proxy {
     #[expect(clippy::too_many_arguments, reason = "the request's parts, as the handlers have them")]
     async fn logged(
         self: &Arc<Self>,
-        client: ClientDialect,
+        (client, work): (ClientDialect, Work),
         model: Option<&str>,
         caller: Option<&LocalKey>,
         headers: &HeaderMap,
@@ -668,7 +693,7 @@ impl Proxy {
         let started = Instant::now();
         let at = self.clock.now();
         let mut summary = Summary::default();
-        let inbound = ClientRequest { dialect: client, model, body: &body, query, headers };
+        let inbound = ClientRequest { dialect: client, work, model, body: &body, query, headers };
         let response = self.route(&inbound, &body, &mut summary, caller).await;
         let elapsed = started.elapsed();
         self.counters.request_latency.observe(elapsed);
@@ -792,8 +817,9 @@ impl Proxy {
         let turn = self.turn(inbound, body, summary, caller).map_err(|r| r.refused_in(dialect))?;
         let routed =
             turn.as_ref().map_or(*inbound, |t| ClientRequest { body: &t.body, ..*inbound });
-        let Prepared { request, combo } = prepare(&routes, &routed, summary, self.is_paused())
-            .map_err(|refusal| refusal.refused_in(dialect))?;
+        let Prepared { request, combo, embedding } =
+            prepare(&routes, &routed, summary, self.is_paused())
+                .map_err(|refusal| refusal.refused_in(dialect))?;
         // An enforced budget that is spent refuses before anyone is asked.
         if let Err(budget) = self.log.usage().check(caller) {
             return Err(budget_refusal(dialect, &budget));
@@ -814,13 +840,16 @@ impl Proxy {
             summary.notes = Some(Arc::clone(&notes));
         }
         let tally = Arc::clone(&summary.tally);
-        let candidates = std::mem::take(&mut planned.plan.candidates);
+        let mut candidates = std::mem::take(&mut planned.plan.candidates);
+        if embedding.is_some() {
+            candidates = within_one_space(&routes, &combo, candidates, &mut trace);
+        }
         let first = candidates.first().map(|c| c.key.clone());
         // Boxed: it moves from here to the driver and, for a stream, on to its relay, and
         // every future that holds it would carry its size.
         let machine = Box::new(Request::new(
             Offer::all(&combo, candidates),
-            limits(&routes, &combo, &request),
+            limits(&routes, &combo, &request, inbound.work),
         ));
         let sending = Sending {
             routes: &routes,
@@ -833,6 +862,7 @@ impl Proxy {
             session: planned.session,
             login: planned.login.as_ref(),
             routed_body: &routed_body,
+            embedding: embedding.as_ref(),
             combo: &combo,
             arrived,
             notes: &notes,
@@ -864,7 +894,7 @@ impl Proxy {
         summary: &mut Summary,
         caller: Option<&LocalKey>,
     ) -> Result<Option<Turn>, ApiError> {
-        if inbound.dialect != ClientDialect::Responses {
+        if inbound.dialect != ClientDialect::Responses || inbound.work != Work::Chat {
             return Ok(None);
         }
         self.conversations.turn(body, caller.map(|k| &k.id)).map(Some).inspect_err(|_| {
@@ -887,10 +917,9 @@ impl Proxy {
     ) -> Planned {
         let now = self.clock.now();
         routes.budget.on_request(now);
-        let session = routes
-            .config
-            .routing
-            .sessions
+        // Embeddings keep no conversation, so they have no session to keep a cache warm for.
+        let chat = inbound.work == Work::Chat;
+        let session = (routes.config.routing.sessions && chat)
             .then(|| sessions::session_of(inbound.headers, request, caller.map(|k| &*k.id)))
             .flatten();
         // A first turn is planned as new, unless its session broke and has not healed since.
@@ -899,12 +928,13 @@ impl Proxy {
         let pin = found.as_ref().filter(|pin| pin.holds(continuing));
         let roster = |p: &ProviderId| routes.roster(p);
         let mut plan = plan_for(combo, roster, &self.orderer, &self.registry, now, pin.is_none());
-        let decision = (combo.strategy == RouteStrategy::Auto && pin.is_none()).then(|| {
-            // Ranked on the whole request; on its settings alone when it has no canonical
-            // form (only its own dialect's targets can take it then).
-            let ranked = request.whole().unwrap_or(request.settings());
-            auto::rank_auto(self, routes, combo, ranked, &mut plan, now)
-        });
+        let decision =
+            (combo.strategy == RouteStrategy::Auto && pin.is_none() && chat).then(|| {
+                // Ranked on the whole request; on its settings alone when it has no canonical
+                // form (only its own dialect's targets can take it then).
+                let ranked = request.whole().unwrap_or(request.settings());
+                auto::rank_auto(self, routes, combo, ranked, &mut plan, now)
+            });
         let login = self.client_login(routes, inbound, caller, &mut plan);
         let ordered = combo.strategy == RouteStrategy::Priority;
         let degraded = |p: &ProviderId| self.registry.ranks_last(p, now);
@@ -1090,6 +1120,12 @@ impl Proxy {
         first_event: Instant,
         (rescue, repair): (Option<(oneshot::Receiver<continuation::Rescue>, bool)>, bool),
     ) -> Tried {
+        if let Some(embedding) = sending.embedding {
+            let candidate = (candidate, target);
+            return self
+                .embed_attempt(sending, embedding, candidate, secret, attempt, first_event)
+                .await;
+        }
         let routes = sending.routes;
         let provider =
             routes.provider(&candidate.key.provider).expect("planned providers are configured");
@@ -1138,11 +1174,7 @@ impl Proxy {
             // the same way.
             verdict.retry_same = RetrySame::No;
         }
-        if let TriedResult::Failed { upstream: Some((_, report)), .. } = &mut result {
-            // The message goes on to the client and the trace; an upstream may echo any secret
-            // it was sent ("Incorrect API key provided: sk-…", a secret header's value).
-            report.message = provider.scrub(secret.map(Presented::secret), &report.message);
-        }
+        scrub(&mut result, provider, secret);
         Tried { result, carried }
     }
 
@@ -1175,12 +1207,7 @@ impl Proxy {
         let key = attempt.key();
         let response = match self.send(routes, key, upstream_request, headers_wait, dialect).await {
             Head::Answer(response) => response,
-            Head::Unsent(failure) => return self.failed(routes, attempt, unsent(failure), None),
-            Head::Refused(refused) => {
-                let ErrorAnswer { status, headers, report } = *refused;
-                let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
-                return self.failed(routes, attempt, outcome, Some((status, report)));
-            }
+            head => return self.not_answered(routes, attempt, head),
         };
         let label = target.label();
         let meta = ResponseMeta { model: &label, created: self.clock.now().0 / 1000 };
@@ -1223,6 +1250,20 @@ impl Proxy {
         Head::Refused(Box::new(ErrorAnswer::read(response, dialect).await))
     }
 
+    /// An attempt whose upstream gave no answer to read (`head` is not [`Head::Answer`]):
+    /// unsent, or refused with an error status.
+    fn not_answered(&self, routes: &Routes, attempt: Attempt, head: Head) -> TriedResult {
+        match head {
+            Head::Unsent(failure) => self.failed(routes, attempt, unsent(failure), None),
+            Head::Refused(refused) => {
+                let ErrorAnswer { status, headers, report } = *refused;
+                let outcome = Upstream::Response { status, headers: &headers, body: report.hint };
+                self.failed(routes, attempt, outcome, Some((status, report)))
+            }
+            Head::Answer(_) => unreachable!("an answer is read, not failed"),
+        }
+    }
+
     /// A non-streamed answer: read it whole, translate it, return it.
     #[expect(
         clippy::too_many_arguments,
@@ -1244,15 +1285,7 @@ impl Proxy {
         let body = match response.into_bytes(wait, executor::MAX_ANSWER).await {
             Ok(body) => body,
             Err(failure) => {
-                if let SendFailure::TooLarge(cap) = failure {
-                    let cap = executor::size(cap);
-                    tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
-                }
-                let outcome = match failure {
-                    SendFailure::Timeout(_) => Upstream::Timeout(TimeoutPhase::FirstEvent),
-                    SendFailure::Transport(_) => Upstream::Stream(StreamFault::Cut),
-                    SendFailure::TooLarge(_) => Upstream::Stream(StreamFault::Oversized),
-                };
+                let outcome = unread(&failure, &attempt);
                 return self.failed(routes, attempt, outcome, None);
             }
         };
@@ -1745,6 +1778,19 @@ impl Prober {
 }
 
 /// A request that got no answer head, as the classifier's input.
+/// What a 2xx answer whose body could not be read whole comes to.
+fn unread(failure: &SendFailure, attempt: &Attempt) -> Upstream<'static> {
+    match failure {
+        SendFailure::Timeout(_) => Upstream::Timeout(TimeoutPhase::FirstEvent),
+        SendFailure::Transport(_) => Upstream::Stream(StreamFault::Cut),
+        SendFailure::TooLarge(cap) => {
+            let cap = executor::size(*cap);
+            tracing::warn!(target = %attempt.key(), cap, "the upstream's answer is larger than the cap; not read");
+            Upstream::Stream(StreamFault::Oversized)
+        }
+    }
+}
+
 fn unsent(failure: SendFailure) -> Upstream<'static> {
     match failure {
         SendFailure::Transport(fault) => Upstream::Transport(fault),
@@ -1770,19 +1816,8 @@ fn built_for(
     let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
     let client = if sticky { sending.client } else { sending.inbound };
     let model = target.model.as_str();
-    let mut built = upstream::build(provider, secret, model, sending.request, client).map_err(|error| {
-        let verdict = Verdict {
-            kind: OutcomeKind::ClientError,
-            status: None,
-            charges: switchyard_core::outcome::Charges::NOTHING,
-            retry_same: RetrySame::No,
-            fallback: Fallback::Yes,
-            retry_after: None,
-        };
-        tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-        let carried = Carried { path: None, dropped: vec![error.to_string()] };
-        Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
-    })?;
+    let mut built = upstream::build(provider, secret, model, sending.request, client)
+        .map_err(|error| not_built(&error, candidate))?;
     for field in built.dropped.names() {
         tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
     }
@@ -1805,6 +1840,31 @@ fn built_for(
     Ok((built, carried))
 }
 
+/// `result`'s upstream error with every secret the attempt presented taken out: the message goes
+/// on to the client and the trace, and an upstream may echo any secret it was sent ("Incorrect
+/// API key provided: sk-…", a secret header's value).
+fn scrub(result: &mut TriedResult, provider: &ProviderConfig, secret: Option<&Presented>) {
+    if let TriedResult::Failed { upstream: Some((_, report)), .. } = result {
+        report.message = provider.scrub(secret.map(Presented::secret), &report.message);
+    }
+}
+
+/// The attempt of a request `candidate`'s target cannot express (`error` says why): not the
+/// upstream's doing, so it charges nothing, and another target (of another dialect) may take it.
+fn not_built(error: &ProviderError, candidate: &Candidate) -> Box<Tried> {
+    let verdict = Verdict {
+        kind: OutcomeKind::ClientError,
+        status: None,
+        charges: switchyard_core::outcome::Charges::NOTHING,
+        retry_same: RetrySame::No,
+        fallback: Fallback::Yes,
+        retry_after: None,
+    };
+    tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
+    let carried = Carried { path: None, dropped: vec![error.to_string()] };
+    Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
+}
+
 /// A request's plan, steered for its session and its credentials (`Proxy::plan`).
 struct Planned {
     plan: Plan,
@@ -1819,8 +1879,9 @@ struct Planned {
     pinned: Option<CredentialKey>,
 }
 
-/// The limits `request` runs under, from the config it started on.
-fn limits(routes: &Routes, combo: &Combo, request: &Parsed<'_>) -> Limits {
+/// The limits `request` runs under, from the config it started on. Embeddings are never
+/// hedged: an answer is a few hundred milliseconds, and a second one is billed whole.
+fn limits(routes: &Routes, combo: &Combo, request: &Parsed<'_>, work: Work) -> Limits {
     let timeouts = &routes.config.timeouts;
     Limits {
         max_attempts: routes.config.routing.max_attempts,
@@ -1829,14 +1890,38 @@ fn limits(routes: &Routes, combo: &Combo, request: &Parsed<'_>) -> Limits {
         first_byte: timeouts.first_byte,
         non_stream: timeouts.non_stream,
         stream: request.stream(),
-        hedge: combo.hedge,
+        hedge: combo.hedge.filter(|_| work == Work::Chat),
     }
+}
+
+/// An embeddings request's candidates: those that embed into the space of the combo's first
+/// target (in the order the user wrote), whatever is benched; the others are named in the trace
+/// and never asked, so no answer mixes vectors of two models.
+fn within_one_space<'r>(
+    routes: &'r Routes,
+    combo: &'r Combo,
+    candidates: Vec<Candidate>,
+    trace: &mut Trace,
+) -> Vec<Candidate> {
+    let space = |target: &'r Target| {
+        let model = target.model.as_str();
+        routes.provider(&target.provider).map_or(model, |p| p.embedding_space(model))
+    };
+    let home = combo.targets.first().map_or("", space);
+    let (offered, others) =
+        embeddings::within_space(candidates, home, |c| space(&combo.targets[c.target]));
+    for candidate in &others {
+        trace.skip(candidate, embeddings::OTHER_SPACE);
+    }
+    offered
 }
 
 /// A client request ready to route.
 struct Prepared<'r, 'b> {
     request: Parsed<'b>,
     combo: Cow<'r, Combo>,
+    /// An embeddings request, read whole; `request` then holds only its model.
+    embedding: Option<EmbedRequest<'b>>,
 }
 
 /// One attempt's view of the client request.
@@ -1859,6 +1944,8 @@ struct Sending<'s, 'b> {
     login: Option<&'s Arc<ClientLogin>>,
     /// `inbound`'s body, shared: what a continuation sends on.
     routed_body: &'s Bytes,
+    /// An embeddings request: each attempt embeds it ([`Proxy::embed_attempt`]).
+    embedding: Option<&'s EmbedRequest<'b>>,
     combo: &'s Combo,
     /// When the request arrived: its machine's time runs from here.
     arrived: Instant,
@@ -1986,8 +2073,18 @@ fn prepare<'r, 'b>(
     paused: bool,
 ) -> Result<Prepared<'r, 'b>, ApiError> {
     let client = inbound.dialect;
-    let request = Parsed::read(client, inbound.body, inbound.model)
-        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let bad_request = |error: ProviderError| ApiError::bad_request(error.to_string());
+    let (request, embedding) = match inbound.work {
+        Work::Chat => {
+            (Parsed::read(client, inbound.body, inbound.model).map_err(bad_request)?, None)
+        }
+        Work::Embed(shape) => {
+            let embedding =
+                EmbedRequest::parse(shape, inbound.body, inbound.model).map_err(bad_request)?;
+            let named = ChatRequest { model: embedding.model.clone(), ..ChatRequest::default() };
+            (Parsed::whole_from(named), Some(embedding))
+        }
+    };
     let model = request.model();
     // Checked before the name is logged or goes anywhere else: a name of megabytes, or one
     // that could change the meaning of an upstream's URL, is refused here.
@@ -2015,13 +2112,14 @@ fn prepare<'r, 'b>(
     };
     let read_whole =
         combo.strategy == RouteStrategy::Auto || !combo.targets.iter().all(forwardable);
-    if read_whole
+    if embedding.is_none()
+        && read_whole
         && let Err(problem) = request.whole()
         && !combo.targets.iter().any(forwardable)
     {
         return Err(ApiError::bad_request(problem.to_owned()));
     }
-    Ok(Prepared { request, combo })
+    Ok(Prepared { request, combo, embedding })
 }
 
 /// The refusal of a request an enforced budget stops: `429` in the client's dialect with

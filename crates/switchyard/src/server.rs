@@ -153,6 +153,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/messages", post(v1::messages))
         .route("/v1/messages/count_tokens", post(v1::count_tokens))
         .route("/v1/responses", post(v1::responses).get(v1::responses_get))
+        .route("/v1/embeddings", post(v1::embeddings))
         .route("/v1/models", get(v1::models))
         // Behind the front door like every route: an unknown path is told apart from a
         // known one only once the request has shown its key.

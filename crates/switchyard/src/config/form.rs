@@ -269,6 +269,13 @@ pub struct ModelForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub reasoning: Option<bool>,
+    /// An embedding model whose vectors are those of another, written `"provider/model"`
+    /// (the same model served by another host): a combo's embeddings fall back between them.
+    /// Vectors of different models do not mix, so without it embeddings fall back only to
+    /// targets of the same model id [default: none].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub embeds_like: Option<String>,
 }
 
 impl ModelForm {
@@ -285,6 +292,7 @@ impl ModelForm {
             tools: None,
             vision: None,
             reasoning: None,
+            embeds_like: None,
         }
     }
 

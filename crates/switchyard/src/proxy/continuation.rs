@@ -313,6 +313,7 @@ impl Rescuer {
         let target = &self.combo.targets[candidate.target];
         let client = ClientRequest {
             dialect: self.client,
+            work: upstream::Work::Chat,
             // Only routing reads it, and a continuation is routed already.
             model: None,
             body: &self.body,

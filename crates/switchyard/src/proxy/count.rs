@@ -23,7 +23,7 @@ use switchyard_providers::gemini::Method;
 use super::login::ClientLogin;
 use super::refusal::{ApiError, Dialect as ErrorDialect, Refused};
 use super::routes::Routes;
-use super::upstream::{self, ClientRequest};
+use super::upstream::{self, ClientRequest, Work};
 use super::{ERROR_BODY_DEADLINE, Head, Proxy, refused_model};
 
 /// Roughly four characters of English or code per token, the rule of thumb every vendor's
@@ -80,7 +80,14 @@ pub(super) async fn count(
         Counting::Anthropic => ClientDialect::Anthropic,
         Counting::Gemini { .. } => ClientDialect::Gemini(Method::Generate),
     };
-    let inbound = ClientRequest { dialect: client, model: None, body: &body, query, headers };
+    let inbound = ClientRequest {
+        dialect: client,
+        work: Work::Chat,
+        model: None,
+        body: &body,
+        query,
+        headers,
+    };
     let now = proxy.clock.now();
     let plan = plan(&combo, |p| routes.roster(p), &proxy.orderer, &proxy.registry, now);
     let login = ClientLogin::of(headers, counting.dialect(), &proxy.login_salt);

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use switchyard_core::outcome::{OutcomeKind, Verdict};
 use switchyard_core::resilience::{HealthRegistry, SkipReason};
+use switchyard_core::routing::embeddings::OTHER_SPACE;
 use switchyard_core::routing::session::{Left, Repin, SessionKey, Steer};
 use switchyard_core::routing::{Candidate, Combo, Plan};
 use switchyard_core::text::bounded;
@@ -397,6 +398,20 @@ impl Trace {
         })
     }
 
+    /// The targets an embeddings request passed over for embedding into another space, each
+    /// once.
+    fn of_another_space(&self) -> Vec<&str> {
+        let mut targets: Vec<&str> = Vec::new();
+        for entry in &self.entries {
+            let passed =
+                matches!(&entry.what, TraceEvent::Skipped { reason } if reason == OTHER_SPACE);
+            if passed && !targets.contains(&entry.target.as_str()) {
+                targets.push(&entry.target);
+            }
+        }
+        targets
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
         if let Some(entry) = self.wanting_a_login() {
@@ -450,6 +465,18 @@ impl Trace {
                 entry.credential
             ),
             None => message,
+        };
+        let elsewhere = self.of_another_space();
+        let message = if elsewhere.is_empty() {
+            message
+        } else {
+            format!(
+                "{message}; {OTHER_SPACE}: {} embed(s) into another space than the combo's first \
+                 target and is never asked for its vectors, as vectors of different models do not \
+                 mix (a model that serves the same vectors as another says so with \
+                 `embeds_like`, docs/configuration.md)",
+                elsewhere.join(", ")
+            )
         };
         let mut error = ApiError::new(status, kind, message);
         error.retry_after = retry_after;

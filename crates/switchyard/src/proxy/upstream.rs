@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use switchyard_providers::chat::ChatRequest;
 use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions};
+use switchyard_providers::embeddings::{EmbedRequest, Shape};
 use switchyard_providers::error::ProviderError;
 use switchyard_providers::executor::{UpstreamRequest, Url};
 use switchyard_providers::passthrough;
@@ -45,10 +46,21 @@ impl Presented {
     }
 }
 
+/// What a client request asks of its targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A model's answer: Chat, Messages, Responses, `generateContent`.
+    Chat,
+    /// Vectors of its input (`POST /v1/embeddings`, Gemini's `:embedContent` and
+    /// `:batchEmbedContents`), answered in the client's shape.
+    Embed(Shape),
+}
+
 /// What the client sent, as it sent it: a same-dialect upstream gets these bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientRequest<'a> {
     pub dialect: ClientDialect,
+    pub work: Work,
     /// The model named in the path, for a dialect that names it there (Gemini).
     pub model: Option<&'a str>,
     pub body: &'a [u8],
@@ -327,6 +339,38 @@ pub(crate) fn count_tokens(
     identify(&mut headers, provider, dialect, secret, Some(client.headers))?;
     Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
 }
+
+/// The embeddings request for `model` on `provider` (already known to embed in `dialect`:
+/// OpenAI's `POST {base}/embeddings`, or Gemini's `models/{model}:embedContent` or
+/// `:batchEmbedContents`), presenting `secret`; `passthrough` sends the client's own bytes,
+/// the model renamed. What translation could not carry goes to `dropped`.
+pub(crate) fn embeddings(
+    provider: &ProviderConfig,
+    secret: Option<&Presented>,
+    (model, dialect): (&str, Dialect),
+    request: &EmbedRequest<'_>,
+    client: &ClientRequest<'_>,
+    (passthrough, dropped): (bool, &mut Dropped),
+) -> Result<UpstreamRequest, ProviderError> {
+    let body = request.encode_for(dialect, model, client.body, passthrough, dropped)?;
+    let url = if dialect == Dialect::Gemini {
+        let mut url = endpoint_url(provider, dialect, model, false)?;
+        let stem = url.path().strip_suffix(":generateContent").map(str::to_owned);
+        if let Some(stem) = stem {
+            url.set_path(&format!("{stem}:{}", request.gemini_method(passthrough)));
+        }
+        url
+    } else {
+        Url::parse(&format!("{}/{EMBEDDINGS_PATH}", provider.base_url))
+            .map_err(|e| ProviderError::Untranslatable { dialect, message: e.to_string() })?
+    };
+    let mut headers = vec![(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+    identify(&mut headers, provider, dialect, secret, None)?;
+    Ok(UpstreamRequest { url, headers, body: Bytes::from(body) })
+}
+
+/// OpenAI's embeddings endpoint, relative to the base URL (which ends in `/v1`).
+const EMBEDDINGS_PATH: &str = "embeddings";
 
 /// Anthropic's token counting endpoint, relative to the base URL.
 const COUNT_TOKENS_PATH: &str = "v1/messages/count_tokens";

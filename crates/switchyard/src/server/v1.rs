@@ -1,4 +1,4 @@
-//! `/v1`: the client API, in the OpenAI (Chat, Responses) and Anthropic dialects. Handlers only pick the dialect,
+//! `/v1`: the client API, in the OpenAI (Chat, Responses, embeddings) and Anthropic dialects. Handlers only pick the dialect,
 //! read the body (at most [`MAX_BODY_BYTES`], decoded first when it came compressed) and hand
 //! it to the proxy. Every other `/v1` path answers a `404` in the client's dialect.
 
@@ -10,6 +10,7 @@ use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
+use switchyard_providers::embeddings::Shape;
 
 use super::ServerState;
 use super::encoding::{self, Coding, DecodeError};
@@ -36,6 +37,21 @@ pub(super) async fn messages(state: State<ServerState>, request: Request) -> Res
 /// `POST /v1/responses` (OpenAI Responses: Codex CLI, the newest SDKs).
 pub(super) async fn responses(state: State<ServerState>, request: Request) -> Response {
     proxied(ClientDialect::Responses, state, request).await
+}
+
+/// `POST /v1/embeddings` (OpenAI): vectors of the input, from the model's route; a combo falls
+/// back only between targets that embed into the same space.
+pub(super) async fn embeddings(State(state): State<ServerState>, request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let caller = parts.extensions.remove::<LocalKey>();
+    match read(body, &parts.headers, ClientDialect::OpenAi).await {
+        Ok(body) => {
+            Box::pin(state.proxy.embed(Shape::OpenAi, None, caller.as_ref(), &parts.headers, body))
+                .await
+                .into_response()
+        }
+        Err(refusal) => refusal,
+    }
 }
 
 /// The `/v1` route a connection answers itself, past the front door but not through the
@@ -127,7 +143,8 @@ pub(super) async fn no_such_route(method: http::Method, uri: Uri, headers: Heade
         format!(
             "Switchyard serves no `{method} {path}`: its `/v1` routes are \
              `POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages`, \
-             `POST /v1/messages/count_tokens` and `GET /v1/models` (see docs/api.md)"
+             `POST /v1/messages/count_tokens`, `POST /v1/embeddings` and `GET /v1/models` \
+             (see docs/api.md)"
         ),
     )
     .into_response_in(dialect_of(path, &headers))

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse as _, Response};
 use serde_json::{Value, json};
 use switchyard_providers::dialect::ClientDialect;
+use switchyard_providers::embeddings::Shape;
 use switchyard_providers::gemini::Method;
 
 use super::ServerState;
@@ -25,6 +26,8 @@ use crate::proxy::Counting;
 enum Call<'p> {
     Generate(&'p str, Method),
     CountTokens(&'p str),
+    /// `:embedContent` or `:batchEmbedContents`.
+    Embed(&'p str, Shape),
 }
 
 /// `{model}:{method}` (the part of the path after `models/`), and `alt=sse` from the query.
@@ -32,7 +35,7 @@ fn call<'p>(rest: &'p str, query: Option<&str>) -> Result<Call<'p>, ApiError> {
     let Some((model, method)) = rest.rsplit_once(':') else {
         return Err(not_found(format!(
             "`models/{rest}` names no method: post to `models/{{model}}:generateContent`, \
-             `:streamGenerateContent` or `:countTokens`"
+             `:streamGenerateContent`, `:countTokens`, `:embedContent` or `:batchEmbedContents`"
         )));
     };
     let sse = query.is_some_and(|q| {
@@ -44,9 +47,11 @@ fn call<'p>(rest: &'p str, query: Option<&str>) -> Result<Call<'p>, ApiError> {
         "streamGenerateContent" if sse => Ok(Call::Generate(model, Method::StreamSse)),
         "streamGenerateContent" => Ok(Call::Generate(model, Method::StreamArray)),
         "countTokens" => Ok(Call::CountTokens(model)),
+        "embedContent" => Ok(Call::Embed(model, Shape::GeminiOne)),
+        "batchEmbedContents" => Ok(Call::Embed(model, Shape::GeminiBatch)),
         other => Err(not_found(format!(
             "Switchyard does not serve `:{other}`; it serves `:generateContent`, \
-             `:streamGenerateContent` and `:countTokens`"
+             `:streamGenerateContent`, `:countTokens`, `:embedContent` and `:batchEmbedContents`"
         ))),
     }
 }
@@ -90,6 +95,11 @@ pub(super) async fn post_model(
             .count_tokens(Counting::Gemini { model }, &headers, None, body)
             .await
             .into_response(),
+        Call::Embed(model, shape) => {
+            Box::pin(state.proxy.embed(shape, Some(model), caller.as_ref(), &headers, body))
+                .await
+                .into_response()
+        }
     }
 }
 
@@ -127,7 +137,7 @@ pub(super) async fn no_such_route(uri: Uri) -> Response {
     not_found(format!(
         "Switchyard serves no `{}` in Gemini's API: it serves `GET /v1beta/models`, \
          `GET /v1beta/models/{{model}}` and `POST /v1beta/models/{{model}}:generateContent`, \
-         `:streamGenerateContent` and `:countTokens`",
+         `:streamGenerateContent`, `:countTokens`, `:embedContent` and `:batchEmbedContents`",
         uri.path()
     ))
     .into_response_in(Dialect::Gemini)
@@ -146,8 +156,11 @@ mod tests {
         let array = call("m:streamGenerateContent", Some("key=k")).unwrap();
         assert_eq!(array, Call::Generate("m", Method::StreamArray));
         assert_eq!(call("m:countTokens", None).unwrap(), Call::CountTokens("m"));
-        let unknown = call("m:embedContent", None).unwrap_err();
-        assert!(unknown.message.contains(":embedContent"), "{}", unknown.message);
+        assert_eq!(call("m:embedContent", None).unwrap(), Call::Embed("m", Shape::GeminiOne));
+        let batch = call("m:batchEmbedContents", None).unwrap();
+        assert_eq!(batch, Call::Embed("m", Shape::GeminiBatch));
+        let unknown = call("m:predict", None).unwrap_err();
+        assert!(unknown.message.contains(":predict"), "{}", unknown.message);
         assert_eq!(call("m", None).unwrap_err().status, StatusCode::NOT_FOUND);
     }
 }

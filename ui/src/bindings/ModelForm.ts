@@ -59,4 +59,11 @@ vision?: boolean,
 /**
  * It reasons before answering [default: the catalogue's].
  */
-reasoning?: boolean, };
+reasoning?: boolean, 
+/**
+ * An embedding model whose vectors are those of another, written `"provider/model"`
+ * (the same model served by another host): a combo's embeddings fall back between them.
+ * Vectors of different models do not mix, so without it embeddings fall back only to
+ * targets of the same model id [default: none].
+ */
+embeds_like?: string, };

@@ -26,12 +26,13 @@ use crate::behavior::{ErrorKind, Finish, Reply};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dialect {
-    /// `POST /v1/chat/completions`, `GET /v1/models`.
+    /// `POST /v1/chat/completions`, `GET /v1/models`; embeddings at `POST /v1/embeddings`.
     #[serde(rename = "openai")]
     OpenAi,
     /// `POST /v1/messages`, `GET /v1/models` with an `anthropic-version` header.
     Anthropic,
-    /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`.
+    /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent?alt=sse`;
+    /// embeddings at `:embedContent` and `:batchEmbedContents`.
     Gemini,
     /// `POST /v1/responses` (OpenAI's Responses API, what Codex CLI speaks).
     Responses,
@@ -109,7 +110,8 @@ impl Usage {
     }
 }
 
-fn tokens(bytes: usize) -> u64 {
+/// The mock's token estimate for this many bytes of text: four bytes a token, at least one.
+pub(crate) fn tokens(bytes: usize) -> u64 {
     u64::try_from(bytes.div_ceil(4).max(1)).unwrap_or(u64::MAX)
 }
 
@@ -161,8 +163,9 @@ pub(crate) trait Wire: Sync {
     /// The provider's error body.
     fn error(&self, failure: &Failure<'_>) -> Value;
 
-    /// The answer to a model listing.
-    fn models(&self, names: &[String]) -> Value;
+    /// The answer to a model listing; `embedding` says which of the models are embedding
+    /// models (only Gemini's listing tells them apart, by their methods).
+    fn models(&self, names: &[String], embedding: &dyn Fn(&str) -> bool) -> Value;
 }
 
 /// `text` in `n` pieces of nearly equal length, split on character boundaries; fewer pieces

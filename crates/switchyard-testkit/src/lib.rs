@@ -27,6 +27,12 @@
 //! # }
 //! ```
 //!
+//! It also serves embeddings, OpenAI's `POST /v1/embeddings` and Gemini's `:embedContent` and
+//! `:batchEmbedContents`: each request is an attempt like a generation (recorded with
+//! [`Endpoint::Embeddings`], consuming the model's queue, so `mock.enqueue(model,
+//! Status::new(429))` answers the model's next embeddings request with a 429), and its vectors
+//! are [`embedding`]`(model, text, dimensions)`, so a test can tell which model embedded a text.
+//!
 //! [`MockOAuth`] is the same kind of server playing an OAuth identity provider: PKCE logins
 //! through a loopback redirect, token refreshes, scripted token-endpoint faults.
 //!
@@ -40,6 +46,7 @@ mod behavior;
 pub mod corpus;
 mod delivery;
 mod dialect;
+mod embedding;
 pub mod latency;
 mod oauth;
 mod record;
@@ -53,10 +60,11 @@ pub use self::behavior::{
     Tokens, ToolCall,
 };
 pub use self::dialect::Dialect;
+pub use self::embedding::{DEFAULT_DIMENSIONS, MAX_DIMENSIONS, embedding, embedding_base64};
 pub use self::latency::LatencyProxy;
 pub use self::oauth::{
     AuthorizeRequest, MOCK_CLIENT_ID, MockOAuth, MockOAuthBuilder, TokenFault, TokenRequest,
 };
-pub use self::record::Attempt;
+pub use self::record::{Attempt, Endpoint};
 pub use self::script::{ANY_MODEL, ModelScript, Rule, Script, ScriptError, When};
 pub use self::server::{MockBuilder, MockUpstream};

@@ -24,6 +24,10 @@ struct Args {
     /// Model names the listing endpoints report besides the scripted ones.
     #[arg(long = "model")]
     models: Vec<String>,
+    /// Embedding models the listing endpoints report (Gemini's with the embedding methods);
+    /// a listed model whose name mentions `embed` is one already.
+    #[arg(long = "embedding-model")]
+    embedding_models: Vec<String>,
     /// Count attempts without storing them (long benchmark runs).
     #[arg(long)]
     forget_attempts: bool,
@@ -45,7 +49,11 @@ async fn main() -> anyhow::Result<()> {
         Some(path) => Script::from_file(path)?,
         None => Script::default(),
     };
-    let mut builder = MockUpstream::builder().port(args.port).script(script).models(args.models);
+    let mut builder = MockUpstream::builder()
+        .port(args.port)
+        .script(script)
+        .models(args.models)
+        .embedding_models(args.embedding_models);
     if args.forget_attempts {
         builder = builder.forget_attempts();
     }

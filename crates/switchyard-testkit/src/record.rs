@@ -22,6 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderMap;
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -29,12 +30,26 @@ use tokio::time::Instant;
 use crate::behavior::Behavior;
 use crate::dialect::Dialect;
 
+/// What an attempt asked the model for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// A generation: Chat Completions, Messages, Responses, `generateContent`.
+    #[default]
+    Generation,
+    /// Embeddings: OpenAI's `/v1/embeddings` (dialect [`Dialect::OpenAi`]), Gemini's
+    /// `:embedContent` and `:batchEmbedContents` ([`Dialect::Gemini`]).
+    Embeddings,
+}
+
 /// One request the mock received for a model, and what it did with it.
 #[derive(Clone, Debug)]
 pub struct Attempt {
     /// Order of arrival, from 0, across all models.
     pub seq: u64,
     pub dialect: Dialect,
+    /// A generation or embeddings (the path tells which embeddings call).
+    pub endpoint: Endpoint,
     /// From the body (OpenAI, Anthropic) or the path (Gemini); empty when the request had none.
     pub model: String,
     pub path: String,
@@ -93,7 +108,8 @@ impl Attempt {
         found
     }
 
-    /// The attempt as a record file holds it: `seq`, `dialect`, `model`, `path`, `query`,
+    /// The attempt as a record file holds it: `seq`, `dialect`, `endpoint` (`generation` or
+    /// `embeddings`), `model`, `path`, `query`,
     /// `stream`, `headers` (name → value, repeated headers joined with `, `, credentials
     /// replaced by `[redacted]`), `body` (parsed, `null` when not JSON), `raw_body` (the exact
     /// bytes as UTF-8 text, or `raw_body_base64` when they are not UTF-8), `behavior`,
@@ -121,6 +137,7 @@ impl Attempt {
         let mut record = json!({
             "seq": self.seq,
             "dialect": self.dialect,
+            "endpoint": self.endpoint,
             "model": self.model,
             "path": self.path,
             "query": self.query,

@@ -43,9 +43,11 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<Occupancy>,
     /// Listed by the model endpoints in addition to every scripted model.
     pub(crate) listed_models: Vec<String>,
+    /// Listed too, as embedding models (as is any listed model whose name mentions `embed`).
+    pub(crate) embedding_models: Vec<String>,
     /// Requests marked as probes (`x-switchyard-probe`) open at once, per credential and model.
     pub(crate) probes: Arc<Peaks>,
-    /// Generation requests open at once, per credential.
+    /// Generation and embeddings requests open at once, per credential.
     pub(crate) credentials: Arc<Peaks>,
     /// When set, the model endpoints answer with this flood instead of a list.
     pub(crate) listing_flood: std::sync::Mutex<Option<Flood>>,
@@ -104,6 +106,7 @@ pub struct MockBuilder {
     ip: Option<IpAddr>,
     script: Script,
     models: Vec<String>,
+    embedding_models: Vec<String>,
     forget_attempts: bool,
     record_dir: Option<PathBuf>,
     /// `None`: the system clock.
@@ -132,6 +135,16 @@ impl MockBuilder {
     /// Models the listing endpoints report besides the scripted ones.
     pub fn models(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.models.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Embedding models the listing endpoints report besides the scripted ones: Gemini's
+    /// listing gives them `supportedGenerationMethods: ["embedContent", "batchEmbedContents"]`.
+    /// Needed only for a name that does not mention `embed`: every listed model whose name does
+    /// (`text-embedding-3-small`, `gemini-embedding-001`) is listed as an embedding model anyway.
+    /// Any model answers embeddings requests, listed or not.
+    pub fn embedding_models(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.embedding_models.extend(names.into_iter().map(Into::into));
         self
     }
 
@@ -178,6 +191,7 @@ impl MockBuilder {
             prompt_cache: cache::PromptCache::default(),
             quota: std::sync::Mutex::default(),
             listed_models: self.models,
+            embedding_models: self.embedding_models,
             listing_flood: std::sync::Mutex::default(),
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         });
@@ -214,18 +228,18 @@ impl MockUpstream {
         format!("http://{}{path}", self.addr)
     }
 
-    /// Appends one behaviour to `model`'s queue.
     /// From now on the model endpoints answer with `flood` instead of a list (`None`: a list
     /// again).
     pub fn flood_model_lists(&self, flood: Option<Flood>) {
         *self.shared.listing_flood.lock().expect("the flood lock is never poisoned") = flood;
     }
 
+    /// Appends one behaviour to `model`'s queue. Generation and embeddings requests for the
+    /// model take from the same queue, one behaviour per attempt.
     pub fn enqueue(&self, model: &str, behavior: impl Into<Behavior>) {
         self.shared.scripts.enqueue(model, [behavior.into()]);
     }
 
-    /// Appends behaviours to `model`'s queue, one per future attempt.
     /// Keeps a prompt cache per credential from now on: a prompt prefix a key was sent before
     /// is reported read from the cache (`cache_read_input_tokens`, `cached_tokens`,
     /// `cachedContentTokenCount`), the rest as uncached input. Replies with scripted usage
@@ -242,6 +256,7 @@ impl MockUpstream {
         self.shared.quota.lock().expect("never poisoned").insert(credential.to_owned(), quota);
     }
 
+    /// Appends behaviours to `model`'s queue, one per future attempt.
     pub fn script(&self, model: &str, behaviors: impl IntoIterator<Item = Behavior>) {
         self.shared.scripts.enqueue(model, behaviors);
     }
@@ -276,6 +291,15 @@ impl MockUpstream {
         self.shared.journal.attempts_for(model)
     }
 
+    /// Every recorded embeddings attempt (OpenAI `/v1/embeddings`, Gemini `:embedContent` and
+    /// `:batchEmbedContents`), in order of arrival: [`Attempt::endpoint`] is
+    /// [`crate::Endpoint::Embeddings`].
+    pub fn embedding_attempts(&self) -> Vec<Attempt> {
+        let mut attempts = self.attempts();
+        attempts.retain(|attempt| attempt.endpoint == crate::Endpoint::Embeddings);
+        attempts
+    }
+
     pub fn attempt_count(&self, model: &str) -> usize {
         self.shared.journal.count_for(model)
     }
@@ -305,7 +329,7 @@ impl MockUpstream {
         self.shared.probes.peaks()
     }
 
-    /// The most generation requests that were open at once on each credential (as
+    /// The most generation and embeddings requests that were open at once on each credential (as
     /// [`Attempt::api_key`] reads it), from arrival until the answer was sent in full or the
     /// mock let go of it.
     pub fn credential_peaks(&self) -> std::collections::HashMap<String, usize> {

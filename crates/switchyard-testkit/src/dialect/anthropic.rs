@@ -201,7 +201,7 @@ impl Wire for Anthropic {
         })
     }
 
-    fn models(&self, names: &[String]) -> Value {
+    fn models(&self, names: &[String], _embedding: &dyn Fn(&str) -> bool) -> Value {
         let data: Vec<Value> = names
             .iter()
             .map(|name| {

@@ -168,17 +168,28 @@ impl Wire for Gemini {
         json!({ "error": error })
     }
 
-    fn models(&self, names: &[String]) -> Value {
+    /// An embedding model is listed as Gemini lists `gemini-embedding-001`: its own methods and
+    /// token limits.
+    fn models(&self, names: &[String], embedding: &dyn Fn(&str) -> bool) -> Value {
         let models: Vec<Value> = names
             .iter()
             .map(|name| {
+                let (input, output, methods) = if embedding(name) {
+                    (2048, 1, json!(["embedContent", "batchEmbedContents"]))
+                } else {
+                    (
+                        1_048_576,
+                        65_536,
+                        json!(["generateContent", "streamGenerateContent", "countTokens"]),
+                    )
+                };
                 json!({
                     "name": format!("models/{name}"),
                     "version": "001",
                     "displayName": name,
-                    "inputTokenLimit": 1_048_576,
-                    "outputTokenLimit": 65_536,
-                    "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+                    "inputTokenLimit": input,
+                    "outputTokenLimit": output,
+                    "supportedGenerationMethods": methods,
                 })
             })
             .collect();

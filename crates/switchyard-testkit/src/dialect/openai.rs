@@ -252,7 +252,7 @@ impl Wire for OpenAi {
         })
     }
 
-    fn models(&self, names: &[String]) -> Value {
+    fn models(&self, names: &[String], _embedding: &dyn Fn(&str) -> bool) -> Value {
         let data: Vec<Value> = names
             .iter()
             .map(|name| json!({ "id": name, "object": "model", "created": CREATED, "owned_by": "mock" }))

@@ -185,8 +185,8 @@ impl Wire for Responses {
         OpenAi.error(failure)
     }
 
-    fn models(&self, names: &[String]) -> Value {
-        OpenAi.models(names)
+    fn models(&self, names: &[String], embedding: &dyn Fn(&str) -> bool) -> Value {
+        OpenAi.models(names, embedding)
     }
 }
 

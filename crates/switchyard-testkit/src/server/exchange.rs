@@ -21,11 +21,11 @@ use serde_json::{Value, json};
 use super::Shared;
 use super::cache::Cached;
 use super::connection::ConnectionControl;
-use super::route::{Route, Target};
+use super::route::{EmbedTarget, Route, Target};
 use crate::behavior::{BEHAVIOR_HEADER, Behavior, ErrorKind, Flood, Reply, Status};
 use crate::delivery::{Delivery, EventBody, Frames};
 use crate::dialect::{Dialect, Failure, Turn, Usage, Wire};
-use crate::record::{Attempt, InFlight};
+use crate::record::{Attempt, Endpoint, InFlight};
 use crate::script::Subject;
 
 const JSON: &str = "application/json";
@@ -50,11 +50,12 @@ pub(super) async fn answer(
     if parts.headers.contains_key(PROBE_HEADER) {
         in_flight.count_in(&shared.probes, probe_group(&parts, &body));
     }
-    if matches!(route, Route::Generate(_)) {
+    if matches!(route, Route::Generate(_) | Route::Embed(_)) {
         in_flight.count_in(&shared.credentials, credential_of(&parts).to_owned());
     }
     let answer = match route {
         Route::Generate(target) => generate(&shared, &connection, parts, target, body).await,
+        Route::Embed(target) => embed(&shared, &connection, parts, &target, body).await,
         Route::CountTokens => count_tokens(&body),
         Route::ListModels(dialect) => list_models(&shared, dialect),
         Route::Unknown => unknown(&parts),
@@ -167,10 +168,10 @@ async fn generate(
         Behavior::Flood(flood) => Some(flooded(*flood)),
         Behavior::Reset | Behavior::Hang => None,
     };
-    let reset = behavior == Behavior::Reset;
-    let recorded = shared.journal.record(Attempt {
+    let attempt = Attempt {
         seq,
         dialect: target.dialect,
+        endpoint: Endpoint::Generation,
         model,
         path: parts.uri.path().to_owned(),
         query: parts.uri.query().map(str::to_owned),
@@ -181,10 +182,23 @@ async fn generate(
         behavior,
         at: arrived,
         elapsed: arrived - shared.journal.started(),
-    });
+    };
+    conclude(shared, connection, attempt, answer, quota).await
+}
+
+/// Records the attempt, then gives its answer (with the credential's quota headers), or resets
+/// the connection, or hangs, as its behaviour says.
+async fn conclude(
+    shared: &Shared,
+    connection: &ConnectionControl,
+    attempt: Attempt,
+    answer: Option<Answer>,
+    quota: Option<super::Quota>,
+) -> Answer {
+    let reset = attempt.behavior == Behavior::Reset;
     // A record the test will look for and not find: say so in the answer, where the failing
     // test shows it, instead of answering as scripted.
-    if let Err(e) = recorded {
+    if let Err(e) = shared.journal.record(attempt) {
         return misscripted(&format!("cannot write the attempt's record file: {e}"));
     }
     if let Some(mut answer) = answer {
@@ -198,6 +212,88 @@ async fn generate(
     }
     // Hang, or wait for the reset: the connection's end drops this future.
     std::future::pending().await
+}
+
+/// An embeddings request, an attempt like a generation: the header's behaviour, else the
+/// real API's 400 for a request it would refuse (consuming nothing), else the model's next
+/// scripted behaviour (content rules see the body through the dialect's generation reader, so
+/// only `request_contains` and `has_tools = false` can match one); recorded before it is
+/// answered.
+///
+/// What each behaviour does to an embeddings answer:
+/// - a [`Reply`] answers the embeddings (its text, tool call, chunks and finish reason are not
+///   used; a scripted `usage` gives OpenAI's `prompt_tokens`), delivered as one document as a
+///   non-streamed generation is: its first-event delay holds the whole answer back, and its
+///   fault strikes the document as [`crate::Fault`] says for a non-streaming reply (cut, reset
+///   or stall after the first half; a malformed document is its first half). Truncation, a
+///   missing `[DONE]` and an end without finish change nothing: an embeddings document has no
+///   finish reason. A reply whose request the real API would refuse answers that 400 instead;
+/// - a [`Status`], [`Behavior::Reset`], [`Behavior::Hang`] and [`Behavior::Flood`] are as for a
+///   generation, the error in the dialect's shape;
+/// - [`Behavior::RejectPrefill`] is a normal answer: there is no conversation to end with an
+///   assistant turn.
+async fn embed(
+    shared: &Shared,
+    connection: &ConnectionControl,
+    parts: Parts,
+    target: &EmbedTarget,
+    body: Bytes,
+) -> Answer {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let model = target
+        .model
+        .clone()
+        .or_else(|| request.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    let wire = target.dialect().wire();
+    let read = if model.is_empty() && target.model.is_some() {
+        Err(Status::error(ErrorKind::BadRequest).message("mock upstream: the path names no model"))
+    } else {
+        target.call.read(&model, &request)
+    };
+    let chosen = header_behavior(&parts)
+        .or_else(|| read.as_ref().err().map(|refusal| refusal.clone().into()))
+        .unwrap_or_else(|| {
+            shared.scripts.next(&model, &Subject { wire, body: &request, stream: false })
+        });
+    let behavior = match (chosen, &read) {
+        (Behavior::Reply(_) | Behavior::RejectPrefill, Err(refusal)) => refusal.clone().into(),
+        (chosen, _) => chosen,
+    }
+    .at(shared.clock.now());
+    let seq = shared.journal.next_seq();
+    let arrived = tokio::time::Instant::now();
+    let document = |reply: &Reply| match &read {
+        Ok(embeddings) => {
+            let document = Bytes::from(target.call.document(&model, embeddings, reply));
+            Answer::new(StatusCode::OK, JSON, Delivery::document(document, reply))
+        }
+        Err(refusal) => status_answer(wire, &model, refusal),
+    };
+    let answer = match &behavior {
+        Behavior::Reply(reply) => Some(document(reply)),
+        Behavior::RejectPrefill => Some(document(&Reply::default())),
+        Behavior::Status(status) => Some(status_answer(wire, &model, status)),
+        Behavior::Flood(flood) => Some(flooded(*flood)),
+        Behavior::Reset | Behavior::Hang => None,
+    };
+    let quota = shared.quota.lock().expect("never poisoned").get(credential_of(&parts)).cloned();
+    let attempt = Attempt {
+        seq,
+        dialect: target.dialect(),
+        endpoint: Endpoint::Embeddings,
+        model,
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        stream: false,
+        headers: parts.headers,
+        body: request,
+        raw_body: body,
+        behavior,
+        at: arrived,
+        elapsed: arrived - shared.journal.started(),
+    };
+    conclude(shared, connection, attempt, answer, quota).await
 }
 
 /// A continuation request (its dialect's mechanism, RESILIENCE.md §10) is answered with the
@@ -226,11 +322,8 @@ fn choose(
     problem: Option<&str>,
 ) -> Behavior {
     let invalid = |message: String| Status::error(ErrorKind::BadRequest).message(message).into();
-    if let Some(header) = parts.headers.get(BEHAVIOR_HEADER) {
-        return match serde_json::from_slice(header.as_bytes()) {
-            Ok(behavior) => behavior,
-            Err(e) => invalid(format!("mock upstream: invalid {BEHAVIOR_HEADER} header: {e}")),
-        };
+    if let Some(behavior) = header_behavior(parts) {
+        return behavior;
     }
     if let Some(problem) = problem {
         return invalid(format!("mock upstream: {problem}"));
@@ -242,6 +335,16 @@ fn choose(
         return invalid("mock upstream: the request names no model".to_owned());
     }
     shared.scripts.next(model, &request)
+}
+
+/// The behaviour the [`BEHAVIOR_HEADER`] asks for (a 400 when it cannot be read), if sent.
+fn header_behavior(parts: &Parts) -> Option<Behavior> {
+    let header = parts.headers.get(BEHAVIOR_HEADER)?;
+    Some(serde_json::from_slice(header.as_bytes()).unwrap_or_else(|e| {
+        Status::error(ErrorKind::BadRequest)
+            .message(format!("mock upstream: invalid {BEHAVIOR_HEADER} header: {e}"))
+            .into()
+    }))
 }
 
 /// Everything the answer to one generation request depends on.
@@ -290,33 +393,34 @@ impl Scene<'_> {
     }
 
     fn status(&self, status: &Status) -> Answer {
-        let kind = status.kind();
-        let code = status.code.unwrap_or_else(|| self.wire.code_for(kind));
-        let Ok(code) = StatusCode::from_u16(code) else {
-            return misscripted(&format!("status code {code} is not valid HTTP"));
-        };
-        let (content_type, body) = match &status.body {
-            Some(Value::String(text)) => (TEXT, Bytes::from(text.clone())),
-            Some(json) => (JSON, to_bytes(json)),
-            None => {
-                let failure = Failure {
-                    kind,
-                    code: code.as_u16(),
-                    message: status.message.as_deref(),
-                    model: self.model,
-                };
-                (JSON, to_bytes(&self.wire.error(&failure)))
-            }
-        };
-        let mut answer = Answer::new(code, content_type, Delivery::whole(body));
-        for (name, value) in &status.headers {
-            match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-                (Ok(name), Ok(value)) => answer.headers.push((name, value)),
-                _ => return misscripted(&format!("header `{name}: {value}` is not valid HTTP")),
-            }
-        }
-        answer
+        status_answer(self.wire, self.model, status)
     }
+}
+
+/// An error answer in `wire`'s dialect, about `model`.
+fn status_answer(wire: &dyn Wire, model: &str, status: &Status) -> Answer {
+    let kind = status.kind();
+    let code = status.code.unwrap_or_else(|| wire.code_for(kind));
+    let Ok(code) = StatusCode::from_u16(code) else {
+        return misscripted(&format!("status code {code} is not valid HTTP"));
+    };
+    let (content_type, body) = match &status.body {
+        Some(Value::String(text)) => (TEXT, Bytes::from(text.clone())),
+        Some(json) => (JSON, to_bytes(json)),
+        None => {
+            let failure =
+                Failure { kind, code: code.as_u16(), message: status.message.as_deref(), model };
+            (JSON, to_bytes(&wire.error(&failure)))
+        }
+    };
+    let mut answer = Answer::new(code, content_type, Delivery::whole(body));
+    for (name, value) in &status.headers {
+        match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            (Ok(name), Ok(value)) => answer.headers.push((name, value)),
+            _ => return misscripted(&format!("header `{name}: {value}` is not valid HTTP")),
+        }
+    }
+    answer
 }
 
 /// The same four-bytes-a-token estimate as a reply's usage, so the two agree.
@@ -341,9 +445,14 @@ fn list_models(shared: &Shared, dialect: Dialect) -> Answer {
     }
     let mut names = shared.scripts.names();
     names.extend(shared.listed_models.iter().cloned());
+    names.extend(shared.embedding_models.iter().cloned());
     names.sort_unstable();
     names.dedup();
-    Answer::json(StatusCode::OK, &dialect.wire().models(&names))
+    let embedding = |name: &str| {
+        shared.embedding_models.iter().any(|m| m == name)
+            || crate::embedding::looks_like_embedding_model(name)
+    };
+    Answer::json(StatusCode::OK, &dialect.wire().models(&names, &embedding))
 }
 
 fn unknown(parts: &Parts) -> Answer {

@@ -6,6 +6,7 @@
 use http::{HeaderMap, Method, Uri};
 
 use crate::dialect::Dialect;
+use crate::embedding::Call;
 
 /// Where chatgpt.com's Codex backend serves the Responses API to a subscriber's Codex CLI
 /// (`https://chatgpt.com/backend-api/codex/responses`): a provider whose base URL is the mock's
@@ -15,6 +16,9 @@ const CHATGPT_RESPONSES: &str = "/backend-api/codex/responses";
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
     Generate(Target),
+    /// OpenAI's `POST /v1/embeddings`, Gemini's `{model}:embedContent` and
+    /// `{model}:batchEmbedContents`: an attempt, like a generation.
+    Embed(EmbedTarget),
     /// Anthropic's `POST /v1/messages/count_tokens`: answered with the mock's estimate, not an
     /// attempt (it generates nothing and consumes no script).
     CountTokens,
@@ -34,6 +38,23 @@ pub(super) struct Target {
     pub(super) problem: Option<&'static str>,
 }
 
+/// An embeddings request, with what the path already says about it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct EmbedTarget {
+    pub(super) call: Call,
+    /// Gemini names the model in the path; OpenAI in the body.
+    pub(super) model: Option<String>,
+}
+
+impl EmbedTarget {
+    pub(super) fn dialect(&self) -> Dialect {
+        match self.call {
+            Call::OpenAi => Dialect::OpenAi,
+            Call::GeminiOne | Call::GeminiBatch => Dialect::Gemini,
+        }
+    }
+}
+
 impl Route {
     pub(super) fn of(method: &Method, uri: &Uri, headers: &HeaderMap) -> Self {
         let path = uri.path();
@@ -48,6 +69,9 @@ impl Route {
                 Self::body_named(Dialect::Responses)
             }
             Method::POST if path == "/v1/messages/count_tokens" => Self::CountTokens,
+            Method::POST if path == "/v1/embeddings" => {
+                Self::Embed(EmbedTarget { call: Call::OpenAi, model: None })
+            }
             Method::POST => path
                 .strip_prefix("/v1beta/models/")
                 .or_else(|| path.strip_prefix("/v1/models/"))
@@ -69,12 +93,16 @@ impl Route {
         Self::Generate(Target { dialect, model: None, stream: None, problem: None })
     }
 
-    /// `{model}:generateContent` or `{model}:streamGenerateContent`.
+    /// `{model}:generateContent`, `{model}:streamGenerateContent`, `{model}:embedContent` or
+    /// `{model}:batchEmbedContents`.
     fn gemini(call: &str, query: Option<&str>) -> Self {
         let Some((model, method)) = call.rsplit_once(':') else { return Self::Unknown };
+        let embed = |call| Self::Embed(EmbedTarget { call, model: Some(model.to_owned()) });
         let stream = match method {
             "generateContent" => false,
             "streamGenerateContent" => true,
+            "embedContent" => return embed(Call::GeminiOne),
+            "batchEmbedContents" => return embed(Call::GeminiBatch),
             _ => return Self::Unknown,
         };
         let sse = query.is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
@@ -145,6 +173,36 @@ mod tests {
             Route::body_named(Dialect::OpenAi),
             "behind a tenant's path"
         );
+    }
+
+    #[test]
+    fn embeddings_are_recognised_in_both_dialects_and_behind_a_tenant() {
+        let openai = Route::Embed(EmbedTarget { call: Call::OpenAi, model: None });
+        assert_eq!(route(&Method::POST, "/v1/embeddings", false), openai);
+        assert_eq!(route(&Method::POST, "/t/acct-a/v1/embeddings", false), openai);
+        let gemini = |call| {
+            Route::Embed(EmbedTarget { call, model: Some("gemini-embedding-001".to_owned()) })
+        };
+        for prefix in ["", "/t/acct-a"] {
+            assert_eq!(
+                route(
+                    &Method::POST,
+                    &format!("{prefix}/v1beta/models/gemini-embedding-001:embedContent"),
+                    false
+                ),
+                gemini(Call::GeminiOne)
+            );
+            assert_eq!(
+                route(
+                    &Method::POST,
+                    &format!("{prefix}/v1beta/models/gemini-embedding-001:batchEmbedContents"),
+                    false
+                ),
+                gemini(Call::GeminiBatch)
+            );
+        }
+        assert_eq!(route(&Method::GET, "/v1/embeddings", false), Route::Unknown);
+        assert_eq!(route(&Method::POST, "/v1beta/models/g:embedContents", false), Route::Unknown);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod binary;
 mod call;
 mod corpus;
 mod dialects;
+mod embeddings;
 mod errors;
 mod faults;
 mod recording;

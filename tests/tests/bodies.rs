@@ -67,7 +67,7 @@ async fn unknown_v1_paths_answer_404_in_the_clients_dialect_naming_the_path() {
     // (method, path, Anthropic's headers, Anthropic's shape expected)
     let rows: [(Method, &str, bool, bool); 9] = [
         (Method::GET, "/v1/nothing", false, false),
-        (Method::POST, "/v1/embeddings", false, false),
+        (Method::POST, "/v1/embeddings/batch", false, false),
         (Method::DELETE, "/v1/chat", false, false),
         (Method::GET, "/v1", false, false),
         (Method::GET, "/v1/models/gpt-4o/extra", false, false),

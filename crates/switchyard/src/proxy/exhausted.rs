@@ -471,10 +471,10 @@ impl Trace {
             message
         } else {
             format!(
-                "{message}; {OTHER_SPACE}: {} embed(s) into another space than the combo's first \
-                 target and is never asked for its vectors, as vectors of different models do not \
-                 mix (a model that serves the same vectors as another says so with \
-                 `embeds_like`, docs/configuration.md)",
+                "{message}; {OTHER_SPACE}: {} not asked, as vectors of different models do not \
+                 mix and an embeddings combo is served only in its first target's space (a model \
+                 that serves another's vectors says so with `embeds_like`, \
+                 docs/configuration.md)",
                 elsewhere.join(", ")
             )
         };

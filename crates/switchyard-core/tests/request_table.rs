@@ -698,3 +698,42 @@ mod sessions {
         run.steps(&["start a/m first"]);
     }
 }
+
+/// The limits the proxy gives an embeddings request: not streamed, never hedged (an answer is a
+/// few hundred milliseconds, and a second one is billed whole), whatever its combo says. Its
+/// offers are one embedding space's (`routing::embeddings`): the rows need no other.
+fn embeddings() -> Limits {
+    Limits { stream: false, hedge: None, ..limits() }
+}
+
+#[test]
+fn an_embeddings_request_moves_from_a_rate_limited_key_to_the_next_key_of_its_space() {
+    let mut run = Run::new(&["a/m#k1", "a/m#k2", "b/m-mirror"], embeddings());
+    run.steps(&["start a/m#k1 first"]);
+    run.sent("a/m#k1");
+    run.on("a/m#k1", failed(429));
+    run.steps(&["start a/m#k2 fallback"]);
+    run.sent("a/m#k2");
+    run.on("a/m#k2", failed(500));
+    run.steps(&["start a/m#k2 retry"]);
+    run.sent("a/m#k2");
+    run.on("a/m#k2", failed(500));
+    run.steps(&["exhausted"]);
+    assert_eq!(run.request.attempts(), 3, "max_attempts holds");
+}
+
+#[test]
+fn a_slow_embeddings_request_is_never_raced_and_waits_for_its_own_deadline() {
+    let mut run = Run::new(&["a/m", "b/m"], embeddings());
+    run.steps(&["start a/m first"]);
+    run.sent("a/m");
+    // Nothing starts beside it however long it takes, until its non-streamed deadline.
+    run.steps(&["wait"]);
+    run.at(secs(30)).steps(&["wait"]);
+    run.at(secs(45)).on("a/m", failed(504));
+    run.steps(&["start a/m retry"]);
+    run.sent("a/m");
+    run.on("a/m", Event::Answered);
+    run.steps(&["serve a/m"]);
+    assert_eq!(run.world.retries, 1, "only the retry drew from the budget");
+}

@@ -115,6 +115,23 @@ pub struct CatalogueProvider {
     pub suggested: Vec<String>,
     /// The snapshot's models of this provider, by id.
     pub models: Vec<CatalogueModel>,
+    /// Its embedding models (`POST /v1/embeddings`, Gemini's `:embedContent`), hand-kept: the
+    /// snapshot lists chat models only.
+    pub embedding_models: Vec<EmbeddingModel>,
+}
+
+/// One embedding model of a preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingModel {
+    pub id: String,
+    /// The size of its vectors when the request names none.
+    pub dimensions: u32,
+    /// Dollars per million input tokens, when published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub input_per_mtok: Option<f64>,
 }
 
 /// One model of a preset, with its facts.
@@ -167,6 +184,20 @@ impl Catalogue {
                     format!("suggested model \"{missing}\" is not among its models in models.json"),
                 ));
             }
+            if let Some(bad) = entry.embedding_models.iter().enumerate().find_map(|(i, e)| {
+                let twice = entry.embedding_models[..i].iter().any(|o| o.id == e.id);
+                let price = e.input_per_mtok.is_some_and(|p| !p.is_finite() || p < 0.0);
+                (twice || e.dimensions == 0 || price || models.iter().any(|m| m.id == e.id))
+                    .then_some(&e.id)
+            }) {
+                return Err(CatalogueError::new(
+                    at,
+                    format!(
+                        "embedding model \"{bad}\" is listed twice or among its chat models, or \
+                         has no dimensions or a negative price"
+                    ),
+                ));
+            }
             providers.push(CatalogueProvider {
                 discovered: entry.models_dev.is_none(),
                 id: entry.id,
@@ -183,6 +214,7 @@ impl Catalogue {
                 local: entry.local,
                 suggested: entry.suggested,
                 models,
+                embedding_models: entry.embedding_models,
             });
         }
         Ok(Self { source: snapshot.source, providers })
@@ -203,9 +235,20 @@ impl CatalogueProvider {
         self.models.iter().find(|m| m.id == id)
     }
 
-    /// The facts known about `model`; none for a model the snapshot does not have.
+    /// The facts known about `model`: the snapshot's, or an embedding model's price (input
+    /// only: an embedding writes no tokens); none for a model neither lists.
     pub fn facts(&self, model: &str) -> ModelFacts {
-        self.model(model).map(|m| m.facts).unwrap_or_default()
+        if let Some(model) = self.model(model) {
+            return model.facts;
+        }
+        let embedding = self.embedding_models.iter().find(|e| e.id == model);
+        let price = embedding.and_then(|e| e.input_per_mtok).map(|input| ModelPrice {
+            input_per_mtok: input,
+            output_per_mtok: 0.0,
+            cache_read_per_mtok: None,
+            cache_write_per_mtok: None,
+        });
+        ModelFacts { price, ..ModelFacts::default() }
     }
 }
 
@@ -261,6 +304,8 @@ struct OverlayEntry {
     models_dev: Option<String>,
     #[serde(default)]
     suggested: Vec<String>,
+    #[serde(default)]
+    embedding_models: Vec<EmbeddingModel>,
 }
 
 fn yes() -> bool {

@@ -112,3 +112,22 @@ fn an_overlay_naming_a_model_the_snapshot_lacks_is_refused_with_the_entry() {
     let e = Catalogue::parse("[[providers]]\nid = \"x\"\n", SNAPSHOT).unwrap_err();
     assert!(e.at.contains("providers.toml"), "{e}");
 }
+
+#[test]
+fn presets_list_their_embedding_models_with_an_input_price_and_bad_entries_are_refused() {
+    let openai = catalogue().provider("openai").unwrap();
+    let small = openai.embedding_models.iter().find(|e| e.id == "text-embedding-3-small");
+    assert_eq!(small.map(|e| e.dimensions), Some(1536));
+    let price = openai.facts("text-embedding-3-small").price.expect("priced");
+    assert!((price.input_per_mtok - 0.02).abs() < 1e-9 && price.output_per_mtok == 0.0);
+    for id in ["gemini", "mistral"] {
+        assert!(!catalogue().provider(id).unwrap().embedding_models.is_empty(), "{id}");
+    }
+    let twice = OVERLAY.replace(
+        r#"embedding_models = [{ id = "gemini-embedding-001", dimensions = 3072, input_per_mtok = 0.15 }]"#,
+        r#"embedding_models = [{ id = "gemini-embedding-001", dimensions = 0 }]"#,
+    );
+    assert_ne!(twice, OVERLAY);
+    let e = Catalogue::parse(&twice, SNAPSHOT).unwrap_err();
+    assert!(e.at.contains("\"gemini\"") && e.problem.contains("gemini-embedding-001"), "{e}");
+}

@@ -47,7 +47,7 @@ describe('catalogue helpers', () => {
   });
 
   it('falls back to the catalogue list without discovery, and to the first model without a suggestion', () => {
-    expect(mergeModels(openai, null).map((m) => m.id)).toEqual(['gpt-4o', 'gpt-4o-mini', 'o3']);
+    expect(mergeModels(openai, null).map((m) => m.id)).toEqual(['gpt-4o', 'gpt-4o-mini', 'o3', 'text-embedding-3-small']);
     const unknown = mergeModels(openai, ['gpt-ok', 'other']);
     expect(preselected(unknown)).toEqual(['gpt-ok']);
     expect(preselected(mergeModels(lmStudio, []))).toEqual([]);

@@ -40,12 +40,14 @@ export type ModelChoice = { id: string; facts: CatalogueModel | null; suggested:
 
 /**
  * The models to choose from: the discovered list (what this key can really call) with the
- * catalogue's facts beside each; when discovery gave nothing, the catalogue's own list.
+ * catalogue's facts beside each; when discovery gave nothing, the catalogue's own list (its
+ * embedding models last).
  * Suggested models come first, in the preset's order.
  */
 export function mergeModels(preset: CatalogueProvider, discovered: readonly string[] | null): ModelChoice[] {
   const facts = new Map(preset.models.map((m) => [m.id, m]));
-  const ids = discovered && discovered.length > 0 ? [...new Set(discovered)] : preset.models.map((m) => m.id);
+  const listed = [...preset.models.map((m) => m.id), ...preset.embedding_models.map((e) => e.id)];
+  const ids = discovered && discovered.length > 0 ? [...new Set(discovered)] : listed;
   const rank = (id: string) => {
     const at = preset.suggested.indexOf(id);
     return at === -1 ? preset.suggested.length : at;

@@ -20,6 +20,7 @@ export const openai: CatalogueProvider = {
   kind: 'openai',
   base_url: 'https://api.openai.com/v1',
   suggested: ['gpt-4o', 'gpt-4o-mini'],
+  embedding_models: [{ id: 'text-embedding-3-small', dimensions: 1536, input_per_mtok: 0.02 }],
   models: [
     { id: 'gpt-4o', name: 'GPT-4o', context_window: 128000, price: { input_per_mtok: 2.5, output_per_mtok: 10 } },
     { id: 'gpt-4o-mini', name: 'GPT-4o mini', context_window: 128000, price: { input_per_mtok: 0.15, output_per_mtok: 0.6 } },
@@ -34,6 +35,7 @@ export const groq: CatalogueProvider = {
   kind: 'openai',
   base_url: 'https://api.groq.com/openai/v1',
   suggested: ['llama-3.3-70b-versatile'],
+  embedding_models: [],
   models: [{ id: 'llama-3.3-70b-versatile', name: 'Llama 3.3 70B', context_window: 131072 }],
 };
 
@@ -47,6 +49,7 @@ export const lmStudio: CatalogueProvider = {
   local: true,
   discovered: true,
   suggested: [],
+  embedding_models: [],
   models: [],
 };
 

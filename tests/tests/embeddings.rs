@@ -86,6 +86,7 @@ async fn a_rate_limited_key_falls_back_to_the_other_key_of_the_model_and_usage_i
     let want = |text| embedding(SMALL, text, DEFAULT_DIMENSIONS);
     assert_eq!(vectors(&answer), [want("alpha"), want("beta")]);
     assert_eq!(header(&headers, "x-switchyard-target"), "emb/text-embedding-3-small");
+    assert_eq!(answer["model"], "emb/text-embedding-3-small", "named for what served");
     let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
     assert!(prompt_tokens > 0, "{answer}");
 

@@ -126,7 +126,7 @@ impl<'a> EmbedRequest<'a> {
             };
         }
         match dialect {
-            Dialect::OpenAi => self.to_openai(model, dropped),
+            Dialect::OpenAi => Ok(self.to_openai(model, dropped)),
             Dialect::Gemini => self.to_gemini(model),
             other => Err(ProviderError::Untranslatable {
                 dialect: other,
@@ -140,7 +140,7 @@ impl<'a> EmbedRequest<'a> {
         self.shape.dialect() == dialect
     }
 
-    fn to_openai(&self, model: &str, dropped: &mut Dropped) -> Result<Vec<u8>, ProviderError> {
+    fn to_openai(&self, model: &str, dropped: &mut Dropped) -> Vec<u8> {
         if self.task_type.is_some() {
             dropped.note("taskType");
         }
@@ -152,7 +152,7 @@ impl<'a> EmbedRequest<'a> {
         if let Some(dimensions) = self.dimensions {
             body["dimensions"] = dimensions.into();
         }
-        Ok(body.to_string().into_bytes())
+        body.to_string().into_bytes()
     }
 
     fn to_gemini(&self, model: &str) -> Result<Vec<u8>, ProviderError> {

@@ -13,7 +13,7 @@ use switchyard_core::usage::Prices;
 use switchyard_providers::dialect::{Dialect, Dropped};
 use switchyard_providers::embeddings::{EmbedRequest, decode_answer};
 use switchyard_providers::error::ProviderError;
-use switchyard_providers::executor;
+use switchyard_providers::{executor, passthrough};
 use tokio::time::Instant;
 
 use super::exhausted::Carried;
@@ -97,10 +97,12 @@ impl Proxy {
             attempt,
             Upstream::Response { status, headers: &empty, body: BodyHint::None },
         );
+        // Named for the target that served, as a chat answer is.
+        let label = target.label();
         let answer = if passthrough {
-            body
+            passthrough::rewrite_answer_model(dialect, &body, &label, None)
         } else {
-            request.encode_answer(&embedded, &target.label()).into()
+            request.encode_answer(&embedded, &label)
         };
         let response = ([(header::CONTENT_TYPE, "application/json")], answer).into_response();
         Tried { result: TriedResult::Served(response, None), carried }

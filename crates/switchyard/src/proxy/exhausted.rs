@@ -19,6 +19,11 @@ use ts_rs::TS;
 
 use super::refusal::ApiError;
 
+/// What a refused `compaction_trigger` adds: how Codex compacts on any target instead.
+const COMPACTION_HINT: &str = " (Codex's remote compaction needs an OpenAI Responses target; a \
+    Codex provider named anything but \"OpenAI\" compacts with an ordinary turn, which every \
+    target serves: docs/clients.md)";
+
 /// One line of a routing trace: what happened to one candidate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[ts(export)]
@@ -412,6 +417,25 @@ impl Trace {
         targets
     }
 
+    /// Why no target could take the request, when every candidate was tried and each refused
+    /// to express it (no request built, nothing charged): the first one's reason. `None` when
+    /// any candidate was benched or failed upstream: another moment may serve it.
+    fn refused_everywhere(&self) -> Option<&str> {
+        let mut reason = None;
+        for entry in &self.entries {
+            match &entry.what {
+                TraceEvent::Attempted { outcome, path: None, dropped, .. }
+                    if outcome == OutcomeKind::ClientError.as_str() =>
+                {
+                    reason = reason.or(dropped.first().map(String::as_str));
+                }
+                TraceEvent::Probe { .. } => {}
+                _ => return None,
+            }
+        }
+        reason
+    }
+
     /// The error for a request that nothing could serve.
     pub(super) fn exhausted(self, registry: &HealthRegistry, now: UnixMillis) -> ApiError {
         if let Some(entry) = self.wanting_a_login() {
@@ -425,6 +449,19 @@ impl Trace {
             );
             let mut error =
                 ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", message);
+            error.detail = Some(serde_json::json!({ "candidates": self.entries }));
+            return error;
+        }
+        if let Some(reason) = self.refused_everywhere() {
+            // Nothing failed: the request is the client's to change, and a status a client
+            // retries (Codex retries a 5xx for ten seconds) would only repeat it.
+            let hint = if reason.contains("`compaction_trigger`") { COMPACTION_HINT } else { "" };
+            let message = format!(
+                "no target of \"{}\" can take this request as it is: {reason}{hint}",
+                self.combo
+            );
+            let mut error =
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", message);
             error.detail = Some(serde_json::json!({ "candidates": self.entries }));
             return error;
         }

@@ -160,7 +160,7 @@ async fn every_v1beta_path_needs_the_key_and_answers_in_geminis_error_shape() {
             404,
             "NOT_FOUND",
         ),
-        (post(&h, "/v1beta/models/g-pass:embedContent", &hello()), 404, "NOT_FOUND"),
+        (post(&h, "/v1beta/models/g-pass:predict", &hello()), 404, "NOT_FOUND"),
         (
             post(&h, "/v1beta/models/nothing-routes-here:generateContent", &hello()),
             404,

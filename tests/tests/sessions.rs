@@ -67,17 +67,43 @@ fn system(i: usize) -> String {
 /// Sends turn `turn` of session `i` with `history` (alternating user and assistant texts) and
 /// returns the answer's text and (prompt tokens, tokens read from the cache).
 async fn turn(h: &Harness, client: Client, i: usize, history: &[String]) -> (String, (u64, u64)) {
+    turn_to(h, client, None, i, history).await
+}
+
+/// [`turn`] to `model` rather than the client's own pool.
+async fn turn_to(
+    h: &Harness,
+    client: Client,
+    model: Option<&str>,
+    i: usize,
+    history: &[String],
+) -> (String, (u64, u64)) {
     let said = |n: usize, text: &str| {
         let role = if n.is_multiple_of(2) { "user" } else { "assistant" };
         json!({"role": role, "content": text})
     };
     let messages: Vec<Value> = history.iter().enumerate().map(|(n, t)| said(n, t)).collect();
     let (path, body) = match client {
-        Client::Anthropic => (
-            "/v1/messages",
-            json!({"model": "anthropic-pool/claude", "max_tokens": 64,
-            "system": system(i), "tools": tools(client), "messages": messages}),
-        ),
+        // As Claude Code marks them: the tools, the system prompt and the last message are
+        // breakpoints (Anthropic caches nothing unmarked).
+        Client::Anthropic => {
+            let mut messages = messages;
+            if let Some(last) = messages.last_mut() {
+                let text = last["content"].take();
+                last["content"] =
+                    json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]);
+            }
+            let system = json!([{"type": "text", "text": system(i), "cache_control": {"type": "ephemeral"}}]);
+            let mut tools = tools(client);
+            if let Some(last) = tools.as_array_mut().and_then(|t| t.last_mut()) {
+                last["cache_control"] = json!({"type": "ephemeral"});
+            }
+            (
+                "/v1/messages",
+                json!({"model": "anthropic-pool/claude", "max_tokens": 64,
+                "system": system, "tools": tools, "messages": messages}),
+            )
+        }
         Client::Chat => {
             let mut all = vec![json!({"role": "system", "content": system(i)})];
             all.extend(messages);
@@ -94,6 +120,10 @@ async fn turn(h: &Harness, client: Client, i: usize, history: &[String]) -> (Str
             "prompt_cache_key": format!("codex-session-{i}")}),
         ),
     };
+    let mut body = body;
+    if let Some(model) = model {
+        body["model"] = json!(model);
+    }
     let mut request = h.http.post(h.url(path)).bearer_auth(LOCAL_KEY).json(&body);
     if let Client::Anthropic = client {
         request = request
@@ -192,7 +222,11 @@ async fn interleaved_sessions_on_round_robin_keys_read_their_prompts_from_the_ca
                 rotated * 100.0
             );
         }
-        assert!(share >= 0.90, "{client:?}: {share}");
+        // Anthropic's cache keeps only what is marked, at breakpoints: each session's first
+        // turn writes its tools and system prompt once per key, which costs a few points of
+        // the share the automatic caches of the other two read.
+        let floor = if let Client::Anthropic = client { 0.88 } else { 0.90 };
+        assert!(share >= floor, "{client:?}: {share}");
         assert!(share > rotated, "{client:?}: {share} vs {rotated}");
     }
 }
@@ -753,4 +787,90 @@ async fn the_request_log_lists_one_sessions_requests() {
         |v: &Value| v["cache_read"].as_u64().unwrap() + v["uncached_input"].as_u64().unwrap();
     let summed: u64 = series.iter().map(|s| tokens(&s["total"])).sum();
     assert_eq!(summed, tokens(&usage["total"]), "the sessions add up to the whole");
+}
+
+/// Three sessions of eight turns of a client of another dialect (OpenAI Chat, Responses) to an
+/// Anthropic target, whose cache keeps only what a request marks: every turn after a session's
+/// first reads its prompt from the cache when translation places the breakpoints, and next to
+/// nothing when it does not (`cache_breakpoints = "off"`).
+#[tokio::test]
+async fn a_translated_client_reads_its_prompt_from_an_anthropic_cache() {
+    async fn shares(client: Client, breakpoints: &str) -> Vec<Vec<f64>> {
+        let extra =
+            format!("{}\n[settings.routing]\ncache_breakpoints = \"{breakpoints}\"\n", pools());
+        let h = Harness::start_with(Setup::new(&extra)).await;
+        h.mock.cache_prompts();
+        let mut histories: Vec<Vec<String>> = vec![Vec::new(); 3];
+        let mut shares = vec![Vec::new(); 3];
+        for t in 0..TURNS {
+            for (i, history) in histories.iter_mut().enumerate() {
+                history.push(format!("Turn {t} of session {i}: go on."));
+                let model = Some("anthropic-pool/claude");
+                let (answer, (prompt, read)) = turn_to(&h, client, model, i, history).await;
+                history.push(answer);
+                #[expect(clippy::cast_precision_loss, reason = "token counts of a test")]
+                shares[i].push(read as f64 / prompt as f64);
+            }
+        }
+        let sent = h.mock.attempts();
+        let marks =
+            |a: &switchyard_testkit::Attempt| a.body.to_string().matches("cache_control").count();
+        assert!(sent.iter().all(|a| marks(a) <= 4), "never more than four breakpoints");
+        shares
+    }
+    for client in [Client::Chat, Client::Responses] {
+        let marked = shares(client, "sessions").await;
+        let unmarked = shares(client, "off").await;
+        let later = |s: &[Vec<f64>]| {
+            s.iter().flat_map(|turns| turns[1..].iter().copied()).collect::<Vec<_>>()
+        };
+        let worst = later(&marked).into_iter().fold(1.0, f64::min);
+        let best_unmarked = later(&unmarked).into_iter().fold(0.0, f64::max);
+        #[expect(clippy::print_stderr, reason = "the figures docs/benchmarks.md quotes")]
+        {
+            eprintln!(
+                "{client:?} -> Anthropic: every later turn reads at least {:.1} % from the cache with breakpoints, at most {:.1} % without",
+                worst * 100.0,
+                best_unmarked * 100.0
+            );
+        }
+        assert!(worst >= 0.85, "{client:?}: {marked:?}");
+        assert!(best_unmarked < 0.05, "{client:?} without breakpoints: {unmarked:?}");
+    }
+}
+
+/// An OpenAI upstream keys its cache by `prompt_cache_key`, which an Anthropic client cannot
+/// send: its translated turns carry their session's key, the same for every turn of a session
+/// and another for another session; a provider not known to take the field gets none.
+#[tokio::test]
+async fn a_session_translated_to_openai_carries_its_key_as_prompt_cache_key() {
+    let extra = r#"
+[[providers]]
+id = "keyed"
+kind = "openai"
+base_url = "{mock}/v1"
+prompt_cache_key = true
+credentials = [{ id = "k1", secret = "env:OA_1" }]
+"#;
+    let h = Harness::start_with(Setup::new(&format!("{}{extra}", pools()))).await;
+    let mut keys = Vec::new();
+    for model in ["keyed/gpt", "chat-pool/gpt"] {
+        for i in 0..2 {
+            let mut history = vec!["first".to_owned()];
+            for _ in 0..2 {
+                let (answer, _) = turn_to(&h, Client::Anthropic, Some(model), i, &history).await;
+                history.extend([answer, "next".to_owned()]);
+                let sent = h.mock.attempts().pop().expect("sent");
+                keys.push(sent.body.get("prompt_cache_key").cloned());
+            }
+        }
+    }
+    let [a1, a2, b1, b2, none @ ..] = keys.as_slice() else { panic!("{keys:?}") };
+    assert!(a1.as_ref().is_some_and(Value::is_string), "{keys:?}");
+    assert_eq!((a1, b1), (a2, b2), "one key per session, every turn");
+    assert_ne!(a1, b1, "another session, another key");
+    assert!(
+        none.iter().all(Option::is_none),
+        "a provider not known to take it gets none: {keys:?}"
+    );
 }

@@ -102,6 +102,8 @@ pub struct CatalogueProvider {
     pub keys: Option<String>,
     /// Same-dialect requests may be forwarded as the client sent them.
     pub passthrough: bool,
+    /// It keys its prompt cache by `prompt_cache_key` (OpenAI's Chat and Responses APIs).
+    pub prompt_cache_key: bool,
     /// How its models continue a partial answer unless a model entry says otherwise.
     #[ts(type = "false | \"anthropic\" | \"prefix\" | \"partial\" | \"vllm\"")]
     pub continuation: Continuation,
@@ -209,6 +211,7 @@ impl Catalogue {
                 docs: entry.docs,
                 keys: entry.keys,
                 passthrough: entry.passthrough,
+                prompt_cache_key: entry.prompt_cache_key,
                 continuation: entry.continuation,
                 headers: entry.headers,
                 local: entry.local,
@@ -294,6 +297,8 @@ struct OverlayEntry {
     keys: Option<String>,
     #[serde(default = "yes")]
     passthrough: bool,
+    #[serde(default)]
+    prompt_cache_key: bool,
     continuation: Continuation,
     #[serde(default)]
     headers: BTreeMap<String, String>,

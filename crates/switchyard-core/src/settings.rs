@@ -542,6 +542,23 @@ pub struct RoutingSettings {
     /// rate-limit headers) takes no new session while another has more, in percent [default
     /// 5].
     pub reserve_percent: u32,
+    /// Which translated requests to an upstream that caches only what is marked (Anthropic)
+    /// get breakpoints: a cache write costs 1.25× input, a read a tenth [default `sessions`].
+    pub cache_breakpoints: CacheBreakpoints,
+}
+
+/// Which translated requests are marked for the upstream's prompt cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[ts(export)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheBreakpoints {
+    /// A session's turns (an agent's; sessions on): what a later turn will read back.
+    #[default]
+    Sessions,
+    /// Every translated request, a one-off script's too.
+    Always,
+    /// None: the upstream caches what the client marked itself, if anything.
+    Off,
 }
 
 impl Default for RoutingSettings {
@@ -556,6 +573,7 @@ impl Default for RoutingSettings {
             session_idle_minutes: 720,
             queue_ms: 2_000,
             reserve_percent: 5,
+            cache_breakpoints: CacheBreakpoints::Sessions,
         }
     }
 }

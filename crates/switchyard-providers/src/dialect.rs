@@ -325,6 +325,14 @@ pub struct EncodeOptions<'a> {
     /// stream's tokens are known even when the client did not ask; off for hosts that
     /// refuse the field.
     pub stream_usage: bool,
+    /// Mark the prompt's prefix for the upstream's prompt cache where the dialect caches only
+    /// what is marked (Anthropic's `cache_control` on the last tool, the last system block and
+    /// the last message, at most four breakpoints counting the client's own). Another dialect's
+    /// client cannot mark it itself, so without these its every turn pays the whole prompt.
+    pub cache_breakpoints: bool,
+    /// The session's key, sent as `prompt_cache_key` to an OpenAI upstream (Chat, Responses)
+    /// that keys its cache by it, when the client (of another dialect) could not.
+    pub prompt_cache_key: Option<&'a str>,
 }
 
 impl<'a> EncodeOptions<'a> {
@@ -336,6 +344,8 @@ impl<'a> EncodeOptions<'a> {
             system_in_place: false,
             reasoning: true,
             stream_usage: true,
+            cache_breakpoints: false,
+            prompt_cache_key: None,
         }
     }
 }

@@ -66,6 +66,8 @@ const OPTIONS: EncodeOptions<'static> = EncodeOptions {
     system_in_place: false,
     reasoning: true,
     stream_usage: true,
+    cache_breakpoints: false,
+    prompt_cache_key: None,
 };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 

@@ -191,6 +191,8 @@ pub struct ProviderConfig {
     pub passthrough: bool,
     /// Ask Chat streams for usage (see [`ProviderForm::stream_usage`]).
     pub stream_usage: bool,
+    /// It keys its prompt cache by `prompt_cache_key` (see [`ProviderForm::prompt_cache_key`]).
+    pub prompt_cache_key: bool,
     /// Whether its stream's end marker alone proves an answer whole (see
     /// [`ProviderForm::trust_end_marker`]).
     pub trust: Trust,
@@ -652,6 +654,10 @@ impl ProviderForm {
             credentials,
             oauth: self.oauth.clone(),
             passthrough,
+            prompt_cache_key: self
+                .prompt_cache_key
+                .or(preset_fits.map(|p| p.prompt_cache_key))
+                .unwrap_or(false),
             stream_usage: self.stream_usage,
             trust: if self.trust_end_marker { Trust::EndMarker } else { Trust::FinishReason },
             max_in_flight: self.max_in_flight,

@@ -53,6 +53,7 @@ use switchyard_core::routing::{
     Accounts, Candidate, Combo, HedgeAfter, Plan, RouteStrategy, Target, TargetOrderer, embeddings,
     plan_for, prefer_within_targets,
 };
+use switchyard_core::settings::CacheBreakpoints;
 use switchyard_core::text::{ModelNameError, bounded, check_model_name};
 use switchyard_core::usage::Prices;
 use switchyard_core::usage::budget::BudgetView;
@@ -1816,7 +1817,14 @@ fn built_for(
     let sticky = sending.turn.and_then(|t| t.sticky.as_ref()) == Some(credential);
     let client = if sticky { sending.client } else { sending.inbound };
     let model = target.model.as_str();
-    let mut built = upstream::build(provider, secret, model, sending.request, client)
+    let breakpoints = match sending.routes.config.routing.cache_breakpoints {
+        CacheBreakpoints::Always => true,
+        CacheBreakpoints::Sessions => sending.session.is_some(),
+        CacheBreakpoints::Off => false,
+    };
+    let key = sending.session.filter(|_| provider.prompt_cache_key).map(SessionKey::to_hex);
+    let cache = upstream::Caching { breakpoints, key: key.as_deref() };
+    let mut built = upstream::build(provider, secret, (model, cache), sending.request, client)
         .map_err(|error| not_built(&error, candidate))?;
     for field in built.dropped.names() {
         tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");

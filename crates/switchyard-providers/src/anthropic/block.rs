@@ -131,6 +131,23 @@ pub(super) enum BlockOut<'r> {
     Raw(RawJson<'r>),
 }
 
+impl<'r> BlockOut<'r> {
+    /// Where this block's `cache_control` goes; `None` for a block that cannot carry one
+    /// (thinking, a block passed through as it was).
+    pub(super) fn cache_control(&mut self) -> Option<&mut Option<RawJson<'r>>> {
+        match self {
+            Self::Known(
+                KnownBlock::Text { cache_control, .. }
+                | KnownBlock::Image { cache_control, .. }
+                | KnownBlock::ToolUse { cache_control, .. }
+                | KnownBlock::ToolResult { cache_control, .. },
+            ) => Some(cache_control),
+            Self::Known(KnownBlock::Thinking { .. } | KnownBlock::RedactedThinking { .. })
+            | Self::Raw(_) => None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(super) enum KnownBlock<'r> {

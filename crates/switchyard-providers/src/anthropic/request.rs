@@ -373,6 +373,16 @@ enum ToolOut<'r> {
     Native(RawJson<'r>),
 }
 
+impl<'r> ToolOut<'r> {
+    /// Where this tool's `cache_control` goes; `None` for a server tool passed as it was.
+    fn cache_control(&mut self) -> Option<&mut Option<RawJson<'r>>> {
+        match self {
+            Self::Custom { cache_control, .. } => Some(cache_control),
+            Self::Native(_) => None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct ToolChoiceOut<'r> {
     #[serde(rename = "type")]
@@ -478,7 +488,10 @@ pub fn encode_request(
         }
     }
 
-    let (tools, tool_choice) = tools_out(request, dropped)?;
+    let (mut tools, tool_choice) = tools_out(request, dropped)?;
+    if !own {
+        breakpoints(&mut tools, &mut system, &mut messages, options.cache_breakpoints, dropped);
+    }
 
     let sampling = &request.sampling;
     let max_tokens = sampling.max_tokens.unwrap_or(options.default_max_tokens);
@@ -513,6 +526,69 @@ pub fn encode_request(
         vendor: VendorOut(request.vendor.for_dialect(Dialect::Anthropic)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))
+}
+
+/// Anthropic's limit on `cache_control` breakpoints in one request.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// The breakpoint translation adds: the default five-minute lifetime.
+fn ephemeral() -> RawJson<'static> {
+    RawJson(serde_json::from_str(r#"{"type":"ephemeral"}"#).expect("static JSON"))
+}
+
+/// Keeps at most [`MAX_BREAKPOINTS`] of the client's own breakpoints (the first, in Anthropic's
+/// order: tools, system, messages; the rest named in `dropped`, as Anthropic refuses a fifth),
+/// then, when `add`, marks the last message, the last system block and the last tool, in that
+/// order of worth, while there is room: the whole prefix up to each is then written once and
+/// read by every later turn that starts with it.
+fn breakpoints<'r>(
+    tools: &mut [ToolOut<'r>],
+    system: &mut [BlockOut<'r>],
+    messages: &mut [MessageOut<'r>],
+    add: bool,
+    dropped: &mut Dropped,
+) {
+    let mut slots: Vec<&mut Option<RawJson<'r>>> = tools
+        .iter_mut()
+        .filter_map(ToolOut::cache_control)
+        .chain(system.iter_mut().filter_map(BlockOut::cache_control))
+        .chain(
+            messages
+                .iter_mut()
+                .flat_map(|m| m.content.iter_mut())
+                .filter_map(BlockOut::cache_control),
+        )
+        .collect();
+    let mut marked = 0;
+    let mut past = 0;
+    for slot in &mut slots {
+        if slot.is_some() {
+            if marked < MAX_BREAKPOINTS {
+                marked += 1;
+            } else {
+                **slot = None;
+                past += 1;
+            }
+        }
+    }
+    if past > 0 {
+        dropped.note(format!("cache_control past the fourth breakpoint ({past})"));
+    }
+    if !add {
+        return;
+    }
+    drop(slots);
+    let last_message = messages
+        .last_mut()
+        .and_then(|m| m.content.iter_mut().rev().find_map(BlockOut::cache_control));
+    let last_system = system.iter_mut().rev().find_map(BlockOut::cache_control);
+    let last_tool = tools.iter_mut().rev().find_map(ToolOut::cache_control);
+    for slot in [last_message, last_system, last_tool].into_iter().flatten() {
+        if marked < MAX_BREAKPOINTS && slot.is_none() {
+            *slot = Some(ephemeral());
+            marked += 1;
+        }
+    }
 }
 
 /// The tools and `tool_choice`; another dialect's built-in tool is refused or dropped (see
@@ -648,6 +724,87 @@ fn thinking(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `body` (an OpenAI Chat request) translated for Anthropic, with breakpoints asked or not.
+    fn translated(body: &[u8], add: bool) -> (serde_json::Value, Dropped) {
+        let request = crate::openai::parse_request(body).unwrap();
+        let options = EncodeOptions { cache_breakpoints: add, ..EncodeOptions::new("up", 64) };
+        let mut dropped = Dropped::default();
+        let out = encode_request(&request, &options, &mut dropped).unwrap();
+        (serde_json::from_slice(&out).unwrap(), dropped)
+    }
+
+    fn marks(body: &serde_json::Value) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut walk = |at: String, v: &serde_json::Value| {
+            if v.get("cache_control").is_some() {
+                found.push(at);
+            }
+        };
+        for (n, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+            walk(format!("tools[{n}]"), tool);
+        }
+        for (n, block) in body["system"].as_array().into_iter().flatten().enumerate() {
+            walk(format!("system[{n}]"), block);
+        }
+        for (m, message) in body["messages"].as_array().into_iter().flatten().enumerate() {
+            for (n, block) in message["content"].as_array().into_iter().flatten().enumerate() {
+                walk(format!("messages[{m}][{n}]"), block);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn translation_marks_the_last_tool_system_block_and_message_for_the_cache() {
+        let body = br#"{"model":"m","tools":[
+            {"type":"function","function":{"name":"a","parameters":{"type":"object"}}},
+            {"type":"function","function":{"name":"b","parameters":{"type":"object"}}}],
+            "messages":[{"role":"system","content":"be brief"},
+            {"role":"user","content":"one"},{"role":"assistant","content":"two"},
+            {"role":"user","content":[{"type":"text","text":"three"},{"type":"text","text":"four"}]}]}"#;
+        let (plain, _) = translated(body, false);
+        assert!(marks(&plain).is_empty(), "none unless asked");
+        let (marked, dropped) = translated(body, true);
+        assert_eq!(marks(&marked), ["tools[1]", "system[0]", "messages[2][1]"]);
+        assert_eq!(
+            marked["messages"][2]["content"][1]["cache_control"],
+            serde_json::json!({"type": "ephemeral"})
+        );
+        assert!(dropped.names().is_empty(), "{:?}", dropped.names());
+    }
+
+    #[test]
+    fn a_clients_own_breakpoints_arrive_where_it_put_them_and_never_more_than_four() {
+        let own = |n: usize| {
+            format!(r#"{{"type":"text","text":"part {n}","cache_control":{{"type":"ephemeral"}}}}"#)
+        };
+        let parts: Vec<String> = (0..6).map(own).collect();
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"system","content":[{}]}},{{"role":"user","content":[{}]}}]}}"#,
+            parts[0],
+            parts[1..].join(",")
+        );
+        let (two, _) = translated(
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":[{},{{"type":"text","text":"x"}}]}}]}}"#, parts[1]).as_bytes(),
+            true,
+        );
+        assert_eq!(
+            marks(&two),
+            ["messages[0][0]", "messages[0][1]"],
+            "its own, then the last message"
+        );
+        let (capped, dropped) = translated(body.as_bytes(), true);
+        assert_eq!(
+            marks(&capped),
+            ["system[0]", "messages[0][0]", "messages[0][1]", "messages[0][2]"]
+        );
+        assert!(
+            dropped.names().iter().any(|n| n.contains("past the fourth")),
+            "{:?}",
+            dropped.names()
+        );
+    }
 
     #[test]
     fn a_user_turn_of_tool_results_and_text_becomes_a_tool_message_then_a_user_message() {

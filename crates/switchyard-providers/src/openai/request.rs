@@ -274,6 +274,10 @@ struct PartWire<'a> {
     refusal: Option<Str<'a>>,
     #[serde(borrow, default)]
     image_url: Option<ImageUrlWire<'a>>,
+    /// The common convention of OpenAI-format clients that reach Anthropic models (OpenRouter's,
+    /// LiteLLM's): Anthropic's breakpoint on a content part, kept for an Anthropic target.
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -293,10 +297,12 @@ struct PartIn<'a>(Part<'a>);
 impl<'de: 'a, 'a> Deserialize<'de> for PartIn<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = PartWire::deserialize(deserializer)?;
+        let cache_control = wire.cache_control.map(RawJson);
         let part = match wire.kind {
-            PartType::Text => Part::Text(Text::new(
-                wire.text.ok_or_else(|| de::Error::missing_field("text"))?.into_cow(),
-            )),
+            PartType::Text => Part::Text(Text {
+                text: wire.text.ok_or_else(|| de::Error::missing_field("text"))?.into_cow(),
+                cache_control,
+            }),
             PartType::Refusal => Part::Text(Text::new(
                 wire.refusal.ok_or_else(|| de::Error::missing_field("refusal"))?.into_cow(),
             )),
@@ -309,7 +315,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PartIn<'a> {
                 Part::Image(Image {
                     source: image_source(url.into_cow()).map_err(de::Error::custom)?,
                     detail: detail.map(Str::into_cow),
-                    cache_control: None,
+                    cache_control,
                 })
             }
         };
@@ -483,6 +489,8 @@ struct RequestOut<'r> {
     reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<ResponseFormatOut<'r>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'r str>,
     #[serde(flatten)]
     vendor: VendorOut<'r>,
 }
@@ -760,6 +768,8 @@ pub fn encode_request(
             .then_some(StreamOptionsOut { include_usage: true }),
         reasoning_effort,
         response_format,
+        // A client of this dialect said its own, if any, among its fields.
+        prompt_cache_key: options.prompt_cache_key.filter(|_| !own),
         vendor: VendorOut(request.vendor.for_dialect(Dialect::OpenAi)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))

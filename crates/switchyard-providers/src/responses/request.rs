@@ -408,6 +408,10 @@ struct ContentWire<'a> {
     image_url: Option<Str<'a>>,
     #[serde(borrow, default)]
     detail: Option<Str<'a>>,
+    /// Anthropic's breakpoint on a content part, as OpenAI-format clients write it: kept for an
+    /// Anthropic target.
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
 }
 
 /// One content part: text of any role, images by URL; files and images by `file_id` are
@@ -419,10 +423,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
         let raw = <&'de RawValue>::deserialize(deserializer)?;
         let wire: ContentWire<'de> = json::parse_raw(raw).map_err(de::Error::custom)?;
         let kind = wire.kind.0;
+        let cache_control = wire.cache_control.map(RawJson);
         let part = match kind.as_ref() {
-            "input_text" | "output_text" | "text" | "summary_text" => Part::Text(Text::new(
-                wire.text.ok_or_else(|| de::Error::missing_field("text"))?.into_cow(),
-            )),
+            "input_text" | "output_text" | "text" | "summary_text" => Part::Text(Text {
+                text: wire.text.ok_or_else(|| de::Error::missing_field("text"))?.into_cow(),
+                cache_control,
+            }),
             "refusal" => Part::Text(Text::new(
                 wire.refusal.ok_or_else(|| de::Error::missing_field("refusal"))?.into_cow(),
             )),
@@ -432,7 +438,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
                 )
                 .map_err(de::Error::custom)?,
                 detail: wire.detail.map(Str::into_cow),
-                cache_control: None,
+                cache_control,
             }),
             _ => opaque(kind, raw),
         };
@@ -547,6 +553,8 @@ struct RequestOut<'r> {
     text: Option<TextOut<'r>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     previous_response_id: Option<&'r str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'r str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     store: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -789,6 +797,8 @@ pub fn encode_request(
         reasoning,
         text,
         previous_response_id: request.previous_response_id.as_deref(),
+        // A client of this dialect said its own, if any, among its fields.
+        prompt_cache_key: options.prompt_cache_key.filter(|_| !own),
         store: (!own).then_some(false),
         stream: request.stream,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),

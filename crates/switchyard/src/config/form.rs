@@ -144,6 +144,12 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub passthrough: Option<bool>,
+    /// The provider keys its prompt cache by `prompt_cache_key` (OpenAI's Chat and Responses
+    /// APIs): a request translated to it from another dialect carries its session's key there,
+    /// so the session's turns reach the same cache [default: the preset's, else false].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub prompt_cache_key: Option<bool>,
     /// Chat streams ask for usage (`stream_options.include_usage`) so their tokens and cost
     /// are known [default true]; `false` for OpenAI-compatible hosts that refuse the field.
     /// The usage chunk is kept from clients that did not ask for it.
@@ -189,6 +195,7 @@ impl ProviderForm {
             credentials: Vec::new(),
             oauth: None,
             passthrough: None,
+            prompt_cache_key: None,
             stream_usage: true,
             trust_end_marker: false,
             max_in_flight: None,

@@ -69,6 +69,20 @@ pub(crate) struct ClientRequest<'a> {
     pub headers: &'a HeaderMap,
 }
 
+/// What a translated request tells the upstream's prompt cache (a passthrough request is the
+/// client's own bytes and tells what the client told).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Caching<'a> {
+    /// Mark the prefix where the dialect caches only what is marked (Anthropic).
+    pub breakpoints: bool,
+    /// The session's key, for an upstream that keys its cache by `prompt_cache_key`.
+    pub key: Option<&'a str>,
+}
+
+impl Caching<'_> {
+    pub(crate) const NONE: Self = Self { breakpoints: false, key: None };
+}
+
 /// One attempt's upstream request, and how its answer is read.
 #[derive(Debug)]
 pub(crate) struct Built {
@@ -92,17 +106,17 @@ pub(crate) fn passes_through(
 /// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
 /// rewritten when the dialects match (and the provider allows it), else `request` read whole
 /// and encoded for the provider's dialect. A body with no canonical form can only pass
-/// through.
+/// through. `cache`: what a translation tells the upstream's prompt cache.
 pub(crate) fn build(
     provider: &ProviderConfig,
     secret: Option<&Presented>,
-    model: &str,
+    (model, cache): (&str, Caching<'_>),
     request: &Parsed<'_>,
     client: &ClientRequest<'_>,
 ) -> Result<Built, ProviderError> {
     let passthrough =
         passes_through(provider, model, client.dialect) && !carries_foreign_reasoning(client);
-    build_as(provider, secret, model, request, client, passthrough)
+    build_as(provider, secret, model, request, client, (passthrough, cache))
 }
 
 /// A continuation request (RESILIENCE.md §10): `request` (the client's plus the answer so far
@@ -117,7 +131,7 @@ pub(crate) fn build_continuation(
     mechanism: switchyard_core::continuation::Continuation,
 ) -> Result<UpstreamRequest, ProviderError> {
     let request = Parsed::whole_from(request);
-    let mut built = build_as(provider, secret, model, &request, client, false)?;
+    let mut built = build_as(provider, secret, model, &request, client, (false, Caching::NONE))?;
     let marked = switchyard_providers::continuation::mark(&built.request.body, mechanism)?;
     built.request.body = Bytes::from(marked);
     Ok(built.request)
@@ -129,7 +143,7 @@ fn build_as(
     model: &str,
     request: &Parsed<'_>,
     client: &ClientRequest<'_>,
-    passthrough: bool,
+    (passthrough, cache): (bool, Caching<'_>),
 ) -> Result<Built, ProviderError> {
     let dialect = provider.dialect_for(model);
     let settings = request.settings();
@@ -159,6 +173,8 @@ fn build_as(
             system_in_place: is_openai_itself(&provider.base_url),
             reasoning: reasons(dialect, model),
             stream_usage: provider.stream_usage,
+            cache_breakpoints: cache.breakpoints,
+            prompt_cache_key: cache.key.filter(|_| provider.prompt_cache_key),
         };
         dialect.encode_request_noting(whole, &options, &mut dropped)?
     };

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use switchyard_e2e::harness::{Harness, LOCAL_KEY, header, json_parts, keys_of};
-use switchyard_testkit::{DEFAULT_DIMENSIONS, Status, embedding};
+use switchyard_core::ManualClock;
+use switchyard_e2e::harness::{Harness, LOCAL_KEY, T0, header, json_parts, keys_of};
+use switchyard_testkit::{DEFAULT_DIMENSIONS, Endpoint, Status, embedding};
 
 /// `emb`: OpenAI-dialect embedding models on two keys; `mirror`: the same small model under
 /// another name on another host, declared `embeds_like` it; `ge` (the harness's Gemini).
@@ -232,4 +233,25 @@ async fn bad_embeddings_input_is_refused_naming_the_field_and_nothing_is_sent() 
         json_parts(embed(&h, &json!({"model": "nope", "input": "a"})).send().await.unwrap()).await;
     assert_eq!(status, 404, "{answer}");
     assert!(h.mock.embedding_attempts().is_empty());
+}
+
+/// A recovery probe is a chat request, which an embedding model would refuse: once a benched
+/// key's lock lapses, an embeddings request of its own brings it back, and no probe is sent.
+#[tokio::test]
+async fn a_benched_embedding_key_comes_back_by_serving_not_by_a_chat_probe() {
+    let clock = ManualClock::new(T0);
+    let h = Harness::start_with_clock(EMBEDDINGS, &clock).await;
+    h.mock.enqueue(SMALL, Status::new(429).retry_after(Duration::from_secs(30)));
+    let body = json!({"model": "vectors", "input": "alpha"});
+    assert_eq!(embed(&h, &body).send().await.unwrap().status(), 200);
+    assert!(h.app.lockout("emb", "e-1", SMALL).is_some());
+    clock.advance(Duration::from_secs(31));
+    for _ in 0..2 {
+        assert_eq!(embed(&h, &body).send().await.unwrap().status(), 200);
+    }
+    h.app.probes_settled().await;
+    let sent = h.mock.attempts();
+    assert!(sent.iter().all(|a| a.endpoint == Endpoint::Embeddings), "no chat probe: {sent:?}");
+    assert_eq!(keys_of(&sent)[2], "oa-1", "the lapsed key serves the next request itself");
+    assert!(h.app.lockout("emb", "e-1", SMALL).is_none(), "and is no longer benched");
 }

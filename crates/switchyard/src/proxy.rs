@@ -2113,6 +2113,15 @@ fn prepare<'r, 'b>(
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message));
     };
     summary.combo = Some(combo.name.clone());
+    // A recovery probe is a one-token chat request, which an embedding model refuses: a benched
+    // one is brought back by an embeddings request of its own, as a `probe = false` model is.
+    let combo = if embedding.is_some() && combo.targets.iter().any(|t| t.probe) {
+        let mut combo = combo.into_owned();
+        combo.targets.iter_mut().for_each(|t| t.probe = false);
+        Cow::Owned(combo)
+    } else {
+        combo
+    };
     let forwardable = |t: &Target| {
         routes
             .provider(&t.provider)

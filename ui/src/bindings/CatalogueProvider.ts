@@ -30,6 +30,10 @@ keys: string | null,
  */
 passthrough: boolean, 
 /**
+ * It keys its prompt cache by `prompt_cache_key` (OpenAI's Chat and Responses APIs).
+ */
+prompt_cache_key: boolean, 
+/**
  * How its models continue a partial answer unless a model entry says otherwise.
  */
 continuation: false | "anthropic" | "prefix" | "partial" | "vllm", 

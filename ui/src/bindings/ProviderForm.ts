@@ -51,6 +51,12 @@ oauth?: OAuthClient,
  */
 passthrough?: boolean, 
 /**
+ * The provider keys its prompt cache by `prompt_cache_key` (OpenAI's Chat and Responses
+ * APIs): a request translated to it from another dialect carries its session's key there,
+ * so the session's turns reach the same cache [default: the preset's, else false].
+ */
+prompt_cache_key?: boolean, 
+/**
  * Chat streams ask for usage (`stream_options.include_usage`) so their tokens and cost
  * are known [default true]; `false` for OpenAI-compatible hosts that refuse the field.
  * The usage chunk is kept from clients that did not ask for it.

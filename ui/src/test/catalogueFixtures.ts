@@ -7,6 +7,7 @@ const base = {
   docs: 'https://example.test/docs',
   keys: 'https://example.test/keys',
   passthrough: true,
+  prompt_cache_key: false,
   continuation: false,
   headers: {},
   local: false,

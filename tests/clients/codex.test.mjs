@@ -27,6 +27,7 @@ import {
   freshDirs,
   mainTurns,
   records,
+  requestLog,
   required,
   runCli,
   since,
@@ -42,6 +43,8 @@ const PROXY_URL = required('CLIENTS_PROXY_URL');
 const PROXY_KEY = required('SWITCHYARD_API_KEY');
 const SWITCHYARD_LOG = process.env.CLIENTS_SWITCHYARD_LOG ?? '';
 const MOCK_URL = required('CLIENTS_MOCK_URL');
+/** The management token of the instance at PROXY_URL, for its request log (/api/requests). */
+const TOKEN_FILE = required('CLIENTS_TOKEN_FILE');
 /** The instance with the subscription combos (tests/clients/run); empty when it did not start. */
 const SUB_URL = process.env.CLIENTS_SUB_URL ?? '';
 const SUB_LOG = process.env.CLIENTS_SUB_LOG ?? '';
@@ -63,6 +66,7 @@ const MODELS = [
   'codex-compact-anthropic',
   'codex-compact-gemini',
   'codex-websockets',
+  'codex-cache',
 ];
 
 /**
@@ -641,4 +645,119 @@ test('Codex with supports_websockets on asks once for a WebSocket, gets 426 and 
   const turns = mainTurns(before, 'cx-ws');
   assert.equal(turns.length, 1, summary(since(before)));
   assert.equal(turns[0].path, '/v1/responses');
+});
+
+// j. Prompt caching (issue 55). Codex names its session (`prompt_cache_key`), so Switchyard,
+// translating its turns for an Anthropic target (which caches only what a request marks), puts
+// breakpoints on them by default (`cache_breakpoints = "sessions"`): the last tool, the last
+// system block, the last message. The mock keeps a prompt cache per key under Anthropic's rule
+// (`--cache-prompts`: nothing cached without `cache_control`, which is not part of what it
+// hashes; a read at a breakpoint or up to 20 blocks before one), so each later turn, which
+// repeats the earlier ones, reads them back; the target's key is one of its own, so the first
+// turn finds nothing. What each turn read is in the usage Switchyard logged for it (the mock
+// reports what a request writes to the cache as its uncached input, `cache_write` staying 0).
+
+const CACHE_TEXT = "Codex turn answered behind the prompt cache (j).";
+/**
+ * The main turns' output tokens as the mock counts them (four bytes a token): how the case tells
+ * them from any side request (whose answer is "Side answer.", 3 tokens) in the request log.
+ */
+const CACHE_OUTPUT = Math.ceil(CACHE_TEXT.length / 4);
+/** Anthropic takes at most four breakpoints a request. */
+const MAX_BREAKPOINTS = 4;
+/** The least share of a later turn's prompt that must be read from the cache. */
+const LEAST_READ_SHARE = 0.8;
+
+/** Where an Anthropic request body carries `cache_control`: `tools[i]`, `system[i]`, `messages[i][j]`. */
+function breakpoints(body) {
+  const marked = [];
+  const each = (where, list) => {
+    if (!Array.isArray(list)) return;
+    list.forEach((block, i) => {
+      if (block && typeof block === 'object' && block.cache_control) marked.push(`${where}[${i}]`);
+    });
+  };
+  each('tools', body.tools);
+  each('system', body.system);
+  (body.messages ?? []).forEach((message, i) => each(`messages[${i}]`, message.content));
+  return marked;
+}
+
+test('a Codex session through an Anthropic target carries cache breakpoints and reads its earlier turns from the prompt cache', async (t) => {
+  const startedAt = Date.now();
+  const before = watermark();
+  const dirs = freshDirs('j-cache');
+  const prompts = ['Cache turn 1: say hello.', 'Cache turn 2: go on.', 'Cache turn 3: go on again.'];
+  let thread;
+  for (const [i, prompt] of prompts.entries()) {
+    const run = await codex({ dirs, model: 'codex-cache', prompt, resume: i > 0 });
+    assertAnswered(run, CACHE_TEXT);
+    const id = run.events.find((e) => e.type === 'thread.started')?.thread_id;
+    thread ??= id;
+    assert.equal(id, thread, `resume went on with the session\n${explain(run)}`);
+  }
+
+  // What reached the upstream: three translated main turns, each marked where Switchyard marks
+  // (the client sends no cache_control of its own), and no request of the session with more
+  // than four breakpoints.
+  const mine = since(before).filter((r) => r.model === 'cx-cache');
+  const turns = mainTurns(before, 'cx-cache');
+  assert.equal(turns.length, 3, `three main turns: ${summary(mine)}`);
+  turns.forEach((turn, i) => {
+    const where = `turn ${i + 1} (attempt ${turn.seq})`;
+    assert.equal(turn.dialect, 'anthropic', where);
+    assert.equal(turn.path, '/v1/messages', where);
+    assert.ok(turn.raw_body.includes(prompts[i]), `${where} carries its prompt`);
+    const marked = breakpoints(turn.body);
+    const seen = `${where}: breakpoints at ${JSON.stringify(marked)}`;
+    t.diagnostic(seen);
+    assert.ok(marked.length >= 1 && marked.length <= MAX_BREAKPOINTS, seen);
+    assert.ok(turn.body.tools.at(-1).cache_control, `the last tool is marked: ${seen}`);
+    if (Array.isArray(turn.body.system) && turn.body.system.length > 0) {
+      assert.ok(turn.body.system.at(-1).cache_control, `the last system block is marked: ${seen}`);
+    }
+    const last = turn.body.messages.length - 1;
+    assert.ok(marked.some((m) => m.startsWith(`messages[${last}]`)), `the last message is marked: ${seen}`);
+    for (const block of marked) {
+      const [, list, at, sub] = block.match(/^(\w+)\[(\d+)\](?:\[(\d+)\])?$/);
+      const value = list === 'messages' ? turn.body.messages[at].content[sub] : turn.body[list][at];
+      assert.deepEqual(value.cache_control, { type: 'ephemeral' }, `${where}: ${block}`);
+    }
+  });
+  for (const record of mine.filter((r) => r.dialect === 'anthropic')) {
+    const marked = breakpoints(record.body ?? {});
+    assert.ok(marked.length <= MAX_BREAKPOINTS, `attempt ${record.seq}: ${JSON.stringify(marked)}`);
+  }
+
+  // What each main turn read from the cache, by the usage Switchyard logged for it (the mock's
+  // figures): the first turn nothing, the later ones most of their prompt, more each turn.
+  // The log is written as each answer ends, which may be just after Codex has read it: polled
+  // for a few seconds until the last turn is there.
+  let served;
+  let main;
+  for (const deadline = Date.now() + 5_000; ;) {
+    const log = await requestLog(new URL(PROXY_URL).origin, TOKEN_FILE);
+    served = log.filter((e) => e.at >= startedAt && e.served_by === 'cx-cache/cx-cache').sort((a, b) => a.at - b.at);
+    main = served.filter((e) => e.usage?.output === CACHE_OUTPUT);
+    if (main.length >= 3 || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const all = served.map((e) => JSON.stringify({ at: e.at, status: e.status, session: e.session, usage: e.usage })).join('\n');
+  assert.equal(main.length, 3, `three main turns in the request log, by their output tokens (${CACHE_OUTPUT}):\n${all}`);
+  assert.ok(main[0].session, `the turns belong to a session:\n${all}`);
+  assert.ok(main.every((e) => e.status === 200 && e.session === main[0].session), `one session, all served:\n${all}`);
+  const figures = main.map(({ usage }) => {
+    const prompt = usage.cache_read + usage.cache_write + usage.uncached_input;
+    return { ...usage, prompt, share: prompt > 0 ? usage.cache_read / prompt : 0 };
+  });
+  figures.forEach((f, i) => {
+    t.diagnostic(`turn ${i + 1}: read ${f.cache_read} of ${f.prompt} prompt tokens from the cache (${(100 * f.share).toFixed(1)} %; written ${f.cache_write}, uncached ${f.uncached_input})`);
+  });
+  const [first, ...later] = figures;
+  assert.equal(first.cache_read, 0, `turn 1 found nothing cached on the key of its own:\n${all}`);
+  assert.ok(first.prompt > 0, `turn 1 has a prompt:\n${all}`);
+  later.forEach((f, i) => {
+    assert.ok(f.share >= LEAST_READ_SHARE, `turn ${i + 2} read ${(100 * f.share).toFixed(1)} % of its prompt from the cache, at least ${100 * LEAST_READ_SHARE} % expected:\n${all}`);
+  });
+  assert.ok(figures[2].cache_read > figures[1].cache_read, `turn 3 read more than turn 2 (turn 2 with it):\n${all}`);
 });

@@ -173,10 +173,13 @@ export function assertAutoServes() {
   assert.ok(AUTO_URL, `switchyard with auto's pool did not start:\n${log}`);
 }
 
-/** The auto instance's request log, newest first, through its management API. */
-async function autoRequestLog() {
-  const token = readFileSync(AUTO_TOKEN_FILE, 'utf8').trim();
-  const response = await fetch(`${AUTO_URL}/api/requests?limit=200`, {
+/**
+ * The request log of the instance at `root` (no /v1), newest first, through its management API
+ * with the token in `tokenFile` (its data directory's management-token).
+ */
+export async function requestLog(root, tokenFile) {
+  const token = readFileSync(tokenFile, 'utf8').trim();
+  const response = await fetch(`${root}/api/requests?limit=200`, {
     headers: { authorization: `Bearer ${token}` },
   });
   const text = await response.text();
@@ -184,8 +187,13 @@ async function autoRequestLog() {
   return JSON.parse(text);
 }
 
+/** The auto instance's request log, newest first. */
+function autoRequestLog() {
+  return requestLog(AUTO_URL, AUTO_TOKEN_FILE);
+}
+
 /** A request-log entry, for an assertion message. */
-function entrySummary(entry) {
+export function entrySummary(entry) {
   return JSON.stringify({
     at: entry.at,
     dialect: entry.dialect,

@@ -654,8 +654,8 @@ test('Codex with supports_websockets on asks once for a WebSocket, gets 426 and 
 // (`--cache-prompts`: nothing cached without `cache_control`, which is not part of what it
 // hashes; a read at a breakpoint or up to 20 blocks before one), so each later turn, which
 // repeats the earlier ones, reads them back; the target's key is one of its own, so the first
-// turn finds nothing. What each turn read is in the usage Switchyard logged for it (the mock
-// reports what a request writes to the cache as its uncached input, `cache_write` staying 0).
+// turn finds nothing and writes its prompt. What each turn read and wrote is in the usage
+// Switchyard logged for it (the mock reports Anthropic's `cache_creation_input_tokens`).
 
 const CACHE_TEXT = "Codex turn answered behind the prompt cache (j).";
 /**
@@ -756,6 +756,7 @@ test('a Codex session through an Anthropic target carries cache breakpoints and 
   const [first, ...later] = figures;
   assert.equal(first.cache_read, 0, `turn 1 found nothing cached on the key of its own:\n${all}`);
   assert.ok(first.prompt > 0, `turn 1 has a prompt:\n${all}`);
+  assert.ok(first.cache_write > first.prompt / 2, `turn 1 wrote its prompt to the cache:\n${all}`);
   later.forEach((f, i) => {
     assert.ok(f.share >= LEAST_READ_SHARE, `turn ${i + 2} read ${(100 * f.share).toFixed(1)} % of its prompt from the cache, at least ${100 * LEAST_READ_SHARE} % expected:\n${all}`);
   });

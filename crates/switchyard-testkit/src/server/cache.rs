@@ -35,11 +35,14 @@ pub(crate) struct PromptCache {
     prefixes: Mutex<HashMap<String, HashSet<u64>>>,
 }
 
-/// What one request's prompt did to the cache, in tokens.
+/// What one request's prompt did to the cache, in tokens: read from it, written to it as a
+/// reported cache write (Anthropic's `cache_creation_input_tokens`), and plain input (what an
+/// automatic cache wrote without saying so, and what lies past Anthropic's last breakpoint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Cached {
     pub read: u64,
     pub written: u64,
+    pub fresh: u64,
 }
 
 impl PromptCache {
@@ -74,7 +77,7 @@ impl PromptCache {
                 tokens.read += size;
             } else {
                 reading = false;
-                tokens.written += size;
+                tokens.fresh += size;
                 cached.insert(hash);
             }
         }
@@ -112,7 +115,7 @@ fn anthropic(cached: &mut HashSet<u64>, request: &Value) -> Cached {
     for &bp in &breakpoints {
         cached.insert(ends[bp]);
     }
-    Cached { read, written }
+    Cached { read, written, fresh: total - read - written }
 }
 
 /// An Anthropic prompt's blocks in cache order, each as its JSON text without `cache_control`,
@@ -187,7 +190,8 @@ mod tests {
         let cache = PromptCache::default();
         cache.turn_on();
         let plain = cache.serve("k1", Dialect::Anthropic, &conversation(3, false)).unwrap();
-        assert_eq!(plain, Cached::default(), "nothing marked, nothing cached");
+        assert_eq!((plain.read, plain.written), (0, 0), "nothing marked, nothing cached");
+        assert!(plain.fresh > 1000, "all of it plain input: {plain:?}");
         let again = cache.serve("k1", Dialect::Anthropic, &conversation(3, false)).unwrap();
         assert_eq!(again.read, 0);
 
@@ -217,8 +221,9 @@ mod tests {
         let mut next = first.clone();
         next["messages"].as_array_mut().unwrap().push(json!({"role": "assistant", "content": "b"}));
         let again = cache.serve("k1", Dialect::OpenAi, &next).unwrap();
-        assert_eq!(again.read, wrote.written, "the whole first prompt is read back");
-        assert!(again.written > 0 && again.written < again.read);
+        assert_eq!(again.read, wrote.fresh, "the whole first prompt is read back");
+        assert!(again.fresh > 0 && again.fresh < again.read);
+        assert_eq!(again.written, 0, "an automatic cache reports no writes");
         let elsewhere = cache.serve("k2", Dialect::OpenAi, &next).unwrap();
         assert_eq!(elsewhere.read, 0, "each key caches its own prefixes");
     }

@@ -369,8 +369,9 @@ impl Scene<'_> {
             finish: reply.effective_finish(),
             usage: match (self.cached, reply.usage) {
                 (Some(cached), None) => Usage {
-                    input: cached.written,
+                    input: cached.fresh,
                     cache_read: cached.read,
+                    cache_write: cached.written,
                     ..Usage::estimate(self.request_len, reply)
                 },
                 _ => Usage::estimate(self.request_len, reply),

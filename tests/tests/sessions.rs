@@ -816,6 +816,9 @@ async fn a_translated_client_reads_its_prompt_from_an_anthropic_cache() {
         let marks =
             |a: &switchyard_testkit::Attempt| a.body.to_string().matches("cache_control").count();
         assert!(sent.iter().all(|a| marks(a) <= 4), "never more than four breakpoints");
+        let trace = h.newest_logged().await["trace"].to_string();
+        let named = trace.contains("cache_control on the last message");
+        assert_eq!(named, breakpoints != "off", "the trace names what was added: {trace}");
         shares
     }
     for client in [Client::Chat, Client::Responses] {
@@ -873,4 +876,13 @@ credentials = [{ id = "k1", secret = "env:OA_1" }]
         none.iter().all(Option::is_none),
         "a provider not known to take it gets none: {keys:?}"
     );
+    h.logged(8).await;
+    let (_, log) = h.api_get("/api/requests").await;
+    let named = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["trace"].to_string().contains("\"prompt_cache_key\""))
+        .count();
+    assert_eq!(named, 4, "the trace of each keyed turn names what was added");
 }

@@ -352,11 +352,25 @@ impl<'a> EncodeOptions<'a> {
 
 /// What an encoder could not carry to its upstream: request fields and kinds of content, each
 /// named once, for the routing trace. Only what has no meaning on the other side ends up here;
-/// what would change the answer's meaning is refused instead.
+/// what would change the answer's meaning is refused instead. Apart from it, what the encoder
+/// added that the client did not write (cache breakpoints, `prompt_cache_key`), named too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Dropped(Vec<Cow<'static, str>>);
+pub struct Dropped(Vec<Cow<'static, str>>, Vec<Cow<'static, str>>);
 
 impl Dropped {
+    /// Names something the encoder added for the upstream's sake.
+    pub fn add(&mut self, what: impl Into<Cow<'static, str>>) {
+        let what = what.into();
+        if !self.1.contains(&what) {
+            self.1.push(what);
+        }
+    }
+
+    /// What the encoder added, in order.
+    pub fn added(&self) -> &[Cow<'static, str>] {
+        &self.1
+    }
+
     pub fn note(&mut self, what: impl Into<Cow<'static, str>>) {
         let what = what.into();
         if !self.0.contains(&what) {

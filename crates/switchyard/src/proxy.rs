@@ -1829,10 +1829,7 @@ fn built_for(
     for field in built.dropped.names() {
         tracing::debug!(%field, target = %candidate.key, "not carried to this target's dialect");
     }
-    let mut carried = Carried {
-        path: Some(if built.passthrough { "passthrough" } else { "translated" }),
-        dropped: built.dropped.names().iter().map(ToString::to_string).collect(),
-    };
+    let mut carried = Carried::of(built.passthrough, &built.dropped);
     // A session moved to this credential from another, or the upstream could not read what
     // another credential wrote: what only the other can read goes no further (RESILIENCE.md
     // §11), and the trace names it.
@@ -1869,7 +1866,7 @@ fn not_built(error: &ProviderError, candidate: &Candidate) -> Box<Tried> {
         retry_after: None,
     };
     tracing::info!(%error, target = %candidate.key, "request not translatable for this target");
-    let carried = Carried { path: None, dropped: vec![error.to_string()] };
+    let carried = Carried { path: None, dropped: vec![error.to_string()], added: Vec::new() };
     Box::new(Tried { result: TriedResult::Failed { verdict, upstream: None }, carried })
 }
 

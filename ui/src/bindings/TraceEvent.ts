@@ -11,7 +11,12 @@ path?: string,
 /**
  * What translation could not carry to this target (fields, kinds of content).
  */
-dropped?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "queued", millis: number, } | { "event": "session", session: string, pin: string, from?: string, 
+dropped?: Array<string>, 
+/**
+ * What translation added that the client did not write, for the upstream's prompt
+ * cache (`cache_control on the last message`, `prompt_cache_key`).
+ */
+added?: Array<string>, } | { "event": "probe", bench: string, not_sent?: string, } | { "event": "continued", after_chars: number, mechanism: string, } | { "event": "not_continued", reason: string, } | { "event": "hedge", hedge: string, millis: number, } | { "event": "queued", millis: number, } | { "event": "session", session: string, pin: string, from?: string, 
 /**
  * Why: `moved` because the pin `broke` (a cut, a stall, an error event after content)
  * or was `benched` (or failed before the answer began); `returned` because the target

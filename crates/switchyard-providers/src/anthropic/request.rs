@@ -583,10 +583,15 @@ fn breakpoints<'r>(
         .and_then(|m| m.content.iter_mut().rev().find_map(BlockOut::cache_control));
     let last_system = system.iter_mut().rev().find_map(BlockOut::cache_control);
     let last_tool = tools.iter_mut().rev().find_map(ToolOut::cache_control);
-    for slot in [last_message, last_system, last_tool].into_iter().flatten() {
-        if marked < MAX_BREAKPOINTS && slot.is_none() {
+    let places = ["the last message", "the last system block", "the last tool"];
+    for (slot, place) in [last_message, last_system, last_tool].into_iter().zip(places) {
+        if let Some(slot) = slot
+            && marked < MAX_BREAKPOINTS
+            && slot.is_none()
+        {
             *slot = Some(ephemeral());
             marked += 1;
+            dropped.add(format!("cache_control on {place}"));
         }
     }
 }

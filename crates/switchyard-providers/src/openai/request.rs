@@ -752,6 +752,10 @@ pub fn encode_request(
     dropped.vendor_fields(request, Dialect::OpenAi, REASONING_FIELDS);
     let sampling = &request.sampling;
     let completion_field = sampling.max_tokens_field == MaxTokensField::MaxCompletionTokens;
+    let prompt_cache_key = options.prompt_cache_key.filter(|_| !own);
+    if prompt_cache_key.is_some() {
+        dropped.add("prompt_cache_key");
+    }
     let body = RequestOut {
         model: options.model,
         messages,
@@ -769,7 +773,7 @@ pub fn encode_request(
         reasoning_effort,
         response_format,
         // A client of this dialect said its own, if any, among its fields.
-        prompt_cache_key: options.prompt_cache_key.filter(|_| !own),
+        prompt_cache_key,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::OpenAi)),
     };
     Ok(serde_json::to_vec(&body).expect("serialising to memory cannot fail"))

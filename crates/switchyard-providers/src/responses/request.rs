@@ -784,6 +784,10 @@ pub fn encode_request(
             Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
         }
     };
+    let prompt_cache_key = options.prompt_cache_key.filter(|_| !own);
+    if prompt_cache_key.is_some() {
+        dropped.add("prompt_cache_key");
+    }
     let body = RequestOut {
         model: options.model,
         instructions,
@@ -798,7 +802,7 @@ pub fn encode_request(
         text,
         previous_response_id: request.previous_response_id.as_deref(),
         // A client of this dialect said its own, if any, among its fields.
-        prompt_cache_key: options.prompt_cache_key.filter(|_| !own),
+        prompt_cache_key,
         store: (!own).then_some(false),
         stream: request.stream,
         vendor: VendorOut(request.vendor.for_dialect(Dialect::Responses)),

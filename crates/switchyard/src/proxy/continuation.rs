@@ -378,6 +378,7 @@ impl Rescuer {
             millis: millis(started.elapsed()),
             path: Some("continuation".into()),
             dropped: Vec::new(),
+            added: Vec::new(),
         };
         self.note(candidate, what);
     }

@@ -55,10 +55,7 @@ impl Proxy {
             Ok(built) => built,
             Err(error) => return *not_built(&error, candidate),
         };
-        let carried = Carried {
-            path: Some(if passthrough { "passthrough" } else { "translated" }),
-            dropped: dropped.names().iter().map(ToString::to_string).collect(),
-        };
+        let carried = Carried::of(passthrough, &dropped);
         let covered = matches!(secret, Some(Presented::Client(_)));
         let prices = if covered { Prices::COVERED } else { tally::prices(target) };
         let mut meter = sending.tally.meter(&candidate.key, prices);

@@ -15,6 +15,7 @@ use switchyard_core::routing::session::{Left, Repin, SessionKey, Steer};
 use switchyard_core::routing::{Candidate, Combo, Plan};
 use switchyard_core::text::bounded;
 use switchyard_core::{CandidateKey, UnixMillis, clock::millis};
+use switchyard_providers::dialect::Dropped;
 use ts_rs::TS;
 
 use super::refusal::ApiError;
@@ -58,6 +59,11 @@ pub enum TraceEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         #[ts(as = "Option<Vec<String>>", optional)]
         dropped: Vec<String>,
+        /// What translation added that the client did not write, for the upstream's prompt
+        /// cache (`cache_control on the last message`, `prompt_cache_key`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<String>>", optional)]
+        added: Vec<String>,
     },
     /// Passed over for the user's request: eligible again after a bench (`bench`:
     /// `breaker_half_open`, `breaker_degraded`, `credential_cooled`, `model_lock_lapsed`) but
@@ -188,6 +194,7 @@ impl TraceEntry {
             millis: millis(took),
             path: carried.path.map(Cow::Borrowed),
             dropped: loggable(carried.dropped),
+            added: carried.added,
         };
         Self::new(key, what)
     }
@@ -234,6 +241,20 @@ impl TraceEntry {
 pub(super) struct Carried {
     pub path: Option<&'static str>,
     pub dropped: Vec<String>,
+    pub added: Vec<String>,
+}
+
+impl Carried {
+    /// How a built request carries the client's: `passthrough` or `translated`, with what the
+    /// encoder dropped and added.
+    pub(super) fn of(passthrough: bool, dropped: &Dropped) -> Self {
+        let names = |list: &[Cow<'static, str>]| list.iter().map(ToString::to_string).collect();
+        Self {
+            path: Some(if passthrough { "passthrough" } else { "translated" }),
+            dropped: names(dropped.names()),
+            added: names(dropped.added()),
+        }
+    }
 }
 
 /// The most names one trace line lists as dropped; a client may send any number of fields.
@@ -304,6 +325,7 @@ impl Trace {
             millis: millis(took),
             path: carried.path.map(Cow::Borrowed),
             dropped: loggable(carried.dropped),
+            added: carried.added,
         };
         self.push(&candidate.key, what);
     }

@@ -85,6 +85,10 @@ pub enum AuthStyle {
 }
 
 /// One preset.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a preset, each a flag in the catalogue's JSON"
+)]
 #[derive(Clone, Debug, PartialEq, Serialize, TS)]
 #[ts(export)]
 pub struct CatalogueProvider {

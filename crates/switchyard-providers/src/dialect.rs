@@ -325,14 +325,38 @@ pub struct EncodeOptions<'a> {
     /// stream's tokens are known even when the client did not ask; off for hosts that
     /// refuse the field.
     pub stream_usage: bool,
-    /// Mark the prompt's prefix for the upstream's prompt cache where the dialect caches only
-    /// what is marked (Anthropic's `cache_control` on the last tool, the last system block and
-    /// the last message, at most four breakpoints counting the client's own). Another dialect's
-    /// client cannot mark it itself, so without these its every turn pays the whole prompt.
-    pub cache_breakpoints: bool,
+    /// What a translation tells the upstream's prompt cache.
+    pub caching: Caching<'a>,
+}
+
+/// What a request translated from another dialect tells the upstream's prompt cache, which the
+/// client could not tell it in the upstream's words (a passthrough request is the client's own
+/// bytes and tells what the client told).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caching<'a> {
+    /// Mark the prompt's prefix where the dialect caches only what is marked (Anthropic's
+    /// `cache_control` on the last tool, the last system block and the last message, at most
+    /// four breakpoints counting the client's own): without them every turn pays the whole
+    /// prompt.
+    pub breakpoints: bool,
     /// The session's key, sent as `prompt_cache_key` to an OpenAI upstream (Chat, Responses)
-    /// that keys its cache by it, when the client (of another dialect) could not.
-    pub prompt_cache_key: Option<&'a str>,
+    /// that keys its cache by it.
+    pub key: Option<&'a str>,
+}
+
+impl<'a> Caching<'a> {
+    /// Nothing told.
+    pub const NONE: Self = Self { breakpoints: false, key: None };
+
+    /// The `prompt_cache_key` an OpenAI encoder adds, named in `dropped` as added: none for a
+    /// client of the upstream's own dialect (`own`), which says its own among its fields.
+    pub(crate) fn key_to_send(&self, own: bool, dropped: &mut Dropped) -> Option<&'a str> {
+        let key = self.key.filter(|_| !own);
+        if key.is_some() {
+            dropped.add("prompt_cache_key");
+        }
+        key
+    }
 }
 
 impl<'a> EncodeOptions<'a> {
@@ -344,8 +368,7 @@ impl<'a> EncodeOptions<'a> {
             system_in_place: false,
             reasoning: true,
             stream_usage: true,
-            cache_breakpoints: false,
-            prompt_cache_key: None,
+            caching: Caching::NONE,
         }
     }
 }

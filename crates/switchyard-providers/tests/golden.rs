@@ -28,7 +28,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use switchyard_providers::chat::{ChatRequest, Tool, ToolFormat};
 use switchyard_providers::dialect::{
-    ClientDialect, Depth, Dialect, Dropped, EncodeOptions, ResponseMeta,
+    Caching, ClientDialect, Depth, Dialect, Dropped, EncodeOptions, ResponseMeta,
 };
 use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::gemini::Method;
@@ -66,8 +66,7 @@ const OPTIONS: EncodeOptions<'static> = EncodeOptions {
     system_in_place: false,
     reasoning: true,
     stream_usage: true,
-    cache_breakpoints: false,
-    prompt_cache_key: None,
+    caching: Caching::NONE,
 };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 

@@ -13,7 +13,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Value, json};
-use switchyard_providers::dialect::{ClientDialect, Depth, Dialect, EncodeOptions, ResponseMeta};
+use switchyard_providers::dialect::{
+    Caching, ClientDialect, Depth, Dialect, EncodeOptions, ResponseMeta,
+};
 use switchyard_providers::error::{ErrorKind, ProviderError};
 use switchyard_providers::sse::{SseDecoder, SseItem, write_event};
 use switchyard_providers::stream::{Progress, StreamEnd, StreamTranslator};
@@ -30,8 +32,7 @@ const OPTIONS: EncodeOptions<'static> = EncodeOptions {
     system_in_place: false,
     reasoning: true,
     stream_usage: true,
-    cache_breakpoints: false,
-    prompt_cache_key: None,
+    caching: Caching::NONE,
 };
 const META: ResponseMeta<'static> = ResponseMeta { model: "served-model", created: 1_700_000_000 };
 /// An output may be this many times its input, plus [`SLACK`]: translation renames and

@@ -169,6 +169,10 @@ pub struct ModelConfig {
 }
 
 /// One provider, ready to route to.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a provider, each its own setting in the config"
+)]
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
     pub id: ProviderId,

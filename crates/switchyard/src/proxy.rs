@@ -59,7 +59,7 @@ use switchyard_core::usage::Prices;
 use switchyard_core::usage::budget::BudgetView;
 use switchyard_core::{CandidateKey, Clock, CredentialId, CredentialKey, ModelId, ProviderId};
 use switchyard_providers::chat::ChatRequest;
-use switchyard_providers::dialect::{ClientDialect, Dialect, ResponseMeta};
+use switchyard_providers::dialect::{Caching, ClientDialect, Dialect, ResponseMeta};
 use switchyard_providers::embeddings::{EmbedRequest, Shape};
 use switchyard_providers::error::{ProviderError, UpstreamError};
 use switchyard_providers::executor::{self, Executor, SendFailure};
@@ -1823,7 +1823,7 @@ fn built_for(
         CacheBreakpoints::Off => false,
     };
     let key = sending.session.filter(|_| provider.prompt_cache_key).map(SessionKey::to_hex);
-    let cache = upstream::Caching { breakpoints, key: key.as_deref() };
+    let cache = Caching { breakpoints, key: key.as_deref() };
     let mut built = upstream::build(provider, secret, (model, cache), sending.request, client)
         .map_err(|error| not_built(&error, candidate))?;
     for field in built.dropped.names() {

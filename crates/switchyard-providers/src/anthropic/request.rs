@@ -490,7 +490,7 @@ pub fn encode_request(
 
     let (mut tools, tool_choice) = tools_out(request, dropped)?;
     if !own {
-        breakpoints(&mut tools, &mut system, &mut messages, options.cache_breakpoints, dropped);
+        breakpoints(&mut tools, &mut system, &mut messages, options.caching.breakpoints, dropped);
     }
 
     let sampling = &request.sampling;
@@ -733,7 +733,8 @@ mod tests {
     /// `body` (an OpenAI Chat request) translated for Anthropic, with breakpoints asked or not.
     fn translated(body: &[u8], add: bool) -> (serde_json::Value, Dropped) {
         let request = crate::openai::parse_request(body).unwrap();
-        let options = EncodeOptions { cache_breakpoints: add, ..EncodeOptions::new("up", 64) };
+        let caching = crate::dialect::Caching { breakpoints: add, key: None };
+        let options = EncodeOptions { caching, ..EncodeOptions::new("up", 64) };
         let mut dropped = Dropped::default();
         let out = encode_request(&request, &options, &mut dropped).unwrap();
         (serde_json::from_slice(&out).unwrap(), dropped)

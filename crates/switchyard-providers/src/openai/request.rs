@@ -274,8 +274,8 @@ struct PartWire<'a> {
     refusal: Option<Str<'a>>,
     #[serde(borrow, default)]
     image_url: Option<ImageUrlWire<'a>>,
-    /// The common convention of OpenAI-format clients that reach Anthropic models (OpenRouter's,
-    /// LiteLLM's): Anthropic's breakpoint on a content part, kept for an Anthropic target.
+    /// The common convention of OpenAI-format clients that reach Anthropic models (`OpenRouter`'s,
+    /// `LiteLLM`'s): Anthropic's breakpoint on a content part, kept for an Anthropic target.
     #[serde(borrow, default)]
     cache_control: Option<&'a RawValue>,
 }
@@ -752,10 +752,7 @@ pub fn encode_request(
     dropped.vendor_fields(request, Dialect::OpenAi, REASONING_FIELDS);
     let sampling = &request.sampling;
     let completion_field = sampling.max_tokens_field == MaxTokensField::MaxCompletionTokens;
-    let prompt_cache_key = options.prompt_cache_key.filter(|_| !own);
-    if prompt_cache_key.is_some() {
-        dropped.add("prompt_cache_key");
-    }
+    let prompt_cache_key = options.caching.key_to_send(own, dropped);
     let body = RequestOut {
         model: options.model,
         messages,

@@ -784,10 +784,7 @@ pub fn encode_request(
             Some(Cow::Owned(many.iter().map(|t| t.text.as_ref()).collect::<Vec<_>>().join("\n\n")))
         }
     };
-    let prompt_cache_key = options.prompt_cache_key.filter(|_| !own);
-    if prompt_cache_key.is_some() {
-        dropped.add("prompt_cache_key");
-    }
+    let prompt_cache_key = options.caching.key_to_send(own, dropped);
     let body = RequestOut {
         model: options.model,
         instructions,

@@ -128,7 +128,7 @@ fn anthropic_blocks(request: &Value) -> Vec<(String, bool)> {
         blocks.push((block.to_string(), marked));
     };
     let each = |value: Option<&Value>, push: &mut dyn FnMut(&Value)| match value {
-        Some(Value::Array(items)) => items.iter().for_each(|item| push(item)),
+        Some(Value::Array(items)) => items.iter().for_each(&mut *push),
         Some(Value::String(text)) => push(&Value::String(text.clone())),
         _ => {}
     };

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 use switchyard_providers::chat::ChatRequest;
-use switchyard_providers::dialect::{ClientDialect, Dialect, Dropped, EncodeOptions};
+use switchyard_providers::dialect::{Caching, ClientDialect, Dialect, Dropped, EncodeOptions};
 use switchyard_providers::embeddings::{EmbedRequest, Shape};
 use switchyard_providers::error::ProviderError;
 use switchyard_providers::executor::{UpstreamRequest, Url};
@@ -67,20 +67,6 @@ pub(crate) struct ClientRequest<'a> {
     /// The query string (`beta=true` from Claude Code), without the `?`.
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
-}
-
-/// What a translated request tells the upstream's prompt cache (a passthrough request is the
-/// client's own bytes and tells what the client told).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Caching<'a> {
-    /// Mark the prefix where the dialect caches only what is marked (Anthropic).
-    pub breakpoints: bool,
-    /// The session's key, for an upstream that keys its cache by `prompt_cache_key`.
-    pub key: Option<&'a str>,
-}
-
-impl Caching<'_> {
-    pub(crate) const NONE: Self = Self { breakpoints: false, key: None };
 }
 
 /// One attempt's upstream request, and how its answer is read.
@@ -173,8 +159,7 @@ fn build_as(
             system_in_place: is_openai_itself(&provider.base_url),
             reasoning: reasons(dialect, model),
             stream_usage: provider.stream_usage,
-            cache_breakpoints: cache.breakpoints,
-            prompt_cache_key: cache.key.filter(|_| provider.prompt_cache_key),
+            caching: Caching { key: cache.key.filter(|_| provider.prompt_cache_key), ..cache },
         };
         dialect.encode_request_noting(whole, &options, &mut dropped)?
     };

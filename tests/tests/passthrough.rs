@@ -324,3 +324,52 @@ targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-count" }]
     assert!(counted["input_tokens"].is_u64(), "{counted}");
     assert!(h.mock.attempts_for("gpt-4o").is_empty(), "the OpenAI target is not asked");
 }
+
+/// An OpenAI-compatible host with an Anthropic endpoint beside its own (Kimi, GLM, DeepSeek,
+/// MiniMax, Qwen): Claude Code's request reaches the Anthropic one as it was sent but for
+/// `model`, with the provider's key in `x-api-key`; an OpenAI client reaches the OpenAI one,
+/// also untranslated.
+#[tokio::test]
+async fn a_host_with_both_apis_takes_each_clients_request_in_its_own_dialect() {
+    let extra = r#"
+[[providers]]
+id = "dual"
+kind = "openai"
+base_url = "{mock}/v1"
+anthropic_base_url = "{mock}"
+credentials = [{ id = "d-1", secret = "env:OA_1" }]
+"#;
+    let h = Harness::start(extra).await;
+    h.mock.script(
+        "glm",
+        [Behavior::reply("From its Anthropic side."), Behavior::reply("From its OpenAI side.")],
+    );
+    let response = send_claude_code(&h, "dual/glm").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(anthropic_stream_text(&response.text().await.unwrap()), "From its Anthropic side.");
+    let sent = h.mock.attempts_for("glm").pop().expect("sent");
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.query.as_deref(), Some("beta=true"));
+    assert_eq!(sent.header("x-api-key"), Some("oa-1"), "the provider's key, as Anthropic takes it");
+    assert_eq!(sent.header("anthropic-beta"), Some(BETAS));
+    let mut expected = claude_code_body("glm");
+    expected["model"] = json!("glm");
+    assert_eq!(sent.body, expected, "every field the client sent, and only the model changed");
+    assert_eq!(last_attempt(&last_trace(&h).await)["path"], "passthrough");
+
+    let chat =
+        json!({"model": "dual/glm", "messages": [{"role": "user", "content": "hi"}], "seed": 7});
+    let response = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth(LOCAL_KEY)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let sent = h.mock.attempts_for("glm").pop().expect("sent");
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.body["seed"], 7, "passed through: {}", sent.body);
+    assert_eq!(last_attempt(&last_trace(&h).await)["path"], "passthrough");
+}

@@ -99,6 +99,9 @@ pub struct CatalogueProvider {
     /// `kind = "openai"` only; `null` is Chat Completions.
     pub api: Option<OpenAiApi>,
     pub base_url: String,
+    /// `kind = "openai"` only: the same host's Anthropic-compatible endpoint (without
+    /// `/v1/messages`), which an Anthropic client (Claude Code) reaches untranslated.
+    pub anthropic_base_url: Option<String>,
     pub auth: AuthStyle,
     /// The provider's API documentation.
     pub docs: String,
@@ -211,6 +214,7 @@ impl Catalogue {
                 kind: entry.kind,
                 api: entry.api,
                 base_url: entry.base_url,
+                anthropic_base_url: entry.anthropic_base_url,
                 auth: entry.auth,
                 docs: entry.docs,
                 keys: entry.keys,
@@ -295,6 +299,8 @@ struct OverlayEntry {
     #[serde(default)]
     api: Option<OpenAiApi>,
     base_url: String,
+    #[serde(default)]
+    anthropic_base_url: Option<String>,
     auth: AuthStyle,
     docs: String,
     #[serde(default)]

@@ -131,3 +131,27 @@ fn presets_list_their_embedding_models_with_an_input_price_and_bad_entries_are_r
     let e = Catalogue::parse(&twice, SNAPSHOT).unwrap_err();
     assert!(e.at.contains("\"gemini\"") && e.problem.contains("gemini-embedding-001"), "{e}");
 }
+
+#[test]
+fn an_anthropic_endpoint_beside_an_openai_one_is_on_the_same_https_host() {
+    let host = |url: &str| {
+        url.split_once("://")
+            .map(|(s, r)| (s.to_owned(), r.split('/').next().unwrap_or_default().to_owned()))
+    };
+    let mut both = Vec::new();
+    for p in &catalogue().providers {
+        let Some(anthropic) = &p.anthropic_base_url else { continue };
+        assert_eq!(p.kind, ProviderKind::Openai, "{}: only beside an OpenAI endpoint", p.id);
+        assert_eq!(host(anthropic), host(&p.base_url), "{}: the keys' own host", p.id);
+        assert!(
+            anthropic.starts_with("https://") && !anthropic.ends_with('/'),
+            "{}: {anthropic}",
+            p.id
+        );
+        assert!(!anthropic.ends_with("/v1/messages"), "{}: without the Messages path", p.id);
+        both.push(p.id.as_str());
+    }
+    for id in ["deepseek", "moonshot", "zai", "minimax", "dashscope"] {
+        assert!(both.contains(&id), "{id} has its Anthropic endpoint: {both:?}");
+    }
+}

@@ -180,6 +180,8 @@ pub struct ProviderConfig {
     pub base_url: String,
     /// The chat endpoint, parsed once, for dialects whose endpoint does not name the model.
     pub chat_url: Option<Url>,
+    /// The Anthropic Messages endpoint beside an OpenAI one (`anthropic_base_url`), parsed once.
+    pub anthropic_url: Option<Url>,
     pub breaker: BreakerPolicy,
     pub selection: SelectionStrategy,
     /// Empty when the provider serves any model.
@@ -269,6 +271,30 @@ impl ProviderConfig {
     /// How `model` continues a partial answer: its own fact, else the provider's default.
     pub fn continuation_for(&self, model: &str) -> Continuation {
         self.model(model).map_or(self.continuation, |m| m.continuation)
+    }
+
+    /// The one answer to "which dialect does a request of a `client`-dialect client for `model`
+    /// go out in": Anthropic's when the provider has an Anthropic endpoint beside its own
+    /// (`anthropic_base_url`) and the client speaks it, so its request is taken as it was
+    /// sent; else the model's ([`Self::dialect_for`]).
+    pub fn dialect_toward(&self, model: &str, client: Dialect) -> Dialect {
+        if client == Dialect::Anthropic && self.anthropic_url.is_some() {
+            Dialect::Anthropic
+        } else {
+            self.dialect_for(model)
+        }
+    }
+
+    /// The endpoint a request for `model` in `dialect` (from [`Self::dialect_toward`]) goes to:
+    /// the Anthropic endpoint when that is the dialect and the model's own is another, else the
+    /// model's chat endpoint (`None` for Gemini, whose endpoint names the model).
+    pub fn url_toward(&self, model: &str, dialect: Dialect) -> Option<&Url> {
+        match &self.anthropic_url {
+            Some(url) if dialect == Dialect::Anthropic && self.dialect_for(model) != dialect => {
+                Some(url)
+            }
+            _ => self.chat_url_for(model),
+        }
     }
 
     /// The listed model `id`, with its facts.
@@ -636,6 +662,7 @@ impl ProviderForm {
         self.bind(at, base_url, &mut credentials, &references, &login)?;
         let base_url = base_url.trim_end_matches('/').to_owned();
         let chat_url = chat_url(at, dialect, &base_url)?;
+        let anthropic_url = self.anthropic_url(at, kind, preset_fits, &base_url)?;
         // The preset's mechanism only where it fits what the provider now speaks (a preset
         // switched to Responses has none); a refusal is for what the user wrote, not this.
         let continuation = preset_fits
@@ -651,6 +678,7 @@ impl ProviderForm {
             kind,
             base_url,
             chat_url,
+            anthropic_url,
             breaker,
             selection: self.selection,
             models,
@@ -916,6 +944,48 @@ impl ProviderForm {
 
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
     /// `api = "responses"` (written, else the preset's).
+    /// The Anthropic Messages endpoint beside an OpenAI one: `anthropic_base_url` (or the
+    /// preset's) with `/v1/messages`, on the host of `base_url`, whose bindings (and so whose
+    /// keys) it shares.
+    fn anthropic_url(
+        &self,
+        at: &str,
+        kind: ProviderKind,
+        preset: Option<&CatalogueProvider>,
+        base_url: &str,
+    ) -> Result<Option<Url>, Problem> {
+        let field = format!("{at}.anthropic_base_url");
+        let Some(written) = self
+            .anthropic_base_url
+            .as_deref()
+            .or(preset.and_then(|p| p.anthropic_base_url.as_deref()))
+        else {
+            return Ok(None);
+        };
+        if kind != ProviderKind::Openai {
+            return Err(Problem::new(
+                field,
+                "only a `kind = \"openai\"` provider has an Anthropic endpoint beside its own; a \
+                 `kind = \"anthropic\"` provider speaks Anthropic at its base_url already",
+            ));
+        }
+        check_url(&field, written)?;
+        let host = |url: &str| Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned));
+        if host(written) != host(base_url) {
+            return Err(Problem::new(
+                field,
+                format!(
+                    "\"{}\" is not on the host of base_url \"{base_url}\": the provider's keys go \
+                     only to its own host; add another provider for another host",
+                    switchyard_core::text::bounded(written)
+                ),
+            ));
+        }
+        let url =
+            format!("{}/{}", written.trim_end_matches('/'), switchyard_providers::anthropic::PATH);
+        Url::parse(&url).map(Some).map_err(|e| Problem::new(field, e.to_string()))
+    }
+
     fn dialect(
         &self,
         at: &str,

@@ -1199,7 +1199,7 @@ impl Proxy {
         let dialect = if passthrough {
             client.dialect()
         } else {
-            provider.dialect_for(target.model.as_str())
+            provider.dialect_toward(target.model.as_str(), client.dialect())
         };
         // The proxy asked a forwarded Chat stream for usage the client did not want to see.
         let strip_usage =
@@ -1835,7 +1835,7 @@ fn built_for(
     // §11), and the trace names it.
     let moved = sending.session_credential.is_some_and(|c| c != credential);
     if (moved || repair)
-        && provider.dialect_for(model) == Dialect::Responses
+        && provider.dialect_toward(model, client.dialect.dialect()) == Dialect::Responses
         && let Some((body, unbound)) =
             passthrough::without_credential_bound_items(&built.request.body)
     {

@@ -685,3 +685,31 @@ fn auto_weights_and_allow_entries_are_checked_naming_the_field() {
     let cheap = config.auto.weights(switchyard_core::settings::AutoPreset::Cheap);
     assert_eq!((cheap.price, cheap.latency), (8.0, 0.5));
 }
+
+#[test]
+fn an_anthropic_endpoint_is_on_the_providers_own_host_and_beside_an_openai_one_only() {
+    let provider = |kind: &str, anthropic: &str| {
+        format!(
+            "[[providers]]\nid = \"p\"\nkind = \"{kind}\"\nbase_url = \"https://api.example.com/v1\"\nanthropic_base_url = \"{anthropic}\"\n"
+        )
+    };
+    let config = parse(&provider("openai", "https://api.example.com/anthropic/")).unwrap();
+    let p = &config.providers[0];
+    let url = p.anthropic_url.as_ref().map(ToString::to_string);
+    assert_eq!(url.as_deref(), Some("https://api.example.com/anthropic/v1/messages"));
+    use switchyard_providers::dialect::Dialect;
+    assert_eq!(p.dialect_toward("m", Dialect::Anthropic), Dialect::Anthropic);
+    assert_eq!(p.dialect_toward("m", Dialect::OpenAi), Dialect::OpenAi);
+    assert_eq!(p.dialect_toward("m", Dialect::Responses), Dialect::OpenAi);
+    let elsewhere = error(&provider("openai", "https://other.example.com/anthropic"));
+    assert!(
+        elsewhere.contains("providers[0].anthropic_base_url") && elsewhere.contains("host"),
+        "{elsewhere}"
+    );
+    let anthropic = error(&provider("anthropic", "https://api.example.com/anthropic"));
+    assert!(anthropic.contains("providers[0].anthropic_base_url"), "{anthropic}");
+    // A preset brings its own.
+    let preset = parse("[[providers]]\nid = \"kimi\"\npreset = \"moonshot\"\n").unwrap();
+    let url = preset.providers[0].anthropic_url.as_ref().map(ToString::to_string);
+    assert_eq!(url.as_deref(), Some("https://api.moonshot.ai/anthropic/v1/messages"));
+}

@@ -16,7 +16,12 @@ id: string, name: string, kind: ProviderKind,
 /**
  * `kind = "openai"` only; `null` is Chat Completions.
  */
-api: OpenAiApi | null, base_url: string, auth: AuthStyle, 
+api: OpenAiApi | null, base_url: string, 
+/**
+ * `kind = "openai"` only: the same host's Anthropic-compatible endpoint (without
+ * `/v1/messages`), which an Anthropic client (Claude Code) reaches untranslated.
+ */
+anthropic_base_url: string | null, auth: AuthStyle, 
 /**
  * The provider's API documentation.
  */

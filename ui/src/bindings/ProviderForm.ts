@@ -28,6 +28,13 @@ kind?: ProviderKind,
  */
 base_url?: string, 
 /**
+ * `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM,
+ * DeepSeek, MiniMax, Qwen serve one for Claude Code), without `/v1/messages`. An Anthropic
+ * client's requests then go there as it sent them; every other client's go to `base_url`
+ * [default: the preset's, else none].
+ */
+anthropic_base_url?: string, 
+/**
  * Which of `settings.breaker_profiles` applies [default `api_key`].
  */
 profile?: BreakerProfile, 

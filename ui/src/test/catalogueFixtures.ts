@@ -6,6 +6,7 @@ const base = {
   auth: 'bearer',
   docs: 'https://example.test/docs',
   keys: 'https://example.test/keys',
+  anthropic_base_url: null,
   passthrough: true,
   prompt_cache_key: false,
   continuation: false,

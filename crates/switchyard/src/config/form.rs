@@ -112,6 +112,13 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub base_url: Option<String>,
+    /// `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM,
+    /// DeepSeek, MiniMax, Qwen serve one for Claude Code), without `/v1/messages`. An Anthropic
+    /// client's requests then go there as it sent them; every other client's go to `base_url`
+    /// [default: the preset's, else none].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub anthropic_base_url: Option<String>,
     /// Which of `settings.breaker_profiles` applies [default `api_key`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
@@ -187,6 +194,7 @@ impl ProviderForm {
             preset: None,
             kind: Some(kind),
             base_url: None,
+            anthropic_base_url: None,
             profile: None,
             breaker: None,
             selection: SelectionStrategy::default(),

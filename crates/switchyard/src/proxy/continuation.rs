@@ -251,7 +251,7 @@ impl Rescuer {
         // and traced with its outcome (before the `continued` or `not_continued` line).
         self.proxy.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let dialect = provider.dialect_for(target.model.as_str());
+        let dialect = provider.dialect_toward(target.model.as_str(), self.client.dialect());
         let response = match self.proxy.send(&self.routes, key, built, wait, dialect).await {
             Head::Answer(response) => response,
             Head::Unsent(failure) => {

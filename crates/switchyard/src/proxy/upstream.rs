@@ -86,7 +86,7 @@ pub(crate) fn passes_through(
     model: &str,
     client: ClientDialect,
 ) -> bool {
-    provider.passthrough && provider.dialect_for(model) == client.dialect()
+    provider.passthrough && provider.dialect_toward(model, client.dialect()) == client.dialect()
 }
 
 /// The request for `model` on `provider`, presenting `secret`: the client's body with `model`
@@ -131,7 +131,7 @@ fn build_as(
     client: &ClientRequest<'_>,
     (passthrough, cache): (bool, Caching<'_>),
 ) -> Result<Built, ProviderError> {
-    let dialect = provider.dialect_for(model);
+    let dialect = provider.dialect_toward(model, client.dialect.dialect());
     let settings = request.settings();
     let mut dropped = Dropped::default();
     let body = if passthrough {
@@ -163,7 +163,7 @@ fn build_as(
         };
         dialect.encode_request_noting(whole, &options, &mut dropped)?
     };
-    let url = if let Some(url) = provider.chat_url_for(model) {
+    let url = if let Some(url) = provider.url_toward(model, dialect) {
         let mut url = url.clone();
         if passthrough {
             url.set_query(client.query);

@@ -76,9 +76,11 @@ async function stop(child) {
 /**
  * The mock upstream (`script` is its TOML script) and a switchyard serving the built UI.
  * The provider key lives in the server's environment (`MOCK_KEY`), the way a headless server
- * without an OS keychain keeps secrets.
+ * without an OS keychain keeps secrets. `env` adds to the server's environment; unless it
+ * names `SWITCHYARD_LOCAL_PORTS`, the server looks for no model server on this machine, so
+ * what happens to run on the machine's real ports never shows in a test.
  */
-export async function startStack({ script, ui = 'dir' }) {
+export async function startStack({ script, ui = 'dir', env = {} }) {
   // A stack that is already running (e.g. `vite preview` proxying to a server by hand).
   if (process.env.E2E_BASE_URL) {
     return {
@@ -118,6 +120,8 @@ export async function startStack({ script, ui = 'dir' }) {
         SWITCHYARD_LOG: process.env.SWITCHYARD_LOG ?? 'warn',
         SWITCHYARD_API_KEY: '',
         SWITCHYARD_UI: null,
+        SWITCHYARD_LOCAL_PORTS: 'none',
+        ...env,
       },
     });
   let server = serve(0);

@@ -18,6 +18,7 @@
 
 pub mod facts;
 pub mod kind;
+pub mod local;
 
 use std::collections::BTreeMap;
 use std::fmt;

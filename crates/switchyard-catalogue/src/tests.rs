@@ -21,6 +21,7 @@ fn every_entry_of_both_files_parses_and_every_model_the_overlay_names_exists() {
         "cerebras",
         "ollama",
         "lmstudio",
+        "llamacpp",
         "vllm",
     ] {
         assert!(catalogue.provider(id).is_some(), "the catalogue offers {id}");

@@ -48,6 +48,7 @@ mod delivery;
 mod dialect;
 mod embedding;
 pub mod latency;
+pub mod model_server;
 mod oauth;
 mod record;
 mod script;
@@ -62,6 +63,7 @@ pub use self::behavior::{
 pub use self::dialect::Dialect;
 pub use self::embedding::{DEFAULT_DIMENSIONS, MAX_DIMENSIONS, embedding, embedding_base64};
 pub use self::latency::LatencyProxy;
+pub use self::model_server::{FakeModelServer, SilentPort};
 pub use self::oauth::{
     AuthorizeRequest, MOCK_CLIENT_ID, MockOAuth, MockOAuthBuilder, TokenFault, TokenRequest,
 };

@@ -83,6 +83,9 @@ pub enum ConfigError {
     /// The state file was migrated by a newer Switchyard that this one cannot run on.
     #[error("{0}")]
     StateTooNew(String),
+    /// An environment variable the app reads at start does not hold what it must.
+    #[error("{var}: {problem}")]
+    Environment { var: &'static str, problem: String },
 }
 
 /// A form that breaks a rule: the path of the field (`providers[1].credentials[0].secret`) and

@@ -23,6 +23,7 @@ pub mod usage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use switchyard_catalogue::local::LocalPorts;
 use switchyard_core::binding::{self, Binding, Confirmed};
 use switchyard_core::resilience::HealthRegistry;
 use switchyard_core::{Clock, SystemClock};
@@ -44,6 +45,10 @@ use crate::usage::UsageTracker;
 
 /// The file name of the state database inside the data directory.
 pub const STATE_FILE: &str = "switchyard.db";
+
+/// Where this machine's model servers are looked for (`GET /api/local-servers`, `switchyard
+/// providers detect`) instead of their default ports: `ollama:11434,lmstudio:1234`, or `none`.
+pub const LOCAL_PORTS_ENV: &str = "SWITCHYARD_LOCAL_PORTS";
 
 /// Where the config comes from, and where edits made through the API go.
 #[derive(Clone, Debug)]
@@ -150,6 +155,11 @@ impl App {
     pub async fn start(launch: Launch) -> Result<Self, ConfigError> {
         let Launch { data_dir, config: source, clock, secrets, env, request_ring } = launch;
         let mut phases = phases::Phases::start();
+        let local_ports = match env(LOCAL_PORTS_ENV).filter(|spec| !spec.trim().is_empty()) {
+            None => LocalPorts::default(),
+            Some(spec) => LocalPorts::parse(&spec)
+                .map_err(|problem| ConfigError::Environment { var: LOCAL_PORTS_ENV, problem })?,
+        };
         let state_file = data_dir.join(STATE_FILE);
         let registry = Arc::new(HealthRegistry::default());
         // The config first: its policies clamp restored deadlines. The stored config is read
@@ -271,6 +281,7 @@ impl App {
         if let Some(team) = &team {
             services = services.with_team(team.watch_status());
         }
+        services = services.with_local_ports(local_ports);
         persistence.write_behind();
         phases.done("services set up");
         Ok(Self {

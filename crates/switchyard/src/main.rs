@@ -176,7 +176,7 @@ enum ConfigCommand {
 enum ProvidersCommand {
     /// Add a provider from the catalogue: `switchyard providers add openrouter --key
     /// env:OPENROUTER_API_KEY` (presets: openai, anthropic, gemini, openrouter, groq, deepseek,
-    /// mistral, moonshot, xai, together, fireworks, cerebras, ollama, lmstudio, vllm).
+    /// mistral, moonshot, xai, together, fireworks, cerebras, ollama, lmstudio, llamacpp, vllm).
     Add {
         /// The catalogue preset.
         preset: String,
@@ -200,6 +200,16 @@ enum ProvidersCommand {
     },
     /// List the providers: id, preset, endpoint, credentials and models.
     List,
+    /// Look for model servers running on this machine (Ollama on port 11434, LM Studio on 1234,
+    /// llama.cpp's server on 8080, vLLM on 8000) and list what answered, with its models and
+    /// the command that adds it. Loopback only, no key sent, at most 300 ms a port, all at
+    /// once. Exits with 1 when none answered.
+    Detect {
+        /// Other ports to look at: `ollama:11500,vllm:8001` (SERVER:PORT pairs; servers
+        /// ollama, lmstudio, llamacpp, vllm), or `none` [default: each server's own port].
+        #[arg(long, value_name = "SERVER:PORT,...", env = "SWITCHYARD_LOCAL_PORTS")]
+        ports: Option<String>,
+    },
     /// Remove a provider (and the keys it kept in the keychain); refused while a combo uses it.
     Remove { id: String },
 }

@@ -165,6 +165,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1beta/{*rest}", axum::routing::any(v1beta::no_such_route))
         .route("/api/server", get(api::server_info))
         .route("/api/catalogue", get(api::catalogue))
+        .route("/api/local-servers", get(api::local_servers))
         .route("/api/connect", post(api::connect))
         .route("/api/routing", get(api::routing).put(api::set_routing))
         .route("/api/try", post(api::try_model))

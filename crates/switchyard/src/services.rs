@@ -6,6 +6,7 @@
 mod catalog;
 mod doctor;
 mod edits;
+mod local;
 mod metrics;
 mod probe;
 mod requests;
@@ -30,6 +31,7 @@ pub use self::catalog::{
     PairState, ProviderCredential, ProviderView, SecretView, imported_pairs, imported_team,
 };
 pub use self::doctor::{Applied, ApplyRequest};
+pub use self::local::{PROBE_LIMIT, probe_all};
 pub use self::probe::{ConnectionReport, DiscoveredModels};
 pub use self::requests::{RequestEntry, RequestQuery};
 pub use self::settings::{Section, SettingsView};
@@ -53,6 +55,8 @@ pub struct Services {
     oauth: OAuth,
     /// Team mode, read on every look like persistence: the database comes and goes.
     team: Option<watch::Receiver<TeamStatus>>,
+    /// Where the model servers of this machine are looked for (`SWITCHYARD_LOCAL_PORTS`).
+    local_ports: switchyard_catalogue::local::LocalPorts,
 }
 
 /// The health page.
@@ -212,7 +216,24 @@ impl Services {
         editor: ConfigEditor,
         oauth: OAuth,
     ) -> Self {
-        Self { registry, clock, store, persistence, proxy, editor, oauth, team: None }
+        Self {
+            registry,
+            clock,
+            store,
+            persistence,
+            proxy,
+            editor,
+            oauth,
+            team: None,
+            local_ports: switchyard_catalogue::local::LocalPorts::default(),
+        }
+    }
+
+    /// Looks for this machine's model servers on `ports` instead of their default ports.
+    #[must_use]
+    pub fn with_local_ports(mut self, ports: switchyard_catalogue::local::LocalPorts) -> Self {
+        self.local_ports = ports;
+        self
     }
 
     /// Shows the team's status on the health page.

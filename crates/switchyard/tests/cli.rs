@@ -3,6 +3,8 @@
 
 #[path = "cli/connect.rs"]
 mod connect;
+#[path = "cli/detect.rs"]
+mod detect;
 #[path = "cli/doctor.rs"]
 mod doctor;
 #[path = "cli/providers.rs"]

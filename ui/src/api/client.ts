@@ -20,6 +20,7 @@ import type { DoctorFinding } from '../bindings/DoctorFinding';
 import type { Health } from '../bindings/Health';
 import type { ImportSummary } from '../bindings/ImportSummary';
 import type { LocalKeyView } from '../bindings/LocalKeyView';
+import type { LocalServers } from '../bindings/LocalServers';
 import type { LockoutSettings } from '../bindings/LockoutSettings';
 import type { LockoutView } from '../bindings/LockoutView';
 import type { LoginStarted } from '../bindings/LoginStarted';
@@ -109,6 +110,11 @@ export class ApiClient {
   server = () => this.call<ServerInfo>('GET', '/api/server');
   /** The provider presets and their models' facts compiled into the binary. */
   catalogue = () => this.call<Catalogue>('GET', '/api/catalogue');
+  /**
+   * The model servers answering on this machine's loopback ports (Ollama, LM Studio,
+   * llama.cpp, vLLM), each with its models; `ports` (`ollama:11434,…`) instead of the server's.
+   */
+  localServers = (ports?: string) => this.call<LocalServers>('GET', `/api/local-servers${queryString({ ports })}`);
   /** Every tool's "Connect your tools" lines, with `key` and `model` filled in. */
   connect = (request: ConnectRequest = {}) => this.call<ConnectGuide[]>('POST', '/api/connect', request);
   routing = () => this.call<RoutingState>('GET', '/api/routing');

@@ -1,12 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { groq, lmStudio, openai } from '../test/catalogueFixtures';
+import type { FoundServer } from '../bindings/FoundServer';
+import type { LocalServers } from '../bindings/LocalServers';
+import { groq, lmStudio, ollama, openai } from '../test/catalogueFixtures';
 import {
   badgeHue,
   filterCatalogue,
+  foundServers,
   freeProviderId,
   initials,
   lastTests,
+  localProvider,
   mergeModels,
+  modelSummary,
   preselected,
   presetProvider,
   prices,
@@ -71,6 +76,26 @@ describe('catalogue helpers', () => {
       models: ['gpt-4o'],
     });
     expect(freeProviderId('openai', [{ id: 'openai' }, { id: 'openai-2' }])).toBe('openai-3');
+  });
+
+  it('keeps what a look at this machine found, and makes each the provider of its preset', () => {
+    const found: FoundServer = { server: 'ollama', preset: 'ollama', base_url: 'http://localhost:11434/v1', models: ['a', 'b'], providers: [] };
+    const look: LocalServers = {
+      elapsed_ms: 300,
+      probes: [
+        { probed: 'ollama', port: 11434, elapsed_ms: 2, answer: { status: 'found', ...found } },
+        { probed: 'vllm', port: 8000, elapsed_ms: 300, answer: { status: 'timed_out' } },
+      ],
+    };
+    expect(foundServers(look)).toEqual([{ port: 11434, found: { status: 'found', ...found } }]);
+    expect(localProvider(ollama, found, [])).toEqual({ id: 'ollama', preset: 'ollama', models: ['a', 'b'] });
+    expect(localProvider(ollama, { base_url: 'http://127.0.0.1:5001/v1', models: [] }, [{ id: 'ollama' }])).toEqual({
+      id: 'ollama-2',
+      preset: 'ollama',
+      base_url: 'http://127.0.0.1:5001/v1',
+    });
+    expect(modelSummary(['a', 'b'])).toBe('a, b');
+    expect(modelSummary(['a', 'b', 'c', 'd', 'e', 'f'])).toBe('a, b, c, d and 2 more');
   });
 
   it('formats windows and prices', () => {

@@ -2,6 +2,8 @@ import type { CatalogueModel } from '../bindings/CatalogueModel';
 import type { CatalogueProvider } from '../bindings/CatalogueProvider';
 import type { ComboForm } from '../bindings/ComboForm';
 import type { ConnectionReport } from '../bindings/ConnectionReport';
+import type { FoundServer } from '../bindings/FoundServer';
+import type { LocalServers } from '../bindings/LocalServers';
 import type { ProviderForm } from '../bindings/ProviderForm';
 import type { ProviderView } from '../bindings/ProviderView';
 
@@ -95,6 +97,30 @@ export function presetProvider(preset: CatalogueProvider, id: string, baseUrl: s
   if (url !== '' && url.replace(/\/+$/, '') !== preset.base_url.replace(/\/+$/, '')) form.base_url = url;
   if (models.length > 0) form.models = [...models];
   return form;
+}
+
+/** The servers a look at this machine found, each with the port it answered on. */
+export function foundServers(look: LocalServers): Array<{ port: number; found: FoundServer }> {
+  return look.probes.flatMap((p) => (p.answer.status === 'found' ? [{ port: p.port, found: p.answer }] : []));
+}
+
+/**
+ * The provider "Add" makes of a server found on this machine: its preset, the URL that
+ * answered (written only when it is not the preset's) and the models it listed, under the
+ * preset's id or the first free one after it.
+ */
+export function localProvider(
+  preset: CatalogueProvider,
+  found: Pick<FoundServer, 'base_url' | 'models'>,
+  providers: readonly Pick<ProviderView, 'id'>[],
+): ProviderForm {
+  return presetProvider(preset, freeProviderId(preset.id, providers), found.base_url, found.models);
+}
+
+/** "llama3.2, qwen2.5-coder and 3 more": a model list at a glance. */
+export function modelSummary(models: readonly string[], shown = 4): string {
+  if (models.length <= shown) return models.join(', ');
+  return `${models.slice(0, shown).join(', ')} and ${models.length - shown} more`;
 }
 
 /** "128k", "1M": a context window at a glance. */

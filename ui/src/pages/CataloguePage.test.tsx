@@ -53,6 +53,33 @@ describe('CataloguePage', () => {
     expect(screen.getByRole('list', { name: 'Catalogue' })).toBeInTheDocument();
   });
 
+  it('offers the servers running on this machine, and after a one-click add says which model to send', async () => {
+    const lm = { id: 'lmstudio', preset: 'lmstudio', kind: 'openai', models: ['qwen2.5-7b-instruct'], credentials: [] };
+    const onSkip = vi.fn();
+    renderWithServer(<CataloguePage firstRun onSkip={onSkip} />, (call: ApiCall) => {
+      if (call.path === '/api/local-servers') {
+        return ok({
+          elapsed_ms: 2,
+          probes: [
+            {
+              probed: 'lmstudio',
+              port: 1234,
+              elapsed_ms: 2,
+              answer: { status: 'found', server: 'lmstudio', preset: 'lmstudio', base_url: 'http://localhost:1234/v1', models: ['qwen2.5-7b-instruct'], providers: [] },
+            },
+          ],
+        });
+      }
+      if (call.method === 'POST' && call.path.startsWith('/api/providers')) return { status: 201, body: lm };
+      return server(call);
+    });
+    const local = await screen.findByRole('region', { name: 'Runs on this machine' });
+    await userEvent.click(await within(local).findByRole('button', { name: 'Add LM Studio' }));
+    expect(await screen.findByTestId('local-added')).toHaveTextContent('Added provider lmstudio: send model: "lmstudio/qwen2.5-7b-instruct"');
+    await userEvent.click(screen.getByRole('button', { name: 'Go to the overview' }));
+    expect(onSkip).toHaveBeenCalled();
+  });
+
   it('is the first run under its own heading, with a way past it', async () => {
     const onSkip = vi.fn();
     renderWithServer(<CataloguePage firstRun onSkip={onSkip} />, server);

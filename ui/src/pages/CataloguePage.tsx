@@ -1,13 +1,16 @@
 import { useState } from 'react';
 import type { CatalogueProvider } from '../bindings/CatalogueProvider';
+import type { ProviderView } from '../bindings/ProviderView';
 import { useApi, useLiveVersion, useResource } from '../app/context';
 import { AddFromCatalogue } from '../components/AddFromCatalogue';
 import { CatalogueList } from '../components/CatalogueList';
 import { ErrorNote } from '../components/controls';
+import { LocalServers } from '../components/LocalServers';
 
 /**
- * The catalogue: every preset with its health where configured, and the add flow for the one
- * picked. The first run is this page under another heading (`firstRun`), with a way past it.
+ * The catalogue: the model servers running on this machine (added in one click), every preset
+ * with its health where configured, and the add flow for the one picked. The first run is this
+ * page under another heading (`firstRun`), with a way past it.
  */
 export function CataloguePage({ firstRun = false, onSkip }: { firstRun?: boolean; onSkip?: () => void }) {
   const api = useApi();
@@ -18,6 +21,7 @@ export function CataloguePage({ firstRun = false, onSkip }: { firstRun?: boolean
   const health = useResource(() => api.health(), [api, live]);
   const [picked, setPicked] = useState<CatalogueProvider | null>(null);
   const [finished, setFinished] = useState(false);
+  const [added, setAdded] = useState<ProviderView | null>(null);
   return (
     <div className="page">
       <header className="page-head">
@@ -53,6 +57,19 @@ export function CataloguePage({ firstRun = false, onSkip }: { firstRun?: boolean
         />
       ) : null}
       {catalogue.data && !picked ? (
+        <LocalServers
+          presets={catalogue.data.providers}
+          providers={providers.data ?? []}
+          onAdded={(view) => {
+            setAdded(view);
+            setFinished(true);
+            void providers.reload();
+            void health.reload();
+          }}
+        />
+      ) : null}
+      {added && !picked ? <AddedNote provider={added} /> : null}
+      {catalogue.data && !picked ? (
         <CatalogueList
           presets={catalogue.data.providers}
           providers={providers.data ?? []}
@@ -66,6 +83,24 @@ export function CataloguePage({ firstRun = false, onSkip }: { firstRun?: boolean
           {catalogue.data.source.fetched}.
         </p>
       ) : null}
+    </div>
+  );
+}
+
+/** What a one-click add made, and the model name that reaches it. */
+function AddedNote({ provider }: { provider: ProviderView }) {
+  const first = provider.models.map((m) => (typeof m === 'string' ? m : m.id))[0];
+  return (
+    <div className="note note-ok" role="status" data-testid="local-added">
+      Added provider <code>{provider.id}</code>
+      {first ? (
+        <>
+          : send <code>model: "{provider.id}/{first}"</code>, or put it in a combo on <a href="#/combos">Combos</a>.
+        </>
+      ) : (
+        '.'
+      )}{' '}
+      <a href="#/connect">Connect your tools</a>
     </div>
   );
 }

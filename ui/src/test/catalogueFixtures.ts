@@ -55,6 +55,13 @@ export const lmStudio: CatalogueProvider = {
   models: [],
 };
 
+export const ollama: CatalogueProvider = {
+  ...lmStudio,
+  id: 'ollama',
+  name: 'Ollama',
+  base_url: 'http://localhost:11434/v1',
+};
+
 export const catalogue: Catalogue = {
   source: {
     source: 'models.dev',

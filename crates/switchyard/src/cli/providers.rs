@@ -19,6 +19,7 @@ use switchyard::server::ipc::{ApiCall, ApiReply, InProcess};
 use switchyard::server::{ServerState, Shared, UiSessions};
 use switchyard::status::{HealthLook, Level, ProviderLook, report};
 use switchyard::{App, Launch};
+use switchyard_catalogue::local::{LocalAnswer, LocalServers};
 use switchyard_secrets::{Secret, SecretRef};
 
 use super::ProvidersCommand;
@@ -179,7 +180,7 @@ fn refused(reply: &ApiReply, running: Option<&Running>, pasted: bool) -> anyhow:
 }
 
 pub(super) async fn manage(data_dir: &Path, command: ProvidersCommand) -> anyhow::Result<ExitCode> {
-    let edit = !matches!(command, ProvidersCommand::List);
+    let edit = !matches!(command, ProvidersCommand::List | ProvidersCommand::Detect { .. });
     // Read before anything starts: the key is asked for first, and never echoed.
     let pasted = match &command {
         ProvidersCommand::Add { key_stdin: true, .. } => {
@@ -207,14 +208,18 @@ pub(super) async fn manage(data_dir: &Path, command: ProvidersCommand) -> anyhow
     let api = Api::open(data_dir, edit).await?;
     let done = run(&api, command, pasted).await;
     api.close().await;
-    done.map(|()| ExitCode::SUCCESS)
+    done
 }
 
 #[expect(
     clippy::print_stdout,
     reason = "printing what changed and the lists is what these commands do"
 )]
-async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> anyhow::Result<()> {
+async fn run(
+    api: &Api,
+    command: ProvidersCommand,
+    pasted: Option<Secret>,
+) -> anyhow::Result<ExitCode> {
     match command {
         ProvidersCommand::Add { preset, id, key, key_stdin: _, models, base_url } => {
             let id = id.unwrap_or_else(|| preset.clone());
@@ -301,6 +306,7 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
                 );
             }
         }
+        ProvidersCommand::Detect { ports } => return detect(api, ports.as_deref()).await,
         ProvidersCommand::Remove { id } => {
             let removed = api.call("DELETE", &format!("/api/providers/{id}"), None).await?;
             if !(200..300).contains(&removed.status) {
@@ -309,7 +315,88 @@ async fn run(api: &Api, command: ProvidersCommand, pasted: Option<Secret>) -> an
             println!("removed provider {id}");
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `switchyard providers detect`: what answered on this machine's loopback ports, each with
+/// its models and the command that adds it; exit code 1 when nothing did.
+#[expect(clippy::print_stdout, reason = "the list of what answered is what this command prints")]
+async fn detect(api: &Api, ports: Option<&str>) -> anyhow::Result<ExitCode> {
+    let path = match ports.filter(|p| !p.trim().is_empty()) {
+        Some(ports) => {
+            let encoded: String = url::form_urlencoded::byte_serialize(ports.as_bytes()).collect();
+            format!("/api/local-servers?ports={encoded}")
+        }
+        None => "/api/local-servers".to_owned(),
+    };
+    let reply = api.call("GET", &path, None).await?;
+    if reply.status != 200 {
+        let text = message(&reply);
+        let text = text.strip_prefix("ports: ").map_or(text.clone(), |t| format!("--ports: {t}"));
+        anyhow::bail!(text);
+    }
+    let look: LocalServers = serde_json::from_value(reply.body).context("the detection answer")?;
+    for line in detect_report(&look) {
+        println!("{line}");
+    }
+    Ok(if look.found().next().is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The lines `detect` prints: each port in the order probed, what answered with its models
+/// and how to add it, then one line that sums up.
+fn detect_report(look: &LocalServers) -> Vec<String> {
+    let mut lines = Vec::new();
+    for probe in &look.probes {
+        let (name, port, ms) = (probe.probed.name(), probe.port, probe.elapsed_ms);
+        match &probe.answer {
+            LocalAnswer::Found(found) => {
+                let models = match found.models.len() {
+                    0 => "no models yet".to_owned(),
+                    1 => "1 model".to_owned(),
+                    n => format!("{n} models"),
+                };
+                lines.push(format!(
+                    "found {} on port {port} ({ms} ms): {}, {models}",
+                    found.server.name(),
+                    found.base_url
+                ));
+                lines.extend(found.models.iter().map(|m| format!("  {m}")));
+                if found.providers.is_empty() {
+                    lines.push(format!(
+                        "  add it: switchyard providers add {} --base-url {}",
+                        found.preset, found.base_url
+                    ));
+                } else {
+                    lines.push(format!("  configured as {}", found.providers.join(", ")));
+                }
+            }
+            LocalAnswer::Refused => {
+                lines.push(format!("{name}, port {port}: nothing listens ({ms} ms)"));
+            }
+            LocalAnswer::TimedOut => lines.push(format!(
+                "{name}, port {port}: accepted, no answer within {} ms",
+                switchyard::services::PROBE_LIMIT.as_millis()
+            )),
+            LocalAnswer::Unrecognised { detail } => {
+                lines.push(format!("{name}, port {port}: not a model server: {detail} ({ms} ms)"));
+            }
+        }
+    }
+    let ports: Vec<String> = look.probes.iter().map(|p| p.port.to_string()).collect();
+    let found = look.found().count();
+    lines.push(if look.probes.is_empty() {
+        "no port to look at: the ports given are `none`".to_owned()
+    } else if found == 0 {
+        format!(
+            "no model server answered on this machine (ports {}; {} ms): start Ollama, LM Studio, \
+             llama.cpp's server or vLLM, or add one by hand with `switchyard providers add`",
+            ports.join(", "),
+            look.elapsed_ms
+        )
+    } else {
+        format!("{found} found on ports {} in {} ms", ports.join(", "), look.elapsed_ms)
+    });
+    lines
 }
 
 fn models_of(provider: &Value) -> Vec<String> {

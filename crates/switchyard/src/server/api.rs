@@ -166,6 +166,30 @@ pub(super) async fn catalogue() -> Response {
     Json(switchyard_catalogue::catalogue()).into_response()
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LocalQuery {
+    /// `SERVER:PORT` pairs to probe instead of the app's (`LocalPorts` syntax).
+    #[serde(default)]
+    ports: Option<String>,
+}
+
+/// `GET /api/local-servers[?ports=ollama:11434,...]`: the model servers that answer on this
+/// machine's loopback ports (`LocalServers`), for "Runs on this machine" and `switchyard
+/// providers detect`. Always `200`: a port where nothing answers is an answer too.
+pub(super) async fn local_servers(
+    State(state): State<ServerState>,
+    query: Result<Query<LocalQuery>, QueryRejection>,
+) -> Response {
+    use switchyard_catalogue::local::LocalPorts;
+    let Ok(Query(q)) = query else { return invalid("query", "only ports is accepted") };
+    let ports = match q.ports.as_deref().map(LocalPorts::parse).transpose() {
+        Ok(ports) => ports,
+        Err(problem) => return invalid("ports", problem),
+    };
+    Json(state.services.local_servers(ports.as_ref()).await).into_response()
+}
+
 /// What `POST /api/connect` fills the lines in with; both optional.
 #[derive(Debug, Deserialize, TS)]
 #[ts(export)]

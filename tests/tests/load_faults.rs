@@ -240,7 +240,12 @@ async fn burst(h: &Harness, upstreams: &Upstreams, clock: &ManualClock, round: u
     // headers: the traces list it, the counter counts it.
     let attempts = tally.attempts + books.continuations;
     assert_eq!(added("switchyard_attempts_total"), count(attempts), "{counters:?}");
-    assert_eq!(added("switchyard_fallbacks_total"), count(tally.fallbacks), "{counters:?}");
+    // A request is a fallback when an attempt other than its first served it. The clients see
+    // only how many attempts were made by the time the answer began: one whose first attempt
+    // won a race against a racer started beside it took two and is not a fallback (which
+    // happens depends on the measured first-event times, so on the machine's load).
+    assert_eq!(added("switchyard_fallbacks_total"), count(books.fallbacks), "{counters:?}");
+    assert!(tally.fallbacks >= books.fallbacks, "{} < {}", tally.fallbacks, books.fallbacks);
     assert_eq!(books.attempts, attempts, "the traces vs. what the clients were told");
     assert!(books.max_per_request <= MAX_ATTEMPTS, "a trace over the cap: {books:?}");
     // The first burst's window also holds the warm-up request.
@@ -710,6 +715,8 @@ struct Books {
     per_target: Vec<BTreeMap<(String, String), usize>>,
     /// Recovery probes the traces say were sent, per provider.
     probes_sent: BTreeMap<String, usize>,
+    /// Requests served by an attempt other than their first.
+    fallbacks: usize,
     /// Probes the planner asked for but the proxy did not send, per reason.
     probes_not_sent: BTreeMap<String, usize>,
 }
@@ -730,6 +737,7 @@ impl Books {
             let dropped = trace.iter().filter(|e| hedge(e, &["lost", "cancelled"])).count();
             books.raced += trace.iter().filter(|e| hedge(e, &["started", "started_early"])).count();
             assert_eq!(request["attempts"], attempted.len() + dropped, "{request}");
+            books.fallbacks += usize::from(request["status"] == 200 && request["fallback"] == true);
             for entry in trace.iter().filter(|e| hedge(e, &["lost", "cancelled"])) {
                 let target = entry["target"].as_str().unwrap_or_default();
                 let provider = target.split('/').next().unwrap_or_default().to_owned();

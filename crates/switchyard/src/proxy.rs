@@ -1123,9 +1123,10 @@ impl Proxy {
     ) -> Tried {
         if let Some(embedding) = sending.embedding {
             let candidate = (candidate, target);
-            return self
-                .embed_attempt(sending, embedding, candidate, secret, attempt, first_event)
-                .await;
+            // Boxed: a chat attempt's future would otherwise carry the embedding's too.
+            let embed =
+                self.embed_attempt(sending, embedding, candidate, secret, attempt, first_event);
+            return Box::pin(embed).await;
         }
         let routes = sending.routes;
         let provider =

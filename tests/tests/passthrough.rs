@@ -326,7 +326,7 @@ targets = [{ target = "oa/gpt-4o" }, { target = "an/claude-count" }]
 }
 
 /// An OpenAI-compatible host with an Anthropic endpoint beside its own (Kimi, GLM, DeepSeek,
-/// MiniMax, Qwen): Claude Code's request reaches the Anthropic one as it was sent but for
+/// `MiniMax`, Qwen): Claude Code's request reaches the Anthropic one as it was sent but for
 /// `model`, with the provider's key in `x-api-key`; an OpenAI client reaches the OpenAI one,
 /// also untranslated.
 #[tokio::test]

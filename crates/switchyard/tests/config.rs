@@ -688,6 +688,7 @@ fn auto_weights_and_allow_entries_are_checked_naming_the_field() {
 
 #[test]
 fn an_anthropic_endpoint_is_on_the_providers_own_host_and_beside_an_openai_one_only() {
+    use switchyard_providers::dialect::Dialect;
     let provider = |kind: &str, anthropic: &str| {
         format!(
             "[[providers]]\nid = \"p\"\nkind = \"{kind}\"\nbase_url = \"https://api.example.com/v1\"\nanthropic_base_url = \"{anthropic}\"\n"
@@ -697,7 +698,6 @@ fn an_anthropic_endpoint_is_on_the_providers_own_host_and_beside_an_openai_one_o
     let p = &config.providers[0];
     let url = p.anthropic_url.as_ref().map(ToString::to_string);
     assert_eq!(url.as_deref(), Some("https://api.example.com/anthropic/v1/messages"));
-    use switchyard_providers::dialect::Dialect;
     assert_eq!(p.dialect_toward("m", Dialect::Anthropic), Dialect::Anthropic);
     assert_eq!(p.dialect_toward("m", Dialect::OpenAi), Dialect::OpenAi);
     assert_eq!(p.dialect_toward("m", Dialect::Responses), Dialect::OpenAi);

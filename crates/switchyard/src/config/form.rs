@@ -112,8 +112,8 @@ pub struct ProviderForm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub base_url: Option<String>,
-    /// `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM,
-    /// DeepSeek, MiniMax, Qwen serve one for Claude Code), without `/v1/messages`. An Anthropic
+    /// `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM, Qwen
+    /// and others serve one for Claude Code), without `/v1/messages`. An Anthropic
     /// client's requests then go there as it sent them; every other client's go to `base_url`
     /// [default: the preset's, else none].
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -221,8 +221,15 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
   const [sent] = mainTurns(beforeDirect, 'claude-passthrough');
   const [received] = mainTurns(beforeProxied, 'cc-pass');
   assert.ok(sent && received, summary(since(beforeDirect)));
+  assertWorthComparing(sent);
+  assertForwardedUnchanged(sent, received, 'cc-pass');
+});
 
-  // What makes this case worth having: the fields a re-encoding proxy would drop or refuse.
+/**
+ * What makes a passthrough comparison worth having: `sent` (Claude Code's main turn straight to
+ * the mock) carries the fields a re-encoding proxy would drop or refuse.
+ */
+function assertWorthComparing(sent) {
   const body = sent.body;
   for (const field of ['thinking', 'context_management', 'output_config', 'metadata']) {
     assert.ok(field in body, `Claude Code no longer sends ${field}; revisit this case`);
@@ -232,9 +239,7 @@ test('what Claude Code sends reaches the Anthropic upstream unchanged but for mo
     'Claude Code no longer sends a mid-conversation system message; revisit this case',
   );
   assert.ok(sent.headers['anthropic-beta'], 'Claude Code sent no anthropic-beta header');
-
-  assertForwardedUnchanged(sent, received, 'cc-pass');
-});
+}
 
 /**
  * `received` (a main turn through Switchyard, upstream model `model`) is `sent` (the same turn
@@ -435,4 +440,85 @@ test('model = auto: Claude Code is answered by the best model with tools, and th
   const outside = since(before).filter((r) => r.model === AUTO.outside.split('/')[1]);
   assert.equal(outside.length, 0, `nothing reached ${AUTO.outside}, outside the allow list\n${summary(outside)}`);
   await assertAutoChose(startedAt, 'anthropic');
+});
+
+// i. A host with both APIs (issue 50): a `preset = "moonshot"` provider with an OpenAI
+// `base_url` and an `anthropic_base_url`, both pointed at the mock, on the instance of its own
+// (tests/clients/run). Claude Code's requests to its model go to the Anthropic endpoint as sent;
+// an OpenAI client's go to the OpenAI endpoint, also as sent.
+
+/** The instance with the two-dialect provider; empty when it did not start. */
+const DUAL_URL = process.env.CLIENTS_DUAL_URL ?? '';
+const DUAL_LOG = process.env.CLIENTS_DUAL_LOG ?? '';
+/** The provider's key. */
+const DUAL_KEY = required('CLIENTS_DUAL_KEY');
+
+test("a host with both APIs (moonshot preset): Claude Code's turn reaches its Anthropic endpoint unchanged but for model, an OpenAI client's its OpenAI endpoint untranslated", async () => {
+  assert.ok(
+    DUAL_URL,
+    `switchyard with the two-dialect provider did not start:\n${DUAL_LOG ? readFileSync(DUAL_LOG, 'utf8') : ''}`,
+  );
+  const text = 'Answered on the Anthropic endpoint of a host with both APIs.';
+  // As e: the same prompt, HOME and working directory straight to the mock, then through
+  // Switchyard, Claude Code naming the model `claude-dual` both times (a combo of kimi/cc-dual).
+  const prompt = 'Say hello for the two-dialect check.';
+  const beforeDirect = watermark();
+  const direct = await claude({ name: 'i-dual', baseUrl: MOCK_URL, apiKey: 'sk-ant-direct', model: 'claude-dual', prompt });
+  assertAnswered(direct, text);
+  const beforeProxied = watermark();
+  const proxied = await claude({ name: 'i-dual', baseUrl: DUAL_URL, model: 'claude-dual', prompt });
+  assertAnswered(proxied, text);
+
+  const [sent] = mainTurns(beforeDirect, 'claude-dual');
+  const turns = mainTurns(beforeProxied, 'cc-dual');
+  assert.ok(sent, summary(since(beforeDirect)));
+  assert.equal(turns.length, 1, `one main turn at the provider: ${summary(since(beforeProxied))}`);
+  const [received] = turns;
+  assertWorthComparing(sent);
+  // Every request of the run (side requests too) went to the Anthropic endpoint, none to Chat.
+  const reached = since(beforeProxied).filter((r) => r.model === 'cc-dual');
+  assert.deepEqual(
+    [...new Set(reached.map((r) => `${r.dialect} ${r.path}`))],
+    ['anthropic /v1/messages'],
+    `Claude Code's requests at the Anthropic endpoint only: ${summary(reached)}`,
+  );
+  // The provider's key, as Anthropic takes it, and nothing else.
+  assert.deepEqual(received.credentials, { 'x-api-key': digest(DUAL_KEY) }, `credentials ${JSON.stringify(received.headers)}`);
+  assertForwardedUnchanged(sent, received, 'cc-dual');
+
+  // An OpenAI client (aider, opencode) on the same model: a Chat request with a field
+  // Switchyard does not model (`seed`), written with spacing of its own, so a re-encoded body
+  // would show.
+  const chat = JSON.stringify(
+    {
+      model: 'kimi/cc-dual',
+      messages: [{ role: 'user', content: 'Say hello from the OpenAI side.' }],
+      seed: 7,
+      stream: false,
+    },
+    null,
+    1,
+  );
+  const beforeChat = watermark();
+  const response = await fetch(`${DUAL_URL}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${PROXY_KEY}`, 'content-type': 'application/json' },
+    body: chat,
+  });
+  const answer = await response.text();
+  assert.equal(response.status, 200, answer);
+  assert.equal(
+    JSON.parse(answer).choices?.[0]?.message?.content,
+    'Answered on the OpenAI endpoint of a host with both APIs.',
+    answer,
+  );
+  const attempts = since(beforeChat);
+  assert.equal(attempts.length, 1, summary(attempts));
+  const [upstream] = attempts;
+  assert.equal(upstream.dialect, 'openai', summary(attempts));
+  assert.equal(upstream.path, '/v1/chat/completions', summary(attempts));
+  assert.equal(upstream.body.seed, 7, `seed passed through: ${upstream.raw_body}`);
+  assert.deepEqual(upstream.credentials, { authorization: digest(DUAL_KEY) }, `credentials ${JSON.stringify(upstream.headers)}`);
+  const expected = chat.replace('"model": "kimi/cc-dual"', '"model": "cc-dual"');
+  assert.ok(upstream.raw_body === expected, `the Chat body differs ${firstDifference(expected, upstream.raw_body)}`);
 });

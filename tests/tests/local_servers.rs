@@ -1,4 +1,4 @@
-//! Model servers on this machine (issue 50, point 3): `GET /api/local-servers` probes loopback
+//! Model servers on this machine: `GET /api/local-servers` probes loopback
 //! ports, here the random ports of a fake Ollama and a fake LM Studio (`?ports=`), finds both
 //! with their models, and one added through the API as the UI's Add does routes a request to
 //! its fake. A port nobody listens on is said so at once; a port that accepts and never answers

@@ -1,4 +1,4 @@
-// Issue 50, servers on this machine: a fake Ollama on a random loopback port (the server is
+// Servers on this machine: a fake Ollama on a random loopback port (the server is
 // told to look there, `SWITCHYARD_LOCAL_PORTS`, beside a port nobody listens on for LM Studio)
 // shows on the first-run page under "Runs on this machine" with its models, is added with one
 // click, and a request for one of its models reaches it. Nothing sleeps: the page is awaited on

@@ -1,4 +1,4 @@
-//! `switchyard providers detect` (issue 50): what answered on the ports it was given, each with
+//! `switchyard providers detect`: what answered on the ports it was given, each with
 //! its models and the command that adds it (or the provider it already is); a port where
 //! nothing listens and one that never answers said as such; exit code 1 when nothing answered.
 //! The ports come from `--ports` or `SWITCHYARD_LOCAL_PORTS`, never the real default ports.

@@ -948,8 +948,8 @@ impl ProviderForm {
     /// The wire dialect: the kind's, or Responses for `kind = "openai"` with
     /// `api = "responses"` (written, else the preset's).
     /// The Anthropic Messages endpoint beside an OpenAI one: `anthropic_base_url` (or the
-    /// preset's) with `/v1/messages`, on the host of `base_url`, whose bindings (and so whose
-    /// keys) it shares.
+    /// preset's, when `base_url` is on the preset's host) with `/v1/messages`, on the host of
+    /// `base_url`, whose bindings (and so whose keys) it shares.
     fn anthropic_url(
         &self,
         at: &str,
@@ -958,11 +958,13 @@ impl ProviderForm {
         base_url: &str,
     ) -> Result<Option<Url>, Problem> {
         let field = format!("{at}.anthropic_base_url");
-        let Some(written) = self
-            .anthropic_base_url
-            .as_deref()
-            .or(preset.and_then(|p| p.anthropic_base_url.as_deref()))
-        else {
+        let host = |url: &str| Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned));
+        // The preset's endpoint is its own host's: a provider pointed elsewhere (a gateway, a
+        // test server) does not get it.
+        let preset = preset
+            .and_then(|p| p.anthropic_base_url.as_deref())
+            .filter(|url| host(url) == host(base_url));
+        let Some(written) = self.anthropic_base_url.as_deref().or(preset) else {
             return Ok(None);
         };
         if kind != ProviderKind::Openai {
@@ -973,7 +975,6 @@ impl ProviderForm {
             ));
         }
         check_url(&field, written)?;
-        let host = |url: &str| Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned));
         if host(written) != host(base_url) {
             return Err(Problem::new(
                 field,

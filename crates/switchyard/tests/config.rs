@@ -712,4 +712,10 @@ fn an_anthropic_endpoint_is_on_the_providers_own_host_and_beside_an_openai_one_o
     let preset = parse("[[providers]]\nid = \"kimi\"\npreset = \"moonshot\"\n").unwrap();
     let url = preset.providers[0].anthropic_url.as_ref().map(ToString::to_string);
     assert_eq!(url.as_deref(), Some("https://api.moonshot.ai/anthropic/v1/messages"));
+    // ...which a provider pointed at another host (a gateway) does not get.
+    let elsewhere = parse(
+        "[[providers]]\nid = \"kimi\"\npreset = \"moonshot\"\nbase_url = \"https://gateway.example/v1\"\n",
+    )
+    .unwrap();
+    assert!(elsewhere.providers[0].anthropic_url.is_none());
 }

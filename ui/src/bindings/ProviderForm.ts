@@ -28,8 +28,8 @@ kind?: ProviderKind,
  */
 base_url?: string, 
 /**
- * `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM,
- * DeepSeek, MiniMax, Qwen serve one for Claude Code), without `/v1/messages`. An Anthropic
+ * `kind = "openai"` only: the same host's Anthropic-compatible endpoint (Kimi, GLM, Qwen
+ * and others serve one for Claude Code), without `/v1/messages`. An Anthropic
  * client's requests then go there as it sent them; every other client's go to `base_url`
  * [default: the preset's, else none].
  */

@@ -191,7 +191,10 @@ async fn session_cost(
     side: &Side,
     tag: &str,
 ) -> anyhow::Result<SessionCost> {
-    let tools: Vec<Value> = (0..20)
+    // Marked as Claude Code marks them: the last tool, the system prompt and (below) the last
+    // message are breakpoints, as Anthropic (and the mock) caches nothing unmarked.
+    let breakpoint = || json!({"type": "ephemeral"});
+    let mut tools: Vec<Value> = (0..20)
         .map(|n| {
             let description =
                 format!("Tool {n} of {tag}: {}", "does one careful thing. ".repeat(46));
@@ -199,15 +202,25 @@ async fn session_cost(
                 "input_schema": {"type": "object", "properties": {}}})
         })
         .collect();
-    let system = format!("You are the agent of side {tag}. {}", "Work on the task. ".repeat(90));
+    if let Some(last) = tools.last_mut() {
+        last["cache_control"] = breakpoint();
+    }
+    let text = format!("You are the agent of side {tag}. {}", "Work on the task. ".repeat(90));
+    let system = json!([{"type": "text", "text": text, "cache_control": breakpoint()}]);
     let mut messages: Vec<Value> = Vec::new();
     let mut cost = SessionCost::default();
     for turn in 0..TURNS {
         messages.push(
             json!({"role": "user", "content": format!("Turn {turn}: go on with the change.")}),
         );
+        let mut marked = messages.clone();
+        if let Some(last) = marked.last_mut() {
+            let text = last["content"].take();
+            last["content"] =
+                json!([{"type": "text", "text": text, "cache_control": breakpoint()}]);
+        }
         let body = json!({"model": COMBO, "max_tokens": 256, "system": system, "tools": tools,
-            "messages": messages});
+            "messages": marked});
         let response = http
             .post(&side.url)
             .header("x-api-key", &side.key)
